@@ -1,0 +1,90 @@
+/* Errors as values: a thread-local one-line message, and the shared checks
+ * that produce the usual messages (bad dim, wrong dtype). */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static _Thread_local char last_error[1024];
+
+const char *tg_last_error(void) { return last_error; }
+
+void tg_clear_error(void) { last_error[0] = '\0'; }
+
+void tg__error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+}
+
+void tg__panic(const char *file, int line, const char *msg)
+{
+    fprintf(stderr, "tapegrad: %s:%d: %s\n", file, line, msg);
+    abort();
+}
+
+const char *tg__shape_str(int ndim, const int64_t *shape, char *buf)
+{
+    size_t n = 0;
+    buf[n++] = '(';
+    for (int d = 0; d < ndim && n < TG_SHAPE_STR - 24; d++)
+        n += (size_t)snprintf(buf + n, TG_SHAPE_STR - n, d ? ",%lld" : "%lld",
+                              (long long)shape[d]);
+    buf[n++] = ')';
+    buf[n] = '\0';
+    return buf;
+}
+
+int tg__dim(const char *op, int dim, int ndim)
+{
+    int d = dim < 0 ? dim + ndim : dim;
+    if (d < 0 || d >= ndim) {
+        tg__error("%s: dim %d is out of range for a %d-d tensor", op, dim, ndim);
+        return -1;
+    }
+    return d;
+}
+
+const char *tg_dtype_name(tg_dtype dt)
+{
+    switch (dt) {
+    case TG_FLOAT32: return "float32";
+    case TG_FLOAT64: return "float64";
+    case TG_BOOL: return "bool";
+    }
+    return "unknown";
+}
+
+size_t tg_dtype_size(tg_dtype dt)
+{
+    switch (dt) {
+    case TG_FLOAT32: return 4;
+    case TG_FLOAT64: return 8;
+    case TG_BOOL: return 1;
+    }
+    return 0;
+}
+
+bool tg__check_float(const char *op, const tg_tensor *t)
+{
+    if (t->dtype == TG_FLOAT32 || t->dtype == TG_FLOAT64)
+        return true;
+    tg__error("%s: expected a float32 or float64 tensor, got %s %s", op,
+              tg_dtype_name(t->dtype), TG_SHP(t));
+    return false;
+}
+
+bool tg__check_same_float(const char *op, const tg_tensor *a, const tg_tensor *b)
+{
+    if (!tg__check_float(op, a) || !tg__check_float(op, b))
+        return false;
+    if (a->dtype == b->dtype)
+        return true;
+    tg__error("%s: dtypes differ: %s %s and %s %s (convert one with tg_to)", op,
+              tg_dtype_name(a->dtype), TG_SHP(a), tg_dtype_name(b->dtype),
+              TG_SHP(b));
+    return false;
+}

@@ -1,0 +1,223 @@
+/* Private to libtapegrad: the tensor's layout, the tape entry, and the helpers
+ * that core/ and ops/ share. Not installed. Names here are tg__ (two
+ * underscores): shared between files, never exported (the link exports ^tg_
+ * names only, and these are hidden). */
+#ifndef TAPEGRAD_INTERNAL_H
+#define TAPEGRAD_INTERNAL_H
+
+#include "tapegrad.h"
+
+#include <stdarg.h>
+
+#define TG_HIDDEN __attribute__((visibility("hidden")))
+
+/* ------------------------------------------------------------------ */
+/* Internal invariants: a broken one is our bug, never the caller's.  */
+/* ------------------------------------------------------------------ */
+
+TG_HIDDEN _Noreturn void tg__panic(const char *file, int line, const char *msg);
+#define TG_ASSERT(cond)                                                        \
+    do {                                                                       \
+        if (!(cond))                                                           \
+            tg__panic(__FILE__, __LINE__, "assertion failed: " #cond);         \
+    } while (0)
+
+/* ------------------------------------------------------------------ */
+/* Storage and tensor                                                 */
+/* ------------------------------------------------------------------ */
+
+typedef struct tg_storage {
+    int64_t refcount;
+    size_t nbytes;
+    void *data;
+} tg_storage;
+
+typedef struct tg_node tg_node;
+
+struct tg_tensor {
+    int64_t refcount;
+    tg_dtype dtype;
+    int ndim;
+    int64_t shape[TG_MAX_DIMS];
+    int64_t strides[TG_MAX_DIMS]; /* in elements; 0 on broadcast dims */
+    int64_t offset;               /* in elements, into storage */
+    tg_storage *storage;
+
+    /* autograd */
+    bool requires_grad;
+    bool retain_grad;
+    tg_tensor *grad; /* owned; leaves keep it, non-leaves only if retain_grad */
+    tg_node *node;   /* the tape entry that produced this tensor (owned) */
+
+    int64_t scope_slot; /* index in this thread's scope stack, or -1 */
+    tg_tensor *dying_next; /* release's worklist (keeps release iterative) */
+};
+
+/* Base address of element 0 of t (storage + offset), as T *. */
+#define TG_DATA(T, t) ((T *)(t)->storage->data + (t)->offset)
+
+/* A new contiguous tensor of the given shape, uninitialised (zeroed if
+ * zero_fill). Registered with the current scope like any returned tensor.
+ * NULL with an error naming op on a bad shape or no memory. */
+TG_HIDDEN tg_tensor *tg__new(const char *op, tg_dtype dt, int ndim,
+                             const int64_t *shape, bool zero_fill);
+/* A new tensor header viewing src's storage with the given geometry. */
+TG_HIDDEN tg_tensor *tg__view(const tg_tensor *src, int ndim,
+                              const int64_t *shape, const int64_t *strides,
+                              int64_t offset);
+/* C-order (contiguous) strides for shape. */
+TG_HIDDEN void tg__contiguous_strides(int ndim, const int64_t *shape,
+                                      int64_t *strides);
+/* Removes t from its scope without releasing it (the caller now owns the
+ * reference the scope held). Call before storing a fresh tensor anywhere
+ * that outlives the scope, e.g. a gradient field. */
+TG_HIDDEN void tg__unscope(tg_tensor *t);
+/* Hands a new tensor to the innermost open scope, if any (tensor.c calls it
+ * for every tensor it makes). */
+TG_HIDDEN void tg__scope_register(tg_tensor *t);
+
+/* ------------------------------------------------------------------ */
+/* Errors                                                             */
+/* ------------------------------------------------------------------ */
+
+/* Sets this thread's error: printf-style, one line, "op: what went wrong". */
+TG_HIDDEN void tg__error(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+/* Writes "(4,8,32)" for t into buf (at least TG_SHAPE_STR bytes). */
+#define TG_SHAPE_STR 200
+TG_HIDDEN const char *tg__shape_str(int ndim, const int64_t *shape, char *buf);
+/* Shorthand for a tensor's shape string in an error message: a
+ * compound-literal buffer that lives to the end of the enclosing block. */
+#define TG_SHP(t) tg__shape_str((t)->ndim, (t)->shape, (char[TG_SHAPE_STR]){0})
+
+/* Normalises a possibly negative dim against ndim; -1 and an error naming op
+ * when out of range. */
+TG_HIDDEN int tg__dim(const char *op, int dim, int ndim);
+/* Errors (and returns false) unless t is float32/float64. */
+TG_HIDDEN bool tg__check_float(const char *op, const tg_tensor *t);
+/* Errors unless a and b share a float dtype. */
+TG_HIDDEN bool tg__check_same_float(const char *op, const tg_tensor *a,
+                                    const tg_tensor *b);
+
+/* ------------------------------------------------------------------ */
+/* One body for both float dtypes                                     */
+/* ------------------------------------------------------------------ */
+
+/* Runs the body with T bound to the C type of dt (float or double):
+ *     TG_DISPATCH_FLOAT(t->dtype, T, { T *p = TG_DATA(T, t); ... });
+ * so a kernel is written once and compiled for both dtypes. */
+#define TG_DISPATCH_FLOAT(dt, T, ...)                                          \
+    do {                                                                       \
+        switch (dt) {                                                          \
+        case TG_FLOAT32: {                                                     \
+            typedef float T;                                                   \
+            __VA_ARGS__                                                        \
+        } break;                                                               \
+        case TG_FLOAT64: {                                                     \
+            typedef double T;                                                  \
+            __VA_ARGS__                                                        \
+        } break;                                                               \
+        default:                                                               \
+            TG_ASSERT(!"float dtype expected");                                \
+        }                                                                      \
+    } while (0)
+
+/* Reads element at data + i of any dtype as double; writes likewise. */
+TG_HIDDEN double tg__load(tg_dtype dt, const void *data, int64_t i);
+TG_HIDDEN void tg__store(tg_dtype dt, void *data, int64_t i, double v);
+
+/* ------------------------------------------------------------------ */
+/* Broadcasting and strided loops                                     */
+/* ------------------------------------------------------------------ */
+
+/* numpy broadcast of n shapes into (ndim, shape). false and an error naming
+ * op and all the shapes when they do not broadcast. */
+TG_HIDDEN bool tg__broadcast(const char *op, int n, const tg_tensor *const *ts,
+                             int *ndim, int64_t *shape);
+
+/* A loop over every element of a shape, for up to TG_LOOP_MAX operands that
+ * were broadcast to it (each operand's strides are its own, right-aligned,
+ * with 0 on the dims it is broadcast along). Dims that can be merged are, so
+ * the inner run is as long as possible.
+ *
+ *     tg_loop L;
+ *     tg__loop_init(&L, out->ndim, out->shape, 2, (const tg_tensor *[]){out, x});
+ *     do {
+ *         T *o = TG_DATA(T, out) + L.off[0]; const T *a = TG_DATA(T, x) + L.off[1];
+ *         for (int64_t i = 0; i < L.inner; i++)
+ *             o[i * L.step[0]] = f(a[i * L.step[1]]);
+ *     } while (tg__loop_next(&L));
+ *
+ * With zero elements the first body runs with inner == 0. */
+#define TG_LOOP_MAX 4
+typedef struct tg_loop {
+    int nop, ndim; /* outer dims, after merging; the inner one excluded */
+    int64_t shape[TG_MAX_DIMS];
+    int64_t strides[TG_LOOP_MAX][TG_MAX_DIMS];
+    int64_t idx[TG_MAX_DIMS];
+    int64_t off[TG_LOOP_MAX];  /* element offset of this run, per operand */
+    int64_t step[TG_LOOP_MAX]; /* stride along the inner run */
+    int64_t inner;             /* length of the inner run */
+} tg_loop;
+
+TG_HIDDEN void tg__loop_init(tg_loop *L, int ndim, const int64_t *shape,
+                             int nop, const tg_tensor *const *ops);
+TG_HIDDEN bool tg__loop_next(tg_loop *L);
+
+/* ------------------------------------------------------------------ */
+/* The tape                                                           */
+/* ------------------------------------------------------------------ */
+
+#define TG_NODE_MAX_IN 3
+#define TG_NODE_MAX_SAVED 3
+
+/* An op's descriptor: its name and backward. backward gets the gradient dy
+ * of the node's output (same shape as the output) and adds each input's
+ * gradient with tg__accumulate. It runs with grad mode off, so it may use
+ * the public ops freely. */
+typedef struct tg_op {
+    const char *name;
+    void (*backward)(tg_node *n, tg_tensor *dy);
+} tg_op;
+
+struct tg_node {
+    const tg_op *op;
+    uint64_t seq; /* creation order: a topological order of the tape */
+    int n_in;
+    tg_tensor *in[TG_NODE_MAX_IN];       /* retained until consumed */
+    tg_tensor *saved[TG_NODE_MAX_SAVED]; /* retained until consumed */
+    double p[4];                         /* op parameters (scale, value...) */
+    int64_t ip[4];                       /* integer parameters (dims, k...) */
+
+    tg_tensor *out; /* weak: the output owns the node */
+    /* What the tape prints, kept after the inputs are released. */
+    int in_ndim[TG_NODE_MAX_IN];
+    int64_t in_shape[TG_NODE_MAX_IN][TG_MAX_DIMS];
+    double grad_norm; /* of the gradient that reached out; < 0 before backward */
+    bool consumed;    /* backward ran and released in/saved */
+    tg_node *prev, *next; /* this thread's list of live entries */
+};
+
+/* Records an op on the tape if grad mode is on and any input requires grad:
+ * appends an entry retaining the inputs, marks out as requiring grad, and
+ * returns the entry (for tg__save and parameters). Returns NULL when nothing
+ * is recorded. Inputs may include NULL (e.g. an absent bias): skipped. */
+TG_HIDDEN tg_node *tg__record(const tg_op *op, tg_tensor *out, int n_in,
+                              tg_tensor *const *in);
+/* Retains t in the entry for backward. */
+TG_HIDDEN void tg__save(tg_node *n, tg_tensor *t);
+/* Adds g into the gradient of input i of n, summing g down to that input's
+ * shape first if the input was broadcast. Takes g borrowed. No-op if the
+ * input does not require grad. */
+TG_HIDDEN void tg__accumulate(tg_node *n, int i, tg_tensor *g);
+/* True when input i of n needs a gradient (skip computing it otherwise). */
+TG_HIDDEN bool tg__needs_grad(const tg_node *n, int i);
+/* Unlinks and frees the node of a dying tensor. */
+TG_HIDDEN void tg__node_free(tg_node *n);
+
+/* Sums g over the dims along which a tensor of (ndim, shape) was broadcast
+ * to g's shape, giving a new tensor of exactly (ndim, shape). */
+TG_HIDDEN tg_tensor *tg__sum_to_shape(tg_tensor *g, int ndim,
+                                      const int64_t *shape);
+
+#endif /* TAPEGRAD_INTERNAL_H */

@@ -1,0 +1,98 @@
+/* Scopes: a thread-local stack of the tensors handed out since each
+ * tg_scope_begin, released at the matching tg_scope_end.
+ *
+ * Every tensor made while a scope is open takes a slot on the stack; the
+ * slot holds the reference the caller would otherwise have to release. A
+ * tensor freed early (released by the caller, or an op's temporary) clears
+ * its slot, and tg_keep clears it too, handing the reference to the caller.
+ * tg_scope_end releases what is left in its slots, newest first. */
+#include "internal.h"
+
+#include <stdlib.h>
+
+static _Thread_local tg_tensor **slots;
+static _Thread_local int64_t n_slots, cap_slots;
+static _Thread_local int64_t *marks; /* n_slots at each open scope's begin */
+static _Thread_local int64_t n_marks, cap_marks;
+
+/* Grows *buf to hold at least need elements of size es. */
+static bool grow(void **buf, int64_t *cap, int64_t need, size_t es)
+{
+    if (need <= *cap)
+        return true;
+    int64_t ncap = *cap ? *cap * 2 : 64;
+    while (ncap < need)
+        ncap *= 2;
+    void *p = realloc(*buf, (size_t)ncap * es);
+    if (!p)
+        return false;
+    *buf = p;
+    *cap = ncap;
+    return true;
+}
+
+void tg_scope_begin(void)
+{
+    if (!grow((void **)&marks, &cap_marks, n_marks + 1, sizeof *marks))
+        tg__panic(__FILE__, __LINE__, "out of memory opening a scope");
+    marks[n_marks++] = n_slots;
+}
+
+int tg_scope_end(void)
+{
+    if (n_marks == 0) {
+        tg__error("scope_end: no scope is open");
+        return -1;
+    }
+    int64_t mark = marks[n_marks - 1];
+    /* Newest first; slots cleared below us as tensors die are skipped. */
+    while (n_slots > mark) {
+        tg_tensor *t = slots[--n_slots];
+        if (t) {
+            t->scope_slot = -1;
+            tg_release(t);
+        }
+    }
+    n_marks--;
+    if (n_marks == 0) { /* outermost scope closed: give the memory back */
+        free(slots);
+        free(marks);
+        slots = NULL;
+        marks = NULL;
+        cap_slots = cap_marks = 0;
+    }
+    return 0;
+}
+
+void tg__scope_register(tg_tensor *t)
+{
+    if (n_marks == 0)
+        return;
+    if (!grow((void **)&slots, &cap_slots, n_slots + 1, sizeof *slots))
+        tg__panic(__FILE__, __LINE__, "out of memory in a scope");
+    t->scope_slot = n_slots;
+    slots[n_slots++] = t;
+}
+
+void tg__unscope(tg_tensor *t)
+{
+    if (t->scope_slot < 0)
+        return;
+    TG_ASSERT(t->scope_slot < n_slots && slots[t->scope_slot] == t);
+    slots[t->scope_slot] = NULL;
+    /* Keep the stack short in long loops of temporaries: drop trailing
+     * empty slots, never below the innermost scope's mark. */
+    if (t->scope_slot == n_slots - 1) {
+        int64_t floor = n_marks ? marks[n_marks - 1] : 0;
+        while (n_slots > floor && !slots[n_slots - 1])
+            n_slots--;
+    }
+    t->scope_slot = -1;
+}
+
+tg_tensor *tg_keep(tg_tensor *t)
+{
+    if (t)
+        tg__unscope(t);
+    return t;
+}

@@ -1,0 +1,391 @@
+/* The tensor: a refcounted header (shape, strides, offset) over a refcounted
+ * storage that views share. Creation, accessors, element access. */
+#include "internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- storage ----------------------------------------------------------- */
+
+static tg_storage *storage_new(size_t nbytes, bool zero_fill)
+{
+    tg_storage *s = malloc(sizeof *s);
+    if (!s)
+        return NULL;
+    /* One byte at least, so a 0-element tensor still has a valid pointer. */
+    s->data = zero_fill ? calloc(1, nbytes ? nbytes : 1) : malloc(nbytes ? nbytes : 1);
+    if (!s->data) {
+        free(s);
+        return NULL;
+    }
+    s->nbytes = nbytes;
+    s->refcount = 1;
+    return s;
+}
+
+static void storage_release(tg_storage *s)
+{
+    TG_ASSERT(s->refcount > 0);
+    if (--s->refcount == 0) {
+        free(s->data);
+        free(s);
+    }
+}
+
+/* ---- headers ----------------------------------------------------------- */
+
+void tg__contiguous_strides(int ndim, const int64_t *shape, int64_t *strides)
+{
+    int64_t st = 1;
+    for (int d = ndim - 1; d >= 0; d--) {
+        strides[d] = st;
+        st *= shape[d] > 0 ? shape[d] : 1;
+    }
+}
+
+static tg_tensor *header_new(tg_dtype dt, int ndim, const int64_t *shape)
+{
+    tg_tensor *t = calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    t->refcount = 1;
+    t->dtype = dt;
+    t->ndim = ndim;
+    memcpy(t->shape, shape, sizeof(int64_t) * (size_t)ndim);
+    t->scope_slot = -1;
+    return t;
+}
+
+/* numel of a shape, or -1 when an entry is negative or the count overflows
+ * what one allocation could hold. */
+static int64_t shape_numel(int ndim, const int64_t *shape)
+{
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] < 0)
+            return -1;
+        if (shape[d] && n > (INT64_MAX / 16) / shape[d])
+            return -1;
+        n *= shape[d];
+    }
+    return n;
+}
+
+static bool check_dtype(const char *op, tg_dtype dt)
+{
+    if (dt == TG_FLOAT32 || dt == TG_FLOAT64 || dt == TG_BOOL)
+        return true;
+    tg__error("%s: unknown dtype %d", op, (int)dt);
+    return false;
+}
+
+tg_tensor *tg__new(const char *op, tg_dtype dt, int ndim, const int64_t *shape,
+                   bool zero_fill)
+{
+    if (!check_dtype(op, dt))
+        return NULL;
+    if (ndim < 0 || ndim > TG_MAX_DIMS || (ndim > 0 && !shape)) {
+        tg__error("%s: ndim %d is out of range 0..%d", op, ndim, TG_MAX_DIMS);
+        return NULL;
+    }
+    int64_t n = shape_numel(ndim, shape);
+    if (n < 0) {
+        tg__error("%s: invalid shape %s", op,
+                  tg__shape_str(ndim, shape, (char[TG_SHAPE_STR]){0}));
+        return NULL;
+    }
+    tg_tensor *t = header_new(dt, ndim, shape);
+    if (t)
+        t->storage = storage_new((size_t)n * tg_dtype_size(dt), zero_fill);
+    if (!t || !t->storage) {
+        free(t);
+        tg__error("%s: out of memory for shape %s", op,
+                  tg__shape_str(ndim, shape, (char[TG_SHAPE_STR]){0}));
+        return NULL;
+    }
+    tg__contiguous_strides(ndim, shape, t->strides);
+    tg__scope_register(t);
+    return t;
+}
+
+tg_tensor *tg__view(const tg_tensor *src, int ndim, const int64_t *shape,
+                    const int64_t *strides, int64_t offset)
+{
+    tg_tensor *t = header_new(src->dtype, ndim, shape);
+    if (!t) {
+        tg__error("view: out of memory");
+        return NULL;
+    }
+    memcpy(t->strides, strides, sizeof(int64_t) * (size_t)ndim);
+    t->offset = offset;
+    t->storage = src->storage;
+    t->storage->refcount++;
+    tg__scope_register(t);
+    return t;
+}
+
+/* ---- lifetime ---------------------------------------------------------- */
+
+tg_tensor *tg_retain(tg_tensor *t)
+{
+    if (t) {
+        TG_ASSERT(t->refcount > 0);
+        t->refcount++;
+    }
+    return t;
+}
+
+/* Freeing a tensor releases its node, whose inputs may die in turn: a long
+ * tape would recurse as deep as it is long. A worklist keeps it flat. */
+static _Thread_local tg_tensor *dying;
+static _Thread_local bool draining;
+
+void tg_release(tg_tensor *t)
+{
+    if (!t)
+        return;
+    TG_ASSERT(t->refcount > 0);
+    if (--t->refcount > 0)
+        return;
+    t->dying_next = dying;
+    dying = t;
+    if (draining)
+        return;
+    draining = true;
+    while (dying) {
+        tg_tensor *d = dying;
+        dying = d->dying_next;
+        tg__unscope(d);
+        if (d->node)
+            tg__node_free(d->node); /* releases the node's inputs */
+        tg_release(d->grad);
+        storage_release(d->storage);
+        free(d);
+    }
+    draining = false;
+}
+
+/* ---- creation ---------------------------------------------------------- */
+
+tg_tensor *tg_zeros(tg_dtype dt, int ndim, const int64_t *shape)
+{
+    return tg__new("zeros", dt, ndim, shape, true);
+}
+
+static void fill(tg_tensor *t, double v)
+{
+    int64_t n = tg_numel(t);
+    void *p = t->storage->data;
+    for (int64_t i = 0; i < n; i++)
+        tg__store(t->dtype, p, i, v);
+}
+
+tg_tensor *tg_full(tg_dtype dt, int ndim, const int64_t *shape, double value)
+{
+    tg_tensor *t = tg__new("full", dt, ndim, shape, false);
+    if (t)
+        fill(t, value);
+    return t;
+}
+
+tg_tensor *tg_ones(tg_dtype dt, int ndim, const int64_t *shape)
+{
+    return tg_full(dt, ndim, shape, 1.0);
+}
+
+tg_tensor *tg_scalar(tg_dtype dt, double value)
+{
+    return tg_full(dt, 0, NULL, value);
+}
+
+tg_tensor *tg_from_data(tg_dtype dt, int ndim, const int64_t *shape,
+                        const void *data)
+{
+    tg_tensor *t = tg__new("from_data", dt, ndim, shape, false);
+    if (!t)
+        return NULL;
+    if (!data && tg_numel(t) > 0) {
+        tg_release(t);
+        tg__error("from_data: data is NULL");
+        return NULL;
+    }
+    if (tg_numel(t) > 0)
+        memcpy(t->storage->data, data, t->storage->nbytes);
+    return t;
+}
+
+tg_tensor *tg_arange(tg_dtype dt, double start, double stop, double step)
+{
+    if (step == 0 || !isfinite(start) || !isfinite(stop) || !isfinite(step)) {
+        tg__error("arange: need finite start, stop and a nonzero step, got "
+                  "(%g, %g, %g)", start, stop, step);
+        return NULL;
+    }
+    double len = ceil((stop - start) / step);
+    int64_t n = len > 0 ? (int64_t)len : 0;
+    tg_tensor *t = tg__new("arange", dt, 1, &n, false);
+    for (int64_t i = 0; t && i < n; i++)
+        tg__store(dt, t->storage->data, i, start + (double)i * step);
+    return t;
+}
+
+tg_tensor *tg_zeros_like(const tg_tensor *t)
+{
+    return t ? tg_zeros(t->dtype, t->ndim, t->shape) : NULL;
+}
+
+tg_tensor *tg_ones_like(const tg_tensor *t)
+{
+    return t ? tg_ones(t->dtype, t->ndim, t->shape) : NULL;
+}
+
+tg_tensor *tg_full_like(const tg_tensor *t, double value)
+{
+    return t ? tg_full(t->dtype, t->ndim, t->shape, value) : NULL;
+}
+
+/* ---- accessors --------------------------------------------------------- */
+
+int tg_ndim(const tg_tensor *t) { return t ? t->ndim : -1; }
+
+int64_t tg_size(const tg_tensor *t, int dim)
+{
+    if (!t)
+        return -1;
+    int d = tg__dim("size", dim, t->ndim);
+    return d < 0 ? -1 : t->shape[d];
+}
+
+const int64_t *tg_shape(const tg_tensor *t) { return t ? t->shape : NULL; }
+
+int64_t tg_stride(const tg_tensor *t, int dim)
+{
+    if (!t)
+        return 0;
+    int d = tg__dim("stride", dim, t->ndim);
+    return d < 0 ? 0 : t->strides[d];
+}
+
+int64_t tg_numel(const tg_tensor *t)
+{
+    if (!t)
+        return -1;
+    int64_t n = 1;
+    for (int d = 0; d < t->ndim; d++)
+        n *= t->shape[d];
+    return n;
+}
+
+tg_dtype tg_dtype_of(const tg_tensor *t) { return t ? t->dtype : TG_FLOAT32; }
+
+bool tg_is_contiguous(const tg_tensor *t)
+{
+    if (!t)
+        return false;
+    int64_t st = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        if (t->shape[d] != 1 && t->strides[d] != st)
+            return false;
+        st *= t->shape[d];
+    }
+    return true;
+}
+
+double tg__load(tg_dtype dt, const void *data, int64_t i)
+{
+    switch (dt) {
+    case TG_FLOAT32: return ((const float *)data)[i];
+    case TG_FLOAT64: return ((const double *)data)[i];
+    case TG_BOOL: return ((const uint8_t *)data)[i];
+    }
+    TG_ASSERT(!"unknown dtype");
+}
+
+void tg__store(tg_dtype dt, void *data, int64_t i, double v)
+{
+    switch (dt) {
+    case TG_FLOAT32: ((float *)data)[i] = (float)v; return;
+    case TG_FLOAT64: ((double *)data)[i] = v; return;
+    case TG_BOOL: ((uint8_t *)data)[i] = v != 0; return;
+    }
+    TG_ASSERT(!"unknown dtype");
+}
+
+int tg_copy_out(const tg_tensor *t, tg_dtype as, void *dst)
+{
+    if (!t || !dst) {
+        if (!t)
+            return -1;
+        tg__error("copy_out: dst is NULL");
+        return -1;
+    }
+    if (!check_dtype("copy_out", as))
+        return -1;
+    tg_loop L;
+    tg__loop_init(&L, t->ndim, t->shape, 1, (const tg_tensor *const[]){t});
+    const char *base = (const char *)t->storage->data;
+    size_t es = tg_dtype_size(t->dtype);
+    int64_t k = 0;
+    do {
+        const void *src = base + (size_t)(t->offset + L.off[0]) * es;
+        for (int64_t i = 0; i < L.inner; i++)
+            tg__store(as, dst, k++, tg__load(t->dtype, src, i * L.step[0]));
+    } while (tg__loop_next(&L));
+    return 0;
+}
+
+/* Offset of idx in t, or -1 with an error. */
+static int64_t index_offset(const char *op, const tg_tensor *t, const int64_t *idx)
+{
+    int64_t off = t->offset;
+    for (int d = 0; d < t->ndim; d++) {
+        int64_t i = idx[d] < 0 ? idx[d] + t->shape[d] : idx[d];
+        if (i < 0 || i >= t->shape[d]) {
+            tg__error("%s: index %lld is out of range for dim %d of %s", op,
+                      (long long)idx[d], d, TG_SHP(t));
+            return -1;
+        }
+        off += i * t->strides[d];
+    }
+    return off;
+}
+
+double tg_get(const tg_tensor *t, const int64_t *idx)
+{
+    if (!t)
+        return NAN;
+    if (!idx && t->ndim > 0) {
+        tg__error("get: idx is NULL for %s", TG_SHP(t));
+        return NAN;
+    }
+    int64_t off = index_offset("get", t, idx);
+    return off < 0 ? NAN : tg__load(t->dtype, t->storage->data, off);
+}
+
+int tg_set(tg_tensor *t, const int64_t *idx, double v)
+{
+    if (!t)
+        return -1;
+    if (!idx && t->ndim > 0) {
+        tg__error("set: idx is NULL for %s", TG_SHP(t));
+        return -1;
+    }
+    int64_t off = index_offset("set", t, idx);
+    if (off < 0)
+        return -1;
+    tg__store(t->dtype, t->storage->data, off, v);
+    return 0;
+}
+
+double tg_item(const tg_tensor *t)
+{
+    if (!t)
+        return NAN;
+    if (tg_numel(t) != 1) {
+        tg__error("item: tensor %s has %lld elements, not 1", TG_SHP(t),
+                  (long long)tg_numel(t));
+        return NAN;
+    }
+    return tg__load(t->dtype, t->storage->data, t->offset);
+}

@@ -1,0 +1,410 @@
+/* tapegrad: an autograd tensor framework in C11.
+ *
+ * Ownership, one rule everywhere: a function that returns a tg_tensor * returns
+ * a NEW reference (release it with tg_release, or let a scope do it); tensor
+ * arguments are BORROWED. Accessors that return tensors say "borrowed".
+ *
+ * Errors: no function aborts or exits on a caller's mistake. On error a
+ * function returns NULL (or a negative int) and tg_last_error() holds one line
+ * naming the function and the shapes involved. A function given a NULL tensor
+ * returns NULL and keeps the first message, so a chain of calls fails once,
+ * with its first cause.
+ *
+ * Shapes in comments read like the lesson's: (B,T,C) is batch, time, channels.
+ */
+#ifndef TAPEGRAD_H
+#define TAPEGRAD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ===================================================================== */
+/* Types                                                                  */
+/* ===================================================================== */
+
+#define TG_MAX_DIMS 8
+
+typedef struct tg_tensor tg_tensor;
+
+/* Element types. TG_BOOL holds masks as one byte per element (0 or 1); it is
+ * what comparisons return and what tg_where / tg_masked_fill take as a
+ * condition (a float condition counts nonzero as true). Arithmetic takes
+ * float32 or float64 only, and never mixes them: convert with tg_to. */
+typedef enum { TG_FLOAT32, TG_FLOAT64, TG_BOOL } tg_dtype;
+
+/* TG_SHAPE(4, 8, 32) expands to the two arguments `ndim, shape` that every
+ * shape-taking function wants: 3, (const int64_t[]){4, 8, 32}. C only (it
+ * uses a compound literal). */
+#define TG_SHAPE(...)                                                          \
+    (int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t)),           \
+        (const int64_t[]) { __VA_ARGS__ }
+
+/* Name of a dtype: "float32", "float64", "bool". */
+const char *tg_dtype_name(tg_dtype dt);
+/* Bytes per element of a dtype: 4, 8, 1. */
+size_t tg_dtype_size(tg_dtype dt);
+
+/* ===================================================================== */
+/* Errors                                                                 */
+/* ===================================================================== */
+
+/* The last error of this thread, one line naming the function and shapes,
+ * e.g. "matmul: shapes (4,8,32) and (16,32) are not aligned: 32 != 16".
+ * "" when there has been none. Borrowed; valid until the next error. */
+const char *tg_last_error(void);
+/* Forget the last error of this thread. */
+void tg_clear_error(void);
+
+/* ===================================================================== */
+/* Lifetime                                                               */
+/* ===================================================================== */
+
+/* One more reference to t; returns t (NULL-safe). */
+tg_tensor *tg_retain(tg_tensor *t);
+/* Drops one reference; frees the tensor when none remain. NULL-safe.
+ * Releasing a tensor that has no references left is a bug in the caller and
+ * asserts with file:line. */
+void tg_release(tg_tensor *t);
+
+/* Scopes release temporaries for you. Every tensor returned to you between
+ * tg_scope_begin() and the matching tg_scope_end() is owned by the scope and
+ * released when it ends, unless you tg_keep() it first. Scopes nest; a tensor
+ * belongs to the innermost open scope. You may still tg_release a scoped
+ * tensor yourself: the scope then has nothing left to do for it.
+ *
+ *     for (int step = 0; step < 10000; step++) {
+ *         tg_scope_begin();
+ *         tg_tensor *loss = model_loss(params, batch);   // temporaries galore
+ *         tg_backward(loss);
+ *         tg_scope_end();                                // all of them freed
+ *     }
+ */
+void tg_scope_begin(void);
+/* Ends the innermost scope, releasing what it owns. Returns -1 (and sets an
+ * error) when no scope is open. */
+int tg_scope_end(void);
+/* Takes t out of its scope: the reference the scope held becomes the caller's.
+ * Returns t. A no-op for a tensor not owned by a scope. */
+tg_tensor *tg_keep(tg_tensor *t);
+
+/* ===================================================================== */
+/* Creation                                                               */
+/* ===================================================================== */
+
+/* New tensors of the given shape (C order, contiguous). ndim in 0..8; ndim 0
+ * is a scalar. shape entries >= 0. */
+tg_tensor *tg_zeros(tg_dtype dt, int ndim, const int64_t *shape);
+tg_tensor *tg_ones(tg_dtype dt, int ndim, const int64_t *shape);
+tg_tensor *tg_full(tg_dtype dt, int ndim, const int64_t *shape, double value);
+/* A 0-d tensor holding value. */
+tg_tensor *tg_scalar(tg_dtype dt, double value);
+/* Copies numel elements from data, which holds elements of type dt in C order
+ * (float, double, or uint8_t for TG_BOOL). */
+tg_tensor *tg_from_data(tg_dtype dt, int ndim, const int64_t *shape,
+                        const void *data);
+/* numpy.arange(start, stop, step): 1-D, ceil((stop - start) / step) elements. */
+tg_tensor *tg_arange(tg_dtype dt, double start, double stop, double step);
+/* Same shape and dtype as t. */
+tg_tensor *tg_zeros_like(const tg_tensor *t);
+tg_tensor *tg_ones_like(const tg_tensor *t);
+tg_tensor *tg_full_like(const tg_tensor *t, double value);
+
+/* ===================================================================== */
+/* Random numbers                                                         */
+/* ===================================================================== */
+
+/* numpy's legacy generator (np.random.seed / randn / rand): MT19937 seeded as
+ * seed(int) seeds it, 53-bit doubles, and the polar Gauss with its cached
+ * second value. A complete type: put it on the stack. */
+typedef struct tg_rng {
+    uint32_t mt[624];
+    int mti;
+    int has_gauss;
+    double gauss;
+} tg_rng;
+
+/* np.random.seed(seed). */
+void tg_rng_seed(tg_rng *r, uint32_t seed);
+/* One np.random.random_sample(): uniform in [0, 1), 53 bits. */
+double tg_rng_uniform(tg_rng *r);
+/* One np.random.standard_normal() (legacy polar method). */
+double tg_rng_normal(tg_rng *r);
+/* np.random.randn(*shape) / np.random.rand(*shape), filled in C order.
+ * float32 tensors take the same doubles, rounded. */
+tg_tensor *tg_randn(tg_rng *r, tg_dtype dt, int ndim, const int64_t *shape);
+tg_tensor *tg_rand(tg_rng *r, tg_dtype dt, int ndim, const int64_t *shape);
+
+/* numpy's newer generator, np.random.default_rng(seed): PCG64 seeded through
+ * SeedSequence, normals by numpy's 256-level ziggurat. */
+typedef struct tg_pcg64 {
+    uint64_t state_hi, state_lo;
+    uint64_t inc_hi, inc_lo;
+} tg_pcg64;
+
+/* np.random.default_rng(seed). */
+void tg_pcg64_seed(tg_pcg64 *g, uint64_t seed);
+/* One Generator.random(): uniform in [0, 1). */
+double tg_pcg64_uniform(tg_pcg64 *g);
+/* One Generator.standard_normal(). */
+double tg_pcg64_normal(tg_pcg64 *g);
+/* Generator.standard_normal(shape), filled in C order. */
+tg_tensor *tg_pcg64_randn(tg_pcg64 *g, tg_dtype dt, int ndim,
+                          const int64_t *shape);
+
+/* ===================================================================== */
+/* Inspection                                                             */
+/* ===================================================================== */
+
+int tg_ndim(const tg_tensor *t);
+/* Size of one dim; a negative dim counts from the end. -1 on a bad dim. */
+int64_t tg_size(const tg_tensor *t, int dim);
+/* The whole shape (ndim entries). Borrowed. */
+const int64_t *tg_shape(const tg_tensor *t);
+/* Stride of one dim, in elements. */
+int64_t tg_stride(const tg_tensor *t, int dim);
+int64_t tg_numel(const tg_tensor *t);
+tg_dtype tg_dtype_of(const tg_tensor *t);
+/* True when the elements sit in C order with no gaps. */
+bool tg_is_contiguous(const tg_tensor *t);
+/* Copies the elements in C order into dst, converted to `as` (float32,
+ * float64 or bool). Returns 0, or -1 on error. */
+int tg_copy_out(const tg_tensor *t, tg_dtype as, void *dst);
+/* The element at idx (ndim indices, negatives count from the end), as a
+ * double. NAN and an error on a bad index. */
+double tg_get(const tg_tensor *t, const int64_t *idx);
+/* The value of a one-element tensor. NAN and an error otherwise. */
+double tg_item(const tg_tensor *t);
+/* Writes v at idx, in place, in whatever tensor (or view) t is. Returns 0 or
+ * -1. Writing into a tensor that autograd saved for backward makes that
+ * backward wrong; it is meant for parameters between steps. */
+int tg_set(tg_tensor *t, const int64_t *idx, double v);
+
+/* ===================================================================== */
+/* Views (no copy; the result shares t's storage) and copies              */
+/* All are differentiable.                                                */
+/* ===================================================================== */
+
+/* Swaps dims dim0 and dim1 (negatives count from the end): numpy swapaxes,
+ * torch.transpose. */
+tg_tensor *tg_transpose(tg_tensor *t, int dim0, int dim1);
+/* Elements start..stop-1 along dim (Python slice t[..., start:stop]; negative
+ * start/stop count from the end, and both are clamped to the dim). */
+tg_tensor *tg_slice(tg_tensor *t, int dim, int64_t start, int64_t stop);
+/* torch.narrow: length elements from start along dim. */
+tg_tensor *tg_narrow(tg_tensor *t, int dim, int64_t start, int64_t length);
+/* The sub-tensor at index along dim, dropping that dim (t[..., index, ...]). */
+tg_tensor *tg_select(tg_tensor *t, int dim, int64_t index);
+/* Broadcasts t to shape without copying (size-1 dims get stride 0; new dims
+ * are added on the left), as numpy.broadcast_to. */
+tg_tensor *tg_expand(tg_tensor *t, int ndim, const int64_t *shape);
+/* New shape with the same elements in C order; one entry may be -1. A view
+ * when t is contiguous, otherwise a copy (as torch.reshape). */
+tg_tensor *tg_reshape(tg_tensor *t, int ndim, const int64_t *shape);
+/* Inserts / removes a size-1 dim. */
+tg_tensor *tg_unsqueeze(tg_tensor *t, int dim);
+tg_tensor *tg_squeeze(tg_tensor *t, int dim);
+/* t itself (a new reference) when contiguous, otherwise a C-order copy. */
+tg_tensor *tg_contiguous(tg_tensor *t);
+/* Converts to dtype dt (a new reference to t when it already is dt).
+ * Gradient flows between float32 and float64; converting to TG_BOOL does not
+ * carry gradient. */
+tg_tensor *tg_to(tg_tensor *t, tg_dtype dt);
+
+/* ===================================================================== */
+/* Elementwise ops (numpy broadcasting between tensor operands)           */
+/* ===================================================================== */
+
+tg_tensor *tg_add(tg_tensor *a, tg_tensor *b); /* a + b */
+tg_tensor *tg_sub(tg_tensor *a, tg_tensor *b); /* a - b */
+tg_tensor *tg_mul(tg_tensor *a, tg_tensor *b); /* a * b */
+tg_tensor *tg_div(tg_tensor *a, tg_tensor *b); /* a / b */
+tg_tensor *tg_neg(tg_tensor *t);               /* -t */
+tg_tensor *tg_scale(tg_tensor *t, double s);   /* s * t */
+tg_tensor *tg_add_scalar(tg_tensor *t, double s); /* t + s */
+tg_tensor *tg_exp(tg_tensor *t);
+tg_tensor *tg_log(tg_tensor *t);               /* natural log */
+tg_tensor *tg_sqrt(tg_tensor *t);
+tg_tensor *tg_pow_scalar(tg_tensor *t, double p); /* t ** p */
+tg_tensor *tg_relu(tg_tensor *t);              /* max(t, 0); gradient 0 at 0 */
+
+/* Comparisons: TG_BOOL results, no gradient. */
+tg_tensor *tg_eq(tg_tensor *a, tg_tensor *b);
+tg_tensor *tg_ne(tg_tensor *a, tg_tensor *b);
+tg_tensor *tg_lt(tg_tensor *a, tg_tensor *b);
+tg_tensor *tg_le(tg_tensor *a, tg_tensor *b);
+tg_tensor *tg_gt(tg_tensor *a, tg_tensor *b);
+tg_tensor *tg_ge(tg_tensor *a, tg_tensor *b);
+tg_tensor *tg_eq_scalar(tg_tensor *t, double v);
+tg_tensor *tg_ne_scalar(tg_tensor *t, double v);
+tg_tensor *tg_lt_scalar(tg_tensor *t, double v);
+tg_tensor *tg_le_scalar(tg_tensor *t, double v);
+tg_tensor *tg_gt_scalar(tg_tensor *t, double v);
+tg_tensor *tg_ge_scalar(tg_tensor *t, double v);
+
+/* where(cond, a, b): a where cond holds, b elsewhere; cond, a, b broadcast
+ * together. cond is TG_BOOL or a float tensor (nonzero is true).
+ * Gradient: da = dy where cond, db = dy elsewhere. */
+tg_tensor *tg_where(tg_tensor *cond, tg_tensor *a, tg_tensor *b);
+/* value where mask holds, t elsewhere (torch.masked_fill). mask broadcasts to
+ * t's shape. The lesson's where(mask == 0, -inf, scores) is
+ * tg_masked_fill(scores, tg_eq_scalar(tril, 0), -INFINITY).
+ * Gradient: dt = dy where the mask does not hold, 0 where it does. */
+tg_tensor *tg_masked_fill(tg_tensor *t, tg_tensor *mask, double value);
+/* numpy.tril / numpy.triu on the last two dims: zero above (below) diagonal
+ * k. Differentiable: the gradient is masked the same way. */
+tg_tensor *tg_tril(tg_tensor *t, int k);
+tg_tensor *tg_triu(tg_tensor *t, int k);
+
+/* ===================================================================== */
+/* Matmul                                                                 */
+/* ===================================================================== */
+
+/* numpy.matmul: (...,n,k) @ (...,k,m) -> (...,n,m) with the batch dims
+ * broadcast, e.g. (T,T) @ (B,T,C) -> (B,T,C). A 1-D left operand is a row
+ * (k) -> its dim is dropped from the result; a 1-D right operand is a column.
+ * Transposed views go to BLAS as transpose flags, never copied.
+ * Gradient: da = dy @ b^T, db = a^T @ dy, each summed over the batch dims
+ * that were broadcast. */
+tg_tensor *tg_matmul(tg_tensor *a, tg_tensor *b);
+
+/* ===================================================================== */
+/* Reductions and normalisations                                          */
+/* ===================================================================== */
+
+/* Sum / mean over one dim (keepdim keeps it with size 1), or over all
+ * elements (a 0-d result). */
+tg_tensor *tg_sum(tg_tensor *t, int dim, bool keepdim);
+tg_tensor *tg_sum_all(tg_tensor *t);
+tg_tensor *tg_mean(tg_tensor *t, int dim, bool keepdim);
+tg_tensor *tg_mean_all(tg_tensor *t);
+/* Max values over one dim (torch.max(t, dim).values). Gradient goes to the
+ * first position holding the max. */
+tg_tensor *tg_max(tg_tensor *t, int dim, bool keepdim);
+
+/* softmax along dim: y_i = exp(x_i - max x) / sum_j exp(x_j - max x).
+ * Entries equal to -inf get weight exactly 0 and gradient exactly 0. A row
+ * that is entirely -inf gives all zeros (not NaN) and zero gradient.
+ * Gradient: dx = y * (dy - sum(y * dy)). */
+tg_tensor *tg_softmax(tg_tensor *t, int dim);
+/* log_softmax along dim: x_i - max x - log(sum_j exp(x_j - max x)).
+ * -inf entries stay -inf with zero gradient; an all -inf row gives -inf.
+ * Gradient: dx = dy - exp(y) * sum(dy). */
+tg_tensor *tg_log_softmax(tg_tensor *t, int dim);
+
+/* ===================================================================== */
+/* Autograd                                                               */
+/* ===================================================================== */
+
+/* Marks a leaf tensor (float32/float64) as a parameter whose gradient
+ * backward accumulates into tg_grad(t). */
+void tg_set_requires_grad(tg_tensor *t, bool on);
+bool tg_requires_grad(const tg_tensor *t);
+/* True for tensors no op produced on the tape (parameters, inputs). */
+bool tg_is_leaf(const tg_tensor *t);
+/* Keep the gradient of a non-leaf tensor after backward. */
+void tg_retain_grad(tg_tensor *t);
+
+/* Backward from a scalar loss: seeds dloss = 1, walks the tape newest-first,
+ * accumulates (+=) into the gradients of tensors that require grad, and
+ * releases the tape entries it consumed. Returns 0, or -1 on error (loss not
+ * a one-element tensor, nothing requires grad, or the entries were already
+ * consumed by an earlier backward). */
+int tg_backward(tg_tensor *loss);
+/* Backward from any output, seeded with dout (same shape as out). */
+int tg_backward_with(tg_tensor *out, tg_tensor *dout);
+/* t's accumulated gradient, or NULL if none. Borrowed. */
+tg_tensor *tg_grad(const tg_tensor *t);
+/* Drops t's gradient (the next backward starts from zero). */
+void tg_zero_grad(tg_tensor *t);
+/* Grad mode: while off, ops record nothing. Returns the previous state. */
+bool tg_set_grad_enabled(bool on);
+bool tg_is_grad_enabled(void);
+/* A new tensor sharing t's storage, cut from the tape (no gradient). */
+tg_tensor *tg_detach(tg_tensor *t);
+
+/* The tape, for teaching. Each live entry on one line, oldest first: its
+ * number, op, input and output shapes, and after backward the L2 norm of the
+ * gradient that reached its output. */
+void tg_tape_print(FILE *f);
+/* The same tape as a Graphviz DOT graph: leaves and ops as nodes, tensors as
+ * edges labelled with shapes. */
+void tg_tape_dot(FILE *f);
+/* Number of entries on this thread's tape that are still alive. */
+int64_t tg_tape_size(void);
+
+/* ===================================================================== */
+/* Gradient check                                                         */
+/* ===================================================================== */
+
+/* A function of tensors to check: returns a new reference to its output (any
+ * shape), or NULL on error. It must be deterministic. */
+typedef tg_tensor *(*tg_fn)(tg_tensor *const *inputs, void *ctx);
+
+typedef struct tg_gradcheck_opts {
+    double eps;    /* central difference step (default 1e-6) */
+    double atol;   /* pass when |analytic - numeric| <= atol + rtol*|numeric| */
+    double rtol;   /* (defaults 1e-5 and 1e-3, as torch.autograd.gradcheck) */
+    uint32_t seed; /* seed of the random output weights u (default 0) */
+} tg_gradcheck_opts;
+
+typedef struct tg_gradcheck_report {
+    int64_t n_checked;  /* input elements compared */
+    double max_abs_err; /* max |analytic - numeric| */
+    double max_rel_err; /* max |analytic - numeric| / max(|analytic|, |numeric|, atol) */
+    int worst_input;    /* where max_abs_err / (atol + rtol*|numeric|) is largest */
+    int64_t worst_index; /* flat C-order index into that input */
+    double worst_analytic, worst_numeric;
+} tg_gradcheck_report;
+
+/* eps 1e-6, atol 1e-5, rtol 1e-3, seed 0. */
+tg_gradcheck_opts tg_gradcheck_defaults(void);
+
+/* Checks autograd against central differences. With y = f(inputs) and fixed
+ * random weights u (one per finite element of y; non-finite outputs such as
+ * masked -inf get weight 0), L = sum(u * y). For every element x_i of every
+ * input that requires grad, compares dL/dx_i from tg_backward_with(y, u)
+ * with (L(x_i + eps) - L(x_i - eps)) / (2 eps). Infinite input elements (a
+ * mask) are never perturbed; their gradient must be exactly 0.
+ * Inputs should be float64. They are perturbed in place and restored.
+ * The inputs' accumulated gradients are left as they were.
+ * Returns 0 when every element passes, 1 when one does not (the report says
+ * which), -1 on error. opts may be NULL (defaults); report may be NULL. */
+int tg_gradcheck(tg_fn f, void *ctx, int n_inputs, tg_tensor *const *inputs,
+                 const tg_gradcheck_opts *opts, tg_gradcheck_report *report);
+
+/* ===================================================================== */
+/* Printing and comparison                                                */
+/* ===================================================================== */
+
+/* Writes t as numpy prints it (np.array2string with the given precision,
+ * numpy's default 8 when precision < 0), e.g. "[[1.   0.  ]\n [0.5  0.5 ]]".
+ * No trailing newline. Returns 0 or -1. */
+int tg_fprint(FILE *f, const tg_tensor *t, int precision);
+/* The same text in a malloc'd string (free() it), or NULL. */
+char *tg_format(const tg_tensor *t, int precision);
+/* numpy.allclose: |a - b| <= atol + rtol * |b| everywhere (broadcasting),
+ * NaNs unequal, equal infinities equal. false with an error on bad input. */
+bool tg_allclose(const tg_tensor *a, const tg_tensor *b, double rtol,
+                 double atol);
+
+/* ===================================================================== */
+/* Files                                                                  */
+/* ===================================================================== */
+
+/* Loads a .npy file (format 1.0, 2.0 or 3.0; '<f4', '<f8', '|b1', '|u1';
+ * C order). Anything else is rejected with a message naming the file. */
+tg_tensor *tg_load_npy(const char *path);
+/* Saves t as .npy format 1.0 ('<f4', '<f8' or '|b1'). Returns 0 or -1. */
+int tg_save_npy(const tg_tensor *t, const char *path);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TAPEGRAD_H */

@@ -1,0 +1,7 @@
+#include "tests.h"
+
+Suite *errors_suite(void)
+{
+    Suite *s = suite_create("errors");
+    return s;
+}

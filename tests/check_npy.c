@@ -1,0 +1,7 @@
+#include "tests.h"
+
+Suite *npy_suite(void)
+{
+    Suite *s = suite_create("npy");
+    return s;
+}

@@ -1,0 +1,7 @@
+#include "tests.h"
+
+Suite *reduce_suite(void)
+{
+    Suite *s = suite_create("reduce");
+    return s;
+}

@@ -1,0 +1,7 @@
+#include "tests.h"
+
+Suite *rng_suite(void)
+{
+    Suite *s = suite_create("rng");
+    return s;
+}

@@ -1,0 +1,7 @@
+#include "tests.h"
+
+Suite *where_suite(void)
+{
+    Suite *s = suite_create("where");
+    return s;
+}

@@ -1,0 +1,47 @@
+/* Shared by the Check suites: one suite per area, each exporting
+ * Suite *<area>_suite(void), all run by check_main.c. */
+#ifndef TAPEGRAD_TESTS_H
+#define TAPEGRAD_TESTS_H
+
+#include <check.h>
+#include <tapegrad.h>
+
+Suite *tensor_suite(void);
+Suite *views_suite(void);
+Suite *rng_suite(void);
+Suite *npy_suite(void);
+Suite *print_suite(void);
+Suite *elementwise_suite(void);
+Suite *where_suite(void);
+Suite *matmul_suite(void);
+Suite *reduce_suite(void);
+Suite *softmax_suite(void);
+Suite *tape_suite(void);
+Suite *gradcheck_suite(void);
+Suite *errors_suite(void);
+
+/* Path of a committed fixture: TG_FIXTURES "/" name, in a static buffer. */
+const char *fixture_path(const char *name);
+/* Loads a committed fixture .npy (fails the test if it cannot). */
+tg_tensor *load_fixture(const char *name);
+
+/* Asserts that tg_gradcheck(f, ctx, inputs) passes with default tolerances,
+ * printing the report on failure. */
+void assert_gradcheck(tg_fn f, void *ctx, int n, tg_tensor *const *inputs);
+
+/* Asserts that t has exactly this shape. */
+void assert_shape(const tg_tensor *t, int ndim, const int64_t *shape);
+
+/* Asserts every element of got is within tol of want (same shape). */
+void assert_close(const tg_tensor *got, const tg_tensor *want, double tol);
+
+/* Asserts that got is NULL and tg_last_error() contains `needle`. */
+#define ASSERT_FAILS_WITH(got, needle)                                         \
+    do {                                                                       \
+        tg_tensor *got_ = (got);                                               \
+        ck_assert_msg(got_ == NULL, "expected failure, got a tensor");         \
+        ck_assert_msg(strstr(tg_last_error(), (needle)) != NULL,               \
+                      "error '%s' lacks '%s'", tg_last_error(), (needle));     \
+    } while (0)
+
+#endif
