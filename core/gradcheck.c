@@ -1,1 +1,210 @@
+/* Numerical gradient check, like torch.autograd.gradcheck.
+ *
+ * With y = f(inputs) and fixed random weights u, the scalar
+ *     L(x) = sum_i u_i * y_i(x)          (over the finite entries of y)
+ * has dL/dx_j = (u^T J)_j, which autograd computes as tg_backward_with(y, u).
+ * Central differences estimate the same number per input element:
+ *     dL/dx_j ~ (L(x + eps e_j) - L(x - eps e_j)) / (2 eps),   error O(eps^2).
+ * Masked outputs (-inf) get u = 0, so they never turn L into NaN; infinite
+ * inputs are not perturbed (inf +- eps is inf), and their autograd gradient
+ * must be exactly 0. */
 #include "internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+tg_gradcheck_opts tg_gradcheck_defaults(void)
+{
+    return (tg_gradcheck_opts){.eps = 1e-6, .atol = 1e-5, .rtol = 1e-3, .seed = 0};
+}
+
+/* Storage offset of the element at flat C-order index j of t. */
+static int64_t flat_offset(const tg_tensor *t, int64_t j)
+{
+    int64_t off = t->offset;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        off += (j % t->shape[d]) * t->strides[d];
+        j /= t->shape[d];
+    }
+    return off;
+}
+
+/* L = sum(u * y) over the entries where u != 0, in double. */
+static double weighted_sum(const tg_tensor *y, const double *u)
+{
+    int64_t n = tg_numel(y);
+    double *v = malloc(sizeof *v * (size_t)(n ? n : 1));
+    if (!v)
+        return NAN;
+    tg_copy_out(y, TG_FLOAT64, v);
+    double L = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (u[i] != 0)
+            L += u[i] * v[i];
+    free(v);
+    return L;
+}
+
+/* L at the inputs as they are now, with grad mode off. */
+static double eval_L(tg_fn f, void *ctx, tg_tensor *const *inputs, const double *u,
+                     const tg_tensor *y0)
+{
+    tg_tensor *y = f(inputs, ctx);
+    double L = NAN;
+    if (y && y->ndim == y0->ndim && tg_numel(y) == tg_numel(y0))
+        L = weighted_sum(y, u);
+    tg_release(y);
+    return L;
+}
+
+static bool check_inputs(tg_fn f, int n, tg_tensor *const *inputs)
+{
+    if (!f || n <= 0 || !inputs) {
+        tg__error("gradcheck: need a function and at least one input");
+        return false;
+    }
+    bool any = false;
+    for (int i = 0; i < n; i++) {
+        if (!inputs[i]) {
+            tg__error("gradcheck: input %d is NULL", i);
+            return false;
+        }
+        if (inputs[i]->node) {
+            tg__error("gradcheck: input %d %s is the output of '%s', not a leaf; "
+                      "pass leaves (tg_detach it)",
+                      i, TG_SHP(inputs[i]), inputs[i]->node->op->name);
+            return false;
+        }
+        any |= inputs[i]->requires_grad;
+    }
+    if (!any)
+        tg__error("gradcheck: no input requires grad");
+    return any;
+}
+
+/* Runs y = f(inputs) with grad on and backpropagates u: the analytic
+ * gradients land in the inputs' grad fields. Returns y (new) and u
+ * (malloc'd, in *u_out), or NULL. */
+static tg_tensor *analytic_pass(tg_fn f, void *ctx, tg_tensor *const *inputs,
+                                uint32_t seed, double **u_out)
+{
+    bool was = tg_set_grad_enabled(true);
+    tg_tensor *y = f(inputs, ctx);
+    tg_set_grad_enabled(was);
+    if (!y)
+        return NULL;
+    if (!tg__check_float("gradcheck", y))
+        goto fail;
+    int64_t m = tg_numel(y);
+    double *u = malloc(sizeof *u * (size_t)(m ? m : 1));
+    double *yv = malloc(sizeof *yv * (size_t)(m ? m : 1));
+    if (!u || !yv) {
+        free(u);
+        free(yv);
+        tg__error("gradcheck: out of memory");
+        goto fail;
+    }
+    tg_copy_out(y, TG_FLOAT64, yv);
+    tg_rng rng;
+    tg_rng_seed(&rng, seed);
+    for (int64_t i = 0; i < m; i++) {
+        double w = tg_rng_uniform(&rng) * 2 - 1;
+        u[i] = isfinite(yv[i]) ? w : 0;
+    }
+    free(yv);
+    tg_tensor *du = tg__new("gradcheck", TG_FLOAT64, y->ndim, y->shape, false);
+    if (du)
+        for (int64_t i = 0; i < m; i++)
+            ((double *)du->storage->data)[i] = u[i];
+    tg_tensor *dout = tg_to(du, y->dtype);
+    int rc = dout ? tg_backward_with(y, dout) : -1;
+    tg_release(dout);
+    tg_release(du);
+    if (rc < 0) {
+        free(u);
+        goto fail;
+    }
+    *u_out = u;
+    return y;
+fail:
+    tg_release(y);
+    return NULL;
+}
+
+int tg_gradcheck(tg_fn f, void *ctx, int n, tg_tensor *const *inputs,
+                 const tg_gradcheck_opts *opts, tg_gradcheck_report *report)
+{
+    tg_gradcheck_report rep = {.worst_input = -1, .worst_index = -1};
+    if (report)
+        *report = rep;
+    if (!check_inputs(f, n, inputs))
+        return -1;
+    tg_gradcheck_opts o = opts ? *opts : tg_gradcheck_defaults();
+
+    /* Keep the caller's accumulated gradients aside, and restore them. */
+    tg_tensor **kept = calloc((size_t)n, sizeof *kept);
+    if (!kept) {
+        tg__error("gradcheck: out of memory");
+        return -1;
+    }
+    for (int i = 0; i < n; i++)
+        kept[i] = inputs[i]->grad, inputs[i]->grad = NULL;
+
+    double *u = NULL;
+    tg_tensor *y0 = analytic_pass(f, ctx, inputs, o.seed, &u);
+    int result = y0 ? 0 : -1;
+    bool was = tg_set_grad_enabled(false);
+    double worst_ratio = -1;
+    for (int i = 0; y0 && i < n && result >= 0; i++) {
+        tg_tensor *x = inputs[i];
+        if (!x->requires_grad)
+            continue;
+        int64_t m = tg_numel(x);
+        void *data = x->storage->data;
+        for (int64_t j = 0; j < m; j++) {
+            int64_t off = flat_offset(x, j);
+            double orig = tg__load(x->dtype, data, off);
+            double analytic = x->grad ? tg__load(x->dtype, x->grad->storage->data,
+                                                 flat_offset(x->grad, j))
+                                      : 0;
+            double numeric = 0;
+            if (isfinite(orig)) {
+                tg__store(x->dtype, data, off, orig + o.eps);
+                double Lp = eval_L(f, ctx, inputs, u, y0);
+                tg__store(x->dtype, data, off, orig - o.eps);
+                double Lm = eval_L(f, ctx, inputs, u, y0);
+                tg__store(x->dtype, data, off, orig);
+                numeric = (Lp - Lm) / (2 * o.eps);
+            }
+            double err = fabs(analytic - numeric);
+            double bound = isfinite(orig) ? o.atol + o.rtol * fabs(numeric) : 0;
+            double rel = err / fmax(fmax(fabs(analytic), fabs(numeric)), o.atol);
+            double ratio = bound > 0 ? err / bound : (err > 0 ? INFINITY : 0);
+            if (!isfinite(err))
+                rel = ratio = INFINITY, err = isnan(err) ? INFINITY : err;
+            rep.n_checked++;
+            rep.max_abs_err = fmax(rep.max_abs_err, err);
+            rep.max_rel_err = fmax(rep.max_rel_err, rel);
+            if (ratio > worst_ratio) {
+                worst_ratio = ratio;
+                rep.worst_input = i;
+                rep.worst_index = j;
+                rep.worst_analytic = analytic;
+                rep.worst_numeric = numeric;
+            }
+            if (!(err <= bound))
+                result = 1;
+        }
+    }
+    tg_set_grad_enabled(was);
+    tg_release(y0);
+    free(u);
+    for (int i = 0; i < n; i++) {
+        tg_release(inputs[i]->grad);
+        inputs[i]->grad = kept[i];
+    }
+    free(kept);
+    if (report)
+        *report = rep;
+    return result;
+}

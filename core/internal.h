@@ -122,6 +122,16 @@ TG_HIDDEN bool tg__check_same_float(const char *op, const tg_tensor *a,
         }                                                                      \
     } while (0)
 
+/* Like TG_DISPATCH_FLOAT, with T = uint8_t for TG_BOOL as well. */
+#define TG_DISPATCH_ANY(dt, T, ...)                                            \
+    do {                                                                       \
+        if ((dt) == TG_BOOL) {                                                 \
+            typedef uint8_t T;                                                 \
+            __VA_ARGS__                                                        \
+        } else                                                                 \
+            TG_DISPATCH_FLOAT(dt, T, __VA_ARGS__);                             \
+    } while (0)
+
 /* Reads element at data + i of any dtype as double; writes likewise. */
 TG_HIDDEN double tg__load(tg_dtype dt, const void *data, int64_t i);
 TG_HIDDEN void tg__store(tg_dtype dt, void *data, int64_t i, double v);
@@ -164,6 +174,14 @@ TG_HIDDEN void tg__loop_init(tg_loop *L, int ndim, const int64_t *shape,
                              int nop, const tg_tensor *const *ops);
 TG_HIDDEN bool tg__loop_next(tg_loop *L);
 
+/* dst += src, where dst's shape broadcasts to src's (src is summed over the
+ * dims dst is broadcast along). Same float dtype. */
+TG_HIDDEN void tg__add_into(tg_tensor *dst, const tg_tensor *src);
+/* dst = src elementwise, src broadcast to dst's shape; converts dtypes. */
+TG_HIDDEN void tg__copy_into(tg_tensor *dst, const tg_tensor *src);
+/* A new contiguous copy of t (same dtype), with no tape entry. */
+TG_HIDDEN tg_tensor *tg__copy(const char *op, const tg_tensor *t);
+
 /* ------------------------------------------------------------------ */
 /* The tape                                                           */
 /* ------------------------------------------------------------------ */
@@ -193,6 +211,8 @@ struct tg_node {
     /* What the tape prints, kept after the inputs are released. */
     int in_ndim[TG_NODE_MAX_IN];
     int64_t in_shape[TG_NODE_MAX_IN][TG_MAX_DIMS];
+    uint64_t in_seq[TG_NODE_MAX_IN]; /* producer entry of each input; 0: leaf */
+    const void *in_id[TG_NODE_MAX_IN]; /* identity of leaf inputs (never read) */
     double grad_norm; /* of the gradient that reached out; < 0 before backward */
     bool consumed;    /* backward ran and released in/saved */
     tg_node *prev, *next; /* this thread's list of live entries */

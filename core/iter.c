@@ -115,3 +115,55 @@ bool tg__loop_next(tg_loop *L)
     }
     return false;
 }
+
+void tg__add_into(tg_tensor *dst, const tg_tensor *src)
+{
+    TG_ASSERT(dst->dtype == src->dtype);
+    tg_loop L;
+    tg__loop_init(&L, src->ndim, src->shape, 2,
+                  (const tg_tensor *const[]){src, dst});
+    TG_DISPATCH_FLOAT(dst->dtype, T, {
+        do {
+            const T *s = TG_DATA(T, src) + L.off[0];
+            T *d = TG_DATA(T, dst) + L.off[1];
+            for (int64_t i = 0; i < L.inner; i++)
+                d[i * L.step[1]] += s[i * L.step[0]];
+        } while (tg__loop_next(&L));
+    });
+}
+
+void tg__copy_into(tg_tensor *dst, const tg_tensor *src)
+{
+    tg_loop L;
+    tg__loop_init(&L, dst->ndim, dst->shape, 2,
+                  (const tg_tensor *const[]){dst, src});
+    if (dst->dtype == src->dtype) {
+        TG_DISPATCH_ANY(dst->dtype, T, {
+            do {
+                T *d = TG_DATA(T, dst) + L.off[0];
+                const T *s = TG_DATA(T, src) + L.off[1];
+                for (int64_t i = 0; i < L.inner; i++)
+                    d[i * L.step[0]] = s[i * L.step[1]];
+            } while (tg__loop_next(&L));
+        });
+        return;
+    }
+    /* Conversions are rare (tg_to): one generic load/store per element. */
+    size_t ds = tg_dtype_size(dst->dtype), ss = tg_dtype_size(src->dtype);
+    char *dbase = (char *)dst->storage->data + (size_t)dst->offset * ds;
+    const char *sbase = (const char *)src->storage->data + (size_t)src->offset * ss;
+    do {
+        for (int64_t i = 0; i < L.inner; i++)
+            tg__store(dst->dtype, dbase + (size_t)L.off[0] * ds, i * L.step[0],
+                      tg__load(src->dtype, sbase + (size_t)L.off[1] * ss,
+                               i * L.step[1]));
+    } while (tg__loop_next(&L));
+}
+
+tg_tensor *tg__copy(const char *op, const tg_tensor *t)
+{
+    tg_tensor *c = tg__new(op, t->dtype, t->ndim, t->shape, false);
+    if (c)
+        tg__copy_into(c, t);
+    return c;
+}

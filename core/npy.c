@@ -1,1 +1,527 @@
+/* .npy files, NumPy's array format, so tensors move between numpy and C.
+ *
+ * A file is the magic "\x93NUMPY", a version (major, minor byte), the header
+ * length (little-endian; 2 bytes in format 1.0, 4 in 2.0 and 3.0), the header,
+ * which is a Python dict literal such as
+ *     {'descr': '<f8', 'fortran_order': False, 'shape': (2, 3), }
+ * padded with spaces and a '\n', and then the elements, raw, in C order.
+ *
+ * The header comes from whoever wrote the file, so it is parsed by hand (never
+ * evaluated), accepting only what numpy could write for the dtypes we hold,
+ * and the byte count it implies is checked against the real file size before
+ * anything is allocated for the data. */
 #include "internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* Elements are copied as raw bytes, which is '<' (little-endian) order only
+ * on a little-endian host. */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "npy.c assumes a little-endian host"
+#endif
+/* A byte count that fits int64 then fits size_t for malloc and fread. */
+_Static_assert(SIZE_MAX >= (uint64_t)INT64_MAX, "npy.c assumes a 64-bit size_t");
+
+/* The file starts with MAGIC, two version bytes and the header length: 2
+ * bytes of it in format 1.0, 4 in 2.0 and 3.0. */
+enum { MAGIC_LEN = 6, PREFIX_V1 = 10, PREFIX_V2 = 12 };
+static const char MAGIC[MAGIC_LEN] = "\x93NUMPY";
+
+/* ===================================================================== */
+/* Loading                                                                */
+/* ===================================================================== */
+
+typedef struct npy_file {
+    const char *path;
+    FILE *f;
+    int64_t size; /* bytes in the file */
+} npy_file;
+
+/* Sets the error "load_npy: <path>: <problem>" and returns false. */
+__attribute__((format(printf, 2, 3))) static bool
+fail(const npy_file *in, const char *fmt, ...)
+{
+    char problem[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(problem, sizeof problem, fmt, ap);
+    va_end(ap);
+    tg__error("load_npy: %s: %s", in->path, problem);
+    return false;
+}
+
+/* What the header says, once parsed. */
+typedef struct npy_header {
+    tg_dtype dtype;
+    bool bytes_are_bools; /* '|b1' or '|u1': each byte must be 0 or 1 */
+    int ndim;
+    int64_t shape[TG_MAX_DIMS];
+} npy_header;
+
+/* ---- the header dict ---------------------------------------------------- */
+
+/* A position in the header text. */
+typedef struct cursor {
+    const char *start, *p, *end;
+    const npy_file *in;
+} cursor;
+
+static void skip_space(cursor *c)
+{
+    while (c->p < c->end &&
+           (*c->p == ' ' || *c->p == '\t' || *c->p == '\n' || *c->p == '\r'))
+        c->p++;
+}
+
+/* Skips whitespace, then consumes ch if it comes next. */
+static bool accept(cursor *c, char ch)
+{
+    skip_space(c);
+    if (c->p < c->end && *c->p == ch) {
+        c->p++;
+        return true;
+    }
+    return false;
+}
+
+/* Skips whitespace, then consumes word if it comes next. */
+static bool accept_word(cursor *c, const char *word)
+{
+    size_t n = strlen(word);
+    skip_space(c);
+    if ((size_t)(c->end - c->p) >= n && memcmp(c->p, word, n) == 0) {
+        c->p += n;
+        return true;
+    }
+    return false;
+}
+
+/* A syntax error: what was expected where the parse stopped. */
+static bool syntax(const cursor *c, const char *expected)
+{
+    if (c->p >= c->end)
+        return fail(c->in, "header is unterminated: expected %s", expected);
+    return fail(c->in, "malformed header: expected %s at byte %td", expected,
+                c->p - c->start);
+}
+
+/* A quoted string as Python's repr writes it, in single or double quotes.
+ * The keys and dtypes we accept never need escapes, so a backslash (or any
+ * byte outside printable ASCII) is an error rather than something to decode;
+ * this also keeps what we quote in error messages on one printable line. */
+static bool parse_string(cursor *c, const char *what, const char **s,
+                         size_t *len)
+{
+    skip_space(c);
+    if (c->p >= c->end || (*c->p != '\'' && *c->p != '"'))
+        return syntax(c, what);
+    char quote = *c->p++;
+    *s = c->p;
+    while (c->p < c->end && *c->p != quote) {
+        unsigned char ch = (unsigned char)*c->p;
+        if (ch == '\\' || ch < ' ' || ch > '~')
+            return fail(c->in, "malformed header: unsupported character in a "
+                        "string at byte %td", c->p - c->start);
+        c->p++;
+    }
+    if (c->p >= c->end)
+        return syntax(c, "a closing quote");
+    *len = (size_t)(c->p++ - *s);
+    return true;
+}
+
+/* Up to this many characters of a string from the file go into a message. */
+#define QUOTE_MAX 40
+#define QUOTE_LEN(n) ((int)((n) < QUOTE_MAX ? (n) : QUOTE_MAX))
+
+static bool parse_descr(cursor *c, npy_header *h)
+{
+    static const struct {
+        const char *descr;
+        tg_dtype dtype;
+    } known[] = {{"<f4", TG_FLOAT32},
+                 {"<f8", TG_FLOAT64},
+                 {"|b1", TG_BOOL},
+                 {"|u1", TG_BOOL}};
+    const char *s;
+    size_t n;
+    if (!parse_string(c, "a dtype string", &s, &n))
+        return false;
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
+        if (n == strlen(known[i].descr) && memcmp(s, known[i].descr, n) == 0) {
+            h->dtype = known[i].dtype;
+            h->bytes_are_bools = known[i].dtype == TG_BOOL;
+            return true;
+        }
+    }
+    if (n > 0 && s[0] == '>')
+        return fail(c->in, "big-endian dtype '%.*s' is not supported",
+                    QUOTE_LEN(n), s);
+    return fail(c->in, "unsupported dtype '%.*s' (want '<f4', '<f8', '|b1' "
+                "or '|u1')", QUOTE_LEN(n), s);
+}
+
+static bool parse_fortran_order(cursor *c, npy_header *h)
+{
+    (void)h; /* only False is accepted, so there is nothing to record */
+    if (accept_word(c, "False"))
+        return true;
+    if (accept_word(c, "True"))
+        return fail(c->in, "Fortran-order arrays are not supported (save "
+                    "np.ascontiguousarray(a) instead)");
+    return syntax(c, "True or False for fortran_order");
+}
+
+/* One dim of the shape: a decimal int, as repr writes it. */
+static bool parse_dim(cursor *c, int64_t *dim)
+{
+    skip_space(c);
+    bool negative = c->p < c->end && *c->p == '-';
+    if (negative)
+        c->p++;
+    if (c->p >= c->end || *c->p < '0' || *c->p > '9')
+        return syntax(c, "an integer in the shape");
+    int64_t v = 0;
+    while (c->p < c->end && *c->p >= '0' && *c->p <= '9') {
+        int digit = *c->p++ - '0';
+        if (v > (INT64_MAX - digit) / 10)
+            return fail(c->in, "a dim in the shape overflows int64");
+        v = v * 10 + digit;
+    }
+    if (negative)
+        return fail(c->in, "negative dim -%lld in the shape", (long long)v);
+    *dim = v;
+    return true;
+}
+
+/* The shape tuple: "()", "(5,)", "(2, 3)" or "(2, 3,)". Python reads "(5)" as
+ * the int 5, not a tuple, and numpy rejects it; so do we. */
+static bool parse_shape(cursor *c, npy_header *h)
+{
+    if (!accept(c, '('))
+        return syntax(c, "a shape tuple");
+    int n = 0;
+    bool comma = true; /* the first dim needs no comma before it */
+    while (!accept(c, ')')) {
+        if (!comma)
+            return syntax(c, "',' or ')' in the shape");
+        if (n == TG_MAX_DIMS)
+            return fail(c->in, "shape has more than %d dims", TG_MAX_DIMS);
+        if (!parse_dim(c, &h->shape[n++]))
+            return false;
+        comma = accept(c, ',');
+    }
+    if (n == 1 && !comma)
+        return fail(c->in, "shape (%lld) is not a tuple (a 1-tuple is "
+                    "written (%lld,))", (long long)h->shape[0],
+                    (long long)h->shape[0]);
+    h->ndim = n;
+    return true;
+}
+
+/* The keys numpy writes, each exactly once, and their value parsers. */
+static const struct {
+    const char *name;
+    bool (*parse)(cursor *c, npy_header *h);
+} KEYS[] = {{"descr", parse_descr},
+            {"fortran_order", parse_fortran_order},
+            {"shape", parse_shape}};
+#define N_KEYS (sizeof KEYS / sizeof KEYS[0])
+
+static bool parse_item(cursor *c, npy_header *h, unsigned *seen)
+{
+    const char *s;
+    size_t n;
+    if (!parse_string(c, "a quoted key", &s, &n))
+        return false;
+    size_t k = 0;
+    while (k < N_KEYS && !(n == strlen(KEYS[k].name) &&
+                           memcmp(s, KEYS[k].name, n) == 0))
+        k++;
+    if (k == N_KEYS)
+        return fail(c->in, "unknown key '%.*s' in the header", QUOTE_LEN(n), s);
+    if (*seen & 1u << k)
+        return fail(c->in, "duplicate key '%s' in the header", KEYS[k].name);
+    *seen |= 1u << k;
+    if (!accept(c, ':'))
+        return syntax(c, "':' after a key");
+    return KEYS[k].parse(c, h);
+}
+
+/* The whole header: one dict literal, keys in any order, a trailing comma
+ * allowed, whitespace (numpy's padding) around it. */
+static bool parse_header(cursor *c, npy_header *h)
+{
+    if (!accept(c, '{'))
+        return fail(c->in, "header is not a dict");
+    unsigned seen = 0;
+    bool comma = true; /* the first item needs no comma before it */
+    while (!accept(c, '}')) {
+        if (!comma)
+            return syntax(c, "',' or '}' in the header dict");
+        if (!parse_item(c, h, &seen))
+            return false;
+        comma = accept(c, ',');
+    }
+    skip_space(c);
+    if (c->p < c->end)
+        return fail(c->in, "malformed header: text after the dict at byte %td",
+                    c->p - c->start);
+    for (size_t k = 0; k < N_KEYS; k++)
+        if (!(seen & 1u << k))
+            return fail(c->in, "header lacks the key '%s'", KEYS[k].name);
+    return true;
+}
+
+/* ---- the file ----------------------------------------------------------- */
+
+/* Reads the magic, version and header length; on return the file is
+ * positioned at the header, *hlen bytes long, and the data starts at byte
+ * *data_start. */
+static bool read_prefix(npy_file *in, int64_t *hlen, int64_t *data_start)
+{
+    unsigned char b[PREFIX_V2];
+    size_t got = fread(b, 1, sizeof b, in->f);
+    if (got < MAGIC_LEN + 2)
+        return fail(in, "file is too short (%zu bytes) to hold the .npy magic "
+                    "and version", got);
+    if (memcmp(b, MAGIC, MAGIC_LEN) != 0)
+        return fail(in, "not a .npy file (bad magic)");
+    int major = b[6], minor = b[7];
+    if (major < 1 || major > 3 || minor != 0)
+        return fail(in, "unsupported .npy format version %d.%d (want 1.0, "
+                    "2.0 or 3.0)", major, minor);
+    /* 1.0 has a 2-byte header length, 2.0 a 4-byte one; 3.0 differs from 2.0
+     * only in allowing utf8 in the header, which the keys and dtypes we
+     * accept never use. */
+    size_t prefix = major == 1 ? PREFIX_V1 : PREFIX_V2;
+    if (got < prefix)
+        return fail(in, "file is too short (%zu bytes) to hold the header "
+                    "length", got);
+    *hlen = b[8] | b[9] << 8;
+    if (major > 1)
+        *hlen |= (int64_t)b[10] << 16 | (int64_t)b[11] << 24;
+    *data_start = (int64_t)prefix + *hlen;
+    if (*data_start > in->size)
+        return fail(in, "header length %lld runs past the end of the file "
+                    "(%lld bytes)", (long long)*hlen, (long long)in->size);
+    if (fseek(in->f, (long)prefix, SEEK_SET) != 0)
+        return fail(in, "cannot seek: %s", strerror(errno));
+    return true;
+}
+
+/* Reads and parses the header of length hlen (known to fit in the file). */
+static bool read_header(npy_file *in, int64_t hlen, npy_header *h)
+{
+    char *text = malloc((size_t)hlen + 1);
+    if (!text)
+        return fail(in, "out of memory for a %lld-byte header",
+                    (long long)hlen);
+    bool ok = fread(text, 1, (size_t)hlen, in->f) == (size_t)hlen;
+    if (ok) {
+        cursor c = {.start = text, .p = text, .end = text + hlen, .in = in};
+        ok = parse_header(&c, h);
+    } else {
+        fail(in, "header is truncated");
+    }
+    free(text);
+    return ok;
+}
+
+/* The data's byte count, checked: it must not overflow, and it must be
+ * exactly the avail bytes the file holds after the header. numpy ignores
+ * bytes after the data, since np.load reads from a stream on which several
+ * arrays may follow one another; a loader given a path has no such use, and
+ * extra bytes there most likely mean the header's shape is wrong, so we
+ * reject them. */
+static bool data_size(const npy_file *in, const npy_header *h, int64_t avail,
+                      size_t *nbytes)
+{
+    char shape[TG_SHAPE_STR];
+    tg__shape_str(h->ndim, h->shape, shape);
+    int64_t n = (int64_t)tg_dtype_size(h->dtype);
+    for (int d = 0; d < h->ndim; d++) {
+        if (h->shape[d] && n > INT64_MAX / h->shape[d])
+            return fail(in, "shape %s overflows: its byte size exceeds int64",
+                        shape);
+        n *= h->shape[d];
+    }
+    if (n > avail)
+        return fail(in, "data is truncated: shape %s of %s needs %lld bytes, "
+                    "the file holds %lld after the header", shape,
+                    tg_dtype_name(h->dtype), (long long)n, (long long)avail);
+    if (n < avail)
+        return fail(in, "%lld trailing bytes after the data of shape %s",
+                    (long long)(avail - n), shape);
+    *nbytes = (size_t)n;
+    return true;
+}
+
+/* TG_BOOL holds 0 or 1 only. A '|u1' byte of any other value is data, not a
+ * mask, and a '|b1' one only comes from a corrupt file: reject both rather
+ * than guess what was meant. */
+static bool check_bools(const npy_file *in, const tg_tensor *t)
+{
+    const uint8_t *b = t->storage->data;
+    int64_t n = tg_numel(t);
+    for (int64_t i = 0; i < n; i++)
+        if (b[i] > 1)
+            return fail(in, "element %lld is %u: a bool must be 0 or 1",
+                        (long long)i, b[i]);
+    return true;
+}
+
+/* Reads the whole file into a new tensor. */
+static tg_tensor *read_npy(npy_file *in)
+{
+    int64_t hlen = 0, data_start = 0;
+    npy_header h = {0};
+    size_t nbytes = 0;
+    if (!read_prefix(in, &hlen, &data_start) || !read_header(in, hlen, &h) ||
+        !data_size(in, &h, in->size - data_start, &nbytes))
+        return NULL;
+    tg_tensor *t = tg__new("load_npy", h.dtype, h.ndim, h.shape, false);
+    if (!t)
+        return NULL;
+    if (fread(t->storage->data, 1, nbytes, in->f) != nbytes) {
+        fail(in, "data is truncated (the file shrank while being read?)");
+        tg_release(t);
+        return NULL;
+    }
+    if (h.bytes_are_bools && !check_bools(in, t)) {
+        tg_release(t);
+        return NULL;
+    }
+    return t;
+}
+
+tg_tensor *tg_load_npy(const char *path)
+{
+    if (!path) {
+        tg__error("load_npy: path is NULL");
+        return NULL;
+    }
+    npy_file in = {.path = path, .f = fopen(path, "rb")};
+    if (!in.f) {
+        fail(&in, "cannot open: %s", strerror(errno));
+        return NULL;
+    }
+    /* The size bounds every length the file claims, so it must be real. */
+    struct stat st;
+    tg_tensor *t = NULL;
+    if (fstat(fileno(in.f), &st) != 0)
+        fail(&in, "cannot stat: %s", strerror(errno));
+    else if (!S_ISREG(st.st_mode))
+        fail(&in, "not a regular file");
+    else {
+        in.size = (int64_t)st.st_size;
+        t = read_npy(&in);
+    }
+    fclose(in.f);
+    return t;
+}
+
+/* ===================================================================== */
+/* Saving                                                                 */
+/* ===================================================================== */
+
+/* Room for the longest header: 8 dims of 19 digits plus padding. */
+#define HEADER_MAX 512
+
+/* Appends printf-style text at buf + *n. */
+__attribute__((format(printf, 3, 4))) static void
+append(char *buf, size_t *n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int len = vsnprintf(buf + *n, HEADER_MAX - *n, fmt, ap);
+    va_end(ap);
+    TG_ASSERT(len >= 0 && *n + (size_t)len < HEADER_MAX);
+    *n += (size_t)len;
+}
+
+/* Magic, version 1.0, header length and header, byte for byte as numpy
+ * >= 1.24 writes them: keys sorted, the shape as Python's repr of a tuple,
+ * 21 - len(repr(shape[0])) spare spaces so the first dim can later grow in
+ * place, then spaces and a '\n' up to the next multiple of 64 bytes (at least
+ * one space) so the data is aligned for mmap. Returns the length. */
+static size_t format_header(const tg_tensor *t, char *buf)
+{
+    static const char *const descr[] = {
+        [TG_FLOAT32] = "<f4", [TG_FLOAT64] = "<f8", [TG_BOOL] = "|b1"};
+    size_t n = PREFIX_V1;
+    append(buf, &n, "{'descr': '%s', 'fortran_order': False, 'shape': (",
+           descr[t->dtype]);
+    for (int d = 0; d < t->ndim; d++)
+        append(buf, &n, d ? ", %lld" : "%lld", (long long)t->shape[d]);
+    append(buf, &n, "%s), }", t->ndim == 1 ? "," : "");
+    if (t->ndim > 0) {
+        int digits = snprintf(NULL, 0, "%lld", (long long)t->shape[0]);
+        append(buf, &n, "%*s", 21 - digits, "");
+    }
+    size_t total = ((n + 1) / 64 + 1) * 64;
+    memset(buf + n, ' ', total - 1 - n);
+    buf[total - 1] = '\n';
+    size_t hlen = total - PREFIX_V1;
+    memcpy(buf, MAGIC, MAGIC_LEN);
+    buf[6] = 1;
+    buf[7] = 0;
+    buf[8] = (char)(hlen & 0xff);
+    buf[9] = (char)(hlen >> 8);
+    return total;
+}
+
+/* Writes header and data to path. On failure the partial file is removed, so
+ * a half-written file never passes for a whole one; only a regular file,
+ * though: a device such as /dev/full must never be unlinked. */
+static int write_file(const char *path, const char *header, size_t hlen,
+                      const void *data, size_t nbytes)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        tg__error("save_npy: %s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    bool regular = fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode);
+    bool ok = fwrite(header, 1, hlen, f) == hlen &&
+              fwrite(data, 1, nbytes, f) == nbytes;
+    int err = errno;
+    if (fclose(f) != 0 && ok) {
+        ok = false;
+        err = errno;
+    }
+    if (ok)
+        return 0;
+    if (regular)
+        remove(path);
+    tg__error("save_npy: %s: write failed: %s", path, strerror(err));
+    return -1;
+}
+
+int tg_save_npy(const tg_tensor *t, const char *path)
+{
+    if (!t)
+        return -1;
+    if (!path) {
+        tg__error("save_npy: path is NULL");
+        return -1;
+    }
+    char header[HEADER_MAX];
+    size_t hlen = format_header(t, header);
+    size_t nbytes = (size_t)tg_numel(t) * tg_dtype_size(t->dtype);
+    void *data = malloc(nbytes ? nbytes : 1);
+    if (!data) {
+        tg__error("save_npy: out of memory for %s %s", tg_dtype_name(t->dtype),
+                  TG_SHP(t));
+        return -1;
+    }
+    int rc = tg_copy_out(t, t->dtype, data) == 0
+                 ? write_file(path, header, hlen, data, nbytes)
+                 : -1;
+    free(data);
+    return rc;
+}

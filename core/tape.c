@@ -1,2 +1,420 @@
+/* The tape and the reverse-mode engine.
+ *
+ * An op whose input requires grad records one entry (tg_node): the op, its
+ * retained inputs and saved tensors. The entry is owned by the op's output,
+ * so dropping a result you never backpropagate frees its whole graph, as in
+ * PyTorch. Live entries also sit on this thread's tape, in creation order,
+ * for tg_tape_print / tg_tape_dot.
+ *
+ * tg_backward_with(out, dout) gathers the entries out depends on, sorts them
+ * newest first (creation order is a topological order: an op's inputs exist
+ * before its output), and for each one whose output received a gradient
+ * calls the op's backward, which adds (+=) into its inputs' gradients. Each
+ * entry is consumed as it goes: its inputs and saved tensors are released,
+ * and a later backward through it is an error. */
 #include "internal.h"
-void tg__node_free(tg_node *n) { (void)n; }
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static _Thread_local bool grad_disabled; /* grad mode is on by default */
+static _Thread_local tg_node *tape_head, *tape_tail;
+static _Thread_local uint64_t next_seq = 1;
+
+bool tg_set_grad_enabled(bool on)
+{
+    bool was = !grad_disabled;
+    grad_disabled = !on;
+    return was;
+}
+
+bool tg_is_grad_enabled(void) { return !grad_disabled; }
+
+/* ---- recording ---------------------------------------------------------- */
+
+tg_node *tg__record(const tg_op *op, tg_tensor *out, int n_in,
+                    tg_tensor *const *in)
+{
+    TG_ASSERT(n_in <= TG_NODE_MAX_IN && out && !out->node);
+    if (grad_disabled)
+        return NULL;
+    bool any = false;
+    for (int i = 0; i < n_in; i++)
+        any |= in[i] && in[i]->requires_grad;
+    if (!any)
+        return NULL;
+
+    tg_node *n = calloc(1, sizeof *n);
+    if (!n)
+        tg__panic(__FILE__, __LINE__, "out of memory recording an op");
+    n->op = op;
+    n->seq = next_seq++;
+    n->n_in = n_in;
+    n->grad_norm = -1;
+    for (int i = 0; i < n_in; i++) {
+        n->in[i] = tg_retain(in[i]);
+        if (!in[i])
+            continue;
+        n->in_ndim[i] = in[i]->ndim;
+        memcpy(n->in_shape[i], in[i]->shape, sizeof in[i]->shape);
+        n->in_seq[i] = in[i]->node ? in[i]->node->seq : 0;
+        n->in_id[i] = in[i];
+    }
+    n->out = out;
+    out->node = n;
+    out->requires_grad = true;
+
+    n->prev = tape_tail;
+    if (tape_tail)
+        tape_tail->next = n;
+    else
+        tape_head = n;
+    tape_tail = n;
+    return n;
+}
+
+void tg__save(tg_node *n, tg_tensor *t)
+{
+    int k = 0;
+    while (k < TG_NODE_MAX_SAVED && n->saved[k])
+        k++;
+    TG_ASSERT(k < TG_NODE_MAX_SAVED);
+    n->saved[k] = tg_retain(t);
+}
+
+/* Releases what an entry holds for its backward. */
+static void node_drop_refs(tg_node *n)
+{
+    for (int i = 0; i < n->n_in; i++) {
+        tg_release(n->in[i]);
+        n->in[i] = NULL;
+    }
+    for (int k = 0; k < TG_NODE_MAX_SAVED; k++) {
+        tg_release(n->saved[k]);
+        n->saved[k] = NULL;
+    }
+}
+
+void tg__node_free(tg_node *n)
+{
+    if (n->prev)
+        n->prev->next = n->next;
+    else
+        tape_head = n->next;
+    if (n->next)
+        n->next->prev = n->prev;
+    else
+        tape_tail = n->prev;
+    n->out->node = NULL;
+    node_drop_refs(n);
+    free(n);
+}
+
+/* ---- gradient accumulation -------------------------------------------- */
+
+
+tg_tensor *tg__sum_to_shape(tg_tensor *g, int ndim, const int64_t *shape)
+{
+    tg_tensor *out = tg__new("sum_to_shape", g->dtype, ndim, shape, true);
+    if (out)
+        tg__add_into(out, g);
+    return out;
+}
+
+/* t.grad += g. The first gradient is copied into a fresh tensor the tensor
+ * owns, so a gradient never aliases a tensor someone else holds. */
+static void grad_add(tg_tensor *t, tg_tensor *g)
+{
+    if (!t->grad) {
+        t->grad = tg__new("backward", t->dtype, t->ndim, t->shape, true);
+        if (!t->grad)
+            tg__panic(__FILE__, __LINE__, "out of memory for a gradient");
+        tg__unscope(t->grad);
+    }
+    tg__add_into(t->grad, g);
+}
+
+bool tg__needs_grad(const tg_node *n, int i)
+{
+    return n->in[i] && n->in[i]->requires_grad;
+}
+
+void tg__accumulate(tg_node *n, int i, tg_tensor *g)
+{
+    if (!tg__needs_grad(n, i))
+        return;
+    TG_ASSERT(g);
+    tg_tensor *x = n->in[i];
+    /* Inputs that were broadcast get the gradient summed back to their own
+     * shape: d/dx of sum over the copies = sum of the gradients. */
+    TG_ASSERT(g->ndim >= x->ndim);
+    grad_add(x, g);
+}
+
+/* ---- backward --------------------------------------------------------- */
+
+static int by_seq_desc(const void *a, const void *b)
+{
+    uint64_t sa = (*(tg_node *const *)a)->seq, sb = (*(tg_node *const *)b)->seq;
+    return sa < sb ? 1 : sa > sb ? -1 : 0;
+}
+
+/* The entries out depends on, newest first, in a malloc'd array; *count
+ * gets their number. NULL with an error when an entry on the way was
+ * consumed by an earlier backward. */
+static tg_node **collect(tg_tensor *out, int64_t *count)
+{
+    int64_t cap = 64, n = 0, top = 0;
+    tg_node **found = malloc(sizeof *found * (size_t)cap);
+    tg_node **stack = malloc(sizeof *stack * (size_t)cap);
+    int64_t stack_cap = cap;
+    if (!found || !stack)
+        tg__panic(__FILE__, __LINE__, "out of memory in backward");
+    /* A depth-first walk; `seq` bit 63 marks visited entries meanwhile. */
+    const uint64_t mark = UINT64_C(1) << 63;
+    stack[top++] = out->node;
+    out->node->seq |= mark;
+    bool ok = true;
+    while (top > 0) {
+        tg_node *nd = stack[--top];
+        if (n == cap) {
+            cap *= 2;
+            found = realloc(found, sizeof *found * (size_t)cap);
+            if (!found)
+                tg__panic(__FILE__, __LINE__, "out of memory in backward");
+        }
+        found[n++] = nd;
+        if (nd->consumed) {
+            tg__error("backward: the tape entry of '%s' was consumed by an "
+                      "earlier backward; run the forward again to backpropagate "
+                      "a second time",
+                      nd->op->name);
+            ok = false;
+            continue;
+        }
+        for (int i = 0; i < nd->n_in; i++) {
+            tg_tensor *x = nd->in[i];
+            if (!x || !x->requires_grad || !x->node || (x->node->seq & mark))
+                continue;
+            if (top == stack_cap) {
+                stack_cap *= 2;
+                stack = realloc(stack, sizeof *stack * (size_t)stack_cap);
+                if (!stack)
+                    tg__panic(__FILE__, __LINE__, "out of memory in backward");
+            }
+            x->node->seq |= mark;
+            stack[top++] = x->node;
+        }
+    }
+    free(stack);
+    for (int64_t i = 0; i < n; i++)
+        found[i]->seq &= ~mark;
+    if (!ok) {
+        free(found);
+        return NULL;
+    }
+    qsort(found, (size_t)n, sizeof *found, by_seq_desc);
+    *count = n;
+    return found;
+}
+
+static double l2_norm(const tg_tensor *g)
+{
+    double s = 0;
+    tg_loop L;
+    tg__loop_init(&L, g->ndim, g->shape, 1, (const tg_tensor *const[]){g});
+    TG_DISPATCH_FLOAT(g->dtype, T, {
+        do {
+            const T *p = TG_DATA(T, g) + L.off[0];
+            for (int64_t i = 0; i < L.inner; i++)
+                s += (double)p[i * L.step[0]] * (double)p[i * L.step[0]];
+        } while (tg__loop_next(&L));
+    });
+    return sqrt(s);
+}
+
+static bool same_shape(const tg_tensor *a, const tg_tensor *b)
+{
+    return a->ndim == b->ndim &&
+           memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim) == 0;
+}
+
+int tg_backward_with(tg_tensor *out, tg_tensor *dout)
+{
+    if (!out || !dout)
+        return -1;
+    if (!tg__check_float("backward", out))
+        return -1;
+    if (!same_shape(out, dout) || dout->dtype != out->dtype) {
+        tg__error("backward: gradient %s %s does not match output %s %s",
+                  tg_dtype_name(dout->dtype), TG_SHP(dout),
+                  tg_dtype_name(out->dtype), TG_SHP(out));
+        return -1;
+    }
+    if (!out->requires_grad) {
+        tg__error("backward: output %s does not require grad: no input of the "
+                  "ops that made it requires grad",
+                  TG_SHP(out));
+        return -1;
+    }
+    if (!out->node) { /* a leaf: its gradient is dout itself */
+        grad_add(out, dout);
+        return 0;
+    }
+    int64_t count = 0;
+    tg_node **order = collect(out, &count);
+    if (!order)
+        return -1;
+
+    /* Hold every output until the walk ends: releasing an entry's inputs
+     * must not free a tensor whose own entry is still to come. */
+    for (int64_t i = 0; i < count; i++)
+        tg_retain(order[i]->out);
+    bool was = tg_set_grad_enabled(false);
+    grad_add(out, dout);
+    for (int64_t i = 0; i < count; i++) {
+        tg_node *n = order[i];
+        tg_tensor *y = n->out;
+        if (y->grad) {
+            n->grad_norm = l2_norm(y->grad);
+            n->op->backward(n, y->grad);
+            if (!y->retain_grad) {
+                tg_release(y->grad);
+                y->grad = NULL;
+            }
+        }
+        node_drop_refs(n);
+        n->consumed = true;
+    }
+    tg_set_grad_enabled(was);
+    for (int64_t i = 0; i < count; i++)
+        tg_release(order[i]->out);
+    free(order);
+    return 0;
+}
+
+int tg_backward(tg_tensor *loss)
+{
+    if (!loss)
+        return -1;
+    if (tg_numel(loss) != 1) {
+        tg__error("backward: loss must have one element, got shape %s; use "
+                  "tg_backward_with to seed a gradient for other outputs",
+                  TG_SHP(loss));
+        return -1;
+    }
+    if (!tg__check_float("backward", loss))
+        return -1;
+    tg_tensor *seed = tg_ones_like(loss);
+    if (!seed)
+        return -1;
+    tg__unscope(seed);
+    int rc = tg_backward_with(loss, seed);
+    tg_release(seed);
+    return rc;
+}
+
+/* ---- leaves and gradients ---------------------------------------------- */
+
+void tg_set_requires_grad(tg_tensor *t, bool on)
+{
+    if (!t)
+        return;
+    if (t->node) {
+        tg__error("set_requires_grad: %s is the output of '%s', not a leaf; "
+                  "detach it first",
+                  TG_SHP(t), t->node->op->name);
+        return;
+    }
+    if (on && !tg__check_float("set_requires_grad", t))
+        return;
+    t->requires_grad = on;
+}
+
+bool tg_requires_grad(const tg_tensor *t) { return t && t->requires_grad; }
+
+bool tg_is_leaf(const tg_tensor *t) { return t && !t->node; }
+
+void tg_retain_grad(tg_tensor *t)
+{
+    if (t)
+        t->retain_grad = true;
+}
+
+tg_tensor *tg_grad(const tg_tensor *t) { return t ? t->grad : NULL; }
+
+void tg_zero_grad(tg_tensor *t)
+{
+    if (!t)
+        return;
+    tg_release(t->grad);
+    t->grad = NULL;
+}
+
+tg_tensor *tg_detach(tg_tensor *t)
+{
+    if (!t)
+        return NULL;
+    return tg__view(t, t->ndim, t->shape, t->strides, t->offset);
+}
+
+/* ---- the tape, for teaching -------------------------------------------- */
+
+int64_t tg_tape_size(void)
+{
+    int64_t n = 0;
+    for (tg_node *e = tape_head; e; e = e->next)
+        n++;
+    return n;
+}
+
+void tg_tape_print(FILE *f)
+{
+    if (!f)
+        return;
+    for (tg_node *e = tape_head; e; e = e->next) {
+        fprintf(f, "#%-4llu %-14s", (unsigned long long)e->seq, e->op->name);
+        for (int i = 0; i < e->n_in; i++)
+            if (e->in_id[i])
+                fprintf(f, " %s", tg__shape_str(e->in_ndim[i], e->in_shape[i],
+                                                (char[TG_SHAPE_STR]){0}));
+        fprintf(f, " -> %s", TG_SHP(e->out));
+        if (e->grad_norm >= 0)
+            fprintf(f, "   |grad| = %.6g", e->grad_norm);
+        fputc('\n', f);
+    }
+}
+
+void tg_tape_dot(FILE *f)
+{
+    if (!f)
+        return;
+    fprintf(f, "digraph tape {\n  rankdir=BT;\n"
+               "  node [fontname=\"Helvetica\", fontsize=10];\n");
+    for (tg_node *e = tape_head; e; e = e->next) {
+        fprintf(f, "  op%llu [shape=box, style=rounded, label=\"%s\\n#%llu",
+                (unsigned long long)e->seq, e->op->name,
+                (unsigned long long)e->seq);
+        if (e->grad_norm >= 0)
+            fprintf(f, "\\n|grad| %.3g", e->grad_norm);
+        fprintf(f, "\"];\n");
+        for (int i = 0; i < e->n_in; i++) {
+            if (!e->in_id[i])
+                continue;
+            char shp[TG_SHAPE_STR];
+            tg__shape_str(e->in_ndim[i], e->in_shape[i], shp);
+            if (e->in_seq[i])
+                fprintf(f, "  op%llu -> op%llu [label=\"%s\"];\n",
+                        (unsigned long long)e->in_seq[i],
+                        (unsigned long long)e->seq, shp);
+            else {
+                fprintf(f, "  leaf%llu_%d [shape=ellipse, label=\"%s\"];\n",
+                        (unsigned long long)e->seq, i, shp);
+                fprintf(f, "  leaf%llu_%d -> op%llu;\n", (unsigned long long)e->seq,
+                        i, (unsigned long long)e->seq);
+            }
+        }
+    }
+    fprintf(f, "}\n");
+}

@@ -1,1 +1,253 @@
+/* Elementwise arithmetic: binary ops with numpy broadcasting (add, sub, mul,
+ * div) and unary maps (neg, scale, add_scalar, exp, log, sqrt, pow, relu).
+ * One kernel per family; the op is chosen outside the inner loop, so each
+ * inner loop is a plain strided loop the compiler can vectorise. */
 #include "internal.h"
+
+#include <math.h>
+
+/* ---- binary ------------------------------------------------------------ */
+
+typedef enum { ADD, SUB, MUL, DIV } binary_kind;
+
+static void binary_kernel(binary_kind kind, tg_tensor *out, const tg_tensor *a,
+                          const tg_tensor *b)
+{
+    tg_loop L;
+    tg__loop_init(&L, out->ndim, out->shape, 3,
+                  (const tg_tensor *const[]){out, a, b});
+    TG_DISPATCH_FLOAT(out->dtype, T, {
+        do {
+            T *o = TG_DATA(T, out) + L.off[0];
+            const T *x = TG_DATA(T, a) + L.off[1], *y = TG_DATA(T, b) + L.off[2];
+            int64_t so = L.step[0], sx = L.step[1], sy = L.step[2];
+            switch (kind) {
+            case ADD:
+                for (int64_t i = 0; i < L.inner; i++) o[i * so] = x[i * sx] + y[i * sy];
+                break;
+            case SUB:
+                for (int64_t i = 0; i < L.inner; i++) o[i * so] = x[i * sx] - y[i * sy];
+                break;
+            case MUL:
+                for (int64_t i = 0; i < L.inner; i++) o[i * so] = x[i * sx] * y[i * sy];
+                break;
+            case DIV:
+                for (int64_t i = 0; i < L.inner; i++) o[i * so] = x[i * sx] / y[i * sy];
+                break;
+            }
+        } while (tg__loop_next(&L));
+    });
+}
+
+/* Gradients of y = a (op) b; tg__accumulate sums each back to its input's
+ * shape where the input was broadcast.
+ *   add: da = dy          db = dy
+ *   sub: da = dy          db = -dy
+ *   mul: da = dy * b      db = dy * a
+ *   div: da = dy / b      db = -dy * a / b^2 = -(dy / b) * y */
+static void add_backward(tg_node *n, tg_tensor *dy)
+{
+    tg__accumulate(n, 0, dy);
+    tg__accumulate(n, 1, dy);
+}
+
+static void sub_backward(tg_node *n, tg_tensor *dy)
+{
+    tg__accumulate(n, 0, dy);
+    if (tg__needs_grad(n, 1)) {
+        tg_tensor *db = tg_neg(dy);
+        tg__accumulate(n, 1, db);
+        tg_release(db);
+    }
+}
+
+static void mul_backward(tg_node *n, tg_tensor *dy)
+{
+    for (int i = 0; i < 2; i++) {
+        if (!tg__needs_grad(n, i))
+            continue;
+        tg_tensor *d = tg_mul(dy, n->in[1 - i]);
+        tg__accumulate(n, i, d);
+        tg_release(d);
+    }
+}
+
+static void div_backward(tg_node *n, tg_tensor *dy)
+{
+    tg_tensor *da = tg_div(dy, n->in[1]);
+    tg__accumulate(n, 0, da);
+    if (tg__needs_grad(n, 1)) {
+        tg_tensor *da_y = tg_mul(da, n->saved[0]);
+        tg_tensor *db = tg_neg(da_y);
+        tg__accumulate(n, 1, db);
+        tg_release(db);
+        tg_release(da_y);
+    }
+    tg_release(da);
+}
+
+static const tg_op binary_ops[] = {
+    [ADD] = {"add", add_backward},
+    [SUB] = {"sub", sub_backward},
+    [MUL] = {"mul", mul_backward},
+    [DIV] = {"div", div_backward},
+};
+
+static tg_tensor *binary(binary_kind kind, tg_tensor *a, tg_tensor *b)
+{
+    const char *name = binary_ops[kind].name;
+    if (!a || !b)
+        return NULL;
+    if (!tg__check_same_float(name, a, b))
+        return NULL;
+    int ndim;
+    int64_t shape[TG_MAX_DIMS];
+    if (!tg__broadcast(name, 2, (const tg_tensor *const[]){a, b}, &ndim, shape))
+        return NULL;
+    tg_tensor *y = tg__new(name, a->dtype, ndim, shape, false);
+    if (!y)
+        return NULL;
+    binary_kernel(kind, y, a, b);
+    tg_node *n = tg__record(&binary_ops[kind], y, 2, (tg_tensor *[]){a, b});
+    if (n && kind == DIV)
+        tg__save(n, y);
+    return y;
+}
+
+tg_tensor *tg_add(tg_tensor *a, tg_tensor *b) { return binary(ADD, a, b); }
+tg_tensor *tg_sub(tg_tensor *a, tg_tensor *b) { return binary(SUB, a, b); }
+tg_tensor *tg_mul(tg_tensor *a, tg_tensor *b) { return binary(MUL, a, b); }
+tg_tensor *tg_div(tg_tensor *a, tg_tensor *b) { return binary(DIV, a, b); }
+
+/* ---- unary ------------------------------------------------------------- */
+
+typedef enum { NEG, SCALE, ADD_SCALAR, EXP, LOG, SQRT, POW, RELU } unary_kind;
+
+static void unary_kernel(unary_kind kind, double p, tg_tensor *out,
+                         const tg_tensor *x)
+{
+    tg_loop L;
+    tg__loop_init(&L, out->ndim, out->shape, 2, (const tg_tensor *const[]){out, x});
+    TG_DISPATCH_FLOAT(out->dtype, T, {
+        const T s = (T)p;
+        do {
+            T *o = TG_DATA(T, out) + L.off[0];
+            const T *v = TG_DATA(T, x) + L.off[1];
+            int64_t so = L.step[0], sv = L.step[1];
+            switch (kind) {
+            case NEG:
+                for (int64_t i = 0; i < L.inner; i++) o[i * so] = -v[i * sv];
+                break;
+            case SCALE:
+                for (int64_t i = 0; i < L.inner; i++) o[i * so] = s * v[i * sv];
+                break;
+            case ADD_SCALAR:
+                for (int64_t i = 0; i < L.inner; i++) o[i * so] = v[i * sv] + s;
+                break;
+            case EXP:
+                for (int64_t i = 0; i < L.inner; i++) o[i * so] = (T)exp(v[i * sv]);
+                break;
+            case LOG:
+                for (int64_t i = 0; i < L.inner; i++) o[i * so] = (T)log(v[i * sv]);
+                break;
+            case SQRT:
+                for (int64_t i = 0; i < L.inner; i++) o[i * so] = (T)sqrt(v[i * sv]);
+                break;
+            case POW:
+                for (int64_t i = 0; i < L.inner; i++) o[i * so] = (T)pow(v[i * sv], p);
+                break;
+            case RELU:
+                for (int64_t i = 0; i < L.inner; i++) o[i * so] = v[i * sv] > 0 ? v[i * sv] : 0;
+                break;
+            }
+        } while (tg__loop_next(&L));
+    });
+}
+
+/* Applies a unary map without recording (backwards use it on dy). */
+static tg_tensor *unary_apply(const char *name, unary_kind kind, double p,
+                              const tg_tensor *x)
+{
+    tg_tensor *y = tg__new(name, x->dtype, x->ndim, x->shape, false);
+    if (y)
+        unary_kernel(kind, p, y, x);
+    return y;
+}
+
+/* Gradients of y = f(x), with p the op's scalar:
+ *   neg:        dx = -dy
+ *   scale:      dx = p * dy
+ *   add_scalar: dx = dy
+ *   exp:        dx = dy * y                      (d/dx e^x = e^x)
+ *   log:        dx = dy / x
+ *   sqrt:       dx = dy / (2 y)                  (d/dx x^(1/2) = 1 / (2 sqrt x))
+ *   pow:        dx = dy * p * x^(p-1)
+ *   relu:       dx = dy where x > 0, else 0      (0 at the kink, as PyTorch) */
+static void unary_backward(tg_node *n, tg_tensor *dy)
+{
+    unary_kind kind = (unary_kind)n->ip[0];
+    double p = n->p[0];
+    tg_tensor *x = n->in[0], *y = n->saved[0], *dx = NULL;
+    switch (kind) {
+    case NEG: dx = unary_apply("neg", NEG, 0, dy); break;
+    case SCALE: dx = unary_apply("scale", SCALE, p, dy); break;
+    case ADD_SCALAR: dx = tg_retain(dy); break;
+    case EXP: dx = tg_mul(dy, y); break;
+    case LOG: dx = tg_div(dy, x); break;
+    case SQRT: {
+        tg_tensor *two_y = unary_apply("sqrt", SCALE, 2, y);
+        dx = tg_div(dy, two_y);
+        tg_release(two_y);
+        break;
+    }
+    case POW: {
+        tg_tensor *xp = unary_apply("pow", POW, p - 1, x);
+        tg_tensor *slope = unary_apply("pow", SCALE, p, xp);
+        dx = tg_mul(dy, slope);
+        tg_release(slope);
+        tg_release(xp);
+        break;
+    }
+    case RELU: {
+        tg_tensor *off = tg_le_scalar(x, 0);
+        dx = tg_masked_fill(dy, off, 0);
+        tg_release(off);
+        break;
+    }
+    }
+    tg__accumulate(n, 0, dx);
+    tg_release(dx);
+}
+
+static const tg_op unary_ops[] = {
+    [NEG] = {"neg", unary_backward},   [SCALE] = {"scale", unary_backward},
+    [ADD_SCALAR] = {"add_scalar", unary_backward},
+    [EXP] = {"exp", unary_backward},   [LOG] = {"log", unary_backward},
+    [SQRT] = {"sqrt", unary_backward}, [POW] = {"pow", unary_backward},
+    [RELU] = {"relu", unary_backward},
+};
+
+static tg_tensor *unary(unary_kind kind, double p, tg_tensor *x)
+{
+    const char *name = unary_ops[kind].name;
+    if (!x || !tg__check_float(name, x))
+        return NULL;
+    tg_tensor *y = unary_apply(name, kind, p, x);
+    tg_node *n = y ? tg__record(&unary_ops[kind], y, 1, &x) : NULL;
+    if (n) {
+        n->ip[0] = kind;
+        n->p[0] = p;
+        if (kind == EXP || kind == SQRT)
+            tg__save(n, y);
+    }
+    return y;
+}
+
+tg_tensor *tg_neg(tg_tensor *t) { return unary(NEG, 0, t); }
+tg_tensor *tg_scale(tg_tensor *t, double s) { return unary(SCALE, s, t); }
+tg_tensor *tg_add_scalar(tg_tensor *t, double s) { return unary(ADD_SCALAR, s, t); }
+tg_tensor *tg_exp(tg_tensor *t) { return unary(EXP, 0, t); }
+tg_tensor *tg_log(tg_tensor *t) { return unary(LOG, 0, t); }
+tg_tensor *tg_sqrt(tg_tensor *t) { return unary(SQRT, 0, t); }
+tg_tensor *tg_pow_scalar(tg_tensor *t, double p) { return unary(POW, p, t); }
+tg_tensor *tg_relu(tg_tensor *t) { return unary(RELU, 0, t); }

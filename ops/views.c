@@ -1,1 +1,343 @@
+/* Views and shape ops: transpose, slice/narrow/select, expand, reshape,
+ * (un)squeeze, contiguous, dtype conversion. A view shares its input's
+ * storage (no copy); each records an entry so gradients flow back through it.
+ *
+ * Their backwards all move dy back into x's geometry:
+ *   transpose:       dx = transpose(dy, d0, d1)
+ *   slice/select:    dx = zeros(x.shape); dx[slice] += dy
+ *   expand:          dx = dy summed over the expanded dims (tg__accumulate)
+ *   reshape & co:    dx = reshape(dy, x.shape)
+ *   contiguous:      dx = dy
+ *   to(dtype):       dx = to(dy, x.dtype) */
 #include "internal.h"
+
+#include <string.h>
+
+/* ---- transpose ---------------------------------------------------------- */
+
+/* forward:  y = x with dims d0, d1 swapped (strides swapped, no copy)
+ * backward: swapping the same dims of dy undoes it: dx = transpose(dy, d0, d1) */
+static void transpose_backward(tg_node *n, tg_tensor *dy)
+{
+    tg_tensor *dx = tg_transpose(dy, (int)n->ip[0], (int)n->ip[1]);
+    tg__accumulate(n, 0, dx);
+    tg_release(dx);
+}
+static const tg_op transpose_op = {"transpose", transpose_backward};
+
+tg_tensor *tg_transpose(tg_tensor *t, int dim0, int dim1)
+{
+    if (!t)
+        return NULL;
+    int d0 = tg__dim("transpose", dim0, t->ndim);
+    int d1 = d0 < 0 ? -1 : tg__dim("transpose", dim1, t->ndim);
+    if (d1 < 0)
+        return NULL;
+    int64_t shape[TG_MAX_DIMS], strides[TG_MAX_DIMS];
+    memcpy(shape, t->shape, sizeof shape);
+    memcpy(strides, t->strides, sizeof strides);
+    shape[d0] = t->shape[d1], shape[d1] = t->shape[d0];
+    strides[d0] = t->strides[d1], strides[d1] = t->strides[d0];
+    tg_tensor *y = tg__view(t, t->ndim, shape, strides, t->offset);
+    tg_node *n = y ? tg__record(&transpose_op, y, 1, &t) : NULL;
+    if (n)
+        n->ip[0] = d0, n->ip[1] = d1;
+    return y;
+}
+
+/* ---- slice, narrow, select -------------------------------------------- */
+
+/* forward:  y = x[..., start:start+len, ...] along dim (a view)
+ *           (select: the same with len 1, then the dim dropped)
+ * backward: each y element is one x element, so dx is dy placed back in the
+ *           slice and 0 elsewhere:  dx = zeros(x.shape); dx[slice] += dy */
+static void slice_backward(tg_node *n, tg_tensor *dy)
+{
+    tg_tensor *x = n->in[0];
+    tg_tensor *dx = tg__new("slice", dy->dtype, x->ndim, x->shape, true);
+    if (!dx)
+        return;
+    int dim = (int)n->ip[0];
+    int64_t shape[TG_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof shape);
+    shape[dim] = n->ip[2];
+    /* The window of dx that y came from, in dx's own (contiguous) strides;
+     * dy has that shape, or that shape without `dim` for select. */
+    tg_tensor *window = tg__view(dx, x->ndim, shape, dx->strides,
+                                 n->ip[1] * dx->strides[dim]);
+    tg_tensor *src = n->ip[3] ? tg_unsqueeze(dy, dim) : tg_retain(dy);
+    tg__add_into(window, src);
+    tg_release(src);
+    tg_release(window);
+    tg__accumulate(n, 0, dx);
+    tg_release(dx);
+}
+static const tg_op slice_op = {"slice", slice_backward};
+static const tg_op select_op = {"select", slice_backward};
+
+/* A view of length elements from start along dim (already validated);
+ * drop removes the dim (select). */
+static tg_tensor *window_view(tg_tensor *t, int dim, int64_t start,
+                              int64_t length, bool drop)
+{
+    int64_t shape[TG_MAX_DIMS], strides[TG_MAX_DIMS];
+    memcpy(shape, t->shape, sizeof shape);
+    memcpy(strides, t->strides, sizeof strides);
+    int64_t offset = t->offset + start * t->strides[dim];
+    shape[dim] = length;
+    int ndim = t->ndim;
+    if (drop) {
+        memmove(shape + dim, shape + dim + 1, sizeof(int64_t) * (size_t)(ndim - dim - 1));
+        memmove(strides + dim, strides + dim + 1, sizeof(int64_t) * (size_t)(ndim - dim - 1));
+        ndim--;
+    }
+    tg_tensor *y = tg__view(t, ndim, shape, strides, offset);
+    tg_node *n = y ? tg__record(drop ? &select_op : &slice_op, y, 1, &t) : NULL;
+    if (n)
+        n->ip[0] = dim, n->ip[1] = start, n->ip[2] = length, n->ip[3] = drop;
+    return y;
+}
+
+tg_tensor *tg_slice(tg_tensor *t, int dim, int64_t start, int64_t stop)
+{
+    if (!t)
+        return NULL;
+    int d = tg__dim("slice", dim, t->ndim);
+    if (d < 0)
+        return NULL;
+    /* Python's slice rules: negatives count from the end, then clamp. */
+    int64_t size = t->shape[d];
+    if (start < 0)
+        start += size;
+    if (stop < 0)
+        stop += size;
+    start = start < 0 ? 0 : start > size ? size : start;
+    stop = stop < start ? start : stop > size ? size : stop;
+    return window_view(t, d, start, stop - start, false);
+}
+
+tg_tensor *tg_narrow(tg_tensor *t, int dim, int64_t start, int64_t length)
+{
+    if (!t)
+        return NULL;
+    int d = tg__dim("narrow", dim, t->ndim);
+    if (d < 0)
+        return NULL;
+    int64_t size = t->shape[d];
+    int64_t s = start < 0 ? start + size : start;
+    if (s < 0 || length < 0 || s + length > size) {
+        tg__error("narrow: start %lld, length %lld is outside dim %d of %s",
+                  (long long)start, (long long)length, dim, TG_SHP(t));
+        return NULL;
+    }
+    return window_view(t, d, s, length, false);
+}
+
+tg_tensor *tg_select(tg_tensor *t, int dim, int64_t index)
+{
+    if (!t)
+        return NULL;
+    int d = tg__dim("select", dim, t->ndim);
+    if (d < 0)
+        return NULL;
+    int64_t size = t->shape[d];
+    int64_t i = index < 0 ? index + size : index;
+    if (i < 0 || i >= size) {
+        tg__error("select: index %lld is out of range for dim %d of %s",
+                  (long long)index, dim, TG_SHP(t));
+        return NULL;
+    }
+    return window_view(t, d, i, 1, true);
+}
+
+/* ---- expand ------------------------------------------------------------- */
+
+/* forward:  y = x broadcast to a larger shape (stride 0 on stretched dims)
+ * backward: every copy of x_i feeds one y element, so dx_i = sum of dy over
+ *           the copies; tg__accumulate sums dy back to x's shape. */
+static void expand_backward(tg_node *n, tg_tensor *dy)
+{
+    tg__accumulate(n, 0, dy);
+}
+static const tg_op expand_op = {"expand", expand_backward};
+
+tg_tensor *tg_expand(tg_tensor *t, int ndim, const int64_t *shape)
+{
+    if (!t)
+        return NULL;
+    char want[TG_SHAPE_STR];
+    if (ndim < t->ndim || ndim > TG_MAX_DIMS || (ndim && !shape)) {
+        tg__error("expand: cannot expand %s to %d dims", TG_SHP(t), ndim);
+        return NULL;
+    }
+    int64_t out_shape[TG_MAX_DIMS], strides[TG_MAX_DIMS];
+    int lead = ndim - t->ndim;
+    for (int d = 0; d < ndim; d++) {
+        int k = d - lead;
+        int64_t have = k < 0 ? 1 : t->shape[k];
+        int64_t size = shape[d] == -1 && k >= 0 ? have : shape[d];
+        if (size < 0 || (have != size && have != 1)) {
+            tg__error("expand: cannot broadcast %s to %s", TG_SHP(t),
+                      tg__shape_str(ndim, shape, want));
+            return NULL;
+        }
+        out_shape[d] = size;
+        strides[d] = (k < 0 || have != size) ? 0 : t->strides[k];
+    }
+    tg_tensor *y = tg__view(t, ndim, out_shape, strides, t->offset);
+    if (y)
+        tg__record(&expand_op, y, 1, &t);
+    return y;
+}
+
+/* ---- reshape, unsqueeze, squeeze --------------------------------------- */
+
+/* forward:  y = the elements of x in C order, with a new shape
+ * backward: the same elements in the same order: dx = reshape(dy, x.shape) */
+static void reshape_backward(tg_node *n, tg_tensor *dy)
+{
+    tg_tensor *dx = tg_reshape(dy, n->in_ndim[0], n->in_shape[0]);
+    tg__accumulate(n, 0, dx);
+    tg_release(dx);
+}
+static const tg_op reshape_op = {"reshape", reshape_backward};
+static const tg_op unsqueeze_op = {"unsqueeze", reshape_backward};
+static const tg_op squeeze_op = {"squeeze", reshape_backward};
+
+/* A view of contiguous t with a new shape (numel already checked), or of a
+ * contiguous copy when t is not; the entry is recorded against t. */
+static tg_tensor *reshaped(const tg_op *op, tg_tensor *t, int ndim,
+                           const int64_t *shape)
+{
+    tg_tensor *src = tg_is_contiguous(t) ? tg_retain(t) : tg__copy(op->name, t);
+    if (!src)
+        return NULL;
+    int64_t strides[TG_MAX_DIMS];
+    tg__contiguous_strides(ndim, shape, strides);
+    tg_tensor *y = tg__view(src, ndim, shape, strides, src->offset);
+    tg_release(src);
+    if (y)
+        tg__record(op, y, 1, &t);
+    return y;
+}
+
+tg_tensor *tg_reshape(tg_tensor *t, int ndim, const int64_t *shape)
+{
+    if (!t)
+        return NULL;
+    char want[TG_SHAPE_STR];
+    if (ndim < 0 || ndim > TG_MAX_DIMS || (ndim && !shape)) {
+        tg__error("reshape: ndim %d is out of range 0..%d", ndim, TG_MAX_DIMS);
+        return NULL;
+    }
+    int64_t out_shape[TG_MAX_DIMS], known = 1;
+    int infer = -1;
+    for (int d = 0; d < ndim; d++) {
+        out_shape[d] = shape[d];
+        if (shape[d] == -1 && infer < 0)
+            infer = d;
+        else if (shape[d] < 0) {
+            tg__error("reshape: invalid shape %s for %s",
+                      tg__shape_str(ndim, shape, want), TG_SHP(t));
+            return NULL;
+        } else
+            known *= shape[d];
+    }
+    int64_t numel = tg_numel(t);
+    if (infer >= 0)
+        out_shape[infer] = known ? numel / known : 0;
+    if ((infer >= 0 && (known == 0 || numel % known)) ||
+        (infer < 0 && known != numel)) {
+        tg__error("reshape: cannot reshape %s (%lld elements) into %s",
+                  TG_SHP(t), (long long)numel, tg__shape_str(ndim, shape, want));
+        return NULL;
+    }
+    return reshaped(&reshape_op, t, ndim, out_shape);
+}
+
+tg_tensor *tg_unsqueeze(tg_tensor *t, int dim)
+{
+    if (!t)
+        return NULL;
+    if (t->ndim == TG_MAX_DIMS) {
+        tg__error("unsqueeze: %s already has %d dims", TG_SHP(t), TG_MAX_DIMS);
+        return NULL;
+    }
+    int d = tg__dim("unsqueeze", dim, t->ndim + 1);
+    if (d < 0)
+        return NULL;
+    int64_t shape[TG_MAX_DIMS];
+    for (int i = 0, k = 0; i <= t->ndim; i++)
+        shape[i] = i == d ? 1 : t->shape[k++];
+    return reshaped(&unsqueeze_op, t, t->ndim + 1, shape);
+}
+
+tg_tensor *tg_squeeze(tg_tensor *t, int dim)
+{
+    if (!t)
+        return NULL;
+    int d = tg__dim("squeeze", dim, t->ndim);
+    if (d < 0)
+        return NULL;
+    if (t->shape[d] != 1) {
+        tg__error("squeeze: dim %d of %s has size %lld, not 1", dim, TG_SHP(t),
+                  (long long)t->shape[d]);
+        return NULL;
+    }
+    int64_t shape[TG_MAX_DIMS];
+    for (int i = 0, k = 0; i < t->ndim; i++)
+        if (i != d)
+            shape[k++] = t->shape[i];
+    return reshaped(&squeeze_op, t, t->ndim - 1, shape);
+}
+
+/* ---- contiguous, conversion -------------------------------------------- */
+
+/* forward:  y = x, laid out in C order
+ * backward: dx = dy */
+static void identity_backward(tg_node *n, tg_tensor *dy)
+{
+    tg__accumulate(n, 0, dy);
+}
+static const tg_op contiguous_op = {"contiguous", identity_backward};
+
+tg_tensor *tg_contiguous(tg_tensor *t)
+{
+    if (!t)
+        return NULL;
+    if (tg_is_contiguous(t))
+        return tg_retain(t);
+    tg_tensor *y = tg__copy("contiguous", t);
+    if (y)
+        tg__record(&contiguous_op, y, 1, &t);
+    return y;
+}
+
+/* forward:  y = x converted to another float dtype (rounded to float32)
+ * backward: the conversion's derivative is 1: dx = dy converted back */
+static void to_backward(tg_node *n, tg_tensor *dy)
+{
+    tg_tensor *dx = tg_to(dy, n->in[0]->dtype);
+    tg__accumulate(n, 0, dx);
+    tg_release(dx);
+}
+static const tg_op to_op = {"to", to_backward};
+
+tg_tensor *tg_to(tg_tensor *t, tg_dtype dt)
+{
+    if (!t)
+        return NULL;
+    if (dt != TG_FLOAT32 && dt != TG_FLOAT64 && dt != TG_BOOL) {
+        tg__error("to: unknown dtype %d", (int)dt);
+        return NULL;
+    }
+    if (t->dtype == dt)
+        return tg_retain(t);
+    tg_tensor *y = tg__new("to", dt, t->ndim, t->shape, false);
+    if (!y)
+        return NULL;
+    tg__copy_into(y, t);
+    if (dt != TG_BOOL)
+        tg__record(&to_op, y, 1, &t);
+    return y;
+}

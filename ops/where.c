@@ -1,1 +1,166 @@
+/* Selection by a mask: where, masked_fill, and tril/triu. */
 #include "internal.h"
+
+#include <string.h>
+
+/* out = cond ? a : b elementwise, all three broadcast to out's shape.
+ * cond may be bool or float (nonzero is true). */
+static void where_kernel(tg_tensor *out, const tg_tensor *cond,
+                         const tg_tensor *a, const tg_tensor *b)
+{
+    tg_loop L;
+    tg__loop_init(&L, out->ndim, out->shape, 4,
+                  (const tg_tensor *const[]){out, cond, a, b});
+    TG_DISPATCH_ANY(cond->dtype, C, {
+        TG_DISPATCH_FLOAT(out->dtype, T, {
+            do {
+                T *o = TG_DATA(T, out) + L.off[0];
+                const C *c = TG_DATA(C, cond) + L.off[1];
+                const T *x = TG_DATA(T, a) + L.off[2], *y = TG_DATA(T, b) + L.off[3];
+                for (int64_t i = 0; i < L.inner; i++)
+                    o[i * L.step[0]] = c[i * L.step[1]] != 0 ? x[i * L.step[2]]
+                                                             : y[i * L.step[3]];
+            } while (tg__loop_next(&L));
+        });
+    });
+}
+
+/* cond ? a : b into a new tensor of the broadcast shape, unrecorded. */
+static tg_tensor *select_new(const char *op, const tg_tensor *cond,
+                             const tg_tensor *a, const tg_tensor *b)
+{
+    int ndim;
+    int64_t shape[TG_MAX_DIMS];
+    if (!tg__broadcast(op, 3, (const tg_tensor *const[]){cond, a, b}, &ndim, shape))
+        return NULL;
+    tg_tensor *y = tg__new(op, a->dtype, ndim, shape, false);
+    if (y)
+        where_kernel(y, cond, a, b);
+    return y;
+}
+
+/* forward:  y = cond ? a : b
+ * backward: each y element came from exactly one of a, b:
+ *           da = cond ? dy : 0      db = cond ? 0 : dy
+ *           (summed back to a's and b's shapes where they were broadcast) */
+static void where_backward(tg_node *n, tg_tensor *dy)
+{
+    tg_tensor *cond = n->saved[0];
+    tg_tensor *zero = tg_zeros(dy->dtype, 0, NULL);
+    if (tg__needs_grad(n, 0)) {
+        tg_tensor *da = select_new("where", cond, dy, zero);
+        tg__accumulate(n, 0, da);
+        tg_release(da);
+    }
+    if (tg__needs_grad(n, 1)) {
+        tg_tensor *db = select_new("where", cond, zero, dy);
+        tg__accumulate(n, 1, db);
+        tg_release(db);
+    }
+    tg_release(zero);
+}
+static const tg_op where_op = {"where", where_backward};
+
+tg_tensor *tg_where(tg_tensor *cond, tg_tensor *a, tg_tensor *b)
+{
+    if (!cond || !a || !b)
+        return NULL;
+    if (!tg__check_same_float("where", a, b))
+        return NULL;
+    tg_tensor *y = select_new("where", cond, a, b);
+    tg_node *n = y ? tg__record(&where_op, y, 2, (tg_tensor *[]){a, b}) : NULL;
+    if (n)
+        tg__save(n, cond);
+    return y;
+}
+
+/* forward:  y = mask ? value : t
+ * backward: value is a constant, so only unmasked positions pass dy on:
+ *           dt = mask ? 0 : dy     (exactly 0 under the mask) */
+static void masked_fill_backward(tg_node *n, tg_tensor *dy)
+{
+    tg_tensor *zero = tg_zeros(dy->dtype, 0, NULL);
+    tg_tensor *dt = select_new("masked_fill", n->saved[0], zero, dy);
+    tg__accumulate(n, 0, dt);
+    tg_release(dt);
+    tg_release(zero);
+}
+static const tg_op masked_fill_op = {"masked_fill", masked_fill_backward};
+
+tg_tensor *tg_masked_fill(tg_tensor *t, tg_tensor *mask, double value)
+{
+    if (!t || !mask)
+        return NULL;
+    if (!tg__check_float("masked_fill", t))
+        return NULL;
+    /* The mask stretches to t, never t to the mask (as torch.masked_fill). */
+    int ndim;
+    int64_t shape[TG_MAX_DIMS];
+    if (!tg__broadcast("masked_fill", 2, (const tg_tensor *const[]){t, mask},
+                       &ndim, shape))
+        return NULL;
+    if (ndim != t->ndim || memcmp(shape, t->shape, sizeof(int64_t) * (size_t)ndim)) {
+        tg__error("masked_fill: mask %s does not broadcast to the tensor's shape %s",
+                  TG_SHP(mask), TG_SHP(t));
+        return NULL;
+    }
+    tg_tensor *fill = tg_full(t->dtype, 0, NULL, value);
+    tg_tensor *y = fill ? select_new("masked_fill", mask, fill, t) : NULL;
+    tg_release(fill);
+    tg_node *n = y ? tg__record(&masked_fill_op, y, 1, &t) : NULL;
+    if (n)
+        tg__save(n, mask);
+    return y;
+}
+
+/* ---- tril / triu ---------------------------------------------------------- */
+
+/* Zeroes, in every (rows, cols) matrix of contiguous t, the entries above
+ * diagonal k (lower = true: j - i > k) or below it (j - i < k). */
+static void zero_triangle(tg_tensor *t, int k, bool lower)
+{
+    int64_t rows = t->shape[t->ndim - 2], cols = t->shape[t->ndim - 1];
+    int64_t mats = rows > 0 && cols > 0 ? tg_numel(t) / (rows * cols) : 0;
+    char *base = (char *)t->storage->data + (size_t)t->offset * tg_dtype_size(t->dtype);
+    for (int64_t m = 0; m < mats; m++)
+        for (int64_t i = 0; i < rows; i++)
+            for (int64_t j = 0; j < cols; j++)
+                if (lower ? j - i > k : j - i < k)
+                    tg__store(t->dtype, base, (m * rows + i) * cols + j, 0);
+}
+
+/* forward:  y = x where (j - i <= k) [tril] or (j - i >= k) [triu], else 0
+ * backward: the kept entries pass dy through, the zeroed ones don't:
+ *           dx = tril(dy, k)  [resp. triu(dy, k)] */
+static void tri_backward(tg_node *n, tg_tensor *dy)
+{
+    tg_tensor *dx = n->ip[1] ? tg_tril(dy, (int)n->ip[0]) : tg_triu(dy, (int)n->ip[0]);
+    tg__accumulate(n, 0, dx);
+    tg_release(dx);
+}
+static const tg_op tril_op = {"tril", tri_backward};
+static const tg_op triu_op = {"triu", tri_backward};
+
+static tg_tensor *triangle(tg_tensor *t, int k, bool lower)
+{
+    const char *name = lower ? "tril" : "triu";
+    if (!t)
+        return NULL;
+    if (t->ndim < 2) {
+        tg__error("%s: needs at least 2 dims, got %s", name, TG_SHP(t));
+        return NULL;
+    }
+    tg_tensor *y = tg__copy(name, t);
+    if (!y)
+        return NULL;
+    zero_triangle(y, k, lower);
+    tg_node *n = t->dtype != TG_BOOL
+                     ? tg__record(lower ? &tril_op : &triu_op, y, 1, &t)
+                     : NULL;
+    if (n)
+        n->ip[0] = k, n->ip[1] = lower;
+    return y;
+}
+
+tg_tensor *tg_tril(tg_tensor *t, int k) { return triangle(t, k, true); }
+tg_tensor *tg_triu(tg_tensor *t, int k) { return triangle(t, k, false); }
