@@ -33,6 +33,8 @@ const char *tg__shape_str(int ndim, const int64_t *shape, char *buf)
     for (int d = 0; d < ndim && n < TG_SHAPE_STR - 24; d++)
         n += (size_t)snprintf(buf + n, TG_SHAPE_STR - n, d ? ",%lld" : "%lld",
                               (long long)shape[d]);
+    if (ndim == 1)
+        buf[n++] = ','; /* Python's 1-tuple: (4,) */
     buf[n++] = ')';
     buf[n] = '\0';
     return buf;

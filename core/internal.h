@@ -207,7 +207,7 @@ struct tg_node {
     double p[4];                         /* op parameters (scale, value...) */
     int64_t ip[4];                       /* integer parameters (dims, k...) */
 
-    tg_tensor *out; /* weak: the output owns the node */
+    tg_tensor *out; /* weak: the output owns the node; alive during backward */
     /* What the tape prints, kept after the inputs are released. */
     int in_ndim[TG_NODE_MAX_IN];
     int64_t in_shape[TG_NODE_MAX_IN][TG_MAX_DIMS];
@@ -224,7 +224,8 @@ struct tg_node {
  * is recorded. Inputs may include NULL (e.g. an absent bias): skipped. */
 TG_HIDDEN tg_node *tg__record(const tg_op *op, tg_tensor *out, int n_in,
                               tg_tensor *const *in);
-/* Retains t in the entry for backward. */
+/* Retains t in the entry for backward. Never the entry's own output (that
+ * would be a reference cycle): backward reads the output as n->out. */
 TG_HIDDEN void tg__save(tg_node *n, tg_tensor *t);
 /* Adds g into the gradient of input i of n, summing g down to that input's
  * shape first if the input was broadcast. Takes g borrowed. No-op if the

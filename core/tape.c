@@ -76,6 +76,13 @@ tg_node *tg__record(const tg_op *op, tg_tensor *out, int n_in,
 
 void tg__save(tg_node *n, tg_tensor *t)
 {
+    /* The output owns its entry; an entry holding its output would be a
+     * cycle that is never freed. Backward reads the output as n->out, which
+     * the engine keeps alive during the walk. */
+    if (t == n->out)
+        tg__panic(__FILE__, __LINE__,
+                  "tg__save: an entry must not save its own output (a "
+                  "reference cycle); read it as n->out in backward");
     int k = 0;
     while (k < TG_NODE_MAX_SAVED && n->saved[k])
         k++;
@@ -86,13 +93,17 @@ void tg__save(tg_node *n, tg_tensor *t)
 /* Releases what an entry holds for its backward. */
 static void node_drop_refs(tg_node *n)
 {
+    /* Clear each slot before releasing what it held: the release may run
+     * arbitrary frees, and must not see the slot again. */
     for (int i = 0; i < n->n_in; i++) {
-        tg_release(n->in[i]);
+        tg_tensor *t = n->in[i];
         n->in[i] = NULL;
+        tg_release(t);
     }
     for (int k = 0; k < TG_NODE_MAX_SAVED; k++) {
-        tg_release(n->saved[k]);
+        tg_tensor *t = n->saved[k];
         n->saved[k] = NULL;
+        tg_release(t);
     }
 }
 

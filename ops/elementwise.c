@@ -77,7 +77,7 @@ static void div_backward(tg_node *n, tg_tensor *dy)
     tg_tensor *da = tg_div(dy, n->in[1]);
     tg__accumulate(n, 0, da);
     if (tg__needs_grad(n, 1)) {
-        tg_tensor *da_y = tg_mul(da, n->saved[0]);
+        tg_tensor *da_y = tg_mul(da, n->out);
         tg_tensor *db = tg_neg(da_y);
         tg__accumulate(n, 1, db);
         tg_release(db);
@@ -108,9 +108,7 @@ static tg_tensor *binary(binary_kind kind, tg_tensor *a, tg_tensor *b)
     if (!y)
         return NULL;
     binary_kernel(kind, y, a, b);
-    tg_node *n = tg__record(&binary_ops[kind], y, 2, (tg_tensor *[]){a, b});
-    if (n && kind == DIV)
-        tg__save(n, y);
+    tg__record(&binary_ops[kind], y, 2, (tg_tensor *[]){a, b});
     return y;
 }
 
@@ -187,7 +185,7 @@ static void unary_backward(tg_node *n, tg_tensor *dy)
 {
     unary_kind kind = (unary_kind)n->ip[0];
     double p = n->p[0];
-    tg_tensor *x = n->in[0], *y = n->saved[0], *dx = NULL;
+    tg_tensor *x = n->in[0], *y = n->out, *dx = NULL;
     switch (kind) {
     case NEG: dx = unary_apply("neg", NEG, 0, dy); break;
     case SCALE: dx = unary_apply("scale", SCALE, p, dy); break;
@@ -237,8 +235,6 @@ static tg_tensor *unary(unary_kind kind, double p, tg_tensor *x)
     if (n) {
         n->ip[0] = kind;
         n->p[0] = p;
-        if (kind == EXP || kind == SQRT)
-            tg__save(n, y);
     }
     return y;
 }
