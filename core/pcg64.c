@@ -2,11 +2,20 @@
  * seed into four 64-bit words, they seed PCG64 (a 128-bit LCG with the XSL-RR
  * output), and standard normals come from numpy's 256-level ziggurat. Each
  * step follows numpy's bit_generator.pyx, _pcg64.pyx, pcg64.h and
- * distributions.c; the ziggurat tables are numpy's (ziggurat_constants.h),
- * copied as data because they cannot be recomputed to the last bit. */
+ * distributions.c. The ziggurat tables are numpy's (ziggurat_constants.h),
+ * copied as data: recomputed in double they miss numpy's by an ulp here and
+ * there, and one ulp is enough to change a sample. */
 #include "internal.h"
 
 #include <math.h>
+
+/* numpy rounds every product before the sum that uses it; a fused
+ * multiply-add (the wedge's height (f0 - f1) * u + f1 as one fma) would
+ * change last bits. GCC never fuses in -std=c11 mode and warns at this
+ * pragma, so it is clang's alone. */
+#ifdef __clang__
+#pragma STDC FP_CONTRACT OFF
+#endif
 
 /* ---- 128-bit unsigned arithmetic, mod 2^128 ---------------------------- */
 
@@ -87,8 +96,8 @@ static double next_double(tg_pcg64 *g)
 #define MIX_MULT_R 0x4973f715U
 #define XSHIFT 16
 
-/* hashmix: value = ((value ^ h) * h') ^ (>> 16), where h' = h * MULT_A
- * becomes the running hash constant. */
+/* One hashing step with the running constant h: h becomes h * MULT_A, and
+ * value becomes v = (value ^ h_old) * h_new, then v ^ (v >> 16). */
 static uint32_t hashmix(uint32_t value, uint32_t *hash_const)
 {
     value ^= *hash_const;
@@ -97,6 +106,7 @@ static uint32_t hashmix(uint32_t value, uint32_t *hash_const)
     return value ^ (value >> XSHIFT);
 }
 
+/* Folds y into x: r = MIX_MULT_L * x - MIX_MULT_R * y, then r ^ (r >> 16). */
 static uint32_t mix(uint32_t x, uint32_t y)
 {
     uint32_t result = MIX_MULT_L * x - MIX_MULT_R * y;
@@ -104,16 +114,16 @@ static uint32_t mix(uint32_t x, uint32_t y)
 }
 
 /* The pool for an integer seed. numpy splits the seed into 32-bit words,
- * least significant first, with no leading zero words (0 is one word, [0]);
- * a uint64 seed gives one or two words, fewer than POOL_SIZE, so missing
- * entropy words hash as 0 and no entropy is left over after the pool. */
+ * least significant first, and hashes them into the pool, zeros past the end
+ * of the entropy. It drops leading zero words, but the zeros that pad the
+ * pool hash the same, so the two words of a uint64 seed can go in as they
+ * are. The pool then mixes each word into every other one. */
 static void seed_pool(uint64_t seed, uint32_t pool[POOL_SIZE])
 {
-    uint32_t entropy[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
-    int n_entropy = seed >> 32 ? 2 : 1;
+    uint32_t entropy[POOL_SIZE] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
     uint32_t hash_const = INIT_A;
     for (int i = 0; i < POOL_SIZE; i++)
-        pool[i] = hashmix(i < n_entropy ? entropy[i] : 0, &hash_const);
+        pool[i] = hashmix(entropy[i], &hash_const);
     for (int src = 0; src < POOL_SIZE; src++)
         for (int dst = 0; dst < POOL_SIZE; dst++)
             if (src != dst)
@@ -187,6 +197,7 @@ double tg_pcg64_uniform(tg_pcg64 *g)
 #define ZIGGURAT_R 3.6541528853610087963519472518
 #define ZIGGURAT_INV_R 0.27366123732975827203338247596
 
+/* x_i, numpy's wi_double[i] * 2^52. */
 static const double layer_x[256] = {
     3.910757959524912, 0.21524189598488003, 0.2861745917920715,
     0.33573751921442435, 0.3751213328783798, 0.40838913461199033,
@@ -275,6 +286,7 @@ static const double layer_x[256] = {
     3.224575052047802, 3.320244733839826, 3.4492782985614316,
     3.654152885361009
 };
+/* f(x_i), numpy's fi_double. */
 static const double layer_f[256] = {
     1.0, 0.9771017012676716, 0.9598790918001067,
     0.9451989534422996, 0.9320600759592305, 0.919991505039347,
@@ -363,6 +375,7 @@ static const double layer_f[256] = {
     0.0055224032992509916, 0.0040379725933630236, 0.0026090727461021593,
     0.001260285930498598
 };
+/* numpy's ki_double. */
 static const uint64_t layer_k[256] = {
     0xEF33D8025EF6A, 0x0000000000000, 0xC08BE98FBC6A8, 0xDA354FABD8142,
     0xE51F67EC1EEEA, 0xEB255E9D3F77E, 0xEEF4B817ECAB9, 0xF19470AFA44AA,
@@ -430,10 +443,10 @@ static const uint64_t layer_k[256] = {
     0xF9E971E014598, 0xF89FA48A41DFC, 0xF66C5F7F0302C, 0xF1A5A4B331C4A
 };
 
-/* Beyond R, Marsaglia's tail method: with exponentials xx ~ Exp(R) and
- * yy ~ Exp(1), accept R + xx when 2 yy > xx^2. numpy takes the sign from bit
- * 8 of the 52-bit draw that picked layer 0, and log1p(-u) = log(1 - u) keeps
- * u = 0 finite. */
+/* Beyond R, Marsaglia's tail method: with exponentials xx of rate R and yy of
+ * rate 1, accept R + xx when 2 yy > xx^2. An exponential is -log1p(-u) =
+ * -log(1 - u), finite at u = 0 where -log(u) is not. numpy takes the sign
+ * from bit 8 of the 52-bit draw that picked layer 0. */
 static double tail(tg_pcg64 *g, uint64_t rabs)
 {
     for (;;) {

@@ -7,6 +7,13 @@
 
 #include <math.h>
 
+/* numpy rounds every product before the sum that uses it; a fused
+ * multiply-add (x1*x1 + x2*x2 as one fma) would change last bits. GCC never
+ * fuses in -std=c11 mode and warns at this pragma, so it is clang's alone. */
+#ifdef __clang__
+#pragma STDC FP_CONTRACT OFF
+#endif
+
 /* ---- MT19937 ----------------------------------------------------------- */
 
 #define MT_N 624

@@ -397,6 +397,15 @@ void tg_tape_print(FILE *f)
     }
 }
 
+/* True when the entry numbered seq is still on the tape. */
+static bool on_tape(uint64_t seq)
+{
+    for (tg_node *e = tape_head; e; e = e->next)
+        if (e->seq == seq)
+            return true;
+    return false;
+}
+
 void tg_tape_dot(FILE *f)
 {
     if (!f)
@@ -415,16 +424,16 @@ void tg_tape_dot(FILE *f)
                 continue;
             char shp[TG_SHAPE_STR];
             tg__shape_str(e->in_ndim[i], e->in_shape[i], shp);
-            if (e->in_seq[i])
+            if (e->in_seq[i] && on_tape(e->in_seq[i])) {
                 fprintf(f, "  op%llu -> op%llu [label=\"%s\"];\n",
                         (unsigned long long)e->in_seq[i],
                         (unsigned long long)e->seq, shp);
-            else {
-                fprintf(f, "  leaf%llu_%d [shape=ellipse, label=\"%s\"];\n",
-                        (unsigned long long)e->seq, i, shp);
-                fprintf(f, "  leaf%llu_%d -> op%llu;\n", (unsigned long long)e->seq,
-                        i, (unsigned long long)e->seq);
+                continue;
             }
+            /* A leaf (or a tensor whose entry is gone): one node per tensor,
+             * named by its address so a tensor used twice is drawn once. */
+            fprintf(f, "  t%p [shape=ellipse, label=\"%s\"];\n", e->in_id[i], shp);
+            fprintf(f, "  t%p -> op%llu;\n", e->in_id[i], (unsigned long long)e->seq);
         }
     }
     fprintf(f, "}\n");

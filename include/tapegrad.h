@@ -129,7 +129,8 @@ typedef struct tg_rng {
     double gauss;
 } tg_rng;
 
-/* np.random.seed(seed). */
+/* np.random.seed(seed). The scalar draws below return NAN (and set an
+ * error) when given a NULL generator; a failed call draws nothing. */
 void tg_rng_seed(tg_rng *r, uint32_t seed);
 /* One np.random.random_sample(): uniform in [0, 1), 53 bits. */
 double tg_rng_uniform(tg_rng *r);
