@@ -50,6 +50,24 @@ int tg__dim(const char *op, int dim, int ndim)
     return d;
 }
 
+int tg__dim_of(const char *op, int dim, const tg_tensor *t)
+{
+    int d = dim < 0 ? dim + t->ndim : dim;
+    if (d < 0 || d >= t->ndim) {
+        tg__error("%s: dim %d is out of range for a %d-d tensor of shape %s", op,
+                  dim, t->ndim, TG_SHP(t));
+        return -1;
+    }
+    return d;
+}
+
+tg_tensor *tg__must(tg_tensor *t)
+{
+    if (!t)
+        tg__panic(__FILE__, __LINE__, "out of memory computing a gradient");
+    return t;
+}
+
 const char *tg_dtype_name(tg_dtype dt)
 {
     switch (dt) {

@@ -93,6 +93,12 @@ TG_HIDDEN const char *tg__shape_str(int ndim, const int64_t *shape, char *buf);
 /* Normalises a possibly negative dim against ndim; -1 and an error naming op
  * when out of range. */
 TG_HIDDEN int tg__dim(const char *op, int dim, int ndim);
+/* The same against t's dims, naming t's shape in the error. */
+TG_HIDDEN int tg__dim_of(const char *op, int dim, const tg_tensor *t);
+/* Backward has no error path: running out of memory while computing a
+ * gradient is fatal, as it is for the gradients the tape allocates. Returns t
+ * when it is not NULL. */
+TG_HIDDEN tg_tensor *tg__must(tg_tensor *t);
 /* Errors (and returns false) unless t is float32/float64. */
 TG_HIDDEN bool tg__check_float(const char *op, const tg_tensor *t);
 /* Errors unless a and b share a float dtype. */
@@ -173,6 +179,13 @@ typedef struct tg_loop {
 TG_HIDDEN void tg__loop_init(tg_loop *L, int ndim, const int64_t *shape,
                              int nop, const tg_tensor *const *ops);
 TG_HIDDEN bool tg__loop_next(tg_loop *L);
+
+/* A loop over the rows along dim d of tensors shaped like x: over x's shape
+ * with d set to 1, which drops d from the loop. Each operand then steps
+ * along d by its own strides[d] (keepdim-shaped operands have size 1 there
+ * and stride along nothing). */
+TG_HIDDEN void tg__rows_loop(tg_loop *L, const tg_tensor *x, int d, int nop,
+                             const tg_tensor *const *ops);
 
 /* dst += src, where dst's shape broadcasts to src's (src is summed over the
  * dims dst is broadcast along). Same float dtype. */

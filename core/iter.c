@@ -116,6 +116,15 @@ bool tg__loop_next(tg_loop *L)
     return false;
 }
 
+void tg__rows_loop(tg_loop *L, const tg_tensor *x, int d, int nop,
+                   const tg_tensor *const *ops)
+{
+    int64_t rows[TG_MAX_DIMS];
+    for (int i = 0; i < x->ndim; i++)
+        rows[i] = i == d ? 1 : x->shape[i];
+    tg__loop_init(L, x->ndim, rows, nop, ops);
+}
+
 void tg__add_into(tg_tensor *dst, const tg_tensor *src)
 {
     TG_ASSERT(dst->dtype == src->dtype);

@@ -1,1 +1,376 @@
+/* Matmul: numpy.matmul, (...,n,k) @ (...,k,m) -> (...,n,m) with the batch
+ * dims broadcast, on OpenBLAS when configure found it (TG_HAVE_BLAS) and on a
+ * portable blocked kernel otherwise.
+ *
+ * Each operand is read as a stack of strided matrices: its batch dims, then
+ * (rows, cols) with their strides. A 1-D left operand is one row (1,k), a 1-D
+ * right operand one column (k,1). The batch loop steps each operand by its own
+ * batch strides, 0 along a dim it is broadcast over, so (T,T) @ (B,T,C) reads
+ * the one (T,T) matrix B times and never materialises it.
+ *
+ * BLAS reads a matrix in place when its elements along one dim are adjacent:
+ * col stride 1 is a row-major matrix (lda = row stride); row stride 1, as in a
+ * transposed view tg_transpose(k, -2, -1), is the row-major matrix of its
+ * transpose, passed with CblasTrans (lda = col stride). Only a matrix with
+ * neither stride 1 (e.g. tg_select of a last dim) or with a stride 0 inside
+ * it (tg_expand of a row) is packed into a contiguous copy first: gemm has no
+ * way to read it. The portable kernel takes any strides and never copies. */
+#include <config.h>
+
 #include "internal.h"
+
+#include <stdlib.h>
+
+#ifdef TG_HAVE_BLAS
+#include <cblas.h>
+#include <limits.h>
+#endif
+
+/* One operand as a stack of matrices (batch..., rows, cols); strides in
+ * elements. bshape/bstride point into the tensor's own shape and strides. */
+typedef struct {
+    int nbatch;
+    const int64_t *bshape, *bstride;
+    int64_t rows, cols, rs, cs;
+} mats;
+
+static mats as_mats(const tg_tensor *t, bool left)
+{
+    mats m = {.bshape = t->shape, .bstride = t->strides};
+    if (t->ndim == 1) { /* (k): a row (1,k) left, a column (k,1) right */
+        m.rows = left ? 1 : t->shape[0];
+        m.cols = left ? t->shape[0] : 1;
+        m.rs = left ? 0 : t->strides[0];
+        m.cs = left ? t->strides[0] : 0;
+        return m;
+    }
+    int nd = t->ndim;
+    m.nbatch = nd - 2;
+    m.rows = t->shape[nd - 2], m.cols = t->shape[nd - 1];
+    m.rs = t->strides[nd - 2], m.cs = t->strides[nd - 1];
+    return m;
+}
+
+/* The broadcast batch shape, and each operand's stride along it (0 where the
+ * operand is missing the dim or has size 1). */
+typedef struct {
+    int ndim;
+    int64_t shape[TG_MAX_DIMS];
+    int64_t astride[TG_MAX_DIMS], bstride[TG_MAX_DIMS];
+    int64_t count; /* matrices in the batch */
+} batch;
+
+static bool broadcast_batch(const tg_tensor *a, const tg_tensor *b,
+                            const mats *A, const mats *B, batch *bt)
+{
+    int nb = A->nbatch > B->nbatch ? A->nbatch : B->nbatch;
+    bt->ndim = nb;
+    bt->count = 1;
+    for (int d = 0; d < nb; d++) {
+        int ka = d - (nb - A->nbatch), kb = d - (nb - B->nbatch);
+        int64_t na = ka < 0 ? 1 : A->bshape[ka];
+        int64_t nbb = kb < 0 ? 1 : B->bshape[kb];
+        if (na != nbb && na != 1 && nbb != 1) {
+            tg__error("matmul: shapes %s and %s cannot be broadcast in the "
+                      "batch dims (all but the last two): %lld != %lld",
+                      TG_SHP(a), TG_SHP(b), (long long)na, (long long)nbb);
+            return false;
+        }
+        bt->shape[d] = na == 1 ? nbb : na;
+        bt->astride[d] = na == 1 ? 0 : A->bstride[ka];
+        bt->bstride[d] = nbb == 1 ? 0 : B->bstride[kb];
+        bt->count *= bt->shape[d];
+    }
+    return true;
+}
+
+/* Element offsets of a's and b's matrices for batch entry i (C order). */
+static void batch_offsets(const batch *bt, int64_t i, int64_t *oa, int64_t *ob)
+{
+    *oa = *ob = 0;
+    for (int d = bt->ndim - 1; d >= 0; d--) {
+        int64_t j = i % bt->shape[d];
+        i /= bt->shape[d];
+        *oa += j * bt->astride[d], *ob += j * bt->bstride[d];
+    }
+}
+
+/* When every batch entry uses the same b matrix and a's batch dims step
+ * evenly into its rows, the batch folds into a's rows: (B,T,C) @ (C,H) is one
+ * (B*T,C) @ (C,H) product instead of B small ones. The output is contiguous,
+ * so its rows fold the same way. */
+static void fold_batch_into_rows(mats *A, batch *bt)
+{
+    int64_t span = A->rs * A->rows;
+    if (span == 0)
+        return; /* a stride-0 (broadcast) row: folding would pack every copy */
+    for (int d = bt->ndim - 1; d >= 0; d--) {
+        if (bt->shape[d] == 1)
+            continue;
+        if (bt->bstride[d] != 0 || bt->astride[d] != span)
+            return;
+        span *= bt->shape[d];
+    }
+    A->rows *= bt->count;
+    bt->ndim = 0;
+    bt->count = 1;
+}
+
+/* ---- the two kernels: C (n,m) = A (n,k) @ B (k,m), C contiguous ---------- */
+
+#ifdef TG_HAVE_BLAS
+
+/* How gemm reads one operand: in place (row-major or transposed), or packed
+ * into a contiguous scratch matrix when neither layout fits. */
+typedef struct {
+    enum CBLAS_TRANSPOSE trans;
+    int ld;
+    void *packed; /* rows*cols scratch elements, or NULL when read in place */
+    const void *packed_from; /* the matrix in packed (reused if broadcast) */
+} blas_arg;
+
+static bool blas_arg_init(blas_arg *arg, const mats *M, tg_dtype dt)
+{
+    arg->packed = NULL;
+    arg->packed_from = NULL;
+    if ((M->cols == 1 || M->cs == 1) && (M->rows == 1 || M->rs >= M->cols)) {
+        arg->trans = CblasNoTrans; /* row i at i*rs, its elements adjacent */
+        arg->ld = (int)(M->rows == 1 ? M->cols : M->rs);
+    } else if ((M->rows == 1 || M->rs == 1) &&
+               (M->cols == 1 || M->cs >= M->rows)) {
+        arg->trans = CblasTrans; /* column j at j*cs, its elements adjacent */
+        arg->ld = (int)(M->cols == 1 ? M->rows : M->cs);
+    } else {
+        arg->trans = CblasNoTrans;
+        arg->ld = (int)M->cols;
+        arg->packed = malloc((size_t)(M->rows * M->cols) * tg_dtype_size(dt));
+        return arg->packed != NULL;
+    }
+    return true;
+}
+
+/* The matrix at p as gemm reads it: p itself, or its packed copy. */
+static const void *blas_arg_data(blas_arg *arg, const mats *M, tg_dtype dt,
+                                 const void *p)
+{
+    if (!arg->packed || arg->packed_from == p)
+        return arg->packed ? arg->packed : p;
+    arg->packed_from = p;
+    TG_DISPATCH_FLOAT(dt, T, {
+        const T *src = p;
+        T *dst = arg->packed;
+        for (int64_t i = 0; i < M->rows; i++)
+            for (int64_t j = 0; j < M->cols; j++)
+                dst[i * M->cols + j] = src[i * M->rs + j * M->cs];
+    });
+    return arg->packed;
+}
+
+static bool fits_blas_int(const mats *A, const mats *B)
+{
+    const int64_t dims[] = {A->rows, A->cols, B->cols, A->rs,
+                            A->cs,   B->rs,   B->cs};
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
+        if (dims[i] > INT_MAX)
+            return false;
+    return true;
+}
+
+static bool multiply(tg_dtype dt, const mats *A, const char *a, const mats *B,
+                     const char *b, char *c, const batch *bt)
+{
+    const int n = (int)A->rows, k = (int)A->cols, m = (int)B->cols;
+    blas_arg ea, eb;
+    if (!blas_arg_init(&ea, A, dt))
+        return false;
+    if (!blas_arg_init(&eb, B, dt)) {
+        free(ea.packed);
+        return false;
+    }
+    size_t es = tg_dtype_size(dt);
+    for (int64_t i = 0; i < bt->count; i++) {
+        int64_t oa, ob;
+        batch_offsets(bt, i, &oa, &ob);
+        const void *pa = blas_arg_data(&ea, A, dt, a + (size_t)oa * es);
+        const void *pb = blas_arg_data(&eb, B, dt, b + (size_t)ob * es);
+        void *pc = c + (size_t)(i * n * m) * es;
+        if (dt == TG_FLOAT32)
+            cblas_sgemm(CblasRowMajor, ea.trans, eb.trans, n, m, k, 1.0f, pa,
+                        ea.ld, pb, eb.ld, 0.0f, pc, m);
+        else
+            cblas_dgemm(CblasRowMajor, ea.trans, eb.trans, n, m, k, 1.0, pa,
+                        ea.ld, pb, eb.ld, 0.0, pc, m);
+    }
+    free(ea.packed);
+    free(eb.packed);
+    return true;
+}
+
+#else /* portable kernel */
+
+enum { BLOCK = 64 };
+
+/* c (n,m) += a (n,k) @ b (k,m), a and b with any strides. i-k-j order: the
+ * inner loop runs along a row of b and a row of c together (both adjacent for
+ * a row-major b), and the k and j loops are cut into BLOCK x BLOCK tiles so
+ * one tile of b stays in cache while every row of a passes over it. */
+static void gemm_portable(tg_dtype dt, const mats *A, const char *a,
+                          const mats *B, const char *b, char *c)
+{
+    const int64_t n = A->rows, k = A->cols, m = B->cols;
+    TG_DISPATCH_FLOAT(dt, T, {
+        const T *pa = (const T *)a, *pb = (const T *)b;
+        T *pc = (T *)c;
+        for (int64_t p0 = 0; p0 < k; p0 += BLOCK) {
+            int64_t p1 = p0 + BLOCK < k ? p0 + BLOCK : k;
+            for (int64_t j0 = 0; j0 < m; j0 += BLOCK) {
+                int64_t j1 = j0 + BLOCK < m ? j0 + BLOCK : m;
+                for (int64_t i = 0; i < n; i++) {
+                    T *crow = pc + i * m;
+                    for (int64_t p = p0; p < p1; p++) {
+                        const T aip = pa[i * A->rs + p * A->cs];
+                        const T *brow = pb + p * B->rs;
+                        for (int64_t j = j0; j < j1; j++)
+                            crow[j] += aip * brow[j * B->cs];
+                    }
+                }
+            }
+        }
+    });
+}
+
+static bool multiply(tg_dtype dt, const mats *A, const char *a, const mats *B,
+                     const char *b, char *c, const batch *bt)
+{
+    size_t es = tg_dtype_size(dt);
+    for (int64_t i = 0; i < bt->count; i++) {
+        int64_t oa, ob;
+        batch_offsets(bt, i, &oa, &ob);
+        gemm_portable(dt, A, a + (size_t)oa * es, B, b + (size_t)ob * es,
+                      c + (size_t)(i * A->rows * B->cols) * es);
+    }
+    return true;
+}
+
+#endif /* TG_HAVE_BLAS */
+
+/* ---- the op ------------------------------------------------------------- */
+
+/* out = a @ b into the zeroed contiguous out. false with an error. */
+static bool compute(tg_tensor *out, const tg_tensor *a, const tg_tensor *b,
+                    mats A, mats B, batch bt)
+{
+    if (bt.count == 0 || A.rows == 0 || A.cols == 0 || B.cols == 0)
+        return true; /* empty: out stays zeros (k == 0 sums nothing) */
+    fold_batch_into_rows(&A, &bt);
+#ifdef TG_HAVE_BLAS
+    if (!fits_blas_int(&A, &B)) {
+        tg__error("matmul: shapes %s and %s are too large for BLAS (a dim or "
+                  "stride past INT_MAX)",
+                  TG_SHP(a), TG_SHP(b));
+        return false;
+    }
+#endif
+    size_t es = tg_dtype_size(a->dtype);
+    const char *pa = (const char *)a->storage->data + (size_t)a->offset * es;
+    const char *pb = (const char *)b->storage->data + (size_t)b->offset * es;
+    if (!multiply(a->dtype, &A, pa, &B, pb, out->storage->data, &bt)) {
+        tg__error("matmul: out of memory packing %s @ %s", TG_SHP(a),
+                  TG_SHP(b));
+        return false;
+    }
+    return true;
+}
+
+/* *t = next, dropping the old *t. */
+static void replace(tg_tensor **t, tg_tensor *next)
+{
+    tg_release(*t);
+    *t = next;
+}
+
+/* forward:  y[..., i, j] = sum_p a[..., i, p] * b[..., p, j]
+ *           (...,n,k) @ (...,k,m) -> (...,n,m)
+ * backward: da[..., i, p] += sum_j dy[..., i, j] * b[..., p, j]   da = dy @ b^T
+ *           db[..., p, j] += sum_i a[..., i, p] * dy[..., i, j]   db = a^T @ dy
+ * A 1-D a is the row (1,k) and a 1-D b the column (k,1): a, b and dy get the
+ * dims the forward dropped back as size 1, so da (...,1,k) lines up with (k)
+ * as it is, and db (...,k,1) loses its column dim again to line up with (k).
+ * da and db come out at the broadcast batch shape; where a or b was broadcast
+ * along a batch dim, one element fed every entry of it, so its gradient is
+ * the sum over that dim, which tg__accumulate takes. */
+static void matmul_backward(tg_node *n, tg_tensor *dy)
+{
+    tg_tensor *a = tg_retain(n->in[0]), *b = tg_retain(n->in[1]);
+    tg_tensor *dY = tg_retain(dy);
+    bool a_row = a->ndim == 1, b_col = b->ndim == 1;
+    if (b_col) { /* dy (...,n) -> (...,n,1); b (k) -> (k,1) */
+        replace(&dY, tg_unsqueeze(dY, tg_ndim(dY)));
+        replace(&b, tg_unsqueeze(b, 1));
+    }
+    if (a_row) { /* dy (...,m) -> (...,1,m); a (k) -> (1,k) */
+        replace(&dY, tg_unsqueeze(dY, tg_ndim(dY) - 1));
+        replace(&a, tg_unsqueeze(a, 0));
+    }
+    if (tg__needs_grad(n, 0)) {
+        tg_tensor *bT = tg_transpose(b, -2, -1); /* (...,m,k), a view */
+        tg_tensor *da = tg_matmul(dY, bT);       /* (...,n,k) */
+        tg__accumulate(n, 0, da);
+        tg_release(da);
+        tg_release(bT);
+    }
+    if (tg__needs_grad(n, 1)) {
+        tg_tensor *aT = tg_transpose(a, -2, -1); /* (...,k,n), a view */
+        tg_tensor *db = tg_matmul(aT, dY);       /* (...,k,m) */
+        if (b_col)
+            replace(&db, tg_squeeze(db, tg_ndim(db) - 1)); /* (...,k) */
+        tg__accumulate(n, 1, db);
+        tg_release(db);
+        tg_release(aT);
+    }
+    tg_release(dY);
+    tg_release(a);
+    tg_release(b);
+}
+static const tg_op matmul_op = {"matmul", matmul_backward};
+
+tg_tensor *tg_matmul(tg_tensor *a, tg_tensor *b)
+{
+    if (!a || !b)
+        return NULL;
+    if (!tg__check_same_float("matmul", a, b))
+        return NULL;
+    if (a->ndim == 0 || b->ndim == 0) {
+        tg__error("matmul: shapes %s and %s: a 0-d operand has no matrix dims "
+                  "(scale with tg_mul or tg_scale)",
+                  TG_SHP(a), TG_SHP(b));
+        return NULL;
+    }
+    mats A = as_mats(a, true), B = as_mats(b, false);
+    if (A.cols != B.rows) {
+        tg__error("matmul: shapes %s and %s are not aligned: %lld != %lld",
+                  TG_SHP(a), TG_SHP(b), (long long)A.cols, (long long)B.rows);
+        return NULL;
+    }
+    batch bt;
+    if (!broadcast_batch(a, b, &A, &B, &bt))
+        return NULL;
+    /* (batch..., n, m), without the dims of 1-D operands */
+    int64_t shape[TG_MAX_DIMS];
+    int nd = bt.ndim;
+    for (int d = 0; d < nd; d++)
+        shape[d] = bt.shape[d];
+    if (a->ndim > 1)
+        shape[nd++] = A.rows;
+    if (b->ndim > 1)
+        shape[nd++] = B.cols;
+    tg_tensor *out = tg__new("matmul", a->dtype, nd, shape, true);
+    if (!out)
+        return NULL;
+    if (!compute(out, a, b, A, B, bt)) {
+        tg_release(out);
+        return NULL;
+    }
+    tg__record(&matmul_op, out, 2, (tg_tensor *[]){a, b});
+    return out;
+}

@@ -1,1 +1,306 @@
+/* Reductions: sum and mean over one dim or over all elements, max over one
+ * dim.
+ *
+ * A reduction over dim d of x walks rows: for every position of the other
+ * dims, the n = x.shape[d] elements along d, x.strides[d] apart. The
+ * positions come from a tg_loop over x's shape with dim d set to 1 (a size-1
+ * dim drops out of the loop), so transposed and sliced inputs are read in
+ * place, never copied. Results are written through a view of the output
+ * that has dim d at size 1 (keepdim_view): the same memory whether or not
+ * keepdim drops the dim.
+ *
+ * Sums accumulate in double. For float64 that is the tensor's own type; for
+ * float32 it keeps long rows as exact as float64 sums are (numpy's float32
+ * pairwise sum and PyTorch's float accumulator lose a few more bits), and
+ * the result is rounded to float once. Tests compare float32 results to
+ * float64 references with a tolerance.
+ *
+ * Over a zero-length dim sum gives 0 and mean 0/0 = NaN (as numpy); max is an
+ * error, there being no element to take. */
 #include "internal.h"
+
+#include <math.h>
+
+static void sum_backward(tg_node *n, tg_tensor *dy);
+static void max_backward(tg_node *n, tg_tensor *dy);
+
+/* Parameters, on both "sum" and "mean": ip[0] the reduced dim, or -1 for
+ * every element; p[0] the divisor (1 for sum, n for mean). "max": ip[0] the
+ * dim; saved[0] the argmax (float64, keepdim shape). */
+static const tg_op sum_op = {"sum", sum_backward};
+static const tg_op mean_op = {"mean", sum_backward};
+static const tg_op max_op = {"max", max_backward};
+
+/* ---- helpers ------------------------------------------------------------ */
+
+/* t, the result of reducing dim d of an ndim-d tensor, seen with dim d
+ * present at size 1 (a new reference: t itself if it kept the dim, else a
+ * view). NULL on no memory. */
+static tg_tensor *keepdim_view(tg_tensor *t, int d, int ndim)
+{
+    if (t->ndim == ndim)
+        return tg_retain(t);
+    int64_t shape[TG_MAX_DIMS], strides[TG_MAX_DIMS];
+    for (int i = 0, k = 0; i < ndim; i++) {
+        bool kept = i != d;
+        shape[i] = kept ? t->shape[k] : 1;
+        strides[i] = kept ? t->strides[k] : 0;
+        k += kept;
+    }
+    return tg__view(t, ndim, shape, strides, t->offset);
+}
+
+/* The output of reducing dim d of x: x's shape without d, or with d at 1. */
+static tg_tensor *reduced_new(const char *op, const tg_tensor *x, int d,
+                              bool keepdim)
+{
+    int64_t shape[TG_MAX_DIMS];
+    int ndim = 0;
+    for (int i = 0; i < x->ndim; i++) {
+        if (i != d)
+            shape[ndim++] = x->shape[i];
+        else if (keepdim)
+            shape[ndim++] = 1;
+    }
+    return tg__new(op, x->dtype, ndim, shape, false);
+}
+
+/* The checks every reduction makes: NULL input (keeps the first error),
+ * float dtype. */
+static bool reduce_input_ok(const char *op, const tg_tensor *x)
+{
+    return x && tg__check_float(op, x);
+}
+
+/* ---- sum and mean --------------------------------------------------------- */
+
+/* y[pos] = (sum_k x[pos, k along d]) / divisor, for every row of x along d.
+ * y is keepdim-shaped. */
+static void sum_rows(const tg_tensor *x, int d, tg_tensor *y, double divisor)
+{
+    const int64_t n = x->shape[d], stride = x->strides[d];
+    tg_loop L;
+    tg__rows_loop(&L, x, d, 2, (const tg_tensor *const[]){x, y});
+    TG_DISPATCH_FLOAT(x->dtype, T, {
+        do {
+            const T *xs = TG_DATA(T, x) + L.off[0];
+            T *ys = TG_DATA(T, y) + L.off[1];
+            for (int64_t i = 0; i < L.inner; i++) {
+                const T *row = xs + i * L.step[0];
+                double s = 0;
+                for (int64_t k = 0; k < n; k++)
+                    s += row[k * stride];
+                ys[i * L.step[1]] = (T)(s / divisor);
+            }
+        } while (tg__loop_next(&L));
+    });
+}
+
+/* sum / mean over dim: records op (sum_op or mean_op). */
+static tg_tensor *sum_dim(const tg_op *op, tg_tensor *x, int dim, bool keepdim)
+{
+    if (!reduce_input_ok(op->name, x))
+        return NULL;
+    int d = tg__dim_of(op->name, dim, x);
+    if (d < 0)
+        return NULL;
+    double divisor = op == &mean_op ? (double)x->shape[d] : 1.0;
+    tg_tensor *y = reduced_new(op->name, x, d, keepdim);
+    tg_tensor *ykd = y ? keepdim_view(y, d, x->ndim) : NULL;
+    if (!ykd) {
+        tg_release(y);
+        return NULL;
+    }
+    sum_rows(x, d, ykd, divisor);
+    tg_release(ykd);
+    tg_node *n = tg__record(op, y, 1, &x);
+    if (n) {
+        n->ip[0] = d;
+        n->p[0] = divisor;
+    }
+    return y;
+}
+
+/* sum / mean over every element: a 0-d result. */
+static tg_tensor *sum_every(const tg_op *op, tg_tensor *x)
+{
+    if (!reduce_input_ok(op->name, x))
+        return NULL;
+    int64_t numel = tg_numel(x);
+    double divisor = op == &mean_op ? (double)numel : 1.0;
+    tg_tensor *y = tg__new(op->name, x->dtype, 0, NULL, false);
+    if (!y)
+        return NULL;
+    double s = 0;
+    tg_loop L;
+    tg__loop_init(&L, x->ndim, x->shape, 1, (const tg_tensor *const[]){x});
+    TG_DISPATCH_FLOAT(x->dtype, T, {
+        do {
+            const T *xs = TG_DATA(T, x) + L.off[0];
+            for (int64_t i = 0; i < L.inner; i++)
+                s += xs[i * L.step[0]];
+        } while (tg__loop_next(&L));
+        *TG_DATA(T, y) = (T)(s / divisor);
+    });
+    tg_node *n = tg__record(op, y, 1, &x);
+    if (n) {
+        n->ip[0] = -1;
+        n->p[0] = divisor;
+    }
+    return y;
+}
+
+tg_tensor *tg_sum(tg_tensor *t, int dim, bool keepdim)
+{
+    return sum_dim(&sum_op, t, dim, keepdim);
+}
+
+tg_tensor *tg_mean(tg_tensor *t, int dim, bool keepdim)
+{
+    return sum_dim(&mean_op, t, dim, keepdim);
+}
+
+tg_tensor *tg_sum_all(tg_tensor *t) { return sum_every(&sum_op, t); }
+
+tg_tensor *tg_mean_all(tg_tensor *t) { return sum_every(&mean_op, t); }
+
+/* forward:  y[pos] = sum_k x[pos, k] / divisor      x (..,n,..) -> y (..,1,..)
+ *           (along dim d; divisor 1 for sum, n for mean; over all elements
+ *           y is 0-d and every x element is in the one sum)
+ * backward: each x[pos, k] enters exactly one y[pos], with weight 1/divisor,
+ *           so dx[pos, k] = dy[pos] / divisor for every k: dy expanded back
+ *           over the reduced dim.
+ *           dx = expand(dy, x.shape) / divisor                (mean: dy / n) */
+static void sum_backward(tg_node *n, tg_tensor *dy)
+{
+    if (!tg__needs_grad(n, 0))
+        return;
+    const tg_tensor *x = n->in[0];
+    int d = (int)n->ip[0];
+    double divisor = n->p[0];
+    /* dy seen with x's ndim; the loop broadcasts its size-1 dim (or, over
+     * all elements, the 0-d dy) across x's shape. */
+    tg_tensor *dykd = d < 0 ? tg_retain(dy) : tg__must(keepdim_view(dy, d, x->ndim));
+    tg_tensor *dx = tg__must(tg__new(n->op->name, x->dtype, x->ndim, x->shape, false));
+    tg_loop L;
+    tg__loop_init(&L, x->ndim, x->shape, 2, (const tg_tensor *const[]){dx, dykd});
+    TG_DISPATCH_FLOAT(x->dtype, T, {
+        do {
+            T *dxs = TG_DATA(T, dx) + L.off[0];
+            const T *dys = TG_DATA(T, dykd) + L.off[1];
+            for (int64_t i = 0; i < L.inner; i++)
+                dxs[i * L.step[0]] = (T)(dys[i * L.step[1]] / divisor);
+        } while (tg__loop_next(&L));
+    });
+    tg__accumulate(n, 0, dx);
+    tg_release(dx);
+    tg_release(dykd);
+}
+
+/* ---- max ------------------------------------------------------------------ */
+
+/* y[pos] = max_k x[pos, k], and argmax[pos] = the first k holding it (when
+ * argmax is not NULL). A NaN wins as soon as it is seen: the max of a row
+ * holding NaN is NaN, at the first NaN, as torch.max. y and argmax are
+ * keepdim-shaped; argmax is float64 (exact for any index below 2^53). */
+static void max_rows(const tg_tensor *x, int d, tg_tensor *y, tg_tensor *argmax)
+{
+    const int64_t n = x->shape[d], stride = x->strides[d];
+    tg_loop L;
+    tg__rows_loop(&L, x, d, argmax ? 3 : 2, (const tg_tensor *const[]){x, y, argmax});
+    TG_DISPATCH_FLOAT(x->dtype, T, {
+        do {
+            const T *xs = TG_DATA(T, x) + L.off[0];
+            T *ys = TG_DATA(T, y) + L.off[1];
+            for (int64_t i = 0; i < L.inner; i++) {
+                const T *row = xs + i * L.step[0];
+                T m = row[0];
+                int64_t best = 0;
+                for (int64_t k = 1; k < n && !isnan(m); k++) {
+                    T v = row[k * stride];
+                    if (v > m || isnan(v)) {
+                        m = v;
+                        best = k;
+                    }
+                }
+                ys[i * L.step[1]] = m;
+                if (argmax)
+                    TG_DATA(double, argmax)[L.off[2] + i * L.step[2]] = (double)best;
+            }
+        } while (tg__loop_next(&L));
+    });
+}
+
+tg_tensor *tg_max(tg_tensor *t, int dim, bool keepdim)
+{
+    if (!reduce_input_ok("max", t))
+        return NULL;
+    int d = tg__dim_of("max", dim, t);
+    if (d < 0)
+        return NULL;
+    if (t->shape[d] == 0) {
+        tg__error("max: cannot reduce over an empty dim %d of shape %s", dim,
+                  TG_SHP(t));
+        return NULL;
+    }
+    tg_tensor *y = reduced_new("max", t, d, keepdim);
+    tg_tensor *ykd = y ? keepdim_view(y, d, t->ndim) : NULL;
+    if (!ykd) {
+        tg_release(y);
+        return NULL;
+    }
+    /* The argmax is only kept when the op is recorded for backward. */
+    tg_node *n = tg__record(&max_op, y, 1, &t);
+    tg_tensor *argmax = NULL;
+    if (n) {
+        argmax = tg__new("max", TG_FLOAT64, ykd->ndim, ykd->shape, false);
+        if (!argmax) {
+            tg_release(ykd);
+            tg_release(y);
+            return NULL;
+        }
+        n->ip[0] = d;
+    }
+    max_rows(t, d, ykd, argmax);
+    tg_release(ykd);
+    if (argmax) {
+        tg__unscope(argmax); /* the node holds it now, past any scope */
+        tg__save(n, argmax);
+        tg_release(argmax);
+    }
+    return y;
+}
+
+/* forward:  y[pos] = x[pos, a[pos]], a[pos] the first k with the largest
+ *           x[pos, k]                            x (..,n,..) -> y (..,1,..)
+ * backward: y copies one element of its row, so that element alone gets the
+ *           gradient: dx[pos, k] = dy[pos] if k == a[pos], else 0. Ties
+ *           send it all to the first of them, as numpy's argmax picks.
+ *           dx = scatter(zeros(x.shape), a, dy)            along dim d */
+static void max_backward(tg_node *n, tg_tensor *dy)
+{
+    if (!tg__needs_grad(n, 0))
+        return;
+    const tg_tensor *x = n->in[0];
+    const tg_tensor *argmax = n->saved[0];
+    int d = (int)n->ip[0];
+    tg_tensor *dykd = tg__must(keepdim_view(dy, d, x->ndim));
+    tg_tensor *dx = tg__must(tg__new("max", x->dtype, x->ndim, x->shape, true));
+    const int64_t stride = dx->strides[d];
+    tg_loop L;
+    tg__rows_loop(&L, x, d, 3, (const tg_tensor *const[]){dx, dykd, argmax});
+    TG_DISPATCH_FLOAT(x->dtype, T, {
+        do {
+            T *dxs = TG_DATA(T, dx) + L.off[0];
+            const T *dys = TG_DATA(T, dykd) + L.off[1];
+            const double *as = TG_DATA(double, argmax) + L.off[2];
+            for (int64_t i = 0; i < L.inner; i++) {
+                int64_t a = (int64_t)as[i * L.step[2]];
+                dxs[i * L.step[0] + a * stride] = dys[i * L.step[1]];
+            }
+        } while (tg__loop_next(&L));
+    });
+    tg__accumulate(n, 0, dx);
+    tg_release(dx);
+    tg_release(dykd);
+}
