@@ -75,6 +75,18 @@ TG_HIDDEN void tg__unscope(tg_tensor *t);
 /* Hands a new tensor to the innermost open scope, if any (tensor.c calls it
  * for every tensor it makes). */
 TG_HIDDEN void tg__scope_register(tg_tensor *t);
+/* Pauses scopes (returns the previous state). While paused, new tensors
+ * are not registered and tg_release never takes a tensor out of its scope:
+ * the backward engine pauses them, so the references ops take and drop
+ * inside backward are plain refcounts. */
+TG_HIDDEN bool tg__scope_pause(bool paused);
+/* tg_release's first step: t's reference was the scope's, so forget it
+ * (unless paused). */
+TG_HIDDEN void tg__scope_release(tg_tensor *t);
+/* Drops a reference the library retained itself (a tape entry's input, a
+ * reference held across a walk). Unlike tg_release it never takes t out of
+ * its scope: the scope's reference is someone else's. */
+TG_HIDDEN void tg__drop(tg_tensor *t);
 
 /* ------------------------------------------------------------------ */
 /* Errors                                                             */

@@ -2,10 +2,11 @@
  * tg_scope_begin, released at the matching tg_scope_end.
  *
  * Every tensor made while a scope is open takes a slot on the stack; the
- * slot holds the reference the caller would otherwise have to release. A
- * tensor freed early (released by the caller, or an op's temporary) clears
- * its slot, and tg_keep clears it too, handing the reference to the caller.
- * tg_scope_end releases what is left in its slots, newest first. */
+ * slot holds the reference the caller would otherwise have to release.
+ * tg_release of a scoped tensor gives that reference up early, so the slot
+ * is cleared (the creator of a temporary may release it while a tape entry
+ * still holds it); tg_keep clears it too, handing the reference to the
+ * caller. tg_scope_end releases what is left in its slots, newest first. */
 #include "internal.h"
 
 #include <stdlib.h>
@@ -14,6 +15,7 @@ static _Thread_local tg_tensor **slots;
 static _Thread_local int64_t n_slots, cap_slots;
 static _Thread_local int64_t *marks; /* n_slots at each open scope's begin */
 static _Thread_local int64_t n_marks, cap_marks;
+static _Thread_local bool paused;
 
 /* Grows *buf to hold at least need elements of size es. */
 static bool grow(void **buf, int64_t *cap, int64_t need, size_t es)
@@ -64,9 +66,22 @@ int tg_scope_end(void)
     return 0;
 }
 
+bool tg__scope_pause(bool on)
+{
+    bool was = paused;
+    paused = on;
+    return was;
+}
+
+void tg__scope_release(tg_tensor *t)
+{
+    if (!paused)
+        tg__unscope(t);
+}
+
 void tg__scope_register(tg_tensor *t)
 {
-    if (n_marks == 0)
+    if (n_marks == 0 || paused)
         return;
     if (!grow((void **)&slots, &cap_slots, n_slots + 1, sizeof *slots))
         tg__panic(__FILE__, __LINE__, "out of memory in a scope");

@@ -98,12 +98,12 @@ static void node_drop_refs(tg_node *n)
     for (int i = 0; i < n->n_in; i++) {
         tg_tensor *t = n->in[i];
         n->in[i] = NULL;
-        tg_release(t);
+        tg__drop(t);
     }
     for (int k = 0; k < TG_NODE_MAX_SAVED; k++) {
         tg_tensor *t = n->saved[k];
         n->saved[k] = NULL;
-        tg_release(t);
+        tg__drop(t);
     }
 }
 
@@ -283,6 +283,7 @@ int tg_backward_with(tg_tensor *out, tg_tensor *dout)
     for (int64_t i = 0; i < count; i++)
         tg_retain(order[i]->out);
     bool was = tg_set_grad_enabled(false);
+    bool was_paused = tg__scope_pause(true);
     grad_add(out, dout);
     for (int64_t i = 0; i < count; i++) {
         tg_node *n = order[i];
@@ -298,9 +299,10 @@ int tg_backward_with(tg_tensor *out, tg_tensor *dout)
         node_drop_refs(n);
         n->consumed = true;
     }
+    tg__scope_pause(was_paused);
     tg_set_grad_enabled(was);
     for (int64_t i = 0; i < count; i++)
-        tg_release(order[i]->out);
+        tg__drop(order[i]->out);
     free(order);
     return 0;
 }

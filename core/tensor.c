@@ -146,6 +146,15 @@ void tg_release(tg_tensor *t)
     if (!t)
         return;
     TG_ASSERT(t->refcount > 0);
+    tg__scope_release(t);
+    tg__drop(t);
+}
+
+void tg__drop(tg_tensor *t)
+{
+    if (!t)
+        return;
+    TG_ASSERT(t->refcount > 0);
     if (--t->refcount > 0)
         return;
     t->dying_next = dying;
@@ -159,7 +168,7 @@ void tg_release(tg_tensor *t)
         tg__unscope(d);
         if (d->node)
             tg__node_free(d->node); /* releases the node's inputs */
-        tg_release(d->grad);
+        tg__drop(d->grad);
         storage_release(d->storage);
         free(d);
     }

@@ -75,8 +75,10 @@ void tg_release(tg_tensor *t);
 /* Scopes release temporaries for you. Every tensor returned to you between
  * tg_scope_begin() and the matching tg_scope_end() is owned by the scope and
  * released when it ends, unless you tg_keep() it first. Scopes nest; a tensor
- * belongs to the innermost open scope. You may still tg_release a scoped
- * tensor yourself: the scope then has nothing left to do for it.
+ * belongs to the innermost open scope. You may still tg_release a tensor you
+ * made inside a scope: that gives the scope's reference up early, and the
+ * scope has nothing left to do for it. (So inside the scope that made a
+ * tensor, pair a tg_retain of it with tg_keep, not with tg_release.)
  *
  *     for (int step = 0; step < 10000; step++) {
  *         tg_scope_begin();
@@ -210,9 +212,11 @@ tg_tensor *tg_reshape(tg_tensor *t, int ndim, const int64_t *shape);
 /* Inserts / removes a size-1 dim. */
 tg_tensor *tg_unsqueeze(tg_tensor *t, int dim);
 tg_tensor *tg_squeeze(tg_tensor *t, int dim);
-/* t itself (a new reference) when contiguous, otherwise a C-order copy. */
+/* A C-order copy of t, or when t already is contiguous a new tensor sharing
+ * its storage (no copy). */
 tg_tensor *tg_contiguous(tg_tensor *t);
-/* Converts to dtype dt (a new reference to t when it already is dt).
+/* Converts to dtype dt (when t already is dt: a new tensor sharing t's
+ * storage, no copy).
  * Gradient flows between float32 and float64; converting to TG_BOOL does not
  * carry gradient. */
 tg_tensor *tg_to(tg_tensor *t, tg_dtype dt);

@@ -63,6 +63,10 @@ static tg_tensor *compare_scalar(cmp_kind kind, tg_tensor *t, double v)
 {
     if (!t)
         return NULL;
+    /* The scalar takes the tensor's dtype first, as in numpy and torch:
+     * float32(0.1) == 0.1 holds there, so it must here. */
+    if (t->dtype == TG_FLOAT32)
+        v = (float)v;
     tg_tensor *y = tg__new(cmp_names[kind], TG_BOOL, t->ndim, t->shape, false);
     if (y)
         cmp_kernel(kind, y, t, NULL, v);

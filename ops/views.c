@@ -215,7 +215,7 @@ static tg_tensor *reshaped(const tg_op *op, tg_tensor *t, int ndim,
     int64_t strides[TG_MAX_DIMS];
     tg__contiguous_strides(ndim, shape, strides);
     tg_tensor *y = tg__view(src, ndim, shape, strides, src->offset);
-    tg_release(src);
+    tg__drop(src);
     if (y)
         tg__record(op, y, 1, &t);
     return y;
@@ -300,13 +300,25 @@ static void identity_backward(tg_node *n, tg_tensor *dy)
     tg__accumulate(n, 0, dy);
 }
 static const tg_op contiguous_op = {"contiguous", identity_backward};
+static const tg_op alias_op = {"alias", identity_backward};
+
+/* A new header over t's elements, recorded as an identity: what contiguous
+ * and to return when t already is what was asked for. (Not t itself with
+ * one more reference: a fresh header is what a scope can own.) */
+static tg_tensor *alias(tg_tensor *t)
+{
+    tg_tensor *y = tg__view(t, t->ndim, t->shape, t->strides, t->offset);
+    if (y)
+        tg__record(&alias_op, y, 1, &t);
+    return y;
+}
 
 tg_tensor *tg_contiguous(tg_tensor *t)
 {
     if (!t)
         return NULL;
     if (tg_is_contiguous(t))
-        return tg_retain(t);
+        return alias(t);
     tg_tensor *y = tg__copy("contiguous", t);
     if (y)
         tg__record(&contiguous_op, y, 1, &t);
@@ -332,7 +344,7 @@ tg_tensor *tg_to(tg_tensor *t, tg_dtype dt)
         return NULL;
     }
     if (t->dtype == dt)
-        return tg_retain(t);
+        return alias(t);
     tg_tensor *y = tg__new("to", dt, t->ndim, t->shape, false);
     if (!y)
         return NULL;
