@@ -579,9 +579,12 @@ static bool fill_format(float_format *ff, tg_dtype dt, const double *vals,
         }
     }
     if (any_nonzero) {
-        /* numpy divides in the array's own dtype. */
-        double ratio = dt == TG_FLOAT32 ? (double)((float)max_abs / (float)min_abs)
-                                        : max_abs / min_abs;
+        /* numpy divides in the array's own dtype (and compares in double). */
+        double ratio = max_abs / min_abs;
+        if (dt == TG_FLOAT32) {
+            float ratio32 = (float)max_abs / (float)min_abs;
+            ratio = ratio32;
+        }
         ff->scientific = max_abs >= 1e8 || min_abs < 1e-4 || ratio > 1000.;
     }
 

@@ -85,8 +85,12 @@ tg_tensor *tg__new(const char *op, tg_dtype dt, int ndim, const int64_t *shape,
 {
     if (!check_dtype(op, dt))
         return NULL;
-    if (ndim < 0 || ndim > TG_MAX_DIMS || (ndim > 0 && !shape)) {
+    if (ndim < 0 || ndim > TG_MAX_DIMS) {
         tg__error("%s: ndim %d is out of range 0..%d", op, ndim, TG_MAX_DIMS);
+        return NULL;
+    }
+    if (ndim > 0 && !shape) {
+        tg__error("%s: shape is NULL for ndim %d", op, ndim);
         return NULL;
     }
     int64_t n = shape_numel(ndim, shape);
@@ -190,22 +194,29 @@ static void fill(tg_tensor *t, double v)
         tg__store(t->dtype, p, i, v);
 }
 
-tg_tensor *tg_full(tg_dtype dt, int ndim, const int64_t *shape, double value)
+/* A new tensor filled with value; errors name op. */
+static tg_tensor *filled(const char *op, tg_dtype dt, int ndim,
+                         const int64_t *shape, double value)
 {
-    tg_tensor *t = tg__new("full", dt, ndim, shape, false);
+    tg_tensor *t = tg__new(op, dt, ndim, shape, false);
     if (t)
         fill(t, value);
     return t;
 }
 
+tg_tensor *tg_full(tg_dtype dt, int ndim, const int64_t *shape, double value)
+{
+    return filled("full", dt, ndim, shape, value);
+}
+
 tg_tensor *tg_ones(tg_dtype dt, int ndim, const int64_t *shape)
 {
-    return tg_full(dt, ndim, shape, 1.0);
+    return filled("ones", dt, ndim, shape, 1.0);
 }
 
 tg_tensor *tg_scalar(tg_dtype dt, double value)
 {
-    return tg_full(dt, 0, NULL, value);
+    return filled("scalar", dt, 0, NULL, value);
 }
 
 tg_tensor *tg_from_data(tg_dtype dt, int ndim, const int64_t *shape,
@@ -232,6 +243,11 @@ tg_tensor *tg_arange(tg_dtype dt, double start, double stop, double step)
         return NULL;
     }
     double len = ceil((stop - start) / step);
+    if (!(len < 0x1p62)) { /* also catches a NaN from inf / inf */
+        tg__error("arange: (%g, %g, %g) would have %g elements", start, stop,
+                  step, len);
+        return NULL;
+    }
     int64_t n = len > 0 ? (int64_t)len : 0;
     tg_tensor *t = tg__new("arange", dt, 1, &n, false);
     for (int64_t i = 0; t && i < n; i++)
@@ -241,17 +257,17 @@ tg_tensor *tg_arange(tg_dtype dt, double start, double stop, double step)
 
 tg_tensor *tg_zeros_like(const tg_tensor *t)
 {
-    return t ? tg_zeros(t->dtype, t->ndim, t->shape) : NULL;
+    return t ? tg__new("zeros_like", t->dtype, t->ndim, t->shape, true) : NULL;
 }
 
 tg_tensor *tg_ones_like(const tg_tensor *t)
 {
-    return t ? tg_ones(t->dtype, t->ndim, t->shape) : NULL;
+    return t ? filled("ones_like", t->dtype, t->ndim, t->shape, 1.0) : NULL;
 }
 
 tg_tensor *tg_full_like(const tg_tensor *t, double value)
 {
-    return t ? tg_full(t->dtype, t->ndim, t->shape, value) : NULL;
+    return t ? filled("full_like", t->dtype, t->ndim, t->shape, value) : NULL;
 }
 
 /* ---- accessors --------------------------------------------------------- */
@@ -262,7 +278,7 @@ int64_t tg_size(const tg_tensor *t, int dim)
 {
     if (!t)
         return -1;
-    int d = tg__dim("size", dim, t->ndim);
+    int d = tg__dim_of("size", dim, t);
     return d < 0 ? -1 : t->shape[d];
 }
 
@@ -272,7 +288,7 @@ int64_t tg_stride(const tg_tensor *t, int dim)
 {
     if (!t)
         return 0;
-    int d = tg__dim("stride", dim, t->ndim);
+    int d = tg__dim_of("stride", dim, t);
     return d < 0 ? 0 : t->strides[d];
 }
 

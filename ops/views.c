@@ -29,8 +29,8 @@ tg_tensor *tg_transpose(tg_tensor *t, int dim0, int dim1)
 {
     if (!t)
         return NULL;
-    int d0 = tg__dim("transpose", dim0, t->ndim);
-    int d1 = d0 < 0 ? -1 : tg__dim("transpose", dim1, t->ndim);
+    int d0 = tg__dim_of("transpose", dim0, t);
+    int d1 = d0 < 0 ? -1 : tg__dim_of("transpose", dim1, t);
     if (d1 < 0)
         return NULL;
     int64_t shape[TG_MAX_DIMS], strides[TG_MAX_DIMS];
@@ -102,7 +102,7 @@ tg_tensor *tg_slice(tg_tensor *t, int dim, int64_t start, int64_t stop)
 {
     if (!t)
         return NULL;
-    int d = tg__dim("slice", dim, t->ndim);
+    int d = tg__dim_of("slice", dim, t);
     if (d < 0)
         return NULL;
     /* Python's slice rules: negatives count from the end, then clamp. */
@@ -120,7 +120,7 @@ tg_tensor *tg_narrow(tg_tensor *t, int dim, int64_t start, int64_t length)
 {
     if (!t)
         return NULL;
-    int d = tg__dim("narrow", dim, t->ndim);
+    int d = tg__dim_of("narrow", dim, t);
     if (d < 0)
         return NULL;
     int64_t size = t->shape[d];
@@ -137,7 +137,7 @@ tg_tensor *tg_select(tg_tensor *t, int dim, int64_t index)
 {
     if (!t)
         return NULL;
-    int d = tg__dim("select", dim, t->ndim);
+    int d = tg__dim_of("select", dim, t);
     if (d < 0)
         return NULL;
     int64_t size = t->shape[d];
@@ -167,7 +167,9 @@ tg_tensor *tg_expand(tg_tensor *t, int ndim, const int64_t *shape)
         return NULL;
     char want[TG_SHAPE_STR];
     if (ndim < t->ndim || ndim > TG_MAX_DIMS || (ndim && !shape)) {
-        tg__error("expand: cannot expand %s to %d dims", TG_SHP(t), ndim);
+        tg__error(shape ? "expand: cannot expand %s to %d dims"
+                        : "expand: shape is NULL (expanding %s to %d dims)",
+                  TG_SHP(t), ndim);
         return NULL;
     }
     int64_t out_shape[TG_MAX_DIMS], strides[TG_MAX_DIMS];
@@ -227,7 +229,9 @@ tg_tensor *tg_reshape(tg_tensor *t, int ndim, const int64_t *shape)
         return NULL;
     char want[TG_SHAPE_STR];
     if (ndim < 0 || ndim > TG_MAX_DIMS || (ndim && !shape)) {
-        tg__error("reshape: ndim %d is out of range 0..%d", ndim, TG_MAX_DIMS);
+        tg__error(shape ? "reshape: ndim %d is out of range 0..%d"
+                        : "reshape: shape is NULL for ndim %d (max %d)",
+                  ndim, TG_MAX_DIMS);
         return NULL;
     }
     int64_t out_shape[TG_MAX_DIMS], known = 1;
@@ -255,6 +259,31 @@ tg_tensor *tg_reshape(tg_tensor *t, int ndim, const int64_t *shape)
     return reshaped(&reshape_op, t, ndim, out_shape);
 }
 
+/* Inserting or removing a size-1 dim never moves an element, so both are
+ * views whatever t's strides: the new dim gets any stride (it is never
+ * stepped), here the one that keeps a contiguous t contiguous. */
+static tg_tensor *size1_view(const tg_op *op, tg_tensor *t, int d, bool insert)
+{
+    int64_t shape[TG_MAX_DIMS], strides[TG_MAX_DIMS];
+    int ndim = insert ? t->ndim + 1 : t->ndim - 1;
+    for (int i = 0, k = 0; i < ndim; i++, k++) {
+        if (insert && i == d) {
+            shape[i] = 1;
+            strides[i] = d < t->ndim ? t->strides[d] * t->shape[d] : 1;
+            k--;
+            continue;
+        }
+        if (!insert && k == d)
+            k++;
+        shape[i] = t->shape[k];
+        strides[i] = t->strides[k];
+    }
+    tg_tensor *y = tg__view(t, ndim, shape, strides, t->offset);
+    if (y)
+        tg__record(op, y, 1, &t);
+    return y;
+}
+
 tg_tensor *tg_unsqueeze(tg_tensor *t, int dim)
 {
     if (!t)
@@ -263,20 +292,20 @@ tg_tensor *tg_unsqueeze(tg_tensor *t, int dim)
         tg__error("unsqueeze: %s already has %d dims", TG_SHP(t), TG_MAX_DIMS);
         return NULL;
     }
-    int d = tg__dim("unsqueeze", dim, t->ndim + 1);
-    if (d < 0)
+    int d = dim < 0 ? dim + t->ndim + 1 : dim;
+    if (d < 0 || d > t->ndim) {
+        tg__error("unsqueeze: dim %d is out of range for %s (new dim in %d..%d)",
+                  dim, TG_SHP(t), -t->ndim - 1, t->ndim);
         return NULL;
-    int64_t shape[TG_MAX_DIMS];
-    for (int i = 0, k = 0; i <= t->ndim; i++)
-        shape[i] = i == d ? 1 : t->shape[k++];
-    return reshaped(&unsqueeze_op, t, t->ndim + 1, shape);
+    }
+    return size1_view(&unsqueeze_op, t, d, true);
 }
 
 tg_tensor *tg_squeeze(tg_tensor *t, int dim)
 {
     if (!t)
         return NULL;
-    int d = tg__dim("squeeze", dim, t->ndim);
+    int d = tg__dim_of("squeeze", dim, t);
     if (d < 0)
         return NULL;
     if (t->shape[d] != 1) {
@@ -284,11 +313,7 @@ tg_tensor *tg_squeeze(tg_tensor *t, int dim)
                   (long long)t->shape[d]);
         return NULL;
     }
-    int64_t shape[TG_MAX_DIMS];
-    for (int i = 0, k = 0; i < t->ndim; i++)
-        if (i != d)
-            shape[k++] = t->shape[i];
-    return reshaped(&squeeze_op, t, t->ndim - 1, shape);
+    return size1_view(&squeeze_op, t, d, false);
 }
 
 /* ---- contiguous, conversion -------------------------------------------- */
