@@ -299,7 +299,8 @@ tg_tensor *tg_max(tg_tensor *t, int dim, bool keepdim);
 tg_tensor *tg_softmax(tg_tensor *t, int dim);
 /* log_softmax along dim: x_i - max x - log(sum_j exp(x_j - max x)).
  * -inf entries stay -inf with zero gradient; an all -inf row gives -inf.
- * Gradient: dx = dy - exp(y) * sum(dy). */
+ * Gradient: dx = dy - exp(y) * sum(dy), where the sum skips the -inf
+ * outputs (constants that pass nothing back) and dx = 0 at them. */
 tg_tensor *tg_log_softmax(tg_tensor *t, int dim);
 
 /* ===================================================================== */
@@ -387,9 +388,10 @@ int tg_gradcheck(tg_fn f, void *ctx, int n_inputs, tg_tensor *const *inputs,
 /* Printing and comparison                                                */
 /* ===================================================================== */
 
-/* Writes t as numpy prints it (np.array2string with the given precision,
- * numpy's default 8 when precision < 0), e.g. "[[1.   0.  ]\n [0.5  0.5 ]]".
- * No trailing newline. Returns 0 or -1. */
+/* Writes t as numpy's print(arr) would, with np.set_printoptions(precision)
+ * (numpy's default 8 when precision < 0), e.g. "[[1.  0. ]\n [0.5 0.5]]"; a
+ * 0-d tensor prints as numpy's scalar str ("0.5", "1.0"). No trailing
+ * newline. Returns 0 or -1. */
 int tg_fprint(FILE *f, const tg_tensor *t, int precision);
 /* The same text in a malloc'd string (free() it), or NULL. */
 char *tg_format(const tg_tensor *t, int precision);
@@ -405,7 +407,8 @@ bool tg_allclose(const tg_tensor *a, const tg_tensor *b, double rtol,
 /* Loads a .npy file (format 1.0, 2.0 or 3.0; '<f4', '<f8', '|b1', '|u1';
  * C order). Anything else is rejected with a message naming the file. */
 tg_tensor *tg_load_npy(const char *path);
-/* Saves t as .npy format 1.0 ('<f4', '<f8' or '|b1'). Returns 0 or -1. */
+/* Saves t as .npy format 1.0 ('<f4', '<f8' or '|b1'), byte for byte as
+ * np.save writes it. Returns 0 or -1 (and removes a partial file). */
 int tg_save_npy(const tg_tensor *t, const char *path);
 
 #ifdef __cplusplus

@@ -1,7 +1,489 @@
+/* Elementwise arithmetic and comparisons against numpy (fixtures from
+ * fixtures/gen_ops.py, ew_*): broadcasting (3,4)+(4,), (2,1,4)*(3,1) and 0-d
+ * operands, float32 and float64; gradients by central differences on plain,
+ * broadcast, transposed, sliced and masked (-inf) inputs; comparisons give
+ * bool masks with no gradient; and the errors. */
 #include "tests.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static const tg_dtype float_dtypes[] = {TG_FLOAT32, TG_FLOAT64};
+
+/* Absolute tolerance against numpy for values of size ~1-10. */
+static double tol_for(tg_dtype dt) { return dt == TG_FLOAT32 ? 1e-5 : 1e-12; }
+
+/* A float64 fixture converted to dt (a new reference). */
+static tg_tensor *fixture_as(const char *name, tg_dtype dt)
+{
+    tg_tensor *raw = load_fixture(name);
+    tg_tensor *t = tg_to(raw, dt);
+    tg_release(raw);
+    return t;
+}
+
+/* The expected output <stem>_f4.npy or <stem>_f8.npy for dt. */
+static tg_tensor *expected(const char *stem, tg_dtype dt)
+{
+    char name[128];
+    snprintf(name, sizeof name, "%s_%s.npy", stem, dt == TG_FLOAT32 ? "f4" : "f8");
+    return load_fixture(name);
+}
+
+static void assert_error_names(const char *op)
+{
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "%s:", op);
+    ck_assert_msg(strstr(tg_last_error(), prefix) != NULL,
+                  "error '%s' does not name '%s'", tg_last_error(), op);
+}
+
+/* ---- gradcheck inputs --------------------------------------------------- */
+
+/* How a gradcheck input is laid out: a fresh C-order tensor, a transposed or
+ * sliced view of a bigger one (non-contiguous, offset), or C-order with row 1
+ * set to -inf (a masked row, whose gradient must be exactly 0). */
+typedef enum { PLAIN, TRANSPOSED, SLICED, MASKED } layout;
+
+/* A float64 leaf that requires grad, uniform in [lo, hi), laid out as `how`
+ * (TRANSPOSED and MASKED need ndim >= 2). */
+static tg_tensor *input(layout how, int ndim, const int64_t *shape, double lo,
+                        double hi, uint32_t seed)
+{
+    int64_t base_shape[TG_MAX_DIMS];
+    for (int d = 0; d < ndim; d++)
+        base_shape[d] = shape[d];
+    if (how == TRANSPOSED) {
+        base_shape[ndim - 1] = shape[ndim - 2];
+        base_shape[ndim - 2] = shape[ndim - 1];
+    } else if (how == SLICED) {
+        base_shape[ndim - 1] += 3;
+    }
+    tg_rng rng;
+    tg_rng_seed(&rng, seed);
+    tg_tensor *u = tg_rand(&rng, TG_FLOAT64, ndim, base_shape);
+    tg_tensor *scaled = tg_scale(u, hi - lo);
+    tg_tensor *base = tg_add_scalar(scaled, lo);
+    tg_tensor *x = how == TRANSPOSED ? tg_transpose(base, -1, -2)
+                   : how == SLICED   ? tg_slice(base, -1, 1, 1 + shape[ndim - 1])
+                                     : base;
+    tg_release(u);
+    tg_release(scaled);
+    if (x != base)
+        tg_release(base);
+    ck_assert_ptr_nonnull(x);
+    if (how == MASKED)
+        for (int64_t j = 0; j < shape[1]; j++)
+            tg_set(x, (const int64_t[]){1, j}, -INFINITY);
+    if (how == TRANSPOSED || (how == SLICED && ndim > 1))
+        ck_assert(!tg_is_contiguous(x));
+    tg_set_requires_grad(x, true);
+    ck_assert(tg_requires_grad(x));
+    return x;
+}
+
+/* ---- binary ops --------------------------------------------------------- */
+
+typedef struct {
+    const char *name;
+    tg_tensor *(*f)(tg_tensor *, tg_tensor *);
+    bool masks; /* a -inf row in a gives an exactly-0 gradient (not 0 * inf) */
+} binary_case;
+
+static const binary_case binaries[] = {
+    {"add", tg_add, true},
+    {"sub", tg_sub, true},
+    {"mul", tg_mul, false},
+    {"div", tg_div, false},
+};
+#define N_BINARY (int)(sizeof binaries / sizeof binaries[0])
+
+/* Operand pairs of the fixtures: ew_<x>.npy op ew_<y>.npy. */
+static const struct {
+    const char *pair, *x, *y;
+} pairs[] = {
+    {"row", "ew_a34.npy", "ew_b4.npy"},
+    {"outer", "ew_a214.npy", "ew_b31.npy"},
+    {"a_s", "ew_a34.npy", "ew_s.npy"},
+    {"s_a", "ew_s.npy", "ew_a34.npy"},
+};
+
+static tg_tensor *call_binary(tg_tensor *const *in, void *ctx)
+{
+    const binary_case *c = ctx;
+    return c->f(in[0], in[1]);
+}
+
+static void gradcheck_binary(const binary_case *c, tg_tensor *a, tg_tensor *b)
+{
+    assert_gradcheck(call_binary, (void *)c, 2, (tg_tensor *const[]){a, b});
+}
+
+START_TEST(binary_forward)
+{
+    const binary_case *c = &binaries[_i];
+    tg_scope_begin();
+    for (int d = 0; d < 2; d++)
+        for (size_t p = 0; p < sizeof pairs / sizeof pairs[0]; p++) {
+            tg_dtype dt = float_dtypes[d];
+            char stem[64];
+            snprintf(stem, sizeof stem, "ew_%s_%s", c->name, pairs[p].pair);
+            tg_tensor *got = c->f(fixture_as(pairs[p].x, dt), fixture_as(pairs[p].y, dt));
+            ck_assert_msg(got != NULL, "%s: %s", stem, tg_last_error());
+            ck_assert_int_eq(tg_dtype_of(got), dt);
+            assert_close(got, expected(stem, dt), tol_for(dt));
+        }
+    tg_scope_end();
+}
+END_TEST
+
+START_TEST(binary_grad_plain)
+{
+    tg_scope_begin();
+    gradcheck_binary(&binaries[_i], input(PLAIN, TG_SHAPE(3, 4), -2, 2, 1),
+                     input(PLAIN, TG_SHAPE(3, 4), 0.5, 2, 2));
+    tg_scope_end();
+}
+END_TEST
+
+/* The smaller operand's gradient is dy summed over the broadcast dims. */
+START_TEST(binary_grad_broadcast)
+{
+    const binary_case *c = &binaries[_i];
+    tg_scope_begin();
+    gradcheck_binary(c, input(PLAIN, TG_SHAPE(3, 4), -2, 2, 1),
+                     input(PLAIN, TG_SHAPE(4), 0.5, 2, 2));
+    gradcheck_binary(c, input(PLAIN, TG_SHAPE(4), -2, 2, 3),
+                     input(PLAIN, TG_SHAPE(3, 4), 0.5, 2, 4));
+    gradcheck_binary(c, input(PLAIN, TG_SHAPE(2, 1, 4), -2, 2, 5),
+                     input(PLAIN, TG_SHAPE(3, 1), 0.5, 2, 6));
+    gradcheck_binary(c, input(PLAIN, TG_SHAPE(3, 4), -2, 2, 7),
+                     input(PLAIN, 0, NULL, 0.5, 2, 8));
+    gradcheck_binary(c, input(PLAIN, 0, NULL, -2, 2, 9),
+                     input(PLAIN, TG_SHAPE(3, 4), 0.5, 2, 10));
+    tg_scope_end();
+}
+END_TEST
+
+START_TEST(binary_grad_broadcast_shape)
+{
+    tg_scope_begin();
+    tg_tensor *a = input(PLAIN, TG_SHAPE(2, 1, 4), -2, 2, 1);
+    tg_tensor *b = input(PLAIN, TG_SHAPE(3, 1), 0.5, 2, 2);
+    tg_tensor *y = binaries[_i].f(a, b);
+    assert_shape(y, TG_SHAPE(2, 3, 4));
+    ck_assert_int_eq(tg_backward_with(y, tg_ones_like(y)), 0);
+    assert_shape(tg_grad(a), TG_SHAPE(2, 1, 4));
+    assert_shape(tg_grad(b), TG_SHAPE(3, 1));
+    tg_scope_end();
+}
+END_TEST
+
+START_TEST(binary_grad_strided)
+{
+    const binary_case *c = &binaries[_i];
+    tg_scope_begin();
+    gradcheck_binary(c, input(TRANSPOSED, TG_SHAPE(3, 4), -2, 2, 1),
+                     input(SLICED, TG_SHAPE(3, 4), 0.5, 2, 2));
+    gradcheck_binary(c, input(SLICED, TG_SHAPE(3, 4), -2, 2, 3),
+                     input(TRANSPOSED, TG_SHAPE(3, 4), 0.5, 2, 4));
+    gradcheck_binary(c, input(TRANSPOSED, TG_SHAPE(2, 3, 4), -2, 2, 5),
+                     input(SLICED, TG_SHAPE(4), 0.5, 2, 6));
+    tg_scope_end();
+}
+END_TEST
+
+/* add and sub: a masked row passes no gradient to a, nor to b. */
+START_TEST(binary_grad_masked)
+{
+    tg_scope_begin();
+    for (int i = 0; i < N_BINARY; i++)
+        if (binaries[i].masks)
+            gradcheck_binary(&binaries[i], input(MASKED, TG_SHAPE(3, 4), -2, 2, 1),
+                             input(PLAIN, TG_SHAPE(4), 0.5, 2, 2));
+    tg_scope_end();
+}
+END_TEST
+
+/* ---- unary ops ---------------------------------------------------------- */
+
+typedef struct {
+    const char *name; /* fixtures ew_unary_<name>_f4 / _f8 */
+    const char *op;   /* the name errors use */
+    tg_tensor *(*f)(tg_tensor *);
+    tg_tensor *(*fp)(tg_tensor *, double);
+    double p;
+    bool positive; /* domain (0, inf): input ew_pos, else ew_mixed */
+    bool masks;    /* a -inf input gives an exactly-0 gradient */
+} unary_case;
+
+static const unary_case unaries[] = {
+    {"neg", "neg", tg_neg, NULL, 0, false, true},
+    {"scale", "scale", NULL, tg_scale, 2.5, false, true},
+    {"add_scalar", "add_scalar", NULL, tg_add_scalar, -1.25, false, true},
+    {"exp", "exp", tg_exp, NULL, 0, false, true},
+    {"log", "log", tg_log, NULL, 0, true, false},
+    {"sqrt", "sqrt", tg_sqrt, NULL, 0, true, false},
+    {"pow0.5", "pow", NULL, tg_pow_scalar, 0.5, true, false},
+    {"pow2", "pow", NULL, tg_pow_scalar, 2, false, false},
+    {"powm1", "pow", NULL, tg_pow_scalar, -1, true, false},
+    {"relu", "relu", tg_relu, NULL, 0, false, true},
+};
+#define N_UNARY (int)(sizeof unaries / sizeof unaries[0])
+
+static tg_tensor *apply_unary(const unary_case *c, tg_tensor *x)
+{
+    return c->f ? c->f(x) : c->fp(x, c->p);
+}
+
+static tg_tensor *call_unary(tg_tensor *const *in, void *ctx)
+{
+    return apply_unary(ctx, in[0]);
+}
+
+/* The op on in[0] (4,) broadcast to (3,4). */
+static tg_tensor *call_unary_expanded(tg_tensor *const *in, void *ctx)
+{
+    tg_tensor *wide = tg_expand(in[0], TG_SHAPE(3, 4));
+    tg_tensor *y = apply_unary(ctx, wide);
+    tg_release(wide);
+    return y;
+}
+
+/* A gradcheck input in the op's domain. */
+static tg_tensor *unary_input(const unary_case *c, layout how, int ndim,
+                              const int64_t *shape, uint32_t seed)
+{
+    return c->positive ? input(how, ndim, shape, 0.5, 2, seed)
+                       : input(how, ndim, shape, -2, 2, seed);
+}
+
+START_TEST(unary_forward)
+{
+    const unary_case *c = &unaries[_i];
+    tg_scope_begin();
+    for (int d = 0; d < 2; d++) {
+        tg_dtype dt = float_dtypes[d];
+        char stem[64];
+        snprintf(stem, sizeof stem, "ew_unary_%s", c->name);
+        tg_tensor *x = fixture_as(c->positive ? "ew_pos.npy" : "ew_mixed.npy", dt);
+        tg_tensor *got = apply_unary(c, x);
+        ck_assert_msg(got != NULL, "%s: %s", stem, tg_last_error());
+        ck_assert_int_eq(tg_dtype_of(got), dt);
+        assert_close(got, expected(stem, dt), tol_for(dt));
+    }
+    tg_scope_end();
+}
+END_TEST
+
+START_TEST(unary_grad)
+{
+    const unary_case *c = &unaries[_i];
+    tg_scope_begin();
+    assert_gradcheck(call_unary, (void *)c, 1,
+                     (tg_tensor *const[]){unary_input(c, PLAIN, TG_SHAPE(3, 4), 1)});
+    assert_gradcheck(call_unary_expanded, (void *)c, 1,
+                     (tg_tensor *const[]){unary_input(c, PLAIN, TG_SHAPE(4), 2)});
+    assert_gradcheck(call_unary, (void *)c, 1,
+                     (tg_tensor *const[]){unary_input(c, TRANSPOSED, TG_SHAPE(3, 4), 3)});
+    assert_gradcheck(call_unary, (void *)c, 1,
+                     (tg_tensor *const[]){unary_input(c, SLICED, TG_SHAPE(3, 4), 4)});
+    assert_gradcheck(call_unary, (void *)c, 1,
+                     (tg_tensor *const[]){unary_input(c, PLAIN, 0, NULL, 5)});
+    if (c->masks)
+        assert_gradcheck(call_unary, (void *)c, 1,
+                         (tg_tensor *const[]){unary_input(c, MASKED, TG_SHAPE(3, 4), 6)});
+    tg_scope_end();
+}
+END_TEST
+
+/* relu's gradient at the kink is 0, for 0 and -0 alike (as torch). */
+START_TEST(relu_grad_at_zero)
+{
+    tg_scope_begin();
+    tg_tensor *x = load_fixture("ew_relu_kink_x.npy");
+    tg_set_requires_grad(x, true);
+    tg_tensor *y = tg_relu(x);
+    ck_assert_int_eq(tg_backward_with(y, tg_ones_like(y)), 0);
+    assert_close(tg_grad(x), load_fixture("ew_relu_kink_grad.npy"), 0);
+    tg_scope_end();
+}
+END_TEST
+
+/* ---- comparisons -------------------------------------------------------- */
+
+typedef struct {
+    const char *name;
+    tg_tensor *(*f)(tg_tensor *, tg_tensor *);
+    tg_tensor *(*fs)(tg_tensor *, double);
+} compare_case;
+
+static const compare_case compares[] = {
+    {"eq", tg_eq, tg_eq_scalar}, {"ne", tg_ne, tg_ne_scalar},
+    {"lt", tg_lt, tg_lt_scalar}, {"le", tg_le, tg_le_scalar},
+    {"gt", tg_gt, tg_gt_scalar}, {"ge", tg_ge, tg_ge_scalar},
+};
+#define N_COMPARE (int)(sizeof compares / sizeof compares[0])
+
+static void assert_mask(tg_tensor *got, const char *op, const char *what)
+{
+    char name[64];
+    snprintf(name, sizeof name, "ew_cmp_%s_%s.npy", op, what);
+    ck_assert_msg(got != NULL, "%s: %s", name, tg_last_error());
+    ck_assert_int_eq(tg_dtype_of(got), TG_BOOL);
+    assert_close(got, load_fixture(name), 0);
+}
+
+START_TEST(compare_forward)
+{
+    const compare_case *c = &compares[_i];
+    tg_scope_begin();
+    for (int d = 0; d < 2; d++) {
+        tg_dtype dt = float_dtypes[d];
+        assert_mask(c->f(fixture_as("ew_cmp_a34.npy", dt), fixture_as("ew_cmp_b4.npy", dt)),
+                    c->name, "row");
+        assert_mask(c->f(fixture_as("ew_cmp_a214.npy", dt), fixture_as("ew_cmp_b31.npy", dt)),
+                    c->name, "outer");
+        assert_mask(c->fs(fixture_as("ew_cmp_a34.npy", dt), 1.0), c->name, "scalar");
+    }
+    tg_scope_end();
+}
+END_TEST
+
+/* numpy and torch compare a float32 tensor with a scalar in float32: the
+ * scalar 0.1 is rounded first, so float32(0.1) == 0.1 holds. */
+START_TEST(compare_scalar_in_tensor_dtype)
+{
+    const compare_case *c = &compares[_i];
+    tg_scope_begin();
+    assert_mask(c->fs(load_fixture("ew_cmp_tenth_x.npy"), 0.1), c->name, "tenth");
+    tg_scope_end();
+}
+END_TEST
+
+/* Masks compare too: eq and ne of the same operands are complements. */
+START_TEST(compare_bool_operands)
+{
+    tg_scope_begin();
+    tg_tensor *eq = load_fixture("ew_cmp_eq_row.npy");
+    tg_tensor *ne = load_fixture("ew_cmp_ne_row.npy");
+    ck_assert_int_eq(tg_dtype_of(eq), TG_BOOL);
+    assert_close(tg_eq_scalar(eq, 0), ne, 0);
+    assert_close(tg_ne(eq, ne), tg_ones(TG_BOOL, TG_SHAPE(3, 4)), 0);
+    tg_scope_end();
+}
+END_TEST
+
+/* A comparison is a step function: no gradient, no tape entry. */
+START_TEST(compare_records_nothing)
+{
+    const compare_case *c = &compares[_i];
+    tg_scope_begin();
+    tg_tensor *a = input(PLAIN, TG_SHAPE(3, 4), -2, 2, 1);
+    tg_tensor *b = input(PLAIN, TG_SHAPE(4), -2, 2, 2);
+    tg_tensor *derived = tg_exp(a); /* a non-leaf that requires grad */
+    int64_t entries = tg_tape_size();
+    tg_tensor *results[] = {c->f(a, b), c->f(derived, b), c->fs(a, 0.5),
+                            c->fs(derived, 0.5)};
+    for (int i = 0; i < 4; i++) {
+        ck_assert_ptr_nonnull(results[i]);
+        ck_assert_int_eq(tg_dtype_of(results[i]), TG_BOOL);
+        ck_assert(!tg_requires_grad(results[i]));
+        ck_assert(tg_is_leaf(results[i]));
+    }
+    ck_assert_int_eq(tg_tape_size(), entries);
+    tg_scope_end();
+}
+END_TEST
+
+/* ---- errors -------------------------------------------------------------- */
+
+START_TEST(binary_errors)
+{
+    const binary_case *c = &binaries[_i];
+    tg_scope_begin();
+    tg_tensor *f32 = tg_ones(TG_FLOAT32, TG_SHAPE(3, 4));
+    tg_tensor *f64 = tg_ones(TG_FLOAT64, TG_SHAPE(3, 4));
+    ASSERT_FAILS_WITH(c->f(f32, f64), "dtypes differ");
+    assert_error_names(c->name);
+    ASSERT_FAILS_WITH(c->f(f64, tg_ones(TG_FLOAT64, TG_SHAPE(3))), "cannot be broadcast");
+    assert_error_names(c->name);
+    ASSERT_FAILS_WITH(c->f(tg_ones(TG_FLOAT64, TG_SHAPE(2, 3, 4)),
+                           tg_ones(TG_FLOAT64, TG_SHAPE(3, 3, 1))),
+                      "cannot be broadcast");
+    tg_tensor *mask = tg_ones(TG_BOOL, TG_SHAPE(3, 4));
+    ASSERT_FAILS_WITH(c->f(mask, f64), "bool");
+    assert_error_names(c->name);
+    ASSERT_FAILS_WITH(c->f(f64, mask), "bool");
+    ASSERT_FAILS_WITH(c->f(mask, mask), "bool");
+    tg_scope_end();
+}
+END_TEST
+
+START_TEST(unary_errors)
+{
+    const unary_case *c = &unaries[_i];
+    tg_scope_begin();
+    ASSERT_FAILS_WITH(apply_unary(c, tg_ones(TG_BOOL, TG_SHAPE(3, 4))), "bool");
+    assert_error_names(c->op);
+    tg_scope_end();
+}
+END_TEST
+
+START_TEST(compare_errors)
+{
+    const compare_case *c = &compares[_i];
+    tg_scope_begin();
+    tg_tensor *f64 = tg_ones(TG_FLOAT64, TG_SHAPE(3, 4));
+    ASSERT_FAILS_WITH(c->f(tg_ones(TG_FLOAT32, TG_SHAPE(3, 4)), f64), "dtypes differ");
+    assert_error_names(c->name);
+    ASSERT_FAILS_WITH(c->f(f64, tg_ones(TG_FLOAT64, TG_SHAPE(2, 1, 3))),
+                      "cannot be broadcast");
+    assert_error_names(c->name);
+    tg_scope_end();
+}
+END_TEST
+
+/* A chain fails once, with its first cause. */
+START_TEST(null_keeps_first_error)
+{
+    tg_scope_begin();
+    tg_tensor *bad = tg_add(tg_ones(TG_FLOAT32, TG_SHAPE(2)), tg_ones(TG_FLOAT64, TG_SHAPE(2)));
+    ASSERT_FAILS_WITH(tg_relu(tg_exp(tg_mul(bad, bad))), "add: dtypes differ");
+    ASSERT_FAILS_WITH(tg_lt_scalar(tg_neg(bad), 0), "add: dtypes differ");
+    tg_scope_end();
+}
+END_TEST
 
 Suite *elementwise_suite(void)
 {
     Suite *s = suite_create("elementwise");
+
+    TCase *forward = tcase_create("forward");
+    tcase_add_loop_test(forward, binary_forward, 0, N_BINARY);
+    tcase_add_loop_test(forward, unary_forward, 0, N_UNARY);
+    tcase_add_loop_test(forward, compare_forward, 0, N_COMPARE);
+    tcase_add_loop_test(forward, compare_scalar_in_tensor_dtype, 0, N_COMPARE);
+    tcase_add_test(forward, compare_bool_operands);
+    tcase_add_loop_test(forward, compare_records_nothing, 0, N_COMPARE);
+    suite_add_tcase(s, forward);
+
+    TCase *grad = tcase_create("grad");
+    tcase_add_loop_test(grad, binary_grad_plain, 0, N_BINARY);
+    tcase_add_loop_test(grad, binary_grad_broadcast, 0, N_BINARY);
+    tcase_add_loop_test(grad, binary_grad_broadcast_shape, 0, N_BINARY);
+    tcase_add_loop_test(grad, binary_grad_strided, 0, N_BINARY);
+    tcase_add_test(grad, binary_grad_masked);
+    tcase_add_loop_test(grad, unary_grad, 0, N_UNARY);
+    tcase_add_test(grad, relu_grad_at_zero);
+    suite_add_tcase(s, grad);
+
+    TCase *errors = tcase_create("errors");
+    tcase_add_loop_test(errors, binary_errors, 0, N_BINARY);
+    tcase_add_loop_test(errors, unary_errors, 0, N_UNARY);
+    tcase_add_loop_test(errors, compare_errors, 0, N_COMPARE);
+    tcase_add_test(errors, null_keeps_first_error);
+    suite_add_tcase(s, errors);
     return s;
 }

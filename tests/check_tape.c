@@ -1,7 +1,660 @@
+/* The tape and the reverse-mode engine: what gets recorded, how gradients
+ * accumulate, what backward refuses, and what the tape prints.
+ *
+ * Expected gradients are worked out here only where they are one line of
+ * calculus on the test's own data (d/dx sum(x*x) = 2x); anything larger is
+ * left to tg_gradcheck. */
 #include "tests.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+/* Tape entries made since the test began: a test that failed earlier in the
+ * same process (CK_FORK=no) may have left some behind. */
+static int64_t tape_base;
+static int64_t tape_delta(void) { return tg_tape_size() - tape_base; }
+
+/* Checked fixture: note the tape; afterwards close any scope a failed test
+ * left open, so one failure does not cascade into the next test. */
+static void setup(void) { tape_base = tg_tape_size(); }
+static void teardown(void)
+{
+    while (tg_scope_end() == 0)
+        ;
+    tg_clear_error();
+}
+
+static const double xs[] = {0.5, -1.5, 2, 0.25, -0.75, 1};
+
+/* A (2,3) float64 leaf holding xs, requiring grad. */
+static tg_tensor *param(void)
+{
+    tg_tensor *x = tg_from_data(TG_FLOAT64, TG_SHAPE(2, 3), xs);
+    tg_set_requires_grad(x, true);
+    return x;
+}
+
+/* Asserts t's elements are want[0..n-1], within tol. */
+static void assert_values(const tg_tensor *t, int64_t n, const double *want,
+                          double tol)
+{
+    ck_assert_ptr_nonnull(t);
+    ck_assert_int_eq(tg_numel(t), n);
+    double got[64];
+    ck_assert_int_le(n, 64);
+    ck_assert_int_eq(tg_copy_out(t, TG_FLOAT64, got), 0);
+    for (int64_t i = 0; i < n; i++)
+        ck_assert_msg(fabs(got[i] - want[i]) <= tol,
+                      "element %lld: got %.17g, want %.17g", (long long)i,
+                      got[i], want[i]);
+}
+
+/* Asserts tg_grad(x) is k * xs elementwise (d/dx sum(k/2 x^2)). */
+static void assert_grad_is_multiple(const tg_tensor *x, double k)
+{
+    double want[6];
+    for (int i = 0; i < 6; i++)
+        want[i] = k * xs[i];
+    assert_values(tg_grad(x), 6, want, 1e-12);
+}
+
+/* sum(x * x), a new 0-d loss. */
+static tg_tensor *sum_of_squares(tg_tensor *x)
+{
+    tg_tensor *sq = tg_mul(x, x);
+    tg_tensor *loss = tg_sum_all(sq);
+    tg_release(sq);
+    return loss;
+}
+
+/* What f wrote, in a malloc'd string (free it). */
+static char *capture(void (*print)(FILE *))
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ck_assert_ptr_nonnull(f);
+    print(f);
+    ck_assert_int_eq(fclose(f), 0);
+    return buf;
+}
+
+static void assert_contains(const char *text, const char *needle)
+{
+    ck_assert_msg(strstr(text, needle) != NULL, "'%s' not in:\n%s", needle, text);
+}
+
+/* ===================================================================== */
+/* Recording                                                              */
+/* ===================================================================== */
+
+START_TEST(requires_grad_marking)
+{
+    tg_tensor *x = tg_zeros(TG_FLOAT32, TG_SHAPE(3));
+    ck_assert(!tg_requires_grad(x));
+    ck_assert(tg_is_leaf(x));
+    tg_set_requires_grad(x, true);
+    ck_assert(tg_requires_grad(x));
+    ck_assert(tg_is_leaf(x));
+    tg_set_requires_grad(x, false);
+    ck_assert(!tg_requires_grad(x));
+
+    tg_tensor *mask = tg_zeros(TG_BOOL, TG_SHAPE(3));
+    tg_clear_error();
+    tg_set_requires_grad(mask, true);
+    ck_assert(!tg_requires_grad(mask));
+    assert_contains(tg_last_error(), "set_requires_grad");
+    assert_contains(tg_last_error(), "bool");
+
+    tg_set_requires_grad(x, true);
+    tg_tensor *y = tg_exp(x);
+    tg_clear_error();
+    tg_set_requires_grad(y, false); /* not a leaf: refused */
+    ck_assert(tg_requires_grad(y));
+    assert_contains(tg_last_error(), "not a leaf");
+    tg_release(y);
+    tg_release(mask);
+    tg_release(x);
+}
+END_TEST
+
+/* Every op on inputs that do not require grad: no entry, a leaf result. */
+START_TEST(no_grad_inputs_record_nothing)
+{
+    tg_tensor *a = tg_from_data(TG_FLOAT64, TG_SHAPE(2, 3), xs);
+    tg_tensor *b = tg_ones(TG_FLOAT64, TG_SHAPE(3, 2));
+    int64_t before = tape_delta();
+    tg_tensor *outs[] = {
+        tg_add(a, a),       tg_mul(a, a),           tg_exp(a),
+        tg_scale(a, 2),     tg_transpose(a, 0, 1),  tg_slice(a, 1, 0, 2),
+        tg_reshape(a, TG_SHAPE(6)), tg_matmul(a, b), tg_sum_all(a),
+        tg_softmax(a, 1),   tg_to(a, TG_FLOAT32),   tg_tril(a, 0),
+    };
+    ck_assert_int_eq(tape_delta(), before);
+    for (int i = 0; i < COUNT(outs); i++) {
+        ck_assert_msg(outs[i] != NULL, "op %d failed: %s", i, tg_last_error());
+        ck_assert_msg(!tg_requires_grad(outs[i]), "op %d requires grad", i);
+        ck_assert_msg(tg_is_leaf(outs[i]), "op %d is not a leaf", i);
+        tg_release(outs[i]);
+    }
+    tg_release(b);
+    tg_release(a);
+}
+END_TEST
+
+/* One op on an input that requires grad records exactly one entry. */
+typedef tg_tensor *(*op_fn)(tg_tensor *x, tg_tensor *c);
+static tg_tensor *op_add(tg_tensor *x, tg_tensor *c) { return tg_add(c, x); }
+static tg_tensor *op_div(tg_tensor *x, tg_tensor *c) { return tg_div(c, x); }
+static tg_tensor *op_exp(tg_tensor *x, tg_tensor *c) { (void)c; return tg_exp(x); }
+static tg_tensor *op_pow(tg_tensor *x, tg_tensor *c) { (void)c; return tg_pow_scalar(x, 3); }
+static tg_tensor *op_relu(tg_tensor *x, tg_tensor *c) { (void)c; return tg_relu(x); }
+static tg_tensor *op_transpose(tg_tensor *x, tg_tensor *c) { (void)c; return tg_transpose(x, 0, 1); }
+static tg_tensor *op_select(tg_tensor *x, tg_tensor *c) { (void)c; return tg_select(x, 0, 1); }
+static tg_tensor *op_expand(tg_tensor *x, tg_tensor *c) { (void)c; return tg_expand(x, TG_SHAPE(4, 2, 3)); }
+static tg_tensor *op_reshape(tg_tensor *x, tg_tensor *c) { (void)c; return tg_reshape(x, TG_SHAPE(3, -1)); }
+static tg_tensor *op_matmul(tg_tensor *x, tg_tensor *c) { return tg_matmul(tg_transpose(c, 0, 1), x); }
+static tg_tensor *op_sum(tg_tensor *x, tg_tensor *c) { (void)c; return tg_sum(x, 1, false); }
+static tg_tensor *op_max(tg_tensor *x, tg_tensor *c) { (void)c; return tg_max(x, -1, true); }
+static tg_tensor *op_softmax(tg_tensor *x, tg_tensor *c) { (void)c; return tg_log_softmax(x, 0); }
+static tg_tensor *op_where(tg_tensor *x, tg_tensor *c) { return tg_where(tg_gt_scalar(x, 0), x, c); }
+static tg_tensor *op_to(tg_tensor *x, tg_tensor *c) { (void)c; return tg_to(x, TG_FLOAT32); }
+
+static const struct {
+    const char *name;
+    op_fn fn;
+} recorded_ops[] = {
+    {"add", op_add},         {"div", op_div},         {"exp", op_exp},
+    {"pow", op_pow},         {"relu", op_relu},       {"transpose", op_transpose},
+    {"select", op_select},   {"expand", op_expand},   {"reshape", op_reshape},
+    {"matmul", op_matmul},   {"sum", op_sum},         {"max", op_max},
+    {"log_softmax", op_softmax}, {"where", op_where}, {"to", op_to},
+};
+
+START_TEST(one_entry_per_op)
+{
+    tg_tensor *x = param();
+    tg_tensor *c = tg_full(TG_FLOAT64, TG_SHAPE(2, 3), 2);
+    /* Temporaries of the op functions (a transposed c, a mask) die here. */
+    tg_scope_begin();
+    int64_t before = tape_delta();
+    tg_tensor *y = tg_keep(recorded_ops[_i].fn(x, c));
+    ck_assert_msg(y != NULL, "%s: %s", recorded_ops[_i].name, tg_last_error());
+    ck_assert_msg(tape_delta() == before + 1, "%s recorded %lld entries",
+                  recorded_ops[_i].name, (long long)(tape_delta() - before));
+    ck_assert(tg_requires_grad(y));
+    ck_assert(!tg_is_leaf(y));
+    ck_assert_int_eq(tg_scope_end(), 0);
+    char *tape = capture(tg_tape_print);
+    assert_contains(tape, recorded_ops[_i].name);
+    free(tape);
+    tg_release(y);
+    ck_assert_int_eq(tape_delta(), before);
+    tg_release(c);
+    tg_release(x);
+}
+END_TEST
+
+START_TEST(grad_mode_off_records_nothing)
+{
+    tg_tensor *x = param();
+    ck_assert(tg_is_grad_enabled());
+    ck_assert(tg_set_grad_enabled(false) == true);
+    ck_assert(!tg_is_grad_enabled());
+    ck_assert(tg_set_grad_enabled(false) == false); /* returns the previous state */
+    tg_tensor *y = tg_mul(x, x);
+    ck_assert_int_eq(tape_delta(), 0);
+    ck_assert(!tg_requires_grad(y));
+    ck_assert(tg_is_leaf(y));
+    ck_assert(tg_set_grad_enabled(true) == false);
+    ck_assert(tg_is_grad_enabled());
+    tg_tensor *z = tg_mul(x, x);
+    ck_assert_int_eq(tape_delta(), 1);
+    ck_assert(tg_requires_grad(z));
+    tg_release(z);
+    tg_release(y);
+    tg_release(x);
+}
+END_TEST
+
+/* Dropping a result that was never backpropagated frees its whole graph. */
+START_TEST(dropped_result_frees_graph)
+{
+    tg_tensor *x = param();
+    tg_tensor *y = tg_mul(x, x);
+    tg_tensor *z = tg_exp(y);
+    tg_tensor *loss = tg_sum_all(z);
+    ck_assert_int_eq(tape_delta(), 3);
+    tg_release(y); /* still held by z's entry */
+    tg_release(z);
+    ck_assert_int_eq(tape_delta(), 3);
+    tg_release(loss);
+    ck_assert_int_eq(tape_delta(), 0);
+    ck_assert_ptr_null(tg_grad(x));
+    tg_release(x);
+}
+END_TEST
+
+/* ===================================================================== */
+/* Backward                                                               */
+/* ===================================================================== */
+
+START_TEST(grads_accumulate_until_zeroed)
+{
+    tg_tensor *x = param();
+    for (int pass = 1; pass <= 2; pass++) {
+        tg_tensor *loss = sum_of_squares(x);
+        ck_assert_int_eq(tg_backward(loss), 0);
+        tg_release(loss);
+        assert_grad_is_multiple(x, 2.0 * pass); /* 2x, then 2x + 2x */
+    }
+    tg_zero_grad(x);
+    ck_assert_ptr_null(tg_grad(x));
+    tg_tensor *loss = sum_of_squares(x);
+    ck_assert_int_eq(tg_backward(loss), 0);
+    assert_grad_is_multiple(x, 2);
+    tg_release(loss);
+    ck_assert_int_eq(tape_delta(), 0);
+    tg_release(x);
+}
+END_TEST
+
+START_TEST(float32_backward)
+{
+    const float data[] = {1.5f, -2, 0.25f};
+    tg_tensor *x = tg_from_data(TG_FLOAT32, TG_SHAPE(3), data);
+    tg_set_requires_grad(x, true);
+    tg_tensor *loss = sum_of_squares(x);
+    ck_assert_int_eq(tg_backward(loss), 0);
+    ck_assert_int_eq(tg_dtype_of(tg_grad(x)), TG_FLOAT32);
+    const double want[] = {3, -4, 0.5};
+    assert_values(tg_grad(x), 3, want, 0);
+    tg_release(loss);
+    tg_release(x);
+}
+END_TEST
+
+START_TEST(non_leaf_grads_dropped_unless_retained)
+{
+    tg_tensor *x = param();
+    tg_tensor *sq = tg_mul(x, x);    /* retained */
+    tg_tensor *z = tg_scale(sq, 3);  /* not retained */
+    tg_tensor *loss = tg_sum_all(z); /* 3 sum(x^2) */
+    tg_retain_grad(sq);
+    ck_assert_int_eq(tg_backward(loss), 0);
+    ck_assert_ptr_null(tg_grad(z));
+    ck_assert_ptr_null(tg_grad(loss));
+    const double threes[] = {3, 3, 3, 3, 3, 3}; /* d loss / d sq */
+    assert_values(tg_grad(sq), 6, threes, 0);
+    assert_grad_is_multiple(x, 6);
+    tg_release(loss);
+    tg_release(z);
+    tg_release(sq);
+    tg_release(x);
+}
+END_TEST
+
+START_TEST(backward_of_a_leaf)
+{
+    tg_tensor *x = tg_scalar(TG_FLOAT64, 4);
+    tg_set_requires_grad(x, true);
+    ck_assert_int_eq(tg_backward(x), 0);
+    ck_assert_double_eq(tg_item(tg_grad(x)), 1);
+    tg_release(x);
+}
+END_TEST
+
+START_TEST(backward_non_scalar_fails)
+{
+    tg_tensor *x = param();
+    tg_tensor *y = tg_mul(x, x);
+    tg_clear_error();
+    ck_assert_int_eq(tg_backward(y), -1);
+    assert_contains(tg_last_error(), "backward");
+    assert_contains(tg_last_error(), "(2,3)");
+    ck_assert_ptr_null(tg_grad(x));
+    /* The failed call consumed nothing: seeding by hand still works. */
+    tg_tensor *ones = tg_ones(TG_FLOAT64, TG_SHAPE(2, 3));
+    ck_assert_int_eq(tg_backward_with(y, ones), 0);
+    assert_grad_is_multiple(x, 2);
+    tg_release(ones);
+    tg_release(y);
+    tg_release(x);
+}
+END_TEST
+
+START_TEST(backward_with_wrong_dout_fails)
+{
+    tg_tensor *x = param();
+    tg_tensor *y = tg_scale(x, 5);
+    tg_tensor *bad_shape = tg_ones(TG_FLOAT64, TG_SHAPE(3, 2));
+    tg_tensor *bad_dtype = tg_ones(TG_FLOAT32, TG_SHAPE(2, 3));
+    tg_clear_error();
+    ck_assert_int_eq(tg_backward_with(y, bad_shape), -1);
+    assert_contains(tg_last_error(), "backward");
+    assert_contains(tg_last_error(), "(3,2)");
+    assert_contains(tg_last_error(), "(2,3)");
+    ck_assert_int_eq(tg_backward_with(y, bad_dtype), -1);
+    assert_contains(tg_last_error(), "float32");
+    ck_assert_ptr_null(tg_grad(x));
+
+    const double dout_data[] = {1, 2, 3, 4, 5, 6};
+    tg_tensor *dout = tg_from_data(TG_FLOAT64, TG_SHAPE(2, 3), dout_data);
+    ck_assert_int_eq(tg_backward_with(y, dout), 0);
+    const double want[] = {5, 10, 15, 20, 25, 30};
+    assert_values(tg_grad(x), 6, want, 0);
+    tg_release(dout);
+    tg_release(bad_dtype);
+    tg_release(bad_shape);
+    tg_release(y);
+    tg_release(x);
+}
+END_TEST
+
+START_TEST(second_backward_is_refused)
+{
+    tg_tensor *x = param();
+    tg_tensor *sq = tg_mul(x, x);
+    tg_tensor *loss = tg_sum_all(sq);
+    ck_assert_int_eq(tg_backward(loss), 0);
+    tg_clear_error();
+    ck_assert_int_eq(tg_backward(loss), -1);
+    assert_contains(tg_last_error(), "backward");
+    assert_contains(tg_last_error(), "consumed");
+    assert_grad_is_multiple(x, 2); /* untouched by the refused call */
+
+    /* A new op on top of a consumed entry: refused at that entry. */
+    tg_tensor *again = tg_sum_all(sq);
+    tg_clear_error();
+    ck_assert_int_eq(tg_backward(again), -1);
+    assert_contains(tg_last_error(), "consumed");
+    assert_contains(tg_last_error(), "mul");
+    assert_grad_is_multiple(x, 2);
+    tg_release(again);
+    tg_release(loss);
+    tg_release(sq);
+    ck_assert_int_eq(tape_delta(), 0);
+    tg_release(x);
+}
+END_TEST
+
+START_TEST(backward_without_grad_fails)
+{
+    tg_tensor *x = tg_from_data(TG_FLOAT64, TG_SHAPE(2, 3), xs);
+    tg_tensor *loss = sum_of_squares(x);
+    tg_clear_error();
+    ck_assert_int_eq(tg_backward(loss), -1);
+    assert_contains(tg_last_error(), "backward");
+    assert_contains(tg_last_error(), "require");
+    tg_release(loss);
+    tg_release(x);
+}
+END_TEST
+
+START_TEST(detach_cuts_the_graph)
+{
+    tg_tensor *x = param();
+    tg_tensor *sq = tg_mul(x, x);
+    tg_tensor *d = tg_detach(sq);
+    ck_assert(!tg_requires_grad(d));
+    ck_assert(tg_is_leaf(d));
+    tg_tensor *y = tg_mul(d, x); /* x^3, but only the direct path counts */
+    tg_tensor *loss = tg_sum_all(y);
+    ck_assert_int_eq(tg_backward(loss), 0);
+    double want[6];
+    for (int i = 0; i < 6; i++)
+        want[i] = xs[i] * xs[i]; /* = d, not 3 x^2 */
+    assert_values(tg_grad(x), 6, want, 1e-12);
+    ck_assert_ptr_null(tg_grad(d));
+    /* sq's entry was not on loss's graph: still there, unconsumed. */
+    tg_release(loss);
+    tg_release(y);
+    ck_assert_int_eq(tape_delta(), 1);
+    tg_release(d);
+    tg_release(sq);
+    tg_release(x);
+}
+END_TEST
+
+/* y = x*x + exp(x): x reaches y along three edges (mul's two inputs and
+ * exp); its gradient is their sum, 2x + exp(x). */
+START_TEST(diamond_sums_paths)
+{
+    tg_tensor *x = param();
+    tg_tensor *sq = tg_mul(x, x);
+    tg_tensor *ex = tg_exp(x);
+    tg_tensor *y = tg_add(sq, ex);
+    tg_tensor *loss = tg_sum_all(y);
+    ck_assert_int_eq(tg_backward(loss), 0);
+    double want[6];
+    for (int i = 0; i < 6; i++)
+        want[i] = 2 * xs[i] + exp(xs[i]);
+    assert_values(tg_grad(x), 6, want, 1e-12);
+    tg_release(loss);
+    tg_release(y);
+    tg_release(ex);
+    tg_release(sq);
+    tg_release(x);
+}
+END_TEST
+
+/* A leaf broadcast by an op gets its gradient summed back to its shape. */
+START_TEST(broadcast_grad_summed_to_shape)
+{
+    tg_tensor *a = tg_from_data(TG_FLOAT64, TG_SHAPE(2, 3), xs);
+    const double bs[] = {1, 2, 3};
+    tg_tensor *row = tg_from_data(TG_FLOAT64, TG_SHAPE(3), bs);
+    tg_tensor *col = tg_full(TG_FLOAT64, TG_SHAPE(2, 1), 2);
+    tg_tensor *s = tg_scalar(TG_FLOAT64, 0.5);
+    tg_set_requires_grad(row, true);
+    tg_set_requires_grad(col, true);
+    tg_set_requires_grad(s, true);
+    /* loss = sum(a * row * col + s) */
+    tg_tensor *ar = tg_mul(a, row);
+    tg_tensor *arc = tg_mul(ar, col);
+    tg_tensor *y = tg_add(arc, s);
+    tg_tensor *loss = tg_sum_all(y);
+    ck_assert_int_eq(tg_backward(loss), 0);
+
+    assert_shape(tg_grad(row), TG_SHAPE(3));
+    double drow[3], dcol[2] = {0, 0};
+    for (int j = 0; j < 3; j++)
+        drow[j] = 2 * (xs[j] + xs[3 + j]); /* sum_i a[i,j] col[i] */
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 3; j++)
+            dcol[i] += xs[3 * i + j] * bs[j]; /* sum_j a[i,j] row[j] */
+    assert_values(tg_grad(row), 3, drow, 1e-12);
+    assert_shape(tg_grad(col), TG_SHAPE(2, 1));
+    assert_values(tg_grad(col), 2, dcol, 1e-12);
+    ck_assert_int_eq(tg_ndim(tg_grad(s)), 0);
+    ck_assert_double_eq(tg_item(tg_grad(s)), 6); /* one per element of y */
+    tg_release(loss);
+    tg_release(y);
+    tg_release(arc);
+    tg_release(ar);
+    tg_release(s);
+    tg_release(col);
+    tg_release(row);
+    tg_release(a);
+}
+END_TEST
+
+/* A deep graph backpropagates without recursion. */
+START_TEST(long_chain_backward)
+{
+    enum { DEPTH = 20000 };
+    tg_tensor *x = tg_scalar(TG_FLOAT64, 1);
+    tg_set_requires_grad(x, true);
+    tg_tensor *y = tg_retain(x);
+    for (int i = 0; i < DEPTH; i++) {
+        tg_tensor *next = tg_add(y, x); /* y = (i + 2) x */
+        tg_release(y);
+        y = next;
+    }
+    ck_assert_int_eq(tg_backward(y), 0);
+    ck_assert_double_eq(tg_item(tg_grad(x)), DEPTH + 1);
+    tg_release(y);
+    ck_assert_int_eq(tape_delta(), 0);
+    tg_release(x);
+}
+END_TEST
+
+/* A composite graph with every kind of edge (diamond, broadcast, view,
+ * masked softmax, matmul) against central differences. */
+static tg_tensor *composite(tg_tensor *const *in, void *ctx)
+{
+    (void)ctx;
+    tg_scope_begin();
+    tg_tensor *x = in[0], *w = in[1], *b = in[2];
+    tg_tensor *h = tg_add(tg_matmul(x, w), b);              /* (2,3,4) */
+    tg_tensor *tri = tg_tril(tg_ones(TG_FLOAT64, TG_SHAPE(3, 4)), 0);
+    tg_tensor *masked = tg_masked_fill(h, tg_eq_scalar(tri, 0), -INFINITY);
+    tg_tensor *p = tg_softmax(masked, -1);
+    tg_tensor *y = tg_keep(tg_add(tg_mul(p, tg_exp(h)), tg_transpose(tg_mul(h, h), 0, 0)));
+    tg_scope_end();
+    return y;
+}
+
+START_TEST(composite_gradcheck)
+{
+    tg_rng rng;
+    tg_rng_seed(&rng, 7);
+    tg_tensor *x = tg_randn(&rng, TG_FLOAT64, TG_SHAPE(2, 3, 5));
+    tg_tensor *w = tg_randn(&rng, TG_FLOAT64, TG_SHAPE(5, 4));
+    tg_tensor *b = tg_randn(&rng, TG_FLOAT64, TG_SHAPE(4));
+    tg_tensor *in[] = {x, w, b};
+    for (int i = 0; i < 3; i++)
+        tg_set_requires_grad(in[i], true);
+    assert_gradcheck(composite, NULL, 3, in);
+    ck_assert_int_eq(tape_delta(), 0);
+    for (int i = 0; i < 3; i++)
+        tg_release(in[i]);
+}
+END_TEST
+
+/* ===================================================================== */
+/* Printing the tape                                                      */
+/* ===================================================================== */
+
+START_TEST(tape_print_shows_ops_shapes_grads)
+{
+    tg_tensor *x = tg_ones(TG_FLOAT64, TG_SHAPE(4, 8, 32));
+    tg_tensor *w = tg_ones(TG_FLOAT64, TG_SHAPE(32, 16));
+    tg_set_requires_grad(w, true);
+    tg_tensor *y = tg_matmul(x, w); /* (4,8,16) */
+    tg_tensor *loss = tg_sum_all(y);
+
+    char *before = capture(tg_tape_print);
+    assert_contains(before, "matmul");
+    assert_contains(before, "sum");
+    assert_contains(before, "(4,8,32)");
+    assert_contains(before, "(32,16)");
+    assert_contains(before, "(4,8,16)");
+    ck_assert_msg(strstr(before, "|grad|") == NULL, "before backward:\n%s", before);
+    ck_assert_msg(strstr(before, "matmul") < strstr(before, "sum"),
+                  "oldest entry first:\n%s", before);
+    free(before);
+
+    ck_assert_int_eq(tg_backward(loss), 0);
+    char *after = capture(tg_tape_print);
+    /* |grad| of sum's output is 1; of matmul's, sqrt(4*8*16) ones. */
+    assert_contains(after, "|grad| = 1\n");
+    assert_contains(after, "|grad| = 22.6274");
+    free(after);
+    tg_release(loss);
+    tg_release(y);
+    tg_release(w);
+    tg_release(x);
+}
+END_TEST
+
+/* One line per live entry; nothing at all for an empty tape. */
+START_TEST(tape_print_one_line_per_entry)
+{
+    tg_tensor *x = param();
+    char *empty = capture(tg_tape_print);
+    tg_tensor *y = tg_exp(x);
+    tg_tensor *z = tg_neg(y);
+    char *two = capture(tg_tape_print);
+    int64_t lines = 0;
+    for (const char *c = two; *c; c++)
+        lines += *c == '\n';
+    ck_assert_int_eq(lines, tg_tape_size());
+    ck_assert_uint_gt(strlen(two), strlen(empty));
+    if (tg_tape_size() == 2) /* nothing left over from another test */
+        ck_assert_msg(strstr(two, "exp") < strstr(two, "neg"), "%s", two);
+    free(two);
+    free(empty);
+    tg_tape_print(NULL); /* no crash */
+    tg_tape_dot(NULL);
+    tg_release(z);
+    tg_release(y);
+    tg_release(x);
+}
+END_TEST
+
+START_TEST(tape_dot_is_a_graph)
+{
+    tg_tensor *x = param();
+    tg_tensor *y = tg_exp(x);
+    tg_tensor *loss = tg_sum_all(y);
+    char *dot = capture(tg_tape_dot);
+    ck_assert_msg(strncmp(dot, "digraph", 7) == 0, "%s", dot);
+    assert_contains(dot, "->");
+    assert_contains(dot, "exp");
+    assert_contains(dot, "sum");
+    assert_contains(dot, "(2,3)");
+    ck_assert_int_eq(dot[strlen(dot) - 2], '}');
+    free(dot);
+    tg_release(loss);
+    tg_release(y);
+    tg_release(x);
+}
+END_TEST
 
 Suite *tape_suite(void)
 {
     Suite *s = suite_create("tape");
+
+    TCase *tc = tcase_create("record");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, requires_grad_marking);
+    tcase_add_test(tc, no_grad_inputs_record_nothing);
+    tcase_add_loop_test(tc, one_entry_per_op, 0, COUNT(recorded_ops));
+    tcase_add_test(tc, grad_mode_off_records_nothing);
+    tcase_add_test(tc, dropped_result_frees_graph);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("grad");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, grads_accumulate_until_zeroed);
+    tcase_add_test(tc, float32_backward);
+    tcase_add_test(tc, non_leaf_grads_dropped_unless_retained);
+    tcase_add_test(tc, backward_of_a_leaf);
+    tcase_add_test(tc, detach_cuts_the_graph);
+    tcase_add_test(tc, diamond_sums_paths);
+    tcase_add_test(tc, broadcast_grad_summed_to_shape);
+    tcase_add_test(tc, long_chain_backward);
+    tcase_add_test(tc, composite_gradcheck);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("errors");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, backward_non_scalar_fails);
+    tcase_add_test(tc, backward_with_wrong_dout_fails);
+    tcase_add_test(tc, second_backward_is_refused);
+    tcase_add_test(tc, backward_without_grad_fails);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("print");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, tape_print_shows_ops_shapes_grads);
+    tcase_add_test(tc, tape_print_one_line_per_entry);
+    tcase_add_test(tc, tape_dot_is_a_graph);
+    suite_add_tcase(s, tc);
     return s;
 }
