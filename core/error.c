@@ -74,6 +74,7 @@ const char *tg_dtype_name(tg_dtype dt)
     case TG_FLOAT32: return "float32";
     case TG_FLOAT64: return "float64";
     case TG_BOOL: return "bool";
+    case TG_INT64: return "int64";
     }
     return "unknown";
 }
@@ -84,6 +85,7 @@ size_t tg_dtype_size(tg_dtype dt)
     case TG_FLOAT32: return 4;
     case TG_FLOAT64: return 8;
     case TG_BOOL: return 1;
+    case TG_INT64: return 8;
     }
     return 0;
 }

@@ -140,11 +140,15 @@ TG_HIDDEN bool tg__check_same_float(const char *op, const tg_tensor *a,
         }                                                                      \
     } while (0)
 
-/* Like TG_DISPATCH_FLOAT, with T = uint8_t for TG_BOOL as well. */
+/* Like TG_DISPATCH_FLOAT, with T = uint8_t for TG_BOOL and int64_t for
+ * TG_INT64 as well. */
 #define TG_DISPATCH_ANY(dt, T, ...)                                            \
     do {                                                                       \
         if ((dt) == TG_BOOL) {                                                 \
             typedef uint8_t T;                                                 \
+            __VA_ARGS__                                                        \
+        } else if ((dt) == TG_INT64) {                                         \
+            typedef int64_t T;                                                 \
             __VA_ARGS__                                                        \
         } else                                                                 \
             TG_DISPATCH_FLOAT(dt, T, __VA_ARGS__);                             \

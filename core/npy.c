@@ -146,7 +146,8 @@ static bool parse_descr(cursor *c, npy_header *h)
     } known[] = {{"<f4", TG_FLOAT32},
                  {"<f8", TG_FLOAT64},
                  {"|b1", TG_BOOL},
-                 {"|u1", TG_BOOL}};
+                 {"|u1", TG_BOOL},
+                 {"<i8", TG_INT64}};
     const char *s;
     size_t n;
     if (!parse_string(c, "a dtype string", &s, &n))
@@ -161,8 +162,8 @@ static bool parse_descr(cursor *c, npy_header *h)
     if (n > 0 && s[0] == '>')
         return fail(c->in, "big-endian dtype '%.*s' is not supported",
                     QUOTE_LEN(n), s);
-    return fail(c->in, "unsupported dtype '%.*s' (want '<f4', '<f8', '|b1' "
-                "or '|u1')", QUOTE_LEN(n), s);
+    return fail(c->in, "unsupported dtype '%.*s' (want '<f4', '<f8', '|b1', "
+                "'|u1' or '<i8')", QUOTE_LEN(n), s);
 }
 
 static bool parse_fortran_order(cursor *c, npy_header *h)
@@ -456,7 +457,8 @@ append(char *buf, size_t *n, const char *fmt, ...)
 static size_t format_header(const tg_tensor *t, char *buf)
 {
     static const char *const descr[] = {
-        [TG_FLOAT32] = "<f4", [TG_FLOAT64] = "<f8", [TG_BOOL] = "|b1"};
+        [TG_FLOAT32] = "<f4", [TG_FLOAT64] = "<f8", [TG_BOOL] = "|b1",
+        [TG_INT64] = "<i8"};
     size_t n = PREFIX_V1;
     append(buf, &n, "{'descr': '%s', 'fortran_order': False, 'shape': (",
            descr[t->dtype]);

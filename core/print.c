@@ -149,12 +149,31 @@ static void format_float(sbuf *out, const float_format *ff, double v)
                           ff->pad_left, ff->pad_right);
 }
 
+/* numpy's integer arrays: every element right-aligned to the widest of the
+ * shown ones ("[ 1 -2 10]"); the width goes in pad_left. */
+static void int_width(float_format *ff, const double *vals, int64_t n)
+{
+    ff->pad_left = 1;
+    for (int64_t i = 0; i < n; i++) {
+        char s[32];
+        int len = snprintf(s, sizeof s, "%lld", (long long)vals[i]);
+        if (len > ff->pad_left)
+            ff->pad_left = len;
+    }
+}
+
 /* numpy's scalar str: the shortest round-trip digits, positional ("1.0",
  * "0.5") for 1e-4 <= |v| < 1e16 and zero, scientific ("1e-05") otherwise. */
 static void format_scalar(sbuf *out, tg_dtype dt, double v)
 {
     if (dt == TG_BOOL) {
         tg__sb_puts(out, v != 0 ? "True" : "False");
+        return;
+    }
+    if (dt == TG_INT64) {
+        char s[32];
+        snprintf(s, sizeof s, "%lld", (long long)v);
+        tg__sb_puts(out, s);
         return;
     }
     if (!isfinite(v)) {
@@ -209,7 +228,11 @@ static void format_element(sbuf *out, const printer *p)
     double v = element(p);
     if (p->t->dtype == TG_BOOL)
         tg__sb_puts(out, v != 0 ? " True" : "False");
-    else
+    else if (p->t->dtype == TG_INT64) { /* right-aligned to the widest */
+        char s[32];
+        snprintf(s, sizeof s, "%*lld", p->ff.pad_left, (long long)v);
+        tg__sb_puts(out, s);
+    } else
         format_float(out, &p->ff, v);
 }
 
@@ -336,7 +359,9 @@ char *tg_format(const tg_tensor *t, int precision)
         if (t->dtype != TG_BOOL) {
             int64_t n;
             double *vals = shown_values(&p, &n);
-            bool ok = vals && fill_format(&p.ff, t->dtype, vals, n, precision);
+            bool ok = vals && (t->dtype == TG_INT64
+                                   ? (int_width(&p.ff, vals, n), true)
+                                   : fill_format(&p.ff, t->dtype, vals, n, precision));
             free(vals);
             if (!ok) {
                 tg__error("format: out of memory for shape %s", TG_SHP(t));

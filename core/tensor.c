@@ -74,7 +74,7 @@ static int64_t shape_numel(int ndim, const int64_t *shape)
 
 static bool check_dtype(const char *op, tg_dtype dt)
 {
-    if (dt == TG_FLOAT32 || dt == TG_FLOAT64 || dt == TG_BOOL)
+    if (dt == TG_FLOAT32 || dt == TG_FLOAT64 || dt == TG_BOOL || dt == TG_INT64)
         return true;
     tg__error("%s: unknown dtype %d", op, (int)dt);
     return false;
@@ -323,6 +323,7 @@ double tg__load(tg_dtype dt, const void *data, int64_t i)
     case TG_FLOAT32: return ((const float *)data)[i];
     case TG_FLOAT64: return ((const double *)data)[i];
     case TG_BOOL: return ((const uint8_t *)data)[i];
+    case TG_INT64: return (double)((const int64_t *)data)[i];
     }
     TG_ASSERT(!"unknown dtype");
 }
@@ -333,6 +334,12 @@ void tg__store(tg_dtype dt, void *data, int64_t i, double v)
     case TG_FLOAT32: ((float *)data)[i] = (float)v; return;
     case TG_FLOAT64: ((double *)data)[i] = v; return;
     case TG_BOOL: ((uint8_t *)data)[i] = v != 0; return;
+    case TG_INT64:
+        /* truncation toward zero, as numpy's astype; out of range saturates
+         * instead of being undefined */
+        ((int64_t *)data)[i] = isnan(v) ? 0 : v >= 0x1p63 ? INT64_MAX
+                             : v < -0x1p63 ? INT64_MIN : (int64_t)v;
+        return;
     }
     TG_ASSERT(!"unknown dtype");
 }

@@ -34,9 +34,11 @@ typedef struct tg_tensor tg_tensor;
 
 /* Element types. TG_BOOL holds masks as one byte per element (0 or 1); it is
  * what comparisons return and what tg_where / tg_masked_fill take as a
- * condition (a float condition counts nonzero as true). Arithmetic takes
- * float32 or float64 only, and never mixes them: convert with tg_to. */
-typedef enum { TG_FLOAT32, TG_FLOAT64, TG_BOOL } tg_dtype;
+ * condition (a float condition counts nonzero as true). TG_INT64 holds
+ * indices (token ids, class targets). Arithmetic takes float32 or float64
+ * only, and never mixes them: convert with tg_to. Values cross the API as
+ * double (tg_get, tg_full...), exact for integers up to 2^53. */
+typedef enum { TG_FLOAT32, TG_FLOAT64, TG_BOOL, TG_INT64 } tg_dtype;
 
 /* TG_SHAPE(4, 8, 32) expands to the two arguments `ndim, shape` that every
  * shape-taking function wants: 3, (const int64_t[]){4, 8, 32}. C only (it
@@ -45,9 +47,9 @@ typedef enum { TG_FLOAT32, TG_FLOAT64, TG_BOOL } tg_dtype;
     (int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t)),           \
         (const int64_t[]) { __VA_ARGS__ }
 
-/* Name of a dtype: "float32", "float64", "bool". */
+/* Name of a dtype: "float32", "float64", "bool", "int64". */
 const char *tg_dtype_name(tg_dtype dt);
-/* Bytes per element of a dtype: 4, 8, 1. */
+/* Bytes per element of a dtype: 4, 8, 1, 8. */
 size_t tg_dtype_size(tg_dtype dt);
 
 /* ===================================================================== */
@@ -107,7 +109,7 @@ tg_tensor *tg_full(tg_dtype dt, int ndim, const int64_t *shape, double value);
 /* A 0-d tensor holding value. */
 tg_tensor *tg_scalar(tg_dtype dt, double value);
 /* Copies numel elements from data, which holds elements of type dt in C order
- * (float, double, or uint8_t for TG_BOOL). */
+ * (float, double, uint8_t for TG_BOOL, int64_t for TG_INT64). */
 tg_tensor *tg_from_data(tg_dtype dt, int ndim, const int64_t *shape,
                         const void *data);
 /* numpy.arange(start, stop, step): 1-D, ceil((stop - start) / step) elements. */
@@ -175,8 +177,8 @@ int64_t tg_numel(const tg_tensor *t);
 tg_dtype tg_dtype_of(const tg_tensor *t);
 /* True when the elements sit in C order with no gaps. */
 bool tg_is_contiguous(const tg_tensor *t);
-/* Copies the elements in C order into dst, converted to `as` (float32,
- * float64 or bool). Returns 0, or -1 on error. */
+/* Copies the elements in C order into dst, converted to `as` (any dtype;
+ * to int64 truncates toward zero). Returns 0, or -1 on error. */
 int tg_copy_out(const tg_tensor *t, tg_dtype as, void *dst);
 /* The element at idx (ndim indices, negatives count from the end), as a
  * double. NAN and an error on a bad index. */
@@ -216,8 +218,8 @@ tg_tensor *tg_squeeze(tg_tensor *t, int dim);
  * its storage (no copy). */
 tg_tensor *tg_contiguous(tg_tensor *t);
 /* Converts to dtype dt (when t already is dt: a new tensor sharing t's
- * storage, no copy).
- * Gradient flows between float32 and float64; converting to TG_BOOL does not
+ * storage, no copy). Gradient flows between float32 and float64;
+ * converting to TG_BOOL or TG_INT64 (which truncates toward zero) does not
  * carry gradient. */
 tg_tensor *tg_to(tg_tensor *t, tg_dtype dt);
 
@@ -404,10 +406,11 @@ bool tg_allclose(const tg_tensor *a, const tg_tensor *b, double rtol,
 /* Files                                                                  */
 /* ===================================================================== */
 
-/* Loads a .npy file (format 1.0, 2.0 or 3.0; '<f4', '<f8', '|b1', '|u1';
- * C order). Anything else is rejected with a message naming the file. */
+/* Loads a .npy file (format 1.0, 2.0 or 3.0; '<f4', '<f8', '|b1', '|u1',
+ * '<i8'; C order). Anything else is rejected with a message naming the
+ * file. */
 tg_tensor *tg_load_npy(const char *path);
-/* Saves t as .npy format 1.0 ('<f4', '<f8' or '|b1'), byte for byte as
+/* Saves t as .npy format 1.0 ('<f4', '<f8', '|b1' or '<i8'), byte for byte as
  * np.save writes it. Returns 0 or -1 (and removes a partial file). */
 int tg_save_npy(const tg_tensor *t, const char *path);
 

@@ -155,7 +155,7 @@ static void unary_kernel(unary_kind kind, double p, tg_tensor *out,
                 for (int64_t i = 0; i < L.inner; i++) o[i * so] = (T)pow(v[i * sv], p);
                 break;
             case RELU:
-                for (int64_t i = 0; i < L.inner; i++) o[i * so] = v[i * sv] > 0 ? v[i * sv] : 0;
+                for (int64_t i = 0; i < L.inner; i++) o[i * so] = !(v[i * sv] <= 0) ? v[i * sv] : 0;
                 break;
             }
         } while (tg__loop_next(&L));
@@ -180,7 +180,8 @@ static tg_tensor *unary_apply(const char *name, unary_kind kind, double p,
  *   log:        dx = dy / x
  *   sqrt:       dx = dy / (2 y)                  (d/dx x^(1/2) = 1 / (2 sqrt x))
  *   pow:        dx = dy * p * x^(p-1)
- *   relu:       dx = dy where x > 0, else 0      (0 at the kink, as PyTorch) */
+ *   relu:       dx = dy where x > 0, else 0      (0 at the kink, as PyTorch;
+ *               relu passes NaN through, as PyTorch) */
 static void unary_backward(tg_node *n, tg_tensor *dy)
 {
     unary_kind kind = (unary_kind)n->ip[0];

@@ -35,7 +35,8 @@ static const tg_op max_op = {"max", max_backward};
 
 /* t, the result of reducing dim d of an ndim-d tensor, seen with dim d
  * present at size 1 (a new reference: t itself if it kept the dim, else a
- * view). NULL on no memory. */
+ * view; drop it with tg__drop, since it may be t itself, which a scope may
+ * own). NULL on no memory. */
 static tg_tensor *keepdim_view(tg_tensor *t, int d, int ndim)
 {
     if (t->ndim == ndim)
@@ -112,7 +113,7 @@ static tg_tensor *sum_dim(const tg_op *op, tg_tensor *x, int dim, bool keepdim)
         return NULL;
     }
     sum_rows(x, d, ykd, divisor);
-    tg_release(ykd);
+    tg__drop(ykd);
     tg_node *n = tg__record(op, y, 1, &x);
     if (n) {
         n->ip[0] = d;
@@ -194,7 +195,7 @@ static void sum_backward(tg_node *n, tg_tensor *dy)
     });
     tg__accumulate(n, 0, dx);
     tg_release(dx);
-    tg_release(dykd);
+    tg__drop(dykd);
 }
 
 /* ---- max ------------------------------------------------------------------ */
@@ -255,14 +256,14 @@ tg_tensor *tg_max(tg_tensor *t, int dim, bool keepdim)
     if (n) {
         argmax = tg__new("max", TG_FLOAT64, ykd->ndim, ykd->shape, false);
         if (!argmax) {
-            tg_release(ykd);
+            tg__drop(ykd);
             tg_release(y);
             return NULL;
         }
         n->ip[0] = d;
     }
     max_rows(t, d, ykd, argmax);
-    tg_release(ykd);
+    tg__drop(ykd);
     if (argmax) {
         tg__unscope(argmax); /* the node holds it now, past any scope */
         tg__save(n, argmax);
@@ -302,5 +303,5 @@ static void max_backward(tg_node *n, tg_tensor *dy)
     });
     tg__accumulate(n, 0, dx);
     tg_release(dx);
-    tg_release(dykd);
+    tg__drop(dykd);
 }

@@ -364,7 +364,7 @@ tg_tensor *tg_to(tg_tensor *t, tg_dtype dt)
 {
     if (!t)
         return NULL;
-    if (dt != TG_FLOAT32 && dt != TG_FLOAT64 && dt != TG_BOOL) {
+    if (dt != TG_FLOAT32 && dt != TG_FLOAT64 && dt != TG_BOOL && dt != TG_INT64) {
         tg__error("to: unknown dtype %d", (int)dt);
         return NULL;
     }
@@ -374,7 +374,7 @@ tg_tensor *tg_to(tg_tensor *t, tg_dtype dt)
     if (!y)
         return NULL;
     tg__copy_into(y, t);
-    if (dt != TG_BOOL)
+    if (dt == TG_FLOAT32 || dt == TG_FLOAT64)
         tg__record(&to_op, y, 1, &t);
     return y;
 }

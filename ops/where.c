@@ -154,7 +154,7 @@ static tg_tensor *triangle(tg_tensor *t, int k, bool lower)
     if (!y)
         return NULL;
     zero_triangle(y, k, lower);
-    tg_node *n = t->dtype != TG_BOOL
+    tg_node *n = t->dtype == TG_FLOAT32 || t->dtype == TG_FLOAT64
                      ? tg__record(lower ? &tril_op : &triu_op, y, 1, &t)
                      : NULL;
     if (n)
