@@ -306,6 +306,42 @@ tg_tensor *tg_softmax(tg_tensor *t, int dim);
 tg_tensor *tg_log_softmax(tg_tensor *t, int dim);
 
 /* ===================================================================== */
+/* Ops for transformers                                                   */
+/* ===================================================================== */
+
+/* torch.cat: joins n tensors (same dtype, same shape but along dim) along
+ * dim. Gradient: each input gets its slice of dy. */
+tg_tensor *tg_cat(tg_tensor *const *ts, int n, int dim);
+/* torch.chunk with equal parts: splits t along dim into n views of
+ * size(dim) / n (which must divide evenly), written to out[0..n-1] (new
+ * references). Returns 0, or -1 with every out[i] NULL. */
+int tg_chunk(tg_tensor *t, int n, int dim, tg_tensor **out);
+/* Embedding lookup: weight (V,C), ids int64 of any shape with values in
+ * [0, V) -> ids.shape + (C,), row ids[i] of weight at each position.
+ * Gradient: dweight[v] += sum of dy over the positions holding id v. */
+tg_tensor *tg_embedding(tg_tensor *weight, tg_tensor *ids);
+/* torch.gather: out[i][j] = t[i][index[i][j]] along dim (index int64, same
+ * ndim as t, no larger than t in the other dims).
+ * Gradient: dt[..., index, ...] += dy (scatter-add). */
+tg_tensor *tg_gather(tg_tensor *t, int dim, tg_tensor *index);
+/* Layer norm over the last dim: y = (x - mean) / sqrt(var + eps) * gamma +
+ * beta, var the biased variance (as torch.nn.functional.layer_norm); gamma
+ * and beta are (C,) or NULL (1 and 0). */
+tg_tensor *tg_layer_norm(tg_tensor *x, tg_tensor *gamma, tg_tensor *beta,
+                         double eps);
+/* GELU, exact (erf) form as torch's default: y = x/2 * (1 + erf(x/sqrt 2)).
+ * Gradient: dx = dy * (Phi(x) + x * phi(x)). */
+tg_tensor *tg_gelu(tg_tensor *t);
+/* Mean cross-entropy from logits: logits (..., V) float, targets int64 (...)
+ * of class indices; loss = mean over positions of logsumexp(logits) -
+ * logits[target], computed stably (max-subtracted). A 0-d result.
+ * Gradient: dlogits = (softmax(logits) - onehot(target)) * dy / N. */
+tg_tensor *tg_cross_entropy(tg_tensor *logits, tg_tensor *targets);
+/* Mean squared error: mean((a - b)^2) over all elements (a and b broadcast),
+ * a 0-d result. */
+tg_tensor *tg_mse_loss(tg_tensor *a, tg_tensor *b);
+
+/* ===================================================================== */
 /* Autograd                                                               */
 /* ===================================================================== */
 
@@ -417,5 +453,10 @@ int tg_save_npy(const tg_tensor *t, const char *path);
 #ifdef __cplusplus
 }
 #endif
+
+/* The floors above the core: modules, optimizers and checkpoints, and the
+ * gnuplot pictures. */
+#include "tapegrad_nn.h"
+#include "tapegrad_plot.h"
 
 #endif /* TAPEGRAD_H */

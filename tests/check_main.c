@@ -81,6 +81,10 @@ int main(void)
     srunner_add_suite(sr, tape_suite());
     srunner_add_suite(sr, gradcheck_suite());
     srunner_add_suite(sr, errors_suite());
+    srunner_add_suite(sr, nn_ops_suite());
+    srunner_add_suite(sr, nn_suite());
+    srunner_add_suite(sr, optim_suite());
+    srunner_add_suite(sr, plot_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

@@ -19,6 +19,10 @@ Suite *softmax_suite(void);
 Suite *tape_suite(void);
 Suite *gradcheck_suite(void);
 Suite *errors_suite(void);
+Suite *nn_ops_suite(void);
+Suite *nn_suite(void);
+Suite *optim_suite(void);
+Suite *plot_suite(void);
 
 /* Path of a committed fixture: TG_FIXTURES "/" name, in a static buffer. */
 const char *fixture_path(const char *name);

@@ -1,0 +1,7 @@
+#include "tests.h"
+
+Suite *nn_ops_suite(void)
+{
+    Suite *s = suite_create("nn_ops");
+    return s;
+}
