@@ -39,6 +39,23 @@ static void assert_error_names(const char *op)
                   "error '%s' does not name '%s'", tg_last_error(), op);
 }
 
+/* Small tensors equal to a relative 1e-14 (libm and numpy may differ in the
+ * last bit), infinities exactly, and NaN equal to NaN (assert_close treats
+ * NaN as unequal to everything). */
+static void assert_same_ieee(const tg_tensor *got, const tg_tensor *want, const char *what)
+{
+    double g[16], w[16];
+    ck_assert_ptr_nonnull(got);
+    assert_shape(got, tg_ndim(want), tg_shape(want));
+    ck_assert_int_le(tg_numel(want), 16);
+    ck_assert_int_eq(tg_copy_out(got, TG_FLOAT64, g), 0);
+    ck_assert_int_eq(tg_copy_out(want, TG_FLOAT64, w), 0);
+    for (int64_t i = 0; i < tg_numel(want); i++)
+        ck_assert_msg(isnan(w[i]) ? isnan(g[i])
+                                  : g[i] == w[i] || fabs(g[i] - w[i]) <= 1e-14 * fabs(w[i]),
+                      "%s element %lld: got %g, want %g", what, (long long)i, g[i], w[i]);
+}
+
 /* ---- gradcheck inputs --------------------------------------------------- */
 
 /* How a gradcheck input is laid out: a fresh C-order tensor, a transposed or
@@ -47,7 +64,7 @@ static void assert_error_names(const char *op)
 typedef enum { PLAIN, TRANSPOSED, SLICED, MASKED } layout;
 
 /* A float64 leaf that requires grad, uniform in [lo, hi), laid out as `how`
- * (TRANSPOSED and MASKED need ndim >= 2). */
+ * (TRANSPOSED needs ndim >= 2, MASKED ndim == 2). */
 static tg_tensor *input(layout how, int ndim, const int64_t *shape, double lo,
                         double hi, uint32_t seed)
 {
@@ -194,6 +211,22 @@ START_TEST(binary_grad_strided)
 }
 END_TEST
 
+/* The same tensor on both sides: both gradients add up in it. */
+static tg_tensor *call_binary_self(tg_tensor *const *in, void *ctx)
+{
+    const binary_case *c = ctx;
+    return c->f(in[0], in[0]);
+}
+
+START_TEST(binary_grad_same_operand)
+{
+    tg_scope_begin();
+    assert_gradcheck(call_binary_self, (void *)&binaries[_i], 1,
+                     (tg_tensor *const[]){input(SLICED, TG_SHAPE(3, 4), 0.5, 2, 1)});
+    tg_scope_end();
+}
+END_TEST
+
 /* add and sub: a masked row passes no gradient to a, nor to b. */
 START_TEST(binary_grad_masked)
 {
@@ -277,6 +310,23 @@ START_TEST(unary_forward)
 }
 END_TEST
 
+/* NaN, infinities and signed zeros come out as numpy's: NaN propagates. */
+START_TEST(unary_special_values)
+{
+    tg_scope_begin();
+    tg_tensor *x = load_fixture("ew_special.npy");
+    for (int i = 0; i < N_UNARY; i++) {
+        const unary_case *c = &unaries[i];
+        if (c->fp == tg_pow_scalar && c->p == 0.5)
+            continue; /* numpy and torch take sqrt there; no common answer */
+        char name[64];
+        snprintf(name, sizeof name, "ew_special_%s.npy", c->name);
+        assert_same_ieee(apply_unary(c, x), load_fixture(name), c->name);
+    }
+    tg_scope_end();
+}
+END_TEST
+
 START_TEST(unary_grad)
 {
     const unary_case *c = &unaries[_i];
@@ -346,6 +396,9 @@ START_TEST(compare_forward)
         assert_mask(c->f(fixture_as("ew_cmp_a214.npy", dt), fixture_as("ew_cmp_b31.npy", dt)),
                     c->name, "outer");
         assert_mask(c->fs(fixture_as("ew_cmp_a34.npy", dt), 1.0), c->name, "scalar");
+        assert_mask(c->f(fixture_as("ew_cmp_special_x.npy", dt),
+                         fixture_as("ew_cmp_special_y.npy", dt)),
+                    c->name, "special");
     }
     tg_scope_end();
 }
@@ -371,6 +424,23 @@ START_TEST(compare_bool_operands)
     ck_assert_int_eq(tg_dtype_of(eq), TG_BOOL);
     assert_close(tg_eq_scalar(eq, 0), ne, 0);
     assert_close(tg_ne(eq, ne), tg_ones(TG_BOOL, TG_SHAPE(3, 4)), 0);
+    tg_scope_end();
+}
+END_TEST
+
+/* Size-0 dims broadcast as numpy's: (0,4) with (4,), (0,1) with (1,4). */
+START_TEST(empty_operands)
+{
+    tg_scope_begin();
+    tg_tensor *empty = tg_zeros(TG_FLOAT64, TG_SHAPE(0, 4));
+    tg_tensor *row = tg_ones(TG_FLOAT64, TG_SHAPE(4));
+    for (int i = 0; i < N_BINARY; i++)
+        assert_shape(binaries[i].f(empty, row), TG_SHAPE(0, 4));
+    assert_shape(tg_mul(tg_zeros(TG_FLOAT64, TG_SHAPE(0, 1)), tg_ones(TG_FLOAT64, TG_SHAPE(1, 4))),
+                 TG_SHAPE(0, 4));
+    assert_shape(tg_exp(empty), TG_SHAPE(0, 4));
+    assert_shape(tg_lt(empty, row), TG_SHAPE(0, 4));
+    ASSERT_FAILS_WITH(tg_add(empty, tg_ones(TG_FLOAT64, TG_SHAPE(2, 4))), "cannot be broadcast");
     tg_scope_end();
 }
 END_TEST
@@ -417,6 +487,8 @@ START_TEST(binary_errors)
     assert_error_names(c->name);
     ASSERT_FAILS_WITH(c->f(f64, mask), "bool");
     ASSERT_FAILS_WITH(c->f(mask, mask), "bool");
+    ASSERT_FAILS_WITH(c->f(tg_ones(TG_INT64, TG_SHAPE(3, 4)), f64), "int64");
+    assert_error_names(c->name);
     tg_scope_end();
 }
 END_TEST
@@ -426,6 +498,8 @@ START_TEST(unary_errors)
     const unary_case *c = &unaries[_i];
     tg_scope_begin();
     ASSERT_FAILS_WITH(apply_unary(c, tg_ones(TG_BOOL, TG_SHAPE(3, 4))), "bool");
+    assert_error_names(c->op);
+    ASSERT_FAILS_WITH(apply_unary(c, tg_ones(TG_INT64, TG_SHAPE(3, 4))), "int64");
     assert_error_names(c->op);
     tg_scope_end();
 }
@@ -463,9 +537,11 @@ Suite *elementwise_suite(void)
     TCase *forward = tcase_create("forward");
     tcase_add_loop_test(forward, binary_forward, 0, N_BINARY);
     tcase_add_loop_test(forward, unary_forward, 0, N_UNARY);
+    tcase_add_test(forward, unary_special_values);
     tcase_add_loop_test(forward, compare_forward, 0, N_COMPARE);
     tcase_add_loop_test(forward, compare_scalar_in_tensor_dtype, 0, N_COMPARE);
     tcase_add_test(forward, compare_bool_operands);
+    tcase_add_test(forward, empty_operands);
     tcase_add_loop_test(forward, compare_records_nothing, 0, N_COMPARE);
     suite_add_tcase(s, forward);
 
@@ -474,6 +550,7 @@ Suite *elementwise_suite(void)
     tcase_add_loop_test(grad, binary_grad_broadcast, 0, N_BINARY);
     tcase_add_loop_test(grad, binary_grad_broadcast_shape, 0, N_BINARY);
     tcase_add_loop_test(grad, binary_grad_strided, 0, N_BINARY);
+    tcase_add_loop_test(grad, binary_grad_same_operand, 0, N_BINARY);
     tcase_add_test(grad, binary_grad_masked);
     tcase_add_loop_test(grad, unary_grad, 0, N_UNARY);
     tcase_add_test(grad, relu_grad_at_zero);

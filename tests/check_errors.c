@@ -472,7 +472,8 @@ static const struct {
     {"backward_with shape", backward_with_shape, {"backward", "(16,32)", "(4,8,32)"}},
     {"backward twice", backward_twice, {"backward", "consumed"}},
     {"set_requires_grad bool", requires_grad_bool, {"set_requires_grad", "bool (4,8,32)"}},
-    {"set_requires_grad non-leaf", requires_grad_non_leaf, {"set_requires_grad", "(4,8,32)", "not a leaf"}},
+    {"set_requires_grad non-leaf", requires_grad_non_leaf,
+     {"set_requires_grad", "(4,8,32)", "not a leaf"}},
     {"gradcheck without grad", gradcheck_no_grad, {"gradcheck", "requires grad"}},
     {"scope_end unopened", scope_end_unopened, {"scope_end"}},
 

@@ -20,12 +20,14 @@ static int64_t tape_base;
 static int64_t tape_delta(void) { return tg_tape_size() - tape_base; }
 
 /* Checked fixture: note the tape; afterwards close any scope a failed test
- * left open, so one failure does not cascade into the next test. */
+ * left open and turn grad mode back on, so that with CK_FORK=no one failure
+ * does not cascade into the next test. */
 static void setup(void) { tape_base = tg_tape_size(); }
 static void teardown(void)
 {
     while (tg_scope_end() == 0)
         ;
+    tg_set_grad_enabled(true);
     tg_clear_error();
 }
 
@@ -509,7 +511,10 @@ static tg_tensor *f_softmax(tg_tensor *x) { return tg_softmax(x, -1); }
 static tg_tensor *f_slice(tg_tensor *x) { return tg_slice(x, 1, 0, 2); }
 static tg_tensor *f_expand(tg_tensor *x) { return tg_expand(x, TG_SHAPE(2, 2, 3)); }
 static tg_tensor *f_reshape(tg_tensor *x) { return tg_reshape(x, TG_SHAPE(-1)); }
-static tg_tensor *f_reshape_copy(tg_tensor *x) { return tg_reshape(tg_transpose(x, 0, 1), TG_SHAPE(6)); }
+static tg_tensor *f_reshape_copy(tg_tensor *x)
+{
+    return tg_reshape(tg_transpose(x, 0, 1), TG_SHAPE(6));
+}
 static tg_tensor *f_unsqueeze(tg_tensor *x) { return tg_unsqueeze(x, 0); }
 static tg_tensor *f_contiguous(tg_tensor *x) { return tg_contiguous(x); }
 static tg_tensor *f_to_same(tg_tensor *x) { return tg_to(x, TG_FLOAT64); }

@@ -245,7 +245,7 @@ START_TEST(unsqueeze_squeeze_forward)
 END_TEST
 
 /* A contiguous copy in C order; the copy does not share storage. (That a
- * contiguous input comes back itself is in views_share_storage.) */
+ * contiguous input comes back sharing its storage is in views_share_storage.) */
 START_TEST(contiguous_of_strided_copies)
 {
     tg_scope_begin();
@@ -265,7 +265,7 @@ END_TEST
 
 /* float64 -> float32 rounds as numpy's astype (1e-50 -> 0, 1e40 -> inf),
  * float32 -> float64 is exact, to bool is "nonzero" (NaN included), bool ->
- * float is 0/1. */
+ * float is 0/1, to int64 truncates toward zero. */
 START_TEST(to_forward)
 {
     tg_scope_begin();
@@ -285,6 +285,11 @@ START_TEST(to_forward)
                  load_fixture("views_to_b1_f8.npy"), 0);
     assert_close(tg_to(load_fixture("views_to_nan.npy"), TG_BOOL),
                  load_fixture("views_to_nan_b1.npy"), 0);
+    tg_tensor *ids = tg_to(load_fixture("views_to_i8_x.npy"), TG_INT64);
+    ck_assert_int_eq(tg_dtype_of(ids), TG_INT64);
+    assert_close(ids, load_fixture("views_to_i8.npy"), 0);
+    assert_close(tg_to(ids, TG_FLOAT64), load_fixture("views_to_i8.npy"), 0);
+    assert_close(tg_to(ids, TG_BOOL), load_fixture("views_to_i8_b1.npy"), 0);
     /* strided input, converted in C order */
     tg_tensor *v = load_fixture("views_x.npy");
     assert_close(tg_to(tg_to(tg_transpose(v, 0, 2), TG_FLOAT32), TG_FLOAT64),
@@ -411,6 +416,16 @@ START_TEST(select_grad)
 }
 END_TEST
 
+/* Selecting from a 1-D tensor leaves a 0-d one. */
+START_TEST(select_scalar_grad)
+{
+    tg_scope_begin();
+    view_args v = {.op = SELECT, .dim = 0, .a = -2};
+    assert_gradcheck(call_view, &v, 1, (tg_tensor *const[]){input(false, TG_SHAPE(4), 1)});
+    tg_scope_end();
+}
+END_TEST
+
 /* Each input element feeds several outputs: its gradient is their sum. */
 START_TEST(expand_grad)
 {
@@ -528,9 +543,10 @@ START_TEST(range_errors)
 {
     tg_scope_begin();
     tg_tensor *x = tg_zeros(TG_FLOAT64, TG_SHAPE(2, 3, 4));
-    ASSERT_FAILS_WITH(tg_narrow(x, 2, 3, 2), "narrow: start 3, length 2 is outside dim 2 of (2,3,4)");
+    ASSERT_FAILS_WITH(tg_narrow(x, 2, 3, 2),
+                      "narrow: start 3, length 2 is outside dim 2 of (2,3,4)");
     ASSERT_FAILS_WITH(tg_narrow(x, 1, -4, 1), "narrow: start -4");
-    ASSERT_FAILS_WITH(tg_narrow(x, 1, 0, -1), "narrow:");
+    ASSERT_FAILS_WITH(tg_narrow(x, 1, 0, -1), "narrow: start 0, length -1 is outside");
     ASSERT_FAILS_WITH(tg_select(x, 2, 4), "select: index 4 is out of range for dim 2 of (2,3,4)");
     ASSERT_FAILS_WITH(tg_select(x, -1, -5), "select: index -5 is out of range");
     ASSERT_FAILS_WITH(tg_select(tg_zeros(TG_FLOAT64, TG_SHAPE(0, 2)), 0, 0), "select: index 0");
@@ -582,6 +598,7 @@ Suite *views_suite(void)
     tcase_add_loop_test(grad, slice_grad, 0, N_SLICES);
     tcase_add_loop_test(grad, narrow_grad, 0, N_NARROWS);
     tcase_add_loop_test(grad, select_grad, 0, N_SELECTS);
+    tcase_add_test(grad, select_scalar_grad);
     tcase_add_test(grad, expand_grad);
     tcase_add_test(grad, reshape_grad);
     tcase_add_test(grad, unsqueeze_squeeze_grad);

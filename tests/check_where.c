@@ -113,11 +113,14 @@ START_TEST(where_float_cond)
     tg_scope_begin();
     for (int d = 0; d < 2; d++) {
         tg_dtype dt = float_dtypes[d];
-        tg_tensor *got = tg_where(fixture_as("where_fcond.npy", dt),
-                                  fixture_as("where_a.npy", dt),
-                                  fixture_as("where_b4.npy", dt));
+        tg_tensor *a = fixture_as("where_a.npy", dt), *b = fixture_as("where_b4.npy", dt);
+        tg_tensor *got = tg_where(fixture_as("where_fcond.npy", dt), a, b);
         ck_assert_msg(got != NULL, "%s", tg_last_error());
         assert_close(got, expected("where_float", dt), tol_for(dt));
+        /* the condition's dtype need not be the operands' */
+        tg_dtype other = dt == TG_FLOAT32 ? TG_FLOAT64 : TG_FLOAT32;
+        assert_close(tg_where(fixture_as("where_fcond.npy", other), a, b),
+                     expected("where_float", dt), tol_for(dt));
     }
     tg_scope_end();
 }
@@ -163,6 +166,11 @@ START_TEST(where_grad)
     /* strided, with a float condition */
     gradcheck_where(load_fixture("where_fcond.npy"), input(TRANSPOSED, TG_SHAPE(3, 4), 7),
                     input(SLICED, TG_SHAPE(3, 4), 8));
+    /* cond (2,3,4) wider than both: a and b get sums over the batch */
+    tg_rng rng;
+    tg_rng_seed(&rng, 11);
+    tg_tensor *wide = tg_gt_scalar(tg_randn(&rng, TG_FLOAT64, TG_SHAPE(2, 3, 4)), 0);
+    gradcheck_where(wide, input(PLAIN, TG_SHAPE(3, 4), 12), input(PLAIN, TG_SHAPE(4), 13));
     /* a masked row of a: where it is taken the output is -inf, where it is
      * not nothing flows; either way its gradient is exactly 0 */
     gradcheck_where(cond, input(MASKED, TG_SHAPE(3, 4), 9), input(SLICED, TG_SHAPE(4), 10));
@@ -189,6 +197,18 @@ START_TEST(where_grad_exact)
             ck_assert_double_eq(tg_get(tg_grad(a), idx), taken ? g : 0.0);
             ck_assert_double_eq(tg_get(tg_grad(b), idx), taken ? 0.0 : g);
         }
+    tg_scope_end();
+}
+END_TEST
+
+/* where(cond, a, a): both branches' gradients land in a, so it gets dout. */
+START_TEST(where_grad_same_operand)
+{
+    tg_scope_begin();
+    tg_tensor *a = fixture_leaf("where_a.npy");
+    tg_tensor *dout = load_fixture("where_dout.npy");
+    ck_assert_int_eq(tg_backward_with(tg_where(load_fixture("where_cond.npy"), a, a), dout), 0);
+    assert_close(tg_grad(a), dout, 0);
     tg_scope_end();
 }
 END_TEST
@@ -244,6 +264,10 @@ START_TEST(masked_fill_broadcast_row)
                                         load_fixture("where_maskrow.npy"), 2.5);
         ck_assert_msg(got != NULL, "%s", tg_last_error());
         assert_close(got, load_fixture("where_fill_row.npy"), tol_for(dt));
+        /* a float mask: nonzero is true */
+        tg_tensor *fmask = tg_scale(fixture_as("where_maskrow.npy", dt), -3);
+        assert_close(tg_masked_fill(fixture_as("where_a.npy", dt), fmask, 2.5),
+                     load_fixture("where_fill_row.npy"), tol_for(dt));
     }
     tg_scope_end();
 }
@@ -311,8 +335,8 @@ typedef struct {
 } tri_case;
 
 static const tri_case tris[] = {
-    {true, 0, "k0"},  {true, 1, "k1"},  {true, -1, "km1"},
-    {false, 0, "k0"}, {false, 1, "k1"}, {false, -1, "km1"},
+    {true, 0, "k0"},  {true, 1, "k1"},  {true, -1, "km1"},  {true, 6, "k6"},  {true, -5, "km5"},
+    {false, 0, "k0"}, {false, 1, "k1"}, {false, -1, "km1"}, {false, 6, "k6"}, {false, -5, "km5"},
 };
 #define N_TRI (int)(sizeof tris / sizeof tris[0])
 
@@ -469,6 +493,7 @@ Suite *where_suite(void)
     tcase_add_test(grad, where_grad);
     tcase_add_test(grad, where_grad_exact);
     tcase_add_test(grad, where_grad_broadcast_sum);
+    tcase_add_test(grad, where_grad_same_operand);
     tcase_add_test(grad, masked_fill_grad);
     tcase_add_test(grad, masked_fill_grad_exact_zero);
     tcase_add_loop_test(grad, tri_grad, 0, N_TRI);
