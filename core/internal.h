@@ -215,7 +215,6 @@ TG_HIDDEN tg_tensor *tg__copy(const char *op, const tg_tensor *t);
 /* The tape                                                           */
 /* ------------------------------------------------------------------ */
 
-#define TG_NODE_MAX_IN 3
 #define TG_NODE_MAX_SAVED 3
 
 /* An op's descriptor: its name and backward. backward gets the gradient dy
@@ -230,18 +229,18 @@ typedef struct tg_op {
 struct tg_node {
     const tg_op *op;
     uint64_t seq; /* creation order: a topological order of the tape */
-    int n_in;
-    tg_tensor *in[TG_NODE_MAX_IN];       /* retained until consumed */
+    int n_in;                            /* any number (cat takes many) */
+    tg_tensor **in;                      /* retained until consumed */
     tg_tensor *saved[TG_NODE_MAX_SAVED]; /* retained until consumed */
     double p[4];                         /* op parameters (scale, value...) */
     int64_t ip[4];                       /* integer parameters (dims, k...) */
 
     tg_tensor *out; /* weak: the output owns the node; alive during backward */
     /* What the tape prints, kept after the inputs are released. */
-    int in_ndim[TG_NODE_MAX_IN];
-    int64_t in_shape[TG_NODE_MAX_IN][TG_MAX_DIMS];
-    uint64_t in_seq[TG_NODE_MAX_IN]; /* producer entry of each input; 0: leaf */
-    const void *in_id[TG_NODE_MAX_IN]; /* identity of leaf inputs (never read) */
+    int *in_ndim;                     /* these four: n_in entries each, */
+    int64_t (*in_shape)[TG_MAX_DIMS]; /* allocated with the node */
+    uint64_t *in_seq; /* producer entry of each input; 0: leaf */
+    const void **in_id; /* identity of leaf inputs (never read) */
     double grad_norm; /* of the gradient that reached out; < 0 before backward */
     bool consumed;    /* backward ran and released in/saved */
     tg_node *prev, *next; /* this thread's list of live entries */
@@ -264,6 +263,15 @@ TG_HIDDEN void tg__accumulate(tg_node *n, int i, tg_tensor *g);
 TG_HIDDEN bool tg__needs_grad(const tg_node *n, int i);
 /* Unlinks and frees the node of a dying tensor. */
 TG_HIDDEN void tg__node_free(tg_node *n);
+
+/* Indices (ops/embedding.c, shared with the losses): a contiguous int64
+ * tensor holding ids's values (new), after checking every value lies in
+ * [0, limit). NULL and an error naming op, the offending value (a `noun` of
+ * the tensor `name`), its position in ids, and `range_of` (what the limit
+ * is, e.g. "weight (5,3)"). ids must be TG_INT64 (else an error). */
+TG_HIDDEN tg_tensor *tg__checked_ids(const char *op, const char *name,
+                                     const char *noun, tg_tensor *ids,
+                                     int64_t limit, const char *range_of);
 
 /* Sums g over the dims along which a tensor of (ndim, shape) was broadcast
  * to g's shape, giving a new tensor of exactly (ndim, shape). */

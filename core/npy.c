@@ -11,6 +11,7 @@
  * and the byte count it implies is checked against the real file size before
  * anything is allocated for the data. */
 #include "internal.h"
+#include "npy.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -531,4 +532,34 @@ int tg_save_npy(const tg_tensor *t, const char *path)
                  : -1;
     free(data);
     return rc;
+}
+
+/* ===================================================================== */
+/* In memory, for .npz checkpoints (core/npy.h)                           */
+/* ===================================================================== */
+
+size_t tg__npy_header(const tg_tensor *t, char *buf)
+{
+    _Static_assert(TG_NPY_HEADER_MAX == HEADER_MAX, "npy.h's header room");
+    return format_header(t, buf);
+}
+
+/* The bytes are read as a file through fmemopen, so they pass exactly the
+ * checks a file on disk does. */
+tg_tensor *tg__npy_parse(const char *name, const void *bytes, size_t len)
+{
+    npy_file in = {.path = name, .size = (int64_t)len};
+    if (len == 0) { /* fmemopen may refuse an empty buffer */
+        fail(&in, "file is too short (0 bytes) to hold the .npy magic and "
+             "version");
+        return NULL;
+    }
+    in.f = fmemopen((void *)bytes, len, "rb");
+    if (!in.f) {
+        fail(&in, "cannot read from memory: %s", strerror(errno));
+        return NULL;
+    }
+    tg_tensor *t = read_npy(&in);
+    fclose(in.f);
+    return t;
 }

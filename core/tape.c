@@ -33,10 +33,33 @@ bool tg_is_grad_enabled(void) { return !grad_disabled; }
 
 /* ---- recording ---------------------------------------------------------- */
 
+/* A node with room for n_in inputs and their metadata, in one block. */
+static tg_node *node_alloc(int n_in)
+{
+    size_t per_input = sizeof(int64_t[TG_MAX_DIMS]) + sizeof(tg_tensor *) +
+                       sizeof(uint64_t) + sizeof(void *) + sizeof(int);
+    tg_node *n = calloc(1, sizeof *n + (size_t)n_in * per_input);
+    if (!n)
+        tg__panic(__FILE__, __LINE__, "out of memory recording an op");
+    /* 8-byte members first, the ints last, so each array is aligned */
+    char *p = (char *)(n + 1);
+    n->in_shape = (int64_t(*)[TG_MAX_DIMS])p;
+    p += (size_t)n_in * sizeof(int64_t[TG_MAX_DIMS]);
+    n->in = (tg_tensor **)p;
+    p += (size_t)n_in * sizeof(tg_tensor *);
+    n->in_seq = (uint64_t *)p;
+    p += (size_t)n_in * sizeof(uint64_t);
+    n->in_id = (const void **)p;
+    p += (size_t)n_in * sizeof(void *);
+    n->in_ndim = (int *)p;
+    n->n_in = n_in;
+    return n;
+}
+
 tg_node *tg__record(const tg_op *op, tg_tensor *out, int n_in,
                     tg_tensor *const *in)
 {
-    TG_ASSERT(n_in <= TG_NODE_MAX_IN && out && !out->node);
+    TG_ASSERT(n_in >= 0 && out && !out->node);
     if (grad_disabled)
         return NULL;
     bool any = false;
@@ -45,12 +68,9 @@ tg_node *tg__record(const tg_op *op, tg_tensor *out, int n_in,
     if (!any)
         return NULL;
 
-    tg_node *n = calloc(1, sizeof *n);
-    if (!n)
-        tg__panic(__FILE__, __LINE__, "out of memory recording an op");
+    tg_node *n = node_alloc(n_in);
     n->op = op;
     n->seq = next_seq++;
-    n->n_in = n_in;
     n->grad_norm = -1;
     for (int i = 0; i < n_in; i++) {
         n->in[i] = tg_retain(in[i]);

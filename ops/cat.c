@@ -1,1 +1,134 @@
+/* Joining and splitting along a dim: cat and chunk.
+ *
+ * cat copies its inputs once, side by side, into one contiguous output, and
+ * records one tape entry holding all of them. chunk is n narrow views;
+ * their entries are narrow's. */
 #include "internal.h"
+
+#include <string.h>
+
+/* forward:  y = [x_0 | x_1 | ... ] along dim d: x_i fills y's elements
+ *           off_i .. off_i + size_i(d) - 1 along d, off_i = sum_{j<i} size_j(d)
+ * backward: every y element is exactly one x element, so each input gets
+ *           its own window of dy:
+ *           dx_i = narrow(dy, d, off_i, size_i(d)) */
+static void cat_backward(tg_node *n, tg_tensor *dy)
+{
+    int d = (int)n->ip[0];
+    int64_t off = 0;
+    for (int i = 0; i < n->n_in; i++) {
+        int64_t len = n->in_shape[i][d];
+        if (tg__needs_grad(n, i)) {
+            tg_tensor *dx = tg__must(tg_narrow(dy, d, off, len));
+            tg__accumulate(n, i, dx);
+            tg_release(dx);
+        }
+        off += len;
+    }
+}
+static const tg_op cat_op = {"cat", cat_backward};
+
+/* Errors unless every ts[i] has ts[0]'s dtype and shape but along dim d. */
+static bool cat_check(tg_tensor *const *ts, int n, int d)
+{
+    const tg_tensor *a = ts[0];
+    for (int i = 1; i < n; i++) {
+        const tg_tensor *b = ts[i];
+        if (b->dtype != a->dtype) {
+            tg__error("cat: tensor %d is %s %s but tensor 0 is %s %s", i,
+                      tg_dtype_name(b->dtype), TG_SHP(b), tg_dtype_name(a->dtype),
+                      TG_SHP(a));
+            return false;
+        }
+        bool same = b->ndim == a->ndim;
+        for (int k = 0; same && k < a->ndim; k++)
+            same = k == d || b->shape[k] == a->shape[k];
+        if (!same) {
+            tg__error("cat: tensor %d has shape %s but tensor 0 has %s: they "
+                      "must match in every dim but dim %d",
+                      i, TG_SHP(b), TG_SHP(a), d);
+            return false;
+        }
+    }
+    return true;
+}
+
+tg_tensor *tg_cat(tg_tensor *const *ts, int n, int dim)
+{
+    if (!ts) {
+        tg__error("cat: the tensor array is NULL (n = %d)", n);
+        return NULL;
+    }
+    if (n < 1) {
+        tg__error("cat: need at least one tensor, got %d", n);
+        return NULL;
+    }
+    for (int i = 0; i < n; i++)
+        if (!ts[i])
+            return NULL;
+    int d = tg__dim_of("cat", dim, ts[0]);
+    if (d < 0 || !cat_check(ts, n, d))
+        return NULL;
+    int64_t shape[TG_MAX_DIMS];
+    memcpy(shape, ts[0]->shape, sizeof shape);
+    shape[d] = 0;
+    for (int i = 0; i < n; i++)
+        shape[d] += ts[i]->shape[d];
+    tg_tensor *y = tg__new("cat", ts[0]->dtype, ts[0]->ndim, shape, false);
+    if (!y)
+        return NULL;
+    /* Each input into its window of y. */
+    int64_t off = 0;
+    for (int i = 0; i < n; i++) {
+        tg_tensor *window = tg__view(y, y->ndim, ts[i]->shape, y->strides,
+                                     y->offset + off * y->strides[d]);
+        if (!window) {
+            tg_release(y);
+            return NULL;
+        }
+        tg__copy_into(window, ts[i]);
+        tg_release(window);
+        off += ts[i]->shape[d];
+    }
+    tg_node *node = tg__record(&cat_op, y, n, ts);
+    if (node)
+        node->ip[0] = d;
+    return y;
+}
+
+int tg_chunk(tg_tensor *t, int n, int dim, tg_tensor **out)
+{
+    for (int i = 0; out && i < n; i++)
+        out[i] = NULL;
+    if (!t)
+        return -1;
+    if (!out) {
+        tg__error("chunk: out is NULL (chunking %s)", TG_SHP(t));
+        return -1;
+    }
+    if (n <= 0) {
+        tg__error("chunk: need a positive number of chunks, got %d for %s", n, TG_SHP(t));
+        return -1;
+    }
+    int d = tg__dim_of("chunk", dim, t);
+    if (d < 0)
+        return -1;
+    if (t->shape[d] % n != 0) {
+        tg__error("chunk: dim %d of %s has size %lld, which %d chunks do not "
+                  "divide evenly",
+                  dim, TG_SHP(t), (long long)t->shape[d], n);
+        return -1;
+    }
+    int64_t size = t->shape[d] / n;
+    for (int i = 0; i < n; i++) {
+        out[i] = tg_narrow(t, d, i * size, size);
+        if (!out[i]) {
+            for (int j = 0; j < i; j++) {
+                tg_release(out[j]);
+                out[j] = NULL;
+            }
+            return -1;
+        }
+    }
+    return 0;
+}

@@ -1,5 +1,6 @@
 /* Elementwise arithmetic: binary ops with numpy broadcasting (add, sub, mul,
- * div) and unary maps (neg, scale, add_scalar, exp, log, sqrt, pow, relu).
+ * div) and unary maps (neg, scale, add_scalar, exp, log, sqrt, pow, relu,
+ * gelu).
  * One kernel per family; the op is chosen outside the inner loop, so each
  * inner loop is a plain strided loop the compiler can vectorise. */
 #include "internal.h"
@@ -119,7 +120,12 @@ tg_tensor *tg_div(tg_tensor *a, tg_tensor *b) { return binary(DIV, a, b); }
 
 /* ---- unary ------------------------------------------------------------- */
 
-typedef enum { NEG, SCALE, ADD_SCALAR, EXP, LOG, SQRT, POW, RELU } unary_kind;
+typedef enum { NEG, SCALE, ADD_SCALAR, EXP, LOG, SQRT, POW, RELU, GELU } unary_kind;
+
+/* 1 / sqrt(2) and 1 / sqrt(2 pi), for the normal CDF and density in gelu
+ * (M_SQRT1_2 is not in C11). */
+#define INV_SQRT2 0.70710678118654752440
+#define INV_SQRT_2PI 0.39894228040143267794
 
 static void unary_kernel(unary_kind kind, double p, tg_tensor *out,
                          const tg_tensor *x)
@@ -157,6 +163,10 @@ static void unary_kernel(unary_kind kind, double p, tg_tensor *out,
             case RELU:
                 for (int64_t i = 0; i < L.inner; i++) o[i * so] = !(v[i * sv] <= 0) ? v[i * sv] : 0;
                 break;
+            case GELU:
+                for (int64_t i = 0; i < L.inner; i++)
+                    o[i * so] = (T)(0.5 * v[i * sv] * (1 + erf(v[i * sv] * INV_SQRT2)));
+                break;
             }
         } while (tg__loop_next(&L));
     });
@@ -172,6 +182,27 @@ static tg_tensor *unary_apply(const char *name, unary_kind kind, double p,
     return y;
 }
 
+/* dx = dy * (Phi(x) + x phi(x)), the gelu gradient (see unary_backward). */
+static tg_tensor *gelu_grad(const tg_tensor *dy, const tg_tensor *x)
+{
+    tg_tensor *dx = tg__must(tg__new("gelu", x->dtype, x->ndim, x->shape, false));
+    tg_loop L;
+    tg__loop_init(&L, dx->ndim, dx->shape, 3, (const tg_tensor *const[]){dx, dy, x});
+    TG_DISPATCH_FLOAT(dx->dtype, T, {
+        do {
+            T *d = TG_DATA(T, dx) + L.off[0];
+            const T *g = TG_DATA(T, dy) + L.off[1], *v = TG_DATA(T, x) + L.off[2];
+            for (int64_t i = 0; i < L.inner; i++) {
+                double xi = v[i * L.step[2]];
+                double cdf = 0.5 * (1 + erf(xi * INV_SQRT2));
+                double pdf = INV_SQRT_2PI * exp(-0.5 * xi * xi);
+                d[i * L.step[0]] = (T)(g[i * L.step[1]] * (cdf + xi * pdf));
+            }
+        } while (tg__loop_next(&L));
+    });
+    return dx;
+}
+
 /* Gradients of y = f(x), with p the op's scalar:
  *   neg:        dx = -dy
  *   scale:      dx = p * dy
@@ -181,7 +212,11 @@ static tg_tensor *unary_apply(const char *name, unary_kind kind, double p,
  *   sqrt:       dx = dy / (2 y)                  (d/dx x^(1/2) = 1 / (2 sqrt x))
  *   pow:        dx = dy * p * x^(p-1)
  *   relu:       dx = dy where x > 0, else 0      (0 at the kink, as PyTorch;
- *               relu passes NaN through, as PyTorch) */
+ *               relu passes NaN through, as PyTorch)
+ *   gelu:       y = x Phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2 the normal
+ *               CDF, whose derivative is the density phi(x) = exp(-x^2/2) /
+ *               sqrt(2 pi); by the product rule
+ *               dx = dy * (Phi(x) + x phi(x)) */
 static void unary_backward(tg_node *n, tg_tensor *dy)
 {
     unary_kind kind = (unary_kind)n->ip[0];
@@ -213,6 +248,7 @@ static void unary_backward(tg_node *n, tg_tensor *dy)
         tg_release(off);
         break;
     }
+    case GELU: dx = gelu_grad(dy, x); break;
     }
     tg__accumulate(n, 0, dx);
     tg_release(dx);
@@ -223,7 +259,7 @@ static const tg_op unary_ops[] = {
     [ADD_SCALAR] = {"add_scalar", unary_backward},
     [EXP] = {"exp", unary_backward},   [LOG] = {"log", unary_backward},
     [SQRT] = {"sqrt", unary_backward}, [POW] = {"pow", unary_backward},
-    [RELU] = {"relu", unary_backward},
+    [RELU] = {"relu", unary_backward}, [GELU] = {"gelu", unary_backward},
 };
 
 static tg_tensor *unary(unary_kind kind, double p, tg_tensor *x)
@@ -248,3 +284,4 @@ tg_tensor *tg_log(tg_tensor *t) { return unary(LOG, 0, t); }
 tg_tensor *tg_sqrt(tg_tensor *t) { return unary(SQRT, 0, t); }
 tg_tensor *tg_pow_scalar(tg_tensor *t, double p) { return unary(POW, p, t); }
 tg_tensor *tg_relu(tg_tensor *t) { return unary(RELU, 0, t); }
+tg_tensor *tg_gelu(tg_tensor *t) { return unary(GELU, 0, t); }

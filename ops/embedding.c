@@ -1,1 +1,224 @@
+/* Lookups by int64 indices: embedding (whole rows of a (V,C) table) and
+ * gather (single elements along one dim, as torch.gather).
+ *
+ * Both check every index before touching memory, and keep a contiguous
+ * int64 copy of the indices: the forward reads it in C order, and the
+ * backward, a scatter-add, reads it again from the entry. Indices get no
+ * gradient. */
 #include "internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+tg_tensor *tg__checked_ids(const char *op, const char *name, const char *noun,
+                           tg_tensor *ids, int64_t limit, const char *range_of)
+{
+    if (ids->dtype != TG_INT64) {
+        tg__error("%s: %s must be int64, got %s %s", op, name, tg_dtype_name(ids->dtype),
+                  TG_SHP(ids));
+        return NULL;
+    }
+    tg_tensor *flat = tg_contiguous(ids);
+    if (!flat)
+        return NULL;
+    const int64_t *v = TG_DATA(int64_t, flat);
+    for (int64_t p = 0, n = tg_numel(flat); p < n; p++) {
+        if (v[p] >= 0 && v[p] < limit)
+            continue;
+        int64_t pos[TG_MAX_DIMS], rest = p; /* p as a multi-index */
+        for (int d = ids->ndim - 1; d >= 0; d--) {
+            pos[d] = rest % ids->shape[d];
+            rest /= ids->shape[d];
+        }
+        tg__error("%s: %s %lld at position %s of %s is out of range [0, %lld) "
+                  "for %s",
+                  op, noun, (long long)v[p],
+                  tg__shape_str(ids->ndim, pos, (char[TG_SHAPE_STR]){0}), TG_SHP(ids),
+                  (long long)limit, range_of);
+        tg_release(flat);
+        return NULL;
+    }
+    return flat;
+}
+
+/* ---- embedding ---------------------------------------------------------- */
+
+/* y[p,:] = weight[ids[p],:] for the n positions p of ids; y contiguous. */
+static void embedding_rows(const tg_tensor *w, const int64_t *ids, int64_t n,
+                           tg_tensor *y)
+{
+    const int64_t C = w->shape[1], ws0 = w->strides[0], ws1 = w->strides[1];
+    TG_DISPATCH_FLOAT(w->dtype, T, {
+        const T *wd = TG_DATA(T, w);
+        T *yd = TG_DATA(T, y);
+        for (int64_t p = 0; p < n; p++)
+            for (int64_t c = 0; c < C; c++)
+                yd[p * C + c] = wd[ids[p] * ws0 + c * ws1];
+    });
+}
+
+/* forward:  y[p,:] = weight[ids[p],:]             y (...,C), weight (V,C)
+ * backward: row v of weight feeds every position p holding id v, so its
+ *           gradient sums theirs (ids may repeat); ids get none:
+ *           dweight[v,:] = sum_{p : ids[p] = v} dy[p,:]     (scatter-add) */
+static void embedding_backward(tg_node *n, tg_tensor *dy)
+{
+    if (!tg__needs_grad(n, 0))
+        return;
+    const tg_tensor *w = n->in[0];
+    const int64_t *ids = TG_DATA(int64_t, n->saved[0]);
+    tg_tensor *dw = tg__must(tg__new("embedding", w->dtype, 2, w->shape, true));
+    const int last = dy->ndim - 1;
+    const int64_t C = w->shape[1], dys = dy->strides[last];
+    tg_loop L;
+    tg__rows_loop(&L, dy, last, 1, (const tg_tensor *const[]){dy});
+    int64_t p = 0; /* rows come in C order, as the ids */
+    TG_DISPATCH_FLOAT(dy->dtype, T, {
+        T *dwd = TG_DATA(T, dw);
+        do {
+            for (int64_t i = 0; i < L.inner; i++, p++) {
+                const T *dyr = TG_DATA(T, dy) + L.off[0] + i * L.step[0];
+                for (int64_t c = 0; c < C; c++)
+                    dwd[ids[p] * C + c] += dyr[c * dys];
+            }
+        } while (tg__loop_next(&L));
+    });
+    tg__accumulate(n, 0, dw);
+    tg_release(dw);
+}
+static const tg_op embedding_op = {"embedding", embedding_backward};
+
+tg_tensor *tg_embedding(tg_tensor *weight, tg_tensor *ids)
+{
+    if (!weight || !ids || !tg__check_float("embedding", weight))
+        return NULL;
+    if (weight->ndim != 2) {
+        tg__error("embedding: weight must be 2-D (V,C), got %s", TG_SHP(weight));
+        return NULL;
+    }
+    if (ids->ndim + 1 > TG_MAX_DIMS) {
+        tg__error("embedding: ids %s have too many dims for a (...,C) result "
+                  "(at most %d)",
+                  TG_SHP(ids), TG_MAX_DIMS - 1);
+        return NULL;
+    }
+    char range_of[TG_SHAPE_STR + 16];
+    snprintf(range_of, sizeof range_of, "weight %s", TG_SHP(weight));
+    tg_tensor *flat =
+        tg__checked_ids("embedding", "ids", "id", ids, weight->shape[0], range_of);
+    if (!flat)
+        return NULL;
+    int64_t shape[TG_MAX_DIMS];
+    memcpy(shape, ids->shape, sizeof(int64_t) * (size_t)ids->ndim);
+    shape[ids->ndim] = weight->shape[1];
+    tg_tensor *y = tg__new("embedding", weight->dtype, ids->ndim + 1, shape, false);
+    if (y) {
+        embedding_rows(weight, TG_DATA(int64_t, flat), tg_numel(flat), y);
+        tg_node *n = tg__record(&embedding_op, y, 1, &weight);
+        if (n)
+            tg__save(n, flat);
+    }
+    tg_release(flat);
+    return y;
+}
+
+/* ---- gather ------------------------------------------------------------- */
+
+/* A view of dense shaped like index-shaped `sparse`, with stride 0 along d:
+ * element p of it is where p's row along d starts in dense. */
+static tg_tensor *row_starts(const tg_tensor *dense, int d, const tg_tensor *sparse)
+{
+    int64_t strides[TG_MAX_DIMS];
+    memcpy(strides, dense->strides, sizeof strides);
+    strides[d] = 0;
+    return tg__view(dense, sparse->ndim, sparse->shape, strides, dense->offset);
+}
+
+/* For every position p of sparse (C order), with q = p's coordinate along d
+ * replaced by idx[p]: sparse[p] = dense[q] (gather), or dense[q] += sparse[p]
+ * (scatter-add). starts is row_starts(dense, d, sparse); step is dense's
+ * stride along d. */
+static void gather_walk(tg_tensor *starts, int64_t step, const int64_t *idx,
+                        tg_tensor *sparse, bool scatter)
+{
+    tg_loop L;
+    tg__loop_init(&L, sparse->ndim, sparse->shape, 2,
+                  (const tg_tensor *const[]){sparse, starts});
+    int64_t p = 0;
+    TG_DISPATCH_ANY(sparse->dtype, T, {
+        do {
+            T *s = TG_DATA(T, sparse) + L.off[0];
+            T *row = TG_DATA(T, starts) + L.off[1];
+            for (int64_t i = 0; i < L.inner; i++, p++) {
+                T *q = row + i * L.step[1] + idx[p] * step;
+                if (scatter)
+                    *q += s[i * L.step[0]];
+                else
+                    s[i * L.step[0]] = *q;
+            }
+        } while (tg__loop_next(&L));
+    });
+}
+
+/* forward:  y[p] = t[p with its dim-d coordinate replaced by index[p]]
+ * backward: each y element is one t element, and an element of t may be
+ *           picked at several positions, so its gradient sums theirs:
+ *           dt = zeros(t.shape); dt[..., index[p], ...] += dy[p]   (scatter-add) */
+static void gather_backward(tg_node *n, tg_tensor *dy)
+{
+    if (!tg__needs_grad(n, 0))
+        return;
+    const tg_tensor *t = n->in[0];
+    int d = (int)n->ip[0];
+    tg_tensor *dt = tg__must(tg__new("gather", t->dtype, t->ndim, t->shape, true));
+    tg_tensor *starts = tg__must(row_starts(dt, d, dy));
+    gather_walk(starts, dt->strides[d], TG_DATA(int64_t, n->saved[0]), dy, true);
+    tg_release(starts);
+    tg__accumulate(n, 0, dt);
+    tg_release(dt);
+}
+static const tg_op gather_op = {"gather", gather_backward};
+
+/* Errors unless index has t's ndim and is no larger than t but along d. */
+static bool gather_check_shape(const tg_tensor *t, int d, const tg_tensor *index)
+{
+    bool fits = index->ndim == t->ndim;
+    for (int k = 0; fits && k < t->ndim; k++)
+        fits = k == d || index->shape[k] <= t->shape[k];
+    if (!fits)
+        tg__error("gather: index %s does not fit %s along dim %d: it needs the "
+                  "same number of dims, and no dim but %d larger",
+                  TG_SHP(index), TG_SHP(t), d, d);
+    return fits;
+}
+
+tg_tensor *tg_gather(tg_tensor *t, int dim, tg_tensor *index)
+{
+    if (!t || !index)
+        return NULL;
+    int d = tg__dim_of("gather", dim, t);
+    if (d < 0 || !gather_check_shape(t, d, index))
+        return NULL;
+    char range_of[TG_SHAPE_STR + 32];
+    snprintf(range_of, sizeof range_of, "dim %d of %s", d, TG_SHP(t));
+    tg_tensor *flat =
+        tg__checked_ids("gather", "index", "index", index, t->shape[d], range_of);
+    if (!flat)
+        return NULL;
+    tg_tensor *y = tg__new("gather", t->dtype, index->ndim, index->shape, false);
+    tg_tensor *starts = y ? row_starts(t, d, y) : NULL;
+    if (starts) {
+        gather_walk(starts, t->strides[d], TG_DATA(int64_t, flat), y, false);
+        tg_node *n = tg__record(&gather_op, y, 1, &t);
+        if (n) {
+            n->ip[0] = d;
+            tg__save(n, flat);
+        }
+    } else {
+        tg_release(y);
+        y = NULL;
+    }
+    tg_release(starts);
+    tg_release(flat);
+    return y;
+}
