@@ -118,6 +118,26 @@ TG_HIDDEN bool tg__check_same_float(const char *op, const tg_tensor *a,
                                     const tg_tensor *b);
 
 /* ------------------------------------------------------------------ */
+/* Call sites and anomaly mode (core/anomaly.c)                       */
+/* ------------------------------------------------------------------ */
+
+/* The file:line of the user's current call (NULL, 0 if unknown). */
+TG_HIDDEN void tg__callsite(const char **file, int *line);
+TG_HIDDEN bool tg__anomaly_on(void);
+/* Checks an op's output against its inputs (anomaly mode on). */
+struct tg_op;
+TG_HIDDEN void tg__anomaly_forward(const struct tg_op *op, const tg_tensor *out,
+                                   int n_in, tg_tensor *const *in);
+/* Checks gradient g for input i of entry n; true when it is an anomaly. */
+struct tg_node;
+TG_HIDDEN bool tg__anomaly_backward(const struct tg_node *n, int i,
+                                    const tg_tensor *g);
+/* True while an anomaly of the current call waits for tg_check_result. */
+TG_HIDDEN bool tg__anomaly_pending(void);
+/* Returns whether one was pending, and clears it. */
+TG_HIDDEN bool tg__anomaly_take(void);
+
+/* ------------------------------------------------------------------ */
 /* One body for both float dtypes                                     */
 /* ------------------------------------------------------------------ */
 
@@ -236,6 +256,8 @@ struct tg_node {
     int64_t ip[4];                       /* integer parameters (dims, k...) */
 
     tg_tensor *out; /* weak: the output owns the node; alive during backward */
+    const char *file; /* the user's call that recorded it (call-site macros) */
+    int line;
     /* What the tape prints, kept after the inputs are released. */
     int *in_ndim;                     /* these four: n_in entries each, */
     int64_t (*in_shape)[TG_MAX_DIMS]; /* allocated with the node */

@@ -60,6 +60,10 @@ tg_node *tg__record(const tg_op *op, tg_tensor *out, int n_in,
                     tg_tensor *const *in)
 {
     TG_ASSERT(n_in >= 0 && out && !out->node);
+    /* Every differentiable op passes here, recorded or not: the one place
+     * to look at its output. */
+    if (tg__anomaly_on())
+        tg__anomaly_forward(op, out, n_in, in);
     if (grad_disabled)
         return NULL;
     bool any = false;
@@ -71,6 +75,7 @@ tg_node *tg__record(const tg_op *op, tg_tensor *out, int n_in,
     tg_node *n = node_alloc(n_in);
     n->op = op;
     n->seq = next_seq++;
+    tg__callsite(&n->file, &n->line);
     n->grad_norm = -1;
     for (int i = 0; i < n_in; i++) {
         n->in[i] = tg_retain(in[i]);
@@ -180,6 +185,8 @@ void tg__accumulate(tg_node *n, int i, tg_tensor *g)
     /* Inputs that were broadcast get the gradient summed back to their own
      * shape: d/dx of sum over the copies = sum of the gradients. */
     TG_ASSERT(g->ndim >= x->ndim);
+    if (tg__anomaly_on() && tg__anomaly_backward(n, i, g))
+        return;
     grad_add(x, g);
 }
 
@@ -308,7 +315,7 @@ int tg_backward_with(tg_tensor *out, tg_tensor *dout)
     for (int64_t i = 0; i < count; i++) {
         tg_node *n = order[i];
         tg_tensor *y = n->out;
-        if (y->grad) {
+        if (y->grad && !tg__anomaly_pending()) {
             n->grad_norm = l2_norm(y->grad);
             n->op->backward(n, y->grad);
             if (!y->retain_grad) {
@@ -324,7 +331,9 @@ int tg_backward_with(tg_tensor *out, tg_tensor *dout)
     for (int64_t i = 0; i < count; i++)
         tg__drop(order[i]->out);
     free(order);
-    return 0;
+    /* An anomaly stopped the walk (its message is the error); the entries
+     * are consumed all the same. */
+    return tg__anomaly_take() ? -1 : 0;
 }
 
 int tg_backward(tg_tensor *loss)
@@ -415,6 +424,8 @@ void tg_tape_print(FILE *f)
         fprintf(f, " -> %s", TG_SHP(e->out));
         if (e->grad_norm >= 0)
             fprintf(f, "   |grad| = %.6g", e->grad_norm);
+        if (e->file)
+            fprintf(f, "   at %s:%d", e->file, e->line);
         fputc('\n', f);
     }
 }

@@ -372,6 +372,32 @@ bool tg_is_grad_enabled(void);
 /* A new tensor sharing t's storage, cut from the tape (no gradient). */
 tg_tensor *tg_detach(tg_tensor *t);
 
+/* Anomaly mode (off by default; cheap when off). While on, every op's
+ * output and every gradient backward computes is checked for NaN and
+ * infinity (-inf is allowed where an op legitimately makes it: a mask,
+ * log_softmax, where). The first offender turns the call into an error
+ * (NULL, or -1 from backward) whose message names the op, its shapes, and
+ * the file:line of your program that called it. Returns the previous
+ * state. */
+bool tg_set_anomaly_mode(bool on);
+bool tg_anomaly_mode(void);
+
+/* Call sites. <tapegrad.h> wraps each public function that returns a
+ * tensor in a macro that records the caller's __FILE__ and __LINE__ (see
+ * tapegrad_callsite.h), so the tape, anomaly mode and the leak audit can
+ * point at your line. Define TG_NO_CALLSITES before including it to call
+ * the functions bare. These two are what the macros call. */
+void tg_set_callsite(const char *file, int line);
+tg_tensor *tg_check_result(tg_tensor *t, const char *fn);
+
+/* Leak audit: with the environment variable TG_DEBUG_LEAKS=1 set when the
+ * program starts, the library keeps a list of the tensors alive, each with
+ * the op and call site that made it, and prints whatever is still alive at
+ * exit. tg_live_tensors() is their number (-1 when the audit is off);
+ * tg_print_live_tensors lists them. */
+int64_t tg_live_tensors(void);
+void tg_print_live_tensors(FILE *f);
+
 /* The tape, for teaching. Each live entry on one line, oldest first: its
  * number, op, input and output shapes, and after backward the L2 norm of the
  * gradient that reached its output. */
@@ -458,5 +484,6 @@ int tg_save_npy(const tg_tensor *t, const char *path);
  * gnuplot pictures. */
 #include "tapegrad_nn.h"
 #include "tapegrad_plot.h"
+#include "tapegrad_callsite.h"
 
 #endif /* TAPEGRAD_H */

@@ -1,1 +1,119 @@
+/* A pre-norm transformer block (GPT-2's layout): each half normalises its
+ * input, and its output is added back onto the residual stream:
+ *     x = x + mha(ln1(x))        tokens talk to each other
+ *     x = x + mlp(ln2(x))        each token thinks on its own     (B,T,C) */
 #include "internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Initialises ln1, ln2, attn, mlp in the struct's order; only attn (heads,
+ * then proj) and mlp (fc, then proj) draw from rng. On error the block is
+ * left zeroed. */
+int tg_block_init(tg_block *b, tg_dtype dt, int n_embd, int n_heads, bool gelu,
+                  tg_rng *rng)
+{
+    if (!b) {
+        tg__error("block_init: the block is NULL");
+        return -1;
+    }
+    memset(b, 0, sizeof *b);
+    if (tg_layernorm_init(&b->ln1, dt, n_embd) < 0 ||
+        tg_layernorm_init(&b->ln2, dt, n_embd) < 0 ||
+        tg_mha_init(&b->attn, dt, n_embd, n_heads, rng) < 0 ||
+        tg_mlp_init(&b->mlp, dt, n_embd, gelu, rng) < 0) {
+        tg_block_free(b);
+        return -1;
+    }
+    return 0;
+}
+
+void tg_block_free(tg_block *b)
+{
+    if (!b)
+        return;
+    tg_layernorm_free(&b->ln1);
+    tg_layernorm_free(&b->ln2);
+    tg_mha_free(&b->attn);
+    tg_mlp_free(&b->mlp);
+    memset(b, 0, sizeof *b);
+}
+
+/* Errors unless b is initialised (op names the caller). */
+static bool check_module(const char *op, const tg_block *b)
+{
+    if (b && b->ln1.gamma)
+        return true;
+    tg__error("%s: %s", op,
+              b ? "the block is not initialised" : "the block is NULL");
+    return false;
+}
+
+/* x must be (B,T,C) in the block's dtype. A NULL x keeps the first error. */
+static bool check_input(const tg_block *b, const tg_tensor *x)
+{
+    if (!check_module("block", b) || !x)
+        return false;
+    tg_dtype dt = tg_dtype_of(b->ln1.gamma);
+    if (tg_ndim(x) != 3 || tg_size(x, 2) != b->ln1.dim ||
+        tg_dtype_of(x) != dt) {
+        tg__error("block: x must be (B,T,%d) %s, got %s %s", b->ln1.dim,
+                  tg_dtype_name(dt), TG_SHP(x), tg_dtype_name(tg_dtype_of(x)));
+        return false;
+    }
+    return true;
+}
+
+/* x + mha(ln1(x)), then that + mlp(ln2(that))            (B,T,C) -> (B,T,C) */
+tg_tensor *tg_block_forward(tg_block *b, tg_tensor *x)
+{
+    if (!check_input(b, x))
+        return NULL;
+    tg_tensor *norm1 = tg_layernorm_forward(&b->ln1, x);
+    tg_tensor *attended = tg_mha_forward(&b->attn, norm1);
+    tg_tensor *mid = tg_add(x, attended);
+    tg_tensor *norm2 = tg_layernorm_forward(&b->ln2, mid);
+    tg_tensor *fed = tg_mlp_forward(&b->mlp, norm2);
+    tg_tensor *out = tg_add(mid, fed);
+    tg_release(norm1);
+    tg_release(attended);
+    tg_release(mid);
+    tg_release(norm2);
+    tg_release(fed);
+    return out;
+}
+
+/* "prefix.name", or "prefix.name.index" when index >= 0 (just "name..."
+ * without a prefix), into buf: the prefix of a nested module's parameters.
+ * NULL with an error naming op when it does not fit in a parameter name. */
+static const char *child(const char *op, char *buf, const char *prefix,
+                         const char *name, int index)
+{
+    const char *p = prefix ? prefix : "", *dot = *p ? "." : "";
+    int len =
+        index >= 0
+            ? snprintf(buf, TG_PARAM_NAME_MAX, "%s%s%s.%d", p, dot, name, index)
+            : snprintf(buf, TG_PARAM_NAME_MAX, "%s%s%s", p, dot, name);
+    if (len < 0 || len >= TG_PARAM_NAME_MAX) {
+        tg__error("%s: prefix '%s' is too long", op, p);
+        return NULL;
+    }
+    return buf;
+}
+
+/* ln1.*, attn.*, ln2.*, mlp.*: the order the forward uses them. */
+int tg_block_params(tg_block *b, tg_params *ps, const char *prefix)
+{
+    if (!check_module("block_params", b))
+        return -1;
+    char name[TG_PARAM_NAME_MAX];
+    if (!child("block_params", name, prefix, "ln1", -1) ||
+        tg_layernorm_params(&b->ln1, ps, name) < 0 ||
+        !child("block_params", name, prefix, "attn", -1) ||
+        tg_mha_params(&b->attn, ps, name) < 0 ||
+        !child("block_params", name, prefix, "ln2", -1) ||
+        tg_layernorm_params(&b->ln2, ps, name) < 0 ||
+        !child("block_params", name, prefix, "mlp", -1))
+        return -1;
+    return tg_mlp_params(&b->mlp, ps, name);
+}

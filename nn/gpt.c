@@ -1,1 +1,280 @@
+/* A tiny GPT: ids -> token + position embeddings -> n_layer blocks -> final
+ * layer norm -> vocabulary logits; its next-token loss; and sampling. */
 #include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Errors unless every size is positive and the dtype is a float one
+ * (n_head dividing n_embd is mha's check). */
+static bool check_config(tg_gpt_config c)
+{
+    if (c.vocab_size <= 0 || c.block_size <= 0 || c.n_embd <= 0 ||
+        c.n_head <= 0 || c.n_layer <= 0) {
+        tg__error("gpt_init: sizes must be positive, got vocab_size %d, "
+                  "block_size %d, n_embd %d, n_head %d, n_layer %d",
+                  c.vocab_size, c.block_size, c.n_embd, c.n_head, c.n_layer);
+        return false;
+    }
+    if (c.dtype != TG_FLOAT32 && c.dtype != TG_FLOAT64) {
+        tg__error("gpt_init: dtype must be float32 or float64, got %s",
+                  tg_dtype_name(c.dtype));
+        return false;
+    }
+    return true;
+}
+
+/* Initialises tok (V,C), pos (block_size,C), blocks 0..n_layer-1, ln_f and
+ * lm_head (C -> V, no bias), in the struct's order, each drawing from rng as
+ * its own init says. On error the model is left zeroed. */
+int tg_gpt_init(tg_gpt *g, tg_gpt_config cfg, tg_rng *rng)
+{
+    if (!g) {
+        tg__error("gpt_init: the model is NULL");
+        return -1;
+    }
+    memset(g, 0, sizeof *g);
+    if (!check_config(cfg))
+        return -1;
+    g->blocks = calloc((size_t)cfg.n_layer, sizeof *g->blocks);
+    if (!g->blocks) {
+        tg__error("gpt_init: out of memory for %d blocks", cfg.n_layer);
+        return -1;
+    }
+    g->cfg = cfg;
+    tg_dtype dt = cfg.dtype;
+    if (tg_embed_init(&g->tok, dt, cfg.vocab_size, cfg.n_embd, rng) < 0 ||
+        tg_embed_init(&g->pos, dt, cfg.block_size, cfg.n_embd, rng) < 0)
+        goto fail;
+    for (int i = 0; i < cfg.n_layer; i++)
+        if (tg_block_init(&g->blocks[i], dt, cfg.n_embd, cfg.n_head, cfg.gelu,
+                          rng) < 0)
+            goto fail;
+    if (tg_layernorm_init(&g->ln_f, dt, cfg.n_embd) < 0 ||
+        tg_linear_init(&g->lm_head, dt, cfg.n_embd, cfg.vocab_size, false,
+                       rng) < 0)
+        goto fail;
+    return 0;
+fail:
+    tg_gpt_free(g);
+    return -1;
+}
+
+void tg_gpt_free(tg_gpt *g)
+{
+    if (!g)
+        return;
+    tg_embed_free(&g->tok);
+    tg_embed_free(&g->pos);
+    for (int i = 0; g->blocks && i < g->cfg.n_layer; i++)
+        tg_block_free(&g->blocks[i]);
+    free(g->blocks);
+    tg_layernorm_free(&g->ln_f);
+    tg_linear_free(&g->lm_head);
+    memset(g, 0, sizeof *g);
+}
+
+/* Errors unless g is initialised (op names the caller). */
+static bool check_module(const char *op, const tg_gpt *g)
+{
+    if (g && g->lm_head.weight)
+        return true;
+    tg__error("%s: %s", op,
+              g ? "the model is not initialised" : "the model is NULL");
+    return false;
+}
+
+/* ids must be int64 (B,T) with 1 <= T <= block_size (positions beyond it
+ * have no embedding). A NULL ids keeps the first error. */
+static bool check_ids(const char *op, const tg_gpt *g, const tg_tensor *ids)
+{
+    if (!check_module(op, g) || !ids)
+        return false;
+    if (tg_dtype_of(ids) != TG_INT64 || tg_ndim(ids) != 2 ||
+        tg_size(ids, 1) < 1) {
+        tg__error("%s: ids must be int64 (B,T), got %s %s", op,
+                  tg_dtype_name(tg_dtype_of(ids)), TG_SHP(ids));
+        return false;
+    }
+    if (tg_size(ids, 1) > g->cfg.block_size) {
+        tg__error("%s: ids %s: T = %lld exceeds block_size %d", op, TG_SHP(ids),
+                  (long long)tg_size(ids, 1), g->cfg.block_size);
+        return false;
+    }
+    return true;
+}
+
+/* Returns next after releasing prev: one step of a chain of layers on the
+ * same value, e.g. x = then(x, tg_block_forward(b, x)). */
+static tg_tensor *then(tg_tensor *prev, tg_tensor *next)
+{
+    tg_release(prev);
+    return next;
+}
+
+/* x = tok[ids] + pos[0:T]                      (B,T,C) + (T,C) -> (B,T,C)
+ * x = block_i(x), i = 0..n_layer-1                               (B,T,C)
+ * logits = ln_f(x) @ W_lm                                        (B,T,V) */
+tg_tensor *tg_gpt_forward(tg_gpt *g, tg_tensor *ids)
+{
+    if (!check_ids("gpt", g, ids))
+        return NULL;
+    tg_tensor *tok = tg_embed_forward(&g->tok, ids);
+    tg_tensor *pos = tg_embed_positions(&g->pos, tg_size(ids, 1));
+    tg_tensor *x = tg_add(tok, pos);
+    tg_release(tok);
+    tg_release(pos);
+    for (int i = 0; i < g->cfg.n_layer; i++)
+        x = then(x, tg_block_forward(&g->blocks[i], x));
+    x = then(x, tg_layernorm_forward(&g->ln_f, x));
+    return then(x, tg_linear_forward(&g->lm_head, x));
+}
+
+/* mean over (b,t) of logsumexp(logits[b,t]) - logits[b,t,targets[b,t]]:
+ * position t predicts token t+1, so targets are ids shifted by one. */
+tg_tensor *tg_gpt_loss(tg_gpt *g, tg_tensor *ids, tg_tensor *targets)
+{
+    if (!check_ids("gpt_loss", g, ids) || !targets)
+        return NULL;
+    if (tg_dtype_of(targets) != TG_INT64 || tg_ndim(targets) != 2 ||
+        tg_size(targets, 0) != tg_size(ids, 0) ||
+        tg_size(targets, 1) != tg_size(ids, 1)) {
+        tg__error("gpt_loss: targets must be int64 %s like ids, got %s %s",
+                  TG_SHP(ids), tg_dtype_name(tg_dtype_of(targets)),
+                  TG_SHP(targets));
+        return NULL;
+    }
+    tg_tensor *logits = tg_gpt_forward(g, ids); /* (B,T,V) */
+    tg_tensor *loss = tg_cross_entropy(logits, targets);
+    tg_release(logits);
+    return loss;
+}
+
+/* probs = softmax(logits[0, T-1] / temperature) for the context ctx (T ids),
+ * into probs (V doubles). 0 or -1. */
+static int next_token_probs(tg_gpt *g, const int64_t *ctx, int64_t T,
+                            double temperature, double *probs)
+{
+    tg_tensor *ids = tg_from_data(TG_INT64, TG_SHAPE(1, T), ctx);
+    tg_tensor *logits = tg_gpt_forward(g, ids); /* (1,T,V) */
+    tg_tensor *last = tg_select(logits, 1, -1); /* (1,V) */
+    tg_tensor *cooled = tg_scale(last, 1.0 / temperature);
+    tg_tensor *p = tg_softmax(cooled, -1);
+    int rc = p ? tg_copy_out(p, TG_FLOAT64, probs) : -1;
+    tg_release(ids);
+    tg_release(logits);
+    tg_release(last);
+    tg_release(cooled);
+    tg_release(p);
+    return rc;
+}
+
+/* Inverse CDF: the first i with u < p_0 + ... + p_i, i.e. numpy's
+ * searchsorted(cumsum(p), u, side='right'). When rounding leaves the total
+ * at or below u, the last i with p_i > 0. */
+static int64_t sample(const double *p, int64_t V, double u)
+{
+    double cdf = 0;
+    int64_t last = 0;
+    for (int64_t i = 0; i < V; i++) {
+        cdf += p[i];
+        if (u < cdf)
+            return i;
+        if (p[i] > 0)
+            last = i;
+    }
+    return last;
+}
+
+/* Errors unless ids is int64 (1,T0), T0 >= 1, and the options make sense. */
+static bool check_generate(const tg_gpt *g, const tg_tensor *ids, int n_new,
+                           double temperature, const tg_rng *rng)
+{
+    if (!check_module("gpt_generate", g) || !ids)
+        return false;
+    if (tg_dtype_of(ids) != TG_INT64 || tg_ndim(ids) != 2 ||
+        tg_size(ids, 0) != 1 || tg_size(ids, 1) < 1) {
+        tg__error("gpt_generate: ids must be int64 (1,T), got %s %s",
+                  tg_dtype_name(tg_dtype_of(ids)), TG_SHP(ids));
+        return false;
+    }
+    if (!rng || n_new < 0 || !(temperature > 0)) {
+        tg__error("gpt_generate: need an rng, n_new >= 0 and temperature > 0, "
+                  "got %s, %d, %g",
+                  rng ? "an rng" : "NULL", n_new, temperature);
+        return false;
+    }
+    return true;
+}
+
+/* Repeats n_new times: look at the last block_size tokens at most, take the
+ * last position's distribution softmax(logits / temperature), draw the next
+ * token from it with one tg_rng_uniform, append. No tape is recorded.
+ * Returns the ids extended to (1, T0 + n_new). */
+tg_tensor *tg_gpt_generate(tg_gpt *g, tg_tensor *ids, int n_new,
+                           double temperature, tg_rng *rng)
+{
+    if (!check_generate(g, ids, n_new, temperature, rng))
+        return NULL;
+    int64_t T0 = tg_size(ids, 1), n = T0 + n_new, V = g->cfg.vocab_size;
+    int64_t *tokens = malloc(sizeof *tokens * (size_t)n);
+    double *probs = malloc(sizeof *probs * (size_t)V);
+    int rc = tokens && probs ? tg_copy_out(ids, TG_INT64, tokens) : -1;
+    if (!tokens || !probs)
+        tg__error("gpt_generate: out of memory for %lld tokens", (long long)n);
+    bool was = tg_set_grad_enabled(false);
+    for (int64_t t = T0; t < n && rc == 0; t++) {
+        int64_t T = t < g->cfg.block_size ? t : g->cfg.block_size;
+        rc = next_token_probs(g, tokens + t - T, T, temperature, probs);
+        if (rc == 0)
+            tokens[t] = sample(probs, V, tg_rng_uniform(rng));
+    }
+    tg_set_grad_enabled(was);
+    tg_tensor *out =
+        rc == 0 ? tg_from_data(TG_INT64, TG_SHAPE(1, n), tokens) : NULL;
+    free(tokens);
+    free(probs);
+    return out;
+}
+
+/* "prefix.name", or "prefix.name.index" when index >= 0 (just "name..."
+ * without a prefix), into buf: the prefix of a nested module's parameters.
+ * NULL with an error naming op when it does not fit in a parameter name. */
+static const char *child(const char *op, char *buf, const char *prefix,
+                         const char *name, int index)
+{
+    const char *p = prefix ? prefix : "", *dot = *p ? "." : "";
+    int len =
+        index >= 0
+            ? snprintf(buf, TG_PARAM_NAME_MAX, "%s%s%s.%d", p, dot, name, index)
+            : snprintf(buf, TG_PARAM_NAME_MAX, "%s%s%s", p, dot, name);
+    if (len < 0 || len >= TG_PARAM_NAME_MAX) {
+        tg__error("%s: prefix '%s' is too long", op, p);
+        return NULL;
+    }
+    return buf;
+}
+
+/* tok.weight, pos.weight, blocks.<i>.*, ln_f.gamma/beta, lm_head.weight. */
+int tg_gpt_params(tg_gpt *g, tg_params *ps, const char *prefix)
+{
+    if (!check_module("gpt_params", g))
+        return -1;
+    char name[TG_PARAM_NAME_MAX];
+    const char *op = "gpt_params";
+    if (!child(op, name, prefix, "tok", -1) ||
+        tg_embed_params(&g->tok, ps, name) < 0 ||
+        !child(op, name, prefix, "pos", -1) ||
+        tg_embed_params(&g->pos, ps, name) < 0)
+        return -1;
+    for (int i = 0; i < g->cfg.n_layer; i++)
+        if (!child(op, name, prefix, "blocks", i) ||
+            tg_block_params(&g->blocks[i], ps, name) < 0)
+            return -1;
+    if (!child(op, name, prefix, "ln_f", -1) ||
+        tg_layernorm_params(&g->ln_f, ps, name) < 0 ||
+        !child(op, name, prefix, "lm_head", -1))
+        return -1;
+    return tg_linear_params(&g->lm_head, ps, name);
+}

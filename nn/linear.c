@@ -1,1 +1,115 @@
+/* A linear layer, y = x @ weight + bias, initialised as torch.nn.Linear.
+ *
+ * torch stores weight as (out, in) and computes x @ weight^T; we store it as
+ * (in, out), the lesson's W_q layout, so the forward is a plain x @ weight. */
 #include "internal.h"
+
+#include <math.h>
+#include <string.h>
+
+/* A leaf drawn U(-bound, bound) as (2u - 1) * bound with u = tg_rand (numpy's
+ * np.random.rand), in C order, computed in double and rounded once to dt.
+ * Requires grad; owned by the module (taken out of any open scope). */
+static tg_tensor *uniform(tg_rng *rng, tg_dtype dt, int ndim,
+                          const int64_t *shape, double bound)
+{
+    tg_tensor *u = tg_rand(rng, TG_FLOAT64, ndim, shape);
+    tg_tensor *u2 = tg_scale(u, 2.0);
+    tg_tensor *centred = tg_add_scalar(u2, -1.0); /* U(-1, 1) */
+    tg_tensor *drawn = tg_scale(centred, bound);
+    tg_tensor *p = tg_keep(tg_to(drawn, dt));
+    tg_release(u);
+    tg_release(u2);
+    tg_release(centred);
+    tg_release(drawn);
+    tg_set_requires_grad(p, true);
+    return p;
+}
+
+/* Draws weight (in,out), then bias (out), both U(-1/sqrt(in), 1/sqrt(in)),
+ * torch's default (kaiming_uniform with a = sqrt(5) comes to this bound). On
+ * error the layer is left zeroed. */
+int tg_linear_init(tg_linear *l, tg_dtype dt, int in, int out, bool bias,
+                   tg_rng *rng)
+{
+    if (!l || !rng) {
+        tg__error("linear_init: %s is NULL", l ? "rng" : "the layer");
+        return -1;
+    }
+    memset(l, 0, sizeof *l);
+    if (dt != TG_FLOAT32 && dt != TG_FLOAT64) {
+        tg__error("linear_init: dtype must be float32 or float64, got %s",
+                  tg_dtype_name(dt));
+        return -1;
+    }
+    if (in <= 0 || out <= 0) {
+        tg__error("linear_init: sizes must be positive, got in %d, out %d", in,
+                  out);
+        return -1;
+    }
+    l->in = in;
+    l->out = out;
+    double bound = 1.0 / sqrt(in);
+    l->weight = uniform(rng, dt, TG_SHAPE(in, out), bound);
+    if (l->weight && bias)
+        l->bias = uniform(rng, dt, TG_SHAPE(out), bound);
+    if (!l->weight || (bias && !l->bias)) {
+        tg_linear_free(l);
+        return -1;
+    }
+    return 0;
+}
+
+void tg_linear_free(tg_linear *l)
+{
+    if (!l)
+        return;
+    tg_release(l->weight);
+    tg_release(l->bias);
+    memset(l, 0, sizeof *l);
+}
+
+/* x must be (..., in) in the layer's dtype. A NULL x keeps the first error. */
+static bool check_input(const tg_linear *l, const tg_tensor *x)
+{
+    if (!l || !l->weight) {
+        tg__error("linear: %s",
+                  l ? "the layer is not initialised" : "the layer is NULL");
+        return false;
+    }
+    if (!x)
+        return false;
+    tg_dtype dt = tg_dtype_of(l->weight);
+    if (tg_ndim(x) < 1 || tg_size(x, -1) != l->in || tg_dtype_of(x) != dt) {
+        tg__error("linear: x must be (...,%d) %s, got %s %s", l->in,
+                  tg_dtype_name(dt), TG_SHP(x), tg_dtype_name(tg_dtype_of(x)));
+        return false;
+    }
+    return true;
+}
+
+/* y = x @ weight + bias                 (...,in) @ (in,out) + (out) ->
+ * (...,out) */
+tg_tensor *tg_linear_forward(tg_linear *l, tg_tensor *x)
+{
+    if (!check_input(l, x))
+        return NULL;
+    tg_tensor *y = tg_matmul(x, l->weight);
+    if (!l->bias)
+        return y;
+    tg_tensor *biased = tg_add(y, l->bias);
+    tg_release(y);
+    return biased;
+}
+
+int tg_linear_params(tg_linear *l, tg_params *ps, const char *prefix)
+{
+    if (!l || !l->weight) {
+        tg__error("linear_params: %s",
+                  l ? "the layer is not initialised" : "the layer is NULL");
+        return -1;
+    }
+    if (tg_params_add(ps, prefix, "weight", l->weight) < 0)
+        return -1;
+    return l->bias ? tg_params_add(ps, prefix, "bias", l->bias) : 0;
+}

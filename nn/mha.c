@@ -1,1 +1,138 @@
+/* Multi-head attention: n_heads independent heads of size C / n_heads read
+ * the same x, their outputs are joined on the channel dim, and a biased
+ * linear mixes them:
+ *     out = cat(head_0(x), ..., head_{n-1}(x), -1) @ W_proj + b_proj   (B,T,C)
+ */
 #include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Draws heads 0..n_heads-1 (each w_q, w_k, w_v), then proj (weight, bias):
+ * the struct's order. On error the module is left zeroed. */
+int tg_mha_init(tg_mha *m, tg_dtype dt, int n_embd, int n_heads, tg_rng *rng)
+{
+    if (!m) {
+        tg__error("mha_init: the module is NULL");
+        return -1;
+    }
+    memset(m, 0, sizeof *m);
+    if (n_embd <= 0 || n_heads <= 0 || n_embd % n_heads != 0) {
+        tg__error("mha_init: n_heads %d does not divide n_embd %d", n_heads,
+                  n_embd);
+        return -1;
+    }
+    m->heads = calloc((size_t)n_heads, sizeof *m->heads);
+    if (!m->heads) {
+        tg__error("mha_init: out of memory for %d heads", n_heads);
+        return -1;
+    }
+    m->n_heads = n_heads;
+    for (int i = 0; i < n_heads; i++)
+        if (tg_head_init(&m->heads[i], dt, n_embd, n_embd / n_heads, rng) < 0)
+            goto fail;
+    if (tg_linear_init(&m->proj, dt, n_embd, n_embd, true, rng) < 0)
+        goto fail;
+    return 0;
+fail:
+    tg_mha_free(m);
+    return -1;
+}
+
+void tg_mha_free(tg_mha *m)
+{
+    if (!m)
+        return;
+    for (int i = 0; m->heads && i < m->n_heads; i++)
+        tg_head_free(&m->heads[i]);
+    free(m->heads);
+    tg_linear_free(&m->proj);
+    memset(m, 0, sizeof *m);
+}
+
+/* Errors unless m is initialised (op names the caller). */
+static bool check_module(const char *op, const tg_mha *m)
+{
+    if (m && m->heads)
+        return true;
+    tg__error("%s: %s", op,
+              m ? "the module is not initialised" : "the module is NULL");
+    return false;
+}
+
+/* x must be (B,T,C) in the module's dtype. A NULL x keeps the first error. */
+static bool check_input(const tg_mha *m, const tg_tensor *x)
+{
+    if (!check_module("mha", m) || !x)
+        return false;
+    tg_dtype dt = tg_dtype_of(m->proj.weight);
+    if (tg_ndim(x) != 3 || tg_size(x, 2) != m->proj.in ||
+        tg_dtype_of(x) != dt) {
+        tg__error("mha: x must be (B,T,%d) %s, got %s %s", m->proj.in,
+                  tg_dtype_name(dt), TG_SHP(x), tg_dtype_name(tg_dtype_of(x)));
+        return false;
+    }
+    return true;
+}
+
+/* cat(head_i(x) for each i, -1)          n_heads x (B,T,hs) -> (B,T,C) */
+static tg_tensor *all_heads(tg_mha *m, tg_tensor *x)
+{
+    tg_tensor **outs = calloc((size_t)m->n_heads, sizeof *outs);
+    if (!outs) {
+        tg__error("mha: out of memory for %d head outputs", m->n_heads);
+        return NULL;
+    }
+    for (int i = 0; i < m->n_heads; i++)
+        outs[i] = tg_head_forward(&m->heads[i], x);
+    tg_tensor *joined = tg_cat(outs, m->n_heads, -1);
+    for (int i = 0; i < m->n_heads; i++)
+        tg_release(outs[i]);
+    free(outs);
+    return joined;
+}
+
+/* proj(cat(heads))                                      (B,T,C) -> (B,T,C) */
+tg_tensor *tg_mha_forward(tg_mha *m, tg_tensor *x)
+{
+    if (!check_input(m, x))
+        return NULL;
+    tg_tensor *joined = all_heads(m, x);
+    tg_tensor *out = tg_linear_forward(&m->proj, joined);
+    tg_release(joined);
+    return out;
+}
+
+/* "prefix.name", or "prefix.name.index" when index >= 0 (just "name..."
+ * without a prefix), into buf: the prefix of a nested module's parameters.
+ * NULL with an error naming op when it does not fit in a parameter name. */
+static const char *child(const char *op, char *buf, const char *prefix,
+                         const char *name, int index)
+{
+    const char *p = prefix ? prefix : "", *dot = *p ? "." : "";
+    int len =
+        index >= 0
+            ? snprintf(buf, TG_PARAM_NAME_MAX, "%s%s%s.%d", p, dot, name, index)
+            : snprintf(buf, TG_PARAM_NAME_MAX, "%s%s%s", p, dot, name);
+    if (len < 0 || len >= TG_PARAM_NAME_MAX) {
+        tg__error("%s: prefix '%s' is too long", op, p);
+        return NULL;
+    }
+    return buf;
+}
+
+/* heads.<i>.w_q/w_k/w_v for each head, then proj.weight, proj.bias. */
+int tg_mha_params(tg_mha *m, tg_params *ps, const char *prefix)
+{
+    if (!check_module("mha_params", m))
+        return -1;
+    char name[TG_PARAM_NAME_MAX];
+    for (int i = 0; i < m->n_heads; i++)
+        if (!child("mha_params", name, prefix, "heads", i) ||
+            tg_head_params(&m->heads[i], ps, name) < 0)
+            return -1;
+    if (!child("mha_params", name, prefix, "proj", -1))
+        return -1;
+    return tg_linear_params(&m->proj, ps, name);
+}

@@ -573,10 +573,16 @@ START_TEST(tape_print_shows_ops_shapes_grads)
     tg_tensor *x = tg_ones(TG_FLOAT64, TG_SHAPE(4, 8, 32));
     tg_tensor *w = tg_ones(TG_FLOAT64, TG_SHAPE(32, 16));
     tg_set_requires_grad(w, true);
+    int line = __LINE__ + 1; /* each entry shows the line that made it */
     tg_tensor *y = tg_matmul(x, w); /* (4,8,16) */
     tg_tensor *loss = tg_sum_all(y);
 
     char *before = capture(tg_tape_print);
+    char site[64];
+    snprintf(site, sizeof site, "check_tape.c:%d\n", line);
+    assert_contains(before, site);
+    snprintf(site, sizeof site, "check_tape.c:%d\n", line + 1);
+    assert_contains(before, site);
     assert_contains(before, "matmul");
     assert_contains(before, "sum");
     assert_contains(before, "(4,8,32)");
@@ -590,7 +596,7 @@ START_TEST(tape_print_shows_ops_shapes_grads)
     ck_assert_int_eq(tg_backward(loss), 0);
     char *after = capture(tg_tape_print);
     /* |grad| of sum's output is 1; of matmul's, sqrt(4*8*16) ones. */
-    assert_contains(after, "|grad| = 1\n");
+    assert_contains(after, "|grad| = 1 ");
     assert_contains(after, "|grad| = 22.6274");
     free(after);
     tg_release(loss);
