@@ -51,6 +51,11 @@ struct tg_tensor {
 
     int64_t scope_slot; /* index in this thread's scope stack, or -1 */
     tg_tensor *dying_next; /* release's worklist (keeps release iterative) */
+
+    /* the leak audit (core/audit.c), when TG_DEBUG_LEAKS is set */
+    const char *born_op, *born_file;
+    int born_line;
+    tg_tensor *live_prev, *live_next;
 };
 
 /* Base address of element 0 of t (storage + offset), as T *. */
@@ -68,6 +73,11 @@ TG_HIDDEN tg_tensor *tg__view(const tg_tensor *src, int ndim,
 /* C-order (contiguous) strides for shape. */
 TG_HIDDEN void tg__contiguous_strides(int ndim, const int64_t *shape,
                                       int64_t *strides);
+/* The leak audit: a tensor made by op (at the current call site); one
+ * being freed. */
+TG_HIDDEN void tg__audit_born(tg_tensor *t, const char *op);
+TG_HIDDEN void tg__audit_died(tg_tensor *t);
+
 /* Removes t from its scope without releasing it (the caller now owns the
  * reference the scope held). Call before storing a fresh tensor anywhere
  * that outlives the scope, e.g. a gradient field. */

@@ -19,6 +19,7 @@
 #include <string.h>
 
 static _Thread_local bool grad_disabled; /* grad mode is on by default */
+static _Thread_local bool in_backward;   /* the engine is walking the tape */
 static _Thread_local tg_node *tape_head, *tape_tail;
 static _Thread_local uint64_t next_seq = 1;
 
@@ -61,8 +62,9 @@ tg_node *tg__record(const tg_op *op, tg_tensor *out, int n_in,
 {
     TG_ASSERT(n_in >= 0 && out && !out->node);
     /* Every differentiable op passes here, recorded or not: the one place
-     * to look at its output. */
-    if (tg__anomaly_on())
+     * to look at its output. (Ops a backward runs are checked as gradients
+     * instead, by tg__accumulate.) */
+    if (tg__anomaly_on() && !in_backward)
         tg__anomaly_forward(op, out, n_in, in);
     if (grad_disabled)
         return NULL;
@@ -311,6 +313,8 @@ int tg_backward_with(tg_tensor *out, tg_tensor *dout)
         tg_retain(order[i]->out);
     bool was = tg_set_grad_enabled(false);
     bool was_paused = tg__scope_pause(true);
+    bool was_in_backward = in_backward;
+    in_backward = true;
     grad_add(out, dout);
     for (int64_t i = 0; i < count; i++) {
         tg_node *n = order[i];
@@ -326,6 +330,7 @@ int tg_backward_with(tg_tensor *out, tg_tensor *dout)
         node_drop_refs(n);
         n->consumed = true;
     }
+    in_backward = was_in_backward;
     tg__scope_pause(was_paused);
     tg_set_grad_enabled(was);
     for (int64_t i = 0; i < count; i++)

@@ -109,6 +109,7 @@ tg_tensor *tg__new(const char *op, tg_dtype dt, int ndim, const int64_t *shape,
         return NULL;
     }
     tg__contiguous_strides(ndim, shape, t->strides);
+    tg__audit_born(t, op);
     tg__scope_register(t);
     return t;
 }
@@ -125,6 +126,7 @@ tg_tensor *tg__view(const tg_tensor *src, int ndim, const int64_t *shape,
     t->offset = offset;
     t->storage = src->storage;
     t->storage->refcount++;
+    tg__audit_born(t, "view");
     tg__scope_register(t);
     return t;
 }
@@ -170,6 +172,7 @@ void tg__drop(tg_tensor *t)
         tg_tensor *d = dying;
         dying = d->dying_next;
         tg__unscope(d);
+        tg__audit_died(d);
         if (d->node)
             tg__node_free(d->node); /* releases the node's inputs */
         tg__drop(d->grad);

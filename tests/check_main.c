@@ -66,27 +66,46 @@ void assert_close(const tg_tensor *got, const tg_tensor *want, double tol)
     free(w);
 }
 
+/* Each suite in its own runner, so that with the leak audit on
+ * (TG_DEBUG_LEAKS=1) and in one process (CK_FORK=no) every suite can be
+ * held to leaving no tensor alive. */
+static const struct {
+    const char *name; /* as suite_create names it, for CK_RUN_SUITE */
+    Suite *(*make)(void);
+} suites[] = {
+    {"tensor", tensor_suite},       {"views", views_suite},
+    {"rng", rng_suite},             {"npy", npy_suite},
+    {"print", print_suite},         {"elementwise", elementwise_suite},
+    {"where", where_suite},         {"matmul", matmul_suite},
+    {"reduce", reduce_suite},       {"softmax", softmax_suite},
+    {"tape", tape_suite},           {"gradcheck", gradcheck_suite},
+    {"errors", errors_suite},       {"nn_ops", nn_ops_suite},
+    {"nn", nn_suite},               {"optim", optim_suite},
+    {"plot", plot_suite},           {"anomaly", anomaly_suite},
+};
+
 int main(void)
 {
-    SRunner *sr = srunner_create(tensor_suite());
-    srunner_add_suite(sr, views_suite());
-    srunner_add_suite(sr, rng_suite());
-    srunner_add_suite(sr, npy_suite());
-    srunner_add_suite(sr, print_suite());
-    srunner_add_suite(sr, elementwise_suite());
-    srunner_add_suite(sr, where_suite());
-    srunner_add_suite(sr, matmul_suite());
-    srunner_add_suite(sr, reduce_suite());
-    srunner_add_suite(sr, softmax_suite());
-    srunner_add_suite(sr, tape_suite());
-    srunner_add_suite(sr, gradcheck_suite());
-    srunner_add_suite(sr, errors_suite());
-    srunner_add_suite(sr, nn_ops_suite());
-    srunner_add_suite(sr, nn_suite());
-    srunner_add_suite(sr, optim_suite());
-    srunner_add_suite(sr, plot_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    int run = 0, failed = 0, leaking = 0;
+    const char *only = getenv("CK_RUN_SUITE");
+    for (size_t i = 0; i < sizeof suites / sizeof *suites; i++) {
+        if (only && *only && strcmp(only, suites[i].name) != 0)
+            continue;
+        Suite *s = suites[i].make();
+        SRunner *sr = srunner_create(s);
+        srunner_run_all(sr, CK_NORMAL);
+        run += srunner_ntests_run(sr);
+        failed += srunner_ntests_failed(sr);
+        srunner_free(sr);
+        int64_t alive = tg_live_tensors(); /* -1: audit off */
+        if (alive > 0) {
+            printf("leak audit: %lld tensor(s) alive after this suite:\n",
+                   (long long)alive);
+            tg_print_live_tensors(stdout);
+            leaking++;
+        }
+    }
+    /* The closing line CI reads; failures include leaking suites. */
+    printf("check_tapegrad: %d passed, %d failed\n", run - failed, failed + leaking);
+    return failed + leaking == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

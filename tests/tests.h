@@ -23,6 +23,7 @@ Suite *nn_ops_suite(void);
 Suite *nn_suite(void);
 Suite *optim_suite(void);
 Suite *plot_suite(void);
+Suite *anomaly_suite(void);
 
 /* Path of a committed fixture: TG_FIXTURES "/" name, in a static buffer. */
 const char *fixture_path(const char *name);

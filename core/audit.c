@@ -1,0 +1,91 @@
+/* The leak audit: with TG_DEBUG_LEAKS=1 in the environment, every tensor
+ * alive sits on one list with the op and the user's call site that made
+ * it, so a program (or a test suite) can ask what is still alive, and the
+ * rest is printed at exit. Off, it costs one branch per tensor. */
+#include "internal.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static bool enabled;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static tg_tensor *live; /* newest first */
+static int64_t n_live;
+
+static void report_at_exit(void)
+{
+    if (n_live == 0)
+        return;
+    fprintf(stderr, "tapegrad: %lld tensor(s) still alive at exit:\n",
+            (long long)n_live);
+    tg_print_live_tensors(stderr);
+}
+
+static void read_environment(void)
+{
+    const char *v = getenv("TG_DEBUG_LEAKS");
+    enabled = v && *v && strcmp(v, "0") != 0;
+    if (enabled)
+        atexit(report_at_exit);
+}
+
+static bool audit_on(void)
+{
+    pthread_once(&once, read_environment);
+    return enabled;
+}
+
+void tg__audit_born(tg_tensor *t, const char *op)
+{
+    if (!audit_on())
+        return;
+    t->born_op = op;
+    tg__callsite(&t->born_file, &t->born_line);
+    pthread_mutex_lock(&lock);
+    t->live_next = live;
+    if (live)
+        live->live_prev = t;
+    live = t;
+    n_live++;
+    pthread_mutex_unlock(&lock);
+}
+
+void tg__audit_died(tg_tensor *t)
+{
+    if (!t->born_op) /* made before or without the audit */
+        return;
+    pthread_mutex_lock(&lock);
+    if (t->live_prev)
+        t->live_prev->live_next = t->live_next;
+    else
+        live = t->live_next;
+    if (t->live_next)
+        t->live_next->live_prev = t->live_prev;
+    n_live--;
+    pthread_mutex_unlock(&lock);
+}
+
+int64_t tg_live_tensors(void)
+{
+    if (!audit_on())
+        return -1;
+    pthread_mutex_lock(&lock);
+    int64_t n = n_live;
+    pthread_mutex_unlock(&lock);
+    return n;
+}
+
+void tg_print_live_tensors(FILE *f)
+{
+    if (!f || !audit_on())
+        return;
+    pthread_mutex_lock(&lock);
+    for (const tg_tensor *t = live; t; t = t->live_next)
+        fprintf(f, "  %s %s made by '%s' at %s:%d (%lld reference%s)\n",
+                tg_dtype_name(t->dtype), TG_SHP(t), t->born_op,
+                t->born_file ? t->born_file : "?", t->born_line,
+                (long long)t->refcount, t->refcount == 1 ? "" : "s");
+    pthread_mutex_unlock(&lock);
+}
