@@ -280,6 +280,17 @@ tg_tensor *tg_triu(tg_tensor *t, int k);
  * that were broadcast. */
 tg_tensor *tg_matmul(tg_tensor *a, tg_tensor *b);
 
+/* Fused causal attention: softmax(q @ k^T * scale + mask) @ v in one op.
+ * q (...,Tq,d), k (...,Tk,d), v (...,Tk,dv) with the same batch dims; the
+ * result is (...,Tq,dv). causal masks key j > query i (the lesson's tril
+ * mask, aligned at the start). Tiled so the (Tq,Tk) scores are never held
+ * whole: an online softmax forward keeping per-row max and sum, and a
+ * backward that recomputes the scores tile by tile (as FlashAttention), so
+ * the extra memory is O(T), not O(T^2). Same values and gradients as the
+ * composed ops. */
+tg_tensor *tg_attention(tg_tensor *q, tg_tensor *k, tg_tensor *v, bool causal,
+                        double scale);
+
 /* ===================================================================== */
 /* Reductions and normalisations                                          */
 /* ===================================================================== */

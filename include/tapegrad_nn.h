@@ -69,6 +69,8 @@ double tg_clip_grad_norm(const tg_params *ps, double max_norm);
 typedef struct tg_head {
     int n_embd, head_size;
     bool scaled, causal;
+    bool fused; /* one tg_attention op instead of the composed ops (default
+                 * false); h->attn is then not kept */
     tg_tensor *w_q, *w_k, *w_v;
     tg_tensor *attn; /* last forward's weights (B,T,T), detached; or NULL */
 } tg_head;

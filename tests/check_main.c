@@ -82,6 +82,7 @@ static const struct {
     {"errors", errors_suite},       {"nn_ops", nn_ops_suite},
     {"nn", nn_suite},               {"optim", optim_suite},
     {"plot", plot_suite},           {"anomaly", anomaly_suite},
+    {"attention", attention_suite},
 };
 
 int main(void)

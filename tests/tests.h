@@ -24,6 +24,7 @@ Suite *nn_suite(void);
 Suite *optim_suite(void);
 Suite *plot_suite(void);
 Suite *anomaly_suite(void);
+Suite *attention_suite(void);
 
 /* Path of a committed fixture: TG_FIXTURES "/" name, in a static buffer. */
 const char *fixture_path(const char *name);

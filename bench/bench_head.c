@@ -1,0 +1,2 @@
+#include <tapegrad.h>
+int main(void) { return 0; }
