@@ -1,2 +1,522 @@
+/* backprop_tour: follow the gradient back through one attention head.
+ *
+ * The lesson's head (B=4, T=8, C=32, head_size=16, np.random.seed(1337)) is
+ * built here from single ops, so that every intermediate is a tensor we can
+ * hold, and a scalar loss is put on top of it:
+ *
+ *     q, k, v = x @ W_q, x @ W_k, x @ W_v                        (B,T,hs)
+ *     scores  = q @ k^T                                          (B,T,T)
+ *     scaled  = scores / sqrt(hs)
+ *     masked  = masked_fill(scaled, future, -inf)                causal
+ *     attn    = softmax(masked, -1)
+ *     out     = attn @ v                                         (B,T,hs)
+ *     loss    = sum(out * u)          u: fixed random weights    ()
+ *
+ * After tg_backward the program prints the tape, then walks it from the loss
+ * down to the weights. At each step it states the forward line, the backward
+ * formula that undoes it, and recomputes the gradient by hand from the
+ * gradient one step above, comparing it with what autograd stored (max abs
+ * difference; every check must come out below 1e-12). Last, the tape is
+ * written as a Graphviz graph and, when `dot` is installed, drawn as a PNG.
+ */
+#define _POSIX_C_SOURCE 200809L /* posix_spawnp, waitpid */
+
 #include <tapegrad.h>
-int main(void) { return 0; }
+
+#include <errno.h>
+#include <math.h>
+#include <spawn.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+extern char **environ;
+
+/* The lesson's sizes: B sequences, T tokens, C channels, heads of HS. */
+enum { B = 4, T = 8, C = 32, HS = 16 };
+/* A hand-computed gradient must match autograd's to this. */
+static const double TOL = 1e-12;
+
+/* Every tensor of the forward pass. They all stay alive to the end: a tape
+ * entry belongs to the tensor it produced, and tg_tape_print / tg_tape_dot
+ * only list entries whose outputs are still alive. */
+typedef struct tour {
+    tg_tensor *x, *W_q, *W_k, *W_v; /* leaves that require grad */
+    tg_tensor *u;                   /* (B,T,hs) fixed weights of the loss */
+    tg_tensor *future;              /* (T,T) true above the diagonal */
+    tg_tensor *q, *k, *v, *k_t, *scores, *scaled, *masked, *attn, *out;
+    tg_tensor *weighted, *loss;
+    int n_failed; /* checks above TOL */
+} tour;
+
+/* ---- the forward pass, one op per line --------------------------------- */
+
+static int forward(tour *S)
+{
+    tg_rng rng;
+    tg_rng_seed(&rng, 1337); /* np.random.seed(1337), as the lesson */
+    tg_scope_begin();
+    /* The lesson's draws, in its order: x, then W_q, W_k, W_v; u after. */
+    S->x = tg_keep(tg_randn(&rng, TG_FLOAT64, TG_SHAPE(B, T, C)));
+    tg_tensor **W[3] = {&S->W_q, &S->W_k, &S->W_v};
+    for (int i = 0; i < 3; i++)
+        *W[i] = tg_keep(
+            tg_scale(tg_randn(&rng, TG_FLOAT64, TG_SHAPE(C, HS)), 0.1));
+    S->u = tg_keep(tg_randn(&rng, TG_FLOAT64, TG_SHAPE(B, T, HS)));
+    /* x too, to see three gradients meet in one tensor (step e) */
+    tg_tensor *leaves[4] = {S->x, S->W_q, S->W_k, S->W_v};
+    for (int i = 0; i < 4; i++)
+        tg_set_requires_grad(leaves[i], true);
+
+    S->q = tg_keep(tg_matmul(S->x, S->W_q));
+    S->k = tg_keep(tg_matmul(S->x, S->W_k));
+    S->v = tg_keep(tg_matmul(S->x, S->W_v));
+    S->k_t = tg_keep(tg_transpose(S->k, 1, 2)); /* a view, on the tape too */
+    S->scores = tg_keep(tg_matmul(S->q, S->k_t));
+    S->scaled = tg_keep(tg_scale(S->scores, 1.0 / sqrt(HS)));
+    S->future = tg_keep(
+        tg_eq_scalar(tg_tril(tg_ones(TG_FLOAT64, TG_SHAPE(T, T)), 0), 0));
+    S->masked = tg_keep(tg_masked_fill(S->scaled, S->future, -INFINITY));
+    S->attn = tg_keep(tg_softmax(S->masked, -1));
+    S->out = tg_keep(tg_matmul(S->attn, S->v));
+    S->weighted = tg_keep(tg_mul(S->out, S->u));
+    S->loss = tg_keep(tg_sum_all(S->weighted));
+    tg_scope_end();
+    if (!S->loss)
+        return -1;
+
+    /* Autograd frees the gradients of intermediates once they have been
+     * passed on; ask it to keep them, so we can compare against them. */
+    tg_tensor *inner[] = {S->q,      S->k,      S->v,      S->k_t,
+                          S->scores, S->scaled, S->masked, S->attn,
+                          S->out,    S->weighted};
+    for (size_t i = 0; i < sizeof inner / sizeof inner[0]; i++)
+        tg_retain_grad(inner[i]);
+    return 0;
+}
+
+static void tour_free(tour *S)
+{
+    tg_tensor *all[] = {S->x,       S->W_q,    S->W_k,    S->W_v,
+                        S->u,       S->future, S->q,      S->k,
+                        S->v,       S->k_t,    S->scores, S->scaled,
+                        S->masked,  S->attn,   S->out,    S->weighted,
+                        S->loss};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        tg_release(all[i]);
+}
+
+/* ---- comparing a hand-made gradient with autograd's -------------------- */
+
+/* The larger of two differences, where a NaN counts as infinitely large
+ * (fmax would drop it, and a NaN gradient would pass its check). */
+static double worse(double worst, double d)
+{
+    return isnan(d) ? INFINITY : fmax(worst, d);
+}
+
+/* max |a - b| over all elements (same shape), or -1 on error. */
+static double max_abs_diff(const tg_tensor *a, const tg_tensor *b)
+{
+    if (!a || !b)
+        return -1;
+    int64_t n = tg_numel(a);
+    if (n != tg_numel(b)) {
+        fprintf(stderr, "backprop_tour: %lld vs %lld elements compared\n",
+                (long long)n, (long long)tg_numel(b));
+        return -1;
+    }
+    double *va = malloc((size_t)n * sizeof *va);
+    double *vb = malloc((size_t)n * sizeof *vb);
+    double worst = -1;
+    if (va && vb && tg_copy_out(a, TG_FLOAT64, va) == 0 &&
+        tg_copy_out(b, TG_FLOAT64, vb) == 0) {
+        worst = 0;
+        for (int64_t i = 0; i < n; i++)
+            worst = worse(worst, fabs(va[i] - vb[i]));
+    }
+    free(va);
+    free(vb);
+    return worst;
+}
+
+/* Prints "  <label>  max abs diff <d>" and counts the check as failed above
+ * TOL. autograd is the gradient autograd stored (NULL if none reached it).
+ * Returns 0, or -1 on error. */
+static int check(tour *S, const char *label, tg_tensor *by_hand,
+                 tg_tensor *autograd)
+{
+    if (!autograd) {
+        fprintf(stderr, "backprop_tour: no gradient reached '%s'\n", label);
+        return -1;
+    }
+    double d = max_abs_diff(by_hand, autograd);
+    if (d < 0)
+        return -1;
+    bool ok = d <= TOL;
+    S->n_failed += !ok;
+    printf("  check %-36s max abs diff %.1e%s\n", label, d,
+           ok ? "" : "   <-- FAILED");
+    return 0;
+}
+
+static void section(const char *title)
+{
+    printf("\n== %s ", title);
+    for (size_t n = strlen(title); n < 70; n++)
+        putchar('=');
+    putchar('\n');
+}
+
+/* ---- the walk back, from the loss to the weights ------------------------ */
+
+/* The loss: a weighted sum of the outputs, so dloss/dout = u. The random
+ * weights u are the gradient that enters the head from above; the rest of
+ * the walk carries them back (tg_gradcheck builds its L = sum(u * y) the
+ * same way). A sum rather than a mean keeps the gradients near 1, so their
+ * printed digits say something. */
+static int step_loss(tour *S)
+{
+    section("(0) loss = sum(out * u)");
+    printf("forward:  loss = sum_(b,t,i) out[b,t,i] * u[b,t,i]    ()\n"
+           "backward: dout = u                                    (B,T,hs)\n");
+    return check(S, "dout = u", S->u, tg_grad(S->out));
+}
+
+/* forward:  out[b,t,:] = sum_s attn[b,t,s] * v[b,s,:]              (B,T,hs)
+ * backward: dattn[b,t,s] += dot(dout[b,t,:], v[b,s,:])   dattn = dout @ v^T
+ *           dv[b,s,:]    += attn[b,t,s] * dout[b,t,:]    dv = attn^T @ dout */
+static int step_out(tour *S)
+{
+    section("(a) out = attn @ v");
+    printf("forward:  out[b,t,:] = sum_s attn[b,t,s] v[b,s,:]     (B,T,hs)\n"
+           "backward: dattn = dout @ v^T                          (B,T,T)\n"
+           "          dv    = attn^T @ dout                       (B,T,hs)\n");
+    tg_scope_begin();
+    tg_tensor *dout = tg_grad(S->out);
+    int rc = check(S, "dattn = dout @ v^T",
+                   tg_matmul(dout, tg_transpose(S->v, 1, 2)), tg_grad(S->attn));
+    if (rc == 0)
+        rc = check(S, "dv = attn^T @ dout",
+                   tg_matmul(tg_transpose(S->attn, 1, 2), dout),
+                   tg_grad(S->v));
+    tg_scope_end();
+    return rc;
+}
+
+/* forward:  p = softmax(x) along each row                             (T)
+ * backward: dx = J^T dy with J[i][j] = dp_i/dx_j = p_i (delta_ij - p_j),
+ *           i.e. J = diag(p) - p p^T (symmetric). Multiplied out,
+ *           dx_i = p_i (dy_i - sum_j p_j dy_j), which is what the library
+ *           computes without ever forming J. Shown for one row: sequence 0,
+ *           token 4, the row the lesson traces by hand. */
+static int step_softmax(tour *S)
+{
+    const int b = 0, t = 4;
+    section("(b) attn = softmax(masked), one row: sequence 0, token 4");
+    printf("forward:  p_i = exp(x_i) / sum_j exp(x_j)               (T)\n"
+           "backward: dx = J^T dy,  J = diag(p) - p p^T,  J_ij = p_i "
+           "(delta_ij - p_j)\n"
+           "          (multiplied out: dx_i = p_i (dy_i - sum_j p_j dy_j))\n");
+    tg_scope_begin();
+    int rc = -1;
+    tg_tensor *p = tg_select(tg_select(S->attn, 0, b), 0, t); /* (T) */
+    tg_tensor *dy = tg_select(tg_select(tg_grad(S->attn), 0, b), 0, t);
+    tg_tensor *dx = tg_select(tg_select(tg_grad(S->masked), 0, b), 0, t);
+    /* diag(p): the identity (tril and triu of ones) times p, row-broadcast */
+    tg_tensor *ones = tg_ones(TG_FLOAT64, TG_SHAPE(T, T));
+    tg_tensor *diag_p = tg_mul(tg_triu(tg_tril(ones, 0), 0), p);
+    tg_tensor *outer = tg_matmul(tg_unsqueeze(p, 1), tg_unsqueeze(p, 0));
+    tg_tensor *J = tg_sub(diag_p, outer); /* (T,T) */
+    tg_tensor *dx_by_hand = tg_matmul(tg_transpose(J, 0, 1), dy);
+    if (!dx_by_hand || !dx)
+        goto done;
+
+    fputs("p  (row 4 of attn[0]) = ", stdout);
+    if (tg_fprint(stdout, p, 3) < 0)
+        goto done;
+    fputs("\ndy (its gradient)     = ", stdout);
+    if (tg_fprint(stdout, dy, 3) < 0)
+        goto done;
+    printf("\nJ = diag(p) - p p^T   (T,T); rows and columns 5..7 are 0 "
+           "because p_j = 0 there:\n");
+    if (tg_fprint(stdout, J, 3) < 0)
+        goto done;
+    fputs("\ndx = J^T dy           = ", stdout);
+    if (tg_fprint(stdout, dx_by_hand, 3) < 0)
+        goto done;
+    printf("\n(dy is nonzero at the future tokens 5..7 too, but J sends none "
+           "of it back)\n");
+    rc = check(S, "J^T dy = dmasked[0,4]", dx_by_hand, dx);
+done:
+    tg_scope_end();
+    return rc;
+}
+
+/* forward:  masked = scaled where allowed, -inf where future         (B,T,T)
+ * backward: dscaled = dmasked where allowed, exactly 0 where future. The
+ *           softmax already sent 0 there (p_j = 0 zeroes column j of J);
+ *           the mask adds a second, unconditional 0. */
+static int step_mask(tour *S)
+{
+    section("(c) masked = masked_fill(scaled, future, -inf)");
+    printf("forward:  masked = -inf where future (j > t), else scaled\n"
+           "backward: dscaled = 0 where future, else dmasked\n");
+    size_t n = (size_t)B * T * T;
+    double *dscaled = malloc(n * sizeof *dscaled);
+    double *dmasked = malloc(n * sizeof *dmasked);
+    unsigned char *future = malloc((size_t)T * T);
+    int rc = -1;
+    if (!tg_grad(S->scaled) || !tg_grad(S->masked)) {
+        fputs("backprop_tour: no gradient reached scaled or masked\n", stderr);
+        goto done;
+    }
+    if (!dscaled || !dmasked || !future ||
+        tg_copy_out(tg_grad(S->scaled), TG_FLOAT64, dscaled) < 0 ||
+        tg_copy_out(tg_grad(S->masked), TG_FLOAT64, dmasked) < 0 ||
+        tg_copy_out(S->future, TG_BOOL, future) < 0)
+        goto done;
+
+    int n_masked = 0, n_zero = 0, n_zero_above = 0;
+    double worst = 0; /* max |dscaled - dmasked| where not masked */
+    for (size_t i = 0; i < n; i++) {
+        if (future[i % ((size_t)T * T)]) {
+            n_masked++;
+            n_zero += dscaled[i] == 0.0;
+            n_zero_above += dmasked[i] == 0.0;
+        } else {
+            worst = worse(worst, fabs(dscaled[i] - dmasked[i]));
+        }
+    }
+    printf("  masked entries: %d  (B * T(T-1)/2 = %d * %d)\n", n_masked, B,
+           T * (T - 1) / 2);
+    printf("  dmasked == 0.0 at %d of them (softmax), dscaled == 0.0 at %d "
+           "of them (mask)\n",
+           n_zero_above, n_zero);
+    bool ok = n_zero == n_masked && n_masked == B * T * (T - 1) / 2;
+    S->n_failed += !ok;
+    printf("  check %-36s %s\n", "dscaled == 0.0 at all masked",
+           ok ? "yes" : "NO   <-- FAILED");
+    ok = worst <= TOL;
+    S->n_failed += !ok;
+    printf("  check %-36s max abs diff %.1e%s\n", "dscaled = dmasked elsewhere",
+           worst, ok ? "" : "   <-- FAILED");
+    rc = 0;
+done:
+    free(dscaled);
+    free(dmasked);
+    free(future);
+    return rc;
+}
+
+/* forward:  scaled = scores / sqrt(hs)                               (B,T,T)
+ * backward: dscores = dscaled / sqrt(hs): a constant factor passes through. */
+static int step_scale(tour *S)
+{
+    section("(d) scaled = scores / sqrt(16)");
+    printf("forward:  scaled = scores / sqrt(hs)                   (B,T,T)\n"
+           "backward: dscores = dscaled / sqrt(hs) = dscaled / 4\n");
+    tg_scope_begin();
+    int rc = check(S, "dscores = dscaled / 4",
+                   tg_scale(tg_grad(S->scaled), 1.0 / sqrt(HS)),
+                   tg_grad(S->scores));
+    tg_scope_end();
+    return rc;
+}
+
+/* forward:  scores = q @ k^T                                         (B,T,T)
+ * backward: dq = dscores @ k,  dk = dscores^T @ q
+ * forward:  q = x @ W_q   (B,T,C) @ (C,hs); W_q is shared by all B*T tokens
+ * backward: dW_q = sum_b x[b]^T @ dq[b]    (the broadcast dim is summed)
+ *           dx = dq @ W_q^T + dk @ W_k^T + dv @ W_v^T  (x feeds three ops,
+ *           and autograd adds (+=) the three gradients that come back) */
+static int step_projections(tour *S)
+{
+    section("(e) scores = q @ k^T, and the projections q,k,v = x @ W");
+    printf("forward:  scores = q @ k^T                             (B,T,T)\n"
+           "backward: dq = dscores @ k,  dk = dscores^T @ q       (B,T,hs)\n"
+           "forward:  q = x @ W_q     (B,T,C) @ (C,hs), W_q shared by every "
+           "token\n"
+           "backward: dW_q = sum over b of x[b]^T @ dq[b]         (C,hs)\n"
+           "          dx   = dq @ W_q^T + dk @ W_k^T + dv @ W_v^T (B,T,C)\n");
+    tg_scope_begin();
+    tg_tensor *dscores = tg_grad(S->scores);
+    int rc = check(S, "dq = dscores @ k", tg_matmul(dscores, S->k),
+                   tg_grad(S->q));
+    if (rc == 0)
+        rc = check(S, "dk = dscores^T @ q",
+                   tg_matmul(tg_transpose(dscores, 1, 2), S->q), tg_grad(S->k));
+
+    tg_tensor *x_t = tg_transpose(S->x, 1, 2); /* (B,C,T) */
+    tg_tensor *acts[3] = {S->q, S->k, S->v};
+    tg_tensor *Ws[3] = {S->W_q, S->W_k, S->W_v};
+    const char *labels[3] = {"dW_q = sum_b x^T @ dq", "dW_k = sum_b x^T @ dk",
+                             "dW_v = sum_b x^T @ dv"};
+    tg_tensor *dx = tg_zeros_like(S->x);
+    for (int i = 0; i < 3 && rc == 0; i++) {
+        tg_tensor *d = tg_grad(acts[i]);
+        rc = check(S, labels[i], tg_sum(tg_matmul(x_t, d), 0, false),
+                   tg_grad(Ws[i]));
+        dx = tg_add(dx, tg_matmul(d, tg_transpose(Ws[i], 0, 1)));
+    }
+    if (rc == 0)
+        rc = check(S, "dx = the sum of the three paths", dx, tg_grad(S->x));
+    tg_scope_end();
+    return rc;
+}
+
+/* ---- the picture -------------------------------------------------------- */
+
+/* Runs `dot -Tpng dot_path -o png_path` (no shell). Returns 1 when it drew
+ * the picture, 0 when dot is not installed, -1 when dot failed. */
+static int render_png(const char *dot_path, const char *png_path)
+{
+    char *argv[] = {"dot", "-Tpng", (char *)dot_path, "-o", (char *)png_path,
+                    NULL};
+    pid_t pid;
+    int err = posix_spawnp(&pid, "dot", NULL, NULL, argv, environ);
+    if (err == ENOENT)
+        return 0;
+    if (err) {
+        fprintf(stderr, "backprop_tour: cannot run dot: %s\n", strerror(err));
+        return -1;
+    }
+    int status;
+    if (waitpid(pid, &status, 0) < 0) {
+        fprintf(stderr, "backprop_tour: waitpid: %s\n", strerror(errno));
+        return -1;
+    }
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
+        return 0; /* a libc that reports a failed exec this way */
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        fprintf(stderr, "backprop_tour: dot failed on %s\n", dot_path);
+        return -1;
+    }
+    return 1;
+}
+
+/* Writes the tape to dot_path and, if Graphviz is there, a PNG beside it
+ * (the same name with .dot replaced by, or else followed by, .png). */
+static int write_graph(const char *dot_path)
+{
+    section("the tape as a graph");
+    FILE *f = fopen(dot_path, "w");
+    if (!f) {
+        fprintf(stderr, "backprop_tour: %s: %s\n", dot_path, strerror(errno));
+        return -1;
+    }
+    tg_tape_dot(f);
+    bool write_failed = ferror(f);
+    if (fclose(f) != 0 || write_failed) {
+        fprintf(stderr, "backprop_tour: error writing %s\n", dot_path);
+        return -1;
+    }
+    size_t len = strlen(dot_path);
+    char *png_path = malloc(len + 5);
+    if (!png_path)
+        return -1;
+    strcpy(png_path, dot_path);
+    if (len > 4 && !strcmp(png_path + len - 4, ".dot"))
+        png_path[len - 4] = '\0';
+    strcat(png_path, ".png");
+
+    printf("wrote %s\n", dot_path);
+    int drawn = render_png(dot_path, png_path);
+    if (drawn > 0)
+        printf("drew  %s  (Graphviz dot)\n", png_path);
+    else if (drawn == 0)
+        printf("Graphviz dot is not on the PATH; with it:\n"
+               "  dot -Tpng %s -o %s\n",
+               dot_path, png_path);
+    free(png_path);
+    return drawn < 0 ? -1 : 0;
+}
+
+/* ---- main --------------------------------------------------------------- */
+
+static void usage(FILE *f)
+{
+    fputs(
+        "Usage: backprop_tour [--out FILE.dot] [--help]\n"
+        "\n"
+        "Builds the lesson's attention head (B=4, T=8, C=32, head_size=16,\n"
+        "seed 1337) op by op, puts the loss sum(out * u) on top, runs\n"
+        "backward, prints the tape, and then follows the gradient back:\n"
+        "  (0) the loss        dout = u\n"
+        "  (a) out = attn @ v  dattn = dout @ v^T, dv = attn^T @ dout\n"
+        "  (b) softmax         one row's Jacobian J = diag(p) - p p^T\n"
+        "  (c) causal mask     exactly zero gradient at the masked entries\n"
+        "  (d) 1/sqrt(16)      dscores = dscaled / 4\n"
+        "  (e) projections     dq, dk, dW_q, dW_k, dW_v, dx\n"
+        "Each gradient is recomputed by hand and compared with autograd's.\n"
+        "\n"
+        "  --out FILE.dot  where to write the tape as a Graphviz graph\n"
+        "                  (default backprop_tour.dot); when `dot` is on the\n"
+        "                  PATH it is also drawn as FILE.png\n"
+        "  --help          this text\n"
+        "\n"
+        "Exits 0 when every check holds (max abs diff <= 1e-12), 1 when one\n"
+        "does not or the library reports an error, 2 on a bad option.\n",
+        f);
+}
+
+int main(int argc, char **argv)
+{
+    const char *dot_path = "backprop_tour.dot";
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(argv[i], "--out")) {
+            if (i + 1 == argc) {
+                fputs("backprop_tour: --out needs a file name\n", stderr);
+                return 2;
+            }
+            dot_path = argv[++i];
+        } else {
+            fprintf(stderr, "backprop_tour: unknown option '%s'\n\n", argv[i]);
+            usage(stderr);
+            return 2;
+        }
+    }
+
+    tour S = {0};
+    int rc = forward(&S);
+    if (rc == 0)
+        rc = tg_backward(S.loss);
+    if (rc == 0) {
+        printf("loss = sum(out * u) = %.6f\n", tg_item(S.loss));
+        section("the tape: op, input shapes -> output shape, |dloss/doutput|");
+        tg_tape_print(stdout);
+        printf("(oldest first, the entries make: q k v k^T scores scaled "
+               "masked attn out\n out*u loss; backward ran them bottom to "
+               "top)\n");
+        /* The checks below compute with tensors that require grad (v, q,
+         * W_q...). They are not part of the model: record none of them. */
+        tg_set_grad_enabled(false);
+        int (*steps[])(tour *) = {step_loss,  step_out,   step_softmax,
+                                  step_mask,  step_scale, step_projections};
+        for (size_t i = 0; i < sizeof steps / sizeof steps[0] && rc == 0; i++)
+            rc = steps[i](&S);
+        tg_set_grad_enabled(true);
+    }
+    if (rc == 0)
+        rc = write_graph(dot_path);
+    tour_free(&S);
+
+    if (rc < 0) {
+        fflush(stdout);
+        if (tg_last_error()[0])
+            fprintf(stderr, "backprop_tour: %s\n", tg_last_error());
+        return 1;
+    }
+    if (S.n_failed) {
+        fprintf(stderr, "backprop_tour: %d check(s) failed\n", S.n_failed);
+        return 1;
+    }
+    printf("\nall checks hold: every gradient autograd stored is the formula "
+           "above.\n");
+    return 0;
+}
