@@ -378,6 +378,9 @@ static void script_begin(FILE *f, const plot_files *p, const char *what,
     fprintf(f,
             "\n# noenhanced: titles print as typed ('_' is no subscript).\n"
             "set terminal pngcairo noenhanced size %d,%d font 'sans,10'\n"
+            "# tick labels as 0.5, 1e-08: without enhanced text gnuplot's\n"
+            "# default would spell out 0.00000001\n"
+            "set format x '%%g'\nset format y '%%g'\nset format cb '%%g'\n"
             "set output here . ",
             width, height);
     snprintf(file, sizeof file, "%s.png", p->name);
