@@ -1,2 +1,566 @@
+/* bench_matmul: what tg_matmul costs over calling BLAS directly, on the
+ * attention head's own products, and what gemm reaches on this machine.
+ *
+ * For each size of bench_head (B,T,C,hs) and each product the head's step
+ * makes, forward or backward, the median time of
+ *     ours: r = tg_matmul(a, b) (a fresh output each call, as in a step);
+ *           tg_release(r)
+ *     BLAS: the cblas_?gemm calls that compute the same product on the same
+ *           layout (one per batch entry, or one for a folded batch) into a
+ *           preallocated output
+ * and their ratio, the cost of our layer. Operands marked "view" are
+ * tg_transpose views that tg_matmul must hand to BLAS as transpose flags.
+ * "dW" is the weight gradient of x @ W the way tapegrad's backward computes
+ * it today: B products x_b^T @ dq_b, then summed over b; its BLAS column is
+ * the one gemm x^T @ dq with K = B*T that needs no sum.
+ *
+ * Then the reference: ?gemm's GFLOP/s at 1024^3 on 1 and 2 threads, the
+ * "what sgemm reaches here" that the head's efficiency target is a share of.
+ *
+ * Configured --without-blas, only our column is printed (the portable
+ * kernel has no BLAS to be compared with). */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+
+#include <config.h>
+
 #include <tapegrad.h>
-int main(void) { return 0; }
+
+#ifdef TG_HAVE_BLAS
+#include <cblas.h>
+#endif
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct size_config {
+    const char *name;
+    int B, T, C, hs;
+} size_config;
+
+/* bench_head's sizes (B,T,C,head_size). */
+static const size_config sizes[] = {
+    {"tiny", 4, 8, 32, 16},       {"small", 16, 64, 64, 16},
+    {"medium", 32, 128, 128, 32}, {"large", 32, 256, 384, 64},
+    {"xl", 16, 1024, 512, 64},
+};
+enum { N_SIZES = sizeof sizes / sizeof sizes[0] };
+
+/* One operand: the shape of its contiguous storage, and whether tg_matmul
+ * gets the transpose of its last two dims (a view) instead. */
+typedef struct operand {
+    int ndim;
+    int64_t shape[3];
+    bool transposed;
+} operand;
+
+/* The BLAS calls for a product: count gemms C_i (m,n) = op(A_i) @ op(B_i)
+ * with A_i at A + i*stride_a (0: one A for all) and so on, row-major. */
+typedef struct gemm_plan {
+    int count;
+    int64_t stride_a, stride_b;
+    bool ta, tb;
+    int m, n, k, lda, ldb;
+} gemm_plan;
+
+typedef struct mm_case {
+    const char *name;
+    operand a, b;
+    bool sum_batch; /* ours: the result summed over dim 0 (dW) */
+    gemm_plan blas;
+} mm_case;
+
+enum { N_CASES = 9 };
+
+/* The head's products at size s. BT = B*T rows once the batch folds. */
+static void head_cases(const size_config *s, mm_case *c)
+{
+    const int B = s->B, T = s->T, C = s->C, hs = s->hs, BT = B * T;
+    const int64_t Tt = (int64_t)T * T, Ths = (int64_t)T * hs;
+    mm_case cases[N_CASES] = {
+        {"x2d @ W", {2, {BT, C}, false}, {2, {C, hs}, false}, false,
+         {1, 0, 0, false, false, BT, hs, C, C, hs}},
+        {"x @ W (bcast)", {3, {B, T, C}, false}, {2, {C, hs}, false}, false,
+         {1, 0, 0, false, false, BT, hs, C, C, hs}},
+        {"dq @ W^T (bcast, view)", {3, {B, T, hs}, false},
+         {2, {C, hs}, true}, false,
+         {1, 0, 0, false, true, BT, C, hs, hs, hs}},
+        {"x2d^T @ dq2d (view)", {2, {BT, C}, true}, {2, {BT, hs}, false},
+         false, {1, 0, 0, true, false, C, hs, BT, C, hs}},
+        {"dW: sum_b x_b^T @ dq_b", {3, {B, T, C}, true}, {3, {B, T, hs}, false},
+         true, {1, 0, 0, true, false, C, hs, BT, C, hs}},
+        {"q @ k^T (view)", {3, {B, T, hs}, false}, {3, {B, T, hs}, true},
+         false, {B, Ths, Ths, false, true, T, T, hs, hs, hs}},
+        {"attn @ v", {3, {B, T, T}, false}, {3, {B, T, hs}, false}, false,
+         {B, Tt, Ths, false, false, T, hs, T, T, hs}},
+        {"attn^T @ dout (view)", {3, {B, T, T}, true}, {3, {B, T, hs}, false},
+         false, {B, Tt, Ths, true, false, T, hs, T, T, hs}},
+        {"(T,T) @ v (bcast)", {2, {T, T}, false}, {3, {B, T, hs}, false},
+         false, {B, 0, Ths, false, false, T, hs, T, T, hs}},
+    };
+    memcpy(c, cases, sizeof cases);
+}
+
+/* ---- options ----------------------------------------------------------- */
+
+typedef struct options {
+    const size_config *run[N_SIZES];
+    int n_run;
+    tg_dtype dtype;
+    int threads;
+    double seconds; /* per measurement */
+    bool reference;
+} options;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: bench_matmul [--config LIST] [--dtype f32|f64]\n"
+            "                    [--threads N] [--seconds S] [--no-reference]\n"
+            "\n"
+            "tg_matmul against direct cblas_?gemm calls on the attention\n"
+            "head's products (median ms and the ratio ours/BLAS), then\n"
+            "?gemm's GFLOP/s at 1024^3 on 1 and 2 threads.\n"
+            "\n"
+            "  --config LIST   sizes, comma-separated, of tiny small medium\n"
+            "                  large xl (bench_head's); default all\n"
+            "  --dtype         f32 (default) or f64\n"
+            "  --threads N     BLAS and OpenMP threads for the table (1)\n"
+            "  --seconds S     time budget per measurement (default 0.2)\n"
+            "  --no-reference  skip the 1024^3 reference\n");
+}
+
+static int parse_sizes(const char *list, options *o)
+{
+    o->n_run = 0;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", list);
+    for (char *save, *name = strtok_r(buf, ",", &save); name;
+         name = strtok_r(NULL, ",", &save)) {
+        int i = 0;
+        while (i < N_SIZES && strcmp(sizes[i].name, name) != 0)
+            i++;
+        if (i == N_SIZES || o->n_run == N_SIZES) {
+            fprintf(stderr, "bench_matmul: unknown or repeated size '%s'\n",
+                    name);
+            return -1;
+        }
+        o->run[o->n_run++] = &sizes[i];
+    }
+    return o->n_run > 0 ? 0 : -1;
+}
+
+/* 0 to run, 1 after --help, -1 on a bad argument (printed). */
+static int parse(int argc, char **argv, options *o)
+{
+    *o = (options){.dtype = TG_FLOAT32, .threads = 1, .seconds = 0.2,
+                   .reference = true};
+    for (int i = 0; i < N_SIZES; i++)
+        o->run[o->n_run++] = &sizes[i];
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 1;
+        } else if (!strcmp(a, "--no-reference")) {
+            o->reference = false;
+            continue;
+        } else if (!v) {
+            fprintf(stderr, "bench_matmul: unknown option or missing value: "
+                            "%s (--help)\n", a);
+            return -1;
+        } else if (!strcmp(a, "--config")) {
+            if (parse_sizes(v, o) < 0)
+                return -1;
+        } else if (!strcmp(a, "--dtype") && (!strcmp(v, "f32") ||
+                                             !strcmp(v, "f64"))) {
+            o->dtype = strcmp(v, "f32") ? TG_FLOAT64 : TG_FLOAT32;
+        } else if (!strcmp(a, "--threads") && atoi(v) > 0) {
+            o->threads = atoi(v);
+        } else if (!strcmp(a, "--seconds") && strtod(v, NULL) > 0) {
+            o->seconds = strtod(v, NULL);
+        } else {
+            fprintf(stderr, "bench_matmul: bad option %s %s (--help)\n", a, v);
+            return -1;
+        }
+        i++;
+    }
+    return 0;
+}
+
+/* ---- timing -------------------------------------------------------------- */
+
+static double clock_ms(clockid_t clock)
+{
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+static double now_ms(void) { return clock_ms(CLOCK_MONOTONIC); }
+
+/* CPU time of the process, all threads: leaves out the time spent waiting
+ * for a core on a loaded machine, so with one thread it is the steadier
+ * measure of the work. */
+static double cpu_ms(void) { return clock_ms(CLOCK_PROCESS_CPUTIME_ID); }
+
+static int by_value(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+typedef int (*run_fn)(void *ctx);
+
+static double median_sorted(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, by_value);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* Median wall and CPU ms of one call; wall < 0 when the run failed. */
+typedef struct medians {
+    double wall, cpu;
+} medians;
+
+/* Times fn call by call: warm-up calls (at least 2, for a fifth of the
+ * budget), then as many as fit in seconds at the mean warm-up call after
+ * the first, at least 3 and at most 20000. */
+static medians time_calls(run_fn fn, void *ctx, double seconds)
+{
+    medians fail = {-1, -1};
+    double start = now_ms(), after_first = 0;
+    int warmup = 0;
+    do {
+        double t0 = now_ms();
+        if (fn(ctx) < 0)
+            return fail;
+        if (warmup++ > 0)
+            after_first += now_ms() - t0;
+    } while (warmup < 2 || now_ms() - start < seconds * 200);
+    double call_ms = after_first / (warmup - 1);
+    double want = seconds * 1e3 / (call_ms > 1e-6 ? call_ms : 1e-6);
+    int reps = want < 3 ? 3 : want > 20000 ? 20000 : (int)want;
+    double *ms = malloc((size_t)reps * sizeof *ms);
+    double *cpu = malloc((size_t)reps * sizeof *cpu);
+    bool ok = ms && cpu;
+    for (int i = 0; ok && i < reps; i++) {
+        /* the CPU clock is a system call: read it outside the wall interval */
+        double c0 = cpu_ms(), t0 = now_ms();
+        ok = fn(ctx) == 0;
+        ms[i] = now_ms() - t0;
+        cpu[i] = cpu_ms() - c0;
+    }
+    medians m = fail;
+    if (ok)
+        m = (medians){median_sorted(ms, reps), median_sorted(cpu, reps)};
+    free(ms);
+    free(cpu);
+    return m;
+}
+
+static void set_threads(int n)
+{
+#if defined(TG_HAVE_BLAS) && defined(OPENBLAS_VERSION)
+    openblas_set_num_threads(n);
+#endif
+#ifdef _OPENMP
+    omp_set_num_threads(n);
+#endif
+}
+
+/* ---- one case: the operands as tensors and as plain arrays --------------- */
+
+typedef struct prepared {
+    const mm_case *c;
+    tg_dtype dtype;
+    tg_tensor *a, *b; /* what tg_matmul gets (views where transposed) */
+    void *pa, *pb, *pc; /* BLAS: copies of a's and b's storage, the output */
+} prepared;
+
+/* A random tensor stored as op->shape, then its transpose view if asked. */
+static tg_tensor *make_operand(const operand *op, tg_dtype dt, tg_rng *rng,
+                               void **copy)
+{
+    tg_tensor *stored = tg_randn(rng, dt, op->ndim, op->shape);
+    if (!stored)
+        return NULL;
+    *copy = malloc((size_t)tg_numel(stored) * tg_dtype_size(dt));
+    if (!*copy || tg_copy_out(stored, dt, *copy) < 0) {
+        tg_release(stored);
+        return NULL;
+    }
+    if (!op->transposed)
+        return stored;
+    tg_tensor *view = tg_transpose(stored, -2, -1);
+    tg_release(stored);
+    return view;
+}
+
+static void prepared_free(prepared *p)
+{
+    tg_release(p->a);
+    tg_release(p->b);
+    free(p->pa);
+    free(p->pb);
+    free(p->pc);
+}
+
+static int prepare(prepared *p, const mm_case *c, tg_dtype dt)
+{
+    tg_rng rng;
+    tg_rng_seed(&rng, 7);
+    *p = (prepared){.c = c, .dtype = dt};
+    p->a = make_operand(&c->a, dt, &rng, &p->pa);
+    p->b = make_operand(&c->b, dt, &rng, &p->pb);
+    const gemm_plan *g = &c->blas;
+    p->pc = malloc((size_t)g->count * g->m * g->n * tg_dtype_size(dt));
+    return p->a && p->b && p->pc ? 0 : -1;
+}
+
+static int run_ours(void *ctx)
+{
+    const prepared *p = ctx;
+    tg_tensor *r = tg_matmul(p->a, p->b);
+    if (r && p->c->sum_batch) {
+        tg_tensor *summed = tg_sum(r, 0, false);
+        tg_release(r);
+        r = summed;
+    }
+    if (!r)
+        return -1;
+    tg_release(r);
+    return 0;
+}
+
+#ifdef TG_HAVE_BLAS
+static int run_blas(void *ctx)
+{
+    const prepared *p = ctx;
+    const gemm_plan *g = &p->c->blas;
+    const enum CBLAS_TRANSPOSE ta = g->ta ? CblasTrans : CblasNoTrans,
+                               tb = g->tb ? CblasTrans : CblasNoTrans;
+    const int64_t stride_c = (int64_t)g->m * g->n;
+    for (int i = 0; i < g->count; i++) {
+        if (p->dtype == TG_FLOAT32)
+            cblas_sgemm(CblasRowMajor, ta, tb, g->m, g->n, g->k, 1.0f,
+                        (const float *)p->pa + i * g->stride_a, g->lda,
+                        (const float *)p->pb + i * g->stride_b, g->ldb, 0.0f,
+                        (float *)p->pc + i * stride_c, g->n);
+        else
+            cblas_dgemm(CblasRowMajor, ta, tb, g->m, g->n, g->k, 1.0,
+                        (const double *)p->pa + i * g->stride_a, g->lda,
+                        (const double *)p->pb + i * g->stride_b, g->ldb, 0.0,
+                        (double *)p->pc + i * stride_c, g->n);
+    }
+    return 0;
+}
+
+/* Does our product equal BLAS's (same plan, same data)? Guards the plans
+ * above: a wrong lda would time the wrong product. Relative to the largest
+ * magnitude, within 1e-3 (float32 sums in another order). */
+static bool same_result(const prepared *p)
+{
+    tg_tensor *r = tg_matmul(p->a, p->b);
+    if (r && p->c->sum_batch) {
+        tg_tensor *summed = tg_sum(r, 0, false);
+        tg_release(r);
+        r = summed;
+    }
+    const gemm_plan *g = &p->c->blas;
+    int64_t n = (int64_t)g->count * g->m * g->n;
+    if (!r || tg_numel(r) != n)
+        return tg_release(r), false;
+    double *ours = malloc((size_t)n * sizeof *ours);
+    bool ok = ours && tg_copy_out(r, TG_FLOAT64, ours) == 0;
+    tg_release(r);
+    run_blas((void *)p);
+    double diff = 0, scale = 1e-30;
+    for (int64_t i = 0; ok && i < n; i++) {
+        double want = p->dtype == TG_FLOAT32 ? ((const float *)p->pc)[i]
+                                             : ((const double *)p->pc)[i];
+        diff = fmax(diff, fabs(ours[i] - want));
+        scale = fmax(scale, fabs(want));
+    }
+    free(ours);
+    return ok && diff <= 1e-3 * scale;
+}
+#endif
+
+/* "(4,8,32)" or "(4,32,8)^T" for one operand as tg_matmul sees it. */
+static const char *shape_str(const operand *op, char *buf, size_t size)
+{
+    int64_t s[3];
+    memcpy(s, op->shape, sizeof s);
+    if (op->transposed) {
+        int64_t t = s[op->ndim - 1];
+        s[op->ndim - 1] = s[op->ndim - 2];
+        s[op->ndim - 2] = t;
+    }
+    if (op->ndim == 2)
+        snprintf(buf, size, "(%lld,%lld)%s", (long long)s[0], (long long)s[1],
+                 op->transposed ? "v" : "");
+    else
+        snprintf(buf, size, "(%lld,%lld,%lld)%s", (long long)s[0],
+                 (long long)s[1], (long long)s[2], op->transposed ? "v" : "");
+    return buf;
+}
+
+/* Times every case at size s and prints its rows. -1 on an error. */
+static int run_size(const size_config *s, const options *o)
+{
+    mm_case cases[N_CASES];
+    head_cases(s, cases);
+    for (int i = 0; i < N_CASES; i++) {
+        prepared p;
+        if (prepare(&p, &cases[i], o->dtype) < 0) {
+            prepared_free(&p);
+            return -1;
+        }
+        const gemm_plan *g = &cases[i].blas;
+        double flops = 2.0 * g->count * g->m * g->n * g->k;
+        char sa[48], sb[48], shapes[100];
+        snprintf(shapes, sizeof shapes, "%s@%s",
+                 shape_str(&cases[i].a, sa, sizeof sa),
+                 shape_str(&cases[i].b, sb, sizeof sb));
+        medians ours = time_calls(run_ours, &p, o->seconds);
+        if (ours.wall < 0) {
+            prepared_free(&p);
+            return -1;
+        }
+        printf("%-7s %-24s %-27s %10.4f", s->name, cases[i].name, shapes,
+               ours.wall);
+#ifdef TG_HAVE_BLAS
+        if (!same_result(&p)) {
+            printf("\n");
+            fprintf(stderr, "bench_matmul: %s %s: tg_matmul and the BLAS plan "
+                            "disagree (a bug in this benchmark's plan)\n",
+                    s->name, cases[i].name);
+            prepared_free(&p);
+            return -1;
+        }
+        medians blas = time_calls(run_blas, &p, o->seconds);
+        printf(" %10.4f %7.2f %7.2f %8.2f %8.2f\n", blas.wall,
+               ours.wall / blas.wall, ours.cpu / blas.cpu,
+               flops / (ours.wall * 1e6), flops / (blas.wall * 1e6));
+#else
+        printf(" %8.2f\n", flops / (ours.wall * 1e6));
+#endif
+        fflush(stdout);
+        prepared_free(&p);
+    }
+    return 0;
+}
+
+/* ---- the reference: gemm at 1024^3 --------------------------------------- */
+
+#ifdef TG_HAVE_BLAS
+enum { REF_N = 1024 };
+
+typedef struct square {
+    tg_dtype dtype;
+    void *a, *b, *c;
+} square;
+
+static int run_square(void *ctx)
+{
+    const square *q = ctx;
+    if (q->dtype == TG_FLOAT32)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, REF_N, REF_N,
+                    REF_N, 1.0f, q->a, REF_N, q->b, REF_N, 0.0f, q->c, REF_N);
+    else
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, REF_N, REF_N,
+                    REF_N, 1.0, q->a, REF_N, q->b, REF_N, 0.0, q->c, REF_N);
+    return 0;
+}
+
+static int reference(double seconds)
+{
+    printf("\nreference: gemm (%d,%d)@(%d,%d), GFLOP/s at the median\n",
+           REF_N, REF_N, REF_N, REF_N);
+    const double flops = 2.0 * REF_N * REF_N * REF_N;
+    for (int d = 0; d < 2; d++) {
+        square q = {d ? TG_FLOAT64 : TG_FLOAT32, NULL, NULL, NULL};
+        size_t bytes = (size_t)REF_N * REF_N * tg_dtype_size(q.dtype);
+        q.a = malloc(bytes), q.b = malloc(bytes), q.c = malloc(bytes);
+        if (!q.a || !q.b || !q.c) {
+            free(q.a), free(q.b), free(q.c);
+            return -1;
+        }
+        tg_rng rng;
+        tg_rng_seed(&rng, 3);
+        for (size_t i = 0; i < (size_t)REF_N * REF_N; i++) {
+            double va = tg_rng_uniform(&rng), vb = tg_rng_uniform(&rng);
+            if (d == 0)
+                ((float *)q.a)[i] = (float)va, ((float *)q.b)[i] = (float)vb;
+            else
+                ((double *)q.a)[i] = va, ((double *)q.b)[i] = vb;
+        }
+        printf("  %s:", d ? "dgemm" : "sgemm");
+        for (int threads = 1; threads <= 2; threads++) {
+            set_threads(threads);
+            medians m = time_calls(run_square, &q, seconds);
+            printf("  %d thread%s %7.2f GFLOP/s (%.2f ms", threads,
+                   threads > 1 ? "s" : " ", flops / (m.wall * 1e6), m.wall);
+            if (threads == 1) /* by CPU time: one thread's own work */
+                printf("; by CPU time %.2f", flops / (m.cpu * 1e6));
+            printf(")");
+            fflush(stdout);
+        }
+        printf("\n");
+        free(q.a), free(q.b), free(q.c);
+    }
+    return 0;
+}
+#endif
+
+int main(int argc, char **argv)
+{
+    options o;
+    int rc = parse(argc, argv, &o);
+    if (rc != 0)
+        return rc < 0 ? 2 : 0;
+    set_threads(o.threads);
+    const char *dt = o.dtype == TG_FLOAT32 ? "float32" : "float64";
+#if defined(TG_HAVE_BLAS) && defined(OPENBLAS_VERSION)
+    printf("matmul: tg_matmul vs direct cblas_%cgemm, %s, %d thread%s, "
+           "OpenBLAS kernel %s\n",
+           o.dtype == TG_FLOAT32 ? 's' : 'd', dt, o.threads,
+           o.threads > 1 ? "s" : "", openblas_get_corename());
+#elif defined(TG_HAVE_BLAS)
+    printf("matmul: tg_matmul vs direct cblas_%cgemm, %s, %d thread%s\n",
+           o.dtype == TG_FLOAT32 ? 's' : 'd', dt, o.threads,
+           o.threads > 1 ? "s" : "");
+#else
+    printf("matmul: tg_matmul, %s (configured without BLAS: the portable "
+           "kernel, with no BLAS to compare against)\n", dt);
+#endif
+    printf("(v: a tg_transpose view; ms: wall-time medians; cpu: the ratio of "
+           "CPU-time medians; GFLOP/s at the wall median)\n");
+#ifdef TG_HAVE_BLAS
+    printf("%-7s %-24s %-27s %10s %10s %7s %7s %8s %8s\n", "size", "product",
+           "shapes", "ours ms", "BLAS ms", "ours/BL", "cpu", "GF/s us",
+           "GF/s BL");
+#else
+    printf("%-7s %-24s %-27s %10s %8s\n", "size", "product", "shapes",
+           "ours ms", "GFLOP/s");
+#endif
+    for (int i = 0; i < o.n_run; i++)
+        if (run_size(o.run[i], &o) < 0) {
+            fprintf(stderr, "bench_matmul: %s: %s\n", o.run[i]->name,
+                    *tg_last_error() ? tg_last_error() : "out of memory");
+            return 1;
+        }
+#ifdef TG_HAVE_BLAS
+    if (o.reference && reference(o.seconds * 5) < 0) {
+        fprintf(stderr, "bench_matmul: out of memory\n");
+        return 1;
+    }
+#endif
+    return 0;
+}
