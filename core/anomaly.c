@@ -19,10 +19,10 @@
 #include <stdio.h>
 #include <string.h>
 
-static _Thread_local const char *site_file;
-static _Thread_local int site_line;
-static _Thread_local bool anomaly_on;
-static _Thread_local bool pending; /* an anomaly was found in this call */
+static TG_THREAD_LOCAL const char *site_file;
+static TG_THREAD_LOCAL int site_line;
+static TG_THREAD_LOCAL bool anomaly_on;
+static TG_THREAD_LOCAL bool pending; /* an anomaly was found in this call */
 
 void tg_set_callsite(const char *file, int line)
 {

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Not TG_THREAD_LOCAL: 1 KiB is too much for the static TLS a dlopen may
+ * find, and errors are not the hot path. */
 static _Thread_local char last_error[1024];
 
 const char *tg_last_error(void) { return last_error; }
@@ -18,6 +20,20 @@ void tg__error(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(last_error, sizeof last_error, fmt, ap);
     va_end(ap);
+}
+
+int tg__error_wrap(const char *outer)
+{
+    size_t n = strlen(outer);
+    if (strncmp(last_error, outer, n) == 0 && last_error[n] == ':')
+        return -1;
+    char inner[sizeof last_error];
+    memcpy(inner, last_error, sizeof inner);
+    /* the inner message loses its tail if the two do not fit */
+    int room = (int)(sizeof last_error - n - 3);
+    snprintf(last_error, sizeof last_error, "%s: %.*s", outer, room > 0 ? room : 0,
+             inner);
+    return -1;
 }
 
 void tg__panic(const char *file, int line, const char *msg)

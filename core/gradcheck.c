@@ -138,6 +138,12 @@ int tg_gradcheck(tg_fn f, void *ctx, int n, tg_tensor *const *inputs,
     if (!check_inputs(f, n, inputs))
         return -1;
     tg_gradcheck_opts o = opts ? *opts : tg_gradcheck_defaults();
+    if (!(o.eps > 0 && isfinite(o.eps) && o.atol >= 0 && o.rtol >= 0)) {
+        tg__error("gradcheck: need eps > 0 (finite), atol >= 0 and rtol >= 0, "
+                  "got eps %g, atol %g, rtol %g",
+                  o.eps, o.atol, o.rtol);
+        return -1;
+    }
 
     /* Keep the caller's accumulated gradients aside, and restore them. */
     tg_tensor **kept = calloc((size_t)n, sizeof *kept);

@@ -10,6 +10,11 @@
 #include <stdarg.h>
 
 #define TG_HIDDEN __attribute__((visibility("hidden")))
+/* A small, hot thread-local variable of the per-op path: initial-exec TLS,
+ * one instruction per access, where a shared library's default model calls
+ * __tls_get_addr on each. (Such variables take static TLS, which glibc
+ * keeps a little room for, should the library be dlopen'ed.) */
+#define TG_THREAD_LOCAL _Thread_local __attribute__((tls_model("initial-exec")))
 
 /* ------------------------------------------------------------------ */
 /* Internal invariants: a broken one is our bug, never the caller's.  */
@@ -35,11 +40,14 @@ typedef struct tg_storage {
 typedef struct tg_node tg_node;
 
 struct tg_tensor {
-    int64_t refcount;
     tg_dtype dtype;
     int ndim;
     int64_t shape[TG_MAX_DIMS];
     int64_t strides[TG_MAX_DIMS]; /* in elements; 0 on broadcast dims */
+    /* Not first: free() writes its own bookkeeping over the first 16 bytes
+     * of a freed block, and a second tg_release must still find 0 here to
+     * assert (until the memory is reused). */
+    int64_t refcount;
     int64_t offset;               /* in elements, into storage */
     tg_storage *storage;
 
@@ -73,6 +81,11 @@ TG_HIDDEN tg_tensor *tg__view(const tg_tensor *src, int ndim,
 /* C-order (contiguous) strides for shape. */
 TG_HIDDEN void tg__contiguous_strides(int ndim, const int64_t *shape,
                                       int64_t *strides);
+/* The storage pool (core/tensor.c): bytes it caches for reuse, and the end
+ * of an epoch (the engine calls it after each backward), when each size
+ * class gives back what the last few epochs did not need. */
+TG_HIDDEN int64_t tg__pool_cached_bytes(void);
+TG_HIDDEN void tg__pool_epoch(void);
 /* The leak audit: a tensor made by op (at the current call site); one
  * being freed. */
 TG_HIDDEN void tg__audit_born(tg_tensor *t, const char *op);
@@ -105,6 +118,11 @@ TG_HIDDEN void tg__drop(tg_tensor *t);
 /* Sets this thread's error: printf-style, one line, "op: what went wrong". */
 TG_HIDDEN void tg__error(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)));
+/* Puts "outer: " in front of the current error (once), so a failure
+ * inside a module names the function that was called and the first cause:
+ * "block_init: mha_init: n_heads 3 does not divide n_embd 32". Returns -1,
+ * for `return tg__error_wrap("...")`. */
+TG_HIDDEN int tg__error_wrap(const char *outer);
 /* Writes "(4,8,32)" for t into buf (at least TG_SHAPE_STR bytes). */
 #define TG_SHAPE_STR 200
 TG_HIDDEN const char *tg__shape_str(int ndim, const int64_t *shape, char *buf);
@@ -233,6 +251,36 @@ TG_HIDDEN bool tg__loop_next(tg_loop *L);
 TG_HIDDEN void tg__rows_loop(tg_loop *L, const tg_tensor *x, int d, int nop,
                              const tg_tensor *const *ops);
 
+/* Work below TG_PARALLEL_MIN (about elements touched) stays on the calling
+ * thread: waking another, which on a busy machine may start late, costs
+ * more than it saves. */
+#define TG_PARALLEL_MIN 131072
+/* Calls fn(ctx, lo, hi) on pieces covering [0, n) once each: pieces shared
+ * by the caller and a pool of worker threads (OMP_NUM_THREADS of them in
+ * all; core/iter.c) when work >= TG_PARALLEL_MIN, else one call for it all.
+ * Each index must be computed on its own (no sum across pieces), so the
+ * results are the same bits with any number of threads. */
+TG_HIDDEN void tg__parallel_for(int64_t n, int64_t work,
+                                void (*fn)(void *ctx, int64_t lo, int64_t hi),
+                                void *ctx);
+/* Runs every element of L once (using L up), as fn(ctx, start, off, step,
+ * len) calls: len elements of an inner run, the first being element number
+ * start of the loop (C order), operand i at element off[i] stepping
+ * step[i]. In parallel pieces as tg__parallel_for, with work = cost per
+ * element (1, or the row length for a rows loop); so no operand written may
+ * be broadcast (a stride 0 would make two pieces write one element). */
+typedef void (*tg_run_fn)(void *ctx, int64_t start, const int64_t *off,
+                          const int64_t *step, int64_t len);
+TG_HIDDEN void tg__loop_run(tg_loop *L, int64_t cost, tg_run_fn fn, void *ctx);
+/* Before a loop whose iterations are independent: vectorise it (GCC's -O2
+ * cost model skips loops of unknown length). Never on a sum, whose order of
+ * additions it would change. Nothing without OpenMP. */
+#ifdef _OPENMP
+#define TG_SIMD _Pragma("omp simd")
+#else
+#define TG_SIMD
+#endif
+
 /* dst += src, where dst's shape broadcasts to src's (src is summed over the
  * dims dst is broadcast along). Same float dtype. */
 TG_HIDDEN void tg__add_into(tg_tensor *dst, const tg_tensor *src);
@@ -296,6 +344,16 @@ TG_HIDDEN bool tg__needs_grad(const tg_node *n, int i);
 /* Unlinks and frees the node of a dying tensor. */
 TG_HIDDEN void tg__node_free(tg_node *n);
 
+/* The attention's softmax (ops/softmax.c), for nn/head.c: softmax along the
+ * last dim of z = scale * x, where with causal the future is masked (entry
+ * j of row i, counting rows along the dim before, is -inf when j > i). One
+ * tape entry ("causal_softmax" / "scaled_softmax") that computes, forward
+ * and backward, the same bits as tg_scale (skipped for scale 1), then
+ * tg_masked_fill with tril(ones(T,T)) == 0, then tg_softmax, without the
+ * (T,T) mask or the intermediate tensors. A new reference, or NULL. */
+TG_HIDDEN tg_tensor *tg__attention_softmax(tg_tensor *x, double scale,
+                                           bool causal);
+
 /* Indices (ops/embedding.c, shared with the losses): a contiguous int64
  * tensor holding ids's values (new), after checking every value lies in
  * [0, limit). NULL and an error naming op, the offending value (a `noun` of
@@ -304,6 +362,14 @@ TG_HIDDEN void tg__node_free(tg_node *n);
 TG_HIDDEN tg_tensor *tg__checked_ids(const char *op, const char *name,
                                      const char *noun, tg_tensor *ids,
                                      int64_t limit, const char *range_of);
+
+/* The prefix of a nested module's parameters (nn/params.c): "prefix.name",
+ * or "prefix.name.index" when index >= 0 (just "name..." without a
+ * prefix), written into buf (TG_PARAM_NAME_MAX bytes). NULL with an error
+ * naming op when it does not fit in a parameter name. */
+TG_HIDDEN const char *tg__param_prefix(const char *op, char *buf,
+                                       const char *prefix, const char *name,
+                                       int index);
 
 /* Sums g over the dims along which a tensor of (ndim, shape) was broadcast
  * to g's shape, giving a new tensor of exactly (ndim, shape). */

@@ -389,8 +389,19 @@ static tg_tensor *read_npy(npy_file *in)
         !data_size(in, &h, in->size - data_start, &nbytes))
         return NULL;
     tg_tensor *t = tg__new("load_npy", h.dtype, h.ndim, h.shape, false);
-    if (!t)
+    if (!t) {
+        /* tg__new refuses some shapes whose (empty) data the file does
+         * hold, such as (1, 10**6, 10**16, 0), and fails when memory runs
+         * out; its message "load_npy: <problem>" is made to name the file. */
+        static const char prefix[] = "load_npy: ";
+        char problem[512];
+        const char *err = tg_last_error();
+        if (strncmp(err, prefix, sizeof prefix - 1) == 0)
+            err += sizeof prefix - 1;
+        snprintf(problem, sizeof problem, "%s", err);
+        fail(in, "%s", problem);
         return NULL;
+    }
     if (fread(t->storage->data, 1, nbytes, in->f) != nbytes) {
         fail(in, "data is truncated (the file shrank while being read?)");
         tg_release(t);
@@ -520,17 +531,14 @@ int tg_save_npy(const tg_tensor *t, const char *path)
     }
     char header[HEADER_MAX];
     size_t hlen = format_header(t, header);
-    size_t nbytes = (size_t)tg_numel(t) * tg_dtype_size(t->dtype);
-    void *data = malloc(nbytes ? nbytes : 1);
-    if (!data) {
-        tg__error("save_npy: out of memory for %s %s", tg_dtype_name(t->dtype),
-                  TG_SHP(t));
+    /* The elements' own bytes in C order, copied as bytes: tg_copy_out goes
+     * through double, which rounds an int64 beyond 2^53. */
+    tg_tensor *c = tg__copy("save_npy", t);
+    if (!c)
         return -1;
-    }
-    int rc = tg_copy_out(t, t->dtype, data) == 0
-                 ? write_file(path, header, hlen, data, nbytes)
-                 : -1;
-    free(data);
+    size_t nbytes = (size_t)tg_numel(c) * tg_dtype_size(c->dtype);
+    int rc = write_file(path, header, hlen, c->storage->data, nbytes);
+    tg_release(c);
     return rc;
 }
 

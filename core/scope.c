@@ -11,11 +11,11 @@
 
 #include <stdlib.h>
 
-static _Thread_local tg_tensor **slots;
-static _Thread_local int64_t n_slots, cap_slots;
-static _Thread_local int64_t *marks; /* n_slots at each open scope's begin */
-static _Thread_local int64_t n_marks, cap_marks;
-static _Thread_local bool paused;
+static TG_THREAD_LOCAL tg_tensor **slots;
+static TG_THREAD_LOCAL int64_t n_slots, cap_slots;
+static TG_THREAD_LOCAL int64_t *marks; /* n_slots at each open scope's begin */
+static TG_THREAD_LOCAL int64_t n_marks, cap_marks;
+static TG_THREAD_LOCAL bool paused;
 
 /* Grows *buf to hold at least need elements of size es. */
 static bool grow(void **buf, int64_t *cap, int64_t need, size_t es)

@@ -18,10 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static _Thread_local bool grad_disabled; /* grad mode is on by default */
-static _Thread_local bool in_backward;   /* the engine is walking the tape */
-static _Thread_local tg_node *tape_head, *tape_tail;
-static _Thread_local uint64_t next_seq = 1;
+static TG_THREAD_LOCAL bool grad_disabled; /* grad mode is on by default */
+static TG_THREAD_LOCAL bool in_backward;   /* the engine is walking the tape */
+static TG_THREAD_LOCAL tg_node *tape_head, *tape_tail;
+static TG_THREAD_LOCAL uint64_t next_seq = 1;
 
 bool tg_set_grad_enabled(bool on)
 {
@@ -151,7 +151,6 @@ void tg__node_free(tg_node *n)
 
 /* ---- gradient accumulation -------------------------------------------- */
 
-
 tg_tensor *tg__sum_to_shape(tg_tensor *g, int ndim, const int64_t *shape)
 {
     tg_tensor *out = tg__new("sum_to_shape", g->dtype, ndim, shape, true);
@@ -160,17 +159,43 @@ tg_tensor *tg__sum_to_shape(tg_tensor *g, int ndim, const int64_t *shape)
     return out;
 }
 
-/* t.grad += g. The first gradient is copied into a fresh tensor the tensor
- * owns, so a gradient never aliases a tensor someone else holds. */
-static void grad_add(tg_tensor *t, tg_tensor *g)
+static bool same_shape(const tg_tensor *a, const tg_tensor *b)
 {
-    if (!t->grad) {
-        t->grad = tg__new("backward", t->dtype, t->ndim, t->shape, true);
-        if (!t->grad)
-            tg__panic(__FILE__, __LINE__, "out of memory for a gradient");
-        tg__unscope(t->grad);
+    return a->ndim == b->ndim &&
+           memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim) == 0;
+}
+
+/* True when g can become t's gradient as it is: a plain result of t's
+ * shape and dtype, laid out in C order over storage of its own, that only
+ * the caller holds (one reference, in no scope, no tape entry, no grad). */
+static bool can_adopt(const tg_tensor *t, const tg_tensor *g)
+{
+    return g->refcount == 1 && g->scope_slot < 0 && !g->node && !g->grad &&
+           !g->requires_grad && g->storage->refcount == 1 && g->offset == 0 &&
+           g->dtype == t->dtype && same_shape(t, g) && tg_is_contiguous(g);
+}
+
+/* t.grad += g. The first gradient becomes one t owns, so that a gradient
+ * never aliases a tensor someone else holds: g itself when adopt allows and
+ * nobody else holds it (the caller's reference is then shared with t, and
+ * dropping it leaves t the owner), else a copy, summed down to t's shape
+ * where t was broadcast. */
+static void grad_add(tg_tensor *t, tg_tensor *g, bool adopt)
+{
+    if (t->grad) {
+        tg__add_into(t->grad, g);
+        return;
     }
-    tg__add_into(t->grad, g);
+    if (adopt && can_adopt(t, g)) {
+        t->grad = tg_retain(g);
+        return;
+    }
+    t->grad = same_shape(t, g) && g->dtype == t->dtype
+                  ? tg__copy("backward", g)
+                  : tg__sum_to_shape(g, t->ndim, t->shape);
+    if (!t->grad)
+        tg__panic(__FILE__, __LINE__, "out of memory for a gradient");
+    tg__unscope(t->grad);
 }
 
 bool tg__needs_grad(const tg_node *n, int i)
@@ -189,7 +214,9 @@ void tg__accumulate(tg_node *n, int i, tg_tensor *g)
     TG_ASSERT(g->ndim >= x->ndim);
     if (tg__anomaly_on() && tg__anomaly_backward(n, i, g))
         return;
-    grad_add(x, g);
+    /* g is a backward's result, or dy itself: the output's gradient, which
+     * the walk drops after this backward unless the output retains it. */
+    grad_add(x, g, g != n->out->grad || !n->out->retain_grad);
 }
 
 /* ---- backward --------------------------------------------------------- */
@@ -259,9 +286,58 @@ static tg_node **collect(tg_tensor *out, int64_t *count)
     return found;
 }
 
+/* |g| for the tape's printout: the sum of squares in double. A contiguous g
+ * (as gradients are) is cut into blocks whose size depends on its length
+ * alone, each summed with eight running sums (eight additions in flight,
+ * not one), the blocks in parallel when g is large and their sums added in
+ * order: the same bits with any number of threads. */
+enum { NORM_BLOCKS = 256, NORM_BLOCK_MIN = 4096 };
+
+typedef struct norm_job {
+    const tg_tensor *g;
+    int64_t n, block;
+    double *part; /* one sum per block */
+} norm_job;
+
+/* the square of p[i + k], in double */
+#define SQ(k) ((double)p[i + (k)] * (double)p[i + (k)])
+
+static void norm_blocks(void *job, int64_t lo, int64_t hi)
+{
+    const norm_job *j = job;
+    TG_DISPATCH_FLOAT(j->g->dtype, T, {
+        const T *p = TG_DATA(T, j->g);
+        for (int64_t b = lo; b < hi; b++) {
+            int64_t i = b * j->block;
+            int64_t end = j->n - i < j->block ? j->n : i + j->block;
+            double s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0,
+                   s7 = 0;
+            for (; i + 8 <= end; i += 8) {
+                s0 += SQ(0), s1 += SQ(1), s2 += SQ(2), s3 += SQ(3);
+                s4 += SQ(4), s5 += SQ(5), s6 += SQ(6), s7 += SQ(7);
+            }
+            for (; i < end; i++)
+                s0 += SQ(0);
+            j->part[b] = ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7));
+        }
+    });
+}
+#undef SQ
+
 static double l2_norm(const tg_tensor *g)
 {
     double s = 0;
+    if (tg_is_contiguous(g)) {
+        int64_t n = tg_numel(g);
+        int64_t block = (n + NORM_BLOCKS - 1) / NORM_BLOCKS;
+        block = block < NORM_BLOCK_MIN ? NORM_BLOCK_MIN : block;
+        int64_t blocks = (n + block - 1) / block;
+        double part[NORM_BLOCKS];
+        tg__parallel_for(blocks, n, norm_blocks, &(norm_job){g, n, block, part});
+        for (int64_t b = 0; b < blocks; b++)
+            s += part[b];
+        return sqrt(s);
+    }
     tg_loop L;
     tg__loop_init(&L, g->ndim, g->shape, 1, (const tg_tensor *const[]){g});
     TG_DISPATCH_FLOAT(g->dtype, T, {
@@ -272,12 +348,6 @@ static double l2_norm(const tg_tensor *g)
         } while (tg__loop_next(&L));
     });
     return sqrt(s);
-}
-
-static bool same_shape(const tg_tensor *a, const tg_tensor *b)
-{
-    return a->ndim == b->ndim &&
-           memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim) == 0;
 }
 
 int tg_backward_with(tg_tensor *out, tg_tensor *dout)
@@ -299,7 +369,7 @@ int tg_backward_with(tg_tensor *out, tg_tensor *dout)
         return -1;
     }
     if (!out->node) { /* a leaf: its gradient is dout itself */
-        grad_add(out, dout);
+        grad_add(out, dout, false);
         return 0;
     }
     int64_t count = 0;
@@ -315,7 +385,7 @@ int tg_backward_with(tg_tensor *out, tg_tensor *dout)
     bool was_paused = tg__scope_pause(true);
     bool was_in_backward = in_backward;
     in_backward = true;
-    grad_add(out, dout);
+    grad_add(out, dout, false);
     for (int64_t i = 0; i < count; i++) {
         tg_node *n = order[i];
         tg_tensor *y = n->out;
@@ -336,6 +406,7 @@ int tg_backward_with(tg_tensor *out, tg_tensor *dout)
     for (int64_t i = 0; i < count; i++)
         tg__drop(order[i]->out);
     free(order);
+    tg__pool_epoch(); /* a step's end, usually: see core/tensor.c */
     /* An anomaly stopped the walk (its message is the error); the entries
      * are consumed all the same. */
     return tg__anomaly_take() ? -1 : 0;

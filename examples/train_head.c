@@ -1,2 +1,461 @@
+/* train_head: one causal attention head learns to look back at the right
+ * token, with its gradients checked against finite differences as it goes.
+ *
+ * The task (recall_task.h): seven (key, value) tokens, then a query token
+ * that repeats one of the keys; the head must output the value stored under
+ * that key, the way a pronoun must find its noun. The model is the lesson's
+ * head and nothing else:
+ *
+ *     q, k, v = x @ W_q, x @ W_k, x @ W_v                        (B,T,hs)
+ *     attn    = softmax(causal(q @ k^T / sqrt(hs)))              (B,T,T)
+ *     out     = attn @ v                                         (B,T,hs)
+ *     loss    = mean((out[:, T-1, :D] - value under the key)^2)
+ *
+ * Adam trains W_q, W_k, W_v in float64, its learning rate stepped down
+ * twice. Every --check-every steps, tg_gradcheck compares the gradient
+ * backward computes with central differences, (L(w + eps) - L(w - eps)) /
+ * (2 eps), for every one of the head's weights: the table prints the worst
+ * relative disagreement. At the end, pictures: the loss curve, and one
+ * sequence's attention weights before and after training (the query's row
+ * should light up on the match).
+ */
+#define _POSIX_C_SOURCE 200809L /* mkdir, in recall_task.h */
+
 #include <tapegrad.h>
-int main(void) { return 0; }
+
+#include "recall_task.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The task is RECALL_TASK (8 tokens, 12 keys, values of 4, C = 17); the
+ * head has 16 >= 12 channels, enough to give every key a direction. */
+enum {
+    HEAD_SIZE = 16,
+    BATCH = 32,        /* fresh sequences per step: nothing to memorise */
+    CHECK_BATCH = 4,   /* gradcheck: 816 weights x 2 forwards each */
+    TEST_BATCH = 1000, /* the accuracy at the end */
+};
+
+typedef struct options {
+    int steps, check_every;
+    double lr;
+    uint32_t seed;
+    const char *out;
+    bool quiet;
+} options;
+
+/* ---- the live gradient check ------------------------------------------ */
+
+/* What tg_gradcheck differentiates: the loss on a fixed small batch, as a
+ * function of the head's own W_q, W_k, W_v (its inputs array), which the
+ * check perturbs in place one element at a time. */
+typedef struct check_ctx {
+    tg_head *head;
+    const recall_batch *batch;
+} check_ctx;
+
+static tg_tensor *check_loss(tg_tensor *const *inputs, void *ctx)
+{
+    (void)inputs; /* == {head->w_q, head->w_k, head->w_v} */
+    const check_ctx *c = ctx;
+    tg_scope_begin();
+    tg_tensor *out = tg_head_forward(c->head, c->batch->x);
+    tg_tensor *loss = tg_keep(recall_loss(out, c->batch));
+    tg_scope_end();
+    return loss;
+}
+
+/* Runs the check; *max_rel_err gets the report's worst relative error.
+ * Returns 0 when every weight passes, 1 when one does not (printed), -1 on
+ * a library error.
+ *
+ * The step eps: a central difference is off by about eps^2 |L'''| / 6
+ * (the Taylor term it drops) plus ~1e-16 |L| / eps (rounding in L). With
+ * L ~ 1 at the start, eps = 1e-5 keeps the error near 3e-12; the default
+ * 1e-6 lets rounding reach 3e-11, a few 1e-6 relative to the smallest
+ * gradients (the report divides by at least atol = 1e-5). */
+static int check_gradients(tg_head *h, const recall_batch *batch,
+                           double *max_rel_err)
+{
+    tg_tensor *weights[3] = {h->w_q, h->w_k, h->w_v};
+    const char *names[3] = {"W_q", "W_k", "W_v"};
+    check_ctx ctx = {h, batch};
+    tg_gradcheck_opts opts = tg_gradcheck_defaults();
+    opts.eps = 1e-5;
+    tg_gradcheck_report rep;
+    int rc = tg_gradcheck(check_loss, &ctx, 3, weights, &opts, &rep);
+    *max_rel_err = rep.max_rel_err;
+    if (rc == 1)
+        printf("gradcheck FAILED at %s[%lld]: backward %.10g, numeric %.10g\n",
+               names[rep.worst_input], (long long)rep.worst_index,
+               rep.worst_analytic, rep.worst_numeric);
+    return rc;
+}
+
+/* ---- the run ---------------------------------------------------------- */
+
+typedef struct run {
+    tg_head head;
+    tg_params params;       /* W_q, W_k, W_v, named head.w_q ... */
+    tg_optim *adam;         /* Adam of the current learning-rate phase */
+    double adam_lr;         /* its rate */
+    tg_rng rng;             /* draws the weights, then every batch */
+    recall_batch show;      /* one sequence whose attention we picture */
+    recall_batch check;     /* the small batch of the gradient checks */
+    tg_tensor *attn_before; /* (1,T,T) show's attention, untrained */
+    tg_tensor *attn_after;  /* (1,T,T) and trained */
+    double *steps, *losses; /* the loss curve */
+    int n_failed;           /* gradient checks that failed */
+} run;
+
+static int run_setup(run *r, const options *o)
+{
+    tg_rng_seed(&r->rng, o->seed);
+    tg_params_init(&r->params);
+    r->steps = malloc((size_t)o->steps * sizeof *r->steps);
+    r->losses = malloc((size_t)o->steps * sizeof *r->losses);
+    if (!r->steps || !r->losses)
+        return -1;
+    if (tg_head_init(&r->head, TG_FLOAT64, recall_n_embd(RECALL_TASK),
+                     HEAD_SIZE, &r->rng) < 0 ||
+        tg_head_params(&r->head, &r->params, "head") < 0)
+        return -1;
+    if (recall_batch_new(&r->show, RECALL_TASK, 1, &r->rng) < 0 ||
+        recall_batch_new(&r->check, RECALL_TASK, CHECK_BATCH, &r->rng) < 0)
+        return -1;
+    return 0;
+}
+
+static void run_free(run *r)
+{
+    tg_release(r->attn_before), tg_release(r->attn_after);
+    recall_batch_free(&r->show), recall_batch_free(&r->check);
+    tg_optim_free(r->adam);
+    tg_params_free(&r->params);
+    tg_head_free(&r->head);
+    free(r->steps), free(r->losses);
+}
+
+/* The head's attention on the show sequence (1,T,T), a new reference. */
+static tg_tensor *show_attention(run *r)
+{
+    tg_scope_begin();
+    tg_tensor *attn =
+        tg_head_forward(&r->head, r->show.x) ? r->head.attn : NULL;
+    tg_retain(attn); /* the head's own, kept past the next forward */
+    tg_scope_end();
+    return attn;
+}
+
+/* The learning rate at a step: lr for the first half of the run, lr/10
+ * for the third quarter, lr/100 for the last. Why step it down at all:
+ * Adam divides each gradient by its own running RMS, so even as the loss
+ * and its gradients shrink, every weight keeps moving by up to ~lr per
+ * step, jittering around the solution; the loss then hovers at a floor
+ * that scales like lr^2 instead of going on down. */
+static double phase_lr(const options *o, int step)
+{
+    return step < o->steps / 2       ? o->lr
+           : step < o->steps * 3 / 4 ? o->lr / 10
+                                     : o->lr / 100;
+}
+
+/* A fresh Adam at each new rate, since a tg_optim keeps the rate it was
+ * made with. Its moment estimates restart, and Adam's first step moves
+ * every weight by about the full rate, whichever way its gradient points:
+ * the bump in the loss curve at the first change of rate. */
+static int set_lr(run *r, double lr)
+{
+    if (r->adam && lr == r->adam_lr)
+        return 0;
+    tg_optim_free(r->adam);
+    r->adam = tg_optim_new(&r->params, tg_adam_config(lr));
+    r->adam_lr = lr;
+    return r->adam ? 0 : -1;
+}
+
+/* One step of Adam on a fresh batch. Returns 0, or -1 on error. */
+static int train_step(run *r, const options *o, int step)
+{
+    if (set_lr(r, phase_lr(o, step)) < 0)
+        return -1;
+    tg_scope_begin(); /* everything this step makes dies at its end */
+    recall_batch batch;
+    int rc = recall_batch_new(&batch, RECALL_TASK, BATCH, &r->rng);
+    if (rc < 0) {
+        tg_scope_end();
+        return -1;
+    }
+    tg_optim_zero_grad(r->adam);
+    tg_tensor *loss = recall_loss(tg_head_forward(&r->head, batch.x), &batch);
+    rc = loss && tg_backward(loss) == 0 ? 0 : -1;
+    r->steps[step] = step;
+    r->losses[step] = tg_item(loss);
+
+    /* Is the gradient Adam is about to use the true one? Checked before the
+     * first update, every check_every steps, and at the last step. */
+    if (rc == 0 && (step % o->check_every == 0 || step == o->steps - 1)) {
+        double rel;
+        int verdict = check_gradients(&r->head, &r->check, &rel);
+        if (verdict < 0)
+            rc = -1;
+        r->n_failed += verdict == 1;
+        if (rc == 0 && !o->quiet)
+            printf("%6d  %7.0e  %10.3e   %10.1e%s\n", step, r->adam_lr,
+                   r->losses[step], rel, verdict ? "  FAILED" : "");
+    }
+    if (rc == 0)
+        rc = tg_optim_step(r->adam);
+    recall_batch_free(&batch);
+    tg_scope_end();
+    return rc;
+}
+
+/* One line about where the show sequence's query looks in attn (1,T,T). */
+static int report_attention(const char *when, tg_tensor *attn,
+                            const recall_batch *show)
+{
+    int best;
+    if (recall_accuracy(attn, show, &best) < 0)
+        return -1;
+    double w = tg_get(attn, (const int64_t[]){0, RECALL_TASK.T - 1, best});
+    printf("  %s it attends most to position %d (weight %.4f): %s\n", when,
+           best, w, best == show->match[0] ? "the match" : "not the match");
+    return 0;
+}
+
+/* Accuracy and loss on sequences the head has never seen. */
+static int evaluate(run *r)
+{
+    recall_batch test;
+    if (recall_batch_new(&test, RECALL_TASK, TEST_BATCH, &r->rng) < 0)
+        return -1;
+    bool grad_was = tg_set_grad_enabled(false); /* nothing to backprop */
+    tg_scope_begin();
+    tg_tensor *loss = recall_loss(tg_head_forward(&r->head, test.x), &test);
+    double acc = loss ? recall_accuracy(r->head.attn, &test, NULL) : -1;
+    if (acc >= 0)
+        printf("on %d fresh sequences: %.1f%% of the queries attend most to "
+               "the matching key\n(test loss %.3e)\n",
+               TEST_BATCH, 100 * acc, tg_item(loss));
+    tg_scope_end();
+    tg_set_grad_enabled(grad_was);
+    recall_batch_free(&test);
+    return acc < 0 ? -1 : 0;
+}
+
+/* ---- pictures ---------------------------------------------------------- */
+
+/* attn (1,T,T) as a heatmap, the masked future (always 0) left blank. */
+static int plot_attention(const char *dir, const char *name, const char *when,
+                          tg_tensor *attn, int match)
+{
+    char path[4096], title[128];
+    int64_t T = tg_size(attn, -1);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    snprintf(title, sizeof title,
+             "%s: the query (row %lld) asks for the key at position %d", when,
+             (long long)T - 1, match);
+    tg_scope_begin();
+    tg_tensor *ones = tg_ones(TG_FLOAT64, TG_SHAPE(T, T));
+    tg_tensor *future = tg_eq_scalar(tg_tril(ones, 0), 0);
+    tg_tensor *pic = tg_masked_fill(tg_select(attn, 0, 0), future, NAN);
+    int rc = pic ? tg_plot_heatmap(path, pic, title, "key position s",
+                                   "query position t", true)
+                 : -1;
+    tg_scope_end();
+    return rc;
+}
+
+static int draw_pictures(run *r, const options *o)
+{
+    char path[4096];
+    tg_series curve = {"loss on each step's batch", r->steps, r->losses,
+                       o->steps};
+    snprintf(path, sizeof path, "%s/train_head_loss", o->out);
+    if (tg_plot_lines(path, &curve, 1, "one attention head learns recall",
+                      "step", "MSE loss", false, true) < 0 ||
+        plot_attention(o->out, "train_head_attn_before", "untrained",
+                       r->attn_before, r->show.match[0]) < 0 ||
+        plot_attention(o->out, "train_head_attn_after", "trained",
+                       r->attn_after, r->show.match[0]) < 0)
+        return -1;
+    if (tg_plot_available())
+        printf("\npictures in %s/: train_head_loss.png,\n"
+               "train_head_attn_before.png, train_head_attn_after.png\n",
+               o->out);
+    else /* the library said how to draw them */
+        printf("\nno gnuplot: the pictures' data and scripts are in %s/\n",
+               o->out);
+    return 0;
+}
+
+static int train(const options *o)
+{
+    run r = {0};
+    int rc = run_setup(&r, o);
+    if (rc == 0 && !o->quiet)
+        printf("train_head: one causal attention head learns associative "
+               "recall\n"
+               "  task: %d tokens = %d stored (key, value) pairs + 1 query;\n"
+               "        %d keys, values of %d numbers, C = %d\n"
+               "  head: W_q, W_k, W_v (%d,%d) each = %lld weights, float64\n"
+               "  Adam, lr %g -> /10 -> /100, %d fresh sequences per step, "
+               "seed %u\n\n"
+               "  step       lr        loss   gradcheck max rel err\n",
+               RECALL_TASK.T, RECALL_TASK.T - 1, RECALL_TASK.n_keys,
+               RECALL_TASK.d_val, recall_n_embd(RECALL_TASK),
+               recall_n_embd(RECALL_TASK), HEAD_SIZE,
+               (long long)tg_params_numel(&r.params), o->lr, BATCH,
+               (unsigned)o->seed);
+    if (rc == 0 && !(r.attn_before = show_attention(&r)))
+        rc = -1;
+    for (int step = 0; rc == 0 && step < o->steps; step++)
+        rc = train_step(&r, o, step);
+    if (rc == 0 && !(r.attn_after = show_attention(&r)))
+        rc = -1;
+
+    if (rc == 0) {
+        printf("\nloss %.3e at step 0 -> %.3e at step %d\n", r.losses[0],
+               r.losses[o->steps - 1], o->steps - 1);
+        printf("example sequence: the query asks for the key stored at "
+               "position %d\n",
+               r.show.match[0]);
+        rc = report_attention("untrained:", r.attn_before, &r.show);
+    }
+    if (rc == 0)
+        rc = report_attention("trained:  ", r.attn_after, &r.show);
+    if (rc == 0)
+        rc = evaluate(&r);
+    if (rc == 0)
+        rc = draw_pictures(&r, o);
+    if (rc == 0 && r.n_failed) {
+        printf("gradcheck failed at %d of the checks\n", r.n_failed);
+        rc = 1;
+    }
+    run_free(&r);
+    return rc;
+}
+
+/* ---- command line ------------------------------------------------------ */
+
+static void usage(FILE *f)
+{
+    fputs(
+        "Usage: train_head [--steps N] [--lr X] [--seed N] [--check-every N]\n"
+        "                  [--out DIR] [--quiet] [--help]\n"
+        "\n"
+        "Trains one causal self-attention head (W_q, W_k, W_v; nothing else)\n"
+        "on associative recall: 7 (key, value) tokens, then a query token\n"
+        "that repeats one key; the head must output the value stored under\n"
+        "it, which only works if the query attends to the matching token.\n"
+        "While training it checks every gradient of the head against central\n"
+        "differences (tg_gradcheck) and prints the worst relative error.\n"
+        "At the end it reports where the query attends, the accuracy on fresh\n"
+        "sequences, and draws with gnuplot:\n"
+        "  DIR/train_head_loss.png          the loss curve (log scale)\n"
+        "  DIR/train_head_attn_before.png   attention of one sequence, "
+        "untrained\n"
+        "  DIR/train_head_attn_after.png    the same sequence, trained\n"
+        "\n"
+        "  --steps N        Adam steps (default 1000)\n"
+        "  --lr X           Adam's learning rate for the first half of the\n"
+        "                   steps; /10 for the next quarter, /100 for the\n"
+        "                   last (default 0.1)\n"
+        "  --seed N         seed of the weights and the data (default 1337)\n"
+        "  --check-every N  gradcheck every N steps (default 50)\n"
+        "  --out DIR        where the pictures go (default ./pictures)\n"
+        "  --quiet          print the results only, not the table\n"
+        "\n"
+        "Exits 0 on success, 1 on a library error or a failed gradient check,\n"
+        "2 on a bad command line.\n",
+        f);
+}
+
+/* *v = s as a number, if s is one and lies in [lo, hi] (and has no
+ * fraction, if integer); otherwise false and *v = 0. */
+static bool parse_num(const char *s, double lo, double hi, bool integer,
+                      double *v)
+{
+    char *end;
+    double x = s && *s ? strtod(s, &end) : NAN;
+    *v = 0;
+    if (isnan(x) || *end || x < lo || x > hi || (integer && x != floor(x)))
+        return false;
+    *v = x;
+    return true;
+}
+
+/* Returns 0 on success, -1 for --help, 2 after saying what is wrong. */
+static int parse_options(int argc, char **argv, options *o)
+{
+    *o = (options){.steps = 1000,
+                   .check_every = 50,
+                   .lr = 0.1,
+                   .seed = 1337,
+                   .out = "pictures"};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h"))
+            return -1;
+        if (!strcmp(a, "--quiet")) {
+            o->quiet = true;
+            continue;
+        }
+        const char *val = i + 1 < argc ? argv[++i] : NULL;
+        double v;
+        bool ok;
+        if (!strcmp(a, "--steps")) {
+            ok = parse_num(val, 1, 1e7, true, &v);
+            o->steps = (int)v;
+        } else if (!strcmp(a, "--check-every")) {
+            ok = parse_num(val, 1, 1e7, true, &v);
+            o->check_every = (int)v;
+        } else if (!strcmp(a, "--lr")) {
+            ok = parse_num(val, 0, 10, false, &v);
+            o->lr = v;
+        } else if (!strcmp(a, "--seed")) {
+            ok = parse_num(val, 0, UINT32_MAX, true, &v);
+            o->seed = (uint32_t)v;
+        } else if (!strcmp(a, "--out")) {
+            ok = val && *val;
+            o->out = val;
+        } else {
+            fprintf(stderr, "train_head: unknown option %s\n\n", a);
+            usage(stderr);
+            return 2;
+        }
+        if (!ok) {
+            fprintf(stderr, "train_head: %s needs %s\n", a,
+                    val ? "a valid value" : "a value");
+            return 2;
+        }
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    options o;
+    int rc = parse_options(argc, argv, &o);
+    if (rc) {
+        if (rc < 0)
+            usage(stdout);
+        return rc < 0 ? 0 : rc;
+    }
+    if (recall_make_dir(o.out) < 0) {
+        perror(o.out);
+        return 1;
+    }
+    rc = train(&o);
+    if (rc < 0) {
+        fflush(stdout);
+        fprintf(stderr, "train_head: %s\n", recall_error());
+        return 1;
+    }
+    return rc;
+}

@@ -1,4 +1,5 @@
-/* tapegrad: an autograd tensor framework in C11.
+/** @file
+ * tapegrad: an autograd tensor framework in C11.
  *
  * Ownership, one rule everywhere: a function that returns a tg_tensor * returns
  * a NEW reference (release it with tg_release, or let a scope do it); tensor
@@ -8,7 +9,10 @@
  * function returns NULL (or a negative int) and tg_last_error() holds one line
  * naming the function and the shapes involved. A function given a NULL tensor
  * returns NULL and keeps the first message, so a chain of calls fails once,
- * with its first cause.
+ * with its first cause. A failing call changes none of its inputs and
+ * records nothing on the tape. (Two things abort, with file:line on stderr:
+ * releasing a tensor that has no references left, and running out of memory
+ * for a scope's list of tensors or inside a backward pass.)
  *
  * Shapes in comments read like the lesson's: (B,T,C) is batch, time, channels.
  */
@@ -28,11 +32,14 @@ extern "C" {
 /* Types                                                                  */
 /* ===================================================================== */
 
+/** The most dims a tensor can have. */
 #define TG_MAX_DIMS 8
 
+/** A tensor: a shape, a dtype, strides into shared storage, and its place on
+ * the tape. Opaque; reference counted (tg_retain, tg_release). */
 typedef struct tg_tensor tg_tensor;
 
-/* Element types. TG_BOOL holds masks as one byte per element (0 or 1); it is
+/** Element types. TG_BOOL holds masks as one byte per element (0 or 1); it is
  * what comparisons return and what tg_where / tg_masked_fill take as a
  * condition (a float condition counts nonzero as true). TG_INT64 holds
  * indices (token ids, class targets). Arithmetic takes float32 or float64
@@ -40,47 +47,51 @@ typedef struct tg_tensor tg_tensor;
  * double (tg_get, tg_full...), exact for integers up to 2^53. */
 typedef enum { TG_FLOAT32, TG_FLOAT64, TG_BOOL, TG_INT64 } tg_dtype;
 
-/* TG_SHAPE(4, 8, 32) expands to the two arguments `ndim, shape` that every
+/** TG_SHAPE(4, 8, 32) expands to the two arguments `ndim, shape` that every
  * shape-taking function wants: 3, (const int64_t[]){4, 8, 32}. C only (it
  * uses a compound literal). */
 #define TG_SHAPE(...)                                                          \
     (int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t)),           \
         (const int64_t[]) { __VA_ARGS__ }
 
-/* Name of a dtype: "float32", "float64", "bool", "int64". */
+/** Name of a dtype: "float32", "float64", "bool", "int64"; "unknown" for a
+ * value outside the enum. A static string (borrowed). */
 const char *tg_dtype_name(tg_dtype dt);
-/* Bytes per element of a dtype: 4, 8, 1, 8. */
+/** Bytes per element of a dtype: 4, 8, 1, 8; 0 for a value outside the
+ * enum. */
 size_t tg_dtype_size(tg_dtype dt);
 
 /* ===================================================================== */
 /* Errors                                                                 */
 /* ===================================================================== */
 
-/* The last error of this thread, one line naming the function and shapes,
+/** The last error of this thread, one line naming the function and shapes,
  * e.g. "matmul: shapes (4,8,32) and (16,32) are not aligned: 32 != 16".
  * "" when there has been none. Borrowed; valid until the next error. */
 const char *tg_last_error(void);
-/* Forget the last error of this thread. */
+/** Forget the last error of this thread. */
 void tg_clear_error(void);
 
 /* ===================================================================== */
 /* Lifetime                                                               */
 /* ===================================================================== */
 
-/* One more reference to t; returns t (NULL-safe). */
+/** One more reference to t; returns t (NULL-safe: NULL gives NULL and keeps
+ * the last error). */
 tg_tensor *tg_retain(tg_tensor *t);
-/* Drops one reference; frees the tensor when none remain. NULL-safe.
+/** Drops one reference; frees the tensor when none remain. NULL-safe.
  * Releasing a tensor that has no references left is a bug in the caller and
  * asserts with file:line. */
 void tg_release(tg_tensor *t);
 
-/* Scopes release temporaries for you. Every tensor returned to you between
- * tg_scope_begin() and the matching tg_scope_end() is owned by the scope and
- * released when it ends, unless you tg_keep() it first. Scopes nest; a tensor
- * belongs to the innermost open scope. You may still tg_release a tensor you
- * made inside a scope: that gives the scope's reference up early, and the
- * scope has nothing left to do for it. (So inside the scope that made a
- * tensor, pair a tg_retain of it with tg_keep, not with tg_release.)
+/** Opens a scope. Scopes release temporaries for you. Every tensor returned
+ * to you between tg_scope_begin() and the matching tg_scope_end() is owned by
+ * the scope and released when it ends, unless you tg_keep() it first. Scopes
+ * nest; a tensor belongs to the innermost open scope. You may still
+ * tg_release a tensor you made inside a scope: that gives the scope's
+ * reference up early, and the scope has nothing left to do for it. (So
+ * inside the scope that made a tensor, pair a tg_retain of it with tg_keep,
+ * not with tg_release.)
  *
  *     for (int step = 0; step < 10000; step++) {
  *         tg_scope_begin();
@@ -88,42 +99,58 @@ void tg_release(tg_tensor *t);
  *         tg_backward(loss);
  *         tg_scope_end();                                // all of them freed
  *     }
- */
+ *
+ * Running out of memory for the scope stack aborts (file:line on stderr). */
 void tg_scope_begin(void);
-/* Ends the innermost scope, releasing what it owns. Returns -1 (and sets an
- * error) when no scope is open. */
+/** Ends the innermost scope, releasing what it owns. Returns 0, or -1 (and
+ * sets an error) when no scope is open. */
 int tg_scope_end(void);
-/* Takes t out of its scope: the reference the scope held becomes the caller's.
- * Returns t. A no-op for a tensor not owned by a scope. */
+/** Takes t out of its scope: the reference the scope held becomes the
+ * caller's. Returns t. A no-op for a tensor not owned by a scope, and for
+ * NULL. */
 tg_tensor *tg_keep(tg_tensor *t);
 
 /* ===================================================================== */
 /* Creation                                                               */
 /* ===================================================================== */
 
-/* New tensors of the given shape (C order, contiguous). ndim in 0..8; ndim 0
- * is a scalar. shape entries >= 0. */
+/* Shapes: ndim in 0..8 entries of shape, each >= 0 (ndim 0 is a scalar,
+ * and shape may then be NULL). Every function here returns a new reference
+ * to a new contiguous tensor (C order), or NULL on a bad shape, an unknown
+ * dtype, or a size past memory. */
+
+/** A new tensor of zeros, shape (shape[0], ..., shape[ndim-1]). New
+ * reference; NULL on a bad ndim or shape or dtype. */
 tg_tensor *tg_zeros(tg_dtype dt, int ndim, const int64_t *shape);
+/** A new tensor of ones, shaped as tg_zeros. New reference; NULL on error. */
 tg_tensor *tg_ones(tg_dtype dt, int ndim, const int64_t *shape);
+/** A new tensor filled with value (converted to dt), shaped as tg_zeros. New
+ * reference; NULL on error. */
 tg_tensor *tg_full(tg_dtype dt, int ndim, const int64_t *shape, double value);
-/* A 0-d tensor holding value. */
+/** A 0-d tensor holding value. New reference; NULL on an unknown dtype. */
 tg_tensor *tg_scalar(tg_dtype dt, double value);
-/* Copies numel elements from data, which holds elements of type dt in C order
- * (float, double, uint8_t for TG_BOOL, int64_t for TG_INT64). */
+/** A new tensor holding a copy of data: numel elements of type dt in C order
+ * (float, double, uint8_t for TG_BOOL, int64_t for TG_INT64). data is not
+ * kept. New reference; NULL on a bad shape or a NULL data. */
 tg_tensor *tg_from_data(tg_dtype dt, int ndim, const int64_t *shape,
                         const void *data);
-/* numpy.arange(start, stop, step): 1-D, ceil((stop - start) / step) elements. */
+/** numpy.arange(start, stop, step): 1-D, ceil((stop - start) / step) elements
+ * start + i * step. New reference; NULL when start, stop or step is not
+ * finite, step is 0, or the result would be too long. */
 tg_tensor *tg_arange(tg_dtype dt, double start, double stop, double step);
-/* Same shape and dtype as t. */
+/** Zeros of t's shape and dtype. New reference; NULL for a NULL t. */
 tg_tensor *tg_zeros_like(const tg_tensor *t);
+/** Ones of t's shape and dtype. New reference; NULL for a NULL t. */
 tg_tensor *tg_ones_like(const tg_tensor *t);
+/** value everywhere, in t's shape and dtype. New reference; NULL for a NULL
+ * t. */
 tg_tensor *tg_full_like(const tg_tensor *t, double value);
 
 /* ===================================================================== */
 /* Random numbers                                                         */
 /* ===================================================================== */
 
-/* numpy's legacy generator (np.random.seed / randn / rand): MT19937 seeded as
+/** numpy's legacy generator (np.random.seed / randn / rand): MT19937 seeded as
  * seed(int) seeds it, 53-bit doubles, and the polar Gauss with its cached
  * second value. A complete type: put it on the stack. */
 typedef struct tg_rng {
@@ -133,32 +160,39 @@ typedef struct tg_rng {
     double gauss;
 } tg_rng;
 
-/* np.random.seed(seed). The scalar draws below return NAN (and set an
- * error) when given a NULL generator; a failed call draws nothing. */
+/** np.random.seed(seed). A NULL r sets an error and does nothing. The scalar
+ * draws below return NAN (and set an error) when given a NULL generator; a
+ * failed call draws nothing. */
 void tg_rng_seed(tg_rng *r, uint32_t seed);
-/* One np.random.random_sample(): uniform in [0, 1), 53 bits. */
+/** One np.random.random_sample(): uniform in [0, 1), 53 bits. NAN for a
+ * NULL r. */
 double tg_rng_uniform(tg_rng *r);
-/* One np.random.standard_normal() (legacy polar method). */
+/** One np.random.standard_normal() (legacy polar method). NAN for a NULL
+ * r. */
 double tg_rng_normal(tg_rng *r);
-/* np.random.randn(*shape) / np.random.rand(*shape), filled in C order.
- * float32 tensors take the same doubles, rounded. */
+/** np.random.randn(*shape), filled in C order. float32 tensors take the same
+ * doubles, rounded. New reference; NULL for a NULL r, a dtype other than
+ * float32 / float64, or a bad shape (then nothing is drawn). */
 tg_tensor *tg_randn(tg_rng *r, tg_dtype dt, int ndim, const int64_t *shape);
+/** np.random.rand(*shape): uniform in [0, 1), filled in C order, as
+ * tg_randn. New reference; NULL on the same errors. */
 tg_tensor *tg_rand(tg_rng *r, tg_dtype dt, int ndim, const int64_t *shape);
 
-/* numpy's newer generator, np.random.default_rng(seed): PCG64 seeded through
+/** numpy's newer generator, np.random.default_rng(seed): PCG64 seeded through
  * SeedSequence, normals by numpy's 256-level ziggurat. */
 typedef struct tg_pcg64 {
     uint64_t state_hi, state_lo;
     uint64_t inc_hi, inc_lo;
 } tg_pcg64;
 
-/* np.random.default_rng(seed). */
+/** np.random.default_rng(seed). A NULL g sets an error and does nothing. */
 void tg_pcg64_seed(tg_pcg64 *g, uint64_t seed);
-/* One Generator.random(): uniform in [0, 1). */
+/** One Generator.random(): uniform in [0, 1). NAN for a NULL g. */
 double tg_pcg64_uniform(tg_pcg64 *g);
-/* One Generator.standard_normal(). */
+/** One Generator.standard_normal(). NAN for a NULL g. */
 double tg_pcg64_normal(tg_pcg64 *g);
-/* Generator.standard_normal(shape), filled in C order. */
+/** Generator.standard_normal(shape), filled in C order. New reference; NULL
+ * for a NULL g, a dtype other than float32 / float64, or a bad shape. */
 tg_tensor *tg_pcg64_randn(tg_pcg64 *g, tg_dtype dt, int ndim,
                           const int64_t *shape);
 
@@ -166,28 +200,37 @@ tg_tensor *tg_pcg64_randn(tg_pcg64 *g, tg_dtype dt, int ndim,
 /* Inspection                                                             */
 /* ===================================================================== */
 
+/** Number of dims (0 for a scalar); -1 for a NULL t. */
 int tg_ndim(const tg_tensor *t);
-/* Size of one dim; a negative dim counts from the end. -1 on a bad dim. */
+/** Size of one dim; a negative dim counts from the end. -1 on a bad dim
+ * (with an error) or a NULL t. */
 int64_t tg_size(const tg_tensor *t, int dim);
-/* The whole shape (ndim entries). Borrowed. */
+/** The whole shape (ndim entries). Borrowed: valid while t lives. NULL for a
+ * NULL t. */
 const int64_t *tg_shape(const tg_tensor *t);
-/* Stride of one dim, in elements. */
+/** Stride of one dim, in elements (0 on a broadcast dim); a negative dim
+ * counts from the end. 0 with an error on a bad dim; 0 for a NULL t. */
 int64_t tg_stride(const tg_tensor *t, int dim);
+/** Number of elements (1 for a scalar); -1 for a NULL t. */
 int64_t tg_numel(const tg_tensor *t);
+/** t's dtype. TG_FLOAT32 for a NULL t, which has no error value: check t
+ * first. */
 tg_dtype tg_dtype_of(const tg_tensor *t);
-/* True when the elements sit in C order with no gaps. */
+/** True when the elements sit in C order with no gaps; false for NULL. */
 bool tg_is_contiguous(const tg_tensor *t);
-/* Copies the elements in C order into dst, converted to `as` (any dtype;
- * to int64 truncates toward zero). Returns 0, or -1 on error. */
+/** Copies the elements in C order into dst (room for numel elements of
+ * `as`), converted to `as` (any dtype; to int64 truncates toward zero).
+ * Returns 0, or -1 on a NULL t or dst or an unknown dtype. */
 int tg_copy_out(const tg_tensor *t, tg_dtype as, void *dst);
-/* The element at idx (ndim indices, negatives count from the end), as a
- * double. NAN and an error on a bad index. */
+/** The element at idx (ndim indices, negatives count from the end), as a
+ * double. NAN and an error on a bad or NULL index. */
 double tg_get(const tg_tensor *t, const int64_t *idx);
-/* The value of a one-element tensor. NAN and an error otherwise. */
+/** The value of a one-element tensor. NAN and an error otherwise. */
 double tg_item(const tg_tensor *t);
-/* Writes v at idx, in place, in whatever tensor (or view) t is. Returns 0 or
- * -1. Writing into a tensor that autograd saved for backward makes that
- * backward wrong; it is meant for parameters between steps. */
+/** Writes v (converted to t's dtype) at idx, in place, in whatever tensor (or
+ * view) t is. Returns 0, or -1 on a bad or NULL index. Writing into a tensor
+ * that autograd saved for backward makes that backward wrong; it is meant for
+ * parameters between steps. */
 int tg_set(tg_tensor *t, const int64_t *idx, double v);
 
 /* ===================================================================== */
@@ -195,99 +238,156 @@ int tg_set(tg_tensor *t, const int64_t *idx, double v);
 /* All are differentiable.                                                */
 /* ===================================================================== */
 
-/* Swaps dims dim0 and dim1 (negatives count from the end): numpy swapaxes,
- * torch.transpose. */
+/** Swaps dims dim0 and dim1 (negatives count from the end): numpy swapaxes,
+ * torch.transpose. A view, new reference; NULL on a dim out of range. */
 tg_tensor *tg_transpose(tg_tensor *t, int dim0, int dim1);
-/* Elements start..stop-1 along dim (Python slice t[..., start:stop]; negative
- * start/stop count from the end, and both are clamped to the dim). */
+/** Elements start..stop-1 along dim (Python slice t[..., start:stop]; negative
+ * start/stop count from the end, and both are clamped to the dim, so only a
+ * bad dim fails). A view, new reference. */
 tg_tensor *tg_slice(tg_tensor *t, int dim, int64_t start, int64_t stop);
-/* torch.narrow: length elements from start along dim. */
+/** torch.narrow: length elements from start along dim. A view, new
+ * reference; NULL unless 0 <= start, 0 <= length and start + length <=
+ * size(dim). */
 tg_tensor *tg_narrow(tg_tensor *t, int dim, int64_t start, int64_t length);
-/* The sub-tensor at index along dim, dropping that dim (t[..., index, ...]). */
+/** The sub-tensor at index along dim, dropping that dim (t[..., index, ...];
+ * a negative index counts from the end). A view, new reference; NULL on a
+ * bad dim or index. */
 tg_tensor *tg_select(tg_tensor *t, int dim, int64_t index);
-/* Broadcasts t to shape without copying (size-1 dims get stride 0; new dims
- * are added on the left), as numpy.broadcast_to. */
+/** Broadcasts t to shape without copying (size-1 dims get stride 0; new dims
+ * are added on the left), as numpy.broadcast_to. A view, new reference; NULL
+ * when t does not broadcast to shape (fewer dims, a size that is neither 1
+ * nor equal, a negative size, ndim past 8). */
 tg_tensor *tg_expand(tg_tensor *t, int ndim, const int64_t *shape);
-/* New shape with the same elements in C order; one entry may be -1. A view
- * when t is contiguous, otherwise a copy (as torch.reshape). */
+/** New shape with the same elements in C order; one entry may be -1 (then
+ * inferred). A view when t is contiguous, otherwise a copy (as
+ * torch.reshape); new reference either way. NULL when the element counts
+ * differ, on two -1s, another negative size, or ndim past 8. */
 tg_tensor *tg_reshape(tg_tensor *t, int ndim, const int64_t *shape);
-/* Inserts / removes a size-1 dim. */
+/** Inserts a size-1 dim at dim (0..ndim; negatives count from the end). A
+ * view, new reference; NULL on a bad dim or when t already has 8 dims. */
 tg_tensor *tg_unsqueeze(tg_tensor *t, int dim);
+/** Removes dim, which must have size 1. A view, new reference; NULL on a bad
+ * dim or a size other than 1. */
 tg_tensor *tg_squeeze(tg_tensor *t, int dim);
-/* A C-order copy of t, or when t already is contiguous a new tensor sharing
- * its storage (no copy). */
+/** A C-order copy of t, or when t already is contiguous a new tensor sharing
+ * its storage (no copy). New reference. */
 tg_tensor *tg_contiguous(tg_tensor *t);
-/* Converts to dtype dt (when t already is dt: a new tensor sharing t's
+/** Converts to dtype dt (when t already is dt: a new tensor sharing t's
  * storage, no copy). Gradient flows between float32 and float64;
  * converting to TG_BOOL or TG_INT64 (which truncates toward zero) does not
- * carry gradient. */
+ * carry gradient. New reference; NULL on an unknown dtype. */
 tg_tensor *tg_to(tg_tensor *t, tg_dtype dt);
 
 /* ===================================================================== */
 /* Elementwise ops (numpy broadcasting between tensor operands)           */
 /* ===================================================================== */
 
-tg_tensor *tg_add(tg_tensor *a, tg_tensor *b); /* a + b */
-tg_tensor *tg_sub(tg_tensor *a, tg_tensor *b); /* a - b */
-tg_tensor *tg_mul(tg_tensor *a, tg_tensor *b); /* a * b */
-tg_tensor *tg_div(tg_tensor *a, tg_tensor *b); /* a / b */
-tg_tensor *tg_neg(tg_tensor *t);               /* -t */
-tg_tensor *tg_scale(tg_tensor *t, double s);   /* s * t */
-tg_tensor *tg_add_scalar(tg_tensor *t, double s); /* t + s */
-tg_tensor *tg_exp(tg_tensor *t);
-tg_tensor *tg_log(tg_tensor *t);               /* natural log */
-tg_tensor *tg_sqrt(tg_tensor *t);
-tg_tensor *tg_pow_scalar(tg_tensor *t, double p); /* t ** p */
-tg_tensor *tg_relu(tg_tensor *t);              /* max(t, 0); gradient 0 at 0 */
+/* Each returns a new reference in the broadcast shape of its operands.
+ * Operands are float32 or float64, both the same: NULL (with an error
+ * naming the op, the dtypes and the shapes) for a bool or int64 operand,
+ * mixed float dtypes, or shapes that do not broadcast. Gradients of a
+ * broadcast operand are summed over the dims it was broadcast along. */
 
-/* Comparisons: TG_BOOL results, no gradient. */
+/** a + b. Gradient: da = dy, db = dy. */
+tg_tensor *tg_add(tg_tensor *a, tg_tensor *b);
+/** a - b. Gradient: da = dy, db = -dy. */
+tg_tensor *tg_sub(tg_tensor *a, tg_tensor *b);
+/** a * b. Gradient: da = dy * b, db = dy * a. */
+tg_tensor *tg_mul(tg_tensor *a, tg_tensor *b);
+/** a / b. Gradient: da = dy / b, db = -dy * a / b^2. */
+tg_tensor *tg_div(tg_tensor *a, tg_tensor *b);
+/** -t. Gradient: dt = -dy. */
+tg_tensor *tg_neg(tg_tensor *t);
+/** s * t. Gradient: dt = s * dy. */
+tg_tensor *tg_scale(tg_tensor *t, double s);
+/** t + s. Gradient: dt = dy. */
+tg_tensor *tg_add_scalar(tg_tensor *t, double s);
+/** exp(t). Gradient: dt = dy * exp(t). */
+tg_tensor *tg_exp(tg_tensor *t);
+/** Natural log of t (-inf at 0, NaN below). Gradient: dt = dy / t. */
+tg_tensor *tg_log(tg_tensor *t);
+/** sqrt(t). Gradient: dt = dy / (2 sqrt(t)). */
+tg_tensor *tg_sqrt(tg_tensor *t);
+/** t ** p. Gradient: dt = dy * p * t^(p-1). */
+tg_tensor *tg_pow_scalar(tg_tensor *t, double p);
+/** max(t, 0). Gradient: dt = dy where t > 0, 0 elsewhere (0 at 0). */
+tg_tensor *tg_relu(tg_tensor *t);
+
+/* Comparisons: TG_BOOL results in the broadcast shape, no gradient. The
+ * operands may have any dtype, but the same one (NULL with an error
+ * otherwise, or when the shapes do not broadcast). New references. */
+
+/** a == b, elementwise. */
 tg_tensor *tg_eq(tg_tensor *a, tg_tensor *b);
+/** a != b, elementwise. */
 tg_tensor *tg_ne(tg_tensor *a, tg_tensor *b);
+/** a < b, elementwise. */
 tg_tensor *tg_lt(tg_tensor *a, tg_tensor *b);
+/** a <= b, elementwise. */
 tg_tensor *tg_le(tg_tensor *a, tg_tensor *b);
+/** a > b, elementwise. */
 tg_tensor *tg_gt(tg_tensor *a, tg_tensor *b);
+/** a >= b, elementwise. */
 tg_tensor *tg_ge(tg_tensor *a, tg_tensor *b);
+/** t == v, elementwise, t of any dtype (compared as double). */
 tg_tensor *tg_eq_scalar(tg_tensor *t, double v);
+/** t != v, elementwise. */
 tg_tensor *tg_ne_scalar(tg_tensor *t, double v);
+/** t < v, elementwise. */
 tg_tensor *tg_lt_scalar(tg_tensor *t, double v);
+/** t <= v, elementwise. */
 tg_tensor *tg_le_scalar(tg_tensor *t, double v);
+/** t > v, elementwise. */
 tg_tensor *tg_gt_scalar(tg_tensor *t, double v);
+/** t >= v, elementwise. */
 tg_tensor *tg_ge_scalar(tg_tensor *t, double v);
 
-/* where(cond, a, b): a where cond holds, b elsewhere; cond, a, b broadcast
- * together. cond is TG_BOOL or a float tensor (nonzero is true).
- * Gradient: da = dy where cond, db = dy elsewhere. */
+/** where(cond, a, b): a where cond holds, b elsewhere; cond, a, b broadcast
+ * together. cond is TG_BOOL or a float tensor (nonzero is true); a and b
+ * float32 or float64, the same. Gradient: da = dy where cond, db = dy
+ * elsewhere. New reference; NULL when the three do not broadcast or a and b
+ * are not the same float dtype. */
 tg_tensor *tg_where(tg_tensor *cond, tg_tensor *a, tg_tensor *b);
-/* value where mask holds, t elsewhere (torch.masked_fill). mask broadcasts to
- * t's shape. The lesson's where(mask == 0, -inf, scores) is
+/** value where mask holds, t elsewhere (torch.masked_fill). mask broadcasts to
+ * t's shape (t's shape is the result's; a mask with more or larger dims is an
+ * error). The lesson's where(mask == 0, -inf, scores) is
  * tg_masked_fill(scores, tg_eq_scalar(tril, 0), -INFINITY).
- * Gradient: dt = dy where the mask does not hold, 0 where it does. */
+ * Gradient: dt = dy where the mask does not hold, 0 where it does. New
+ * reference; NULL on a mask that does not broadcast or a t that is not
+ * float. */
 tg_tensor *tg_masked_fill(tg_tensor *t, tg_tensor *mask, double value);
-/* numpy.tril / numpy.triu on the last two dims: zero above (below) diagonal
- * k. Differentiable: the gradient is masked the same way. */
+/** numpy.tril on the last two dims: zero above diagonal k (k > 0 above the
+ * main one). Differentiable: the gradient is masked the same way. New
+ * reference; NULL for t with fewer than 2 dims. */
 tg_tensor *tg_tril(tg_tensor *t, int k);
+/** numpy.triu on the last two dims: zero below diagonal k, as tg_tril. */
 tg_tensor *tg_triu(tg_tensor *t, int k);
 
 /* ===================================================================== */
 /* Matmul                                                                 */
 /* ===================================================================== */
 
-/* numpy.matmul: (...,n,k) @ (...,k,m) -> (...,n,m) with the batch dims
+/** numpy.matmul: (...,n,k) @ (...,k,m) -> (...,n,m) with the batch dims
  * broadcast, e.g. (T,T) @ (B,T,C) -> (B,T,C). A 1-D left operand is a row
  * (k) -> its dim is dropped from the result; a 1-D right operand is a column.
  * Transposed views go to BLAS as transpose flags, never copied.
  * Gradient: da = dy @ b^T, db = a^T @ dy, each summed over the batch dims
- * that were broadcast. */
+ * that were broadcast. New reference; NULL for a 0-d operand, inner sizes
+ * that differ, batch dims that do not broadcast, or operands that are not
+ * the same float dtype. */
 tg_tensor *tg_matmul(tg_tensor *a, tg_tensor *b);
 
-/* Fused causal attention: softmax(q @ k^T * scale + mask) @ v in one op.
+/** Fused causal attention: softmax(q @ k^T * scale + mask) @ v in one op.
  * q (...,Tq,d), k (...,Tk,d), v (...,Tk,dv) with the same batch dims; the
  * result is (...,Tq,dv). causal masks key j > query i (the lesson's tril
- * mask, aligned at the start). Tiled so the (Tq,Tk) scores are never held
+ * mask, aligned at the start: with Tq != Tk query i still sees keys 0..i,
+ * as torch's is_causal). Tiled so the (Tq,Tk) scores are never held
  * whole: an online softmax forward keeping per-row max and sum, and a
  * backward that recomputes the scores tile by tile (as FlashAttention), so
  * the extra memory is O(T), not O(T^2). Same values and gradients as the
- * composed ops. */
+ * composed ops. New reference; NULL when the shapes disagree as above (or
+ * have fewer than 2 dims), q, k, v are not one float dtype, or scale is not
+ * finite. */
 tg_tensor *tg_attention(tg_tensor *q, tg_tensor *k, tg_tensor *v, bool causal,
                         double scale);
 
@@ -295,95 +395,126 @@ tg_tensor *tg_attention(tg_tensor *q, tg_tensor *k, tg_tensor *v, bool causal,
 /* Reductions and normalisations                                          */
 /* ===================================================================== */
 
-/* Sum / mean over one dim (keepdim keeps it with size 1), or over all
- * elements (a 0-d result). */
+/** Sum over one dim (negatives count from the end); keepdim keeps it with
+ * size 1. Gradient: dt = dy broadcast back. New reference; NULL on a bad dim
+ * or a t that is not float. */
 tg_tensor *tg_sum(tg_tensor *t, int dim, bool keepdim);
+/** Sum of all elements: a 0-d result. New reference; NULL for a t that is
+ * not float. */
 tg_tensor *tg_sum_all(tg_tensor *t);
+/** Mean over one dim, as tg_sum. Gradient: dt = dy / size(dim). */
 tg_tensor *tg_mean(tg_tensor *t, int dim, bool keepdim);
+/** Mean of all elements: a 0-d result, as tg_sum_all. */
 tg_tensor *tg_mean_all(tg_tensor *t);
-/* Max values over one dim (torch.max(t, dim).values). Gradient goes to the
- * first position holding the max. */
+/** Max values over one dim (torch.max(t, dim).values). Gradient goes to the
+ * first position holding the max. New reference; NULL on a bad dim, an empty
+ * dim, or a t that is not float. */
 tg_tensor *tg_max(tg_tensor *t, int dim, bool keepdim);
 
-/* softmax along dim: y_i = exp(x_i - max x) / sum_j exp(x_j - max x).
+/** softmax along dim: y_i = exp(x_i - max x) / sum_j exp(x_j - max x).
  * Entries equal to -inf get weight exactly 0 and gradient exactly 0. A row
  * that is entirely -inf gives all zeros (not NaN) and zero gradient.
- * Gradient: dx = y * (dy - sum(y * dy)). */
+ * Gradient: dx = y * (dy - sum(y * dy)). New reference, t's shape; NULL on a
+ * bad dim or a t that is not float. */
 tg_tensor *tg_softmax(tg_tensor *t, int dim);
-/* log_softmax along dim: x_i - max x - log(sum_j exp(x_j - max x)).
+/** log_softmax along dim: x_i - max x - log(sum_j exp(x_j - max x)).
  * -inf entries stay -inf with zero gradient; an all -inf row gives -inf.
  * Gradient: dx = dy - exp(y) * sum(dy), where the sum skips the -inf
- * outputs (constants that pass nothing back) and dx = 0 at them. */
+ * outputs (constants that pass nothing back) and dx = 0 at them. New
+ * reference; NULL as tg_softmax. */
 tg_tensor *tg_log_softmax(tg_tensor *t, int dim);
 
 /* ===================================================================== */
 /* Ops for transformers                                                   */
 /* ===================================================================== */
 
-/* torch.cat: joins n tensors (same dtype, same shape but along dim) along
- * dim. Gradient: each input gets its slice of dy. */
+/** torch.cat: joins n tensors (same dtype, same shape but along dim) along
+ * dim. Gradient: each input gets its slice of dy. New reference; NULL for a
+ * NULL array, n < 1, a bad dim, or inputs that differ in dtype or in a shape
+ * other than along dim (a NULL entry keeps the first error). */
 tg_tensor *tg_cat(tg_tensor *const *ts, int n, int dim);
-/* torch.chunk with equal parts: splits t along dim into n views of
+/** torch.chunk with equal parts: splits t along dim into n views of
  * size(dim) / n (which must divide evenly), written to out[0..n-1] (new
- * references). Returns 0, or -1 with every out[i] NULL. */
+ * references). Returns 0, or -1 with every out[i] NULL (NULL out, n < 1, a
+ * bad dim, or a size n does not divide). */
 int tg_chunk(tg_tensor *t, int n, int dim, tg_tensor **out);
-/* Embedding lookup: weight (V,C), ids int64 of any shape with values in
+/** Embedding lookup: weight (V,C), ids int64 of any shape with values in
  * [0, V) -> ids.shape + (C,), row ids[i] of weight at each position.
- * Gradient: dweight[v] += sum of dy over the positions holding id v. */
+ * Gradient: dweight[v] += sum of dy over the positions holding id v. New
+ * reference; NULL for a weight that is not a 2-D float, ids that are not
+ * int64, or an id out of range (the message gives its position). */
 tg_tensor *tg_embedding(tg_tensor *weight, tg_tensor *ids);
-/* torch.gather: out[i][j] = t[i][index[i][j]] along dim (index int64, same
- * ndim as t, no larger than t in the other dims).
- * Gradient: dt[..., index, ...] += dy (scatter-add). */
+/** torch.gather: out[i][j] = t[i][index[i][j]] along dim (index int64, same
+ * ndim as t, no larger than t in the other dims); the result has index's
+ * shape. Gradient: dt[..., index, ...] += dy (scatter-add). New reference;
+ * NULL on a bad dim, an index of another dtype or ndim or larger, or an
+ * index value out of [0, size(dim)). */
 tg_tensor *tg_gather(tg_tensor *t, int dim, tg_tensor *index);
-/* Layer norm over the last dim: y = (x - mean) / sqrt(var + eps) * gamma +
+/** Layer norm over the last dim: y = (x - mean) / sqrt(var + eps) * gamma +
  * beta, var the biased variance (as torch.nn.functional.layer_norm); gamma
- * and beta are (C,) or NULL (1 and 0). */
+ * and beta are (C,) or NULL (1 and 0), in x's dtype. New reference, x's
+ * shape; NULL for a 0-d or non-float x, a gamma or beta of another shape or
+ * dtype, or eps < 0 or NaN. */
 tg_tensor *tg_layer_norm(tg_tensor *x, tg_tensor *gamma, tg_tensor *beta,
                          double eps);
-/* GELU, exact (erf) form as torch's default: y = x/2 * (1 + erf(x/sqrt 2)).
- * Gradient: dx = dy * (Phi(x) + x * phi(x)). */
+/** GELU, exact (erf) form as torch's default: y = x/2 * (1 + erf(x/sqrt 2)).
+ * Gradient: dx = dy * (Phi(x) + x * phi(x)). New reference; NULL for a t
+ * that is not float. */
 tg_tensor *tg_gelu(tg_tensor *t);
-/* Mean cross-entropy from logits: logits (..., V) float, targets int64 (...)
+/** Mean cross-entropy from logits: logits (..., V) float, targets int64 (...)
  * of class indices; loss = mean over positions of logsumexp(logits) -
- * logits[target], computed stably (max-subtracted). A 0-d result.
- * Gradient: dlogits = (softmax(logits) - onehot(target)) * dy / N. */
+ * logits[target], computed stably (max-subtracted). A 0-d result, new
+ * reference. Gradient: dlogits = (softmax(logits) - onehot(target)) * dy / N.
+ * NULL for 0-d or non-float logits, targets of another dtype or shape, or a
+ * target out of [0, V). */
 tg_tensor *tg_cross_entropy(tg_tensor *logits, tg_tensor *targets);
-/* Mean squared error: mean((a - b)^2) over all elements (a and b broadcast),
- * a 0-d result. */
+/** Mean squared error: mean((a - b)^2) over all elements (a and b broadcast),
+ * a 0-d result, new reference. Gradient: da = 2 (a - b) dy / N, db = -da
+ * (summed over broadcast dims). NULL when a and b do not broadcast or are not
+ * the same float dtype. */
 tg_tensor *tg_mse_loss(tg_tensor *a, tg_tensor *b);
 
 /* ===================================================================== */
 /* Autograd                                                               */
 /* ===================================================================== */
 
-/* Marks a leaf tensor (float32/float64) as a parameter whose gradient
- * backward accumulates into tg_grad(t). */
+/** Marks a leaf tensor (float32/float64) as a parameter whose gradient
+ * backward accumulates into tg_grad(t). Sets an error (and changes nothing)
+ * for a bool or int64 tensor or a non-leaf; NULL-safe. */
 void tg_set_requires_grad(tg_tensor *t, bool on);
+/** Whether t requires grad (false for NULL). */
 bool tg_requires_grad(const tg_tensor *t);
-/* True for tensors no op produced on the tape (parameters, inputs). */
+/** True for tensors no op produced on the tape (parameters, inputs); false
+ * for NULL. */
 bool tg_is_leaf(const tg_tensor *t);
-/* Keep the gradient of a non-leaf tensor after backward. */
+/** Keep the gradient of a non-leaf tensor after backward. NULL-safe. */
 void tg_retain_grad(tg_tensor *t);
 
-/* Backward from a scalar loss: seeds dloss = 1, walks the tape newest-first,
+/** Backward from a scalar loss: seeds dloss = 1, walks the tape newest-first,
  * accumulates (+=) into the gradients of tensors that require grad, and
  * releases the tape entries it consumed. Returns 0, or -1 on error (loss not
- * a one-element tensor, nothing requires grad, or the entries were already
- * consumed by an earlier backward). */
+ * a one-element float tensor, nothing requires grad, or the entries were
+ * already consumed by an earlier backward). */
 int tg_backward(tg_tensor *loss);
-/* Backward from any output, seeded with dout (same shape as out). */
+/** Backward from any output, seeded with dout (same shape and dtype as out;
+ * borrowed). Returns 0, or -1 on the errors of tg_backward or a dout that
+ * does not match. */
 int tg_backward_with(tg_tensor *out, tg_tensor *dout);
-/* t's accumulated gradient, or NULL if none. Borrowed. */
+/** t's accumulated gradient (t's shape and dtype), or NULL if none. Borrowed:
+ * later backwards add into it in place; valid until tg_zero_grad(t) or t is
+ * freed. */
 tg_tensor *tg_grad(const tg_tensor *t);
-/* Drops t's gradient (the next backward starts from zero). */
+/** Drops t's gradient (the next backward starts from zero). NULL-safe. */
 void tg_zero_grad(tg_tensor *t);
-/* Grad mode: while off, ops record nothing. Returns the previous state. */
+/** Grad mode: while off, ops record nothing. Returns the previous state. */
 bool tg_set_grad_enabled(bool on);
+/** Whether grad mode is on (it is by default). */
 bool tg_is_grad_enabled(void);
-/* A new tensor sharing t's storage, cut from the tape (no gradient). */
+/** A new tensor sharing t's storage, cut from the tape (no gradient). New
+ * reference. */
 tg_tensor *tg_detach(tg_tensor *t);
 
-/* Anomaly mode (off by default; cheap when off). While on, every op's
+/** Anomaly mode (off by default; cheap when off). While on, every op's
  * output and every gradient backward computes is checked for NaN and
  * infinity (-inf is allowed where an op legitimately makes it: a mask,
  * log_softmax, where). The first offender turns the call into an error
@@ -391,71 +522,84 @@ tg_tensor *tg_detach(tg_tensor *t);
  * the file:line of your program that called it. Returns the previous
  * state. */
 bool tg_set_anomaly_mode(bool on);
+/** Whether anomaly mode is on. */
 bool tg_anomaly_mode(void);
 
-/* Call sites. <tapegrad.h> wraps each public function that returns a
+/** Call sites. `<tapegrad.h>` wraps each public function that returns a
  * tensor in a macro that records the caller's __FILE__ and __LINE__ (see
  * tapegrad_callsite.h), so the tape, anomaly mode and the leak audit can
  * point at your line. Define TG_NO_CALLSITES before including it to call
- * the functions bare. These two are what the macros call. */
+ * the functions bare. This and tg_check_result are what the macros call:
+ * tg_set_callsite records file (kept as a pointer: pass a string literal)
+ * and line for the next call. */
 void tg_set_callsite(const char *file, int line);
+/** Returns t, or when anomaly mode found a NaN or infinity inside the call
+ * that made it, releases t and returns NULL (the error, set by then, names
+ * the op; fn, the function's name, is not needed for it). NULL-safe. */
 tg_tensor *tg_check_result(tg_tensor *t, const char *fn);
 
-/* Leak audit: with the environment variable TG_DEBUG_LEAKS=1 set when the
+/** Leak audit: with the environment variable TG_DEBUG_LEAKS=1 set when the
  * program starts, the library keeps a list of the tensors alive, each with
  * the op and call site that made it, and prints whatever is still alive at
- * exit. tg_live_tensors() is their number (-1 when the audit is off);
- * tg_print_live_tensors lists them. */
+ * exit. tg_live_tensors() is their number (-1 when the audit is off). */
 int64_t tg_live_tensors(void);
+/** Lists the live tensors on f, one a line: dtype, shape, op, call site and
+ * references. Does nothing when the audit is off or f is NULL. */
 void tg_print_live_tensors(FILE *f);
 
-/* The tape, for teaching. Each live entry on one line, oldest first: its
+/** The tape, for teaching. Each live entry on one line, oldest first: its
  * number, op, input and output shapes, and after backward the L2 norm of the
- * gradient that reached its output. */
+ * gradient that reached its output. Does nothing for a NULL f. */
 void tg_tape_print(FILE *f);
-/* The same tape as a Graphviz DOT graph: leaves and ops as nodes, tensors as
- * edges labelled with shapes. */
+/** The same tape as a Graphviz DOT graph: leaves and ops as nodes, tensors as
+ * edges labelled with shapes. Does nothing for a NULL f. */
 void tg_tape_dot(FILE *f);
-/* Number of entries on this thread's tape that are still alive. */
+/** Number of entries on this thread's tape that are still alive. */
 int64_t tg_tape_size(void);
 
 /* ===================================================================== */
 /* Gradient check                                                         */
 /* ===================================================================== */
 
-/* A function of tensors to check: returns a new reference to its output (any
+/** A function of tensors to check: returns a new reference to its output (any
  * shape), or NULL on error. It must be deterministic. */
 typedef tg_tensor *(*tg_fn)(tg_tensor *const *inputs, void *ctx);
 
+/** Options of tg_gradcheck; start from tg_gradcheck_defaults(). */
 typedef struct tg_gradcheck_opts {
-    double eps;    /* central difference step (default 1e-6) */
-    double atol;   /* pass when |analytic - numeric| <= atol + rtol*|numeric| */
-    double rtol;   /* (defaults 1e-5 and 1e-3, as torch.autograd.gradcheck) */
-    uint32_t seed; /* seed of the random output weights u (default 0) */
+    double eps;    /**< central difference step (default 1e-6) */
+    double atol;   /**< pass when |analytic - numeric| <= atol + rtol*|numeric| */
+    double rtol;   /**< (defaults 1e-5 and 1e-3, as torch.autograd.gradcheck) */
+    uint32_t seed; /**< seed of the random output weights u (default 0) */
 } tg_gradcheck_opts;
 
+/** What tg_gradcheck found. */
 typedef struct tg_gradcheck_report {
-    int64_t n_checked;  /* input elements compared */
-    double max_abs_err; /* max |analytic - numeric| */
-    double max_rel_err; /* max |analytic - numeric| / max(|analytic|, |numeric|, atol) */
-    int worst_input;    /* where max_abs_err / (atol + rtol*|numeric|) is largest */
-    int64_t worst_index; /* flat C-order index into that input */
-    double worst_analytic, worst_numeric;
+    int64_t n_checked;  /**< input elements compared */
+    double max_abs_err; /**< max |analytic - numeric| */
+    double max_rel_err; /**< max |analytic - numeric| / max(|analytic|, |numeric|, atol) */
+    int worst_input;    /**< where max_abs_err / (atol + rtol*|numeric|) is largest */
+    int64_t worst_index; /**< flat C-order index into that input */
+    double worst_analytic, worst_numeric; /**< the two values there */
 } tg_gradcheck_report;
 
-/* eps 1e-6, atol 1e-5, rtol 1e-3, seed 0. */
+/** eps 1e-6, atol 1e-5, rtol 1e-3, seed 0. */
 tg_gradcheck_opts tg_gradcheck_defaults(void);
 
-/* Checks autograd against central differences. With y = f(inputs) and fixed
+/** Checks autograd against central differences. With y = f(inputs) and fixed
  * random weights u (one per finite element of y; non-finite outputs such as
  * masked -inf get weight 0), L = sum(u * y). For every element x_i of every
  * input that requires grad, compares dL/dx_i from tg_backward_with(y, u)
  * with (L(x_i + eps) - L(x_i - eps)) / (2 eps). Infinite input elements (a
  * mask) are never perturbed; their gradient must be exactly 0.
- * Inputs should be float64. They are perturbed in place and restored.
- * The inputs' accumulated gradients are left as they were.
+ * Inputs (n_inputs of them, borrowed) should be float64 leaves. They are
+ * perturbed in place and restored. The inputs' accumulated gradients are
+ * left as they were.
  * Returns 0 when every element passes, 1 when one does not (the report says
- * which), -1 on error. opts may be NULL (defaults); report may be NULL. */
+ * which), -1 on error (no function, no inputs, a NULL or non-leaf input, no
+ * input requiring grad, or f failing). opts may be NULL (defaults); report
+ * may be NULL. The options are not checked: an eps of 0 or NaN makes every
+ * element fail. */
 int tg_gradcheck(tg_fn f, void *ctx, int n_inputs, tg_tensor *const *inputs,
                  const tg_gradcheck_opts *opts, tg_gradcheck_report *report);
 
@@ -463,15 +607,16 @@ int tg_gradcheck(tg_fn f, void *ctx, int n_inputs, tg_tensor *const *inputs,
 /* Printing and comparison                                                */
 /* ===================================================================== */
 
-/* Writes t as numpy's print(arr) would, with np.set_printoptions(precision)
+/** Writes t as numpy's print(arr) would, with np.set_printoptions(precision)
  * (numpy's default 8 when precision < 0), e.g. "[[1.  0. ]\n [0.5 0.5]]"; a
  * 0-d tensor prints as numpy's scalar str ("0.5", "1.0"). No trailing
- * newline. Returns 0 or -1. */
+ * newline. Returns 0, or -1 for a NULL f or t (nothing written). */
 int tg_fprint(FILE *f, const tg_tensor *t, int precision);
-/* The same text in a malloc'd string (free() it), or NULL. */
+/** The same text in a malloc'd string (the caller free()s it), or NULL. */
 char *tg_format(const tg_tensor *t, int precision);
-/* numpy.allclose: |a - b| <= atol + rtol * |b| everywhere (broadcasting),
- * NaNs unequal, equal infinities equal. false with an error on bad input. */
+/** numpy.allclose: |a - b| <= atol + rtol * |b| everywhere (broadcasting),
+ * NaNs unequal, equal infinities equal. false with an error on bad input
+ * (NULL, shapes that do not broadcast). */
 bool tg_allclose(const tg_tensor *a, const tg_tensor *b, double rtol,
                  double atol);
 
@@ -479,12 +624,13 @@ bool tg_allclose(const tg_tensor *a, const tg_tensor *b, double rtol,
 /* Files                                                                  */
 /* ===================================================================== */
 
-/* Loads a .npy file (format 1.0, 2.0 or 3.0; '<f4', '<f8', '|b1', '|u1',
- * '<i8'; C order). Anything else is rejected with a message naming the
- * file. */
+/** Loads a .npy file (format 1.0, 2.0 or 3.0; '<f4', '<f8', '|b1', '|u1',
+ * '<i8'; C order). New reference; NULL for a NULL path or a file that cannot
+ * be read or is anything else, with a message naming the file. */
 tg_tensor *tg_load_npy(const char *path);
-/* Saves t as .npy format 1.0 ('<f4', '<f8', '|b1' or '<i8'), byte for byte as
- * np.save writes it. Returns 0 or -1 (and removes a partial file). */
+/** Saves t as .npy format 1.0 ('<f4', '<f8', '|b1' or '<i8'), byte for byte as
+ * np.save writes it. Returns 0, or -1 for a NULL t or path or a file that
+ * cannot be written (and removes a partial file). */
 int tg_save_npy(const tg_tensor *t, const char *path);
 
 #ifdef __cplusplus

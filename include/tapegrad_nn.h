@@ -1,4 +1,5 @@
-/* tapegrad nn: modules, optimizers, checkpoints. Included by <tapegrad.h>.
+/** @file
+ * tapegrad nn: modules, optimizers, checkpoints. Included by `<tapegrad.h>`.
  *
  * A module is a small struct you own (on the stack or inside another
  * module): its sizes, options, and parameters (leaf tensors that require
@@ -12,11 +13,21 @@
  * _params appends the module's parameters, named "prefix.name" (nested
  * modules extend the prefix: "blocks.0.attn.heads.1.w_q"), so optimizers,
  * zero_grad, gradcheck and checkpoints can walk any model. Initialisation
- * draws from rng in a fixed order, so a seed reproduces a model. */
+ * draws from rng in a fixed order, so a seed reproduces a model.
+ *
+ * Errors, for every module: _init returns -1 and leaves the module zeroed
+ * for a NULL module or rng, a dtype other than float32 / float64, or a size
+ * that is not positive. _forward returns NULL for a NULL module, a module
+ * never initialised (zeroed) and inputs of the wrong shape or dtype; a NULL
+ * input keeps the first error. _params returns -1 for a NULL or zeroed
+ * module, a NULL list, or a name longer than TG_PARAM_NAME_MAX - 1. _free is
+ * NULL-safe, and freeing a zeroed module does nothing. */
+/* tapegrad.h first, outside the guard: it includes this header in turn,
+ * and its call-site macros must come after every declaration. */
+#include "tapegrad.h"
+
 #ifndef TAPEGRAD_NN_H
 #define TAPEGRAD_NN_H
-
-#include "tapegrad.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -26,104 +37,143 @@ extern "C" {
 /* Parameter lists                                                        */
 /* ===================================================================== */
 
+/** Room for a parameter's full name, with its terminating NUL. */
 #define TG_PARAM_NAME_MAX 128
 
+/** One named parameter. */
 typedef struct tg_param {
-    char name[TG_PARAM_NAME_MAX];
-    tg_tensor *t; /* borrowed: the module owns it */
+    char name[TG_PARAM_NAME_MAX]; /**< "prefix.name" */
+    tg_tensor *t; /**< borrowed: the module owns it */
 } tg_param;
 
+/** A growable list of named parameters; start it with tg_params_init. */
 typedef struct tg_params {
     tg_param *items;
     int n, cap;
 } tg_params;
 
+/** An empty list (no allocation). NULL-safe. */
 void tg_params_init(tg_params *ps);
-/* Frees the list (not the tensors, which the modules own). */
+/** Frees the list (not the tensors, which the modules own) and leaves it
+ * empty. NULL-safe. */
 void tg_params_free(tg_params *ps);
-/* Appends t as "prefix.name" (just "name" when prefix is NULL or ""). */
+/** Appends t (borrowed) as "prefix.name" (just "name" when prefix is NULL or
+ * ""). Returns 0, or -1 for a NULL list or name, a full name longer than
+ * TG_PARAM_NAME_MAX - 1, a name already in the list, or no memory. A NULL t
+ * (a module whose init failed) returns -1 and keeps the first error. */
 int tg_params_add(tg_params *ps, const char *prefix, const char *name,
                   tg_tensor *t);
-/* The parameter called name, or NULL. Borrowed. */
+/** The parameter called name, or NULL (also for a NULL list or name; not an
+ * error). Borrowed. */
 tg_tensor *tg_params_get(const tg_params *ps, const char *name);
-/* Total number of elements. */
+/** Total number of elements of the parameters; 0 for a NULL or empty
+ * list. */
 int64_t tg_params_numel(const tg_params *ps);
-/* tg_zero_grad on every parameter. */
+/** tg_zero_grad on every parameter. NULL-safe. */
 void tg_params_zero_grad(const tg_params *ps);
-/* torch.nn.utils.clip_grad_norm_: the L2 norm of all gradients together;
- * when it exceeds max_norm, every gradient is scaled by
- * max_norm / (norm + 1e-6). Returns the norm before clipping. */
+/** torch.nn.utils.clip_grad_norm_: the L2 norm of all gradients together;
+ * when it exceeds max_norm, every gradient is scaled in place by
+ * max_norm / (norm + 1e-6). Returns the norm before clipping (0 for a NULL
+ * list). As in torch, max_norm is not checked: a negative one flips the
+ * gradients' sign, and NaN makes them NaN. */
 double tg_clip_grad_norm(const tg_params *ps, double max_norm);
 
 /* ===================================================================== */
 /* Modules                                                                */
 /* ===================================================================== */
 
-/* Causal self-attention head, exactly the lesson's:
- *   q, k, v = x @ W_q, x @ W_k, x @ W_v                      (B,T,hs) each
- *   scores  = q @ k^T / sqrt(hs)                             (B,T,T)
- *   scores  = masked_fill(scores, future, -inf)              causal
- *   attn    = softmax(scores, -1);  out = attn @ v           (B,T,hs)
+/** Causal self-attention head, exactly the lesson's:
+ *
+ *     q, k, v = x @ W_q, x @ W_k, x @ W_v                      (B,T,hs) each
+ *     scores  = q @ k^T / sqrt(hs)                             (B,T,T)
+ *     scores  = masked_fill(scores, future, -inf)              causal
+ *     attn    = softmax(scores, -1);  out = attn @ v           (B,T,hs)
+ *
  * W_* are (C, hs), drawn N(0, 1/C). Options (set after init): scaled
  * (default true; false drops 1/sqrt(hs)), causal (default true). */
 typedef struct tg_head {
     int n_embd, head_size;
     bool scaled, causal;
-    bool fused; /* one tg_attention op instead of the composed ops (default
+    bool fused; /**< one tg_attention op instead of the composed ops (default
                  * false); h->attn is then not kept */
     tg_tensor *w_q, *w_k, *w_v;
-    tg_tensor *attn; /* last forward's weights (B,T,T), detached; or NULL */
+    tg_tensor *attn; /**< last forward's weights (B,T,T), detached; or NULL */
 } tg_head;
 
+/** A head for x (B,T,n_embd) of dtype dt, drawing W_q, W_k, W_v (n_embd,
+ * head_size) in that order. 0, or -1 with h zeroed (see the module errors
+ * above). */
 int tg_head_init(tg_head *h, tg_dtype dt, int n_embd, int head_size,
                  tg_rng *rng);
+/** Releases the weights and h->attn; h is zeroed. NULL-safe. */
 void tg_head_free(tg_head *h);
-/* x (B,T,C) -> (B,T,hs); also keeps the attention weights in h->attn. */
+/** x (B,T,C) in the head's dtype -> (B,T,hs), a new reference; also keeps
+ * the attention weights in h->attn (owned by the head; not with fused).
+ * NULL unless x is 3-D with C = n_embd. */
 tg_tensor *tg_head_forward(tg_head *h, tg_tensor *x);
+/** Appends prefix.w_q, prefix.w_k, prefix.w_v to ps. 0 or -1. */
 int tg_head_params(tg_head *h, tg_params *ps, const char *prefix);
 
-/* y = x @ weight + bias: weight (in, out) drawn U(-1/sqrt(in), 1/sqrt(in))
+/** y = x @ weight + bias: weight (in, out) drawn U(-1/sqrt(in), 1/sqrt(in))
  * as torch.nn.Linear, bias (out) likewise or absent. */
 typedef struct tg_linear {
     int in, out;
-    tg_tensor *weight, *bias; /* bias NULL when built without */
+    tg_tensor *weight, *bias; /**< bias NULL when built without */
 } tg_linear;
 
+/** A linear layer in -> out of dtype dt, drawing weight then bias. 0, or -1
+ * with l zeroed. */
 int tg_linear_init(tg_linear *l, tg_dtype dt, int in, int out, bool bias,
                    tg_rng *rng);
+/** Releases weight and bias; l is zeroed. NULL-safe. */
 void tg_linear_free(tg_linear *l);
-tg_tensor *tg_linear_forward(tg_linear *l, tg_tensor *x); /* (..., in) -> (..., out) */
+/** x (..., in) -> (..., out), a new reference; NULL for a 0-d x, a last dim
+ * other than in, or another dtype. */
+tg_tensor *tg_linear_forward(tg_linear *l, tg_tensor *x);
+/** Appends prefix.weight (and prefix.bias) to ps. 0 or -1. */
 int tg_linear_params(tg_linear *l, tg_params *ps, const char *prefix);
 
-/* A table of num vectors of size dim, drawn N(0, 1) as torch.nn.Embedding:
+/** A table of num vectors of size dim, drawn N(0, 1) as torch.nn.Embedding:
  * token embeddings (forward on int64 ids) and position embeddings (the
  * first T rows). */
 typedef struct tg_embed {
     int num, dim;
-    tg_tensor *weight; /* (num, dim) */
+    tg_tensor *weight; /**< (num, dim) */
 } tg_embed;
 
+/** A table of num vectors of size dim, dtype dt. 0, or -1 with e zeroed. */
 int tg_embed_init(tg_embed *e, tg_dtype dt, int num, int dim, tg_rng *rng);
+/** Releases the table; e is zeroed. NULL-safe. */
 void tg_embed_free(tg_embed *e);
-/* ids int64 (...) -> (..., dim) */
+/** ids int64 (...) -> (..., dim), row ids[i] at each position; a new
+ * reference. NULL for ids that are not int64, or an id out of [0, num) (the
+ * message, from tg_embedding, gives its position). */
 tg_tensor *tg_embed_forward(tg_embed *e, tg_tensor *ids);
-/* Rows 0..T-1: (T, dim), for position embeddings. */
+/** Rows 0..T-1: (T, dim), for position embeddings; a view of the table, new
+ * reference. NULL unless 0 <= T <= num. */
 tg_tensor *tg_embed_positions(tg_embed *e, int64_t T);
+/** Appends prefix.weight to ps. 0 or -1. */
 int tg_embed_params(tg_embed *e, tg_params *ps, const char *prefix);
 
-/* Layer norm over the last dim with gamma = 1, beta = 0 to start. */
+/** Layer norm over the last dim with gamma = 1, beta = 0 to start. */
 typedef struct tg_layernorm {
     int dim;
-    double eps; /* 1e-5, as torch */
+    double eps; /**< 1e-5, as torch */
     tg_tensor *gamma, *beta;
 } tg_layernorm;
 
+/** A layer norm over a last dim of size dim, dtype dt (needs no rng). 0, or
+ * -1 with n zeroed. */
 int tg_layernorm_init(tg_layernorm *n, tg_dtype dt, int dim);
+/** Releases gamma and beta; n is zeroed. NULL-safe. */
 void tg_layernorm_free(tg_layernorm *n);
+/** tg_layer_norm(x, gamma, beta, eps): x (..., dim) -> the same shape, a new
+ * reference. NULL for a last dim other than dim, or another dtype. */
 tg_tensor *tg_layernorm_forward(tg_layernorm *n, tg_tensor *x);
+/** Appends prefix.gamma, prefix.beta to ps. 0 or -1. */
 int tg_layernorm_params(tg_layernorm *n, tg_params *ps, const char *prefix);
 
-/* Multi-head attention: n_heads heads of size n_embd / n_heads in parallel,
+/** Multi-head attention: n_heads heads of size n_embd / n_heads in parallel,
  * outputs concatenated on the last dim and projected (a biased linear). */
 typedef struct tg_mha {
     int n_heads;
@@ -131,37 +181,61 @@ typedef struct tg_mha {
     tg_linear proj;
 } tg_mha;
 
+/** n_heads heads (n_heads must divide n_embd), then the projection, drawn
+ * in that order. 0, or -1 with m zeroed (an error inside a head or the
+ * projection is named by tg_head_init or tg_linear_init). */
 int tg_mha_init(tg_mha *m, tg_dtype dt, int n_embd, int n_heads, tg_rng *rng);
+/** Frees the heads and the projection; m is zeroed. NULL-safe. */
 void tg_mha_free(tg_mha *m);
-tg_tensor *tg_mha_forward(tg_mha *m, tg_tensor *x); /* (B,T,C) -> (B,T,C) */
+/** x (B,T,C) -> (B,T,C), a new reference; NULL unless x is 3-D with C =
+ * n_embd in the module's dtype. */
+tg_tensor *tg_mha_forward(tg_mha *m, tg_tensor *x);
+/** Appends prefix.heads.0.w_q, .w_k, .w_v, then heads 1, 2... and
+ * prefix.proj.weight, .bias to ps. 0 or -1. */
 int tg_mha_params(tg_mha *m, tg_params *ps, const char *prefix);
 
-/* Feed-forward: linear (C -> 4C), relu or gelu, linear (4C -> C). */
+/** Feed-forward: linear (C -> 4C), relu or gelu, linear (4C -> C). */
 typedef struct tg_mlp {
-    bool gelu; /* else relu */
+    bool gelu; /**< else relu */
     tg_linear fc, proj;
 } tg_mlp;
 
+/** fc (n_embd -> 4 n_embd) then proj, both biased. 0, or -1 with m zeroed
+ * (errors in the layers are named by tg_linear_init). */
 int tg_mlp_init(tg_mlp *m, tg_dtype dt, int n_embd, bool gelu, tg_rng *rng);
+/** Frees both layers; m is zeroed. NULL-safe. */
 void tg_mlp_free(tg_mlp *m);
+/** proj(act(fc(x))): x (..., C) -> (..., C), a new reference. NULL for x of
+ * another last dim or dtype (checked, and named, by the fc layer: "linear"). */
 tg_tensor *tg_mlp_forward(tg_mlp *m, tg_tensor *x);
+/** Appends prefix.fc.weight, .bias and prefix.proj.weight, .bias to ps. 0 or
+ * -1. */
 int tg_mlp_params(tg_mlp *m, tg_params *ps, const char *prefix);
 
-/* Pre-norm transformer block:
- *   x = x + mha(ln1(x));  x = x + mlp(ln2(x)) */
+/** Pre-norm transformer block:
+ *
+ *     x = x + mha(ln1(x));  x = x + mlp(ln2(x))
+ */
 typedef struct tg_block {
     tg_layernorm ln1, ln2;
     tg_mha attn;
     tg_mlp mlp;
 } tg_block;
 
+/** ln1, ln2, attn, mlp, initialised in that order. 0, or -1 with b zeroed
+ * (the error is named by the part's init: layernorm_init, mha_init...). */
 int tg_block_init(tg_block *b, tg_dtype dt, int n_embd, int n_heads, bool gelu,
                   tg_rng *rng);
+/** Frees every part; b is zeroed. NULL-safe. */
 void tg_block_free(tg_block *b);
+/** x (B,T,C) -> (B,T,C), a new reference; NULL unless x is 3-D with C =
+ * n_embd in the block's dtype. */
 tg_tensor *tg_block_forward(tg_block *b, tg_tensor *x);
+/** Appends prefix.ln1.*, prefix.attn.*, prefix.ln2.*, prefix.mlp.* to ps. 0
+ * or -1. */
 int tg_block_params(tg_block *b, tg_params *ps, const char *prefix);
 
-/* A tiny GPT: token + position embeddings, n_layer blocks, a final layer
+/** A tiny GPT: token + position embeddings, n_layer blocks, a final layer
  * norm, and a linear head to vocabulary logits. */
 typedef struct tg_gpt_config {
     int vocab_size, block_size, n_embd, n_head, n_layer;
@@ -169,6 +243,7 @@ typedef struct tg_gpt_config {
     tg_dtype dtype;
 } tg_gpt_config;
 
+/** A tiny GPT built from cfg by tg_gpt_init. */
 typedef struct tg_gpt {
     tg_gpt_config cfg;
     tg_embed tok, pos;
@@ -177,60 +252,87 @@ typedef struct tg_gpt {
     tg_linear lm_head;
 } tg_gpt;
 
+/** The model of cfg (every size positive, n_head dividing n_embd, dtype
+ * float32 or float64), drawn tok, pos, blocks, ln_f, lm_head in that
+ * order. 0, or -1 with g zeroed (errors in the parts are named by the
+ * part's init). */
 int tg_gpt_init(tg_gpt *g, tg_gpt_config cfg, tg_rng *rng);
+/** Frees every part; g is zeroed. NULL-safe. */
 void tg_gpt_free(tg_gpt *g);
-/* ids int64 (B,T), T <= block_size -> logits (B,T,vocab). */
+/** ids int64 (B,T), 1 <= T <= block_size, values in [0, vocab) -> logits
+ * (B,T,vocab), a new reference. NULL on other ids (an id out of range is
+ * named by tg_embedding). */
 tg_tensor *tg_gpt_forward(tg_gpt *g, tg_tensor *ids);
-/* Mean cross-entropy of the next-token logits against targets (B,T). */
+/** Mean cross-entropy of the next-token logits against targets: int64
+ * (B,T) like ids, values in [0, vocab). A 0-d new reference, or NULL. */
 tg_tensor *tg_gpt_loss(tg_gpt *g, tg_tensor *ids, tg_tensor *targets);
-/* Extends ids (1,T0) by n_new tokens sampled from softmax(logits /
- * temperature) of the last position (context cropped to block_size). */
+/** Extends ids (1,T0) by n_new tokens sampled from softmax(logits /
+ * temperature) of the last position (context cropped to block_size),
+ * drawing one uniform from rng per token, with grad mode off. A new (1,
+ * T0 + n_new) int64 tensor; NULL unless ids is int64 (1,T0) with T0 >= 1,
+ * n_new >= 0, temperature > 0 and rng is not NULL. */
 tg_tensor *tg_gpt_generate(tg_gpt *g, tg_tensor *ids, int n_new,
                            double temperature, tg_rng *rng);
+/** Appends prefix.tok.weight, prefix.pos.weight, prefix.blocks.0.*, ...,
+ * prefix.ln_f.*, prefix.lm_head.weight to ps. 0 or -1. */
 int tg_gpt_params(tg_gpt *g, tg_params *ps, const char *prefix);
 
 /* ===================================================================== */
 /* Optimizers                                                             */
 /* ===================================================================== */
 
+/** Which update rule. */
 typedef enum { TG_SGD, TG_ADAM, TG_ADAMW } tg_optim_kind;
 
-/* Hyperparameters, with torch.optim's meanings and defaults. */
+/** Hyperparameters, with torch.optim's meanings and defaults. */
 typedef struct tg_optim_config {
     tg_optim_kind kind;
     double lr;
-    double momentum;     /* SGD (0) */
-    double weight_decay; /* SGD, Adam: added to the gradient (L2); AdamW: decoupled (0.01) */
-    double beta1, beta2; /* Adam(W) (0.9, 0.999) */
-    double eps;          /* Adam(W) (1e-8) */
+    double momentum;     /**< SGD (0) */
+    double weight_decay; /**< SGD, Adam: added to the gradient (L2); AdamW: decoupled (0.01) */
+    double beta1, beta2; /**< Adam(W) (0.9, 0.999) */
+    double eps;          /**< Adam(W) (1e-8) */
 } tg_optim_config;
 
+/** torch.optim.SGD(lr, momentum, weight_decay); checked by tg_optim_new. */
 tg_optim_config tg_sgd_config(double lr, double momentum, double weight_decay);
+/** torch.optim.Adam(lr) with its defaults; checked by tg_optim_new. */
 tg_optim_config tg_adam_config(double lr);
+/** torch.optim.AdamW(lr, weight_decay) with its defaults; checked by
+ * tg_optim_new. */
 tg_optim_config tg_adamw_config(double lr, double weight_decay);
 
+/** An optimizer: its config, the parameters and their state. Opaque. */
 typedef struct tg_optim tg_optim;
 
-/* An optimizer over the parameters in ps (the list is copied; the tensors
- * are retained). NULL on error. */
+/** An optimizer over the parameters in ps (the list is copied; the tensors
+ * are retained). New, free with tg_optim_free. NULL on error: a NULL list, a
+ * NULL, non-float or repeated parameter, or a config torch.optim would reject
+ * (lr, weight_decay, momentum or eps negative or NaN, beta1 or beta2 outside
+ * [0, 1), an unknown kind). */
 tg_optim *tg_optim_new(const tg_params *ps, tg_optim_config cfg);
+/** Releases the optimizer's references and state. NULL-safe. */
 void tg_optim_free(tg_optim *o);
-/* One update from the current gradients, exactly torch.optim's rule
- * (parameters without a gradient are skipped). 0 or -1. */
+/** One update from the current gradients, exactly torch.optim's rule
+ * (parameters without a gradient are skipped), in place. 0, or -1 for a NULL
+ * optimizer or no memory for the state (then no parameter changed). */
 int tg_optim_step(tg_optim *o);
-/* tg_zero_grad on every parameter. */
+/** tg_zero_grad on every parameter. NULL-safe. */
 void tg_optim_zero_grad(tg_optim *o);
 
 /* ===================================================================== */
 /* Checkpoints                                                            */
 /* ===================================================================== */
 
-/* Saves every parameter as an entry "<name>.npy" of one uncompressed .npz
- * (numpy.load reads it). 0 or -1. */
+/** Saves every parameter as an entry `<name>.npy` of one uncompressed .npz
+ * (numpy.load reads it). 0, or -1 for a NULL list or path, a NULL parameter,
+ * or a file that cannot be written. */
 int tg_save_npz(const tg_params *ps, const char *path);
-/* Loads values by name into the parameters (same shapes and dtypes as
- * saved; a missing entry or another shape is an error naming the
- * parameter, and then nothing is changed). 0 or -1. */
+/** Loads values by name into the parameters, in place: each entry must have
+ * the parameter's shape, and its dtype, except that float32 and float64
+ * convert into each other. A missing entry, another shape or dtype, or a
+ * file that is not a readable .npz is an error naming the parameter or the
+ * file, and then nothing is changed. 0 or -1. */
 int tg_load_npz(const tg_params *ps, const char *path);
 
 #ifdef __cplusplus

@@ -23,7 +23,7 @@ int tg_block_init(tg_block *b, tg_dtype dt, int n_embd, int n_heads, bool gelu,
         tg_mha_init(&b->attn, dt, n_embd, n_heads, rng) < 0 ||
         tg_mlp_init(&b->mlp, dt, n_embd, gelu, rng) < 0) {
         tg_block_free(b);
-        return -1;
+        return tg__error_wrap("block_init");
     }
     return 0;
 }
@@ -83,37 +83,20 @@ tg_tensor *tg_block_forward(tg_block *b, tg_tensor *x)
     return out;
 }
 
-/* "prefix.name", or "prefix.name.index" when index >= 0 (just "name..."
- * without a prefix), into buf: the prefix of a nested module's parameters.
- * NULL with an error naming op when it does not fit in a parameter name. */
-static const char *child(const char *op, char *buf, const char *prefix,
-                         const char *name, int index)
-{
-    const char *p = prefix ? prefix : "", *dot = *p ? "." : "";
-    int len =
-        index >= 0
-            ? snprintf(buf, TG_PARAM_NAME_MAX, "%s%s%s.%d", p, dot, name, index)
-            : snprintf(buf, TG_PARAM_NAME_MAX, "%s%s%s", p, dot, name);
-    if (len < 0 || len >= TG_PARAM_NAME_MAX) {
-        tg__error("%s: prefix '%s' is too long", op, p);
-        return NULL;
-    }
-    return buf;
-}
-
 /* ln1.*, attn.*, ln2.*, mlp.*: the order the forward uses them. */
 int tg_block_params(tg_block *b, tg_params *ps, const char *prefix)
 {
     if (!check_module("block_params", b))
         return -1;
     char name[TG_PARAM_NAME_MAX];
-    if (!child("block_params", name, prefix, "ln1", -1) ||
+    if (!tg__param_prefix("block_params", name, prefix, "ln1", -1) ||
         tg_layernorm_params(&b->ln1, ps, name) < 0 ||
-        !child("block_params", name, prefix, "attn", -1) ||
+        !tg__param_prefix("block_params", name, prefix, "attn", -1) ||
         tg_mha_params(&b->attn, ps, name) < 0 ||
-        !child("block_params", name, prefix, "ln2", -1) ||
+        !tg__param_prefix("block_params", name, prefix, "ln2", -1) ||
         tg_layernorm_params(&b->ln2, ps, name) < 0 ||
-        !child("block_params", name, prefix, "mlp", -1))
-        return -1;
-    return tg_mlp_params(&b->mlp, ps, name);
+        !tg__param_prefix("block_params", name, prefix, "mlp", -1) ||
+        tg_mlp_params(&b->mlp, ps, name) < 0)
+        return tg__error_wrap("block_params");
+    return 0;
 }

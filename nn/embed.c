@@ -84,5 +84,7 @@ int tg_embed_params(tg_embed *e, tg_params *ps, const char *prefix)
 {
     if (!check_table("embed_params", e))
         return -1;
-    return tg_params_add(ps, prefix, "weight", e->weight);
+    if (tg_params_add(ps, prefix, "weight", e->weight) < 0)
+        return tg__error_wrap("embed_params");
+    return 0;
 }

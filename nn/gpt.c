@@ -58,7 +58,7 @@ int tg_gpt_init(tg_gpt *g, tg_gpt_config cfg, tg_rng *rng)
     return 0;
 fail:
     tg_gpt_free(g);
-    return -1;
+    return tg__error_wrap("gpt_init");
 }
 
 void tg_gpt_free(tg_gpt *g)
@@ -238,24 +238,6 @@ tg_tensor *tg_gpt_generate(tg_gpt *g, tg_tensor *ids, int n_new,
     return out;
 }
 
-/* "prefix.name", or "prefix.name.index" when index >= 0 (just "name..."
- * without a prefix), into buf: the prefix of a nested module's parameters.
- * NULL with an error naming op when it does not fit in a parameter name. */
-static const char *child(const char *op, char *buf, const char *prefix,
-                         const char *name, int index)
-{
-    const char *p = prefix ? prefix : "", *dot = *p ? "." : "";
-    int len =
-        index >= 0
-            ? snprintf(buf, TG_PARAM_NAME_MAX, "%s%s%s.%d", p, dot, name, index)
-            : snprintf(buf, TG_PARAM_NAME_MAX, "%s%s%s", p, dot, name);
-    if (len < 0 || len >= TG_PARAM_NAME_MAX) {
-        tg__error("%s: prefix '%s' is too long", op, p);
-        return NULL;
-    }
-    return buf;
-}
-
 /* tok.weight, pos.weight, blocks.<i>.*, ln_f.gamma/beta, lm_head.weight. */
 int tg_gpt_params(tg_gpt *g, tg_params *ps, const char *prefix)
 {
@@ -263,18 +245,19 @@ int tg_gpt_params(tg_gpt *g, tg_params *ps, const char *prefix)
         return -1;
     char name[TG_PARAM_NAME_MAX];
     const char *op = "gpt_params";
-    if (!child(op, name, prefix, "tok", -1) ||
+    if (!tg__param_prefix(op, name, prefix, "tok", -1) ||
         tg_embed_params(&g->tok, ps, name) < 0 ||
-        !child(op, name, prefix, "pos", -1) ||
+        !tg__param_prefix(op, name, prefix, "pos", -1) ||
         tg_embed_params(&g->pos, ps, name) < 0)
-        return -1;
+        return tg__error_wrap(op);
     for (int i = 0; i < g->cfg.n_layer; i++)
-        if (!child(op, name, prefix, "blocks", i) ||
+        if (!tg__param_prefix(op, name, prefix, "blocks", i) ||
             tg_block_params(&g->blocks[i], ps, name) < 0)
-            return -1;
-    if (!child(op, name, prefix, "ln_f", -1) ||
+            return tg__error_wrap(op);
+    if (!tg__param_prefix(op, name, prefix, "ln_f", -1) ||
         tg_layernorm_params(&g->ln_f, ps, name) < 0 ||
-        !child(op, name, prefix, "lm_head", -1))
-        return -1;
-    return tg_linear_params(&g->lm_head, ps, name);
+        !tg__param_prefix(op, name, prefix, "lm_head", -1) ||
+        tg_linear_params(&g->lm_head, ps, name) < 0)
+        return tg__error_wrap(op);
+    return 0;
 }

@@ -7,7 +7,8 @@
  *         scores = np.where(np.tril(np.ones((T,T))) == 0, -np.inf, scores)
  *         return softmax(scores, -1) @ v
  *
- * The forward below is those lines, op for op, each on the tape, so backward
+ * The forward below is those lines, op for op, on the tape (the scale, mask
+ * and softmax as one entry that computes what the three would), so backward
  * comes from the ops' own derivations. Temporaries are released as soon as
  * the next op holds them (not through a private scope): the output must stay
  * in the caller's scope, if one is open. */
@@ -105,24 +106,15 @@ static tg_tensor *then(tg_tensor *prev, tg_tensor *next)
     return next;
 }
 
-/* The lesson's mask: tril(ones(T,T)) == 0 marks the future, which becomes
- * -inf, so softmax gives it weight exactly 0.            (B,T,T) -> (B,T,T) */
-static tg_tensor *mask_future(tg_tensor *scores, int64_t T)
-{
-    tg_tensor *ones = tg_ones(tg_dtype_of(scores), TG_SHAPE(T, T));
-    tg_tensor *tril = tg_tril(ones, 0);
-    tg_tensor *future = tg_eq_scalar(tril, 0); /* (T,T) bool */
-    tg_tensor *masked = tg_masked_fill(scores, future, -INFINITY);
-    tg_release(ones);
-    tg_release(tril);
-    tg_release(future);
-    return masked;
-}
-
 /* attn = softmax(q @ k^T [* 1/sqrt(hs)] [future -> -inf], -1)     (B,T,T)
  * where q, k = x @ W_q, x @ W_k                                  (B,T,hs)
  * Multiplying by 1/sqrt(hs) is the lesson's division by hs**0.5 exactly
- * when hs is a power of 4 (its 16: * 0.25), and within rounding otherwise. */
+ * when hs is a power of 4 (its 16: * 0.25), and within rounding otherwise.
+ * The lesson's mask, tril(ones(T,T)) == 0, marks the future, which becomes
+ * -inf, so softmax gives it weight exactly 0. Scale, mask and softmax are
+ * one tape entry (tg__attention_softmax) with the bits, forward and
+ * backward, of tg_scale, tg_masked_fill and tg_softmax in turn, and no
+ * (T,T) mask or (B,T,T) intermediates to build each forward. */
 static tg_tensor *attention_weights(tg_head *h, tg_tensor *x)
 {
     tg_tensor *q = tg_matmul(x, h->w_q);
@@ -132,20 +124,41 @@ static tg_tensor *attention_weights(tg_head *h, tg_tensor *x)
     tg_release(q);
     tg_release(k);
     tg_release(kt);
-    if (h->scaled)
-        scores = then(scores, tg_scale(scores, 1.0 / sqrt(h->head_size)));
-    if (h->causal && scores)
-        scores = then(scores, mask_future(scores, tg_size(x, 1)));
-    return then(scores, tg_softmax(scores, -1));
+    double scale = h->scaled ? 1.0 / sqrt(h->head_size) : 1.0;
+    return then(scores, tg__attention_softmax(scores, scale, h->causal));
+}
+
+/* The fused path (h->fused): the same projections, then one tg_attention op
+ * in place of the scores, scale, mask, softmax and attn @ v above, with the
+ * same values and gradients. It never forms the (B,T,T) weights, so h->attn
+ * is released and left NULL.
+ *   out = attention(x @ W_q, x @ W_k, x @ W_v, causal, 1/sqrt(hs) or 1) */
+static tg_tensor *fused_forward(tg_head *h, tg_tensor *x)
+{
+    tg_tensor *q = tg_matmul(x, h->w_q);
+    tg_tensor *k = tg_matmul(x, h->w_k);
+    tg_tensor *v = tg_matmul(x, h->w_v);
+    double scale = h->scaled ? 1.0 / sqrt(h->head_size) : 1.0;
+    tg_tensor *out = tg_attention(q, k, v, h->causal, scale);
+    tg_release(q);
+    tg_release(k);
+    tg_release(v);
+    if (out) {
+        tg_release(h->attn);
+        h->attn = NULL;
+    }
+    return out;
 }
 
 /* out = attn @ (x @ W_v)                                 (B,T,T) @ (B,T,hs)
  * and h->attn becomes a detached reference to attn (the previous one is
- * released). */
+ * released). With h->fused, fused_forward instead (h->attn NULL). */
 tg_tensor *tg_head_forward(tg_head *h, tg_tensor *x)
 {
     if (!check_input(h, x))
         return NULL;
+    if (h->fused)
+        return fused_forward(h, x);
     tg_tensor *attn = attention_weights(h, x);
     tg_tensor *v = tg_matmul(x, h->w_v);
     tg_tensor *out = tg_matmul(attn, v);
@@ -168,6 +181,6 @@ int tg_head_params(tg_head *h, tg_params *ps, const char *prefix)
     if (tg_params_add(ps, prefix, "w_q", h->w_q) < 0 ||
         tg_params_add(ps, prefix, "w_k", h->w_k) < 0 ||
         tg_params_add(ps, prefix, "w_v", h->w_v) < 0)
-        return -1;
+        return tg__error_wrap("head_params");
     return 0;
 }

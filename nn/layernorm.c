@@ -81,7 +81,8 @@ int tg_layernorm_params(tg_layernorm *n, tg_params *ps, const char *prefix)
 {
     if (!check_module("layernorm_params", n))
         return -1;
-    if (tg_params_add(ps, prefix, "gamma", n->gamma) < 0)
-        return -1;
-    return tg_params_add(ps, prefix, "beta", n->beta);
+    if (tg_params_add(ps, prefix, "gamma", n->gamma) < 0 ||
+        tg_params_add(ps, prefix, "beta", n->beta) < 0)
+        return tg__error_wrap("layernorm_params");
+    return 0;
 }

@@ -109,7 +109,8 @@ int tg_linear_params(tg_linear *l, tg_params *ps, const char *prefix)
                   l ? "the layer is not initialised" : "the layer is NULL");
         return -1;
     }
-    if (tg_params_add(ps, prefix, "weight", l->weight) < 0)
-        return -1;
-    return l->bias ? tg_params_add(ps, prefix, "bias", l->bias) : 0;
+    if (tg_params_add(ps, prefix, "weight", l->weight) < 0 ||
+        (l->bias && tg_params_add(ps, prefix, "bias", l->bias) < 0))
+        return tg__error_wrap("linear_params");
+    return 0;
 }

@@ -37,7 +37,7 @@ int tg_mha_init(tg_mha *m, tg_dtype dt, int n_embd, int n_heads, tg_rng *rng)
     return 0;
 fail:
     tg_mha_free(m);
-    return -1;
+    return tg__error_wrap("mha_init");
 }
 
 void tg_mha_free(tg_mha *m)
@@ -104,24 +104,6 @@ tg_tensor *tg_mha_forward(tg_mha *m, tg_tensor *x)
     return out;
 }
 
-/* "prefix.name", or "prefix.name.index" when index >= 0 (just "name..."
- * without a prefix), into buf: the prefix of a nested module's parameters.
- * NULL with an error naming op when it does not fit in a parameter name. */
-static const char *child(const char *op, char *buf, const char *prefix,
-                         const char *name, int index)
-{
-    const char *p = prefix ? prefix : "", *dot = *p ? "." : "";
-    int len =
-        index >= 0
-            ? snprintf(buf, TG_PARAM_NAME_MAX, "%s%s%s.%d", p, dot, name, index)
-            : snprintf(buf, TG_PARAM_NAME_MAX, "%s%s%s", p, dot, name);
-    if (len < 0 || len >= TG_PARAM_NAME_MAX) {
-        tg__error("%s: prefix '%s' is too long", op, p);
-        return NULL;
-    }
-    return buf;
-}
-
 /* heads.<i>.w_q/w_k/w_v for each head, then proj.weight, proj.bias. */
 int tg_mha_params(tg_mha *m, tg_params *ps, const char *prefix)
 {
@@ -129,10 +111,11 @@ int tg_mha_params(tg_mha *m, tg_params *ps, const char *prefix)
         return -1;
     char name[TG_PARAM_NAME_MAX];
     for (int i = 0; i < m->n_heads; i++)
-        if (!child("mha_params", name, prefix, "heads", i) ||
+        if (!tg__param_prefix("mha_params", name, prefix, "heads", i) ||
             tg_head_params(&m->heads[i], ps, name) < 0)
-            return -1;
-    if (!child("mha_params", name, prefix, "proj", -1))
-        return -1;
-    return tg_linear_params(&m->proj, ps, name);
+            return tg__error_wrap("mha_params");
+    if (!tg__param_prefix("mha_params", name, prefix, "proj", -1) ||
+        tg_linear_params(&m->proj, ps, name) < 0)
+        return tg__error_wrap("mha_params");
+    return 0;
 }

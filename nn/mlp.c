@@ -27,7 +27,7 @@ int tg_mlp_init(tg_mlp *m, tg_dtype dt, int n_embd, bool gelu, tg_rng *rng)
     if (tg_linear_init(&m->fc, dt, n_embd, 4 * n_embd, true, rng) < 0 ||
         tg_linear_init(&m->proj, dt, 4 * n_embd, n_embd, true, rng) < 0) {
         tg_mlp_free(m);
-        return -1;
+        return tg__error_wrap("mlp_init");
     }
     return 0;
 }
@@ -55,32 +55,16 @@ static bool check_module(const char *op, const tg_mlp *m)
  * (fc checks x's shape and dtype). */
 tg_tensor *tg_mlp_forward(tg_mlp *m, tg_tensor *x)
 {
-    if (!check_module("mlp", m))
+    if (!check_module("mlp", m) || !x)
         return NULL;
     tg_tensor *hidden = tg_linear_forward(&m->fc, x); /* (...,4C) */
     tg_tensor *act = m->gelu ? tg_gelu(hidden) : tg_relu(hidden);
     tg_tensor *out = tg_linear_forward(&m->proj, act);
     tg_release(hidden);
     tg_release(act);
+    if (!out)
+        tg__error_wrap("mlp");
     return out;
-}
-
-/* "prefix.name", or "prefix.name.index" when index >= 0 (just "name..."
- * without a prefix), into buf: the prefix of a nested module's parameters.
- * NULL with an error naming op when it does not fit in a parameter name. */
-static const char *child(const char *op, char *buf, const char *prefix,
-                         const char *name, int index)
-{
-    const char *p = prefix ? prefix : "", *dot = *p ? "." : "";
-    int len =
-        index >= 0
-            ? snprintf(buf, TG_PARAM_NAME_MAX, "%s%s%s.%d", p, dot, name, index)
-            : snprintf(buf, TG_PARAM_NAME_MAX, "%s%s%s", p, dot, name);
-    if (len < 0 || len >= TG_PARAM_NAME_MAX) {
-        tg__error("%s: prefix '%s' is too long", op, p);
-        return NULL;
-    }
-    return buf;
 }
 
 /* fc.weight, fc.bias, proj.weight, proj.bias. */
@@ -89,9 +73,10 @@ int tg_mlp_params(tg_mlp *m, tg_params *ps, const char *prefix)
     if (!check_module("mlp_params", m))
         return -1;
     char name[TG_PARAM_NAME_MAX];
-    if (!child("mlp_params", name, prefix, "fc", -1) ||
+    if (!tg__param_prefix("mlp_params", name, prefix, "fc", -1) ||
         tg_linear_params(&m->fc, ps, name) < 0 ||
-        !child("mlp_params", name, prefix, "proj", -1))
-        return -1;
-    return tg_linear_params(&m->proj, ps, name);
+        !tg__param_prefix("mlp_params", name, prefix, "proj", -1) ||
+        tg_linear_params(&m->proj, ps, name) < 0)
+        return tg__error_wrap("mlp_params");
+    return 0;
 }

@@ -154,3 +154,18 @@ double tg_clip_grad_norm(const tg_params *ps, double max_norm)
     }
     return norm;
 }
+
+const char *tg__param_prefix(const char *op, char *buf, const char *prefix,
+                             const char *name, int index)
+{
+    const char *p = prefix ? prefix : "", *dot = *p ? "." : "";
+    int len =
+        index >= 0
+            ? snprintf(buf, TG_PARAM_NAME_MAX, "%s%s%s.%d", p, dot, name, index)
+            : snprintf(buf, TG_PARAM_NAME_MAX, "%s%s%s", p, dot, name);
+    if (len < 0 || len >= TG_PARAM_NAME_MAX) {
+        tg__error("%s: prefix '%s' is too long", op, p);
+        return NULL;
+    }
+    return buf;
+}

@@ -1,1 +1,528 @@
+/* Fused attention: out = softmax(q @ k^T * scale + mask) @ v as one op, tiled
+ * as FlashAttention-2 so the (Tq,Tk) scores are never held whole.
+ *
+ * q (...,Tq,d), k (...,Tk,d), v (...,Tk,dv) -> out (...,Tq,dv). The batch
+ * dims (...) are identical (no broadcasting); each of their nb entries is one
+ * attention problem on contiguous matrices (an input that is not contiguous
+ * is copied once: O(T*d)). causal masks key j > query i, aligned at the start
+ * (the lesson's tril(ones(Tq,Tk)), torch's is_causal): query i sees keys
+ * 0..i, so every row keeps key 0 and none is entirely masked (with Tq == Tk,
+ * every row keeps its diagonal). Tq != Tk is allowed either way.
+ *
+ * Forward, for a tile of up to TILE queries Q_i, over the key tiles K_j, V_j
+ * with a running max m and sum l per row (the online softmax):
+ *     S  = Q_i K_j^T * scale, -inf where key > query         (TILE,TILE)
+ *     m' = max(m, rowmax S);  a = exp(m - m');  P = exp(S - m')
+ *     l  = a l + rowsum P;    O_i = a O_i + P V_j            (TILE,dv)
+ * then O_i /= l and L = m + log l, the row's logsumexp, kept for backward
+ * ((...,Tq) float64: O(T)). Causal: key tiles right of the diagonal tile are
+ * never visited, so the masked upper triangle costs nothing; only diagonal
+ * tiles hold masked entries, and exp(-inf - m') gives them weight 0 exactly.
+ * The backward (above attention_backward) recomputes S and P per tile.
+ *
+ * Memory: out and L, plus per thread two (TILE,TILE) tiles and two rows of
+ * TILE: O(T*dv + tile^2), never O(Tq*Tk).
+ *
+ * Tile products go to cblas ?gemm when configure found OpenBLAS, to a
+ * portable loop otherwise. Threads (the library's pool, tg__parallel_for):
+ * the forward splits over (entry, query tile); the backward over entries only, because dQ_i sums over key
+ * tiles and dK_j, dV_j over query tiles: splitting one entry would need
+ * atomics or a second pass. Small calls stay on one thread, and so do head
+ * sizes past 64 with OpenBLAS (see BLAS_THREADED_MNK). */
+#include <config.h>
+
 #include "internal.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <tgmath.h> /* exp and log of a float are expf and logf */
+
+#ifdef TG_HAVE_BLAS
+#include <cblas.h>
+#endif
+enum { TILE = 64 }; /* queries and keys per tile */
+
+/* Below this many multiply-adds (four 64-wide tile pairs at d = dv = 64) a
+ * call runs on one thread: waking the others would cost more. */
+#define PARALLEL_MIN 2e6
+
+/* OpenBLAS threads a gemm of more than 4 * 65536 multiply-adds (its default
+ * GEMM_MULTITHREAD_THRESHOLD): called from our threads, its threads and ours
+ * would fight over the cores (seen: 7x slower). So our threads run only
+ * while every tile product, TILE * TILE * max(d, dv), stays below it; with
+ * larger heads the tiles run in turn and BLAS threads each product. */
+#define BLAS_THREADED_MNK 262144.0
+
+static void attention_backward(tg_node *n, tg_tensor *dy);
+
+/* Parameters: p[0] the scale, ip[0] causal. Saved: L (...,Tq) float64.
+ * Backward reads the output as n->out. */
+static const tg_op attention_op = {"attention", attention_backward};
+
+/* One call: nb entries of q (tq,d), k (tk,d), v (tk,dv), out (tq,dv) and
+ * lse (tq, float64), each contiguous; entry b starts at b * rows * cols. */
+typedef struct {
+    tg_dtype dt;
+    int64_t nb;
+    int tq, tk, d, dv;
+    bool causal;
+    double scale;
+    const void *q, *k, *v;
+    void *out;
+    double *lse;
+} problem;
+
+/* The gradients of one backward: dout (tq,dv) per entry, and dq, dk, dv
+ * (zeroed, accumulated into), each NULL when not needed. */
+typedef struct {
+    const void *dout;
+    void *dq, *dk, *dv;
+} grads;
+
+/* One thread's tiles: room for TILE*TILE elements of either float type. */
+typedef struct {
+    double scores[TILE * TILE];  /* S, then P */
+    double dscores[TILE * TILE]; /* dP, then dS */
+    double row_max[TILE];        /* m (forward) */
+    double row_sum[TILE];        /* l (forward); D (backward) */
+} scratch;
+
+static int min_int(int a, int b) { return a < b ? a : b; }
+
+/* A leading dimension for gemm: at least 1 (BLAS rejects 0). */
+static int ld(int cols) { return cols > 0 ? cols : 1; }
+
+/* Element i of an array of the problem's dtype. */
+static void *at(const problem *pr, const void *base, int64_t i)
+{
+    return (char *)base + (size_t)i * tg_dtype_size(pr->dt);
+}
+
+/* The first key no query of the tile i0..i0+bq-1 sees (causal), or tk. */
+static int key_end(const problem *pr, int i0, int bq)
+{
+    return pr->causal ? min_int(pr->tk, i0 + bq) : pr->tk;
+}
+
+/* Whether a call is worth sharing among the pool's threads (see above). */
+static bool worth_threads(const problem *pr)
+{
+#ifdef TG_HAVE_BLAS
+    const double widest = pr->d > pr->dv ? pr->d : pr->dv;
+    if ((double)TILE * TILE * widest > BLAS_THREADED_MNK)
+        return false;
+#endif
+    return (double)pr->nb * pr->tq * pr->tk * (pr->d + pr->dv) >= PARALLEL_MIN;
+}
+
+/* The work to announce to tg__parallel_for: enough to share, or none. */
+static int64_t pool_work(const problem *pr)
+{
+    return worth_threads(pr) ? TG_PARALLEL_MIN : 0;
+}
+
+/* Tiles for one piece of a parallel loop (each piece has its own). Out of
+ * memory there is fatal, as for any gradient. */
+static scratch *scratch_new(void)
+{
+    scratch *w = malloc(sizeof *w);
+    if (!w)
+        tg__panic(__FILE__, __LINE__, "out of memory in attention");
+    return w;
+}
+
+/* ---- tile products ------------------------------------------------------ */
+
+/* c (m,n) = alpha * op(a) (m,k) @ op(b) (k,n) + beta * c, row-major, op(x)
+ * being x^T when ta (tb): cblas_?gemm(CblasRowMajor, ...), or its loop. */
+static void gemm(tg_dtype dt, bool ta, bool tb, int m, int n, int k,
+                 double alpha, const void *a, int lda, const void *b, int ldb,
+                 double beta, void *c, int ldc)
+{
+#ifdef TG_HAVE_BLAS
+    enum CBLAS_TRANSPOSE oa = ta ? CblasTrans : CblasNoTrans;
+    enum CBLAS_TRANSPOSE ob = tb ? CblasTrans : CblasNoTrans;
+    if (dt == TG_FLOAT32)
+        cblas_sgemm(CblasRowMajor, oa, ob, m, n, k, (float)alpha, a, lda, b,
+                    ldb, (float)beta, c, ldc);
+    else
+        cblas_dgemm(CblasRowMajor, oa, ob, m, n, k, alpha, a, lda, b, ldb,
+                    beta, c, ldc);
+#else
+    /* a(i,p) = a[i*ars + p*acs], b(p,j) = b[p*brs + j*bcs]; alpha scales
+     * each finished sum, as BLAS does */
+    const int64_t ars = ta ? 1 : lda, acs = ta ? lda : 1;
+    const int64_t brs = tb ? 1 : ldb, bcs = tb ? ldb : 1;
+    TG_DISPATCH_FLOAT(dt, T, {
+        const T *pa = a, *pb = b;
+        for (int i = 0; i < m; i++) {
+            T *crow = (T *)c + (int64_t)i * ldc;
+            for (int j = 0; j < n; j++) {
+                T sum = 0;
+                for (int p = 0; p < k; p++)
+                    sum += pa[i * ars + p * acs] * pb[p * brs + j * bcs];
+                crow[j] = (T)alpha * sum + (beta == 0 ? 0 : (T)beta * crow[j]);
+            }
+        }
+    });
+#endif
+}
+
+/* S = Q_i K_j^T * scale, -inf where key j0+c > query i0+r when causal:
+ * queries i0..i0+bq-1 and keys j0..j0+bk-1 of entry b.       (bq,bk), ld TILE
+ * The scale is gemm's alpha (rounded to T, as tg_scale rounds it); only a
+ * tile reaching past the diagonal has entries to mask. */
+static void scores_tile(const problem *pr, int64_t b, int i0, int j0, int bq,
+                        int bk, void *S)
+{
+    const int64_t q0 = b * pr->tq + i0, k0 = b * pr->tk + j0;
+    gemm(pr->dt, false, true, bq, bk, pr->d, pr->scale,
+         at(pr, pr->q, q0 * pr->d), ld(pr->d), at(pr, pr->k, k0 * pr->d),
+         ld(pr->d), 0, S, TILE);
+    if (!pr->causal || j0 + bk <= i0 + 1)
+        return;
+    TG_DISPATCH_FLOAT(pr->dt, T, {
+        for (int r = 0; r < bq; r++) /* keys past query i0+r: c > i0+r-j0 */
+            for (int c = i0 + r + 1 - j0 < 0 ? 0 : i0 + r + 1 - j0; c < bk; c++)
+                ((T *)S)[r * TILE + c] = (T)-INFINITY;
+    });
+}
+
+/* ---- forward ------------------------------------------------------------ */
+
+/* One key tile of the online softmax, rows r < bq: S (bq,bk) becomes
+ * P = exp(S - m'), and m, l and the partial output O (bq,dv) are brought to
+ * the new max m' (O_i and l scaled by a = exp(m - m')). */
+static void online_softmax_tile(const problem *pr, scratch *w, int bq, int bk,
+                                void *O)
+{
+    TG_DISPATCH_FLOAT(pr->dt, T, {
+        for (int r = 0; r < bq; r++) {
+            T *row = (T *)w->scores + r * TILE, *orow = (T *)O + r * pr->dv;
+            double m = w->row_max[r], m_new = m;
+            for (int c = 0; c < bk; c++)
+                m_new = row[c] > m_new ? row[c] : m_new;
+            /* m_new is a T value (or -inf, for a row masked so far) */
+            const T shift = m_new == -INFINITY ? 0 : (T)m_new;
+            double sum = 0;
+            for (int c = 0; c < bk; c++)
+                sum += row[c] = exp(row[c] - shift);
+            if (m_new != m) {
+                const double a = exp(m - m_new);
+                w->row_sum[r] *= a;
+                for (int c = 0; c < pr->dv; c++)
+                    orow[c] *= (T)a;
+            }
+            w->row_sum[r] += sum;
+            w->row_max[r] = m_new;
+        }
+    });
+}
+
+/* O /= l and L = m + log l for the tile's rows. l is 0 only when there are
+ * no keys (tk == 0): O stays 0 and L is -inf. */
+static void finish_rows(const problem *pr, const scratch *w, int bq, void *O,
+                        double *L)
+{
+    TG_DISPATCH_FLOAT(pr->dt, T, {
+        for (int r = 0; r < bq; r++) {
+            const double l = w->row_sum[r];
+            const T inv = l > 0 ? (T)(1 / l) : 0;
+            for (int c = 0; c < pr->dv; c++)
+                ((T *)O)[r * pr->dv + c] *= inv;
+            L[r] = l > 0 ? w->row_max[r] + log(l) : -INFINITY;
+        }
+    });
+}
+
+/* Queries i0.. (up to TILE) of entry b: out rows and L. out starts zeroed. */
+static void forward_tile(const problem *pr, int64_t b, int i0, scratch *w)
+{
+    const int bq = min_int(TILE, pr->tq - i0), kend = key_end(pr, i0, bq);
+    const int64_t q0 = b * pr->tq + i0;
+    void *O = at(pr, pr->out, q0 * pr->dv);
+    for (int r = 0; r < bq; r++)
+        w->row_max[r] = -INFINITY, w->row_sum[r] = 0;
+    for (int j0 = 0; j0 < kend; j0 += TILE) {
+        const int bk = min_int(TILE, kend - j0);
+        scores_tile(pr, b, i0, j0, bq, bk, w->scores);
+        online_softmax_tile(pr, w, bq, bk, O);
+        /* O_i += P V_j                       (bq,bk) @ (bk,dv) -> (bq,dv) */
+        gemm(pr->dt, false, false, bq, pr->dv, bk, 1, w->scores, TILE,
+             at(pr, pr->v, (b * pr->tk + j0) * pr->dv), ld(pr->dv), 1, O,
+             ld(pr->dv));
+    }
+    finish_rows(pr, w, bq, O, pr->lse + q0);
+}
+
+/* (entry, query tile) pairs lo..hi-1, numbered entry by entry. */
+static void forward_range(void *ctx, int64_t lo, int64_t hi)
+{
+    const problem *pr = ctx;
+    const int64_t ntiles = (pr->tq + TILE - 1) / TILE;
+    scratch *w = scratch_new();
+    for (int64_t i = lo; i < hi; i++)
+        forward_tile(pr, i / ntiles, (int)(i % ntiles) * TILE, w);
+    free(w);
+}
+
+/* Every (entry, query tile), spread over the threads. */
+static void forward(const problem *pr)
+{
+    const int64_t ntiles = (pr->tq + TILE - 1) / TILE;
+    tg__parallel_for(pr->nb * ntiles, pool_work(pr), forward_range, (void *)pr);
+}
+
+/* ---- backward ----------------------------------------------------------- */
+
+/* D_r = dot(dO_r, O_r) for the tile's rows, in double. */
+static void row_dots(const problem *pr, const void *dO, const void *O, int bq,
+                     double *D)
+{
+    TG_DISPATCH_FLOAT(pr->dt, T, {
+        const T *a = dO, *o = O;
+        for (int r = 0; r < bq; r++) {
+            double dot = 0;
+            for (int c = 0; c < pr->dv; c++)
+                dot += (double)a[r * pr->dv + c] * o[r * pr->dv + c];
+            D[r] = dot;
+        }
+    });
+}
+
+/* S becomes P = exp(S - L) (masked entries: exp(-inf) = 0). */
+static void probs_tile(const problem *pr, const double *L, int bq, int bk,
+                       void *S)
+{
+    TG_DISPATCH_FLOAT(pr->dt, T, {
+        for (int r = 0; r < bq; r++) {
+            T *row = (T *)S + r * TILE;
+            for (int c = 0; c < bk; c++)
+                row[c] = exp((T)(row[c] - L[r]));
+        }
+    });
+}
+
+/* dP becomes dS = P * (dP - D), elementwise, D per row. */
+static void dscores_tile(const problem *pr, const void *P, const double *D,
+                         int bq, int bk, void *dP)
+{
+    TG_DISPATCH_FLOAT(pr->dt, T, {
+        for (int r = 0; r < bq; r++) {
+            const T *prow = (const T *)P + r * TILE;
+            T *drow = (T *)dP + r * TILE;
+            for (int c = 0; c < bk; c++)
+                drow[c] = prow[c] * (T)(drow[c] - D[r]);
+        }
+    });
+}
+
+/* Queries i0.. of entry b against key tile j0 (bk keys): adds the tile's
+ * share to dV_j, dQ_i and dK_j (see attention_backward). */
+static void backward_pair(const problem *pr, const grads *g, int64_t b,
+                          int i0, int bq, int j0, int bk, scratch *w)
+{
+    const int d = pr->d, dv = pr->dv;
+    const int64_t q0 = b * pr->tq + i0, k0 = b * pr->tk + j0;
+    const void *dO = at(pr, g->dout, q0 * dv);
+    scores_tile(pr, b, i0, j0, bq, bk, w->scores);
+    probs_tile(pr, pr->lse + q0, bq, bk, w->scores);
+    if (g->dv) /* dV_j += P^T dO_i              (bk,bq) @ (bq,dv) */
+        gemm(pr->dt, true, false, bk, dv, bq, 1, w->scores, TILE, dO, ld(dv),
+             1, at(pr, g->dv, k0 * dv), ld(dv));
+    if (!g->dq && !g->dk)
+        return;
+    /* dP = dO_i V_j^T                          (bq,dv) @ (dv,bk) */
+    gemm(pr->dt, false, true, bq, bk, dv, 1, dO, ld(dv),
+         at(pr, pr->v, k0 * dv), ld(dv), 0, w->dscores, TILE);
+    dscores_tile(pr, w->scores, w->row_sum, bq, bk, w->dscores);
+    if (g->dq) /* dQ_i += scale dS K_j          (bq,bk) @ (bk,d) */
+        gemm(pr->dt, false, false, bq, d, bk, pr->scale, w->dscores, TILE,
+             at(pr, pr->k, k0 * d), ld(d), 1, at(pr, g->dq, q0 * d), ld(d));
+    if (g->dk) /* dK_j += scale dS^T Q_i        (bk,bq) @ (bq,d) */
+        gemm(pr->dt, true, false, bk, d, bq, pr->scale, w->dscores, TILE,
+             at(pr, pr->q, q0 * d), ld(d), 1, at(pr, g->dk, k0 * d), ld(d));
+}
+
+/* Entry b, query tile by query tile, each against its key tiles. */
+static void backward_entry(const problem *pr, const grads *g, int64_t b,
+                           scratch *w)
+{
+    for (int i0 = 0; i0 < pr->tq; i0 += TILE) {
+        const int bq = min_int(TILE, pr->tq - i0), kend = key_end(pr, i0, bq);
+        const int64_t q0 = b * pr->tq + i0;
+        row_dots(pr, at(pr, g->dout, q0 * pr->dv), at(pr, pr->out, q0 * pr->dv),
+                 bq, w->row_sum);
+        for (int j0 = 0; j0 < kend; j0 += TILE)
+            backward_pair(pr, g, b, i0, bq, j0, min_int(TILE, kend - j0), w);
+    }
+}
+
+typedef struct {
+    const problem *pr;
+    const grads *g;
+} backward_job;
+
+/* Entries lo..hi-1. */
+static void backward_range(void *ctx, int64_t lo, int64_t hi)
+{
+    const backward_job *j = ctx;
+    scratch *w = scratch_new();
+    for (int64_t b = lo; b < hi; b++)
+        backward_entry(j->pr, j->g, b, w);
+    free(w);
+}
+
+/* Every entry, spread over the threads. */
+static void backward(const problem *pr, const grads *g)
+{
+    tg__parallel_for(pr->nb, pool_work(pr), backward_range,
+                     &(backward_job){pr, g});
+}
+
+/* ---- the op ------------------------------------------------------------- */
+
+/* The address of t's element 0. */
+static void *base(const tg_tensor *t)
+{
+    return (char *)t->storage->data + (size_t)t->offset * tg_dtype_size(t->dtype);
+}
+
+/* t when contiguous (retained), else a contiguous copy, off the tape; give
+ * it back with tg__drop. NULL when the copy fails. */
+static tg_tensor *dense(tg_tensor *t)
+{
+    return tg_is_contiguous(t) ? tg_retain(t) : tg__copy("attention", t);
+}
+
+/* The problem of q, k, v (checked) with the given contiguous data. */
+static problem problem_of(const tg_tensor *q, const tg_tensor *k,
+                          const tg_tensor *v, bool causal, double scale)
+{
+    const int nd = q->ndim;
+    problem pr = {.dt = q->dtype, .nb = 1, .causal = causal, .scale = scale};
+    for (int i = 0; i < nd - 2; i++)
+        pr.nb *= q->shape[i];
+    pr.tq = (int)q->shape[nd - 2], pr.d = (int)q->shape[nd - 1];
+    pr.tk = (int)k->shape[nd - 2], pr.dv = (int)v->shape[nd - 1];
+    return pr;
+}
+
+/* forward:  s_ij = scale q_i . k_j  (-inf for j > i when causal)
+ *           p_ij = exp(s_ij - L_i),  L_i = log sum_j exp(s_ij)
+ *           o_i  = sum_j p_ij v_j                       per entry: (Tq,dv)
+ * backward: dv_j += sum_i p_ij do_i                      dV = P^T dO
+ *           dp_ij = do_i . v_j                           dP = dO V^T
+ *           softmax: ds_ij = p_ij (dp_ij - sum_k p_ik dp_ik), and
+ *             sum_k p_ik dp_ik = do_i . sum_k p_ik v_k = do_i . o_i = D_i,
+ *             so no row of P is needed whole: D = rowsum(dO * O)
+ *           dq_i += scale sum_j ds_ij k_j                dQ = scale dS K
+ *           dk_j += scale sum_i ds_ij q_i                dK = scale dS^T Q
+ *           A masked pair has p_ij = 0, so ds_ij = 0 and it adds nothing;
+ *           the tiles right of the diagonal are skipped as in the forward.
+ *           P is recomputed tile by tile from S and the saved L.
+ *           dS = P * (dO V^T - D),  dQ = scale dS K,  dK = scale dS^T Q,
+ *           dV = P^T dO */
+static void attention_backward(tg_node *n, tg_tensor *dy)
+{
+    tg_tensor *in[3], *dgrad[3] = {NULL, NULL, NULL};
+    for (int i = 0; i < 3; i++)
+        in[i] = tg__must(dense(n->in[i]));
+    tg_tensor *dout = tg__must(dense(dy));
+    problem pr = problem_of(in[0], in[1], in[2], n->ip[0] != 0, n->p[0]);
+    pr.q = base(in[0]), pr.k = base(in[1]), pr.v = base(in[2]);
+    pr.out = base(n->out);
+    pr.lse = base(n->saved[0]);
+    for (int i = 0; i < 3; i++)
+        if (tg__needs_grad(n, i))
+            dgrad[i] = tg__must(tg__new("attention", pr.dt, in[i]->ndim,
+                                        in[i]->shape, true));
+    grads g = {.dout = base(dout)};
+    g.dq = dgrad[0] ? base(dgrad[0]) : NULL;
+    g.dk = dgrad[1] ? base(dgrad[1]) : NULL;
+    g.dv = dgrad[2] ? base(dgrad[2]) : NULL;
+    backward(&pr, &g);
+    for (int i = 0; i < 3; i++) {
+        if (dgrad[i])
+            tg__accumulate(n, i, dgrad[i]);
+        tg_release(dgrad[i]);
+        tg__drop(in[i]);
+    }
+    tg__drop(dout);
+}
+
+/* false with an error naming the three shapes unless q (...,Tq,d),
+ * k (...,Tk,d), v (...,Tk,dv) share their batch dims and float dtype. */
+static bool check_args(const tg_tensor *q, const tg_tensor *k,
+                       const tg_tensor *v, double scale)
+{
+    if (!tg__check_same_float("attention", q, k) ||
+        !tg__check_same_float("attention", q, v))
+        return false;
+    const char *why = NULL;
+    const int nd = q->ndim;
+    if (nd < 2 || k->ndim != nd || v->ndim != nd)
+        why = "expected q (...,Tq,d), k (...,Tk,d), v (...,Tk,dv) with the "
+              "same number of dims, at least 2";
+    else if (q->shape[nd - 1] != k->shape[nd - 1])
+        why = "q and k differ in the last dim (d)";
+    else if (k->shape[nd - 2] != v->shape[nd - 2])
+        why = "k and v differ in the number of keys (dim -2)";
+    for (int i = 0; !why && i < nd - 2; i++)
+        if (k->shape[i] != q->shape[i] || v->shape[i] != q->shape[i])
+            why = "the batch dims (all but the last two) differ";
+    for (int i = nd - 2; !why && i < nd; i++)
+        if (q->shape[i] > INT_MAX || k->shape[i] > INT_MAX ||
+            v->shape[i] > INT_MAX)
+            why = "a matrix dim is past INT_MAX";
+    if (why) {
+        tg__error("attention: q %s, k %s, v %s: %s", TG_SHP(q), TG_SHP(k),
+                  TG_SHP(v), why);
+        return false;
+    }
+    if (!isfinite(scale)) {
+        tg__error("attention: scale must be finite, got %g", scale);
+        return false;
+    }
+    return true;
+}
+
+/* Checks, runs the tiled forward on contiguous inputs, and records the entry
+ * with L saved. */
+tg_tensor *tg_attention(tg_tensor *q, tg_tensor *k, tg_tensor *v, bool causal,
+                        double scale)
+{
+    if (!q || !k || !v || !check_args(q, k, v, scale))
+        return NULL;
+    const int nd = q->ndim;
+    int64_t shape[TG_MAX_DIMS];
+    for (int i = 0; i < nd; i++)
+        shape[i] = q->shape[i];
+    shape[nd - 1] = v->shape[nd - 1]; /* (...,Tq,dv) */
+    tg_tensor *qc = dense(q), *kc = dense(k), *vc = dense(v);
+    tg_tensor *out = tg__new("attention", q->dtype, nd, shape, true);
+    tg_tensor *lse = tg__new("attention", TG_FLOAT64, nd - 1, shape, false);
+    bool ok = qc && kc && vc && out && lse;
+    if (ok) {
+        problem pr = problem_of(q, k, v, causal, scale);
+        pr.q = base(qc), pr.k = base(kc), pr.v = base(vc);
+        pr.out = base(out), pr.lse = base(lse);
+        forward(&pr);
+    }
+    tg__drop(qc);
+    tg__drop(kc);
+    tg__drop(vc);
+    if (!ok) {
+        tg_release(out);
+        tg_release(lse);
+        return NULL;
+    }
+    tg_node *n = tg__record(&attention_op, out, 3, (tg_tensor *[]){q, k, v});
+    if (n) {
+        n->p[0] = scale;
+        n->ip[0] = causal;
+        tg__save(n, lse);
+    }
+    tg_release(lse);
+    return out;
+}

@@ -2,7 +2,9 @@
  * div) and unary maps (neg, scale, add_scalar, exp, log, sqrt, pow, relu,
  * gelu).
  * One kernel per family; the op is chosen outside the inner loop, so each
- * inner loop is a plain strided loop the compiler can vectorise. */
+ * inner loop is a plain loop, vectorised where the operands are adjacent (or
+ * one is a scalar along the run), and large tensors are split across
+ * threads (every element is computed alone: the same bits either way). */
 #include "internal.h"
 
 #include <math.h>
@@ -11,33 +13,64 @@
 
 typedef enum { ADD, SUB, MUL, DIV } binary_kind;
 
+typedef struct binary_job {
+    binary_kind kind;
+    tg_tensor *out;
+    const tg_tensor *a, *b;
+} binary_job;
+
+/* o = x (op) y over one run of len, stepping so, sx, sy. */
+#define BINARY_LOOP(so, sx, sy)                                                \
+    switch (j->kind) {                                                         \
+    case ADD:                                                                  \
+        TG_SIMD for (int64_t i = 0; i < len; i++)                              \
+            o[i * (so)] = x[i * (sx)] + y[i * (sy)];                           \
+        break;                                                                 \
+    case SUB:                                                                  \
+        TG_SIMD for (int64_t i = 0; i < len; i++)                              \
+            o[i * (so)] = x[i * (sx)] - y[i * (sy)];                           \
+        break;                                                                 \
+    case MUL:                                                                  \
+        TG_SIMD for (int64_t i = 0; i < len; i++)                              \
+            o[i * (so)] = x[i * (sx)] * y[i * (sy)];                           \
+        break;                                                                 \
+    case DIV:                                                                  \
+        TG_SIMD for (int64_t i = 0; i < len; i++)                              \
+            o[i * (so)] = x[i * (sx)] / y[i * (sy)];                           \
+        break;                                                                 \
+    }
+
+/* The common layouts (all adjacent, or one operand fixed along the run)
+ * have constant steps, so their loops are vectorised; others are strided. */
+static void binary_run(void *job, int64_t start, const int64_t *off,
+                       const int64_t *step, int64_t len)
+{
+    const binary_job *j = job;
+    (void)start;
+    TG_DISPATCH_FLOAT(j->out->dtype, T, {
+        T *o = TG_DATA(T, j->out) + off[0];
+        const T *x = TG_DATA(T, j->a) + off[1], *y = TG_DATA(T, j->b) + off[2];
+        const int64_t so = step[0], sx = step[1], sy = step[2];
+        if (so == 1 && sx == 1 && sy == 1) {
+            BINARY_LOOP(1, 1, 1)
+        } else if (so == 1 && sx == 1 && sy == 0) {
+            BINARY_LOOP(1, 1, 0)
+        } else if (so == 1 && sx == 0 && sy == 1) {
+            BINARY_LOOP(1, 0, 1)
+        } else {
+            BINARY_LOOP(so, sx, sy)
+        }
+    });
+}
+#undef BINARY_LOOP
+
 static void binary_kernel(binary_kind kind, tg_tensor *out, const tg_tensor *a,
                           const tg_tensor *b)
 {
     tg_loop L;
     tg__loop_init(&L, out->ndim, out->shape, 3,
                   (const tg_tensor *const[]){out, a, b});
-    TG_DISPATCH_FLOAT(out->dtype, T, {
-        do {
-            T *o = TG_DATA(T, out) + L.off[0];
-            const T *x = TG_DATA(T, a) + L.off[1], *y = TG_DATA(T, b) + L.off[2];
-            int64_t so = L.step[0], sx = L.step[1], sy = L.step[2];
-            switch (kind) {
-            case ADD:
-                for (int64_t i = 0; i < L.inner; i++) o[i * so] = x[i * sx] + y[i * sy];
-                break;
-            case SUB:
-                for (int64_t i = 0; i < L.inner; i++) o[i * so] = x[i * sx] - y[i * sy];
-                break;
-            case MUL:
-                for (int64_t i = 0; i < L.inner; i++) o[i * so] = x[i * sx] * y[i * sy];
-                break;
-            case DIV:
-                for (int64_t i = 0; i < L.inner; i++) o[i * so] = x[i * sx] / y[i * sy];
-                break;
-            }
-        } while (tg__loop_next(&L));
-    });
+    tg__loop_run(&L, 1, binary_run, &(binary_job){kind, out, a, b});
 }
 
 /* Gradients of y = a (op) b; tg__accumulate sums each back to its input's
@@ -127,49 +160,75 @@ typedef enum { NEG, SCALE, ADD_SCALAR, EXP, LOG, SQRT, POW, RELU, GELU } unary_k
 #define INV_SQRT2 0.70710678118654752440
 #define INV_SQRT_2PI 0.39894228040143267794
 
+typedef struct unary_job {
+    unary_kind kind;
+    double p;
+    tg_tensor *out;
+    const tg_tensor *x;
+} unary_job;
+
+/* o = f(v) over one run of len, stepping so, sv. */
+#define UNARY_LOOP(so, sv)                                                     \
+    switch (j->kind) {                                                         \
+    case NEG:                                                                  \
+        TG_SIMD for (int64_t i = 0; i < len; i++) o[i * (so)] = -v[i * (sv)];  \
+        break;                                                                 \
+    case SCALE:                                                                \
+        TG_SIMD for (int64_t i = 0; i < len; i++)                              \
+            o[i * (so)] = s * v[i * (sv)];                                     \
+        break;                                                                 \
+    case ADD_SCALAR:                                                           \
+        TG_SIMD for (int64_t i = 0; i < len; i++)                              \
+            o[i * (so)] = v[i * (sv)] + s;                                     \
+        break;                                                                 \
+    case EXP:                                                                  \
+        for (int64_t i = 0; i < len; i++) o[i * (so)] = (T)exp(v[i * (sv)]);   \
+        break;                                                                 \
+    case LOG:                                                                  \
+        for (int64_t i = 0; i < len; i++) o[i * (so)] = (T)log(v[i * (sv)]);   \
+        break;                                                                 \
+    case SQRT:                                                                 \
+        for (int64_t i = 0; i < len; i++) o[i * (so)] = (T)sqrt(v[i * (sv)]);  \
+        break;                                                                 \
+    case POW:                                                                  \
+        for (int64_t i = 0; i < len; i++)                                      \
+            o[i * (so)] = (T)pow(v[i * (sv)], j->p);                           \
+        break;                                                                 \
+    case RELU:                                                                 \
+        TG_SIMD for (int64_t i = 0; i < len; i++)                              \
+            o[i * (so)] = !(v[i * (sv)] <= 0) ? v[i * (sv)] : 0;               \
+        break;                                                                 \
+    case GELU:                                                                 \
+        for (int64_t i = 0; i < len; i++)                                      \
+            o[i * (so)] = (T)(0.5 * v[i * (sv)] *                              \
+                              (1 + erf(v[i * (sv)] * INV_SQRT2)));             \
+        break;                                                                 \
+    }
+
+static void unary_run(void *job, int64_t start, const int64_t *off,
+                      const int64_t *step, int64_t len)
+{
+    const unary_job *j = job;
+    (void)start;
+    TG_DISPATCH_FLOAT(j->out->dtype, T, {
+        const T s = (T)j->p;
+        T *o = TG_DATA(T, j->out) + off[0];
+        const T *v = TG_DATA(T, j->x) + off[1];
+        if (step[0] == 1 && step[1] == 1) {
+            UNARY_LOOP(1, 1)
+        } else {
+            UNARY_LOOP(step[0], step[1])
+        }
+    });
+}
+#undef UNARY_LOOP
+
 static void unary_kernel(unary_kind kind, double p, tg_tensor *out,
                          const tg_tensor *x)
 {
     tg_loop L;
     tg__loop_init(&L, out->ndim, out->shape, 2, (const tg_tensor *const[]){out, x});
-    TG_DISPATCH_FLOAT(out->dtype, T, {
-        const T s = (T)p;
-        do {
-            T *o = TG_DATA(T, out) + L.off[0];
-            const T *v = TG_DATA(T, x) + L.off[1];
-            int64_t so = L.step[0], sv = L.step[1];
-            switch (kind) {
-            case NEG:
-                for (int64_t i = 0; i < L.inner; i++) o[i * so] = -v[i * sv];
-                break;
-            case SCALE:
-                for (int64_t i = 0; i < L.inner; i++) o[i * so] = s * v[i * sv];
-                break;
-            case ADD_SCALAR:
-                for (int64_t i = 0; i < L.inner; i++) o[i * so] = v[i * sv] + s;
-                break;
-            case EXP:
-                for (int64_t i = 0; i < L.inner; i++) o[i * so] = (T)exp(v[i * sv]);
-                break;
-            case LOG:
-                for (int64_t i = 0; i < L.inner; i++) o[i * so] = (T)log(v[i * sv]);
-                break;
-            case SQRT:
-                for (int64_t i = 0; i < L.inner; i++) o[i * so] = (T)sqrt(v[i * sv]);
-                break;
-            case POW:
-                for (int64_t i = 0; i < L.inner; i++) o[i * so] = (T)pow(v[i * sv], p);
-                break;
-            case RELU:
-                for (int64_t i = 0; i < L.inner; i++) o[i * so] = !(v[i * sv] <= 0) ? v[i * sv] : 0;
-                break;
-            case GELU:
-                for (int64_t i = 0; i < L.inner; i++)
-                    o[i * so] = (T)(0.5 * v[i * sv] * (1 + erf(v[i * sv] * INV_SQRT2)));
-                break;
-            }
-        } while (tg__loop_next(&L));
-    });
+    tg__loop_run(&L, 1, unary_run, &(unary_job){kind, p, out, x});
 }
 
 /* Applies a unary map without recording (backwards use it on dy). */
@@ -182,24 +241,31 @@ static tg_tensor *unary_apply(const char *name, unary_kind kind, double p,
     return y;
 }
 
-/* dx = dy * (Phi(x) + x phi(x)), the gelu gradient (see unary_backward). */
-static tg_tensor *gelu_grad(const tg_tensor *dy, const tg_tensor *x)
+/* dx = dy * (Phi(x) + x phi(x)), the gelu gradient (see unary_backward),
+ * over one run; operands {dx, dy, x}. */
+static void gelu_grad_run(void *job, int64_t start, const int64_t *off,
+                          const int64_t *step, int64_t len)
+{
+    tg_tensor *const *t = job; /* dx, dy, x */
+    (void)start;
+    TG_DISPATCH_FLOAT(t[0]->dtype, T, {
+        T *d = TG_DATA(T, t[0]) + off[0];
+        const T *g = TG_DATA(T, t[1]) + off[1], *v = TG_DATA(T, t[2]) + off[2];
+        for (int64_t i = 0; i < len; i++) {
+            double xi = v[i * step[2]];
+            double cdf = 0.5 * (1 + erf(xi * INV_SQRT2));
+            double pdf = INV_SQRT_2PI * exp(-0.5 * xi * xi);
+            d[i * step[0]] = (T)(g[i * step[1]] * (cdf + xi * pdf));
+        }
+    });
+}
+
+static tg_tensor *gelu_grad(tg_tensor *dy, tg_tensor *x)
 {
     tg_tensor *dx = tg__must(tg__new("gelu", x->dtype, x->ndim, x->shape, false));
     tg_loop L;
     tg__loop_init(&L, dx->ndim, dx->shape, 3, (const tg_tensor *const[]){dx, dy, x});
-    TG_DISPATCH_FLOAT(dx->dtype, T, {
-        do {
-            T *d = TG_DATA(T, dx) + L.off[0];
-            const T *g = TG_DATA(T, dy) + L.off[1], *v = TG_DATA(T, x) + L.off[2];
-            for (int64_t i = 0; i < L.inner; i++) {
-                double xi = v[i * L.step[2]];
-                double cdf = 0.5 * (1 + erf(xi * INV_SQRT2));
-                double pdf = INV_SQRT_2PI * exp(-0.5 * xi * xi);
-                d[i * L.step[0]] = (T)(g[i * L.step[1]] * (cdf + xi * pdf));
-            }
-        } while (tg__loop_next(&L));
-    });
+    tg__loop_run(&L, 1, gelu_grad_run, (tg_tensor *[]){dx, dy, x});
     return dx;
 }
 

@@ -20,6 +20,7 @@
 #include "internal.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #ifdef TG_HAVE_BLAS
 #include <cblas.h>
@@ -256,12 +257,23 @@ static bool multiply(tg_dtype dt, const mats *A, const char *a, const mats *B,
 
 /* ---- the op ------------------------------------------------------------- */
 
-/* out = a @ b into the zeroed contiguous out. false with an error. */
+#ifdef TG_HAVE_BLAS
+enum { GEMM_OVERWRITES = 1 }; /* beta = 0: gemm ignores what c held */
+#else
+enum { GEMM_OVERWRITES = 0 }; /* the portable kernel adds into c */
+#endif
+
+/* out = a @ b into the contiguous out, whatever it held. false with an
+ * error. */
 static bool compute(tg_tensor *out, const tg_tensor *a, const tg_tensor *b,
                     mats A, mats B, batch bt)
 {
-    if (bt.count == 0 || A.rows == 0 || A.cols == 0 || B.cols == 0)
-        return true; /* empty: out stays zeros (k == 0 sums nothing) */
+    if (bt.count == 0 || A.rows == 0 || B.cols == 0)
+        return true; /* no elements */
+    if (A.cols == 0 || !GEMM_OVERWRITES)
+        memset(out->storage->data, 0, out->storage->nbytes);
+    if (A.cols == 0)
+        return true; /* k == 0 sums nothing: zeros */
     fold_batch_into_rows(&A, &bt);
 #ifdef TG_HAVE_BLAS
     if (!fits_blas_int(&A, &B)) {
@@ -320,6 +332,14 @@ static void matmul_backward(tg_node *n, tg_tensor *dy)
         tg_release(bT);
     }
     if (tg__needs_grad(n, 1)) {
+        if (b->ndim == 2 && a->ndim > 2) {
+            /* b is one matrix every batch entry shares (x @ W): its
+             * gradient, the sum over the batch of a_i^T @ dy_i, is one
+             * product over all the batch's rows, not B small ones:
+             *   db = reshape(a, (-1,k))^T @ reshape(dy, (-1,m)) */
+            replace(&a, tg_reshape(a, 2, (const int64_t[]){-1, b->shape[0]}));
+            replace(&dY, tg_reshape(dY, 2, (const int64_t[]){-1, b->shape[1]}));
+        }
         tg_tensor *aT = tg_transpose(a, -2, -1); /* (...,k,n), a view */
         tg_tensor *db = tg_matmul(aT, dY);       /* (...,k,m) */
         if (b_col)
@@ -364,7 +384,7 @@ tg_tensor *tg_matmul(tg_tensor *a, tg_tensor *b)
         shape[nd++] = A.rows;
     if (b->ndim > 1)
         shape[nd++] = B.cols;
-    tg_tensor *out = tg__new("matmul", a->dtype, nd, shape, true);
+    tg_tensor *out = tg__new("matmul", a->dtype, nd, shape, false);
     if (!out)
         return NULL;
     if (!compute(out, a, b, A, B, bt)) {

@@ -75,26 +75,45 @@ static bool reduce_input_ok(const char *op, const tg_tensor *x)
 
 /* ---- sum and mean --------------------------------------------------------- */
 
+/* One reduction over the rows of x along d (rows are independent: large
+ * inputs are split across threads by rows, each row summed in order). */
+typedef struct rows_job {
+    const tg_tensor *x, *dy;
+    tg_tensor *y;      /* keepdim-shaped result (max: also argmax) */
+    tg_tensor *argmax; /* or NULL */
+    int64_t n, stride; /* row length, x's stride along d */
+    double divisor;
+} rows_job;
+
+/* y[pos] = (sum_k x[pos, k along d]) / divisor, over a run of rows. */
+static void sum_run(void *job, int64_t start, const int64_t *off,
+                    const int64_t *step, int64_t len)
+{
+    const rows_job *j = job;
+    const int64_t n = j->n, stride = j->stride;
+    (void)start;
+    TG_DISPATCH_FLOAT(j->x->dtype, T, {
+        const T *xs = TG_DATA(T, j->x) + off[0];
+        T *ys = TG_DATA(T, j->y) + off[1];
+        for (int64_t i = 0; i < len; i++) {
+            const T *row = xs + i * step[0];
+            double s = 0;
+            for (int64_t k = 0; k < n; k++)
+                s += row[k * stride];
+            ys[i * step[1]] = (T)(s / j->divisor);
+        }
+    });
+}
+
 /* y[pos] = (sum_k x[pos, k along d]) / divisor, for every row of x along d.
  * y is keepdim-shaped. */
 static void sum_rows(const tg_tensor *x, int d, tg_tensor *y, double divisor)
 {
-    const int64_t n = x->shape[d], stride = x->strides[d];
     tg_loop L;
     tg__rows_loop(&L, x, d, 2, (const tg_tensor *const[]){x, y});
-    TG_DISPATCH_FLOAT(x->dtype, T, {
-        do {
-            const T *xs = TG_DATA(T, x) + L.off[0];
-            T *ys = TG_DATA(T, y) + L.off[1];
-            for (int64_t i = 0; i < L.inner; i++) {
-                const T *row = xs + i * L.step[0];
-                double s = 0;
-                for (int64_t k = 0; k < n; k++)
-                    s += row[k * stride];
-                ys[i * L.step[1]] = (T)(s / divisor);
-            }
-        } while (tg__loop_next(&L));
-    });
+    rows_job job = {.x = x, .y = y, .n = x->shape[d], .stride = x->strides[d],
+                    .divisor = divisor};
+    tg__loop_run(&L, job.n, sum_run, &job);
 }
 
 /* sum / mean over dim: records op (sum_op or mean_op). */
@@ -165,6 +184,26 @@ tg_tensor *tg_sum_all(tg_tensor *t) { return sum_every(&sum_op, t); }
 
 tg_tensor *tg_mean_all(tg_tensor *t) { return sum_every(&mean_op, t); }
 
+/* dx = dy / divisor over a run (operands {dx, dy}, dy broadcast). */
+static void expand_run(void *job, int64_t start, const int64_t *off,
+                       const int64_t *step, int64_t len)
+{
+    const rows_job *j = job;
+    (void)start;
+    TG_DISPATCH_FLOAT(j->y->dtype, T, {
+        T *dxs = TG_DATA(T, j->y) + off[0];
+        const T *dys = TG_DATA(T, j->dy) + off[1];
+        if (step[0] == 1 && step[1] == 0) {
+            const T v = (T)(dys[0] / j->divisor);
+            TG_SIMD for (int64_t i = 0; i < len; i++)
+                dxs[i] = v;
+        } else {
+            for (int64_t i = 0; i < len; i++)
+                dxs[i * step[0]] = (T)(dys[i * step[1]] / j->divisor);
+        }
+    });
+}
+
 /* forward:  y[pos] = sum_k x[pos, k] / divisor      x (..,n,..) -> y (..,1,..)
  *           (along dim d; divisor 1 for sum, n for mean; over all elements
  *           y is 0-d and every x element is in the one sum)
@@ -185,14 +224,8 @@ static void sum_backward(tg_node *n, tg_tensor *dy)
     tg_tensor *dx = tg__must(tg__new(n->op->name, x->dtype, x->ndim, x->shape, false));
     tg_loop L;
     tg__loop_init(&L, x->ndim, x->shape, 2, (const tg_tensor *const[]){dx, dykd});
-    TG_DISPATCH_FLOAT(x->dtype, T, {
-        do {
-            T *dxs = TG_DATA(T, dx) + L.off[0];
-            const T *dys = TG_DATA(T, dykd) + L.off[1];
-            for (int64_t i = 0; i < L.inner; i++)
-                dxs[i * L.step[0]] = (T)(dys[i * L.step[1]] / divisor);
-        } while (tg__loop_next(&L));
-    });
+    tg__loop_run(&L, 1, expand_run,
+                 &(rows_job){.y = dx, .dy = dykd, .divisor = divisor});
     tg__accumulate(n, 0, dx);
     tg_release(dx);
     tg__drop(dykd);
@@ -204,32 +237,40 @@ static void sum_backward(tg_node *n, tg_tensor *dy)
  * argmax is not NULL). A NaN wins as soon as it is seen: the max of a row
  * holding NaN is NaN, at the first NaN, as torch.max. y and argmax are
  * keepdim-shaped; argmax is float64 (exact for any index below 2^53). */
+static void max_run(void *job, int64_t start, const int64_t *off,
+                    const int64_t *step, int64_t len)
+{
+    const rows_job *j = job;
+    const int64_t n = j->n, stride = j->stride;
+    (void)start;
+    TG_DISPATCH_FLOAT(j->x->dtype, T, {
+        const T *xs = TG_DATA(T, j->x) + off[0];
+        T *ys = TG_DATA(T, j->y) + off[1];
+        for (int64_t i = 0; i < len; i++) {
+            const T *row = xs + i * step[0];
+            T m = row[0];
+            int64_t best = 0;
+            for (int64_t k = 1; k < n && !isnan(m); k++) {
+                T v = row[k * stride];
+                if (v > m || isnan(v)) {
+                    m = v;
+                    best = k;
+                }
+            }
+            ys[i * step[1]] = m;
+            if (j->argmax)
+                TG_DATA(double, j->argmax)[off[2] + i * step[2]] = (double)best;
+        }
+    });
+}
+
 static void max_rows(const tg_tensor *x, int d, tg_tensor *y, tg_tensor *argmax)
 {
-    const int64_t n = x->shape[d], stride = x->strides[d];
     tg_loop L;
     tg__rows_loop(&L, x, d, argmax ? 3 : 2, (const tg_tensor *const[]){x, y, argmax});
-    TG_DISPATCH_FLOAT(x->dtype, T, {
-        do {
-            const T *xs = TG_DATA(T, x) + L.off[0];
-            T *ys = TG_DATA(T, y) + L.off[1];
-            for (int64_t i = 0; i < L.inner; i++) {
-                const T *row = xs + i * L.step[0];
-                T m = row[0];
-                int64_t best = 0;
-                for (int64_t k = 1; k < n && !isnan(m); k++) {
-                    T v = row[k * stride];
-                    if (v > m || isnan(v)) {
-                        m = v;
-                        best = k;
-                    }
-                }
-                ys[i * L.step[1]] = m;
-                if (argmax)
-                    TG_DATA(double, argmax)[L.off[2] + i * L.step[2]] = (double)best;
-            }
-        } while (tg__loop_next(&L));
-    });
+    rows_job job = {.x = x, .y = y, .argmax = argmax, .n = x->shape[d],
+                    .stride = x->strides[d]};
+    tg__loop_run(&L, job.n, max_run, &job);
 }
 
 tg_tensor *tg_max(tg_tensor *t, int dim, bool keepdim)

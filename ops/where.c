@@ -3,6 +3,43 @@
 
 #include <string.h>
 
+/* Operands {out, cond, a, b} of one where. */
+typedef struct where_job {
+    tg_tensor *out;
+    const tg_tensor *cond, *a, *b;
+} where_job;
+
+#define WHERE_LOOP(so, sc, sx, sy)                                             \
+    TG_SIMD for (int64_t i = 0; i < len; i++)                                  \
+        o[i * (so)] = c[i * (sc)] != 0 ? x[i * (sx)] : y[i * (sy)];
+
+/* out = cond ? a : b over one run. Adjacent operands, or a scalar a or b
+ * (masked_fill's value, the zero of the backwards), have constant steps
+ * and vectorised loops. */
+static void where_run(void *job, int64_t start, const int64_t *off,
+                      const int64_t *step, int64_t len)
+{
+    const where_job *j = job;
+    (void)start;
+    TG_DISPATCH_ANY(j->cond->dtype, C, {
+        TG_DISPATCH_FLOAT(j->out->dtype, T, {
+            T *o = TG_DATA(T, j->out) + off[0];
+            const C *c = TG_DATA(C, j->cond) + off[1];
+            const T *x = TG_DATA(T, j->a) + off[2], *y = TG_DATA(T, j->b) + off[3];
+            if (step[0] == 1 && step[1] == 1 && step[2] == 1 && step[3] == 1) {
+                WHERE_LOOP(1, 1, 1, 1)
+            } else if (step[0] == 1 && step[1] == 1 && step[2] == 0 && step[3] == 1) {
+                WHERE_LOOP(1, 1, 0, 1)
+            } else if (step[0] == 1 && step[1] == 1 && step[2] == 1 && step[3] == 0) {
+                WHERE_LOOP(1, 1, 1, 0)
+            } else {
+                WHERE_LOOP(step[0], step[1], step[2], step[3])
+            }
+        });
+    });
+}
+#undef WHERE_LOOP
+
 /* out = cond ? a : b elementwise, all three broadcast to out's shape.
  * cond may be bool or float (nonzero is true). */
 static void where_kernel(tg_tensor *out, const tg_tensor *cond,
@@ -11,18 +48,7 @@ static void where_kernel(tg_tensor *out, const tg_tensor *cond,
     tg_loop L;
     tg__loop_init(&L, out->ndim, out->shape, 4,
                   (const tg_tensor *const[]){out, cond, a, b});
-    TG_DISPATCH_ANY(cond->dtype, C, {
-        TG_DISPATCH_FLOAT(out->dtype, T, {
-            do {
-                T *o = TG_DATA(T, out) + L.off[0];
-                const C *c = TG_DATA(C, cond) + L.off[1];
-                const T *x = TG_DATA(T, a) + L.off[2], *y = TG_DATA(T, b) + L.off[3];
-                for (int64_t i = 0; i < L.inner; i++)
-                    o[i * L.step[0]] = c[i * L.step[1]] != 0 ? x[i * L.step[2]]
-                                                             : y[i * L.step[3]];
-            } while (tg__loop_next(&L));
-        });
-    });
+    tg__loop_run(&L, 1, where_run, &(where_job){out, cond, a, b});
 }
 
 /* cond ? a : b into a new tensor of the broadcast shape, unrecorded. */

@@ -1,7 +1,522 @@
+/* tg_attention: the same output and gradients as the composed ops it fuses
+ * (q @ k^T, scale, the lesson's tril mask, softmax, @ v) over 3-D, 4-D and
+ * 2-D shapes, T below, at and across the 64-wide tiles, d != dv, Tq != Tk,
+ * no keys or no queries, causal or not, in float64 (to 1e-12) and float32
+ * (to 1e-5); transposed inputs; inputs that need no gradient;
+ * gradcheck; PyTorch's values (tests/fixtures/gen_attention.py); the head
+ * with fused = true against fused = false; the tape entry; the errors; and
+ * the memory of a T = 2048 forward and backward, which must stay far below
+ * the (T,T) scores. */
 #include "tests.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The composed ops and the fused op compute the same sums in other orders. */
+#define F64_TOL 1e-12
+#define F32_TOL 1e-5
+
+/* ---- the reference: the composed ops ----------------------------------- */
+
+/* softmax(q @ k^T * scale, masked -inf where tril(ones(Tq,Tk)) == 0 when
+ * causal) @ v, op by op on the tape, as nn/head.c composes it. Call it in a
+ * scope: the result and the temporaries are the scope's. */
+static tg_tensor *composed(tg_tensor *q, tg_tensor *k, tg_tensor *v,
+                           bool causal, double scale)
+{
+    tg_tensor *kt = tg_transpose(k, -2, -1);
+    tg_tensor *scores = tg_scale(tg_matmul(q, kt), scale); /* (...,Tq,Tk) */
+    if (causal) {
+        tg_tensor *ones = tg_ones(tg_dtype_of(q),
+                                  TG_SHAPE(tg_size(q, -2), tg_size(k, -2)));
+        tg_tensor *future = tg_eq_scalar(tg_tril(ones, 0), 0);
+        scores = tg_masked_fill(scores, future, -INFINITY);
+    }
+    return tg_matmul(tg_softmax(scores, -1), v);
+}
+
+/* ---- inputs ------------------------------------------------------------- */
+
+/* One comparison: batch dims, then Tq, Tk, d, dv, causal, and the scale
+ * (0 stands for 1/sqrt(d)). */
+typedef struct {
+    int nbatch;
+    int64_t batch[2];
+    int64_t tq, tk, d, dv;
+    bool causal;
+    double scale;
+} shape_case;
+
+static const shape_case cases[] = {
+    {1, {2}, 7, 7, 4, 4, true, 0},          /* (B,T,d), one partial tile */
+    {1, {2}, 7, 7, 4, 4, false, 0},
+    {1, {3}, 1, 1, 3, 2, true, 0},          /* T = 1 */
+    {1, {2}, 1, 1, 3, 2, false, 0.5},
+    {2, {2, 3}, 65, 65, 8, 5, true, 0},     /* (B,H,T,d), one row past a tile */
+    {2, {2, 3}, 65, 65, 8, 5, false, 0},
+    {1, {1}, 64, 64, 8, 8, true, 0},        /* exactly one tile */
+    {1, {2}, 128, 128, 4, 6, true, 0.5},    /* exactly two tiles */
+    {2, {1, 2}, 130, 130, 16, 16, true, 0.3},
+    {2, {1, 2}, 130, 130, 16, 9, false, 1.7},
+    {1, {2}, 5, 9, 4, 3, false, 0},         /* Tq < Tk */
+    {1, {2}, 70, 130, 4, 3, true, 0},       /* causal, Tq < Tk */
+    {1, {2}, 130, 70, 4, 3, true, 2.0},     /* causal, Tq > Tk */
+    {0, {0}, 65, 65, 4, 4, true, 0},        /* (T,d): no batch dims */
+    {1, {2}, 3, 0, 4, 5, false, 0},         /* no keys: out 0 */
+    {1, {2}, 3, 0, 4, 5, true, 0},
+    {1, {2}, 0, 6, 4, 5, true, 0},          /* no queries */
+};
+#define N_CASES ((int)(sizeof cases / sizeof *cases))
+
+static double scale_of(const shape_case *c)
+{
+    return c->scale != 0 ? c->scale : 1 / sqrt((double)c->d);
+}
+
+/* A (batch..., rows, cols) tensor of N(0,1) draws in dt (a new reference). */
+static tg_tensor *draw(tg_rng *rng, tg_dtype dt, const shape_case *c,
+                       int64_t rows, int64_t cols)
+{
+    int64_t shape[4];
+    int nd = 0;
+    for (int i = 0; i < c->nbatch; i++)
+        shape[nd++] = c->batch[i];
+    shape[nd++] = rows;
+    shape[nd++] = cols;
+    tg_tensor *t = tg_randn(rng, dt, nd, shape);
+    ck_assert_ptr_nonnull(t);
+    return t;
+}
+
+/* A leaf requiring grad that shares t's storage. */
+static tg_tensor *leaf_of(tg_tensor *t)
+{
+    tg_tensor *l = tg_detach(t);
+    tg_set_requires_grad(l, true);
+    return l;
+}
+
+/* max |a - b| over the elements (same shape). */
+static double max_diff(const tg_tensor *a, const tg_tensor *b)
+{
+    assert_shape(a, tg_ndim(b), tg_shape(b));
+    int64_t n = tg_numel(a);
+    double *x = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    double *y = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    ck_assert_int_eq(tg_copy_out(a, TG_FLOAT64, x), 0);
+    ck_assert_int_eq(tg_copy_out(b, TG_FLOAT64, y), 0);
+    double m = 0;
+    for (int64_t i = 0; i < n; i++)
+        m = fabs(x[i] - y[i]) > m || isnan(x[i] - y[i]) ? fabs(x[i] - y[i]) : m;
+    free(x);
+    free(y);
+    return m;
+}
+
+/* ---- against the composed ops ----------------------------------------- */
+
+/* Runs case c in dt both ways on the same q, k, v and the same dout, and
+ * asserts out, dq, dk and dv agree to tol. */
+static void check_against_composed(const shape_case *c, tg_dtype dt, double tol)
+{
+    tg_scope_begin();
+    tg_rng rng;
+    tg_rng_seed(&rng, 1234);
+    tg_tensor *q = draw(&rng, dt, c, c->tq, c->d);
+    tg_tensor *k = draw(&rng, dt, c, c->tk, c->d);
+    tg_tensor *v = draw(&rng, dt, c, c->tk, c->dv);
+    tg_tensor *dout = draw(&rng, dt, c, c->tq, c->dv);
+    tg_tensor *fused[3] = {leaf_of(q), leaf_of(k), leaf_of(v)};
+    tg_tensor *plain[3] = {leaf_of(q), leaf_of(k), leaf_of(v)};
+    const double scale = scale_of(c);
+    tg_tensor *want = composed(plain[0], plain[1], plain[2], c->causal, scale);
+    tg_tensor *got = tg_attention(fused[0], fused[1], fused[2], c->causal, scale);
+    ck_assert_msg(got != NULL, "%s", tg_last_error());
+    double d = max_diff(got, want);
+    ck_assert_msg(d <= tol, "out differs by %g", d);
+    ck_assert_int_eq(tg_backward_with(want, dout), 0);
+    ck_assert_int_eq(tg_backward_with(got, dout), 0);
+    for (int i = 0; i < 3; i++) {
+        d = max_diff(tg_grad(fused[i]), tg_grad(plain[i]));
+        ck_assert_msg(d <= tol, "d%c differs by %g", "qkv"[i], d);
+        ck_assert(tg_grad(fused[i]) != tg_grad(plain[i]));
+    }
+    tg_scope_end();
+}
+
+START_TEST(test_composed_f64)
+{
+    check_against_composed(&cases[_i], TG_FLOAT64, F64_TOL);
+}
+END_TEST
+
+START_TEST(test_composed_f32)
+{
+    check_against_composed(&cases[_i], TG_FLOAT32, F32_TOL);
+}
+END_TEST
+
+/* q, k, v as the transposed views a multi-head split makes, (B,T,H,d) ->
+ * (B,H,T,d), and v a slice: read as they are (copied inside), same result. */
+START_TEST(test_strided_inputs)
+{
+    tg_scope_begin();
+    tg_rng rng;
+    tg_rng_seed(&rng, 7);
+    tg_tensor *base[3];
+    for (int i = 0; i < 3; i++)
+        base[i] = tg_randn(&rng, TG_FLOAT64, TG_SHAPE(2, 70, 3, 6));
+    tg_tensor *q = leaf_of(tg_transpose(base[0], 1, 2)); /* (2,3,70,6) */
+    tg_tensor *k = leaf_of(tg_transpose(base[1], 1, 2));
+    tg_tensor *v = leaf_of(tg_slice(tg_transpose(base[2], 1, 2), 3, 1, 5));
+    ck_assert(!tg_is_contiguous(q) && !tg_is_contiguous(v));
+    tg_tensor *want = composed(q, k, v, true, 0.4);
+    tg_tensor *got = tg_attention(q, k, v, true, 0.4);
+    assert_shape(got, 4, (const int64_t[]){2, 3, 70, 4});
+    assert_close(got, want, F64_TOL);
+    tg_tensor *dout = tg_randn(&rng, TG_FLOAT64, TG_SHAPE(2, 3, 70, 4));
+    ck_assert_int_eq(tg_backward_with(got, dout), 0);
+    tg_tensor *dq = tg_keep(tg_retain(tg_grad(q)));
+    tg_tensor *dk = tg_keep(tg_retain(tg_grad(k)));
+    tg_tensor *dv = tg_keep(tg_retain(tg_grad(v)));
+    tg_zero_grad(q);
+    tg_zero_grad(k);
+    tg_zero_grad(v);
+    ck_assert_int_eq(tg_backward_with(want, dout), 0);
+    assert_close(dq, tg_grad(q), F64_TOL);
+    assert_close(dk, tg_grad(k), F64_TOL);
+    assert_close(dv, tg_grad(v), F64_TOL);
+    tg_release(dq);
+    tg_release(dk);
+    tg_release(dv);
+    tg_scope_end();
+}
+END_TEST
+
+/* Only the inputs that require grad get one; the output still records. */
+START_TEST(test_partial_grad)
+{
+    tg_scope_begin();
+    tg_rng rng;
+    tg_rng_seed(&rng, 3);
+    tg_tensor *q = tg_randn(&rng, TG_FLOAT64, TG_SHAPE(2, 9, 4));
+    tg_tensor *k = tg_randn(&rng, TG_FLOAT64, TG_SHAPE(2, 9, 4));
+    tg_tensor *v = tg_randn(&rng, TG_FLOAT64, TG_SHAPE(2, 9, 3));
+    tg_set_requires_grad(v, true);
+    tg_tensor *kk = leaf_of(k);
+    tg_tensor *out = tg_attention(q, kk, v, true, 0.5);
+    tg_tensor *want = composed(q, k, v, true, 0.5);
+    ck_assert_int_eq(tg_backward(tg_sum_all(out)), 0);
+    ck_assert_ptr_null(tg_grad(q));
+    ck_assert_ptr_nonnull(tg_grad(kk));
+    tg_tensor *dv = tg_keep(tg_retain(tg_grad(v)));
+    tg_zero_grad(v);
+    ck_assert_int_eq(tg_backward(tg_sum_all(want)), 0);
+    assert_close(dv, tg_grad(v), F64_TOL);
+    tg_release(dv);
+    tg_scope_end();
+}
+END_TEST
+
+/* ---- gradcheck ---------------------------------------------------------- */
+
+typedef struct {
+    bool causal;
+    double scale;
+} attn_args;
+
+static tg_tensor *attention_fn(tg_tensor *const *in, void *ctx)
+{
+    const attn_args *a = ctx;
+    return tg_attention(in[0], in[1], in[2], a->causal, a->scale);
+}
+
+/* q (..., Tq, d), k and v (..., Tk, d / dv): small, and one across a tile. */
+static const shape_case grad_cases[] = {
+    {1, {2}, 5, 5, 3, 2, true, 0},
+    {1, {2}, 5, 5, 3, 2, false, 0.9},
+    {1, {2}, 3, 6, 2, 3, true, 0.7},
+    {2, {1, 1}, 67, 67, 2, 2, true, 0},
+};
+
+START_TEST(test_gradcheck)
+{
+    const shape_case *c = &grad_cases[_i];
+    tg_rng rng;
+    tg_rng_seed(&rng, 99);
+    tg_tensor *in[3] = {draw(&rng, TG_FLOAT64, c, c->tq, c->d),
+                        draw(&rng, TG_FLOAT64, c, c->tk, c->d),
+                        draw(&rng, TG_FLOAT64, c, c->tk, c->dv)};
+    for (int i = 0; i < 3; i++)
+        tg_set_requires_grad(in[i], true);
+    attn_args a = {c->causal, scale_of(c)};
+    assert_gradcheck(attention_fn, &a, 3, in);
+    for (int i = 0; i < 3; i++)
+        tg_release(in[i]);
+}
+END_TEST
+
+/* ---- PyTorch ------------------------------------------------------------ */
+
+static const struct {
+    const char *tag;
+    bool causal;
+    double scale;
+} torch_cases[] = {
+    {"causal", true, 0.44721359549995793928}, /* 1/sqrt(5) */
+    {"cross", false, 0.7},
+    {"causal_rect", true, 0.5},
+};
+
+static tg_tensor *attn_fixture(const char *tag, const char *what)
+{
+    char name[64];
+    snprintf(name, sizeof name, "attn_%s_%s.npy", tag, what);
+    return load_fixture(name);
+}
+
+START_TEST(test_torch)
+{
+    const char *tag = torch_cases[_i].tag;
+    tg_scope_begin();
+    tg_tensor *q = attn_fixture(tag, "q"), *k = attn_fixture(tag, "k");
+    tg_tensor *v = attn_fixture(tag, "v");
+    tg_set_requires_grad(q, true);
+    tg_set_requires_grad(k, true);
+    tg_set_requires_grad(v, true);
+    tg_tensor *out = tg_attention(q, k, v, torch_cases[_i].causal,
+                                  torch_cases[_i].scale);
+    assert_close(out, attn_fixture(tag, "out"), F64_TOL);
+    ck_assert_int_eq(tg_backward_with(out, attn_fixture(tag, "dout")), 0);
+    assert_close(tg_grad(q), attn_fixture(tag, "dq"), F64_TOL);
+    assert_close(tg_grad(k), attn_fixture(tag, "dk"), F64_TOL);
+    assert_close(tg_grad(v), attn_fixture(tag, "dv"), F64_TOL);
+    tg_scope_end();
+}
+END_TEST
+
+/* ---- the head ----------------------------------------------------------- */
+
+/* Heads from the same seed, one fused, on the same x (B 2, T 70, C 8) and
+ * dout, in each of the four (scaled, causal) variants: the same output, dx
+ * and parameter gradients. The fused head keeps no weights (attn NULL), and
+ * drops those a composed forward kept. */
+START_TEST(test_head_fused)
+{
+    const bool scaled = _i & 1, causal = _i & 2;
+    tg_scope_begin();
+    tg_head h[2];
+    tg_tensor *x[2], *out[2];
+    tg_rng rng;
+    tg_rng_seed(&rng, 5);
+    tg_tensor *xs = tg_randn(&rng, TG_FLOAT64, TG_SHAPE(2, 70, 8));
+    tg_tensor *dout = tg_randn(&rng, TG_FLOAT64, TG_SHAPE(2, 70, 4));
+    for (int f = 0; f < 2; f++) {
+        tg_rng_seed(&rng, 11);
+        ck_assert_int_eq(tg_head_init(&h[f], TG_FLOAT64, 8, 4, &rng), 0);
+        h[f].scaled = scaled;
+        h[f].causal = causal;
+        x[f] = leaf_of(xs);
+        out[f] = tg_head_forward(&h[f], x[f]); /* both composed */
+        ck_assert_ptr_nonnull(h[f].attn);
+        h[f].fused = f == 1;
+        out[f] = tg_head_forward(&h[f], x[f]);
+        ck_assert_int_eq(tg_backward_with(out[f], dout), 0);
+    }
+    ck_assert_ptr_nonnull(h[0].attn);
+    ck_assert_ptr_null(h[1].attn);
+    assert_close(out[1], out[0], F64_TOL);
+    assert_close(tg_grad(x[1]), tg_grad(x[0]), F64_TOL);
+    assert_close(tg_grad(h[1].w_q), tg_grad(h[0].w_q), F64_TOL);
+    assert_close(tg_grad(h[1].w_k), tg_grad(h[0].w_k), F64_TOL);
+    assert_close(tg_grad(h[1].w_v), tg_grad(h[0].w_v), F64_TOL);
+    tg_head_free(&h[0]);
+    tg_head_free(&h[1]);
+    tg_scope_end();
+}
+END_TEST
+
+/* ---- the tape ----------------------------------------------------------- */
+
+/* One entry named attention, holding its inputs; none with grad mode off or
+ * when no input requires grad. */
+START_TEST(test_tape_entry)
+{
+    tg_scope_begin();
+    tg_tensor *q = tg_ones(TG_FLOAT64, TG_SHAPE(3, 2));
+    tg_tensor *k = leaf_of(q);
+    tg_tensor *v = tg_reshape(tg_arange(TG_FLOAT64, 0, 6, 1), TG_SHAPE(3, 2));
+    int64_t before = tg_tape_size();
+    tg_attention(q, q, v, true, 1);
+    ck_assert_int_eq(tg_tape_size(), before);
+    bool was = tg_set_grad_enabled(false);
+    tg_attention(q, k, v, true, 1);
+    tg_set_grad_enabled(was);
+    ck_assert_int_eq(tg_tape_size(), before);
+    tg_tensor *out = tg_attention(q, k, v, true, 1);
+    ck_assert_int_eq(tg_tape_size(), before + 1);
+    ck_assert(tg_requires_grad(out) && !tg_is_leaf(out));
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    tg_tape_print(f);
+    fclose(f);
+    ck_assert_msg(strstr(buf, "attention") != NULL, "tape: %s", buf);
+    free(buf);
+    /* Equal scores: query i averages v's rows 0..i, [[0,1],[2,3],[4,5]]. */
+    ck_assert_double_eq_tol(tg_get(out, (int64_t[]){0, 1}), 1, 1e-15);
+    ck_assert_double_eq_tol(tg_get(out, (int64_t[]){1, 0}), 1, 1e-15);
+    ck_assert_double_eq_tol(tg_get(out, (int64_t[]){2, 1}), 3, 1e-15);
+    tg_scope_end();
+}
+END_TEST
+
+/* ---- errors ------------------------------------------------------------- */
+
+static tg_tensor *zeros3(tg_dtype dt, int64_t a, int64_t b, int64_t c)
+{
+    return tg_zeros(dt, TG_SHAPE(a, b, c));
+}
+
+START_TEST(test_errors)
+{
+    tg_scope_begin();
+    tg_tensor *q = zeros3(TG_FLOAT64, 2, 5, 4), *k = zeros3(TG_FLOAT64, 2, 6, 4);
+    tg_tensor *v = zeros3(TG_FLOAT64, 2, 6, 3);
+    int64_t tape = tg_tape_size();
+    ASSERT_FAILS_WITH(tg_attention(q, zeros3(TG_FLOAT64, 3, 6, 4), v, false, 1),
+                      "attention: q (2,5,4), k (3,6,4), v (2,6,3): the batch dims");
+    ASSERT_FAILS_WITH(tg_attention(q, zeros3(TG_FLOAT64, 2, 6, 3), v, false, 1),
+                      "k (2,6,3), v (2,6,3): q and k differ in the last dim");
+    ASSERT_FAILS_WITH(tg_attention(q, k, zeros3(TG_FLOAT64, 2, 7, 3), false, 1),
+                      "v (2,7,3): k and v differ in the number of keys");
+    ASSERT_FAILS_WITH(tg_attention(q, tg_zeros(TG_FLOAT64, TG_SHAPE(6, 4)), v,
+                                   false, 1),
+                      "k (6,4)");
+    ASSERT_FAILS_WITH(tg_attention(tg_zeros(TG_FLOAT64, TG_SHAPE(4)),
+                                   tg_zeros(TG_FLOAT64, TG_SHAPE(4)),
+                                   tg_zeros(TG_FLOAT64, TG_SHAPE(4)), false, 1),
+                      "at least 2");
+    ASSERT_FAILS_WITH(tg_attention(q, zeros3(TG_FLOAT32, 2, 6, 4), v, false, 1),
+                      "attention: dtypes differ: float64 (2,5,4) and float32 (2,6,4)");
+    ASSERT_FAILS_WITH(tg_attention(q, k, zeros3(TG_INT64, 2, 6, 3), false, 1),
+                      "expected a float32 or float64 tensor, got int64 (2,6,3)");
+    ASSERT_FAILS_WITH(tg_attention(q, k, v, true, NAN), "scale must be finite");
+    ASSERT_FAILS_WITH(tg_attention(q, k, v, false, INFINITY), "scale must be finite");
+    /* A NULL tensor (an earlier failure) fails quietly, keeping that cause. */
+    ASSERT_FAILS_WITH(tg_attention(NULL, k, v, true, 1), "scale must be finite");
+    ASSERT_FAILS_WITH(tg_attention(q, NULL, v, true, 1), "scale must be finite");
+    ASSERT_FAILS_WITH(tg_attention(q, k, NULL, true, 1), "scale must be finite");
+    ck_assert_int_eq(tg_tape_size(), tape);
+    tg_scope_end();
+}
+END_TEST
+
+/* ---- memory ------------------------------------------------------------- */
+
+/* A field of /proc/self/status in bytes ("VmRSS", "VmHWM"), or -1. */
+static long long status_bytes(const char *field)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f)
+        return -1;
+    char line[256];
+    long long kb = -1;
+    size_t n = strlen(field);
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, field, n) && line[n] == ':')
+            kb = atoll(line + n + 1);
+    fclose(f);
+    return kb < 0 ? -1 : kb * 1024;
+}
+
+/* Resets the peak RSS (VmHWM) to the current RSS (Linux 4.0 and later). */
+static bool reset_peak(void)
+{
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (!f)
+        return false;
+    bool ok = fputs("5", f) >= 0;
+    return fclose(f) == 0 && ok;
+}
+
+/* Runs forward and backward of one (1,T,d) float32 causal attention, and
+ * returns the peak memory it took beyond the inputs, in bytes (0 where the
+ * peak cannot be measured). */
+static long long extra_memory(int64_t T, int64_t d)
+{
+    tg_scope_begin();
+    tg_rng rng;
+    tg_rng_seed(&rng, 1);
+    tg_tensor *q = tg_randn(&rng, TG_FLOAT32, TG_SHAPE(1, T, d));
+    tg_tensor *k = tg_randn(&rng, TG_FLOAT32, TG_SHAPE(1, T, d));
+    tg_tensor *v = tg_randn(&rng, TG_FLOAT32, TG_SHAPE(1, T, d));
+    tg_tensor *dout = tg_randn(&rng, TG_FLOAT32, TG_SHAPE(1, T, d));
+    tg_set_requires_grad(q, true);
+    tg_set_requires_grad(k, true);
+    tg_set_requires_grad(v, true);
+    long long rss = status_bytes("VmRSS");
+    bool measured = rss > 0 && reset_peak();
+    tg_tensor *out = tg_attention(q, k, v, true, 1 / sqrt((double)d));
+    ck_assert_msg(out != NULL, "%s", tg_last_error());
+    ck_assert_int_eq(tg_backward_with(out, dout), 0);
+    long long extra = measured ? status_bytes("VmHWM") - rss : 0;
+    ck_assert(isfinite(tg_get(tg_grad(k), (int64_t[]){0, 0, 0})));
+    tg_scope_end();
+    return extra;
+}
+
+/* (T,T) float64 scores would take T*T*8 bytes, 32 MiB at T = 2048; the op
+ * holds out, L, the gradients and per-thread tiles: about 7 (T,d) float32
+ * arrays, 3.5 MiB. */
+START_TEST(test_memory)
+{
+    extra_memory(128, 8); /* threads, BLAS buffers, the allocator warmed up */
+    const int64_t T = 2048;
+    long long extra = extra_memory(T, 8), limit = T * T * 8 / 4;
+    ck_assert_msg(extra < limit, "T %lld: %lld bytes beyond the inputs (limit %lld)",
+                  (long long)T, extra, limit);
+}
+END_TEST
 
 Suite *attention_suite(void)
 {
     Suite *s = suite_create("attention");
+    TCase *tc = tcase_create("composed");
+    tcase_add_loop_test(tc, test_composed_f64, 0, N_CASES);
+    tcase_add_loop_test(tc, test_composed_f32, 0, N_CASES);
+    tcase_add_test(tc, test_strided_inputs);
+    tcase_add_test(tc, test_partial_grad);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("grad");
+    tcase_add_loop_test(tc, test_gradcheck, 0,
+                        (int)(sizeof grad_cases / sizeof *grad_cases));
+    tcase_set_timeout(tc, 60); /* under valgrind */
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("torch");
+    tcase_add_loop_test(tc, test_torch, 0,
+                        (int)(sizeof torch_cases / sizeof *torch_cases));
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("head");
+    tcase_add_loop_test(tc, test_head_fused, 0, 4);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("tape");
+    tcase_add_test(tc, test_tape_entry);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("errors");
+    tcase_add_test(tc, test_errors);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("memory");
+    tcase_add_test(tc, test_memory);
+    tcase_set_timeout(tc, 120); /* T = 2048 under valgrind */
+    suite_add_tcase(s, tc);
     return s;
 }

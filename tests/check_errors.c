@@ -1,18 +1,58 @@
 /* Bad input, one table row per mistake: every public function that takes
- * tensors or shapes fails with a return value (NULL, -1, NaN, false), never
- * an abort, and leaves one line in tg_last_error() naming the function and,
- * where they matter, the shapes. A failing call leaves its inputs as they
- * were and records nothing on the tape.
+ * tensors, shapes, dims, paths, modules or optimizers fails with a return
+ * value (NULL, -1, NaN, false), never an abort, and leaves one line in
+ * tg_last_error() naming the function and, where they matter, the shapes.
+ * A failing call leaves its inputs as they were and records nothing on the
+ * tape; a failing init leaves its module zeroed. Value errors found inside
+ * a composite call (a token id past the vocabulary, through gpt_forward)
+ * are named by the op that reads the values (embedding), as a chain of
+ * calls reports its first cause.
  *
  * A second table passes NULL tensors: the call fails quietly and keeps the
- * error already there, so a chain of calls reports its first cause. */
+ * error already there, so a chain of calls reports its first cause.
+ *
+ * A third group holds rows about errors raised inside modules (named with
+ * the function called, then the inner cause), gradcheck's options, and the
+ * abort of a second tg_release (fork mode only). tests/errors_coverage.test
+ * checks that every
+ * public function is named below "the calls" or listed here.
+ *
+ * Not in the table, deliberately (no argument that can be wrong, or no
+ * failure value to return; the NULL-safe ones are run by quiet_on_null):
+ *   tg_last_error tg_clear_error tg_scope_begin tg_live_tensors
+ *   tg_tape_size tg_plot_available tg_is_grad_enabled tg_anomaly_mode
+ *       take nothing.
+ *   tg_set_grad_enabled tg_set_anomaly_mode
+ *       take a bool; every value is valid.
+ *   tg_dtype_name tg_dtype_size tg_dtype_of
+ *       total accessors: an unknown dtype gives "unknown" and 0, a NULL
+ *       tensor TG_FLOAT32.
+ *   tg_release
+ *       NULL-safe; releasing a dead tensor asserts, which is not an error
+ *       value (release_twice_aborts).
+ *   tg_set_callsite tg_print_live_tensors tg_tape_print tg_tape_dot
+ *       void; any file name is recorded as given, a NULL FILE does nothing.
+ *   tg_params_init tg_params_free tg_params_zero_grad tg_optim_free
+ *   tg_optim_zero_grad tg_head_free tg_linear_free tg_embed_free
+ *   tg_layernorm_free tg_mha_free tg_mlp_free tg_block_free tg_gpt_free
+ *       void and NULL-safe (a zeroed module frees to nothing).
+ *   tg_params_get tg_params_numel tg_clip_grad_norm
+ *       no failure value: NULL means "no such name", 0 is an empty list's
+ *       size and norm.
+ *   tg_gradcheck_defaults tg_sgd_config tg_adam_config tg_adamw_config
+ *       build plain values; tg_gradcheck and tg_optim_new check them.
+ */
 #include "tests.h"
 
+#include <ctype.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
@@ -24,13 +64,14 @@ typedef struct {
     tg_tensor *mask; /* (4,8,32) bool */
     tg_tensor *v3;   /* (3,)     float64 */
     tg_tensor *s;    /* ()       float64 */
+    tg_tensor *ids;  /* (4,8)    int64, values in [0, 16) */
 } env;
 
-#define ENV_N 6
+#define ENV_N 7
 /* The inputs as an array, in the struct's order. */
 static void env_list(const env *e, tg_tensor *out[ENV_N])
 {
-    tg_tensor *const all[ENV_N] = {e->x, e->m, e->x32, e->mask, e->v3, e->s};
+    tg_tensor *const all[ENV_N] = {e->x, e->m, e->x32, e->mask, e->v3, e->s, e->ids};
     memcpy(out, all, sizeof all);
 }
 
@@ -49,6 +90,10 @@ static void env_make(env *e)
     e->mask = tg_gt_scalar(e->x, 511);
     e->v3 = tg_arange(TG_FLOAT64, 1, 4, 1);
     e->s = tg_scalar(TG_FLOAT64, 2);
+    int64_t ids[32];
+    for (int i = 0; i < 32; i++)
+        ids[i] = (i * 7) % 16;
+    e->ids = tg_from_data(TG_INT64, TG_SHAPE(4, 8), ids);
     tg_tensor *all[ENV_N];
     env_list(e, all);
     for (int i = 0; i < ENV_N; i++)
@@ -361,6 +406,667 @@ CALL_RC(save_missing_dir, tg_save_npy(e->v3, "/nonexistent/tapegrad/x.npy"))
 CALL_RC(fprint_null_file, tg_fprint(NULL, e->v3, -1))
 static bool allclose_unbroadcastable(env *e) { return !tg_allclose(e->x, e->v3, 0, 0); }
 
+/* random numbers: a NULL generator */
+static bool rng_seed_null(env *e)
+{
+    (void)e;
+    tg_rng_seed(NULL, 0); /* void: the error is the only sign */
+    return true;
+}
+CALL_NAN(rng_uniform_null, tg_rng_uniform(NULL))
+CALL_NAN(rng_normal_null, tg_rng_normal(NULL))
+CALL(randn_null_rng, tg_randn(NULL, TG_FLOAT64, TG_SHAPE(2)))
+static bool pcg64_seed_null(env *e)
+{
+    (void)e;
+    tg_pcg64_seed(NULL, 0);
+    return true;
+}
+CALL_NAN(pcg64_uniform_null, tg_pcg64_uniform(NULL))
+CALL_NAN(pcg64_normal_null, tg_pcg64_normal(NULL))
+CALL(pcg64_randn_null, tg_pcg64_randn(NULL, TG_FLOAT64, TG_SHAPE(2)))
+
+/* more creation and comparison */
+CALL(ones_null_shape, tg_ones(TG_FLOAT64, 1, NULL))
+CALL(full_neg_size, tg_full(TG_FLOAT32, TG_SHAPE(-1), 0))
+CALL(ne_mixed, tg_ne(e->x32, e->x))
+CALL(le_unbroadcastable, tg_le(e->v3, e->m))
+CALL(gt_unbroadcastable, tg_gt(e->x, e->m))
+
+/* fused attention */
+#define ZEROS_ROW(name, shape, expr)                                           \
+    static bool name(env *e)                                                   \
+    {                                                                          \
+        tg_tensor *z = tg_zeros(TG_FLOAT64, shape);                            \
+        bool f = failed(expr);                                                 \
+        tg_release(z);                                                         \
+        return f;                                                              \
+    }
+ZEROS_ROW(attention_d, TG_SHAPE(4, 8, 16), tg_attention(e->x, z, e->x, true, 1))
+ZEROS_ROW(attention_keys, TG_SHAPE(4, 7, 32), tg_attention(e->x, e->x, z, true, 1))
+ZEROS_ROW(attention_batch, TG_SHAPE(3, 8, 32), tg_attention(e->x, z, z, false, 1))
+CALL(attention_1d, tg_attention(e->v3, e->v3, e->v3, false, 1))
+CALL(attention_mixed, tg_attention(e->x, e->x32, e->x, true, 1))
+CALL(attention_bool, tg_attention(e->mask, e->mask, e->mask, true, 1))
+CALL(attention_scale_nan, tg_attention(e->x, e->x, e->x, true, NAN))
+CALL(attention_scale_inf, tg_attention(e->x, e->x, e->x, true, INFINITY))
+
+/* cat and chunk */
+CALL(cat_null_array, tg_cat(NULL, 2, 0))
+CALL(cat_zero, tg_cat(&e->x, 0, 0))
+CALL(cat_negative, tg_cat(&e->x, -1, 0))
+CALL(cat_mixed, tg_cat((tg_tensor *[]){e->x, e->x32}, 2, 0))
+CALL(cat_shapes, tg_cat((tg_tensor *[]){e->x, e->m}, 2, 0))
+CALL(cat_dim3, tg_cat((tg_tensor *[]){e->x, e->x}, 2, 3))
+/* A failed chunk leaves every out[i] NULL. */
+static bool chunk_failed(tg_tensor *t, int n, int dim)
+{
+    tg_tensor *out[4] = {t, t, t, t};
+    bool f = tg_chunk(t, n, dim, out) < 0;
+    for (int i = 0; i < 4 && i < n; i++)
+        if (out[i])
+            note("chunk: out[%d] is not NULL after a failure", i);
+    return f;
+}
+CALL_RC(chunk_null_out, tg_chunk(e->x, 2, 0, NULL))
+static bool chunk_zero(env *e) { return chunk_failed(e->x, 0, 0); }
+static bool chunk_negative(env *e) { return chunk_failed(e->x, -2, 0); }
+static bool chunk_uneven(env *e) { return chunk_failed(e->x, 3, 0); }
+static bool chunk_dim3(env *e) { return chunk_failed(e->x, 2, 3); }
+
+/* embedding and gather: index dtypes, shapes and values */
+static bool int64_row(env *e, int which, int ndim, const int64_t *shape,
+                      double value)
+{
+    tg_tensor *ids = tg_full(TG_INT64, ndim, shape, value);
+    bool f = which == 0   ? failed(tg_embedding(e->m, ids))
+             : which == 1 ? failed(tg_gather(e->x, 2, ids))
+                          : failed(tg_cross_entropy(e->x, ids));
+    tg_release(ids);
+    return f;
+}
+CALL(embedding_weight_1d, tg_embedding(e->v3, e->ids))
+CALL(embedding_float_ids, tg_embedding(e->m, e->x))
+static bool embedding_id_16(env *e) { return int64_row(e, 0, TG_SHAPE(2, 3), 16); }
+static bool embedding_id_neg(env *e) { return int64_row(e, 0, TG_SHAPE(5), -1); }
+CALL(embedding_bool_weight, tg_embedding(e->mask, e->ids))
+CALL(gather_float_index, tg_gather(e->x, 2, e->x))
+CALL(gather_ndim, tg_gather(e->x, 0, e->ids))
+CALL(gather_dim3, tg_gather(e->x, 3, e->x))
+static bool gather_index_32(env *e) { return int64_row(e, 1, TG_SHAPE(4, 8, 1), 32); }
+static bool gather_index_neg(env *e) { return int64_row(e, 1, TG_SHAPE(4, 8, 1), -1); }
+static bool gather_too_big(env *e) { return int64_row(e, 1, TG_SHAPE(5, 8, 1), 0); }
+
+/* layer_norm, gelu, losses */
+CALL(layer_norm_gamma, tg_layer_norm(e->x, e->v3, NULL, 1e-5))
+CALL(layer_norm_beta, tg_layer_norm(e->x, NULL, e->m, 1e-5))
+CALL(layer_norm_eps_neg, tg_layer_norm(e->x, NULL, NULL, -1))
+CALL(layer_norm_eps_nan, tg_layer_norm(e->x, NULL, NULL, NAN))
+CALL(layer_norm_0d, tg_layer_norm(e->s, NULL, NULL, 1e-5))
+CALL(layer_norm_bool, tg_layer_norm(e->mask, NULL, NULL, 1e-5))
+static bool layer_norm_mixed(env *e)
+{
+    tg_tensor *gamma = tg_ones(TG_FLOAT32, TG_SHAPE(32));
+    bool f = failed(tg_layer_norm(e->x, gamma, NULL, 1e-5));
+    tg_release(gamma);
+    return f;
+}
+CALL(gelu_bool, tg_gelu(e->mask))
+CALL(cross_entropy_float_targets, tg_cross_entropy(e->x, e->x))
+static bool cross_entropy_shape(env *e) { return int64_row(e, 2, TG_SHAPE(4, 7), 0); }
+static bool cross_entropy_32(env *e) { return int64_row(e, 2, TG_SHAPE(4, 8), 32); }
+static bool cross_entropy_neg(env *e) { return int64_row(e, 2, TG_SHAPE(4, 8), -1); }
+CALL(cross_entropy_0d, tg_cross_entropy(e->s, e->ids))
+CALL(cross_entropy_bool, tg_cross_entropy(e->mask, e->ids))
+CALL(mse_unbroadcastable, tg_mse_loss(e->x, e->v3))
+CALL(mse_mixed, tg_mse_loss(e->x, e->x32))
+CALL(mse_bool, tg_mse_loss(e->mask, e->mask))
+
+/* autograd: seeds and consumed tapes */
+static bool backward_with_dtype(env *e)
+{
+    tg_tensor *y = tg_scale(e->x, 2);
+    tg_tensor *dy = tg_ones(TG_FLOAT32, TG_SHAPE(4, 8, 32));
+    bool f = tg_backward_with(y, dy) < 0;
+    tg_release(dy);
+    tg_release(y);
+    tg_zero_grad(e->x);
+    return f;
+}
+static bool backward_with_twice(env *e)
+{
+    tg_tensor *y = tg_exp(e->x);
+    tg_tensor *dy = tg_ones_like(y);
+    if (tg_backward_with(y, dy) < 0)
+        note("backward_with twice: the first call failed: %s", tg_last_error());
+    bool f = tg_backward_with(y, dy) < 0;
+    tg_release(dy);
+    tg_release(y);
+    tg_zero_grad(e->x);
+    return f;
+}
+/* The loss's graph released by its scope before backward: only the loss
+ * itself, kept, survives; its entry still holds what backward needs. A
+ * second backward finds the entries consumed. */
+static bool backward_after_scope(env *e)
+{
+    tg_scope_begin();
+    tg_tensor *loss = tg_keep(tg_sum_all(tg_exp(tg_scale(e->x, 0.001))));
+    tg_scope_end();
+    if (tg_backward(loss) < 0)
+        note("backward after scope: the first call failed: %s", tg_last_error());
+    bool f = tg_backward(loss) < 0;
+    tg_release(loss);
+    tg_zero_grad(e->x);
+    return f;
+}
+
+/* gradcheck's own arguments */
+CALL_RC(gradcheck_null_fn, tg_gradcheck(NULL, NULL, 1, &e->x, NULL, NULL))
+CALL_RC(gradcheck_zero_inputs, tg_gradcheck(exp_fn, NULL, 0, &e->x, NULL, NULL))
+CALL_RC(gradcheck_null_inputs, tg_gradcheck(exp_fn, NULL, 1, NULL, NULL, NULL))
+static bool gradcheck_non_leaf(env *e)
+{
+    tg_tensor *y = tg_scale(e->x, 2);
+    bool f = tg_gradcheck(exp_fn, NULL, 1, &y, NULL, NULL) < 0;
+    tg_release(y);
+    return f;
+}
+static bool gradcheck_eps(env *e, double eps)
+{
+    tg_gradcheck_opts o = tg_gradcheck_defaults();
+    o.eps = eps;
+    tg_tensor *v = tg_detach(e->v3);
+    tg_set_requires_grad(v, true);
+    bool f = tg_gradcheck(exp_fn, NULL, 1, &v, &o, NULL) < 0;
+    tg_release(v);
+    return f;
+}
+static bool gradcheck_eps_zero(env *e) { return gradcheck_eps(e, 0); }
+static bool gradcheck_eps_nan(env *e) { return gradcheck_eps(e, NAN); }
+static tg_tensor *misaligned_fn(tg_tensor *const *in, void *ctx)
+{
+    return tg_matmul(in[0], (tg_tensor *)ctx);
+}
+CALL_RC(gradcheck_fn_fails, tg_gradcheck(misaligned_fn, e->m, 1, &e->x, NULL, NULL))
+
+/* files */
+CALL(load_npy_null, tg_load_npy(NULL))
+CALL(load_npy_empty_file, tg_load_npy("/dev/null"))
+CALL(load_npy_directory, tg_load_npy("/"))
+CALL_RC(save_npy_null, tg_save_npy(e->v3, NULL))
+CALL_RC(save_npy_directory, tg_save_npy(e->v3, "/"))
+
+/* ---- nn: parameter lists -------------------------------------------------- */
+
+/* A list of (name, tensor) pairs: n of them, NULL tensors allowed. */
+static void params_of(tg_params *ps, int n, const char *const *names,
+                      tg_tensor *const *ts)
+{
+    tg_params_init(ps);
+    ps->items = calloc((size_t)n, sizeof *ps->items);
+    for (int i = 0; i < n; i++) {
+        snprintf(ps->items[i].name, TG_PARAM_NAME_MAX, "%s", names[i]);
+        ps->items[i].t = ts[i];
+    }
+    ps->n = ps->cap = n;
+}
+
+static char long_name[200];
+
+static const char *make_long_name(void)
+{
+    memset(long_name, 'w', sizeof long_name - 1);
+    return long_name;
+}
+CALL_RC(params_add_null_list, tg_params_add(NULL, NULL, "w", e->x))
+static bool params_add_with(env *e, const char *prefix, const char *name,
+                            const char *again)
+{
+    tg_params ps;
+    tg_params_init(&ps);
+    bool f = tg_params_add(&ps, prefix, name, e->x) < 0;
+    if (again && !f)
+        f = tg_params_add(&ps, prefix, again, e->m) < 0;
+    tg_params_free(&ps);
+    return f;
+}
+static bool params_add_null_name(env *e) { return params_add_with(e, "p", NULL, NULL); }
+static bool params_add_long(env *e) { return params_add_with(e, "p", make_long_name(), NULL); }
+static bool params_add_duplicate(env *e) { return params_add_with(e, "p", "w", "w"); }
+
+/* ---- nn: modules ---------------------------------------------------------- */
+
+/* Each module sized for env's x (4,8,32) float64: C = 32, 4 heads of 16,
+ * a vocabulary of 16 and a block of 8 tokens. */
+#define GPT_CFG                                                                \
+    ((tg_gpt_config){.vocab_size = 16, .block_size = 8, .n_embd = 32,          \
+                     .n_head = 4, .n_layer = 1, .gelu = true,                  \
+                     .dtype = TG_FLOAT64})
+#define HEAD_INIT tg_head_init(&mod, TG_FLOAT64, 32, 16, &rng)
+#define LINEAR_INIT tg_linear_init(&mod, TG_FLOAT64, 32, 16, true, &rng)
+#define EMBED_INIT tg_embed_init(&mod, TG_FLOAT64, 16, 32, &rng)
+#define LAYERNORM_INIT tg_layernorm_init(&mod, TG_FLOAT64, 32)
+#define MHA_INIT tg_mha_init(&mod, TG_FLOAT64, 32, 4, &rng)
+#define MLP_INIT tg_mlp_init(&mod, TG_FLOAT64, 32, true, &rng)
+#define BLOCK_INIT tg_block_init(&mod, TG_FLOAT64, 32, 4, true, &rng)
+#define GPT_INIT tg_gpt_init(&mod, GPT_CFG, &rng)
+/* A module left as zeros: never initialised (or freed). */
+#define ZEROED (memset(&mod, 0, sizeof mod), 0)
+
+/* A row on a module `mod` of this type made by `init` (with a seeded `rng`
+ * at hand): `bad` is the call, true when it failed. The module is freed
+ * after. */
+#define MODULE_ROW(name, type, init, free_fn, bad)                             \
+    static bool name(env *e)                                                   \
+    {                                                                          \
+        (void)e;                                                               \
+        type mod;                                                              \
+        tg_rng rng;                                                            \
+        tg_rng_seed(&rng, 0);                                                  \
+        (void)rng;                                                             \
+        if ((init) < 0) {                                                      \
+            note(#name ": setting up failed: %s", tg_last_error());            \
+            return false;                                                      \
+        }                                                                      \
+        bool f = (bad);                                                        \
+        free_fn(&mod);                                                         \
+        return f;                                                              \
+    }
+
+/* A row whose bad call is an init into `mod`: it must fail and leave the
+ * module zeroed, holding nothing. */
+#define INIT_ROW(name, type, bad)                                              \
+    static bool name(env *e)                                                   \
+    {                                                                          \
+        (void)e;                                                               \
+        type mod, zero;                                                        \
+        memset(&mod, 0, sizeof mod);                                           \
+        memset(&zero, 0, sizeof zero);                                         \
+        tg_rng rng;                                                            \
+        tg_rng_seed(&rng, 0);                                                  \
+        (void)rng;                                                             \
+        bool f = (bad) < 0;                                                    \
+        if (memcmp(&mod, &zero, sizeof mod))                                   \
+            note(#name ": a failed init left the module not zeroed");          \
+        return f;                                                              \
+    }
+
+static bool negative(int rc) { return rc < 0; }
+
+/* head */
+INIT_ROW(head_init_null, tg_head, tg_head_init(NULL, TG_FLOAT64, 32, 16, &rng))
+INIT_ROW(head_init_null_rng, tg_head, tg_head_init(&mod, TG_FLOAT64, 32, 16, NULL))
+INIT_ROW(head_init_bool, tg_head, tg_head_init(&mod, TG_BOOL, 32, 16, &rng))
+INIT_ROW(head_init_zero, tg_head, tg_head_init(&mod, TG_FLOAT64, 0, 16, &rng))
+INIT_ROW(head_init_neg, tg_head, tg_head_init(&mod, TG_FLOAT64, 32, -16, &rng))
+CALL(head_forward_null, tg_head_forward(NULL, e->x))
+MODULE_ROW(head_forward_zeroed, tg_head, ZEROED, tg_head_free, failed(tg_head_forward(&mod, e->x)))
+MODULE_ROW(head_forward_2d, tg_head, HEAD_INIT, tg_head_free, failed(tg_head_forward(&mod, e->m)))
+MODULE_ROW(head_forward_dtype, tg_head, HEAD_INIT, tg_head_free,
+           failed(tg_head_forward(&mod, e->x32)))
+CALL_RC(head_params_null, tg_head_params(NULL, NULL, "h"))
+MODULE_ROW(head_params_zeroed, tg_head, ZEROED, tg_head_free,
+           negative(tg_head_params(&mod, NULL, "h")))
+MODULE_ROW(head_params_null_list, tg_head, HEAD_INIT, tg_head_free,
+           negative(tg_head_params(&mod, NULL, "h")))
+
+/* linear */
+INIT_ROW(linear_init_null, tg_linear, tg_linear_init(NULL, TG_FLOAT64, 32, 16, true, &rng))
+INIT_ROW(linear_init_null_rng, tg_linear, tg_linear_init(&mod, TG_FLOAT64, 32, 16, true, NULL))
+INIT_ROW(linear_init_int64, tg_linear, tg_linear_init(&mod, TG_INT64, 32, 16, true, &rng))
+INIT_ROW(linear_init_zero, tg_linear, tg_linear_init(&mod, TG_FLOAT64, 32, 0, false, &rng))
+CALL(linear_forward_null, tg_linear_forward(NULL, e->x))
+MODULE_ROW(linear_forward_zeroed, tg_linear, ZEROED, tg_linear_free,
+           failed(tg_linear_forward(&mod, e->x)))
+MODULE_ROW(linear_forward_in, tg_linear, LINEAR_INIT, tg_linear_free,
+           failed(tg_linear_forward(&mod, e->v3)))
+MODULE_ROW(linear_forward_0d, tg_linear, LINEAR_INIT, tg_linear_free,
+           failed(tg_linear_forward(&mod, e->s)))
+MODULE_ROW(linear_forward_dtype, tg_linear, LINEAR_INIT, tg_linear_free,
+           failed(tg_linear_forward(&mod, e->x32)))
+CALL_RC(linear_params_null, tg_linear_params(NULL, NULL, "l"))
+MODULE_ROW(linear_params_zeroed, tg_linear, ZEROED, tg_linear_free,
+           negative(tg_linear_params(&mod, NULL, "l")))
+MODULE_ROW(linear_params_null_list, tg_linear, LINEAR_INIT, tg_linear_free,
+           negative(tg_linear_params(&mod, NULL, "l")))
+
+/* embed */
+INIT_ROW(embed_init_null, tg_embed, tg_embed_init(NULL, TG_FLOAT64, 16, 32, &rng))
+INIT_ROW(embed_init_null_rng, tg_embed, tg_embed_init(&mod, TG_FLOAT64, 16, 32, NULL))
+INIT_ROW(embed_init_bool, tg_embed, tg_embed_init(&mod, TG_BOOL, 16, 32, &rng))
+INIT_ROW(embed_init_neg, tg_embed, tg_embed_init(&mod, TG_FLOAT64, -16, 32, &rng))
+CALL(embed_forward_null, tg_embed_forward(NULL, e->ids))
+MODULE_ROW(embed_forward_zeroed, tg_embed, ZEROED, tg_embed_free,
+           failed(tg_embed_forward(&mod, e->ids)))
+MODULE_ROW(embed_forward_float, tg_embed, EMBED_INIT, tg_embed_free,
+           failed(tg_embed_forward(&mod, e->x)))
+static bool embed_forward_id_16(env *e)
+{
+    (void)e;
+    tg_embed mod;
+    tg_rng rng;
+    tg_rng_seed(&rng, 0);
+    if (EMBED_INIT < 0)
+        return false;
+    tg_tensor *ids = tg_full(TG_INT64, TG_SHAPE(2), 16);
+    bool f = failed(tg_embed_forward(&mod, ids));
+    tg_release(ids);
+    tg_embed_free(&mod);
+    return f;
+}
+CALL(embed_positions_null, tg_embed_positions(NULL, 4))
+MODULE_ROW(embed_positions_zeroed, tg_embed, ZEROED, tg_embed_free,
+           failed(tg_embed_positions(&mod, 4)))
+MODULE_ROW(embed_positions_neg, tg_embed, EMBED_INIT, tg_embed_free,
+           failed(tg_embed_positions(&mod, -1)))
+MODULE_ROW(embed_positions_17, tg_embed, EMBED_INIT, tg_embed_free,
+           failed(tg_embed_positions(&mod, 17)))
+CALL_RC(embed_params_null, tg_embed_params(NULL, NULL, "e"))
+MODULE_ROW(embed_params_zeroed, tg_embed, ZEROED, tg_embed_free,
+           negative(tg_embed_params(&mod, NULL, "e")))
+MODULE_ROW(embed_params_null_list, tg_embed, EMBED_INIT, tg_embed_free,
+           negative(tg_embed_params(&mod, NULL, "e")))
+
+/* layernorm */
+INIT_ROW(layernorm_init_null, tg_layernorm, tg_layernorm_init(NULL, TG_FLOAT64, 32))
+INIT_ROW(layernorm_init_bool, tg_layernorm, tg_layernorm_init(&mod, TG_BOOL, 32))
+INIT_ROW(layernorm_init_zero, tg_layernorm, tg_layernorm_init(&mod, TG_FLOAT64, 0))
+CALL(layernorm_forward_null, tg_layernorm_forward(NULL, e->x))
+MODULE_ROW(layernorm_forward_zeroed, tg_layernorm, ZEROED, tg_layernorm_free,
+           failed(tg_layernorm_forward(&mod, e->x)))
+MODULE_ROW(layernorm_forward_dim, tg_layernorm, LAYERNORM_INIT, tg_layernorm_free,
+           failed(tg_layernorm_forward(&mod, e->v3)))
+MODULE_ROW(layernorm_forward_dtype, tg_layernorm, LAYERNORM_INIT, tg_layernorm_free,
+           failed(tg_layernorm_forward(&mod, e->x32)))
+CALL_RC(layernorm_params_null, tg_layernorm_params(NULL, NULL, "n"))
+MODULE_ROW(layernorm_params_zeroed, tg_layernorm, ZEROED, tg_layernorm_free,
+           negative(tg_layernorm_params(&mod, NULL, "n")))
+MODULE_ROW(layernorm_params_null_list, tg_layernorm, LAYERNORM_INIT, tg_layernorm_free,
+           negative(tg_layernorm_params(&mod, NULL, "n")))
+
+/* mha */
+INIT_ROW(mha_init_null, tg_mha, tg_mha_init(NULL, TG_FLOAT64, 32, 4, &rng))
+INIT_ROW(mha_init_null_rng, tg_mha, tg_mha_init(&mod, TG_FLOAT64, 32, 4, NULL))
+INIT_ROW(mha_init_bool, tg_mha, tg_mha_init(&mod, TG_BOOL, 32, 4, &rng))
+INIT_ROW(mha_init_indivisible, tg_mha, tg_mha_init(&mod, TG_FLOAT64, 32, 5, &rng))
+INIT_ROW(mha_init_zero_heads, tg_mha, tg_mha_init(&mod, TG_FLOAT64, 32, 0, &rng))
+CALL(mha_forward_null, tg_mha_forward(NULL, e->x))
+MODULE_ROW(mha_forward_zeroed, tg_mha, ZEROED, tg_mha_free, failed(tg_mha_forward(&mod, e->x)))
+MODULE_ROW(mha_forward_2d, tg_mha, MHA_INIT, tg_mha_free, failed(tg_mha_forward(&mod, e->m)))
+MODULE_ROW(mha_forward_dtype, tg_mha, MHA_INIT, tg_mha_free, failed(tg_mha_forward(&mod, e->x32)))
+CALL_RC(mha_params_null, tg_mha_params(NULL, NULL, "a"))
+MODULE_ROW(mha_params_zeroed, tg_mha, ZEROED, tg_mha_free, negative(tg_mha_params(&mod, NULL, "a")))
+MODULE_ROW(mha_params_null_list, tg_mha, MHA_INIT, tg_mha_free,
+           negative(tg_mha_params(&mod, NULL, "a")))
+static bool mha_params_long_prefix(env *e)
+{
+    (void)e;
+    tg_mha mod;
+    tg_rng rng;
+    tg_rng_seed(&rng, 0);
+    if (MHA_INIT < 0)
+        return false;
+    tg_params ps;
+    tg_params_init(&ps);
+    bool f = tg_mha_params(&mod, &ps, make_long_name()) < 0;
+    tg_params_free(&ps);
+    tg_mha_free(&mod);
+    return f;
+}
+
+/* mlp */
+INIT_ROW(mlp_init_null, tg_mlp, tg_mlp_init(NULL, TG_FLOAT64, 32, true, &rng))
+INIT_ROW(mlp_init_null_rng, tg_mlp, tg_mlp_init(&mod, TG_FLOAT64, 32, true, NULL))
+INIT_ROW(mlp_init_bool, tg_mlp, tg_mlp_init(&mod, TG_BOOL, 32, true, &rng))
+INIT_ROW(mlp_init_zero, tg_mlp, tg_mlp_init(&mod, TG_FLOAT64, 0, true, &rng))
+CALL(mlp_forward_null, tg_mlp_forward(NULL, e->x))
+MODULE_ROW(mlp_forward_zeroed, tg_mlp, ZEROED, tg_mlp_free, failed(tg_mlp_forward(&mod, e->x)))
+MODULE_ROW(mlp_forward_in, tg_mlp, MLP_INIT, tg_mlp_free, failed(tg_mlp_forward(&mod, e->v3)))
+MODULE_ROW(mlp_forward_dtype, tg_mlp, MLP_INIT, tg_mlp_free, failed(tg_mlp_forward(&mod, e->x32)))
+CALL_RC(mlp_params_null, tg_mlp_params(NULL, NULL, "f"))
+MODULE_ROW(mlp_params_zeroed, tg_mlp, ZEROED, tg_mlp_free, negative(tg_mlp_params(&mod, NULL, "f")))
+MODULE_ROW(mlp_params_null_list, tg_mlp, MLP_INIT, tg_mlp_free,
+           negative(tg_mlp_params(&mod, NULL, "f")))
+
+/* block */
+INIT_ROW(block_init_null, tg_block, tg_block_init(NULL, TG_FLOAT64, 32, 4, true, &rng))
+INIT_ROW(block_init_null_rng, tg_block, tg_block_init(&mod, TG_FLOAT64, 32, 4, true, NULL))
+INIT_ROW(block_init_bool, tg_block, tg_block_init(&mod, TG_BOOL, 32, 4, true, &rng))
+INIT_ROW(block_init_zero, tg_block, tg_block_init(&mod, TG_FLOAT64, 0, 4, true, &rng))
+INIT_ROW(block_init_indivisible, tg_block, tg_block_init(&mod, TG_FLOAT64, 32, 3, true, &rng))
+CALL(block_forward_null, tg_block_forward(NULL, e->x))
+MODULE_ROW(block_forward_zeroed, tg_block, ZEROED, tg_block_free,
+           failed(tg_block_forward(&mod, e->x)))
+MODULE_ROW(block_forward_2d, tg_block, BLOCK_INIT, tg_block_free,
+           failed(tg_block_forward(&mod, e->m)))
+MODULE_ROW(block_forward_dtype, tg_block, BLOCK_INIT, tg_block_free,
+           failed(tg_block_forward(&mod, e->x32)))
+CALL_RC(block_params_null, tg_block_params(NULL, NULL, "b"))
+MODULE_ROW(block_params_zeroed, tg_block, ZEROED, tg_block_free,
+           negative(tg_block_params(&mod, NULL, "b")))
+MODULE_ROW(block_params_null_list, tg_block, BLOCK_INIT, tg_block_free,
+           negative(tg_block_params(&mod, NULL, "b")))
+
+/* gpt */
+static tg_gpt_config gpt_cfg_with(int which, int value)
+{
+    tg_gpt_config c = GPT_CFG;
+    int *field[] = {&c.vocab_size, &c.block_size, &c.n_embd, &c.n_head, &c.n_layer};
+    if (which < 5)
+        *field[which] = value;
+    else
+        c.dtype = (tg_dtype)value;
+    return c;
+}
+INIT_ROW(gpt_init_null, tg_gpt, tg_gpt_init(NULL, GPT_CFG, &rng))
+INIT_ROW(gpt_init_null_rng, tg_gpt, tg_gpt_init(&mod, GPT_CFG, NULL))
+INIT_ROW(gpt_init_vocab0, tg_gpt, tg_gpt_init(&mod, gpt_cfg_with(0, 0), &rng))
+INIT_ROW(gpt_init_layers_neg, tg_gpt, tg_gpt_init(&mod, gpt_cfg_with(4, -1), &rng))
+INIT_ROW(gpt_init_int64, tg_gpt, tg_gpt_init(&mod, gpt_cfg_with(5, TG_INT64), &rng))
+INIT_ROW(gpt_init_indivisible, tg_gpt, tg_gpt_init(&mod, gpt_cfg_with(3, 5), &rng))
+CALL(gpt_forward_null, tg_gpt_forward(NULL, e->ids))
+MODULE_ROW(gpt_forward_zeroed, tg_gpt, ZEROED, tg_gpt_free, failed(tg_gpt_forward(&mod, e->ids)))
+MODULE_ROW(gpt_forward_float_ids, tg_gpt, GPT_INIT, tg_gpt_free, failed(tg_gpt_forward(&mod, e->m)))
+MODULE_ROW(gpt_forward_1d, tg_gpt, GPT_INIT, tg_gpt_free, failed(tg_gpt_forward(&mod, e->v3)))
+/* A gpt row with an int64 tensor of this shape and value as `ids`. */
+#define GPT_IDS_ROW(name, shape, value, bad)                                   \
+    static bool name(env *e)                                                   \
+    {                                                                          \
+        (void)e;                                                               \
+        tg_gpt mod;                                                            \
+        tg_rng rng;                                                            \
+        tg_rng_seed(&rng, 0);                                                  \
+        if (GPT_INIT < 0)                                                      \
+            return false;                                                      \
+        tg_tensor *ids = tg_full(TG_INT64, shape, value);                      \
+        bool f = (bad);                                                        \
+        tg_release(ids);                                                       \
+        tg_gpt_free(&mod);                                                     \
+        return f;                                                              \
+    }
+GPT_IDS_ROW(gpt_forward_long, TG_SHAPE(2, 9), 0, failed(tg_gpt_forward(&mod, ids)))
+GPT_IDS_ROW(gpt_forward_id_16, TG_SHAPE(2, 4), 16, failed(tg_gpt_forward(&mod, ids)))
+GPT_IDS_ROW(gpt_loss_targets_shape, TG_SHAPE(4, 7), 0, failed(tg_gpt_loss(&mod, e->ids, ids)))
+MODULE_ROW(gpt_loss_float_targets, tg_gpt, GPT_INIT, tg_gpt_free,
+           failed(tg_gpt_loss(&mod, e->ids, e->m)))
+CALL(gpt_loss_null, tg_gpt_loss(NULL, e->ids, e->ids))
+GPT_IDS_ROW(gpt_loss_target_16, TG_SHAPE(4, 8), 16, failed(tg_gpt_loss(&mod, e->ids, ids)))
+GPT_IDS_ROW(gpt_generate_neg, TG_SHAPE(1, 3), 0, failed(tg_gpt_generate(&mod, ids, -1, 1, &rng)))
+GPT_IDS_ROW(gpt_generate_temp0, TG_SHAPE(1, 3), 0, failed(tg_gpt_generate(&mod, ids, 2, 0, &rng)))
+GPT_IDS_ROW(gpt_generate_null_rng, TG_SHAPE(1, 3), 0,
+           failed(tg_gpt_generate(&mod, ids, 2, 1, NULL)))
+MODULE_ROW(gpt_generate_batch, tg_gpt, GPT_INIT, tg_gpt_free,
+           failed(tg_gpt_generate(&mod, e->ids, 2, 1, &rng)))
+GPT_IDS_ROW(gpt_generate_id_16, TG_SHAPE(1, 3), 16, failed(tg_gpt_generate(&mod, ids, 2, 1, &rng)))
+static bool gpt_generate_null(env *e)
+{
+    tg_rng rng;
+    tg_rng_seed(&rng, 0);
+    return failed(tg_gpt_generate(NULL, e->ids, 2, 1, &rng));
+}
+MODULE_ROW(gpt_generate_zeroed, tg_gpt, ZEROED, tg_gpt_free,
+           failed(tg_gpt_generate(&mod, e->ids, 2, 1, &rng)))
+CALL_RC(gpt_params_null, tg_gpt_params(NULL, NULL, "g"))
+MODULE_ROW(gpt_params_zeroed, tg_gpt, ZEROED, tg_gpt_free, negative(tg_gpt_params(&mod, NULL, "g")))
+MODULE_ROW(gpt_params_null_list, tg_gpt, GPT_INIT, tg_gpt_free,
+           negative(tg_gpt_params(&mod, NULL, "g")))
+
+/* ---- nn: optimizers ------------------------------------------------------- */
+
+/* optim_new over ("x": x, "second": second) with cfg; true when it failed. */
+static bool optim_new_fails(env *e, tg_optim_config cfg, tg_tensor *second)
+{
+    tg_params ps;
+    params_of(&ps, 2, (const char *[]){"x", "second"}, (tg_tensor *[]){e->x, second});
+    tg_optim *o = tg_optim_new(&ps, cfg);
+    tg_params_free(&ps);
+    tg_optim_free(o);
+    return o == NULL;
+}
+#define OPTIM_ROW(name, cfg_expr, field, value)                                \
+    static bool name(env *e)                                                   \
+    {                                                                          \
+        tg_optim_config cfg = cfg_expr;                                        \
+        cfg.field = value;                                                     \
+        return optim_new_fails(e, cfg, e->m);                                  \
+    }
+OPTIM_ROW(optim_lr_neg, tg_adam_config(1e-3), lr, -0.1)
+OPTIM_ROW(optim_lr_nan, tg_sgd_config(0.1, 0, 0), lr, NAN)
+OPTIM_ROW(optim_wd_neg, tg_adamw_config(1e-3, 0.01), weight_decay, -0.5)
+OPTIM_ROW(optim_momentum_neg, tg_sgd_config(0.1, 0.9, 0), momentum, -0.9)
+OPTIM_ROW(optim_beta1_one, tg_adam_config(1e-3), beta1, 1.0)
+OPTIM_ROW(optim_beta2_neg, tg_adamw_config(1e-3, 0.01), beta2, -0.5)
+OPTIM_ROW(optim_eps_neg, tg_adam_config(1e-3), eps, -1e-8)
+OPTIM_ROW(optim_kind, tg_adam_config(1e-3), kind, (tg_optim_kind)7)
+static bool optim_null_list(env *e)
+{
+    (void)e;
+    return tg_optim_new(NULL, tg_adam_config(1e-3)) == NULL;
+}
+static bool optim_null_param(env *e) { return optim_new_fails(e, tg_adam_config(1e-3), NULL); }
+static bool optim_bool_param(env *e) { return optim_new_fails(e, tg_adam_config(1e-3), e->mask); }
+static bool optim_same_twice(env *e) { return optim_new_fails(e, tg_adam_config(1e-3), e->x); }
+CALL_RC(optim_step_null, tg_optim_step(NULL))
+
+/* ---- nn: checkpoints ------------------------------------------------------ */
+
+/* A path in /tmp of this process's own. */
+static const char *tmp_path(const char *name)
+{
+    static char path[256];
+    snprintf(path, sizeof path, "/tmp/tapegrad-errors-%ld-%s", (long)getpid(), name);
+    return path;
+}
+
+CALL_RC(save_npz_null_list, tg_save_npz(NULL, tmp_path("a.npz")))
+static bool npz_row(env *e, int which)
+{
+    tg_params ps;
+    params_of(&ps, 2, (const char *[]){"x", "v"},
+              (tg_tensor *[]){e->x, which == 3 || which == 6 ? NULL : e->v3});
+    const char *path = tmp_path("a.npz");
+    bool f = which == 0   ? tg_save_npz(&ps, NULL) < 0
+             : which == 1 ? tg_save_npz(&ps, "/nonexistent/tapegrad/a.npz") < 0
+             : which == 2 ? tg_save_npz(&ps, "/") < 0
+             : which == 3 ? tg_save_npz(&ps, path) < 0
+             : which == 4 ? tg_load_npz(&ps, NULL) < 0
+             : which == 5 ? tg_load_npz(&ps, "/nonexistent/tapegrad/a.npz") < 0
+             : which == 6 ? tg_load_npz(&ps, path) < 0
+             : which == 7 ? tg_load_npz(&ps, "/dev/null") < 0
+                          : tg_load_npz(&ps, "/") < 0;
+    unlink(path);
+    tg_params_free(&ps);
+    return f;
+}
+static bool save_npz_null_path(env *e) { return npz_row(e, 0); }
+static bool save_npz_missing_dir(env *e) { return npz_row(e, 1); }
+static bool save_npz_directory(env *e) { return npz_row(e, 2); }
+static bool save_npz_null_param(env *e) { return npz_row(e, 3); }
+static bool load_npz_null_path(env *e) { return npz_row(e, 4); }
+static bool load_npz_missing(env *e) { return npz_row(e, 5); }
+static bool load_npz_null_param(env *e) { return npz_row(e, 6); }
+static bool load_npz_empty_file(env *e) { return npz_row(e, 7); }
+static bool load_npz_directory(env *e) { return npz_row(e, 8); }
+CALL_RC(load_npz_null_list, tg_load_npz(NULL, tmp_path("a.npz")))
+
+/* Saves ("x": zeros (4,8,32), "v": (3,) of `saved_dt`), then loads that into
+ * ("x": e->x, "v": into): the mismatch at "v" must fail the whole load and
+ * leave e->x as it was (the snapshot checks it). */
+static bool load_npz_mismatch(env *e, tg_tensor *into, tg_dtype saved_dt,
+                              const char *saved_name)
+{
+    tg_tensor *zeros = tg_zeros(TG_FLOAT64, TG_SHAPE(4, 8, 32));
+    tg_tensor *v = tg_zeros(saved_dt, TG_SHAPE(3));
+    tg_params saved, loaded;
+    params_of(&saved, 2, (const char *[]){"x", saved_name}, (tg_tensor *[]){zeros, v});
+    params_of(&loaded, 2, (const char *[]){"x", "v"}, (tg_tensor *[]){e->x, into});
+    const char *path = tmp_path("mismatch.npz");
+    bool f = false;
+    if (tg_save_npz(&saved, path) < 0)
+        note("load_npz mismatch: saving failed: %s", tg_last_error());
+    else
+        f = tg_load_npz(&loaded, path) < 0;
+    unlink(path);
+    tg_params_free(&saved);
+    tg_params_free(&loaded);
+    tg_release(zeros);
+    tg_release(v);
+    return f;
+}
+static bool load_npz_shape(env *e) { return load_npz_mismatch(e, e->m, TG_FLOAT64, "v"); }
+static bool load_npz_dtype(env *e) { return load_npz_mismatch(e, e->v3, TG_INT64, "v"); }
+static bool load_npz_missing_entry(env *e) { return load_npz_mismatch(e, e->v3, TG_FLOAT64, "w"); }
+
+/* ---- plots ---------------------------------------------------------------- */
+
+static const double ys[3] = {1, 2, 3};
+static const char *const bar_labels[3] = {"a", "b", "c"};
+
+CALL_RC(heatmap_null_stem, tg_plot_heatmap(NULL, e->m, "t", "x", "y", false))
+CALL_RC(heatmap_empty_stem, tg_plot_heatmap("", e->m, "t", "x", "y", false))
+CALL_RC(heatmap_dir_stem, tg_plot_heatmap("/tmp/", e->m, "t", "x", "y", false))
+CALL_RC(heatmap_missing_dir,
+           tg_plot_heatmap("/nonexistent/tapegrad/h", e->m, NULL, NULL, NULL, true))
+CALL_RC(heatmap_3d, tg_plot_heatmap(tmp_path("h"), e->x, "t", "x", "y", false))
+static bool heatmap_empty(env *e)
+{
+    (void)e;
+    tg_tensor *t = tg_zeros(TG_FLOAT64, TG_SHAPE(0, 3));
+    bool f = tg_plot_heatmap(tmp_path("h"), t, "t", "x", "y", false) < 0;
+    tg_release(t);
+    return f;
+}
+static bool lines_row(int which)
+{
+    tg_series s = {.label = "y", .x = NULL, .y = ys, .n = 3};
+    if (which == 2)
+        s.y = NULL;
+    if (which == 3)
+        s.n = 0;
+    if (which == 4)
+        s.n = -3;
+    const char *stem = which == 5   ? NULL
+                       : which == 6 ? "/nonexistent/tapegrad/l"
+                                    : tmp_path("l");
+    return tg_plot_lines(stem, which == 0 ? NULL : &s, which == 1 ? 0 : 1,
+                         "t", "x", "y", false, false) < 0;
+}
+static bool lines_null_series(env *e) { (void)e; return lines_row(0); }
+static bool lines_zero_series(env *e) { (void)e; return lines_row(1); }
+static bool lines_null_y(env *e) { (void)e; return lines_row(2); }
+static bool lines_empty(env *e) { (void)e; return lines_row(3); }
+static bool lines_negative_n(env *e) { (void)e; return lines_row(4); }
+static bool lines_null_stem(env *e) { (void)e; return lines_row(5); }
+static bool lines_missing_dir(env *e) { (void)e; return lines_row(6); }
+CALL_RC(bars_zero, tg_plot_bars(tmp_path("b"), bar_labels, ys, 0, "t", "y"))
+CALL_RC(bars_null_labels, tg_plot_bars(tmp_path("b"), NULL, ys, 3, "t", "y"))
+CALL_RC(bars_null_values, tg_plot_bars(tmp_path("b"), bar_labels, NULL, 3, "t", "y"))
+CALL_RC(bars_null_label,
+           tg_plot_bars(tmp_path("b"), (const char *[]){"a", NULL, "c"}, ys, 3, "t", "y"))
+CALL_RC(bars_null_stem, tg_plot_bars(NULL, bar_labels, ys, 3, "t", "y"))
+CALL_RC(bars_missing_dir, tg_plot_bars("/nonexistent/tapegrad/b", bar_labels, ys, 3, NULL, NULL))
+
 /* ---- the table -------------------------------------------------------- */
 
 #define MATMUL_MSG "matmul: shapes (4,8,32) and (16,32) are not aligned: 32 != 16"
@@ -481,11 +1187,279 @@ static const struct {
     {"save_npy missing dir", save_missing_dir, {"save_npy", "/nonexistent/tapegrad/x.npy"}},
     {"fprint NULL file", fprint_null_file, {"fprint"}},
     {"allclose unbroadcastable", allclose_unbroadcastable, {"allclose", "(4,8,32)", "(3,)"}},
+
+    {"rng_seed NULL", rng_seed_null, {"rng_seed:", "NULL"}},
+    {"rng_uniform NULL", rng_uniform_null, {"rng_uniform:", "NULL"}},
+    {"rng_normal NULL", rng_normal_null, {"rng_normal:", "NULL"}},
+    {"randn NULL rng", randn_null_rng, {"randn:", "NULL"}},
+    {"pcg64_seed NULL", pcg64_seed_null, {"pcg64_seed:", "NULL"}},
+    {"pcg64_uniform NULL", pcg64_uniform_null, {"pcg64_uniform:", "NULL"}},
+    {"pcg64_normal NULL", pcg64_normal_null, {"pcg64_normal:", "NULL"}},
+    {"pcg64_randn NULL", pcg64_randn_null, {"pcg64_randn:", "NULL"}},
+    {"ones NULL shape", ones_null_shape, {"ones:", "NULL"}},
+    {"full negative size", full_neg_size, {"full:", "(-1,)"}},
+    {"ne float32 != float64", ne_mixed, {"ne:", "float32 (4,8,32)", "float64 (4,8,32)"}},
+    {"le unbroadcastable", le_unbroadcastable, {"le:", "(3,)", "(16,32)"}},
+    {"gt unbroadcastable", gt_unbroadcastable, {"gt:", "(4,8,32)", "(16,32)"}},
+
+    {"attention d differs", attention_d, {"attention:", "(4,8,32)", "(4,8,16)"}},
+    {"attention keys differ", attention_keys, {"attention:", "(4,8,32)", "(4,7,32)"}},
+    {"attention batch differs", attention_batch, {"attention:", "(4,8,32)", "(3,8,32)"}},
+    {"attention 1-d", attention_1d, {"attention:", "(3,)"}},
+    {"attention float64 / float32", attention_mixed, {"attention:", "float64", "float32"}},
+    {"attention bool", attention_bool, {"attention:", "bool (4,8,32)"}},
+    {"attention scale NaN", attention_scale_nan, {"attention:", "scale", "nan"}},
+    {"attention scale inf", attention_scale_inf, {"attention:", "scale", "inf"}},
+    {"cat NULL array", cat_null_array, {"cat:", "NULL"}},
+    {"cat of 0", cat_zero, {"cat:", "0"}},
+    {"cat of -1", cat_negative, {"cat:", "-1"}},
+    {"cat float64 + float32", cat_mixed, {"cat:", "float32 (4,8,32)", "float64 (4,8,32)"}},
+    {"cat shapes", cat_shapes, {"cat:", "(16,32)", "(4,8,32)"}},
+    {"cat dim 3", cat_dim3, {"cat:", "dim 3", "(4,8,32)"}},
+    {"chunk NULL out", chunk_null_out, {"chunk:", "NULL", "(4,8,32)"}},
+    {"chunk into 0", chunk_zero, {"chunk:", "got 0", "(4,8,32)"}},
+    {"chunk into -2", chunk_negative, {"chunk:", "got -2", "(4,8,32)"}},
+    {"chunk uneven", chunk_uneven, {"chunk:", "size 4", "3 chunks"}},
+    {"chunk dim 3", chunk_dim3, {"chunk:", "dim 3", "(4,8,32)"}},
+    {"embedding 1-d weight", embedding_weight_1d, {"embedding:", "(3,)"}},
+    {"embedding float ids", embedding_float_ids, {"embedding:", "int64", "float64 (4,8,32)"}},
+    {"embedding id 16 of 16", embedding_id_16, {"embedding:", "16", "[0, 16)"}},
+    {"embedding id -1", embedding_id_neg, {"embedding:", "-1", "[0, 16)"}},
+    {"embedding bool weight", embedding_bool_weight, {"embedding:", "bool"}},
+    {"gather float index", gather_float_index, {"gather:", "int64", "float64 (4,8,32)"}},
+    {"gather index ndim", gather_ndim, {"gather:", "(4,8)", "(4,8,32)"}},
+    {"gather dim 3", gather_dim3, {"gather:", "dim 3", "(4,8,32)"}},
+    {"gather index 32", gather_index_32, {"gather:", "32", "[0, 32)"}},
+    {"gather index -1", gather_index_neg, {"gather:", "-1", "[0, 32)"}},
+    {"gather index too big", gather_too_big, {"gather:", "(5,8,1)", "(4,8,32)"}},
+    {"layer_norm gamma shape", layer_norm_gamma, {"layer_norm:", "gamma", "(3,)"}},
+    {"layer_norm beta shape", layer_norm_beta, {"layer_norm:", "beta", "(16,32)"}},
+    {"layer_norm eps -1", layer_norm_eps_neg, {"layer_norm:", "eps", "-1"}},
+    {"layer_norm eps NaN", layer_norm_eps_nan, {"layer_norm:", "eps", "nan"}},
+    {"layer_norm 0-d", layer_norm_0d, {"layer_norm:", "()"}},
+    {"layer_norm bool", layer_norm_bool, {"layer_norm:", "bool (4,8,32)"}},
+    {"layer_norm float32 gamma", layer_norm_mixed, {"layer_norm:", "float64", "float32 (32,)"}},
+    {"gelu bool", gelu_bool, {"gelu:", "bool (4,8,32)"}},
+    {"cross_entropy float targets", cross_entropy_float_targets,
+     {"cross_entropy:", "int64", "float64"}},
+    {"cross_entropy targets shape", cross_entropy_shape, {"cross_entropy:", "(4,7)", "(4,8,32)"}},
+    {"cross_entropy target 32", cross_entropy_32, {"cross_entropy:", "32"}},
+    {"cross_entropy target -1", cross_entropy_neg, {"cross_entropy:", "-1"}},
+    {"cross_entropy 0-d logits", cross_entropy_0d, {"cross_entropy:", "()"}},
+    {"cross_entropy bool logits", cross_entropy_bool, {"cross_entropy:", "bool (4,8,32)"}},
+    {"mse_loss unbroadcastable", mse_unbroadcastable, {"mse_loss:", "(4,8,32)", "(3,)"}},
+    {"mse_loss float64 / float32", mse_mixed, {"mse_loss:", "float64", "float32"}},
+    {"mse_loss bool", mse_bool, {"mse_loss:", "bool (4,8,32)"}},
+
+    {"backward_with float32 seed", backward_with_dtype, {"backward", "float32"}},
+    {"backward_with twice", backward_with_twice, {"backward", "consumed"}},
+    {"backward twice after scope_end", backward_after_scope, {"backward", "consumed"}},
+    {"gradcheck NULL function", gradcheck_null_fn, {"gradcheck:", "function"}},
+    {"gradcheck 0 inputs", gradcheck_zero_inputs, {"gradcheck:", "input"}},
+    {"gradcheck NULL inputs", gradcheck_null_inputs, {"gradcheck:", "input"}},
+    {"gradcheck non-leaf input", gradcheck_non_leaf, {"gradcheck:", "not a leaf", "(4,8,32)"}},
+    {"gradcheck function fails", gradcheck_fn_fails, {MATMUL_MSG}},
+    {"load_npy NULL path", load_npy_null, {"load_npy:", "NULL"}},
+    {"load_npy empty file", load_npy_empty_file, {"load_npy:", "/dev/null"}},
+    {"load_npy directory", load_npy_directory, {"load_npy:", "/"}},
+    {"save_npy NULL path", save_npy_null, {"save_npy:", "NULL"}},
+    {"save_npy directory", save_npy_directory, {"save_npy:", "/"}},
+
+    {"params_add NULL list", params_add_null_list, {"params_add:", "NULL"}},
+    {"params_add NULL name", params_add_null_name, {"params_add:", "NULL"}},
+    {"params_add long name", params_add_long, {"params_add:", "127"}},
+    {"params_add duplicate", params_add_duplicate, {"params_add:", "duplicate", "'p.w'"}},
+
+    {"head_init NULL", head_init_null, {"head_init:", "NULL"}},
+    {"head_init NULL rng", head_init_null_rng, {"head_init:", "rng"}},
+    {"head_init bool", head_init_bool, {"head_init:", "bool"}},
+    {"head_init n_embd 0", head_init_zero, {"head_init:", "n_embd 0"}},
+    {"head_init head_size -16", head_init_neg, {"head_init:", "head_size -16"}},
+    {"head_forward NULL head", head_forward_null, {"head:", "NULL"}},
+    {"head_forward zeroed head", head_forward_zeroed, {"head:", "not initialised"}},
+    {"head_forward 2-d x", head_forward_2d, {"head:", "(16,32)"}},
+    {"head_forward float32 x", head_forward_dtype, {"head:", "float32"}},
+    {"head_params NULL head", head_params_null, {"head_params:", "NULL"}},
+    {"head_params zeroed head", head_params_zeroed, {"head_params:", "not initialised"}},
+
+    {"linear_init NULL", linear_init_null, {"linear_init:", "NULL"}},
+    {"linear_init NULL rng", linear_init_null_rng, {"linear_init:", "rng"}},
+    {"linear_init int64", linear_init_int64, {"linear_init:", "int64"}},
+    {"linear_init out 0", linear_init_zero, {"linear_init:", "out 0"}},
+    {"linear_forward NULL layer", linear_forward_null, {"linear:", "NULL"}},
+    {"linear_forward zeroed layer", linear_forward_zeroed, {"linear:", "not initialised"}},
+    {"linear_forward in 3", linear_forward_in, {"linear:", "(3,)"}},
+    {"linear_forward 0-d x", linear_forward_0d, {"linear:", "()"}},
+    {"linear_forward float32 x", linear_forward_dtype, {"linear:", "float32"}},
+    {"linear_params NULL layer", linear_params_null, {"linear_params:", "NULL"}},
+    {"linear_params zeroed layer", linear_params_zeroed, {"linear_params:", "not initialised"}},
+
+    {"embed_init NULL", embed_init_null, {"embed_init:", "NULL"}},
+    {"embed_init NULL rng", embed_init_null_rng, {"embed_init:", "rng"}},
+    {"embed_init bool", embed_init_bool, {"embed_init:", "bool"}},
+    {"embed_init num -16", embed_init_neg, {"embed_init:", "num -16"}},
+    {"embed_forward NULL table", embed_forward_null, {"embed:", "NULL"}},
+    {"embed_forward zeroed table", embed_forward_zeroed, {"embed:", "not initialised"}},
+    {"embed_forward float ids", embed_forward_float, {"embed:", "int64", "float64"}},
+    {"embed_forward id 16", embed_forward_id_16, {"embedding:", "id 16", "[0, 16)"}},
+    {"embed_positions NULL table", embed_positions_null, {"embed_positions:", "NULL"}},
+    {"embed_positions zeroed table", embed_positions_zeroed,
+     {"embed_positions:", "not initialised"}},
+    {"embed_positions -1", embed_positions_neg, {"embed_positions:", "-1"}},
+    {"embed_positions 17 of 16", embed_positions_17, {"embed_positions:", "17", "16"}},
+    {"embed_params NULL table", embed_params_null, {"embed_params:", "NULL"}},
+    {"embed_params zeroed table", embed_params_zeroed, {"embed_params:", "not initialised"}},
+
+    {"layernorm_init NULL", layernorm_init_null, {"layernorm_init:", "NULL"}},
+    {"layernorm_init bool", layernorm_init_bool, {"layernorm_init:", "bool"}},
+    {"layernorm_init dim 0", layernorm_init_zero, {"layernorm_init:", "dim"}},
+    {"layernorm_forward NULL", layernorm_forward_null, {"layernorm:", "NULL"}},
+    {"layernorm_forward zeroed", layernorm_forward_zeroed, {"layernorm:", "not initialised"}},
+    {"layernorm_forward dim 3", layernorm_forward_dim, {"layernorm:", "(3,)"}},
+    {"layernorm_forward float32 x", layernorm_forward_dtype, {"layernorm:", "float32"}},
+    {"layernorm_params NULL", layernorm_params_null, {"layernorm_params:", "NULL"}},
+    {"layernorm_params zeroed", layernorm_params_zeroed, {"layernorm_params:", "not initialised"}},
+
+    {"mha_init NULL", mha_init_null, {"mha_init:", "NULL"}},
+    {"mha_init 5 heads of 32", mha_init_indivisible, {"mha_init:", "5", "32"}},
+    {"mha_init 0 heads", mha_init_zero_heads, {"mha_init:", "0"}},
+    {"mha_forward NULL", mha_forward_null, {"mha:", "NULL"}},
+    {"mha_forward zeroed", mha_forward_zeroed, {"mha:", "not initialised"}},
+    {"mha_forward 2-d x", mha_forward_2d, {"mha:", "(16,32)"}},
+    {"mha_forward float32 x", mha_forward_dtype, {"mha:", "float32"}},
+    {"mha_params NULL", mha_params_null, {"mha_params:", "NULL"}},
+    {"mha_params zeroed", mha_params_zeroed, {"mha_params:", "not initialised"}},
+    {"mha_params long prefix", mha_params_long_prefix, {"mha_params", "too long"}},
+
+    {"mlp_init NULL", mlp_init_null, {"mlp_init:", "NULL"}},
+    {"mlp_init n_embd 0", mlp_init_zero, {"mlp_init:", "0"}},
+    {"mlp_forward NULL", mlp_forward_null, {"mlp:", "NULL"}},
+    {"mlp_forward zeroed", mlp_forward_zeroed, {"mlp:", "not initialised"}},
+    {"mlp_params NULL", mlp_params_null, {"mlp_params:", "NULL"}},
+    {"mlp_params zeroed", mlp_params_zeroed, {"mlp_params:", "not initialised"}},
+
+    {"block_init NULL", block_init_null, {"block_init:", "NULL"}},
+    {"block_forward NULL", block_forward_null, {"block:", "NULL"}},
+    {"block_forward zeroed", block_forward_zeroed, {"block:", "not initialised"}},
+    {"block_forward 2-d x", block_forward_2d, {"block:", "(16,32)"}},
+    {"block_forward float32 x", block_forward_dtype, {"block:", "float32"}},
+    {"block_params NULL", block_params_null, {"block_params:", "NULL"}},
+    {"block_params zeroed", block_params_zeroed, {"block_params:", "not initialised"}},
+
+    {"gpt_init NULL", gpt_init_null, {"gpt_init:", "NULL"}},
+    {"gpt_init vocab_size 0", gpt_init_vocab0, {"gpt_init:", "vocab_size 0"}},
+    {"gpt_init n_layer -1", gpt_init_layers_neg, {"gpt_init:", "n_layer -1"}},
+    {"gpt_init int64", gpt_init_int64, {"gpt_init:", "int64"}},
+    {"gpt_forward NULL", gpt_forward_null, {"gpt:", "NULL"}},
+    {"gpt_forward zeroed", gpt_forward_zeroed, {"gpt:", "not initialised"}},
+    {"gpt_forward float ids", gpt_forward_float_ids, {"gpt:", "int64", "float64 (16,32)"}},
+    {"gpt_forward 1-d ids", gpt_forward_1d, {"gpt:", "(3,)"}},
+    {"gpt_forward T 9 > 8", gpt_forward_long, {"gpt:", "(2,9)", "block_size 8"}},
+    {"gpt_forward id 16", gpt_forward_id_16, {"embedding:", "id 16", "[0, 16)"}},
+    {"gpt_loss NULL", gpt_loss_null, {"gpt_loss:", "NULL"}},
+    {"gpt_loss targets shape", gpt_loss_targets_shape, {"gpt_loss:", "(4,7)", "(4,8)"}},
+    {"gpt_loss float targets", gpt_loss_float_targets, {"gpt_loss:", "int64", "float64"}},
+    {"gpt_loss target 16", gpt_loss_target_16, {"cross_entropy:", "target 16", "[0, 16)"}},
+    {"gpt_generate NULL", gpt_generate_null, {"gpt_generate:", "NULL"}},
+    {"gpt_generate zeroed", gpt_generate_zeroed, {"gpt_generate:", "not initialised"}},
+    {"gpt_generate n_new -1", gpt_generate_neg, {"gpt_generate:", "-1"}},
+    {"gpt_generate temperature 0", gpt_generate_temp0, {"gpt_generate:", "temperature"}},
+    {"gpt_generate NULL rng", gpt_generate_null_rng, {"gpt_generate:", "NULL"}},
+    {"gpt_generate batch of 4", gpt_generate_batch, {"gpt_generate:", "(1,T)", "(4,8)"}},
+    {"gpt_generate id 16", gpt_generate_id_16, {"embedding:", "id 16", "[0, 16)"}},
+    {"gpt_params NULL", gpt_params_null, {"gpt_params:", "NULL"}},
+    {"gpt_params zeroed", gpt_params_zeroed, {"gpt_params:", "not initialised"}},
+
+    {"optim_new lr -0.1", optim_lr_neg, {"optim_new:", "lr -0.1"}},
+    {"optim_new lr NaN", optim_lr_nan, {"optim_new:", "lr nan"}},
+    {"optim_new weight_decay -0.5", optim_wd_neg, {"optim_new:", "weight_decay -0.5"}},
+    {"optim_new momentum -0.9", optim_momentum_neg, {"optim_new:", "momentum -0.9"}},
+    {"optim_new beta1 1", optim_beta1_one, {"optim_new:", "beta1 1"}},
+    {"optim_new beta2 -0.5", optim_beta2_neg, {"optim_new:", "beta2 -0.5"}},
+    {"optim_new eps -1e-8", optim_eps_neg, {"optim_new:", "eps -1e-08"}},
+    {"optim_new kind 7", optim_kind, {"optim_new:", "kind 7"}},
+    {"optim_new NULL list", optim_null_list, {"optim_new:", "NULL"}},
+    {"optim_new NULL parameter", optim_null_param, {"optim_new:", "'second'", "NULL"}},
+    {"optim_new bool parameter", optim_bool_param, {"optim_new:", "'second'", "bool (4,8,32)"}},
+    {"optim_new same tensor twice", optim_same_twice, {"optim_new:", "'x'", "'second'"}},
+    {"optim_step NULL", optim_step_null, {"optim_step:", "NULL"}},
+
+    {"save_npz NULL list", save_npz_null_list, {"save_npz:", "NULL"}},
+    {"save_npz NULL path", save_npz_null_path, {"save_npz:", "NULL"}},
+    {"save_npz missing dir", save_npz_missing_dir, {"save_npz:", "/nonexistent/tapegrad/a.npz"}},
+    {"save_npz directory", save_npz_directory, {"save_npz:", "/"}},
+    {"save_npz NULL parameter", save_npz_null_param, {"save_npz:", "'v'", "NULL"}},
+    {"load_npz NULL list", load_npz_null_list, {"load_npz:", "NULL"}},
+    {"load_npz NULL path", load_npz_null_path, {"load_npz:", "NULL"}},
+    {"load_npz missing file", load_npz_missing, {"load_npz:", "/nonexistent/tapegrad/a.npz"}},
+    {"load_npz NULL parameter", load_npz_null_param, {"load_npz:", "'v'", "NULL"}},
+    {"load_npz empty file", load_npz_empty_file, {"load_npz:", "/dev/null"}},
+    {"load_npz directory", load_npz_directory, {"load_npz:", "/"}},
+    {"load_npz shape", load_npz_shape, {"load_npz:", "'v'", "(16,32)"}},
+    {"load_npz int64 into float64", load_npz_dtype, {"load_npz:", "'v'", "int64"}},
+    {"load_npz missing entry", load_npz_missing_entry, {"load_npz:", "'v'"}},
+
+    {"plot_heatmap NULL stem", heatmap_null_stem, {"plot_heatmap:", "stem is NULL"}},
+    {"plot_heatmap empty stem", heatmap_empty_stem, {"plot_heatmap:", "stem is empty"}},
+    {"plot_heatmap stem /tmp/", heatmap_dir_stem, {"plot_heatmap:", "'/tmp/'"}},
+    {"plot_heatmap missing dir", heatmap_missing_dir, {"plot_heatmap:", "/nonexistent/tapegrad/h"}},
+    {"plot_heatmap 3-d", heatmap_3d, {"plot_heatmap:", "(4,8,32)"}},
+    {"plot_heatmap empty", heatmap_empty, {"plot_heatmap:", "(0,3)"}},
+    {"plot_lines NULL series", lines_null_series, {"plot_lines:", "NULL"}},
+    {"plot_lines 0 series", lines_zero_series, {"plot_lines:", "n_series 0"}},
+    {"plot_lines y NULL", lines_null_y, {"plot_lines:", "series 0", "NULL"}},
+    {"plot_lines n 0", lines_empty, {"plot_lines:", "series 0", "0"}},
+    {"plot_lines n -3", lines_negative_n, {"plot_lines:", "series 0", "-3"}},
+    {"plot_lines NULL stem", lines_null_stem, {"plot_lines:", "stem is NULL"}},
+    {"plot_lines missing dir", lines_missing_dir, {"plot_lines:", "/nonexistent/tapegrad/l"}},
+    {"plot_bars 0 bars", bars_zero, {"plot_bars:", "n 0"}},
+    {"plot_bars NULL labels", bars_null_labels, {"plot_bars:", "NULL"}},
+    {"plot_bars NULL values", bars_null_values, {"plot_bars:", "NULL"}},
+    {"plot_bars NULL label", bars_null_label, {"plot_bars:", "label 1", "NULL"}},
+    {"plot_bars NULL stem", bars_null_stem, {"plot_bars:", "stem is NULL"}},
+    {"plot_bars missing dir", bars_missing_dir, {"plot_bars:", "/nonexistent/tapegrad/b"}},
 };
 
-START_TEST(bad_input)
+/* Errors raised inside a module carry the function called first
+ * ("block_init: mha_init: ..."); gradcheck checks its options. */
+static const struct {
+    const char *name;
+    bool (*call)(env *e);
+    const char *needles[3];
+} nested_rows[] = {
+    /* gradcheck takes any eps: 0, NaN and inf give 1 ("fails"), not -1 */
+    {"gradcheck eps 0", gradcheck_eps_zero, {"gradcheck:", "eps"}},
+    {"gradcheck eps NaN", gradcheck_eps_nan, {"gradcheck:", "eps"}},
+    /* a module's _params with a NULL list: the error names params_add */
+    {"head_params NULL list", head_params_null_list, {"head_params", "NULL"}},
+    {"linear_params NULL list", linear_params_null_list, {"linear_params", "NULL"}},
+    {"embed_params NULL list", embed_params_null_list, {"embed_params", "NULL"}},
+    {"layernorm_params NULL list", layernorm_params_null_list, {"layernorm_params", "NULL"}},
+    {"mha_params NULL list", mha_params_null_list, {"mha_params", "NULL"}},
+    {"mlp_params NULL list", mlp_params_null_list, {"mlp_params", "NULL"}},
+    {"block_params NULL list", block_params_null_list, {"block_params", "NULL"}},
+    {"gpt_params NULL list", gpt_params_null_list, {"gpt_params", "NULL"}},
+    /* a composite module's init: the error names the inner module's init */
+    {"mha_init NULL rng", mha_init_null_rng, {"mha_init", "rng"}},
+    {"mha_init bool", mha_init_bool, {"mha_init", "bool"}},
+    {"mlp_init NULL rng", mlp_init_null_rng, {"mlp_init", "rng"}},
+    {"mlp_init bool", mlp_init_bool, {"mlp_init", "bool"}},
+    {"block_init NULL rng", block_init_null_rng, {"block_init", "rng"}},
+    {"block_init bool", block_init_bool, {"block_init", "bool"}},
+    {"block_init n_embd 0", block_init_zero, {"block_init", "0"}},
+    {"block_init 3 heads of 32", block_init_indivisible, {"block_init", "3", "32"}},
+    {"gpt_init NULL rng", gpt_init_null_rng, {"gpt_init", "rng"}},
+    {"gpt_init 5 heads of 32", gpt_init_indivisible, {"gpt_init", "5", "32"}},
+    /* mlp_forward's x is checked by its first linear: the error names linear */
+    {"mlp_forward in 3", mlp_forward_in, {"mlp", "(3,)"}},
+    {"mlp_forward float32 x", mlp_forward_dtype, {"mlp", "float32"}},
+};
+
+/* One row: the call fails, the error names the function (and the needles),
+ * is one line, and the inputs and the tape are as they were. */
+static void check_row(const char *name, bool (*call)(env *e),
+                      const char *const needles[3])
 {
-    const char *name = rows[_i].name;
     env e;
     env_make(&e);
     snapshot sn;
@@ -493,12 +1467,12 @@ START_TEST(bad_input)
     int64_t tape = tg_tape_size();
     problem[0] = '\0';
     tg_clear_error();
-    if (!rows[_i].call(&e))
+    if (!call(&e))
         note("%s: the call did not fail", name);
     const char *err = tg_last_error();
-    for (int k = 0; k < 3 && rows[_i].needles[k]; k++)
-        if (!strstr(err, rows[_i].needles[k]))
-            note("%s: error '%s' lacks '%s'", name, err, rows[_i].needles[k]);
+    for (int k = 0; k < 3 && needles[k]; k++)
+        if (!strstr(err, needles[k]))
+            note("%s: error '%s' lacks '%s'", name, err, needles[k]);
     if (strchr(err, '\n'))
         note("%s: '%s' is not one line", name, err);
     if (tg_tape_size() != tape)
@@ -507,6 +1481,17 @@ START_TEST(bad_input)
     snapshot_check_and_free(&e, &sn, name);
     env_free(&e);
     ck_assert_msg(!problem[0], "%s", problem);
+}
+
+START_TEST(bad_input)
+{
+    check_row(rows[_i].name, rows[_i].call, rows[_i].needles);
+}
+END_TEST
+
+START_TEST(nested)
+{
+    check_row(nested_rows[_i].name, nested_rows[_i].call, nested_rows[_i].needles);
 }
 END_TEST
 
@@ -681,6 +1666,47 @@ static bool n_format(env *e)
 }
 static bool n_allclose(env *e) { return !tg_allclose(e->x, NUL, 0, 0); }
 CALL_RC(n_save_npy, tg_save_npy(NUL, "/tmp/tapegrad-never-written.npy"))
+CALL(n_attention_q, tg_attention(NUL, e->x, e->x, true, 1))
+CALL(n_attention_k, tg_attention(e->x, NUL, e->x, true, 1))
+CALL(n_attention_v, tg_attention(e->x, e->x, NUL, true, 1))
+CALL(n_cat, tg_cat((tg_tensor *[]){e->x, NUL}, 2, 0))
+static bool n_chunk(env *e)
+{
+    (void)e;
+    tg_tensor *out[2] = {e->x, e->x};
+    bool f = tg_chunk(NUL, 2, 0, out) < 0;
+    return f && !out[0] && !out[1];
+}
+CALL(n_embedding_weight, tg_embedding(NUL, e->ids))
+CALL(n_embedding_ids, tg_embedding(e->m, NUL))
+CALL(n_gather_t, tg_gather(NUL, 0, e->ids))
+CALL(n_gather_index, tg_gather(e->x, 0, NUL))
+CALL(n_layer_norm, tg_layer_norm(NUL, NULL, NULL, 1e-5))
+CALL(n_gelu, tg_gelu(NUL))
+CALL(n_cross_entropy_logits, tg_cross_entropy(NUL, e->ids))
+CALL(n_cross_entropy_targets, tg_cross_entropy(e->x, NUL))
+CALL(n_mse_a, tg_mse_loss(NUL, e->x))
+CALL(n_mse_b, tg_mse_loss(e->x, NUL))
+CALL(n_check_result, tg_check_result(NUL, "tg_exp"))
+CALL_RC(n_params_add, tg_params_add(&(tg_params){0}, NULL, "w", NUL))
+MODULE_ROW(n_head_forward, tg_head, HEAD_INIT, tg_head_free, failed(tg_head_forward(&mod, NUL)))
+MODULE_ROW(n_linear_forward, tg_linear, LINEAR_INIT, tg_linear_free,
+           failed(tg_linear_forward(&mod, NUL)))
+MODULE_ROW(n_embed_forward, tg_embed, EMBED_INIT, tg_embed_free,
+           failed(tg_embed_forward(&mod, NUL)))
+MODULE_ROW(n_layernorm_forward, tg_layernorm, LAYERNORM_INIT, tg_layernorm_free,
+           failed(tg_layernorm_forward(&mod, NUL)))
+MODULE_ROW(n_mha_forward, tg_mha, MHA_INIT, tg_mha_free, failed(tg_mha_forward(&mod, NUL)))
+MODULE_ROW(n_mlp_forward, tg_mlp, MLP_INIT, tg_mlp_free, failed(tg_mlp_forward(&mod, NUL)))
+MODULE_ROW(n_block_forward, tg_block, BLOCK_INIT, tg_block_free,
+           failed(tg_block_forward(&mod, NUL)))
+MODULE_ROW(n_gpt_forward, tg_gpt, GPT_INIT, tg_gpt_free, failed(tg_gpt_forward(&mod, NUL)))
+MODULE_ROW(n_gpt_loss_ids, tg_gpt, GPT_INIT, tg_gpt_free, failed(tg_gpt_loss(&mod, NUL, e->ids)))
+MODULE_ROW(n_gpt_loss_targets, tg_gpt, GPT_INIT, tg_gpt_free,
+           failed(tg_gpt_loss(&mod, e->ids, NUL)))
+MODULE_ROW(n_gpt_generate, tg_gpt, GPT_INIT, tg_gpt_free,
+           failed(tg_gpt_generate(&mod, NUL, 2, 1, &rng)))
+CALL_RC(n_plot_heatmap, tg_plot_heatmap(tmp_path("h"), NUL, "t", "x", "y", false))
 
 static const struct {
     const char *name;
@@ -717,6 +1743,21 @@ static const struct {
     {"zero_grad", n_zero_grad}, {"detach", n_detach},
     {"gradcheck", n_gradcheck}, {"fprint", n_fprint}, {"format", n_format},
     {"allclose", n_allclose}, {"save_npy", n_save_npy},
+    {"attention (q)", n_attention_q}, {"attention (k)", n_attention_k},
+    {"attention (v)", n_attention_v}, {"cat", n_cat}, {"chunk", n_chunk},
+    {"embedding (weight)", n_embedding_weight}, {"embedding (ids)", n_embedding_ids},
+    {"gather (t)", n_gather_t}, {"gather (index)", n_gather_index},
+    {"layer_norm", n_layer_norm}, {"gelu", n_gelu},
+    {"cross_entropy (logits)", n_cross_entropy_logits},
+    {"cross_entropy (targets)", n_cross_entropy_targets},
+    {"mse_loss (a)", n_mse_a}, {"mse_loss (b)", n_mse_b},
+    {"check_result", n_check_result}, {"params_add", n_params_add},
+    {"head_forward", n_head_forward}, {"linear_forward", n_linear_forward},
+    {"embed_forward", n_embed_forward}, {"layernorm_forward", n_layernorm_forward},
+    {"mha_forward", n_mha_forward}, {"mlp_forward", n_mlp_forward},
+    {"block_forward", n_block_forward}, {"gpt_forward", n_gpt_forward},
+    {"gpt_loss (ids)", n_gpt_loss_ids}, {"gpt_loss (targets)", n_gpt_loss_targets},
+    {"gpt_generate", n_gpt_generate}, {"plot_heatmap", n_plot_heatmap},
 };
 
 START_TEST(null_keeps_first_error)
@@ -743,6 +1784,121 @@ START_TEST(null_keeps_first_error)
 }
 END_TEST
 
+/* ---- functions with no failure channel ------------------------------------ */
+
+/* Functions that return nothing (or a value with no error meaning) take NULL
+ * and zeroed arguments quietly: no crash, no change to the inputs, the tape
+ * or the error already there. */
+START_TEST(quiet_on_null)
+{
+    env e;
+    env_make(&e);
+    snapshot sn;
+    snapshot_take(&e, &sn);
+    int64_t tape = tg_tape_size();
+    problem[0] = '\0';
+    ck_assert_ptr_null(tg_matmul(e.x, e.m)); /* a known first cause */
+
+    tg_release(NULL);
+    if (strcmp(tg_dtype_name((tg_dtype)7), "unknown"))
+        note("dtype_name(7) is '%s'", tg_dtype_name((tg_dtype)7));
+    if (tg_dtype_size((tg_dtype)7) != 0)
+        note("dtype_size(7) is %zu", tg_dtype_size((tg_dtype)7));
+    if (tg_dtype_of(NULL) != TG_FLOAT32)
+        note("dtype_of(NULL) is %s", tg_dtype_name(tg_dtype_of(NULL)));
+    tg_params_init(NULL);
+    tg_params_free(NULL);
+    tg_params_zero_grad(NULL);
+    if (tg_params_get(NULL, "x") || tg_params_get(&(tg_params){0}, NULL))
+        note("params_get found something in nothing");
+    if (tg_params_numel(NULL) != 0)
+        note("params_numel(NULL) is %lld", (long long)tg_params_numel(NULL));
+    if (tg_clip_grad_norm(NULL, 1) != 0)
+        note("clip_grad_norm(NULL) is %g", tg_clip_grad_norm(NULL, 1));
+    tg_optim_free(NULL);
+    tg_optim_zero_grad(NULL);
+    tg_print_live_tensors(NULL);
+    tg_tape_print(NULL);
+    tg_tape_dot(NULL);
+    tg_set_callsite(NULL, 0);
+
+    tg_head head = {0};
+    tg_linear linear = {0};
+    tg_embed embed = {0};
+    tg_layernorm layernorm = {0};
+    tg_mha mha = {0};
+    tg_mlp mlp = {0};
+    tg_block block = {0};
+    tg_gpt gpt = {0};
+    tg_head_free(NULL), tg_head_free(&head);
+    tg_linear_free(NULL), tg_linear_free(&linear);
+    tg_embed_free(NULL), tg_embed_free(&embed);
+    tg_layernorm_free(NULL), tg_layernorm_free(&layernorm);
+    tg_mha_free(NULL), tg_mha_free(&mha);
+    tg_mlp_free(NULL), tg_mlp_free(&mlp);
+    tg_block_free(NULL), tg_block_free(&block);
+    tg_gpt_free(NULL), tg_gpt_free(&gpt);
+
+    if (strcmp(tg_last_error(), MATMUL_MSG))
+        note("the first error became '%s'", tg_last_error());
+    if (tg_tape_size() != tape)
+        note("the tape went from %lld to %lld entries", (long long)tape,
+             (long long)tg_tape_size());
+    snapshot_check_and_free(&e, &sn, "quiet_on_null");
+    env_free(&e);
+    ck_assert_msg(!problem[0], "%s", problem);
+}
+END_TEST
+
+/* ---- the one abort: a release with no reference left ---------------------- */
+
+/* Releasing a tensor that has no references left is the caller's bug, and
+ * the library asserts: "tapegrad: <file>:<line>: assertion failed: ...",
+ * then abort(). Only in Check's fork mode (the process dies). */
+START_TEST(release_twice_aborts)
+{
+    tg_tensor *t = tg_zeros(TG_FLOAT64, TG_SHAPE(2, 3));
+    tg_release(t);
+    tg_release(t);
+}
+END_TEST
+
+/* The same in a child of our own, to read the message from its stderr. */
+START_TEST(release_twice_names_line)
+{
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        dup2(fds[1], STDERR_FILENO);
+        close(fds[0]);
+        tg_tensor *t = tg_zeros(TG_FLOAT64, TG_SHAPE(2, 3));
+        tg_release(t);
+        tg_release(t);
+        _exit(0); /* only when it did not abort */
+    }
+    close(fds[1]);
+    char msg[512];
+    size_t len = 0;
+    ssize_t got;
+    while (len < sizeof msg - 1 && (got = read(fds[0], msg + len, sizeof msg - 1 - len)) > 0)
+        len += (size_t)got;
+    msg[len] = '\0';
+    close(fds[0]);
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT,
+                  "a second release did not abort (status %d, stderr '%s')",
+                  status, msg);
+    const char *at = strstr(msg, ".c:");
+    ck_assert_msg(strncmp(msg, "tapegrad: ", 10) == 0 && at &&
+                      isdigit((unsigned char)at[3]) &&
+                      strstr(msg, "assertion failed"),
+                  "the abort message '%s' lacks file:line", msg);
+}
+END_TEST
+
 Suite *errors_suite(void)
 {
     Suite *s = suite_create("errors");
@@ -755,6 +1911,20 @@ Suite *errors_suite(void)
 
     tc = tcase_create("null");
     tcase_add_loop_test(tc, null_keeps_first_error, 0, COUNT(null_rows));
+    tcase_add_test(tc, quiet_on_null);
+    suite_add_tcase(s, tc);
+
+    /* The aborts need fork mode (a child to die). */
+    const char *fork_mode = getenv("CK_FORK");
+    bool forking = !fork_mode || strcmp(fork_mode, "no") != 0;
+    tc = tcase_create("nested");
+    tcase_add_loop_test(tc, nested, 0, COUNT(nested_rows));
+    if (forking) {
+#ifndef __SANITIZE_ADDRESS__ /* ASan reports the read of freed memory first */
+        tcase_add_test_raise_signal(tc, release_twice_aborts, SIGABRT);
+        tcase_add_test(tc, release_twice_names_line);
+#endif
+    }
     suite_add_tcase(s, tc);
     return s;
 }

@@ -82,12 +82,15 @@ static const struct {
     {"errors", errors_suite},       {"nn_ops", nn_ops_suite},
     {"nn", nn_suite},               {"optim", optim_suite},
     {"plot", plot_suite},           {"anomaly", anomaly_suite},
-    {"attention", attention_suite},
+    {"attention", attention_suite},   {"fuzz_regress", fuzz_regress_suite},
 };
 
 int main(void)
 {
     int run = 0, failed = 0, leaking = 0;
+    /* Check's default is 4 s a test; a loaded machine (CI shares its two
+     * cores) can take longer for the gradchecks without anything wrong. */
+    setenv("CK_DEFAULT_TIMEOUT", "120", 0);
     const char *only = getenv("CK_RUN_SUITE");
     for (size_t i = 0; i < sizeof suites / sizeof *suites; i++) {
         if (only && *only && strcmp(only, suites[i].name) != 0)
