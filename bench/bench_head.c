@@ -60,30 +60,30 @@ typedef struct options {
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: bench_head [--config NAME] [--dtype f32|f64] [--threads N]\n"
-            "                  [--fused] [--seconds S] [--min-reps N]\n"
-            "                  [--max-reps N] [--warmup-seconds S]\n"
-            "       bench_head --info | --list | --help\n"
-            "\n"
-            "Times one training step of the causal attention head (forward,\n"
-            "MSE loss, backward, AdamW step, zero grads) and prints one line\n"
-            "of key=value fields: median/min/max ms per step, GFLOP/s of the\n"
-            "six matmuls (forward and backward) at the median, peak RSS.\n"
-            "\n"
-            "  --config NAME   tiny (4,8,32,16), small (16,64,64,16),\n"
-            "                  medium (32,128,128,32), large (32,256,384,64),\n"
-            "                  xl (16,1024,512,64) as (B,T,C,head_size);\n"
-            "                  default tiny\n"
-            "  --dtype         f32 (default) or f64\n"
-            "  --threads N     BLAS and OpenMP threads (default 1)\n"
-            "  --fused         the head's fused attention op (h.fused)\n"
-            "  --seconds S     time budget of the timed steps (default 1.5)\n"
-            "  --min-reps N    at least N timed steps (default 3)\n"
-            "  --max-reps N    at most N timed steps (default 5000)\n"
-            "  --warmup-seconds S  warm up at least S seconds (default 0.25)\n"
-            "  --info          print the BLAS build and kernel, and exit\n"
-            "  --list          print the configurations, and exit\n");
+    fprintf(
+        f, "usage: bench_head [--config NAME] [--dtype f32|f64] [--threads N]\n"
+           "                  [--fused] [--seconds S] [--min-reps N]\n"
+           "                  [--max-reps N] [--warmup-seconds S]\n"
+           "       bench_head --info | --list | --help\n"
+           "\n"
+           "Times one training step of the causal attention head (forward,\n"
+           "MSE loss, backward, AdamW step, zero grads) and prints one line\n"
+           "of key=value fields: median/min/max ms per step, GFLOP/s of the\n"
+           "six matmuls (forward and backward) at the median, peak RSS.\n"
+           "\n"
+           "  --config NAME   tiny (4,8,32,16), small (16,64,64,16),\n"
+           "                  medium (32,128,128,32), large (32,256,384,64),\n"
+           "                  xl (16,1024,512,64) as (B,T,C,head_size);\n"
+           "                  default tiny\n"
+           "  --dtype         f32 (default) or f64\n"
+           "  --threads N     BLAS and OpenMP threads (default 1)\n"
+           "  --fused         the head's fused attention op (h.fused)\n"
+           "  --seconds S     time budget of the timed steps (default 1.5)\n"
+           "  --min-reps N    at least N timed steps (default 3)\n"
+           "  --max-reps N    at most N timed steps (default 5000)\n"
+           "  --warmup-seconds S  warm up at least S seconds (default 0.25)\n"
+           "  --info          print the BLAS build and kernel, and exit\n"
+           "  --list          print the configurations, and exit\n");
 }
 
 /* OpenBLAS, as libtapegrad loaded it: its functions are looked up at run
@@ -245,9 +245,8 @@ static int train_step(bench *b)
     tg_scope_begin();
     tg_tensor *out = tg_head_forward(&b->head, b->x);
     tg_tensor *loss = tg_mse_loss(out, b->target);
-    int rc = loss && tg_backward(loss) == 0 && tg_optim_step(b->adamw) == 0
-                 ? 0
-                 : -1;
+    int rc =
+        loss && tg_backward(loss) == 0 && tg_optim_step(b->adamw) == 0 ? 0 : -1;
     tg_optim_zero_grad(b->adamw);
     tg_scope_end();
     return rc;
@@ -332,8 +331,12 @@ static double positive(const char *arg)
  * list), -1 on a bad argument (printed). */
 static int parse(int argc, char **argv, const openblas_api *ob, options *o)
 {
-    *o = (options){.size = &sizes[0], .dtype = TG_FLOAT32, .threads = 1,
-                   .seconds = 1.5, .min_reps = 3, .max_reps = 5000,
+    *o = (options){.size = &sizes[0],
+                   .dtype = TG_FLOAT32,
+                   .threads = 1,
+                   .seconds = 1.5,
+                   .min_reps = 3,
+                   .max_reps = 5000,
                    .warmup_seconds = 0.25};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -353,11 +356,13 @@ static int parse(int argc, char **argv, const openblas_api *ob, options *o)
             o->fused = true;
             takes_value = false;
         } else if (!v) {
-            fprintf(stderr, "bench_head: %s needs a value (or is unknown)\n", a);
+            fprintf(stderr, "bench_head: %s needs a value (or is unknown)\n",
+                    a);
             return -1;
         } else if (!strcmp(a, "--config")) {
             if (!(o->size = find_size(v))) {
-                fprintf(stderr, "bench_head: unknown config '%s' (--list)\n", v);
+                fprintf(stderr, "bench_head: unknown config '%s' (--list)\n",
+                        v);
                 return -1;
             }
         } else if (!strcmp(a, "--dtype")) {
@@ -427,9 +432,8 @@ int main(int argc, char **argv)
            o.fused ? "fused" : "composed", s->name,
            o.dtype == TG_FLOAT32 ? "f32" : "f64", o.threads, s->B, s->T, s->C,
            s->hs, t.warmup, t.reps, t.median_ms, t.min_ms, t.max_ms,
-           t.cpu_median_ms,
-           step_flops(s) / (t.median_ms * 1e6), peak_rss_kb(), base_rss,
-           blas_kernel(&ob), blas_threads(&ob), omp_threads());
+           t.cpu_median_ms, step_flops(s) / (t.median_ms * 1e6), peak_rss_kb(),
+           base_rss, blas_kernel(&ob), blas_threads(&ob), omp_threads());
     bench_free(&b);
     return 0;
 }

@@ -83,25 +83,51 @@ static void head_cases(const size_config *s, mm_case *c)
     const int B = s->B, T = s->T, C = s->C, hs = s->hs, BT = B * T;
     const int64_t Tt = (int64_t)T * T, Ths = (int64_t)T * hs;
     mm_case cases[N_CASES] = {
-        {"x2d @ W", {2, {BT, C}, false}, {2, {C, hs}, false}, false,
+        {"x2d @ W",
+         {2, {BT, C}, false},
+         {2, {C, hs}, false},
+         false,
          {1, 0, 0, false, false, BT, hs, C, C, hs}},
-        {"x @ W (bcast)", {3, {B, T, C}, false}, {2, {C, hs}, false}, false,
+        {"x @ W (bcast)",
+         {3, {B, T, C}, false},
+         {2, {C, hs}, false},
+         false,
          {1, 0, 0, false, false, BT, hs, C, C, hs}},
-        {"dq @ W^T (bcast, view)", {3, {B, T, hs}, false},
-         {2, {C, hs}, true}, false,
+        {"dq @ W^T (bcast, view)",
+         {3, {B, T, hs}, false},
+         {2, {C, hs}, true},
+         false,
          {1, 0, 0, false, true, BT, C, hs, hs, hs}},
-        {"x2d^T @ dq2d (view)", {2, {BT, C}, true}, {2, {BT, hs}, false},
-         false, {1, 0, 0, true, false, C, hs, BT, C, hs}},
-        {"dW: sum_b x_b^T @ dq_b", {3, {B, T, C}, true}, {3, {B, T, hs}, false},
-         true, {1, 0, 0, true, false, C, hs, BT, C, hs}},
-        {"q @ k^T (view)", {3, {B, T, hs}, false}, {3, {B, T, hs}, true},
-         false, {B, Ths, Ths, false, true, T, T, hs, hs, hs}},
-        {"attn @ v", {3, {B, T, T}, false}, {3, {B, T, hs}, false}, false,
+        {"x2d^T @ dq2d (view)",
+         {2, {BT, C}, true},
+         {2, {BT, hs}, false},
+         false,
+         {1, 0, 0, true, false, C, hs, BT, C, hs}},
+        {"dW: sum_b x_b^T @ dq_b",
+         {3, {B, T, C}, true},
+         {3, {B, T, hs}, false},
+         true,
+         {1, 0, 0, true, false, C, hs, BT, C, hs}},
+        {"q @ k^T (view)",
+         {3, {B, T, hs}, false},
+         {3, {B, T, hs}, true},
+         false,
+         {B, Ths, Ths, false, true, T, T, hs, hs, hs}},
+        {"attn @ v",
+         {3, {B, T, T}, false},
+         {3, {B, T, hs}, false},
+         false,
          {B, Tt, Ths, false, false, T, hs, T, T, hs}},
-        {"attn^T @ dout (view)", {3, {B, T, T}, true}, {3, {B, T, hs}, false},
-         false, {B, Tt, Ths, true, false, T, hs, T, T, hs}},
-        {"(T,T) @ v (bcast)", {2, {T, T}, false}, {3, {B, T, hs}, false},
-         false, {B, 0, Ths, false, false, T, hs, T, T, hs}},
+        {"attn^T @ dout (view)",
+         {3, {B, T, T}, true},
+         {3, {B, T, hs}, false},
+         false,
+         {B, Tt, Ths, true, false, T, hs, T, T, hs}},
+        {"(T,T) @ v (bcast)",
+         {2, {T, T}, false},
+         {3, {B, T, hs}, false},
+         false,
+         {B, 0, Ths, false, false, T, hs, T, T, hs}},
     };
     memcpy(c, cases, sizeof cases);
 }
@@ -158,8 +184,8 @@ static int parse_sizes(const char *list, options *o)
 /* 0 to run, 1 after --help, -1 on a bad argument (printed). */
 static int parse(int argc, char **argv, options *o)
 {
-    *o = (options){.dtype = TG_FLOAT32, .threads = 1, .seconds = 0.2,
-                   .reference = true};
+    *o = (options){
+        .dtype = TG_FLOAT32, .threads = 1, .seconds = 0.2, .reference = true};
     for (int i = 0; i < N_SIZES; i++)
         o->run[o->n_run++] = &sizes[i];
     for (int i = 1; i < argc; i++) {
@@ -171,14 +197,16 @@ static int parse(int argc, char **argv, options *o)
             o->reference = false;
             continue;
         } else if (!v) {
-            fprintf(stderr, "bench_matmul: unknown option or missing value: "
-                            "%s (--help)\n", a);
+            fprintf(stderr,
+                    "bench_matmul: unknown option or missing value: "
+                    "%s (--help)\n",
+                    a);
             return -1;
         } else if (!strcmp(a, "--config")) {
             if (parse_sizes(v, o) < 0)
                 return -1;
-        } else if (!strcmp(a, "--dtype") && (!strcmp(v, "f32") ||
-                                             !strcmp(v, "f64"))) {
+        } else if (!strcmp(a, "--dtype") &&
+                   (!strcmp(v, "f32") || !strcmp(v, "f64"))) {
             o->dtype = strcmp(v, "f32") ? TG_FLOAT64 : TG_FLOAT32;
         } else if (!strcmp(a, "--threads") && atoi(v) > 0) {
             o->threads = atoi(v);
@@ -279,7 +307,7 @@ static void set_threads(int n)
 typedef struct prepared {
     const mm_case *c;
     tg_dtype dtype;
-    tg_tensor *a, *b; /* what tg_matmul gets (views where transposed) */
+    tg_tensor *a, *b;   /* what tg_matmul gets (views where transposed) */
     void *pa, *pb, *pc; /* BLAS: copies of a's and b's storage, the output */
 } prepared;
 
@@ -438,8 +466,9 @@ static int run_size(const size_config *s, const options *o)
 #ifdef TG_HAVE_BLAS
         if (!same_result(&p)) {
             printf("\n");
-            fprintf(stderr, "bench_matmul: %s %s: tg_matmul and the BLAS plan "
-                            "disagree (a bug in this benchmark's plan)\n",
+            fprintf(stderr,
+                    "bench_matmul: %s %s: tg_matmul and the BLAS plan "
+                    "disagree (a bug in this benchmark's plan)\n",
                     s->name, cases[i].name);
             prepared_free(&p);
             return -1;
@@ -481,8 +510,8 @@ static int run_square(void *ctx)
 
 static int reference(double seconds)
 {
-    printf("\nreference: gemm (%d,%d)@(%d,%d), GFLOP/s at the median\n",
-           REF_N, REF_N, REF_N, REF_N);
+    printf("\nreference: gemm (%d,%d)@(%d,%d), GFLOP/s at the median\n", REF_N,
+           REF_N, REF_N, REF_N);
     const double flops = 2.0 * REF_N * REF_N * REF_N;
     for (int d = 0; d < 2; d++) {
         square q = {d ? TG_FLOAT64 : TG_FLOAT32, NULL, NULL, NULL};
@@ -538,7 +567,8 @@ int main(int argc, char **argv)
            o.threads > 1 ? "s" : "");
 #else
     printf("matmul: tg_matmul, %s (configured without BLAS: the portable "
-           "kernel, with no BLAS to compare against)\n", dt);
+           "kernel, with no BLAS to compare against)\n",
+           dt);
 #endif
     printf("(v: a tg_transpose view; ms: wall-time medians; cpu: the ratio of "
            "CPU-time medians; GFLOP/s at the wall median)\n");

@@ -167,9 +167,8 @@ int main(int argc, char **argv)
         }
         if (step % every == 0) {
             read_rss(&rss, &anon);
-            samples[step / every - 1] = (sample){step, rss, anon,
-                                                 tg_tape_size(),
-                                                 tg_live_tensors()};
+            samples[step / every - 1] =
+                (sample){step, rss, anon, tg_tape_size(), tg_live_tensors()};
         }
     }
     double seconds = now_seconds() - t0;
@@ -184,8 +183,8 @@ int main(int argc, char **argv)
     printf("samples, step:rss_kib/anon_kib/tape/live (live -1: "
            "TG_DEBUG_LEAKS off):\n");
     for (long i = 0; i < n_samples; i++)
-        printf("%s%ld:%ld/%ld/%lld/%lld%s", i % 6 ? " " : "  ",
-               samples[i].step, samples[i].rss_kib, samples[i].anon_kib,
+        printf("%s%ld:%ld/%ld/%lld/%lld%s", i % 6 ? " " : "  ", samples[i].step,
+               samples[i].rss_kib, samples[i].anon_kib,
                (long long)samples[i].tape, (long long)samples[i].live,
                i % 6 == 5 || i == n_samples - 1 ? "\n" : "");
 

@@ -68,7 +68,9 @@ static int nonfinite(const tg_tensor *t, int64_t *first)
                 double v = (double)p[i * L.step[0]];
                 if (isfinite(v))
                     continue;
-                int kind = isnan(v) ? HAS_NAN : v > 0 ? HAS_POS_INF : HAS_NEG_INF;
+                int kind = isnan(v) ? HAS_NAN
+                           : v > 0  ? HAS_POS_INF
+                                    : HAS_NEG_INF;
                 if (!(kinds & kind) && *first < 0)
                     *first = k;
                 kinds |= kind;
@@ -93,8 +95,8 @@ static void report(const char *what, const char *op, const char *file, int line,
     pending = true;
     tg__error("anomaly: %s '%s' called at %s:%d made %s (first at flat index "
               "%lld of %s)",
-              what, op, file ? file : "?", line, kind_name(kinds), (long long)index,
-              TG_SHP(t));
+              what, op, file ? file : "?", line, kind_name(kinds),
+              (long long)index, TG_SHP(t));
     fprintf(stderr, "tapegrad: %s\n", tg_last_error());
 }
 
@@ -111,7 +113,8 @@ void tg__anomaly_forward(const tg_op *op, const tg_tensor *out, int n_in,
         if (in[i])
             had |= nonfinite(in[i], &unused);
     }
-    bool mask_op = !strcmp(op->name, "masked_fill") || !strcmp(op->name, "where") ||
+    bool mask_op = !strcmp(op->name, "masked_fill") ||
+                   !strcmp(op->name, "where") ||
                    !strcmp(op->name, "log_softmax");
     if (mask_op)
         had |= HAS_NEG_INF;

@@ -64,8 +64,8 @@ void tg__sb_take(sbuf *b, sbuf *src)
 #define BIG_BLOCKS 48
 
 typedef struct big {
-    int len;                  /* blocks in use; no leading zero blocks */
-    uint32_t b[BIG_BLOCKS];   /* little-endian base 2^32 */
+    int len;                /* blocks in use; no leading zero blocks */
+    uint32_t b[BIG_BLOCKS]; /* little-endian base 2^32 */
 } big;
 
 static void big_set(big *x, uint64_t v)
@@ -391,8 +391,8 @@ static void trim_zeros(sbuf *b, int *nfrac, trim_mode trim)
  * at least min_digits of them. Padded with spaces to pad_left characters
  * before the point and pad_right after it (< 0: none). */
 void tg__format_positional(sbuf *out, const fparts *f, int precision,
-                              int min_digits, trim_mode trim, int pad_left,
-                              int pad_right)
+                           int min_digits, trim_mode trim, int pad_left,
+                           int pad_right)
 {
     char digits[MAX_DIGITS];
     int exp10;
@@ -447,8 +447,8 @@ void tg__format_positional(sbuf *out, const fparts *f, int precision,
  * cut), at least min_digits. pad_left pads the part before the point; the
  * exponent has at least exp_digits digits (< 0: two). */
 void tg__format_scientific(sbuf *out, const fparts *f, int precision,
-                              int min_digits, trim_mode trim, int pad_left,
-                              int exp_digits)
+                           int min_digits, trim_mode trim, int pad_left,
+                           int exp_digits)
 {
     char digits[MAX_DIGITS];
     int exp10;
@@ -481,7 +481,9 @@ void tg__format_scientific(sbuf *out, const fparts *f, int precision,
 
     char exp[16];
     snprintf(exp, sizeof exp, "e%c%0*d", exp10 < 0 ? '-' : '+',
-             exp_digits < 0 ? 2 : exp_digits > 5 ? 5 : exp_digits,
+             exp_digits < 0   ? 2
+             : exp_digits > 5 ? 5
+                              : exp_digits,
              exp10 < 0 ? -exp10 : exp10);
     tg__sb_puts(out, exp);
 }

@@ -31,8 +31,8 @@ int tg__error_wrap(const char *outer)
     memcpy(inner, last_error, sizeof inner);
     /* the inner message loses its tail if the two do not fit */
     int room = (int)(sizeof last_error - n - 3);
-    snprintf(last_error, sizeof last_error, "%s: %.*s", outer, room > 0 ? room : 0,
-             inner);
+    snprintf(last_error, sizeof last_error, "%s: %.*s", outer,
+             room > 0 ? room : 0, inner);
     return -1;
 }
 
@@ -60,7 +60,8 @@ int tg__dim(const char *op, int dim, int ndim)
 {
     int d = dim < 0 ? dim + ndim : dim;
     if (d < 0 || d >= ndim) {
-        tg__error("%s: dim %d is out of range for a %d-d tensor", op, dim, ndim);
+        tg__error("%s: dim %d is out of range for a %d-d tensor", op, dim,
+                  ndim);
         return -1;
     }
     return d;
@@ -70,8 +71,8 @@ int tg__dim_of(const char *op, int dim, const tg_tensor *t)
 {
     int d = dim < 0 ? dim + t->ndim : dim;
     if (d < 0 || d >= t->ndim) {
-        tg__error("%s: dim %d is out of range for a %d-d tensor of shape %s", op,
-                  dim, t->ndim, TG_SHP(t));
+        tg__error("%s: dim %d is out of range for a %d-d tensor of shape %s",
+                  op, dim, t->ndim, TG_SHP(t));
         return -1;
     }
     return d;
@@ -115,7 +116,8 @@ bool tg__check_float(const char *op, const tg_tensor *t)
     return false;
 }
 
-bool tg__check_same_float(const char *op, const tg_tensor *a, const tg_tensor *b)
+bool tg__check_same_float(const char *op, const tg_tensor *a,
+                          const tg_tensor *b)
 {
     if (!tg__check_float(op, a) || !tg__check_float(op, b))
         return false;

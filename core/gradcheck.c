@@ -15,7 +15,8 @@
 
 tg_gradcheck_opts tg_gradcheck_defaults(void)
 {
-    return (tg_gradcheck_opts){.eps = 1e-6, .atol = 1e-5, .rtol = 1e-3, .seed = 0};
+    return (tg_gradcheck_opts){
+        .eps = 1e-6, .atol = 1e-5, .rtol = 1e-3, .seed = 0};
 }
 
 /* Storage offset of the element at flat C-order index j of t. */
@@ -46,8 +47,8 @@ static double weighted_sum(const tg_tensor *y, const double *u)
 }
 
 /* L at the inputs as they are now, with grad mode off. */
-static double eval_L(tg_fn f, void *ctx, tg_tensor *const *inputs, const double *u,
-                     const tg_tensor *y0)
+static double eval_L(tg_fn f, void *ctx, tg_tensor *const *inputs,
+                     const double *u, const tg_tensor *y0)
 {
     tg_tensor *y = f(inputs, ctx);
     double L = NAN;
@@ -68,9 +69,10 @@ static bool check_inputs(tg_fn f, int n, tg_tensor *const *inputs)
         if (!inputs[i])
             return false; /* a failed call made it: keep that error */
         if (inputs[i]->node) {
-            tg__error("gradcheck: input %d %s is the output of '%s', not a leaf; "
-                      "pass leaves (tg_detach it)",
-                      i, TG_SHP(inputs[i]), inputs[i]->node->op->name);
+            tg__error(
+                "gradcheck: input %d %s is the output of '%s', not a leaf; "
+                "pass leaves (tg_detach it)",
+                i, TG_SHP(inputs[i]), inputs[i]->node->op->name);
             return false;
         }
         any |= inputs[i]->requires_grad;
@@ -168,9 +170,10 @@ int tg_gradcheck(tg_fn f, void *ctx, int n, tg_tensor *const *inputs,
         for (int64_t j = 0; j < m; j++) {
             int64_t off = flat_offset(x, j);
             double orig = tg__load(x->dtype, data, off);
-            double analytic = x->grad ? tg__load(x->dtype, x->grad->storage->data,
-                                                 flat_offset(x->grad, j))
-                                      : 0;
+            double analytic = x->grad
+                                  ? tg__load(x->dtype, x->grad->storage->data,
+                                             flat_offset(x->grad, j))
+                                  : 0;
             double numeric = 0;
             if (isfinite(orig)) {
                 tg__store(x->dtype, data, off, orig + o.eps);
@@ -182,7 +185,8 @@ int tg_gradcheck(tg_fn f, void *ctx, int n, tg_tensor *const *inputs,
             }
             double err = fabs(analytic - numeric);
             double bound = isfinite(orig) ? o.atol + o.rtol * fabs(numeric) : 0;
-            double rel = err / fmax(fmax(fabs(analytic), fabs(numeric)), o.atol);
+            double rel =
+                err / fmax(fmax(fabs(analytic), fabs(numeric)), o.atol);
             double ratio = bound > 0 ? err / bound : (err > 0 ? INFINITY : 0);
             if (!isfinite(err))
                 rel = ratio = INFINITY, err = isnan(err) ? INFINITY : err;

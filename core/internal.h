@@ -48,7 +48,7 @@ struct tg_tensor {
      * of a freed block, and a second tg_release must still find 0 here to
      * assert (until the memory is reused). */
     int64_t refcount;
-    int64_t offset;               /* in elements, into storage */
+    int64_t offset; /* in elements, into storage */
     tg_storage *storage;
 
     /* autograd */
@@ -57,7 +57,7 @@ struct tg_tensor {
     tg_tensor *grad; /* owned; leaves keep it, non-leaves only if retain_grad */
     tg_node *node;   /* the tape entry that produced this tensor (owned) */
 
-    int64_t scope_slot; /* index in this thread's scope stack, or -1 */
+    int64_t scope_slot;    /* index in this thread's scope stack, or -1 */
     tg_tensor *dying_next; /* release's worklist (keeps release iterative) */
 
     /* the leak audit (core/audit.c), when TG_DEBUG_LEAKS is set */
@@ -183,8 +183,7 @@ TG_HIDDEN bool tg__anomaly_take(void);
             typedef double T;                                                  \
             __VA_ARGS__                                                        \
         } break;                                                               \
-        default:                                                               \
-            TG_ASSERT(!"float dtype expected");                                \
+        default: TG_ASSERT(!"float dtype expected");                           \
         }                                                                      \
     } while (0)
 
@@ -306,9 +305,9 @@ typedef struct tg_op {
 
 struct tg_node {
     const tg_op *op;
-    uint64_t seq; /* creation order: a topological order of the tape */
-    int n_in;                            /* any number (cat takes many) */
-    tg_tensor **in;                      /* retained until consumed */
+    uint64_t seq;   /* creation order: a topological order of the tape */
+    int n_in;       /* any number (cat takes many) */
+    tg_tensor **in; /* retained until consumed */
     tg_tensor *saved[TG_NODE_MAX_SAVED]; /* retained until consumed */
     double p[4];                         /* op parameters (scale, value...) */
     int64_t ip[4];                       /* integer parameters (dims, k...) */
@@ -319,10 +318,11 @@ struct tg_node {
     /* What the tape prints, kept after the inputs are released. */
     int *in_ndim;                     /* these four: n_in entries each, */
     int64_t (*in_shape)[TG_MAX_DIMS]; /* allocated with the node */
-    uint64_t *in_seq; /* producer entry of each input; 0: leaf */
+    uint64_t *in_seq;   /* producer entry of each input; 0: leaf */
     const void **in_id; /* identity of leaf inputs (never read) */
-    double grad_norm; /* of the gradient that reached out; < 0 before backward */
-    bool consumed;    /* backward ran and released in/saved */
+    double
+        grad_norm; /* of the gradient that reached out; < 0 before backward */
+    bool consumed; /* backward ran and released in/saved */
     tg_node *prev, *next; /* this thread's list of live entries */
 };
 

@@ -27,10 +27,11 @@ bool tg__broadcast(const char *op, int n, const tg_tensor *const *ts, int *ndim,
                 char msg[4 * TG_SHAPE_STR];
                 size_t len = 0;
                 for (int j = 0; j < n; j++)
-                    len += (size_t)snprintf(msg + len, sizeof msg - len, "%s%s",
-                                            j ? (j == n - 1 ? " and " : ", ") : "",
-                                            TG_SHP(ts[j]));
-                tg__error("%s: shapes %s cannot be broadcast together", op, msg);
+                    len += (size_t)snprintf(
+                        msg + len, sizeof msg - len, "%s%s",
+                        j ? (j == n - 1 ? " and " : ", ") : "", TG_SHP(ts[j]));
+                tg__error("%s: shapes %s cannot be broadcast together", op,
+                          msg);
                 return false;
             }
             size = ts[i]->shape[k];
@@ -63,7 +64,8 @@ void tg__loop_init(tg_loop *L, int ndim, const int64_t *shape, int nop,
         shp[nd] = shape[d];
         for (int i = 0; i < nop; i++) {
             int k = d - (ndim - ops[i]->ndim);
-            st[i][nd] = (k < 0 || ops[i]->shape[k] == 1) ? 0 : ops[i]->strides[k];
+            st[i][nd] =
+                (k < 0 || ops[i]->shape[k] == 1) ? 0 : ops[i]->strides[k];
         }
         nd++;
     }
@@ -225,7 +227,8 @@ static bool start_workers(int want)
         atexit(stop_workers);
     }
     while (!pool.quit && pool.started < want &&
-           pthread_create(&pool.workers[pool.started], NULL, worker_main, NULL) == 0)
+           pthread_create(&pool.workers[pool.started], NULL, worker_main,
+                          NULL) == 0)
         pool.started++;
     return pool.started > 0;
 }
@@ -398,7 +401,8 @@ void tg__copy_into(tg_tensor *dst, const tg_tensor *src)
     /* Conversions are rare (tg_to): one generic load/store per element. */
     size_t ds = tg_dtype_size(dst->dtype), ss = tg_dtype_size(src->dtype);
     char *dbase = (char *)dst->storage->data + (size_t)dst->offset * ds;
-    const char *sbase = (const char *)src->storage->data + (size_t)src->offset * ss;
+    const char *sbase =
+        (const char *)src->storage->data + (size_t)src->offset * ss;
     do {
         for (int64_t i = 0; i < L.inner; i++)
             tg__store(dst->dtype, dbase + (size_t)L.off[0] * ds, i * L.step[0],

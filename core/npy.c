@@ -43,8 +43,8 @@ typedef struct npy_file {
 } npy_file;
 
 /* Sets the error "load_npy: <path>: <problem>" and returns false. */
-__attribute__((format(printf, 2, 3))) static bool
-fail(const npy_file *in, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static bool fail(const npy_file *in,
+                                                       const char *fmt, ...)
 {
     char problem[512];
     va_list ap;
@@ -125,8 +125,10 @@ static bool parse_string(cursor *c, const char *what, const char **s,
     while (c->p < c->end && *c->p != quote) {
         unsigned char ch = (unsigned char)*c->p;
         if (ch == '\\' || ch < ' ' || ch > '~')
-            return fail(c->in, "malformed header: unsupported character in a "
-                        "string at byte %td", c->p - c->start);
+            return fail(c->in,
+                        "malformed header: unsupported character in a "
+                        "string at byte %td",
+                        c->p - c->start);
         c->p++;
     }
     if (c->p >= c->end)
@@ -136,7 +138,7 @@ static bool parse_string(cursor *c, const char *what, const char **s,
 }
 
 /* Up to this many characters of a string from the file go into a message. */
-#define QUOTE_MAX 40
+#define QUOTE_MAX    40
 #define QUOTE_LEN(n) ((int)((n) < QUOTE_MAX ? (n) : QUOTE_MAX))
 
 static bool parse_descr(cursor *c, npy_header *h)
@@ -163,8 +165,10 @@ static bool parse_descr(cursor *c, npy_header *h)
     if (n > 0 && s[0] == '>')
         return fail(c->in, "big-endian dtype '%.*s' is not supported",
                     QUOTE_LEN(n), s);
-    return fail(c->in, "unsupported dtype '%.*s' (want '<f4', '<f8', '|b1', "
-                "'|u1' or '<i8')", QUOTE_LEN(n), s);
+    return fail(c->in,
+                "unsupported dtype '%.*s' (want '<f4', '<f8', '|b1', "
+                "'|u1' or '<i8')",
+                QUOTE_LEN(n), s);
 }
 
 static bool parse_fortran_order(cursor *c, npy_header *h)
@@ -174,7 +178,7 @@ static bool parse_fortran_order(cursor *c, npy_header *h)
         return true;
     if (accept_word(c, "True"))
         return fail(c->in, "Fortran-order arrays are not supported (save "
-                    "np.ascontiguousarray(a) instead)");
+                           "np.ascontiguousarray(a) instead)");
     return syntax(c, "True or False for fortran_order");
 }
 
@@ -218,9 +222,10 @@ static bool parse_shape(cursor *c, npy_header *h)
         comma = accept(c, ',');
     }
     if (n == 1 && !comma)
-        return fail(c->in, "shape (%lld) is not a tuple (a 1-tuple is "
-                    "written (%lld,))", (long long)h->shape[0],
-                    (long long)h->shape[0]);
+        return fail(c->in,
+                    "shape (%lld) is not a tuple (a 1-tuple is "
+                    "written (%lld,))",
+                    (long long)h->shape[0], (long long)h->shape[0]);
     h->ndim = n;
     return true;
 }
@@ -241,8 +246,8 @@ static bool parse_item(cursor *c, npy_header *h, unsigned *seen)
     if (!parse_string(c, "a quoted key", &s, &n))
         return false;
     size_t k = 0;
-    while (k < N_KEYS && !(n == strlen(KEYS[k].name) &&
-                           memcmp(s, KEYS[k].name, n) == 0))
+    while (k < N_KEYS &&
+           !(n == strlen(KEYS[k].name) && memcmp(s, KEYS[k].name, n) == 0))
         k++;
     if (k == N_KEYS)
         return fail(c->in, "unknown key '%.*s' in the header", QUOTE_LEN(n), s);
@@ -289,28 +294,36 @@ static bool read_prefix(npy_file *in, int64_t *hlen, int64_t *data_start)
     unsigned char b[PREFIX_V2];
     size_t got = fread(b, 1, sizeof b, in->f);
     if (got < MAGIC_LEN + 2)
-        return fail(in, "file is too short (%zu bytes) to hold the .npy magic "
-                    "and version", got);
+        return fail(in,
+                    "file is too short (%zu bytes) to hold the .npy magic "
+                    "and version",
+                    got);
     if (memcmp(b, MAGIC, MAGIC_LEN) != 0)
         return fail(in, "not a .npy file (bad magic)");
     int major = b[6], minor = b[7];
     if (major < 1 || major > 3 || minor != 0)
-        return fail(in, "unsupported .npy format version %d.%d (want 1.0, "
-                    "2.0 or 3.0)", major, minor);
+        return fail(in,
+                    "unsupported .npy format version %d.%d (want 1.0, "
+                    "2.0 or 3.0)",
+                    major, minor);
     /* 1.0 has a 2-byte header length, 2.0 a 4-byte one; 3.0 differs from 2.0
      * only in allowing utf8 in the header, which the keys and dtypes we
      * accept never use. */
     size_t prefix = major == 1 ? PREFIX_V1 : PREFIX_V2;
     if (got < prefix)
-        return fail(in, "file is too short (%zu bytes) to hold the header "
-                    "length", got);
+        return fail(in,
+                    "file is too short (%zu bytes) to hold the header "
+                    "length",
+                    got);
     *hlen = b[8] | b[9] << 8;
     if (major > 1)
         *hlen |= (int64_t)b[10] << 16 | (int64_t)b[11] << 24;
     *data_start = (int64_t)prefix + *hlen;
     if (*data_start > in->size)
-        return fail(in, "header length %lld runs past the end of the file "
-                    "(%lld bytes)", (long long)*hlen, (long long)in->size);
+        return fail(in,
+                    "header length %lld runs past the end of the file "
+                    "(%lld bytes)",
+                    (long long)*hlen, (long long)in->size);
     if (fseek(in->f, (long)prefix, SEEK_SET) != 0)
         return fail(in, "cannot seek: %s", strerror(errno));
     return true;
@@ -353,13 +366,17 @@ static bool data_size(const npy_file *in, const npy_header *h, int64_t avail,
         n *= h->shape[d];
     }
     if (n > avail)
-        return fail(in, "data is truncated: shape %s of %s needs %lld bytes, "
-                    "the file holds %lld after the header", shape,
-                    tg_dtype_name(h->dtype), (long long)n, (long long)avail);
+        return fail(in,
+                    "data is truncated: shape %s of %s needs %lld bytes, "
+                    "the file holds %lld after the header",
+                    shape, tg_dtype_name(h->dtype), (long long)n,
+                    (long long)avail);
     if (n < avail)
-        return fail(in, "trailing bytes after the data: shape %s of %s takes "
-                    "%lld bytes, the file holds %lld after the header", shape,
-                    tg_dtype_name(h->dtype), (long long)n, (long long)avail);
+        return fail(in,
+                    "trailing bytes after the data: shape %s of %s takes "
+                    "%lld bytes, the file holds %lld after the header",
+                    shape, tg_dtype_name(h->dtype), (long long)n,
+                    (long long)avail);
     *nbytes = (size_t)n;
     return true;
 }
@@ -374,8 +391,10 @@ static bool check_bools(const npy_file *in, const npy_header *h,
     int64_t n = tg_numel(t);
     for (int64_t i = 0; i < n; i++)
         if (b[i] > 1)
-            return fail(in, "'%s' element %lld is %u, but a bool must be 0 "
-                        "or 1", h->descr, (long long)i, b[i]);
+            return fail(in,
+                        "'%s' element %lld is %u, but a bool must be 0 "
+                        "or 1",
+                        h->descr, (long long)i, b[i]);
     return true;
 }
 
@@ -448,8 +467,8 @@ tg_tensor *tg_load_npy(const char *path)
 #define HEADER_MAX 512
 
 /* Appends printf-style text at buf + *n. */
-__attribute__((format(printf, 3, 4))) static void
-append(char *buf, size_t *n, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static void append(char *buf, size_t *n,
+                                                         const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -468,9 +487,10 @@ append(char *buf, size_t *n, const char *fmt, ...)
  * Returns the length. */
 static size_t format_header(const tg_tensor *t, char *buf)
 {
-    static const char *const descr[] = {
-        [TG_FLOAT32] = "<f4", [TG_FLOAT64] = "<f8", [TG_BOOL] = "|b1",
-        [TG_INT64] = "<i8"};
+    static const char *const descr[] = {[TG_FLOAT32] = "<f4",
+                                        [TG_FLOAT64] = "<f8",
+                                        [TG_BOOL] = "|b1",
+                                        [TG_INT64] = "<i8"};
     size_t n = PREFIX_V1;
     append(buf, &n, "{'descr': '%s', 'fortran_order': False, 'shape': (",
            descr[t->dtype]);
@@ -559,7 +579,7 @@ tg_tensor *tg__npy_parse(const char *name, const void *bytes, size_t len)
     npy_file in = {.path = name, .size = (int64_t)len};
     if (len == 0) { /* fmemopen may refuse an empty buffer */
         fail(&in, "file is too short (0 bytes) to hold the .npy magic and "
-             "version");
+                  "version");
         return NULL;
     }
     in.f = fmemopen((void *)bytes, len, "rb");

@@ -19,9 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define LINE_WIDTH 75
-#define THRESHOLD 1000 /* summarise above this many elements */
-#define EDGE_ITEMS 3   /* items kept at each edge of a summarised axis */
+#define LINE_WIDTH        75
+#define THRESHOLD         1000 /* summarise above this many elements */
+#define EDGE_ITEMS        3 /* items kept at each edge of a summarised axis */
 #define DEFAULT_PRECISION 8
 /* Beyond ~25 fractional digits precision changes nothing (the shortest
  * round-trip digits end first); the cap only keeps the arithmetic small. */
@@ -58,8 +58,11 @@ static void part_lengths(const char *s, int *before, int *after, int *exp)
 static bool fill_format(float_format *ff, tg_dtype dt, const double *vals,
                         int64_t n, int precision)
 {
-    *ff = (float_format){.dt = dt, .precision = precision, .min_digits = -1,
-                         .trim = TRIM_ZEROS, .exp_size = -1};
+    *ff = (float_format){.dt = dt,
+                         .precision = precision,
+                         .min_digits = -1,
+                         .trim = TRIM_ZEROS,
+                         .exp_size = -1};
     int64_t n_finite = 0;
     bool any_nonzero = false, neg_inf = false;
     double max_abs = 0, min_abs = INFINITY;
@@ -95,9 +98,11 @@ static bool fill_format(float_format *ff, tg_dtype dt, const double *vals,
             fparts f = tg__decompose(dt, vals[i]);
             s.len = 0;
             if (ff->scientific)
-                tg__format_scientific(&s, &f, precision, -1, TRIM_ZEROS, -1, -1);
+                tg__format_scientific(&s, &f, precision, -1, TRIM_ZEROS, -1,
+                                      -1);
             else
-                tg__format_positional(&s, &f, precision, -1, TRIM_ZEROS, -1, -1);
+                tg__format_positional(&s, &f, precision, -1, TRIM_ZEROS, -1,
+                                      -1);
             if (s.oom)
                 break;
             int b, a, e;
@@ -136,17 +141,18 @@ static void format_float(sbuf *out, const float_format *ff, double v)
 {
     if (!isfinite(v)) {
         const char *s = isnan(v) ? "nan" : v < 0 ? "-inf" : "inf";
-        tg__sb_repeat(out, ' ', ff->pad_left + ff->pad_right + 1 - (int)strlen(s));
+        tg__sb_repeat(out, ' ',
+                      ff->pad_left + ff->pad_right + 1 - (int)strlen(s));
         tg__sb_puts(out, s);
         return;
     }
     fparts f = tg__decompose(ff->dt, v);
     if (ff->scientific)
         tg__format_scientific(out, &f, ff->precision, ff->min_digits, ff->trim,
-                          ff->pad_left, ff->exp_size);
+                              ff->pad_left, ff->exp_size);
     else
         tg__format_positional(out, &f, ff->precision, ff->min_digits, ff->trim,
-                          ff->pad_left, ff->pad_right);
+                              ff->pad_left, ff->pad_right);
 }
 
 /* numpy's integer arrays: every element right-aligned to the widest of the
@@ -359,9 +365,10 @@ char *tg_format(const tg_tensor *t, int precision)
         if (t->dtype != TG_BOOL) {
             int64_t n;
             double *vals = shown_values(&p, &n);
-            bool ok = vals && (t->dtype == TG_INT64
-                                   ? (int_width(&p.ff, vals, n), true)
-                                   : fill_format(&p.ff, t->dtype, vals, n, precision));
+            bool ok = vals &&
+                      (t->dtype == TG_INT64
+                           ? (int_width(&p.ff, vals, n), true)
+                           : fill_format(&p.ff, t->dtype, vals, n, precision));
             free(vals);
             if (!ok) {
                 tg__error("format: out of memory for shape %s", TG_SHP(t));

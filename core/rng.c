@@ -16,11 +16,11 @@
 
 /* ---- MT19937 ----------------------------------------------------------- */
 
-#define MT_N 624
-#define MT_M 397
+#define MT_N        624
+#define MT_M        397
 #define MT_MATRIX_A 0x9908b0dfU /* the twist matrix's last row */
-#define MT_UPPER 0x80000000U    /* the top bit of a word */
-#define MT_LOWER 0x7fffffffU    /* the 31 bits below it */
+#define MT_UPPER    0x80000000U /* the top bit of a word */
+#define MT_LOWER    0x7fffffffU /* the 31 bits below it */
 
 /* np.random.seed(int), MT's init_genrand: mt[0] = seed and
  * mt[i] = 1812433253 * (mt[i-1] ^ (mt[i-1] >> 30)) + i (mod 2^32), with the
@@ -34,8 +34,8 @@ void tg_rng_seed(tg_rng *r, uint32_t seed)
     }
     r->mt[0] = seed;
     for (int i = 1; i < MT_N; i++)
-        r->mt[i] = 1812433253U * (r->mt[i - 1] ^ (r->mt[i - 1] >> 30)) +
-                   (uint32_t)i;
+        r->mt[i] =
+            1812433253U * (r->mt[i - 1] ^ (r->mt[i - 1] >> 30)) + (uint32_t)i;
     r->mti = MT_N;
     r->has_gauss = 0;
     r->gauss = 0.0;

@@ -253,10 +253,11 @@ static tg_node **collect(tg_tensor *out, int64_t *count)
         }
         found[n++] = nd;
         if (nd->consumed) {
-            tg__error("backward: the tape entry of '%s' was consumed by an "
-                      "earlier backward; run the forward again to backpropagate "
-                      "a second time",
-                      nd->op->name);
+            tg__error(
+                "backward: the tape entry of '%s' was consumed by an "
+                "earlier backward; run the forward again to backpropagate "
+                "a second time",
+                nd->op->name);
             ok = false;
             continue;
         }
@@ -333,7 +334,8 @@ static double l2_norm(const tg_tensor *g)
         block = block < NORM_BLOCK_MIN ? NORM_BLOCK_MIN : block;
         int64_t blocks = (n + block - 1) / block;
         double part[NORM_BLOCKS];
-        tg__parallel_for(blocks, n, norm_blocks, &(norm_job){g, n, block, part});
+        tg__parallel_for(blocks, n, norm_blocks,
+                         &(norm_job){g, n, block, part});
         for (int64_t b = 0; b < blocks; b++)
             s += part[b];
         return sqrt(s);
@@ -495,8 +497,9 @@ void tg_tape_print(FILE *f)
         fprintf(f, "#%-4llu %-14s", (unsigned long long)e->seq, e->op->name);
         for (int i = 0; i < e->n_in; i++)
             if (e->in_id[i])
-                fprintf(f, " %s", tg__shape_str(e->in_ndim[i], e->in_shape[i],
-                                                (char[TG_SHAPE_STR]){0}));
+                fprintf(f, " %s",
+                        tg__shape_str(e->in_ndim[i], e->in_shape[i],
+                                      (char[TG_SHAPE_STR]){0}));
         fprintf(f, " -> %s", TG_SHP(e->out));
         if (e->grad_norm >= 0)
             fprintf(f, "   |grad| = %.6g", e->grad_norm);
@@ -541,8 +544,10 @@ void tg_tape_dot(FILE *f)
             }
             /* A leaf (or a tensor whose entry is gone): one node per tensor,
              * named by its address so a tensor used twice is drawn once. */
-            fprintf(f, "  t%p [shape=ellipse, label=\"%s\"];\n", e->in_id[i], shp);
-            fprintf(f, "  t%p -> op%llu;\n", e->in_id[i], (unsigned long long)e->seq);
+            fprintf(f, "  t%p [shape=ellipse, label=\"%s\"];\n", e->in_id[i],
+                    shp);
+            fprintf(f, "  t%p -> op%llu;\n", e->in_id[i],
+                    (unsigned long long)e->seq);
         }
     }
     fprintf(f, "}\n");

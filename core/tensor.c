@@ -57,16 +57,16 @@
 #include <sanitizer/asan_interface.h>
 #endif
 
-#define POOL_EPOCHS 4
+#define POOL_EPOCHS  4
 #define EPOCH_ALLOCS 65536
-#define HUGE_BLOCK ((size_t)2 << 20)
-#define HUGE_MAX ((size_t)1 << 30)
+#define HUGE_BLOCK   ((size_t)2 << 20)
+#define HUGE_MAX     ((size_t)1 << 30)
 /* Classes: 4 of 64..256 bytes; 4 for each power 2^e, e = 8..20 (up to
  * 2 MiB); one for each multiple of 2 MiB from 4 MiB to 1 GiB; 4 for each
  * power 2^e, e = 30..62. */
-#define MID_CLASSES (4 * 13)
+#define MID_CLASSES  (4 * 13)
 #define HUGE_CLASSES 511
-#define N_CLASSES (4 + MID_CLASSES + HUGE_CLASSES + 4 * 33)
+#define N_CLASSES    (4 + MID_CLASSES + HUGE_CLASSES + 4 * 33)
 
 /* A storage and how it was allocated. A tensor's storage pointer is the
  * block's (s comes first). */
@@ -81,8 +81,8 @@ typedef struct size_class {
     block *free; /* most recently freed first: warmest in cache */
     int64_t n_free, n_live;
     int64_t peak[POOL_EPOCHS]; /* most blocks live at once; [0]: this epoch */
-    int64_t keep; /* the peak of the previous epochs */
-    bool used; /* listed in pool.used */
+    int64_t keep;              /* the peak of the previous epochs */
+    bool used;                 /* listed in pool.used */
 } size_class;
 
 static struct {
@@ -111,14 +111,16 @@ static int size_class_of(size_t n, size_t *cap)
         *cap = pages * HUGE_BLOCK;
         return 4 + MID_CLASSES + (int)pages - 2;
     }
-    int e = 63 - __builtin_clzll((unsigned long long)(n - 1)); /* 2^e < n <= 2^(e+1) */
+    int e = 63 - __builtin_clzll(
+                     (unsigned long long)(n - 1)); /* 2^e < n <= 2^(e+1) */
     if (e > 62)
         return -1;
     size_t step = (size_t)1 << (e - 2);
     size_t k = (n - 1 - ((size_t)1 << e)) / step + 1; /* 1..4 */
     *cap = ((size_t)1 << e) + k * step;
-    return (int)k - 1 + (e < 30 ? 4 + 4 * (e - 8)
-                                : 4 + MID_CLASSES + HUGE_CLASSES + 4 * (e - 30));
+    return (int)k - 1 +
+           (e < 30 ? 4 + 4 * (e - 8)
+                   : 4 + MID_CLASSES + HUGE_CLASSES + 4 * (e - 30));
 }
 
 static bool is_huge(size_t cap)
@@ -190,7 +192,8 @@ static block *block_new(int c, size_t cap, bool *zeroed)
         *zeroed = true;
     }
 #endif
-    if (!is_huge(cap) && posix_memalign((void **)&data, 64, cap + sizeof(block)))
+    if (!is_huge(cap) &&
+        posix_memalign((void **)&data, 64, cap + sizeof(block)))
         data = NULL;
     if (!data)
         return NULL;
@@ -604,7 +607,8 @@ tg_tensor *tg_arange(tg_dtype dt, double start, double stop, double step)
 {
     if (step == 0 || !isfinite(start) || !isfinite(stop) || !isfinite(step)) {
         tg__error("arange: need finite start, stop and a nonzero step, got "
-                  "(%g, %g, %g)", start, stop, step);
+                  "(%g, %g, %g)",
+                  start, stop, step);
         return NULL;
     }
     double len = ceil((stop - start) / step);
@@ -704,8 +708,10 @@ void tg__store(tg_dtype dt, void *data, int64_t i, double v)
     case TG_INT64:
         /* truncation toward zero, as numpy's astype; out of range saturates
          * instead of being undefined */
-        ((int64_t *)data)[i] = isnan(v) ? 0 : v >= 0x1p63 ? INT64_MAX
-                             : v < -0x1p63 ? INT64_MIN : (int64_t)v;
+        ((int64_t *)data)[i] = isnan(v)      ? 0
+                               : v >= 0x1p63 ? INT64_MAX
+                               : v < -0x1p63 ? INT64_MIN
+                                             : (int64_t)v;
         return;
     }
     TG_ASSERT(!"unknown dtype");
@@ -735,7 +741,8 @@ int tg_copy_out(const tg_tensor *t, tg_dtype as, void *dst)
 }
 
 /* Offset of idx in t, or -1 with an error. */
-static int64_t index_offset(const char *op, const tg_tensor *t, const int64_t *idx)
+static int64_t index_offset(const char *op, const tg_tensor *t,
+                            const int64_t *idx)
 {
     int64_t off = t->offset;
     for (int d = 0; d < t->ndim; d++) {

@@ -62,8 +62,8 @@ static int forward(tour *S)
     S->x = tg_keep(tg_randn(&rng, TG_FLOAT64, TG_SHAPE(B, T, C)));
     tg_tensor **W[3] = {&S->W_q, &S->W_k, &S->W_v};
     for (int i = 0; i < 3; i++)
-        *W[i] = tg_keep(
-            tg_scale(tg_randn(&rng, TG_FLOAT64, TG_SHAPE(C, HS)), 0.1));
+        *W[i] =
+            tg_keep(tg_scale(tg_randn(&rng, TG_FLOAT64, TG_SHAPE(C, HS)), 0.1));
     S->u = tg_keep(tg_randn(&rng, TG_FLOAT64, TG_SHAPE(B, T, HS)));
     /* x too, to see three gradients meet in one tensor (step e) */
     tg_tensor *leaves[4] = {S->x, S->W_q, S->W_k, S->W_v};
@@ -89,9 +89,8 @@ static int forward(tour *S)
 
     /* Autograd frees the gradients of intermediates once they have been
      * passed on; ask it to keep them, so we can compare against them. */
-    tg_tensor *inner[] = {S->q,      S->k,      S->v,      S->k_t,
-                          S->scores, S->scaled, S->masked, S->attn,
-                          S->out,    S->weighted};
+    tg_tensor *inner[] = {S->q,      S->k,      S->v,    S->k_t, S->scores,
+                          S->scaled, S->masked, S->attn, S->out, S->weighted};
     for (size_t i = 0; i < sizeof inner / sizeof inner[0]; i++)
         tg_retain_grad(inner[i]);
     return 0;
@@ -99,11 +98,10 @@ static int forward(tour *S)
 
 static void tour_free(tour *S)
 {
-    tg_tensor *all[] = {S->x,       S->W_q,    S->W_k,    S->W_v,
-                        S->u,       S->future, S->q,      S->k,
-                        S->v,       S->k_t,    S->scores, S->scaled,
-                        S->masked,  S->attn,   S->out,    S->weighted,
-                        S->loss};
+    tg_tensor *all[] = {S->x,        S->W_q,    S->W_k,    S->W_v,  S->u,
+                        S->future,   S->q,      S->k,      S->v,    S->k_t,
+                        S->scores,   S->scaled, S->masked, S->attn, S->out,
+                        S->weighted, S->loss};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         tg_release(all[i]);
 }
@@ -200,8 +198,7 @@ static int step_out(tour *S)
                    tg_matmul(dout, tg_transpose(S->v, 1, 2)), tg_grad(S->attn));
     if (rc == 0)
         rc = check(S, "dv = attn^T @ dout",
-                   tg_matmul(tg_transpose(S->attn, 1, 2), dout),
-                   tg_grad(S->v));
+                   tg_matmul(tg_transpose(S->attn, 1, 2), dout), tg_grad(S->v));
     tg_scope_end();
     return rc;
 }
@@ -319,9 +316,9 @@ static int step_scale(tour *S)
     printf("forward:  scaled = scores / sqrt(hs)                   (B,T,T)\n"
            "backward: dscores = dscaled / sqrt(hs) = dscaled / 4\n");
     tg_scope_begin();
-    int rc = check(S, "dscores = dscaled / 4",
-                   tg_scale(tg_grad(S->scaled), 1.0 / sqrt(HS)),
-                   tg_grad(S->scores));
+    int rc =
+        check(S, "dscores = dscaled / 4",
+              tg_scale(tg_grad(S->scaled), 1.0 / sqrt(HS)), tg_grad(S->scores));
     tg_scope_end();
     return rc;
 }
@@ -343,8 +340,8 @@ static int step_projections(tour *S)
            "          dx   = dq @ W_q^T + dk @ W_k^T + dv @ W_v^T (B,T,C)\n");
     tg_scope_begin();
     tg_tensor *dscores = tg_grad(S->scores);
-    int rc = check(S, "dq = dscores @ k", tg_matmul(dscores, S->k),
-                   tg_grad(S->q));
+    int rc =
+        check(S, "dq = dscores @ k", tg_matmul(dscores, S->k), tg_grad(S->q));
     if (rc == 0)
         rc = check(S, "dk = dscores^T @ q",
                    tg_matmul(tg_transpose(dscores, 1, 2), S->q), tg_grad(S->k));
@@ -373,8 +370,8 @@ static int step_projections(tour *S)
  * the picture, 0 when dot is not installed, -1 when dot failed. */
 static int render_png(const char *dot_path, const char *png_path)
 {
-    char *argv[] = {"dot", "-Tpng", (char *)dot_path, "-o", (char *)png_path,
-                    NULL};
+    char *argv[] = {"dot", "-Tpng",          (char *)dot_path,
+                    "-o",  (char *)png_path, NULL};
     pid_t pid;
     int err = posix_spawnp(&pid, "dot", NULL, NULL, argv, environ);
     if (err == ENOENT)
@@ -496,8 +493,8 @@ int main(int argc, char **argv)
         /* The checks below compute with tensors that require grad (v, q,
          * W_q...). They are not part of the model: record none of them. */
         tg_set_grad_enabled(false);
-        int (*steps[])(tour *) = {step_loss,  step_out,   step_softmax,
-                                  step_mask,  step_scale, step_projections};
+        int (*steps[])(tour *) = {step_loss, step_out,   step_softmax,
+                                  step_mask, step_scale, step_projections};
         for (size_t i = 0; i < sizeof steps / sizeof steps[0] && rc == 0; i++)
             rc = steps[i](&S);
         tg_set_grad_enabled(true);

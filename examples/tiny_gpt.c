@@ -273,9 +273,8 @@ static int train(const options *o, const corpus *cp)
             val_loss = estimate_loss(&g, val, n_val, o);
             if (isnan(train_loss) || isnan(val_loss))
                 goto done;
-            double ms = step > last_step ? 1e3 * (t - t_last) /
-                                                 (step - last_step)
-                                         : 0;
+            double ms =
+                step > last_step ? 1e3 * (t - t_last) / (step - last_step) : 0;
             printf("%6d  %10.4f  %10.4f  %9.1f  %7.1fs\n", step, train_loss,
                    val_loss, ms, t - t0);
             fflush(stdout);

@@ -23,7 +23,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define REQUIRE(cond)                                                          \
     do {                                                                       \
         if (!(cond)) {                                                         \
-            fprintf(stderr, "fuzz_npy: %s:%d: %s (last error: '%s')\n",      \
+            fprintf(stderr, "fuzz_npy: %s:%d: %s (last error: '%s')\n",        \
                     __FILE__, __LINE__, #cond, tg_last_error());               \
             abort();                                                           \
         }                                                                      \

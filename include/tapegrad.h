@@ -52,7 +52,10 @@ typedef enum { TG_FLOAT32, TG_FLOAT64, TG_BOOL, TG_INT64 } tg_dtype;
  * uses a compound literal). */
 #define TG_SHAPE(...)                                                          \
     (int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t)),           \
-        (const int64_t[]) { __VA_ARGS__ }
+        (const int64_t[])                                                      \
+    {                                                                          \
+        __VA_ARGS__                                                            \
+    }
 
 /** Name of a dtype: "float32", "float64", "bool", "int64"; "unknown" for a
  * value outside the enum. A static string (borrowed). */
@@ -567,9 +570,9 @@ typedef tg_tensor *(*tg_fn)(tg_tensor *const *inputs, void *ctx);
 
 /** Options of tg_gradcheck; start from tg_gradcheck_defaults(). */
 typedef struct tg_gradcheck_opts {
-    double eps;    /**< central difference step (default 1e-6) */
-    double atol;   /**< pass when |analytic - numeric| <= atol + rtol*|numeric| */
-    double rtol;   /**< (defaults 1e-5 and 1e-3, as torch.autograd.gradcheck) */
+    double eps;  /**< central difference step (default 1e-6) */
+    double atol; /**< pass when |analytic - numeric| <= atol + rtol*|numeric| */
+    double rtol; /**< (defaults 1e-5 and 1e-3, as torch.autograd.gradcheck) */
     uint32_t seed; /**< seed of the random output weights u (default 0) */
 } tg_gradcheck_opts;
 
@@ -577,8 +580,9 @@ typedef struct tg_gradcheck_opts {
 typedef struct tg_gradcheck_report {
     int64_t n_checked;  /**< input elements compared */
     double max_abs_err; /**< max |analytic - numeric| */
-    double max_rel_err; /**< max |analytic - numeric| / max(|analytic|, |numeric|, atol) */
-    int worst_input;    /**< where max_abs_err / (atol + rtol*|numeric|) is largest */
+    double
+        max_rel_err; /**< max |analytic - numeric| / max(|analytic|, |numeric|, atol) */
+    int worst_input; /**< where max_abs_err / (atol + rtol*|numeric|) is largest */
     int64_t worst_index; /**< flat C-order index into that input */
     double worst_analytic, worst_numeric; /**< the two values there */
 } tg_gradcheck_report;

@@ -43,7 +43,7 @@ extern "C" {
 /** One named parameter. */
 typedef struct tg_param {
     char name[TG_PARAM_NAME_MAX]; /**< "prefix.name" */
-    tg_tensor *t; /**< borrowed: the module owns it */
+    tg_tensor *t;                 /**< borrowed: the module owns it */
 } tg_param;
 
 /** A growable list of named parameters; start it with tg_params_init. */
@@ -288,8 +288,9 @@ typedef enum { TG_SGD, TG_ADAM, TG_ADAMW } tg_optim_kind;
 typedef struct tg_optim_config {
     tg_optim_kind kind;
     double lr;
-    double momentum;     /**< SGD (0) */
-    double weight_decay; /**< SGD, Adam: added to the gradient (L2); AdamW: decoupled (0.01) */
+    double momentum; /**< SGD (0) */
+    double
+        weight_decay; /**< SGD, Adam: added to the gradient (L2); AdamW: decoupled (0.01) */
     double beta1, beta2; /**< Adam(W) (0.9, 0.999) */
     double eps;          /**< Adam(W) (1e-8) */
 } tg_optim_config;

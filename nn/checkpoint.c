@@ -34,17 +34,17 @@ enum {
     CENTRAL_LEN = 46,
     END_LEN = 22,
     COMMENT_MAX = 0xffff,
-    ENTRIES_MAX = 0xffff,          /* a count this high means zip64 */
-    VERSION = 20,                  /* zip 2.0: enough for stored entries */
-    MADE_BY = 3 << 8 | VERSION,    /* 3: Unix, as Python's zipfile */
-    DOS_DATE_1980 = 1 << 5 | 1,    /* (year - 1980) << 9 | month << 5 | day */
+    ENTRIES_MAX = 0xffff,       /* a count this high means zip64 */
+    VERSION = 20,               /* zip 2.0: enough for stored entries */
+    MADE_BY = 3 << 8 | VERSION, /* 3: Unix, as Python's zipfile */
+    DOS_DATE_1980 = 1 << 5 | 1, /* (year - 1980) << 9 | month << 5 | day */
     STORED = 0,
     FLAG_ENCRYPTED = 1,
-    FLAG_UTF8 = 1 << 11,           /* the name is UTF-8 (non-ASCII) */
+    FLAG_UTF8 = 1 << 11, /* the name is UTF-8 (non-ASCII) */
 };
-#define ZIP_MAX UINT32_C(0xffffffff) /* sizes and offsets, without zip64 */
-#define EXTERNAL_ATTR (UINT32_C(0600) << 16) /* rw-------, as Python does */
-#define NPY_SUFFIX ".npy"
+#define ZIP_MAX        UINT32_C(0xffffffff) /* sizes and offsets, without zip64 */
+#define EXTERNAL_ATTR  (UINT32_C(0600) << 16) /* rw-------, as Python does */
+#define NPY_SUFFIX     ".npy"
 #define NPY_SUFFIX_LEN 4
 #define ENTRY_NAME_MAX (TG_PARAM_NAME_MAX + NPY_SUFFIX_LEN)
 
@@ -126,7 +126,8 @@ static bool write_bytes(zip_writer *w, const void *buf, size_t n)
 static bool too_big(const zip_writer *w)
 {
     tg__error("save_npz: %s: the checkpoint would pass 4 GiB, which needs "
-              "zip64 (not supported)", w->path);
+              "zip64 (not supported)",
+              w->path);
     return false;
 }
 
@@ -240,7 +241,8 @@ static bool check_save_args(const tg_params *ps, const char *path)
     }
     if (ps->n >= ENTRIES_MAX) {
         tg__error("save_npz: %s: %d parameters, more than a zip without "
-                  "zip64 holds (%d)", path, ps->n, ENTRIES_MAX - 1);
+                  "zip64 holds (%d)",
+                  path, ps->n, ENTRIES_MAX - 1);
         return false;
     }
     for (int i = 0; i < ps->n; i++)
@@ -297,17 +299,17 @@ typedef struct zip_entry {
 typedef struct zip_reader {
     const char *path;
     FILE *f;
-    uint64_t size;        /* bytes in the file */
-    unsigned char *dir;   /* the central directory */
-    uint32_t dir_offset;  /* where it starts: entries' data lie before */
+    uint64_t size;       /* bytes in the file */
+    unsigned char *dir;  /* the central directory */
+    uint32_t dir_offset; /* where it starts: entries' data lie before */
     zip_entry *entries;
     unsigned n_entries;
     crc_table crc;
 } zip_reader;
 
 /* Sets the error "load_npz: <path>: <problem>" and returns false. */
-__attribute__((format(printf, 2, 3))) static bool
-fail(const zip_reader *r, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static bool fail(const zip_reader *r,
+                                                       const char *fmt, ...)
 {
     char problem[512];
     va_list ap;
@@ -323,8 +325,10 @@ static bool read_at(const zip_reader *r, uint64_t off, size_t len, void *buf,
                     const char *what)
 {
     if (off > r->size || len > r->size - off)
-        return fail(r, "%s at byte %llu (%zu bytes) runs past the end of the "
-                    "file (%llu bytes)", what, (unsigned long long)off, len,
+        return fail(r,
+                    "%s at byte %llu (%zu bytes) runs past the end of the "
+                    "file (%llu bytes)",
+                    what, (unsigned long long)off, len,
                     (unsigned long long)r->size);
     if (fseeko(r->f, (off_t)off, SEEK_SET) != 0 ||
         fread(buf, 1, len, r->f) != len)
@@ -373,11 +377,12 @@ static bool read_directory(zip_reader *r, uint32_t *dir_size)
     r->dir_offset = get32(end + 16);
     if (n == ENTRIES_MAX || *dir_size == ZIP_MAX || r->dir_offset == ZIP_MAX)
         return fail(r, "zip64 archives (past 4 GiB or 65535 entries) are not "
-                    "supported");
+                       "supported");
     if (disk != 0 || dir_disk != 0 || n_disk != n)
         return fail(r, "multi-disk zip archives are not supported");
     if ((uint64_t)r->dir_offset + *dir_size > end_at)
-        return fail(r, "corrupt zip: the central directory (%lu bytes at "
+        return fail(r,
+                    "corrupt zip: the central directory (%lu bytes at "
                     "byte %lu) overlaps the end record at byte %llu",
                     (unsigned long)*dir_size, (unsigned long)r->dir_offset,
                     (unsigned long long)end_at);
@@ -400,13 +405,17 @@ static bool index_entries(zip_reader *r, uint32_t dir_size)
     for (unsigned k = 0; k < r->n_entries; k++) {
         const unsigned char *h = r->dir + pos;
         if (dir_size - pos < CENTRAL_LEN || get32(h) != CENTRAL_SIG)
-            return fail(r, "corrupt zip: central directory record %u of %u "
-                        "is missing", k + 1, r->n_entries);
+            return fail(r,
+                        "corrupt zip: central directory record %u of %u "
+                        "is missing",
+                        k + 1, r->n_entries);
         size_t rec = CENTRAL_LEN + (size_t)get16(h + 28) + get16(h + 30) +
                      get16(h + 32); /* name, extra field, comment */
         if (dir_size - pos < rec)
-            return fail(r, "corrupt zip: central directory record %u runs "
-                        "past the directory", k + 1);
+            return fail(r,
+                        "corrupt zip: central directory record %u runs "
+                        "past the directory",
+                        k + 1);
         r->entries[k] = (zip_entry){.name = (const char *)h + CENTRAL_LEN,
                                     .name_len = get16(h + 28),
                                     .flags = get16(h + 8),
@@ -418,8 +427,10 @@ static bool index_entries(zip_reader *r, uint32_t dir_size)
         pos += rec;
     }
     if (pos != dir_size)
-        return fail(r, "corrupt zip: %zu stray bytes after the central "
-                    "directory's %u records", dir_size - pos, r->n_entries);
+        return fail(r,
+                    "corrupt zip: %zu stray bytes after the central "
+                    "directory's %u records",
+                    dir_size - pos, r->n_entries);
     return true;
 }
 
@@ -455,8 +466,10 @@ static bool locate_data(const zip_reader *r, const zip_entry *e,
     unsigned char h[LOCAL_LEN];
     char local_name[ENTRY_NAME_MAX];
     if ((uint64_t)e->offset + LOCAL_LEN > r->dir_offset)
-        return fail(r, "corrupt zip: entry '%s" NPY_SUFFIX "' starts past "
-                    "the entries", name);
+        return fail(r,
+                    "corrupt zip: entry '%s" NPY_SUFFIX "' starts past "
+                    "the entries",
+                    name);
     if (!read_at(r, e->offset, LOCAL_LEN, h, "a local header"))
         return false;
     unsigned name_len = get16(h + 26), extra_len = get16(h + 28);
@@ -465,13 +478,16 @@ static bool locate_data(const zip_reader *r, const zip_entry *e,
         !read_at(r, e->offset + LOCAL_LEN, name_len, local_name,
                  "a local name") ||
         memcmp(local_name, e->name, name_len) != 0)
-        return fail(r, "corrupt zip: the local header of entry '%s" NPY_SUFFIX
-                    "' does not match the central directory", name);
+        return fail(r,
+                    "corrupt zip: the local header of entry '%s" NPY_SUFFIX
+                    "' does not match the central directory",
+                    name);
     *data_at = (uint64_t)e->offset + LOCAL_LEN + name_len + extra_len;
     if (*data_at + e->usize > r->dir_offset)
-        return fail(r, "corrupt zip: entry '%s" NPY_SUFFIX "' (%lu bytes) "
-                    "runs into the central directory", name,
-                    (unsigned long)e->usize);
+        return fail(r,
+                    "corrupt zip: entry '%s" NPY_SUFFIX "' (%lu bytes) "
+                    "runs into the central directory",
+                    name, (unsigned long)e->usize);
     return true;
 }
 
@@ -481,8 +497,10 @@ static unsigned char *read_entry(const zip_reader *r, const zip_entry *e,
                                  const char *name)
 {
     if (e->method != STORED) {
-        fail(r, "entry '%s" NPY_SUFFIX "' is compressed; save with "
-             "numpy.savez, not savez_compressed", name);
+        fail(r,
+             "entry '%s" NPY_SUFFIX "' is compressed; save with "
+             "numpy.savez, not savez_compressed",
+             name);
         return NULL;
     }
     if (e->flags & FLAG_ENCRYPTED) {
@@ -490,8 +508,10 @@ static unsigned char *read_entry(const zip_reader *r, const zip_entry *e,
         return NULL;
     }
     if (e->csize != e->usize) {
-        fail(r, "corrupt zip: stored entry '%s" NPY_SUFFIX "' has sizes %lu "
-             "and %lu", name, (unsigned long)e->csize, (unsigned long)e->usize);
+        fail(r,
+             "corrupt zip: stored entry '%s" NPY_SUFFIX "' has sizes %lu "
+             "and %lu",
+             name, (unsigned long)e->csize, (unsigned long)e->usize);
         return NULL;
     }
     uint64_t data_at = 0;
@@ -550,12 +570,14 @@ static tg_tensor *load_value(const zip_reader *r, const tg_param *p)
         return NULL;
     bool floats = (t->dtype == TG_FLOAT32 || t->dtype == TG_FLOAT64) &&
                   (p->t->dtype == TG_FLOAT32 || p->t->dtype == TG_FLOAT64);
-    bool same_shape = t->ndim == p->t->ndim &&
-                      memcmp(t->shape, p->t->shape,
-                             sizeof(int64_t) * (size_t)t->ndim) == 0;
+    bool same_shape =
+        t->ndim == p->t->ndim &&
+        memcmp(t->shape, p->t->shape, sizeof(int64_t) * (size_t)t->ndim) == 0;
     if (!same_shape)
-        fail(r, "parameter '%s' has shape %s but entry '%s" NPY_SUFFIX "' has "
-             "shape %s", p->name, TG_SHP(p->t), p->name, TG_SHP(t));
+        fail(r,
+             "parameter '%s' has shape %s but entry '%s" NPY_SUFFIX "' has "
+             "shape %s",
+             p->name, TG_SHP(p->t), p->name, TG_SHP(t));
     else if (!floats && t->dtype != p->t->dtype)
         fail(r, "parameter '%s' is %s but entry '%s" NPY_SUFFIX "' is %s",
              p->name, tg_dtype_name(p->t->dtype), p->name,

@@ -23,15 +23,19 @@
 
 tg_optim_config tg_sgd_config(double lr, double momentum, double weight_decay)
 {
-    return (tg_optim_config){.kind = TG_SGD, .lr = lr, .momentum = momentum,
-                             .weight_decay = weight_decay, .beta1 = 0.9,
-                             .beta2 = 0.999, .eps = 1e-8};
+    return (tg_optim_config){.kind = TG_SGD,
+                             .lr = lr,
+                             .momentum = momentum,
+                             .weight_decay = weight_decay,
+                             .beta1 = 0.9,
+                             .beta2 = 0.999,
+                             .eps = 1e-8};
 }
 
 tg_optim_config tg_adam_config(double lr)
 {
-    return (tg_optim_config){.kind = TG_ADAM, .lr = lr, .beta1 = 0.9,
-                             .beta2 = 0.999, .eps = 1e-8};
+    return (tg_optim_config){
+        .kind = TG_ADAM, .lr = lr, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8};
 }
 
 tg_optim_config tg_adamw_config(double lr, double weight_decay)
@@ -54,8 +58,8 @@ typedef struct param_state {
 struct tg_optim {
     tg_optim_config cfg;
     int n;
-    tg_param *params;    /* copied; each tensor retained */
-    param_state *state;  /* one per parameter */
+    tg_param *params;   /* copied; each tensor retained */
+    param_state *state; /* one per parameter */
 };
 
 /* ---- construction ------------------------------------------------------ */
@@ -96,14 +100,15 @@ static bool check_params(const tg_params *ps)
         }
         if (p->t->dtype != TG_FLOAT32 && p->t->dtype != TG_FLOAT64) {
             tg__error("optim_new: parameter '%s' is %s %s, not float32 or "
-                      "float64", p->name, tg_dtype_name(p->t->dtype),
-                      TG_SHP(p->t));
+                      "float64",
+                      p->name, tg_dtype_name(p->t->dtype), TG_SHP(p->t));
             return false;
         }
         for (int j = 0; j < i; j++)
             if (ps->items[j].t == p->t) {
                 tg__error("optim_new: parameters '%s' and '%s' are the same "
-                          "tensor", ps->items[j].name, p->name);
+                          "tensor",
+                          ps->items[j].name, p->name);
                 return false;
             }
     }
@@ -172,14 +177,15 @@ typedef struct update_job {
     const tg_optim_config *c;
     tg_tensor *p, *m, *v;
     const tg_tensor *g;
-    bool first;     /* SGD: the momentum buffer's first step */
-    int64_t t;      /* Adam: the step, from 1 */
+    bool first; /* SGD: the momentum buffer's first step */
+    int64_t t;  /* Adam: the step, from 1 */
 } update_job;
 
 static void run_update(update_job *job, tg_run_fn fn)
 {
     tg_tensor *p = job->p;
-    const tg_tensor *ops[] = {p, job->g, job->m ? job->m : p, job->v ? job->v : p};
+    const tg_tensor *ops[] = {p, job->g, job->m ? job->m : p,
+                              job->v ? job->v : p};
     tg_loop L;
     tg__loop_init(&L, p->ndim, p->shape, 4, ops);
     tg__loop_run(&L, 1, fn, job);
@@ -279,7 +285,7 @@ static void adam_run(void *job, int64_t start, const int64_t *off,
         const T b1 = (T)c->beta1, one_minus_b1 = (T)(1 - c->beta1);
         const T b2 = (T)c->beta2, one_minus_b2 = (T)(1 - c->beta2);
         const T bc2_sqrt = (T)sqrt(bias_correction2);
-        const T neg_step_size = (T)-(c->lr / bias_correction1);
+        const T neg_step_size = (T) - (c->lr / bias_correction1);
         T *pp = TG_DATA(T, j->p) + off[0];
         const T *gg = TG_DATA(T, j->g) + off[1];
         T *mm = TG_DATA(T, j->m) + off[2], *vv = TG_DATA(T, j->v) + off[3];
@@ -289,13 +295,15 @@ static void adam_run(void *job, int64_t start, const int64_t *off,
                 T *p = pp + b0, *m = mm + b0, *v = vv + b0, root[ADAM_BLOCK];
                 const T *g = gg + b0;
                 if (l2) {
-                    TG_SIMD for (int64_t i = 0; i < n; i++) {
+                    TG_SIMD for (int64_t i = 0; i < n; i++)
+                    {
                         T gi = g[i] + wd * p[i];
                         m[i] = m[i] * b1 + one_minus_b1 * gi;
                         v[i] = v[i] * b2 + one_minus_b2 * gi * gi;
                     }
                 } else {
-                    TG_SIMD for (int64_t i = 0; i < n; i++) {
+                    TG_SIMD for (int64_t i = 0; i < n; i++)
+                    {
                         p[i] = p[i] * decay;
                         m[i] = m[i] * b1 + one_minus_b1 * g[i];
                         v[i] = v[i] * b2 + one_minus_b2 * g[i] * g[i];
@@ -305,8 +313,8 @@ static void adam_run(void *job, int64_t start, const int64_t *off,
                     roots_float((float *)root, (const float *)v, n);
                 else
                     roots_double((double *)root, (const double *)v, n);
-                TG_SIMD for (int64_t i = 0; i < n; i++)
-                    p[i] = p[i] + neg_step_size * m[i] / (root[i] / bc2_sqrt + eps);
+                TG_SIMD for (int64_t i = 0; i < n; i++) p[i] =
+                    p[i] + neg_step_size * m[i] / (root[i] / bc2_sqrt + eps);
             }
         } else {
             for (int64_t i = 0; i < len; i++) {
@@ -368,12 +376,17 @@ int tg_optim_step(tg_optim *o)
         param_state *s = &o->state[i];
         if (!g)
             continue;
-        TG_ASSERT(g->dtype == p->dtype && g->ndim == p->ndim &&
-                  memcmp(g->shape, p->shape,
-                         sizeof(int64_t) * (size_t)p->ndim) == 0);
+        TG_ASSERT(
+            g->dtype == p->dtype && g->ndim == p->ndim &&
+            memcmp(g->shape, p->shape, sizeof(int64_t) * (size_t)p->ndim) == 0);
         s->step++;
-        update_job job = {.c = &o->cfg, .p = p, .g = g, .m = s->m, .v = s->v,
-                          .first = s->step == 1, .t = s->step};
+        update_job job = {.c = &o->cfg,
+                          .p = p,
+                          .g = g,
+                          .m = s->m,
+                          .v = s->v,
+                          .first = s->step == 1,
+                          .t = s->step};
         run_update(&job, o->cfg.kind == TG_SGD ? sgd_run : adam_run);
     }
     return 0;

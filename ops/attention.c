@@ -146,8 +146,8 @@ static void gemm(tg_dtype dt, bool ta, bool tb, int m, int n, int k,
         cblas_sgemm(CblasRowMajor, oa, ob, m, n, k, (float)alpha, a, lda, b,
                     ldb, (float)beta, c, ldc);
     else
-        cblas_dgemm(CblasRowMajor, oa, ob, m, n, k, alpha, a, lda, b, ldb,
-                    beta, c, ldc);
+        cblas_dgemm(CblasRowMajor, oa, ob, m, n, k, alpha, a, lda, b, ldb, beta,
+                    c, ldc);
 #else
     /* a(i,p) = a[i*ars + p*acs], b(p,j) = b[p*brs + j*bcs]; alpha scales
      * each finished sum, as BLAS does */
@@ -319,8 +319,8 @@ static void dscores_tile(const problem *pr, const void *P, const double *D,
 
 /* Queries i0.. of entry b against key tile j0 (bk keys): adds the tile's
  * share to dV_j, dQ_i and dK_j (see attention_backward). */
-static void backward_pair(const problem *pr, const grads *g, int64_t b,
-                          int i0, int bq, int j0, int bk, scratch *w)
+static void backward_pair(const problem *pr, const grads *g, int64_t b, int i0,
+                          int bq, int j0, int bk, scratch *w)
 {
     const int d = pr->d, dv = pr->dv;
     const int64_t q0 = b * pr->tq + i0, k0 = b * pr->tk + j0;
@@ -328,13 +328,13 @@ static void backward_pair(const problem *pr, const grads *g, int64_t b,
     scores_tile(pr, b, i0, j0, bq, bk, w->scores);
     probs_tile(pr, pr->lse + q0, bq, bk, w->scores);
     if (g->dv) /* dV_j += P^T dO_i              (bk,bq) @ (bq,dv) */
-        gemm(pr->dt, true, false, bk, dv, bq, 1, w->scores, TILE, dO, ld(dv),
-             1, at(pr, g->dv, k0 * dv), ld(dv));
+        gemm(pr->dt, true, false, bk, dv, bq, 1, w->scores, TILE, dO, ld(dv), 1,
+             at(pr, g->dv, k0 * dv), ld(dv));
     if (!g->dq && !g->dk)
         return;
     /* dP = dO_i V_j^T                          (bq,dv) @ (dv,bk) */
-    gemm(pr->dt, false, true, bq, bk, dv, 1, dO, ld(dv),
-         at(pr, pr->v, k0 * dv), ld(dv), 0, w->dscores, TILE);
+    gemm(pr->dt, false, true, bq, bk, dv, 1, dO, ld(dv), at(pr, pr->v, k0 * dv),
+         ld(dv), 0, w->dscores, TILE);
     dscores_tile(pr, w->scores, w->row_sum, bq, bk, w->dscores);
     if (g->dq) /* dQ_i += scale dS K_j          (bq,bk) @ (bk,d) */
         gemm(pr->dt, false, false, bq, d, bk, pr->scale, w->dscores, TILE,
@@ -385,7 +385,8 @@ static void backward(const problem *pr, const grads *g)
 /* The address of t's element 0. */
 static void *base(const tg_tensor *t)
 {
-    return (char *)t->storage->data + (size_t)t->offset * tg_dtype_size(t->dtype);
+    return (char *)t->storage->data +
+           (size_t)t->offset * tg_dtype_size(t->dtype);
 }
 
 /* t when contiguous (retained), else a contiguous copy, off the tape; give
@@ -435,8 +436,8 @@ static void attention_backward(tg_node *n, tg_tensor *dy)
     pr.lse = base(n->saved[0]);
     for (int i = 0; i < 3; i++)
         if (tg__needs_grad(n, i))
-            dgrad[i] = tg__must(tg__new("attention", pr.dt, in[i]->ndim,
-                                        in[i]->shape, true));
+            dgrad[i] = tg__must(
+                tg__new("attention", pr.dt, in[i]->ndim, in[i]->shape, true));
     grads g = {.dout = base(dout)};
     g.dq = dgrad[0] ? base(dgrad[0]) : NULL;
     g.dk = dgrad[1] ? base(dgrad[1]) : NULL;

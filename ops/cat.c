@@ -36,8 +36,8 @@ static bool cat_check(tg_tensor *const *ts, int n, int d)
         const tg_tensor *b = ts[i];
         if (b->dtype != a->dtype) {
             tg__error("cat: tensor %d is %s %s but tensor 0 is %s %s", i,
-                      tg_dtype_name(b->dtype), TG_SHP(b), tg_dtype_name(a->dtype),
-                      TG_SHP(a));
+                      tg_dtype_name(b->dtype), TG_SHP(b),
+                      tg_dtype_name(a->dtype), TG_SHP(a));
             return false;
         }
         bool same = b->ndim == a->ndim;
@@ -107,7 +107,8 @@ int tg_chunk(tg_tensor *t, int n, int dim, tg_tensor **out)
         return -1;
     }
     if (n <= 0) {
-        tg__error("chunk: need a positive number of chunks, got %d for %s", n, TG_SHP(t));
+        tg__error("chunk: need a positive number of chunks, got %d for %s", n,
+                  TG_SHP(t));
         return -1;
     }
     int d = tg__dim_of("chunk", dim, t);

@@ -79,9 +79,27 @@ tg_tensor *tg_lt(tg_tensor *a, tg_tensor *b) { return compare(LT, a, b); }
 tg_tensor *tg_le(tg_tensor *a, tg_tensor *b) { return compare(LE, a, b); }
 tg_tensor *tg_gt(tg_tensor *a, tg_tensor *b) { return compare(GT, a, b); }
 tg_tensor *tg_ge(tg_tensor *a, tg_tensor *b) { return compare(GE, a, b); }
-tg_tensor *tg_eq_scalar(tg_tensor *t, double v) { return compare_scalar(EQ, t, v); }
-tg_tensor *tg_ne_scalar(tg_tensor *t, double v) { return compare_scalar(NE, t, v); }
-tg_tensor *tg_lt_scalar(tg_tensor *t, double v) { return compare_scalar(LT, t, v); }
-tg_tensor *tg_le_scalar(tg_tensor *t, double v) { return compare_scalar(LE, t, v); }
-tg_tensor *tg_gt_scalar(tg_tensor *t, double v) { return compare_scalar(GT, t, v); }
-tg_tensor *tg_ge_scalar(tg_tensor *t, double v) { return compare_scalar(GE, t, v); }
+tg_tensor *tg_eq_scalar(tg_tensor *t, double v)
+{
+    return compare_scalar(EQ, t, v);
+}
+tg_tensor *tg_ne_scalar(tg_tensor *t, double v)
+{
+    return compare_scalar(NE, t, v);
+}
+tg_tensor *tg_lt_scalar(tg_tensor *t, double v)
+{
+    return compare_scalar(LT, t, v);
+}
+tg_tensor *tg_le_scalar(tg_tensor *t, double v)
+{
+    return compare_scalar(LE, t, v);
+}
+tg_tensor *tg_gt_scalar(tg_tensor *t, double v)
+{
+    return compare_scalar(GT, t, v);
+}
+tg_tensor *tg_ge_scalar(tg_tensor *t, double v)
+{
+    return compare_scalar(GE, t, v);
+}

@@ -23,20 +23,20 @@ typedef struct binary_job {
 #define BINARY_LOOP(so, sx, sy)                                                \
     switch (j->kind) {                                                         \
     case ADD:                                                                  \
-        TG_SIMD for (int64_t i = 0; i < len; i++)                              \
-            o[i * (so)] = x[i * (sx)] + y[i * (sy)];                           \
+        TG_SIMD for (int64_t i = 0; i < len; i++) o[i * (so)] =                \
+            x[i * (sx)] + y[i * (sy)];                                         \
         break;                                                                 \
     case SUB:                                                                  \
-        TG_SIMD for (int64_t i = 0; i < len; i++)                              \
-            o[i * (so)] = x[i * (sx)] - y[i * (sy)];                           \
+        TG_SIMD for (int64_t i = 0; i < len; i++) o[i * (so)] =                \
+            x[i * (sx)] - y[i * (sy)];                                         \
         break;                                                                 \
     case MUL:                                                                  \
-        TG_SIMD for (int64_t i = 0; i < len; i++)                              \
-            o[i * (so)] = x[i * (sx)] * y[i * (sy)];                           \
+        TG_SIMD for (int64_t i = 0; i < len; i++) o[i * (so)] =                \
+            x[i * (sx)] * y[i * (sy)];                                         \
         break;                                                                 \
     case DIV:                                                                  \
-        TG_SIMD for (int64_t i = 0; i < len; i++)                              \
-            o[i * (so)] = x[i * (sx)] / y[i * (sy)];                           \
+        TG_SIMD for (int64_t i = 0; i < len; i++) o[i * (so)] =                \
+            x[i * (sx)] / y[i * (sy)];                                         \
         break;                                                                 \
     }
 
@@ -153,11 +153,21 @@ tg_tensor *tg_div(tg_tensor *a, tg_tensor *b) { return binary(DIV, a, b); }
 
 /* ---- unary ------------------------------------------------------------- */
 
-typedef enum { NEG, SCALE, ADD_SCALAR, EXP, LOG, SQRT, POW, RELU, GELU } unary_kind;
+typedef enum {
+    NEG,
+    SCALE,
+    ADD_SCALAR,
+    EXP,
+    LOG,
+    SQRT,
+    POW,
+    RELU,
+    GELU
+} unary_kind;
 
 /* 1 / sqrt(2) and 1 / sqrt(2 pi), for the normal CDF and density in gelu
  * (M_SQRT1_2 is not in C11). */
-#define INV_SQRT2 0.70710678118654752440
+#define INV_SQRT2    0.70710678118654752440
 #define INV_SQRT_2PI 0.39894228040143267794
 
 typedef struct unary_job {
@@ -174,34 +184,37 @@ typedef struct unary_job {
         TG_SIMD for (int64_t i = 0; i < len; i++) o[i * (so)] = -v[i * (sv)];  \
         break;                                                                 \
     case SCALE:                                                                \
-        TG_SIMD for (int64_t i = 0; i < len; i++)                              \
-            o[i * (so)] = s * v[i * (sv)];                                     \
+        TG_SIMD for (int64_t i = 0; i < len; i++) o[i * (so)] =                \
+            s * v[i * (sv)];                                                   \
         break;                                                                 \
     case ADD_SCALAR:                                                           \
-        TG_SIMD for (int64_t i = 0; i < len; i++)                              \
-            o[i * (so)] = v[i * (sv)] + s;                                     \
+        TG_SIMD for (int64_t i = 0; i < len; i++) o[i * (so)] =                \
+            v[i * (sv)] + s;                                                   \
         break;                                                                 \
     case EXP:                                                                  \
-        for (int64_t i = 0; i < len; i++) o[i * (so)] = (T)exp(v[i * (sv)]);   \
+        for (int64_t i = 0; i < len; i++)                                      \
+            o[i * (so)] = (T)exp(v[i * (sv)]);                                 \
         break;                                                                 \
     case LOG:                                                                  \
-        for (int64_t i = 0; i < len; i++) o[i * (so)] = (T)log(v[i * (sv)]);   \
+        for (int64_t i = 0; i < len; i++)                                      \
+            o[i * (so)] = (T)log(v[i * (sv)]);                                 \
         break;                                                                 \
     case SQRT:                                                                 \
-        for (int64_t i = 0; i < len; i++) o[i * (so)] = (T)sqrt(v[i * (sv)]);  \
+        for (int64_t i = 0; i < len; i++)                                      \
+            o[i * (so)] = (T)sqrt(v[i * (sv)]);                                \
         break;                                                                 \
     case POW:                                                                  \
         for (int64_t i = 0; i < len; i++)                                      \
             o[i * (so)] = (T)pow(v[i * (sv)], j->p);                           \
         break;                                                                 \
     case RELU:                                                                 \
-        TG_SIMD for (int64_t i = 0; i < len; i++)                              \
-            o[i * (so)] = !(v[i * (sv)] <= 0) ? v[i * (sv)] : 0;               \
+        TG_SIMD for (int64_t i = 0; i < len; i++) o[i * (so)] =                \
+            !(v[i * (sv)] <= 0) ? v[i * (sv)] : 0;                             \
         break;                                                                 \
     case GELU:                                                                 \
         for (int64_t i = 0; i < len; i++)                                      \
-            o[i * (so)] = (T)(0.5 * v[i * (sv)] *                              \
-                              (1 + erf(v[i * (sv)] * INV_SQRT2)));             \
+            o[i * (so)] =                                                      \
+                (T)(0.5 * v[i * (sv)] * (1 + erf(v[i * (sv)] * INV_SQRT2)));   \
         break;                                                                 \
     }
 
@@ -227,7 +240,8 @@ static void unary_kernel(unary_kind kind, double p, tg_tensor *out,
                          const tg_tensor *x)
 {
     tg_loop L;
-    tg__loop_init(&L, out->ndim, out->shape, 2, (const tg_tensor *const[]){out, x});
+    tg__loop_init(&L, out->ndim, out->shape, 2,
+                  (const tg_tensor *const[]){out, x});
     tg__loop_run(&L, 1, unary_run, &(unary_job){kind, p, out, x});
 }
 
@@ -262,9 +276,11 @@ static void gelu_grad_run(void *job, int64_t start, const int64_t *off,
 
 static tg_tensor *gelu_grad(tg_tensor *dy, tg_tensor *x)
 {
-    tg_tensor *dx = tg__must(tg__new("gelu", x->dtype, x->ndim, x->shape, false));
+    tg_tensor *dx =
+        tg__must(tg__new("gelu", x->dtype, x->ndim, x->shape, false));
     tg_loop L;
-    tg__loop_init(&L, dx->ndim, dx->shape, 3, (const tg_tensor *const[]){dx, dy, x});
+    tg__loop_init(&L, dx->ndim, dx->shape, 3,
+                  (const tg_tensor *const[]){dx, dy, x});
     tg__loop_run(&L, 1, gelu_grad_run, (tg_tensor *[]){dx, dy, x});
     return dx;
 }
@@ -321,11 +337,15 @@ static void unary_backward(tg_node *n, tg_tensor *dy)
 }
 
 static const tg_op unary_ops[] = {
-    [NEG] = {"neg", unary_backward},   [SCALE] = {"scale", unary_backward},
+    [NEG] = {"neg", unary_backward},
+    [SCALE] = {"scale", unary_backward},
     [ADD_SCALAR] = {"add_scalar", unary_backward},
-    [EXP] = {"exp", unary_backward},   [LOG] = {"log", unary_backward},
-    [SQRT] = {"sqrt", unary_backward}, [POW] = {"pow", unary_backward},
-    [RELU] = {"relu", unary_backward}, [GELU] = {"gelu", unary_backward},
+    [EXP] = {"exp", unary_backward},
+    [LOG] = {"log", unary_backward},
+    [SQRT] = {"sqrt", unary_backward},
+    [POW] = {"pow", unary_backward},
+    [RELU] = {"relu", unary_backward},
+    [GELU] = {"gelu", unary_backward},
 };
 
 static tg_tensor *unary(unary_kind kind, double p, tg_tensor *x)
@@ -344,7 +364,10 @@ static tg_tensor *unary(unary_kind kind, double p, tg_tensor *x)
 
 tg_tensor *tg_neg(tg_tensor *t) { return unary(NEG, 0, t); }
 tg_tensor *tg_scale(tg_tensor *t, double s) { return unary(SCALE, s, t); }
-tg_tensor *tg_add_scalar(tg_tensor *t, double s) { return unary(ADD_SCALAR, s, t); }
+tg_tensor *tg_add_scalar(tg_tensor *t, double s)
+{
+    return unary(ADD_SCALAR, s, t);
+}
 tg_tensor *tg_exp(tg_tensor *t) { return unary(EXP, 0, t); }
 tg_tensor *tg_log(tg_tensor *t) { return unary(LOG, 0, t); }
 tg_tensor *tg_sqrt(tg_tensor *t) { return unary(SQRT, 0, t); }

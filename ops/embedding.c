@@ -14,8 +14,8 @@ tg_tensor *tg__checked_ids(const char *op, const char *name, const char *noun,
                            tg_tensor *ids, int64_t limit, const char *range_of)
 {
     if (ids->dtype != TG_INT64) {
-        tg__error("%s: %s must be int64, got %s %s", op, name, tg_dtype_name(ids->dtype),
-                  TG_SHP(ids));
+        tg__error("%s: %s must be int64, got %s %s", op, name,
+                  tg_dtype_name(ids->dtype), TG_SHP(ids));
         return NULL;
     }
     tg_tensor *flat = tg_contiguous(ids);
@@ -33,8 +33,8 @@ tg_tensor *tg__checked_ids(const char *op, const char *name, const char *noun,
         tg__error("%s: %s %lld at position %s of %s is out of range [0, %lld) "
                   "for %s",
                   op, noun, (long long)v[p],
-                  tg__shape_str(ids->ndim, pos, (char[TG_SHAPE_STR]){0}), TG_SHP(ids),
-                  (long long)limit, range_of);
+                  tg__shape_str(ids->ndim, pos, (char[TG_SHAPE_STR]){0}),
+                  TG_SHP(ids), (long long)limit, range_of);
         tg_release(flat);
         return NULL;
     }
@@ -93,7 +93,8 @@ tg_tensor *tg_embedding(tg_tensor *weight, tg_tensor *ids)
     if (!weight || !ids || !tg__check_float("embedding", weight))
         return NULL;
     if (weight->ndim != 2) {
-        tg__error("embedding: weight must be 2-D (V,C), got %s", TG_SHP(weight));
+        tg__error("embedding: weight must be 2-D (V,C), got %s",
+                  TG_SHP(weight));
         return NULL;
     }
     if (ids->ndim + 1 > TG_MAX_DIMS) {
@@ -104,14 +105,15 @@ tg_tensor *tg_embedding(tg_tensor *weight, tg_tensor *ids)
     }
     char range_of[TG_SHAPE_STR + 16];
     snprintf(range_of, sizeof range_of, "weight %s", TG_SHP(weight));
-    tg_tensor *flat =
-        tg__checked_ids("embedding", "ids", "id", ids, weight->shape[0], range_of);
+    tg_tensor *flat = tg__checked_ids("embedding", "ids", "id", ids,
+                                      weight->shape[0], range_of);
     if (!flat)
         return NULL;
     int64_t shape[TG_MAX_DIMS];
     memcpy(shape, ids->shape, sizeof(int64_t) * (size_t)ids->ndim);
     shape[ids->ndim] = weight->shape[1];
-    tg_tensor *y = tg__new("embedding", weight->dtype, ids->ndim + 1, shape, false);
+    tg_tensor *y =
+        tg__new("embedding", weight->dtype, ids->ndim + 1, shape, false);
     if (y) {
         embedding_rows(weight, TG_DATA(int64_t, flat), tg_numel(flat), y);
         tg_node *n = tg__record(&embedding_op, y, 1, &weight);
@@ -126,7 +128,8 @@ tg_tensor *tg_embedding(tg_tensor *weight, tg_tensor *ids)
 
 /* A view of dense shaped like index-shaped `sparse`, with stride 0 along d:
  * element p of it is where p's row along d starts in dense. */
-static tg_tensor *row_starts(const tg_tensor *dense, int d, const tg_tensor *sparse)
+static tg_tensor *row_starts(const tg_tensor *dense, int d,
+                             const tg_tensor *sparse)
 {
     int64_t strides[TG_MAX_DIMS];
     memcpy(strides, dense->strides, sizeof strides);
@@ -170,9 +173,11 @@ static void gather_backward(tg_node *n, tg_tensor *dy)
         return;
     const tg_tensor *t = n->in[0];
     int d = (int)n->ip[0];
-    tg_tensor *dt = tg__must(tg__new("gather", t->dtype, t->ndim, t->shape, true));
+    tg_tensor *dt =
+        tg__must(tg__new("gather", t->dtype, t->ndim, t->shape, true));
     tg_tensor *starts = tg__must(row_starts(dt, d, dy));
-    gather_walk(starts, dt->strides[d], TG_DATA(int64_t, n->saved[0]), dy, true);
+    gather_walk(starts, dt->strides[d], TG_DATA(int64_t, n->saved[0]), dy,
+                true);
     tg_release(starts);
     tg__accumulate(n, 0, dt);
     tg_release(dt);
@@ -180,7 +185,8 @@ static void gather_backward(tg_node *n, tg_tensor *dy)
 static const tg_op gather_op = {"gather", gather_backward};
 
 /* Errors unless index has t's ndim and is no larger than t but along d. */
-static bool gather_check_shape(const tg_tensor *t, int d, const tg_tensor *index)
+static bool gather_check_shape(const tg_tensor *t, int d,
+                               const tg_tensor *index)
 {
     bool fits = index->ndim == t->ndim;
     for (int k = 0; fits && k < t->ndim; k++)
@@ -201,11 +207,12 @@ tg_tensor *tg_gather(tg_tensor *t, int dim, tg_tensor *index)
         return NULL;
     char range_of[TG_SHAPE_STR + 32];
     snprintf(range_of, sizeof range_of, "dim %d of %s", d, TG_SHP(t));
-    tg_tensor *flat =
-        tg__checked_ids("gather", "index", "index", index, t->shape[d], range_of);
+    tg_tensor *flat = tg__checked_ids("gather", "index", "index", index,
+                                      t->shape[d], range_of);
     if (!flat)
         return NULL;
-    tg_tensor *y = tg__new("gather", t->dtype, index->ndim, index->shape, false);
+    tg_tensor *y =
+        tg__new("gather", t->dtype, index->ndim, index->shape, false);
     tg_tensor *starts = y ? row_starts(t, d, y) : NULL;
     if (starts) {
         gather_walk(starts, t->strides[d], TG_DATA(int64_t, flat), y, false);

@@ -16,8 +16,10 @@ static void layer_norm_rows(const tg_tensor *x, const tg_tensor *gamma,
                             double *stats)
 {
     const int last = x->ndim - 1;
-    const int64_t C = x->shape[last], xs = x->strides[last], ys = y->strides[last];
-    const int64_t gs = gamma ? gamma->strides[0] : 0, bs = beta ? beta->strides[0] : 0;
+    const int64_t C = x->shape[last], xs = x->strides[last],
+                  ys = y->strides[last];
+    const int64_t gs = gamma ? gamma->strides[0] : 0,
+                  bs = beta ? beta->strides[0] : 0;
     tg_loop L;
     tg__rows_loop(&L, x, last, 2, (const tg_tensor *const[]){x, y});
     int64_t r = 0;
@@ -38,7 +40,8 @@ static void layer_norm_rows(const tg_tensor *x, const tg_tensor *gamma,
                 double rstd = 1 / sqrt(var + eps);
                 for (int64_t k = 0; k < C; k++) {
                     double v = (xr[k * xs] - mean) * rstd;
-                    yr[k * ys] = (T)((g ? v * g[k * gs] : v) + (b ? b[k * bs] : 0));
+                    yr[k * ys] =
+                        (T)((g ? v * g[k * gs] : v) + (b ? b[k * bs] : 0));
                 }
                 stats[2 * r] = mean;
                 stats[2 * r + 1] = rstd;
@@ -54,8 +57,8 @@ static void layer_norm_rows_backward(const tg_tensor *x, const tg_tensor *gamma,
                                      tg_tensor *dx, double *sums)
 {
     const int last = x->ndim - 1;
-    const int64_t C = x->shape[last], xs = x->strides[last], dys = dy->strides[last],
-                  dxs = dx->strides[last];
+    const int64_t C = x->shape[last], xs = x->strides[last],
+                  dys = dy->strides[last], dxs = dx->strides[last];
     const int64_t gs = gamma ? gamma->strides[0] : 0;
     tg_loop L;
     tg__rows_loop(&L, x, last, 3, (const tg_tensor *const[]){x, dy, dx});
@@ -71,7 +74,8 @@ static void layer_norm_rows_backward(const tg_tensor *x, const tg_tensor *gamma,
                 double mean_dxhat = 0, mean_dxhat_xhat = 0;
                 for (int64_t k = 0; k < C; k++) {
                     double xhat = (xr[k * xs] - mean) * rstd;
-                    double dxhat = g ? dyr[k * dys] * (double)g[k * gs] : dyr[k * dys];
+                    double dxhat =
+                        g ? dyr[k * dys] * (double)g[k * gs] : dyr[k * dys];
                     mean_dxhat += dxhat;
                     mean_dxhat_xhat += dxhat * xhat;
                     sums[k] += dyr[k * dys] * xhat;
@@ -81,9 +85,10 @@ static void layer_norm_rows_backward(const tg_tensor *x, const tg_tensor *gamma,
                 mean_dxhat_xhat /= (double)C;
                 for (int64_t k = 0; k < C; k++) {
                     double xhat = (xr[k * xs] - mean) * rstd;
-                    double dxhat = g ? dyr[k * dys] * (double)g[k * gs] : dyr[k * dys];
-                    dxr[k * dxs] =
-                        (T)(rstd * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat));
+                    double dxhat =
+                        g ? dyr[k * dys] * (double)g[k * gs] : dyr[k * dys];
+                    dxr[k * dxs] = (T)(rstd * (dxhat - mean_dxhat -
+                                               xhat * mean_dxhat_xhat));
                 }
             }
         } while (tg__loop_next(&L));
@@ -91,7 +96,8 @@ static void layer_norm_rows_backward(const tg_tensor *x, const tg_tensor *gamma,
 }
 
 /* Adds row `row` of the (2,C) float64 sums, in dtype dt, into input i. */
-static void accumulate_param(tg_node *n, int i, tg_tensor *sums, int row, tg_dtype dt)
+static void accumulate_param(tg_node *n, int i, tg_tensor *sums, int row,
+                             tg_dtype dt)
 {
     if (!tg__needs_grad(n, i))
         return;
@@ -116,9 +122,10 @@ static void layer_norm_backward(tg_node *n, tg_tensor *dy)
      * is computed even when x needs none (accumulate then skips it). */
     const tg_tensor *x = n->in[0];
     const int64_t C = x->shape[x->ndim - 1];
-    tg_tensor *dx = tg__must(tg__new("layer_norm", x->dtype, x->ndim, x->shape, false));
-    tg_tensor *sums =
-        tg__must(tg__new("layer_norm", TG_FLOAT64, 2, (const int64_t[]){2, C}, true));
+    tg_tensor *dx =
+        tg__must(tg__new("layer_norm", x->dtype, x->ndim, x->shape, false));
+    tg_tensor *sums = tg__must(
+        tg__new("layer_norm", TG_FLOAT64, 2, (const int64_t[]){2, C}, true));
     layer_norm_rows_backward(x, n->in[1], TG_DATA(double, n->saved[0]), dy, dx,
                              TG_DATA(double, sums));
     tg__accumulate(n, 0, dx);
@@ -130,7 +137,8 @@ static void layer_norm_backward(tg_node *n, tg_tensor *dy)
 static const tg_op layer_norm_op = {"layer_norm", layer_norm_backward};
 
 /* Errors unless p (gamma or beta) is NULL or a (C,) tensor of x's dtype. */
-static bool check_param(const char *name, const tg_tensor *p, const tg_tensor *x)
+static bool check_param(const char *name, const tg_tensor *p,
+                        const tg_tensor *x)
 {
     if (!p)
         return true;
@@ -138,25 +146,28 @@ static bool check_param(const char *name, const tg_tensor *p, const tg_tensor *x
         return false;
     int64_t C = x->shape[x->ndim - 1];
     if (p->ndim != 1 || p->shape[0] != C) {
-        tg__error("layer_norm: %s has shape %s but x %s needs (%lld,)", name, TG_SHP(p),
-                  TG_SHP(x), (long long)C);
+        tg__error("layer_norm: %s has shape %s but x %s needs (%lld,)", name,
+                  TG_SHP(p), TG_SHP(x), (long long)C);
         return false;
     }
     return true;
 }
 
-tg_tensor *tg_layer_norm(tg_tensor *x, tg_tensor *gamma, tg_tensor *beta, double eps)
+tg_tensor *tg_layer_norm(tg_tensor *x, tg_tensor *gamma, tg_tensor *beta,
+                         double eps)
 {
     if (!x || !tg__check_float("layer_norm", x))
         return NULL;
     if (x->ndim == 0) {
-        tg__error("layer_norm: x must have at least 1 dim, got shape %s", TG_SHP(x));
+        tg__error("layer_norm: x must have at least 1 dim, got shape %s",
+                  TG_SHP(x));
         return NULL;
     }
     if (!check_param("gamma", gamma, x) || !check_param("beta", beta, x))
         return NULL;
     if (!(eps >= 0)) {
-        tg__error("layer_norm: eps must be >= 0, got %g (x %s)", eps, TG_SHP(x));
+        tg__error("layer_norm: eps must be >= 0, got %g (x %s)", eps,
+                  TG_SHP(x));
         return NULL;
     }
     int64_t rows = 1;
@@ -167,7 +178,8 @@ tg_tensor *tg_layer_norm(tg_tensor *x, tg_tensor *gamma, tg_tensor *beta, double
         tg__new("layer_norm", TG_FLOAT64, 2, (const int64_t[]){rows, 2}, false);
     if (y && stats) {
         layer_norm_rows(x, gamma, beta, eps, y, TG_DATA(double, stats));
-        tg_node *n = tg__record(&layer_norm_op, y, 3, (tg_tensor *[]){x, gamma, beta});
+        tg_node *n =
+            tg__record(&layer_norm_op, y, 3, (tg_tensor *[]){x, gamma, beta});
         if (n)
             tg__save(n, stats);
     } else {

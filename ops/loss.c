@@ -21,8 +21,8 @@
 
 /* Sum over the rows r of logits of lse[r] - row_r[targets[r]], where
  * lse[r] = log sum_k exp(row_r[k]) is also written out. */
-static double cross_entropy_rows(const tg_tensor *logits, const int64_t *targets,
-                                 double *lse)
+static double cross_entropy_rows(const tg_tensor *logits,
+                                 const int64_t *targets, double *lse)
 {
     const int last = logits->ndim - 1;
     const int64_t V = logits->shape[last], xs = logits->strides[last];
@@ -78,7 +78,8 @@ static void cross_entropy_backward(tg_node *n, tg_tensor *dy)
                 T *dxr = TG_DATA(T, dx) + L.off[1] + i * L.step[1];
                 for (int64_t k = 0; k < V; k++)
                     dxr[k * dxs] =
-                        (T)((exp(xr[k * xs] - lse[r]) - (k == targets[r])) * scale);
+                        (T)((exp(xr[k * xs] - lse[r]) - (k == targets[r])) *
+                            scale);
             }
         } while (tg__loop_next(&L));
     });
@@ -113,8 +114,8 @@ static tg_tensor *cross_entropy_forward(tg_tensor *logits, tg_tensor *flat)
     tg_tensor *lse = tg__new("cross_entropy", TG_FLOAT64, 1, &rows, false);
     if (!lse)
         return NULL;
-    double total =
-        cross_entropy_rows(logits, TG_DATA(int64_t, flat), TG_DATA(double, lse));
+    double total = cross_entropy_rows(logits, TG_DATA(int64_t, flat),
+                                      TG_DATA(double, lse));
     tg_tensor *loss = tg_scalar(logits->dtype, total / (double)rows);
     tg_node *n = loss ? tg__record(&cross_entropy_op, loss, 1, &logits) : NULL;
     if (n) {
@@ -138,8 +139,9 @@ tg_tensor *tg_cross_entropy(tg_tensor *logits, tg_tensor *targets)
         return NULL;
     char range_of[TG_SHAPE_STR + 8];
     snprintf(range_of, sizeof range_of, "logits %s", TG_SHP(logits));
-    tg_tensor *flat = tg__checked_ids("cross_entropy", "targets", "target", targets,
-                                      logits->shape[logits->ndim - 1], range_of);
+    tg_tensor *flat =
+        tg__checked_ids("cross_entropy", "targets", "target", targets,
+                        logits->shape[logits->ndim - 1], range_of);
     tg_tensor *loss = flat ? cross_entropy_forward(logits, flat) : NULL;
     tg_release(flat);
     return loss;
@@ -148,15 +150,16 @@ tg_tensor *tg_cross_entropy(tg_tensor *logits, tg_tensor *targets)
 /* ---- mean squared error ------------------------------------------------- */
 
 /* sum_i (a_i - b_i)^2 over the broadcast shape, in double. */
-static double squared_error_sum(const tg_tensor *a, const tg_tensor *b, int ndim,
-                                const int64_t *shape)
+static double squared_error_sum(const tg_tensor *a, const tg_tensor *b,
+                                int ndim, const int64_t *shape)
 {
     double s = 0;
     tg_loop L;
     tg__loop_init(&L, ndim, shape, 2, (const tg_tensor *const[]){a, b});
     TG_DISPATCH_FLOAT(a->dtype, T, {
         do {
-            const T *x = TG_DATA(T, a) + L.off[0], *y = TG_DATA(T, b) + L.off[1];
+            const T *x = TG_DATA(T, a) + L.off[0],
+                    *y = TG_DATA(T, b) + L.off[1];
             for (int64_t i = 0; i < L.inner; i++) {
                 double e = (double)x[i * L.step[0]] - y[i * L.step[1]];
                 s += e * e;
@@ -174,7 +177,8 @@ static double squared_error_sum(const tg_tensor *a, const tg_tensor *b, int ndim
 static void mse_loss_backward(tg_node *n, tg_tensor *dy)
 {
     tg_tensor *diff = tg__must(tg_sub(n->in[0], n->in[1]));
-    tg_tensor *da = tg__must(tg_scale(diff, 2 * tg_item(dy) / (double)tg_numel(diff)));
+    tg_tensor *da =
+        tg__must(tg_scale(diff, 2 * tg_item(dy) / (double)tg_numel(diff)));
     tg__accumulate(n, 0, da);
     if (tg__needs_grad(n, 1)) {
         tg_tensor *db = tg__must(tg_neg(da));
@@ -192,7 +196,8 @@ tg_tensor *tg_mse_loss(tg_tensor *a, tg_tensor *b)
         return NULL;
     int ndim;
     int64_t shape[TG_MAX_DIMS], count = 1;
-    if (!tg__broadcast("mse_loss", 2, (const tg_tensor *const[]){a, b}, &ndim, shape))
+    if (!tg__broadcast("mse_loss", 2, (const tg_tensor *const[]){a, b}, &ndim,
+                       shape))
         return NULL;
     for (int d = 0; d < ndim; d++)
         count *= shape[d];

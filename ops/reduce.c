@@ -111,7 +111,10 @@ static void sum_rows(const tg_tensor *x, int d, tg_tensor *y, double divisor)
 {
     tg_loop L;
     tg__rows_loop(&L, x, d, 2, (const tg_tensor *const[]){x, y});
-    rows_job job = {.x = x, .y = y, .n = x->shape[d], .stride = x->strides[d],
+    rows_job job = {.x = x,
+                    .y = y,
+                    .n = x->shape[d],
+                    .stride = x->strides[d],
                     .divisor = divisor};
     tg__loop_run(&L, job.n, sum_run, &job);
 }
@@ -195,8 +198,7 @@ static void expand_run(void *job, int64_t start, const int64_t *off,
         const T *dys = TG_DATA(T, j->dy) + off[1];
         if (step[0] == 1 && step[1] == 0) {
             const T v = (T)(dys[0] / j->divisor);
-            TG_SIMD for (int64_t i = 0; i < len; i++)
-                dxs[i] = v;
+            TG_SIMD for (int64_t i = 0; i < len; i++) dxs[i] = v;
         } else {
             for (int64_t i = 0; i < len; i++)
                 dxs[i * step[0]] = (T)(dys[i * step[1]] / j->divisor);
@@ -220,10 +222,13 @@ static void sum_backward(tg_node *n, tg_tensor *dy)
     double divisor = n->p[0];
     /* dy seen with x's ndim; the loop broadcasts its size-1 dim (or, over
      * all elements, the 0-d dy) across x's shape. */
-    tg_tensor *dykd = d < 0 ? tg_retain(dy) : tg__must(keepdim_view(dy, d, x->ndim));
-    tg_tensor *dx = tg__must(tg__new(n->op->name, x->dtype, x->ndim, x->shape, false));
+    tg_tensor *dykd =
+        d < 0 ? tg_retain(dy) : tg__must(keepdim_view(dy, d, x->ndim));
+    tg_tensor *dx =
+        tg__must(tg__new(n->op->name, x->dtype, x->ndim, x->shape, false));
     tg_loop L;
-    tg__loop_init(&L, x->ndim, x->shape, 2, (const tg_tensor *const[]){dx, dykd});
+    tg__loop_init(&L, x->ndim, x->shape, 2,
+                  (const tg_tensor *const[]){dx, dykd});
     tg__loop_run(&L, 1, expand_run,
                  &(rows_job){.y = dx, .dy = dykd, .divisor = divisor});
     tg__accumulate(n, 0, dx);
@@ -267,8 +272,12 @@ static void max_run(void *job, int64_t start, const int64_t *off,
 static void max_rows(const tg_tensor *x, int d, tg_tensor *y, tg_tensor *argmax)
 {
     tg_loop L;
-    tg__rows_loop(&L, x, d, argmax ? 3 : 2, (const tg_tensor *const[]){x, y, argmax});
-    rows_job job = {.x = x, .y = y, .argmax = argmax, .n = x->shape[d],
+    tg__rows_loop(&L, x, d, argmax ? 3 : 2,
+                  (const tg_tensor *const[]){x, y, argmax});
+    rows_job job = {.x = x,
+                    .y = y,
+                    .argmax = argmax,
+                    .n = x->shape[d],
                     .stride = x->strides[d]};
     tg__loop_run(&L, job.n, max_run, &job);
 }

@@ -67,7 +67,7 @@ static int64_t visible(const rows_job *j, int64_t r)
  * the masked ones are -inf: each adds exp(-inf - m) = 0 to s, which leaves
  * it unchanged, and gets weight exp(-inf - m) / s (0, or NaN in a NaN
  * row), exactly as an entry masked in x itself. */
-#define Z(k) (scaled ? (T)(sc * xr[(k) * xs]) : xr[(k) * xs]) /* z_k of row xr */
+#define Z(k) (scaled ? (T)(sc * xr[(k)*xs]) : xr[(k)*xs]) /* z_k of row xr */
 static void softmax_run(void *job, int64_t start, const int64_t *off,
                         const int64_t *step, int64_t len)
 {
@@ -108,8 +108,7 @@ static void softmax_run(void *job, int64_t start, const int64_t *off,
                 continue;
             }
             if (keep && ys == 1) {
-                TG_SIMD for (int64_t k = 0; k < vis; k++)
-                    yr[k] = (T)(e[k] / s);
+                TG_SIMD for (int64_t k = 0; k < vis; k++) yr[k] = (T)(e[k] / s);
             } else {
                 for (int64_t k = 0; k < vis; k++)
                     yr[k * ys] = (T)((keep ? e[k] : exp(Z(k) - m)) / s);
@@ -144,9 +143,10 @@ static tg_tensor *softmax_common(const tg_op *op, tg_tensor *x, int dim)
     tg_tensor *y = tg__new(op->name, x->dtype, x->ndim, x->shape, false);
     if (!y)
         return NULL;
-    softmax_rows(&(rows_job){.x = x, .out = y, .scale = 1,
-                             .as_log = op == &log_softmax_op},
-                 d);
+    softmax_rows(
+        &(rows_job){
+            .x = x, .out = y, .scale = 1, .as_log = op == &log_softmax_op},
+        d);
     tg_node *n = tg__record(op, y, 1, &x);
     if (n)
         n->ip[0] = d;
@@ -176,8 +176,11 @@ tg_tensor *tg__attention_softmax(tg_tensor *x, double scale, bool causal)
     if (!y)
         return NULL;
     int d = x->ndim - 1;
-    softmax_rows(&(rows_job){.x = x, .out = y, .scale = scale,
-                             .causal = causal, .queries = x->shape[d - 1]},
+    softmax_rows(&(rows_job){.x = x,
+                             .out = y,
+                             .scale = scale,
+                             .causal = causal,
+                             .queries = x->shape[d - 1]},
                  d);
     tg_node *n = tg__record(op, y, 1, &x);
     if (n) {
@@ -217,11 +220,11 @@ static void softmax_backward_run(void *job, int64_t start, const int64_t *off,
             for (int64_t k = 0; k < n; k++)
                 dot += (double)yr[k * ys] * dyr[k * dys];
             if (dxs == 1 && ys == 1 && dys == 1 && scaled) {
-                TG_SIMD for (int64_t k = 0; k < vis; k++)
-                    dxr[k] = sc * (T)(yr[k] * (dyr[k] - dot));
+                TG_SIMD for (int64_t k = 0; k < vis; k++) dxr[k] =
+                    sc * (T)(yr[k] * (dyr[k] - dot));
             } else if (dxs == 1 && ys == 1 && dys == 1) {
-                TG_SIMD for (int64_t k = 0; k < vis; k++)
-                    dxr[k] = (T)(yr[k] * (dyr[k] - dot));
+                TG_SIMD for (int64_t k = 0; k < vis; k++) dxr[k] =
+                    (T)(yr[k] * (dyr[k] - dot));
             } else {
                 for (int64_t k = 0; k < vis; k++) {
                     T dz = (T)(yr[k * ys] * (dyr[k * dys] - dot));
@@ -242,10 +245,16 @@ static void softmax_backward(tg_node *n, tg_tensor *dy)
     const tg_tensor *x = n->in[0], *y = n->out;
     int d = (int)n->ip[0];
     bool attention = n->op != &softmax_op;
-    tg_tensor *dx = tg__must(tg__new(n->op->name, x->dtype, x->ndim, x->shape, false));
-    rows_job job = {.y = y, .dy = dy, .out = dx, .n = x->shape[d],
-                    .ys = y->strides[d], .dys = dy->strides[d],
-                    .outs = dx->strides[d], .scale = attention ? n->p[0] : 1,
+    tg_tensor *dx =
+        tg__must(tg__new(n->op->name, x->dtype, x->ndim, x->shape, false));
+    rows_job job = {.y = y,
+                    .dy = dy,
+                    .out = dx,
+                    .n = x->shape[d],
+                    .ys = y->strides[d],
+                    .dys = dy->strides[d],
+                    .outs = dx->strides[d],
+                    .scale = attention ? n->p[0] : 1,
                     .causal = attention && n->ip[1],
                     .queries = d > 0 ? x->shape[d - 1] : 1};
     tg_loop L;
@@ -298,8 +307,12 @@ static void log_softmax_backward(tg_node *n, tg_tensor *dy)
     int d = (int)n->ip[0];
     tg_tensor *dx =
         tg__must(tg__new("log_softmax", x->dtype, x->ndim, x->shape, false));
-    rows_job job = {.y = y, .dy = dy, .out = dx, .n = x->shape[d],
-                    .ys = y->strides[d], .dys = dy->strides[d],
+    rows_job job = {.y = y,
+                    .dy = dy,
+                    .out = dx,
+                    .n = x->shape[d],
+                    .ys = y->strides[d],
+                    .dys = dy->strides[d],
                     .outs = dx->strides[d]};
     tg_loop L;
     tg__rows_loop(&L, x, d, 3, (const tg_tensor *const[]){dx, y, dy});

@@ -63,8 +63,8 @@ static void slice_backward(tg_node *n, tg_tensor *dy)
     shape[dim] = n->ip[2];
     /* The window of dx that y came from, in dx's own (contiguous) strides;
      * dy has that shape, or that shape without `dim` for select. */
-    tg_tensor *window = tg__view(dx, x->ndim, shape, dx->strides,
-                                 n->ip[1] * dx->strides[dim]);
+    tg_tensor *window =
+        tg__view(dx, x->ndim, shape, dx->strides, n->ip[1] * dx->strides[dim]);
     tg_tensor *src = n->ip[3] ? tg_unsqueeze(dy, dim) : tg_retain(dy);
     tg__add_into(window, src);
     tg_release(src);
@@ -87,8 +87,10 @@ static tg_tensor *window_view(tg_tensor *t, int dim, int64_t start,
     shape[dim] = length;
     int ndim = t->ndim;
     if (drop) {
-        memmove(shape + dim, shape + dim + 1, sizeof(int64_t) * (size_t)(ndim - dim - 1));
-        memmove(strides + dim, strides + dim + 1, sizeof(int64_t) * (size_t)(ndim - dim - 1));
+        memmove(shape + dim, shape + dim + 1,
+                sizeof(int64_t) * (size_t)(ndim - dim - 1));
+        memmove(strides + dim, strides + dim + 1,
+                sizeof(int64_t) * (size_t)(ndim - dim - 1));
         ndim--;
     }
     tg_tensor *y = tg__view(t, ndim, shape, strides, offset);
@@ -253,7 +255,8 @@ tg_tensor *tg_reshape(tg_tensor *t, int ndim, const int64_t *shape)
     if ((infer >= 0 && (known == 0 || numel % known)) ||
         (infer < 0 && known != numel)) {
         tg__error("reshape: cannot reshape %s (%lld elements) into %s",
-                  TG_SHP(t), (long long)numel, tg__shape_str(ndim, shape, want));
+                  TG_SHP(t), (long long)numel,
+                  tg__shape_str(ndim, shape, want));
         return NULL;
     }
     return reshaped(&reshape_op, t, ndim, out_shape);
@@ -294,8 +297,9 @@ tg_tensor *tg_unsqueeze(tg_tensor *t, int dim)
     }
     int d = dim < 0 ? dim + t->ndim + 1 : dim;
     if (d < 0 || d > t->ndim) {
-        tg__error("unsqueeze: dim %d is out of range for %s (new dim in %d..%d)",
-                  dim, TG_SHP(t), -t->ndim - 1, t->ndim);
+        tg__error(
+            "unsqueeze: dim %d is out of range for %s (new dim in %d..%d)", dim,
+            TG_SHP(t), -t->ndim - 1, t->ndim);
         return NULL;
     }
     return size1_view(&unsqueeze_op, t, d, true);
@@ -364,7 +368,8 @@ tg_tensor *tg_to(tg_tensor *t, tg_dtype dt)
 {
     if (!t)
         return NULL;
-    if (dt != TG_FLOAT32 && dt != TG_FLOAT64 && dt != TG_BOOL && dt != TG_INT64) {
+    if (dt != TG_FLOAT32 && dt != TG_FLOAT64 && dt != TG_BOOL &&
+        dt != TG_INT64) {
         tg__error("to: unknown dtype %d", (int)dt);
         return NULL;
     }

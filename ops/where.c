@@ -10,8 +10,8 @@ typedef struct where_job {
 } where_job;
 
 #define WHERE_LOOP(so, sc, sx, sy)                                             \
-    TG_SIMD for (int64_t i = 0; i < len; i++)                                  \
-        o[i * (so)] = c[i * (sc)] != 0 ? x[i * (sx)] : y[i * (sy)];
+    TG_SIMD for (int64_t i = 0; i < len; i++) o[i * (so)] =                    \
+        c[i * (sc)] != 0 ? x[i * (sx)] : y[i * (sy)];
 
 /* out = cond ? a : b over one run. Adjacent operands, or a scalar a or b
  * (masked_fill's value, the zero of the backwards), have constant steps
@@ -25,12 +25,15 @@ static void where_run(void *job, int64_t start, const int64_t *off,
         TG_DISPATCH_FLOAT(j->out->dtype, T, {
             T *o = TG_DATA(T, j->out) + off[0];
             const C *c = TG_DATA(C, j->cond) + off[1];
-            const T *x = TG_DATA(T, j->a) + off[2], *y = TG_DATA(T, j->b) + off[3];
+            const T *x = TG_DATA(T, j->a) + off[2],
+                    *y = TG_DATA(T, j->b) + off[3];
             if (step[0] == 1 && step[1] == 1 && step[2] == 1 && step[3] == 1) {
                 WHERE_LOOP(1, 1, 1, 1)
-            } else if (step[0] == 1 && step[1] == 1 && step[2] == 0 && step[3] == 1) {
+            } else if (step[0] == 1 && step[1] == 1 && step[2] == 0 &&
+                       step[3] == 1) {
                 WHERE_LOOP(1, 1, 0, 1)
-            } else if (step[0] == 1 && step[1] == 1 && step[2] == 1 && step[3] == 0) {
+            } else if (step[0] == 1 && step[1] == 1 && step[2] == 1 &&
+                       step[3] == 0) {
                 WHERE_LOOP(1, 1, 1, 0)
             } else {
                 WHERE_LOOP(step[0], step[1], step[2], step[3])
@@ -57,7 +60,8 @@ static tg_tensor *select_new(const char *op, const tg_tensor *cond,
 {
     int ndim;
     int64_t shape[TG_MAX_DIMS];
-    if (!tg__broadcast(op, 3, (const tg_tensor *const[]){cond, a, b}, &ndim, shape))
+    if (!tg__broadcast(op, 3, (const tg_tensor *const[]){cond, a, b}, &ndim,
+                       shape))
         return NULL;
     tg_tensor *y = tg__new(op, a->dtype, ndim, shape, false);
     if (y)
@@ -125,9 +129,11 @@ tg_tensor *tg_masked_fill(tg_tensor *t, tg_tensor *mask, double value)
     if (!tg__broadcast("masked_fill", 2, (const tg_tensor *const[]){t, mask},
                        &ndim, shape))
         return NULL;
-    if (ndim != t->ndim || memcmp(shape, t->shape, sizeof(int64_t) * (size_t)ndim)) {
-        tg__error("masked_fill: mask %s does not broadcast to the tensor's shape %s",
-                  TG_SHP(mask), TG_SHP(t));
+    if (ndim != t->ndim ||
+        memcmp(shape, t->shape, sizeof(int64_t) * (size_t)ndim)) {
+        tg__error(
+            "masked_fill: mask %s does not broadcast to the tensor's shape %s",
+            TG_SHP(mask), TG_SHP(t));
         return NULL;
     }
     tg_tensor *fill = tg_full(t->dtype, 0, NULL, value);
@@ -147,7 +153,8 @@ static void zero_triangle(tg_tensor *t, int k, bool lower)
 {
     int64_t rows = t->shape[t->ndim - 2], cols = t->shape[t->ndim - 1];
     int64_t mats = rows > 0 && cols > 0 ? tg_numel(t) / (rows * cols) : 0;
-    char *base = (char *)t->storage->data + (size_t)t->offset * tg_dtype_size(t->dtype);
+    char *base =
+        (char *)t->storage->data + (size_t)t->offset * tg_dtype_size(t->dtype);
     for (int64_t m = 0; m < mats; m++)
         for (int64_t i = 0; i < rows; i++)
             for (int64_t j = 0; j < cols; j++)
@@ -160,7 +167,8 @@ static void zero_triangle(tg_tensor *t, int k, bool lower)
  *           dx = tril(dy, k)  [resp. triu(dy, k)] */
 static void tri_backward(tg_node *n, tg_tensor *dy)
 {
-    tg_tensor *dx = n->ip[1] ? tg_tril(dy, (int)n->ip[0]) : tg_triu(dy, (int)n->ip[0]);
+    tg_tensor *dx =
+        n->ip[1] ? tg_tril(dy, (int)n->ip[0]) : tg_triu(dy, (int)n->ip[0]);
     tg__accumulate(n, 0, dx);
     tg_release(dx);
 }

@@ -137,8 +137,8 @@ static void find_gnuplot(gnuplot_found *g)
                                   NULL};
             char last_line[256];
             int status = run(g->path, argv, last_line, sizeof last_line);
-            g->usable = status >= 0 && WIFEXITED(status) &&
-                        WEXITSTATUS(status) == 0;
+            g->usable =
+                status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
             return;
         }
         dir += n;
@@ -399,8 +399,9 @@ static int render(const char *op, const plot_files *p)
     bool off = disabled_by_env();
     const gnuplot_found *g = off ? NULL : gnuplot(&own);
     if (!g || !g->usable) {
-        fprintf(stderr, "tapegrad: %s: %s; wrote %s and %s; draw %s with: "
-                        "gnuplot ",
+        fprintf(stderr,
+                "tapegrad: %s: %s; wrote %s and %s; draw %s with: "
+                "gnuplot ",
                 op,
                 off ? "TG_NO_GNUPLOT is set"
                     : "no gnuplot with pngcairo on PATH",
@@ -522,8 +523,8 @@ static int annotation_font(const heatmap_layout *l, value_range r)
     char lo[64], hi[64];
     int chars = (int)fmax(snprintf(lo, sizeof lo, "%.2f", r.lo),
                           snprintf(hi, sizeof hi, "%.2f", r.hi));
-    double font = fmin(11, fmin(0.8 * l->cell_w / (0.55 * chars),
-                                0.6 * l->cell_h));
+    double font =
+        fmin(11, fmin(0.8 * l->cell_w / (0.55 * chars), 0.6 * l->cell_h));
     return font < 5 ? 0 : (int)font;
 }
 
@@ -564,8 +565,9 @@ static int write_heatmap_script(const char *op, const plot_files *p,
             (long long)tic_step(rows), (long long)rows - 1);
     int font = annotate ? annotation_font(&l, r) : 0;
     if (annotate && !font)
-        fprintf(f, "# No annotations: they would not fit in cells of "
-                   "%.0fx%.0f px.\n\n",
+        fprintf(f,
+                "# No annotations: they would not fit in cells of "
+                "%.0fx%.0f px.\n\n",
                 l.cell_w, l.cell_h);
     if (font) {
         fputs("# Annotations: 2 decimals, none on NaN cells; white text on "
@@ -684,11 +686,9 @@ static int write_lines_script(const char *op, const plot_files *p,
     fputs("\nplot ", f);
     for (int i = 0; i < n_series; i++) {
         const tg_series *s = &series[i];
-        fprintf(f,
-                "%sdata index %d using 1:2 with %s linewidth 2 ",
+        fprintf(f, "%sdata index %d using 1:2 with %s linewidth 2 ",
                 i ? ", \\\n     " : "", i,
-                s->n <= 50 ? "linespoints pointtype 7 pointsize 0.6"
-                           : "lines");
+                s->n <= 50 ? "linespoints pointtype 7 pointsize 0.6" : "lines");
         if (s->label && *s->label) {
             fputs("title ", f);
             put_string(f, s->label);
@@ -727,8 +727,8 @@ int tg_plot_lines(const char *stem, const tg_series *series, int n_series,
     c_numbers c = c_numbers_begin();
     int rc = write_series(op, &p, series, n_series);
     if (rc == 0)
-        rc = write_lines_script(op, &p, series, n_series, title, xlabel,
-                                ylabel, logx, logy);
+        rc = write_lines_script(op, &p, series, n_series, title, xlabel, ylabel,
+                                logx, logy);
     c_numbers_end(c);
     return rc == 0 ? render(op, &p) : -1;
 }

@@ -63,10 +63,12 @@ START_TEST(masks_are_not_anomalies)
     tg_scope_begin();
     tg_tensor *scores = tg_ones(TG_FLOAT64, TG_SHAPE(2, 4, 4));
     tg_set_requires_grad(scores, true);
-    tg_tensor *future = tg_eq_scalar(tg_tril(tg_ones(TG_FLOAT64, TG_SHAPE(4, 4)), 0), 0);
+    tg_tensor *future =
+        tg_eq_scalar(tg_tril(tg_ones(TG_FLOAT64, TG_SHAPE(4, 4)), 0), 0);
     tg_tensor *masked = tg_masked_fill(scores, future, -INFINITY);
     ck_assert_ptr_nonnull(masked);
-    tg_tensor *attn = tg_softmax(tg_transpose(masked, 0, 1), -1); /* -inf passes on */
+    tg_tensor *attn =
+        tg_softmax(tg_transpose(masked, 0, 1), -1); /* -inf passes on */
     ck_assert_ptr_nonnull(attn);
     tg_tensor *logp = tg_log_softmax(masked, -1);
     ck_assert_ptr_nonnull(logp);

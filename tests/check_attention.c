@@ -29,8 +29,8 @@ static tg_tensor *composed(tg_tensor *q, tg_tensor *k, tg_tensor *v,
     tg_tensor *kt = tg_transpose(k, -2, -1);
     tg_tensor *scores = tg_scale(tg_matmul(q, kt), scale); /* (...,Tq,Tk) */
     if (causal) {
-        tg_tensor *ones = tg_ones(tg_dtype_of(q),
-                                  TG_SHAPE(tg_size(q, -2), tg_size(k, -2)));
+        tg_tensor *ones =
+            tg_ones(tg_dtype_of(q), TG_SHAPE(tg_size(q, -2), tg_size(k, -2)));
         tg_tensor *future = tg_eq_scalar(tg_tril(ones, 0), 0);
         scores = tg_masked_fill(scores, future, -INFINITY);
     }
@@ -50,23 +50,23 @@ typedef struct {
 } shape_case;
 
 static const shape_case cases[] = {
-    {1, {2}, 7, 7, 4, 4, true, 0},          /* (B,T,d), one partial tile */
+    {1, {2}, 7, 7, 4, 4, true, 0}, /* (B,T,d), one partial tile */
     {1, {2}, 7, 7, 4, 4, false, 0},
-    {1, {3}, 1, 1, 3, 2, true, 0},          /* T = 1 */
+    {1, {3}, 1, 1, 3, 2, true, 0}, /* T = 1 */
     {1, {2}, 1, 1, 3, 2, false, 0.5},
-    {2, {2, 3}, 65, 65, 8, 5, true, 0},     /* (B,H,T,d), one row past a tile */
+    {2, {2, 3}, 65, 65, 8, 5, true, 0}, /* (B,H,T,d), one row past a tile */
     {2, {2, 3}, 65, 65, 8, 5, false, 0},
-    {1, {1}, 64, 64, 8, 8, true, 0},        /* exactly one tile */
-    {1, {2}, 128, 128, 4, 6, true, 0.5},    /* exactly two tiles */
+    {1, {1}, 64, 64, 8, 8, true, 0},     /* exactly one tile */
+    {1, {2}, 128, 128, 4, 6, true, 0.5}, /* exactly two tiles */
     {2, {1, 2}, 130, 130, 16, 16, true, 0.3},
     {2, {1, 2}, 130, 130, 16, 9, false, 1.7},
-    {1, {2}, 5, 9, 4, 3, false, 0},         /* Tq < Tk */
-    {1, {2}, 70, 130, 4, 3, true, 0},       /* causal, Tq < Tk */
-    {1, {2}, 130, 70, 4, 3, true, 2.0},     /* causal, Tq > Tk */
-    {0, {0}, 65, 65, 4, 4, true, 0},        /* (T,d): no batch dims */
-    {1, {2}, 3, 0, 4, 5, false, 0},         /* no keys: out 0 */
+    {1, {2}, 5, 9, 4, 3, false, 0},     /* Tq < Tk */
+    {1, {2}, 70, 130, 4, 3, true, 0},   /* causal, Tq < Tk */
+    {1, {2}, 130, 70, 4, 3, true, 2.0}, /* causal, Tq > Tk */
+    {0, {0}, 65, 65, 4, 4, true, 0},    /* (T,d): no batch dims */
+    {1, {2}, 3, 0, 4, 5, false, 0},     /* no keys: out 0 */
     {1, {2}, 3, 0, 4, 5, true, 0},
-    {1, {2}, 0, 6, 4, 5, true, 0},          /* no queries */
+    {1, {2}, 0, 6, 4, 5, true, 0}, /* no queries */
 };
 #define N_CASES ((int)(sizeof cases / sizeof *cases))
 
@@ -132,7 +132,8 @@ static void check_against_composed(const shape_case *c, tg_dtype dt, double tol)
     tg_tensor *plain[3] = {leaf_of(q), leaf_of(k), leaf_of(v)};
     const double scale = scale_of(c);
     tg_tensor *want = composed(plain[0], plain[1], plain[2], c->causal, scale);
-    tg_tensor *got = tg_attention(fused[0], fused[1], fused[2], c->causal, scale);
+    tg_tensor *got =
+        tg_attention(fused[0], fused[1], fused[2], c->causal, scale);
     ck_assert_msg(got != NULL, "%s", tg_last_error());
     double d = max_diff(got, want);
     ck_assert_msg(d <= tol, "out differs by %g", d);
@@ -286,8 +287,8 @@ START_TEST(test_torch)
     tg_set_requires_grad(q, true);
     tg_set_requires_grad(k, true);
     tg_set_requires_grad(v, true);
-    tg_tensor *out = tg_attention(q, k, v, torch_cases[_i].causal,
-                                  torch_cases[_i].scale);
+    tg_tensor *out =
+        tg_attention(q, k, v, torch_cases[_i].causal, torch_cases[_i].scale);
     assert_close(out, attn_fixture(tag, "out"), F64_TOL);
     ck_assert_int_eq(tg_backward_with(out, attn_fixture(tag, "dout")), 0);
     assert_close(tg_grad(q), attn_fixture(tag, "dq"), F64_TOL);
@@ -383,32 +384,40 @@ static tg_tensor *zeros3(tg_dtype dt, int64_t a, int64_t b, int64_t c)
 START_TEST(test_errors)
 {
     tg_scope_begin();
-    tg_tensor *q = zeros3(TG_FLOAT64, 2, 5, 4), *k = zeros3(TG_FLOAT64, 2, 6, 4);
+    tg_tensor *q = zeros3(TG_FLOAT64, 2, 5, 4),
+              *k = zeros3(TG_FLOAT64, 2, 6, 4);
     tg_tensor *v = zeros3(TG_FLOAT64, 2, 6, 3);
     int64_t tape = tg_tape_size();
-    ASSERT_FAILS_WITH(tg_attention(q, zeros3(TG_FLOAT64, 3, 6, 4), v, false, 1),
-                      "attention: q (2,5,4), k (3,6,4), v (2,6,3): the batch dims");
+    ASSERT_FAILS_WITH(
+        tg_attention(q, zeros3(TG_FLOAT64, 3, 6, 4), v, false, 1),
+        "attention: q (2,5,4), k (3,6,4), v (2,6,3): the batch dims");
     ASSERT_FAILS_WITH(tg_attention(q, zeros3(TG_FLOAT64, 2, 6, 3), v, false, 1),
                       "k (2,6,3), v (2,6,3): q and k differ in the last dim");
     ASSERT_FAILS_WITH(tg_attention(q, k, zeros3(TG_FLOAT64, 2, 7, 3), false, 1),
                       "v (2,7,3): k and v differ in the number of keys");
-    ASSERT_FAILS_WITH(tg_attention(q, tg_zeros(TG_FLOAT64, TG_SHAPE(6, 4)), v,
-                                   false, 1),
-                      "k (6,4)");
+    ASSERT_FAILS_WITH(
+        tg_attention(q, tg_zeros(TG_FLOAT64, TG_SHAPE(6, 4)), v, false, 1),
+        "k (6,4)");
     ASSERT_FAILS_WITH(tg_attention(tg_zeros(TG_FLOAT64, TG_SHAPE(4)),
                                    tg_zeros(TG_FLOAT64, TG_SHAPE(4)),
                                    tg_zeros(TG_FLOAT64, TG_SHAPE(4)), false, 1),
                       "at least 2");
-    ASSERT_FAILS_WITH(tg_attention(q, zeros3(TG_FLOAT32, 2, 6, 4), v, false, 1),
-                      "attention: dtypes differ: float64 (2,5,4) and float32 (2,6,4)");
-    ASSERT_FAILS_WITH(tg_attention(q, k, zeros3(TG_INT64, 2, 6, 3), false, 1),
-                      "expected a float32 or float64 tensor, got int64 (2,6,3)");
+    ASSERT_FAILS_WITH(
+        tg_attention(q, zeros3(TG_FLOAT32, 2, 6, 4), v, false, 1),
+        "attention: dtypes differ: float64 (2,5,4) and float32 (2,6,4)");
+    ASSERT_FAILS_WITH(
+        tg_attention(q, k, zeros3(TG_INT64, 2, 6, 3), false, 1),
+        "expected a float32 or float64 tensor, got int64 (2,6,3)");
     ASSERT_FAILS_WITH(tg_attention(q, k, v, true, NAN), "scale must be finite");
-    ASSERT_FAILS_WITH(tg_attention(q, k, v, false, INFINITY), "scale must be finite");
+    ASSERT_FAILS_WITH(tg_attention(q, k, v, false, INFINITY),
+                      "scale must be finite");
     /* A NULL tensor (an earlier failure) fails quietly, keeping that cause. */
-    ASSERT_FAILS_WITH(tg_attention(NULL, k, v, true, 1), "scale must be finite");
-    ASSERT_FAILS_WITH(tg_attention(q, NULL, v, true, 1), "scale must be finite");
-    ASSERT_FAILS_WITH(tg_attention(q, k, NULL, true, 1), "scale must be finite");
+    ASSERT_FAILS_WITH(tg_attention(NULL, k, v, true, 1),
+                      "scale must be finite");
+    ASSERT_FAILS_WITH(tg_attention(q, NULL, v, true, 1),
+                      "scale must be finite");
+    ASSERT_FAILS_WITH(tg_attention(q, k, NULL, true, 1),
+                      "scale must be finite");
     ck_assert_int_eq(tg_tape_size(), tape);
     tg_scope_end();
 }
@@ -476,7 +485,8 @@ START_TEST(test_memory)
     extra_memory(128, 8); /* threads, BLAS buffers, the allocator warmed up */
     const int64_t T = 2048;
     long long extra = extra_memory(T, 8), limit = T * T * 8 / 4;
-    ck_assert_msg(extra < limit, "T %lld: %lld bytes beyond the inputs (limit %lld)",
+    ck_assert_msg(extra < limit,
+                  "T %lld: %lld bytes beyond the inputs (limit %lld)",
                   (long long)T, extra, limit);
 }
 END_TEST

@@ -27,7 +27,8 @@ static tg_tensor *fixture_as(const char *name, tg_dtype dt)
 static tg_tensor *expected(const char *stem, tg_dtype dt)
 {
     char name[128];
-    snprintf(name, sizeof name, "%s_%s.npy", stem, dt == TG_FLOAT32 ? "f4" : "f8");
+    snprintf(name, sizeof name, "%s_%s.npy", stem,
+             dt == TG_FLOAT32 ? "f4" : "f8");
     return load_fixture(name);
 }
 
@@ -42,7 +43,8 @@ static void assert_error_names(const char *op)
 /* Small tensors equal to a relative 1e-14 (libm and numpy may differ in the
  * last bit), infinities exactly, and NaN equal to NaN (assert_close treats
  * NaN as unequal to everything). */
-static void assert_same_ieee(const tg_tensor *got, const tg_tensor *want, const char *what)
+static void assert_same_ieee(const tg_tensor *got, const tg_tensor *want,
+                             const char *what)
 {
     double g[16], w[16];
     ck_assert_ptr_nonnull(got);
@@ -52,8 +54,10 @@ static void assert_same_ieee(const tg_tensor *got, const tg_tensor *want, const 
     ck_assert_int_eq(tg_copy_out(want, TG_FLOAT64, w), 0);
     for (int64_t i = 0; i < tg_numel(want); i++)
         ck_assert_msg(isnan(w[i]) ? isnan(g[i])
-                                  : g[i] == w[i] || fabs(g[i] - w[i]) <= 1e-14 * fabs(w[i]),
-                      "%s element %lld: got %g, want %g", what, (long long)i, g[i], w[i]);
+                                  : g[i] == w[i] ||
+                                        fabs(g[i] - w[i]) <= 1e-14 * fabs(w[i]),
+                      "%s element %lld: got %g, want %g", what, (long long)i,
+                      g[i], w[i]);
 }
 
 /* ---- gradcheck inputs --------------------------------------------------- */
@@ -83,8 +87,8 @@ static tg_tensor *input(layout how, int ndim, const int64_t *shape, double lo,
     tg_tensor *scaled = tg_scale(u, hi - lo);
     tg_tensor *base = tg_add_scalar(scaled, lo);
     tg_tensor *x = how == TRANSPOSED ? tg_transpose(base, -1, -2)
-                   : how == SLICED   ? tg_slice(base, -1, 1, 1 + shape[ndim - 1])
-                                     : base;
+                   : how == SLICED ? tg_slice(base, -1, 1, 1 + shape[ndim - 1])
+                                   : base;
     tg_release(u);
     tg_release(scaled);
     if (x != base)
@@ -146,7 +150,8 @@ START_TEST(binary_forward)
             tg_dtype dt = float_dtypes[d];
             char stem[64];
             snprintf(stem, sizeof stem, "ew_%s_%s", c->name, pairs[p].pair);
-            tg_tensor *got = c->f(fixture_as(pairs[p].x, dt), fixture_as(pairs[p].y, dt));
+            tg_tensor *got =
+                c->f(fixture_as(pairs[p].x, dt), fixture_as(pairs[p].y, dt));
             ck_assert_msg(got != NULL, "%s: %s", stem, tg_last_error());
             ck_assert_int_eq(tg_dtype_of(got), dt);
             assert_close(got, expected(stem, dt), tol_for(dt));
@@ -221,8 +226,9 @@ static tg_tensor *call_binary_self(tg_tensor *const *in, void *ctx)
 START_TEST(binary_grad_same_operand)
 {
     tg_scope_begin();
-    assert_gradcheck(call_binary_self, (void *)&binaries[_i], 1,
-                     (tg_tensor *const[]){input(SLICED, TG_SHAPE(3, 4), 0.5, 2, 1)});
+    assert_gradcheck(
+        call_binary_self, (void *)&binaries[_i], 1,
+        (tg_tensor *const[]){input(SLICED, TG_SHAPE(3, 4), 0.5, 2, 1)});
     tg_scope_end();
 }
 END_TEST
@@ -233,7 +239,8 @@ START_TEST(binary_grad_masked)
     tg_scope_begin();
     for (int i = 0; i < N_BINARY; i++)
         if (binaries[i].masks)
-            gradcheck_binary(&binaries[i], input(MASKED, TG_SHAPE(3, 4), -2, 2, 1),
+            gradcheck_binary(&binaries[i],
+                             input(MASKED, TG_SHAPE(3, 4), -2, 2, 1),
                              input(PLAIN, TG_SHAPE(4), 0.5, 2, 2));
     tg_scope_end();
 }
@@ -300,7 +307,8 @@ START_TEST(unary_forward)
         tg_dtype dt = float_dtypes[d];
         char stem[64];
         snprintf(stem, sizeof stem, "ew_unary_%s", c->name);
-        tg_tensor *x = fixture_as(c->positive ? "ew_pos.npy" : "ew_mixed.npy", dt);
+        tg_tensor *x =
+            fixture_as(c->positive ? "ew_pos.npy" : "ew_mixed.npy", dt);
         tg_tensor *got = apply_unary(c, x);
         ck_assert_msg(got != NULL, "%s: %s", stem, tg_last_error());
         ck_assert_int_eq(tg_dtype_of(got), dt);
@@ -331,19 +339,24 @@ START_TEST(unary_grad)
 {
     const unary_case *c = &unaries[_i];
     tg_scope_begin();
-    assert_gradcheck(call_unary, (void *)c, 1,
-                     (tg_tensor *const[]){unary_input(c, PLAIN, TG_SHAPE(3, 4), 1)});
-    assert_gradcheck(call_unary_expanded, (void *)c, 1,
-                     (tg_tensor *const[]){unary_input(c, PLAIN, TG_SHAPE(4), 2)});
-    assert_gradcheck(call_unary, (void *)c, 1,
-                     (tg_tensor *const[]){unary_input(c, TRANSPOSED, TG_SHAPE(3, 4), 3)});
-    assert_gradcheck(call_unary, (void *)c, 1,
-                     (tg_tensor *const[]){unary_input(c, SLICED, TG_SHAPE(3, 4), 4)});
+    assert_gradcheck(
+        call_unary, (void *)c, 1,
+        (tg_tensor *const[]){unary_input(c, PLAIN, TG_SHAPE(3, 4), 1)});
+    assert_gradcheck(
+        call_unary_expanded, (void *)c, 1,
+        (tg_tensor *const[]){unary_input(c, PLAIN, TG_SHAPE(4), 2)});
+    assert_gradcheck(
+        call_unary, (void *)c, 1,
+        (tg_tensor *const[]){unary_input(c, TRANSPOSED, TG_SHAPE(3, 4), 3)});
+    assert_gradcheck(
+        call_unary, (void *)c, 1,
+        (tg_tensor *const[]){unary_input(c, SLICED, TG_SHAPE(3, 4), 4)});
     assert_gradcheck(call_unary, (void *)c, 1,
                      (tg_tensor *const[]){unary_input(c, PLAIN, 0, NULL, 5)});
     if (c->masks)
-        assert_gradcheck(call_unary, (void *)c, 1,
-                         (tg_tensor *const[]){unary_input(c, MASKED, TG_SHAPE(3, 4), 6)});
+        assert_gradcheck(
+            call_unary, (void *)c, 1,
+            (tg_tensor *const[]){unary_input(c, MASKED, TG_SHAPE(3, 4), 6)});
     tg_scope_end();
 }
 END_TEST
@@ -391,11 +404,14 @@ START_TEST(compare_forward)
     tg_scope_begin();
     for (int d = 0; d < 2; d++) {
         tg_dtype dt = float_dtypes[d];
-        assert_mask(c->f(fixture_as("ew_cmp_a34.npy", dt), fixture_as("ew_cmp_b4.npy", dt)),
+        assert_mask(c->f(fixture_as("ew_cmp_a34.npy", dt),
+                         fixture_as("ew_cmp_b4.npy", dt)),
                     c->name, "row");
-        assert_mask(c->f(fixture_as("ew_cmp_a214.npy", dt), fixture_as("ew_cmp_b31.npy", dt)),
+        assert_mask(c->f(fixture_as("ew_cmp_a214.npy", dt),
+                         fixture_as("ew_cmp_b31.npy", dt)),
                     c->name, "outer");
-        assert_mask(c->fs(fixture_as("ew_cmp_a34.npy", dt), 1.0), c->name, "scalar");
+        assert_mask(c->fs(fixture_as("ew_cmp_a34.npy", dt), 1.0), c->name,
+                    "scalar");
         assert_mask(c->f(fixture_as("ew_cmp_special_x.npy", dt),
                          fixture_as("ew_cmp_special_y.npy", dt)),
                     c->name, "special");
@@ -410,7 +426,8 @@ START_TEST(compare_scalar_in_tensor_dtype)
 {
     const compare_case *c = &compares[_i];
     tg_scope_begin();
-    assert_mask(c->fs(load_fixture("ew_cmp_tenth_x.npy"), 0.1), c->name, "tenth");
+    assert_mask(c->fs(load_fixture("ew_cmp_tenth_x.npy"), 0.1), c->name,
+                "tenth");
     tg_scope_end();
 }
 END_TEST
@@ -436,11 +453,13 @@ START_TEST(empty_operands)
     tg_tensor *row = tg_ones(TG_FLOAT64, TG_SHAPE(4));
     for (int i = 0; i < N_BINARY; i++)
         assert_shape(binaries[i].f(empty, row), TG_SHAPE(0, 4));
-    assert_shape(tg_mul(tg_zeros(TG_FLOAT64, TG_SHAPE(0, 1)), tg_ones(TG_FLOAT64, TG_SHAPE(1, 4))),
+    assert_shape(tg_mul(tg_zeros(TG_FLOAT64, TG_SHAPE(0, 1)),
+                        tg_ones(TG_FLOAT64, TG_SHAPE(1, 4))),
                  TG_SHAPE(0, 4));
     assert_shape(tg_exp(empty), TG_SHAPE(0, 4));
     assert_shape(tg_lt(empty, row), TG_SHAPE(0, 4));
-    ASSERT_FAILS_WITH(tg_add(empty, tg_ones(TG_FLOAT64, TG_SHAPE(2, 4))), "cannot be broadcast");
+    ASSERT_FAILS_WITH(tg_add(empty, tg_ones(TG_FLOAT64, TG_SHAPE(2, 4))),
+                      "cannot be broadcast");
     tg_scope_end();
 }
 END_TEST
@@ -477,7 +496,8 @@ START_TEST(binary_errors)
     tg_tensor *f64 = tg_ones(TG_FLOAT64, TG_SHAPE(3, 4));
     ASSERT_FAILS_WITH(c->f(f32, f64), "dtypes differ");
     assert_error_names(c->name);
-    ASSERT_FAILS_WITH(c->f(f64, tg_ones(TG_FLOAT64, TG_SHAPE(3))), "cannot be broadcast");
+    ASSERT_FAILS_WITH(c->f(f64, tg_ones(TG_FLOAT64, TG_SHAPE(3))),
+                      "cannot be broadcast");
     assert_error_names(c->name);
     ASSERT_FAILS_WITH(c->f(tg_ones(TG_FLOAT64, TG_SHAPE(2, 3, 4)),
                            tg_ones(TG_FLOAT64, TG_SHAPE(3, 3, 1))),
@@ -499,7 +519,8 @@ START_TEST(unary_errors)
     tg_scope_begin();
     ASSERT_FAILS_WITH(apply_unary(c, tg_ones(TG_BOOL, TG_SHAPE(3, 4))), "bool");
     assert_error_names(c->op);
-    ASSERT_FAILS_WITH(apply_unary(c, tg_ones(TG_INT64, TG_SHAPE(3, 4))), "int64");
+    ASSERT_FAILS_WITH(apply_unary(c, tg_ones(TG_INT64, TG_SHAPE(3, 4))),
+                      "int64");
     assert_error_names(c->op);
     tg_scope_end();
 }
@@ -510,7 +531,8 @@ START_TEST(compare_errors)
     const compare_case *c = &compares[_i];
     tg_scope_begin();
     tg_tensor *f64 = tg_ones(TG_FLOAT64, TG_SHAPE(3, 4));
-    ASSERT_FAILS_WITH(c->f(tg_ones(TG_FLOAT32, TG_SHAPE(3, 4)), f64), "dtypes differ");
+    ASSERT_FAILS_WITH(c->f(tg_ones(TG_FLOAT32, TG_SHAPE(3, 4)), f64),
+                      "dtypes differ");
     assert_error_names(c->name);
     ASSERT_FAILS_WITH(c->f(f64, tg_ones(TG_FLOAT64, TG_SHAPE(2, 1, 3))),
                       "cannot be broadcast");
@@ -523,7 +545,8 @@ END_TEST
 START_TEST(null_keeps_first_error)
 {
     tg_scope_begin();
-    tg_tensor *bad = tg_add(tg_ones(TG_FLOAT32, TG_SHAPE(2)), tg_ones(TG_FLOAT64, TG_SHAPE(2)));
+    tg_tensor *bad = tg_add(tg_ones(TG_FLOAT32, TG_SHAPE(2)),
+                            tg_ones(TG_FLOAT64, TG_SHAPE(2)));
     ASSERT_FAILS_WITH(tg_relu(tg_exp(tg_mul(bad, bad))), "add: dtypes differ");
     ASSERT_FAILS_WITH(tg_lt_scalar(tg_neg(bad), 0), "add: dtypes differ");
     tg_scope_end();

@@ -71,7 +71,8 @@ typedef struct {
 /* The inputs as an array, in the struct's order. */
 static void env_list(const env *e, tg_tensor *out[ENV_N])
 {
-    tg_tensor *const all[ENV_N] = {e->x, e->m, e->x32, e->mask, e->v3, e->s, e->ids};
+    tg_tensor *const all[ENV_N] = {e->x,  e->m, e->x32, e->mask,
+                                   e->v3, e->s, e->ids};
     memcpy(out, all, sizeof all);
 }
 
@@ -150,7 +151,8 @@ static void snapshot_check_and_free(env *e, snapshot *sn, const char *row)
     for (int i = 0; i < ENV_N; i++) {
         tg_tensor *t = all[i];
         if (tg_ndim(t) != sn->ndim[i] ||
-            memcmp(tg_shape(t), sn->shape[i], sizeof(int64_t) * (size_t)sn->ndim[i]))
+            memcmp(tg_shape(t), sn->shape[i],
+                   sizeof(int64_t) * (size_t)sn->ndim[i]))
             note("%s: input %d changed shape", row, i);
         int64_t n = tg_numel(t);
         double *now = malloc(sizeof(double) * (size_t)n);
@@ -404,7 +406,10 @@ CALL_RC(scope_end_unopened, tg_scope_end())
 CALL(load_missing, tg_load_npy("/nonexistent/tapegrad/x.npy"))
 CALL_RC(save_missing_dir, tg_save_npy(e->v3, "/nonexistent/tapegrad/x.npy"))
 CALL_RC(fprint_null_file, tg_fprint(NULL, e->v3, -1))
-static bool allclose_unbroadcastable(env *e) { return !tg_allclose(e->x, e->v3, 0, 0); }
+static bool allclose_unbroadcastable(env *e)
+{
+    return !tg_allclose(e->x, e->v3, 0, 0);
+}
 
 /* random numbers: a NULL generator */
 static bool rng_seed_null(env *e)
@@ -443,8 +448,10 @@ CALL(gt_unbroadcastable, tg_gt(e->x, e->m))
         return f;                                                              \
     }
 ZEROS_ROW(attention_d, TG_SHAPE(4, 8, 16), tg_attention(e->x, z, e->x, true, 1))
-ZEROS_ROW(attention_keys, TG_SHAPE(4, 7, 32), tg_attention(e->x, e->x, z, true, 1))
-ZEROS_ROW(attention_batch, TG_SHAPE(3, 8, 32), tg_attention(e->x, z, z, false, 1))
+ZEROS_ROW(attention_keys, TG_SHAPE(4, 7, 32),
+          tg_attention(e->x, e->x, z, true, 1))
+ZEROS_ROW(attention_batch, TG_SHAPE(3, 8, 32),
+          tg_attention(e->x, z, z, false, 1))
 CALL(attention_1d, tg_attention(e->v3, e->v3, e->v3, false, 1))
 CALL(attention_mixed, tg_attention(e->x, e->x32, e->x, true, 1))
 CALL(attention_bool, tg_attention(e->mask, e->mask, e->mask, true, 1))
@@ -487,15 +494,30 @@ static bool int64_row(env *e, int which, int ndim, const int64_t *shape,
 }
 CALL(embedding_weight_1d, tg_embedding(e->v3, e->ids))
 CALL(embedding_float_ids, tg_embedding(e->m, e->x))
-static bool embedding_id_16(env *e) { return int64_row(e, 0, TG_SHAPE(2, 3), 16); }
-static bool embedding_id_neg(env *e) { return int64_row(e, 0, TG_SHAPE(5), -1); }
+static bool embedding_id_16(env *e)
+{
+    return int64_row(e, 0, TG_SHAPE(2, 3), 16);
+}
+static bool embedding_id_neg(env *e)
+{
+    return int64_row(e, 0, TG_SHAPE(5), -1);
+}
 CALL(embedding_bool_weight, tg_embedding(e->mask, e->ids))
 CALL(gather_float_index, tg_gather(e->x, 2, e->x))
 CALL(gather_ndim, tg_gather(e->x, 0, e->ids))
 CALL(gather_dim3, tg_gather(e->x, 3, e->x))
-static bool gather_index_32(env *e) { return int64_row(e, 1, TG_SHAPE(4, 8, 1), 32); }
-static bool gather_index_neg(env *e) { return int64_row(e, 1, TG_SHAPE(4, 8, 1), -1); }
-static bool gather_too_big(env *e) { return int64_row(e, 1, TG_SHAPE(5, 8, 1), 0); }
+static bool gather_index_32(env *e)
+{
+    return int64_row(e, 1, TG_SHAPE(4, 8, 1), 32);
+}
+static bool gather_index_neg(env *e)
+{
+    return int64_row(e, 1, TG_SHAPE(4, 8, 1), -1);
+}
+static bool gather_too_big(env *e)
+{
+    return int64_row(e, 1, TG_SHAPE(5, 8, 1), 0);
+}
 
 /* layer_norm, gelu, losses */
 CALL(layer_norm_gamma, tg_layer_norm(e->x, e->v3, NULL, 1e-5))
@@ -513,9 +535,18 @@ static bool layer_norm_mixed(env *e)
 }
 CALL(gelu_bool, tg_gelu(e->mask))
 CALL(cross_entropy_float_targets, tg_cross_entropy(e->x, e->x))
-static bool cross_entropy_shape(env *e) { return int64_row(e, 2, TG_SHAPE(4, 7), 0); }
-static bool cross_entropy_32(env *e) { return int64_row(e, 2, TG_SHAPE(4, 8), 32); }
-static bool cross_entropy_neg(env *e) { return int64_row(e, 2, TG_SHAPE(4, 8), -1); }
+static bool cross_entropy_shape(env *e)
+{
+    return int64_row(e, 2, TG_SHAPE(4, 7), 0);
+}
+static bool cross_entropy_32(env *e)
+{
+    return int64_row(e, 2, TG_SHAPE(4, 8), 32);
+}
+static bool cross_entropy_neg(env *e)
+{
+    return int64_row(e, 2, TG_SHAPE(4, 8), -1);
+}
 CALL(cross_entropy_0d, tg_cross_entropy(e->s, e->ids))
 CALL(cross_entropy_bool, tg_cross_entropy(e->mask, e->ids))
 CALL(mse_unbroadcastable, tg_mse_loss(e->x, e->v3))
@@ -554,7 +585,8 @@ static bool backward_after_scope(env *e)
     tg_tensor *loss = tg_keep(tg_sum_all(tg_exp(tg_scale(e->x, 0.001))));
     tg_scope_end();
     if (tg_backward(loss) < 0)
-        note("backward after scope: the first call failed: %s", tg_last_error());
+        note("backward after scope: the first call failed: %s",
+             tg_last_error());
     bool f = tg_backward(loss) < 0;
     tg_release(loss);
     tg_zero_grad(e->x);
@@ -588,7 +620,8 @@ static tg_tensor *misaligned_fn(tg_tensor *const *in, void *ctx)
 {
     return tg_matmul(in[0], (tg_tensor *)ctx);
 }
-CALL_RC(gradcheck_fn_fails, tg_gradcheck(misaligned_fn, e->m, 1, &e->x, NULL, NULL))
+CALL_RC(gradcheck_fn_fails,
+        tg_gradcheck(misaligned_fn, e->m, 1, &e->x, NULL, NULL))
 
 /* files */
 CALL(load_npy_null, tg_load_npy(NULL))
@@ -631,26 +664,39 @@ static bool params_add_with(env *e, const char *prefix, const char *name,
     tg_params_free(&ps);
     return f;
 }
-static bool params_add_null_name(env *e) { return params_add_with(e, "p", NULL, NULL); }
-static bool params_add_long(env *e) { return params_add_with(e, "p", make_long_name(), NULL); }
-static bool params_add_duplicate(env *e) { return params_add_with(e, "p", "w", "w"); }
+static bool params_add_null_name(env *e)
+{
+    return params_add_with(e, "p", NULL, NULL);
+}
+static bool params_add_long(env *e)
+{
+    return params_add_with(e, "p", make_long_name(), NULL);
+}
+static bool params_add_duplicate(env *e)
+{
+    return params_add_with(e, "p", "w", "w");
+}
 
 /* ---- nn: modules ---------------------------------------------------------- */
 
 /* Each module sized for env's x (4,8,32) float64: C = 32, 4 heads of 16,
  * a vocabulary of 16 and a block of 8 tokens. */
 #define GPT_CFG                                                                \
-    ((tg_gpt_config){.vocab_size = 16, .block_size = 8, .n_embd = 32,          \
-                     .n_head = 4, .n_layer = 1, .gelu = true,                  \
+    ((tg_gpt_config){.vocab_size = 16,                                         \
+                     .block_size = 8,                                          \
+                     .n_embd = 32,                                             \
+                     .n_head = 4,                                              \
+                     .n_layer = 1,                                             \
+                     .gelu = true,                                             \
                      .dtype = TG_FLOAT64})
-#define HEAD_INIT tg_head_init(&mod, TG_FLOAT64, 32, 16, &rng)
-#define LINEAR_INIT tg_linear_init(&mod, TG_FLOAT64, 32, 16, true, &rng)
-#define EMBED_INIT tg_embed_init(&mod, TG_FLOAT64, 16, 32, &rng)
+#define HEAD_INIT      tg_head_init(&mod, TG_FLOAT64, 32, 16, &rng)
+#define LINEAR_INIT    tg_linear_init(&mod, TG_FLOAT64, 32, 16, true, &rng)
+#define EMBED_INIT     tg_embed_init(&mod, TG_FLOAT64, 16, 32, &rng)
 #define LAYERNORM_INIT tg_layernorm_init(&mod, TG_FLOAT64, 32)
-#define MHA_INIT tg_mha_init(&mod, TG_FLOAT64, 32, 4, &rng)
-#define MLP_INIT tg_mlp_init(&mod, TG_FLOAT64, 32, true, &rng)
-#define BLOCK_INIT tg_block_init(&mod, TG_FLOAT64, 32, 4, true, &rng)
-#define GPT_INIT tg_gpt_init(&mod, GPT_CFG, &rng)
+#define MHA_INIT       tg_mha_init(&mod, TG_FLOAT64, 32, 4, &rng)
+#define MLP_INIT       tg_mlp_init(&mod, TG_FLOAT64, 32, true, &rng)
+#define BLOCK_INIT     tg_block_init(&mod, TG_FLOAT64, 32, 4, true, &rng)
+#define GPT_INIT       tg_gpt_init(&mod, GPT_CFG, &rng)
 /* A module left as zeros: never initialised (or freed). */
 #define ZEROED (memset(&mod, 0, sizeof mod), 0)
 
@@ -696,13 +742,16 @@ static bool negative(int rc) { return rc < 0; }
 
 /* head */
 INIT_ROW(head_init_null, tg_head, tg_head_init(NULL, TG_FLOAT64, 32, 16, &rng))
-INIT_ROW(head_init_null_rng, tg_head, tg_head_init(&mod, TG_FLOAT64, 32, 16, NULL))
+INIT_ROW(head_init_null_rng, tg_head,
+         tg_head_init(&mod, TG_FLOAT64, 32, 16, NULL))
 INIT_ROW(head_init_bool, tg_head, tg_head_init(&mod, TG_BOOL, 32, 16, &rng))
 INIT_ROW(head_init_zero, tg_head, tg_head_init(&mod, TG_FLOAT64, 0, 16, &rng))
 INIT_ROW(head_init_neg, tg_head, tg_head_init(&mod, TG_FLOAT64, 32, -16, &rng))
 CALL(head_forward_null, tg_head_forward(NULL, e->x))
-MODULE_ROW(head_forward_zeroed, tg_head, ZEROED, tg_head_free, failed(tg_head_forward(&mod, e->x)))
-MODULE_ROW(head_forward_2d, tg_head, HEAD_INIT, tg_head_free, failed(tg_head_forward(&mod, e->m)))
+MODULE_ROW(head_forward_zeroed, tg_head, ZEROED, tg_head_free,
+           failed(tg_head_forward(&mod, e->x)))
+MODULE_ROW(head_forward_2d, tg_head, HEAD_INIT, tg_head_free,
+           failed(tg_head_forward(&mod, e->m)))
 MODULE_ROW(head_forward_dtype, tg_head, HEAD_INIT, tg_head_free,
            failed(tg_head_forward(&mod, e->x32)))
 CALL_RC(head_params_null, tg_head_params(NULL, NULL, "h"))
@@ -712,10 +761,14 @@ MODULE_ROW(head_params_null_list, tg_head, HEAD_INIT, tg_head_free,
            negative(tg_head_params(&mod, NULL, "h")))
 
 /* linear */
-INIT_ROW(linear_init_null, tg_linear, tg_linear_init(NULL, TG_FLOAT64, 32, 16, true, &rng))
-INIT_ROW(linear_init_null_rng, tg_linear, tg_linear_init(&mod, TG_FLOAT64, 32, 16, true, NULL))
-INIT_ROW(linear_init_int64, tg_linear, tg_linear_init(&mod, TG_INT64, 32, 16, true, &rng))
-INIT_ROW(linear_init_zero, tg_linear, tg_linear_init(&mod, TG_FLOAT64, 32, 0, false, &rng))
+INIT_ROW(linear_init_null, tg_linear,
+         tg_linear_init(NULL, TG_FLOAT64, 32, 16, true, &rng))
+INIT_ROW(linear_init_null_rng, tg_linear,
+         tg_linear_init(&mod, TG_FLOAT64, 32, 16, true, NULL))
+INIT_ROW(linear_init_int64, tg_linear,
+         tg_linear_init(&mod, TG_INT64, 32, 16, true, &rng))
+INIT_ROW(linear_init_zero, tg_linear,
+         tg_linear_init(&mod, TG_FLOAT64, 32, 0, false, &rng))
 CALL(linear_forward_null, tg_linear_forward(NULL, e->x))
 MODULE_ROW(linear_forward_zeroed, tg_linear, ZEROED, tg_linear_free,
            failed(tg_linear_forward(&mod, e->x)))
@@ -732,10 +785,13 @@ MODULE_ROW(linear_params_null_list, tg_linear, LINEAR_INIT, tg_linear_free,
            negative(tg_linear_params(&mod, NULL, "l")))
 
 /* embed */
-INIT_ROW(embed_init_null, tg_embed, tg_embed_init(NULL, TG_FLOAT64, 16, 32, &rng))
-INIT_ROW(embed_init_null_rng, tg_embed, tg_embed_init(&mod, TG_FLOAT64, 16, 32, NULL))
+INIT_ROW(embed_init_null, tg_embed,
+         tg_embed_init(NULL, TG_FLOAT64, 16, 32, &rng))
+INIT_ROW(embed_init_null_rng, tg_embed,
+         tg_embed_init(&mod, TG_FLOAT64, 16, 32, NULL))
 INIT_ROW(embed_init_bool, tg_embed, tg_embed_init(&mod, TG_BOOL, 16, 32, &rng))
-INIT_ROW(embed_init_neg, tg_embed, tg_embed_init(&mod, TG_FLOAT64, -16, 32, &rng))
+INIT_ROW(embed_init_neg, tg_embed,
+         tg_embed_init(&mod, TG_FLOAT64, -16, 32, &rng))
 CALL(embed_forward_null, tg_embed_forward(NULL, e->ids))
 MODULE_ROW(embed_forward_zeroed, tg_embed, ZEROED, tg_embed_free,
            failed(tg_embed_forward(&mod, e->ids)))
@@ -769,34 +825,43 @@ MODULE_ROW(embed_params_null_list, tg_embed, EMBED_INIT, tg_embed_free,
            negative(tg_embed_params(&mod, NULL, "e")))
 
 /* layernorm */
-INIT_ROW(layernorm_init_null, tg_layernorm, tg_layernorm_init(NULL, TG_FLOAT64, 32))
-INIT_ROW(layernorm_init_bool, tg_layernorm, tg_layernorm_init(&mod, TG_BOOL, 32))
-INIT_ROW(layernorm_init_zero, tg_layernorm, tg_layernorm_init(&mod, TG_FLOAT64, 0))
+INIT_ROW(layernorm_init_null, tg_layernorm,
+         tg_layernorm_init(NULL, TG_FLOAT64, 32))
+INIT_ROW(layernorm_init_bool, tg_layernorm,
+         tg_layernorm_init(&mod, TG_BOOL, 32))
+INIT_ROW(layernorm_init_zero, tg_layernorm,
+         tg_layernorm_init(&mod, TG_FLOAT64, 0))
 CALL(layernorm_forward_null, tg_layernorm_forward(NULL, e->x))
 MODULE_ROW(layernorm_forward_zeroed, tg_layernorm, ZEROED, tg_layernorm_free,
            failed(tg_layernorm_forward(&mod, e->x)))
-MODULE_ROW(layernorm_forward_dim, tg_layernorm, LAYERNORM_INIT, tg_layernorm_free,
-           failed(tg_layernorm_forward(&mod, e->v3)))
-MODULE_ROW(layernorm_forward_dtype, tg_layernorm, LAYERNORM_INIT, tg_layernorm_free,
-           failed(tg_layernorm_forward(&mod, e->x32)))
+MODULE_ROW(layernorm_forward_dim, tg_layernorm, LAYERNORM_INIT,
+           tg_layernorm_free, failed(tg_layernorm_forward(&mod, e->v3)))
+MODULE_ROW(layernorm_forward_dtype, tg_layernorm, LAYERNORM_INIT,
+           tg_layernorm_free, failed(tg_layernorm_forward(&mod, e->x32)))
 CALL_RC(layernorm_params_null, tg_layernorm_params(NULL, NULL, "n"))
 MODULE_ROW(layernorm_params_zeroed, tg_layernorm, ZEROED, tg_layernorm_free,
            negative(tg_layernorm_params(&mod, NULL, "n")))
-MODULE_ROW(layernorm_params_null_list, tg_layernorm, LAYERNORM_INIT, tg_layernorm_free,
-           negative(tg_layernorm_params(&mod, NULL, "n")))
+MODULE_ROW(layernorm_params_null_list, tg_layernorm, LAYERNORM_INIT,
+           tg_layernorm_free, negative(tg_layernorm_params(&mod, NULL, "n")))
 
 /* mha */
 INIT_ROW(mha_init_null, tg_mha, tg_mha_init(NULL, TG_FLOAT64, 32, 4, &rng))
 INIT_ROW(mha_init_null_rng, tg_mha, tg_mha_init(&mod, TG_FLOAT64, 32, 4, NULL))
 INIT_ROW(mha_init_bool, tg_mha, tg_mha_init(&mod, TG_BOOL, 32, 4, &rng))
-INIT_ROW(mha_init_indivisible, tg_mha, tg_mha_init(&mod, TG_FLOAT64, 32, 5, &rng))
-INIT_ROW(mha_init_zero_heads, tg_mha, tg_mha_init(&mod, TG_FLOAT64, 32, 0, &rng))
+INIT_ROW(mha_init_indivisible, tg_mha,
+         tg_mha_init(&mod, TG_FLOAT64, 32, 5, &rng))
+INIT_ROW(mha_init_zero_heads, tg_mha,
+         tg_mha_init(&mod, TG_FLOAT64, 32, 0, &rng))
 CALL(mha_forward_null, tg_mha_forward(NULL, e->x))
-MODULE_ROW(mha_forward_zeroed, tg_mha, ZEROED, tg_mha_free, failed(tg_mha_forward(&mod, e->x)))
-MODULE_ROW(mha_forward_2d, tg_mha, MHA_INIT, tg_mha_free, failed(tg_mha_forward(&mod, e->m)))
-MODULE_ROW(mha_forward_dtype, tg_mha, MHA_INIT, tg_mha_free, failed(tg_mha_forward(&mod, e->x32)))
+MODULE_ROW(mha_forward_zeroed, tg_mha, ZEROED, tg_mha_free,
+           failed(tg_mha_forward(&mod, e->x)))
+MODULE_ROW(mha_forward_2d, tg_mha, MHA_INIT, tg_mha_free,
+           failed(tg_mha_forward(&mod, e->m)))
+MODULE_ROW(mha_forward_dtype, tg_mha, MHA_INIT, tg_mha_free,
+           failed(tg_mha_forward(&mod, e->x32)))
 CALL_RC(mha_params_null, tg_mha_params(NULL, NULL, "a"))
-MODULE_ROW(mha_params_zeroed, tg_mha, ZEROED, tg_mha_free, negative(tg_mha_params(&mod, NULL, "a")))
+MODULE_ROW(mha_params_zeroed, tg_mha, ZEROED, tg_mha_free,
+           negative(tg_mha_params(&mod, NULL, "a")))
 MODULE_ROW(mha_params_null_list, tg_mha, MHA_INIT, tg_mha_free,
            negative(tg_mha_params(&mod, NULL, "a")))
 static bool mha_params_long_prefix(env *e)
@@ -817,24 +882,34 @@ static bool mha_params_long_prefix(env *e)
 
 /* mlp */
 INIT_ROW(mlp_init_null, tg_mlp, tg_mlp_init(NULL, TG_FLOAT64, 32, true, &rng))
-INIT_ROW(mlp_init_null_rng, tg_mlp, tg_mlp_init(&mod, TG_FLOAT64, 32, true, NULL))
+INIT_ROW(mlp_init_null_rng, tg_mlp,
+         tg_mlp_init(&mod, TG_FLOAT64, 32, true, NULL))
 INIT_ROW(mlp_init_bool, tg_mlp, tg_mlp_init(&mod, TG_BOOL, 32, true, &rng))
 INIT_ROW(mlp_init_zero, tg_mlp, tg_mlp_init(&mod, TG_FLOAT64, 0, true, &rng))
 CALL(mlp_forward_null, tg_mlp_forward(NULL, e->x))
-MODULE_ROW(mlp_forward_zeroed, tg_mlp, ZEROED, tg_mlp_free, failed(tg_mlp_forward(&mod, e->x)))
-MODULE_ROW(mlp_forward_in, tg_mlp, MLP_INIT, tg_mlp_free, failed(tg_mlp_forward(&mod, e->v3)))
-MODULE_ROW(mlp_forward_dtype, tg_mlp, MLP_INIT, tg_mlp_free, failed(tg_mlp_forward(&mod, e->x32)))
+MODULE_ROW(mlp_forward_zeroed, tg_mlp, ZEROED, tg_mlp_free,
+           failed(tg_mlp_forward(&mod, e->x)))
+MODULE_ROW(mlp_forward_in, tg_mlp, MLP_INIT, tg_mlp_free,
+           failed(tg_mlp_forward(&mod, e->v3)))
+MODULE_ROW(mlp_forward_dtype, tg_mlp, MLP_INIT, tg_mlp_free,
+           failed(tg_mlp_forward(&mod, e->x32)))
 CALL_RC(mlp_params_null, tg_mlp_params(NULL, NULL, "f"))
-MODULE_ROW(mlp_params_zeroed, tg_mlp, ZEROED, tg_mlp_free, negative(tg_mlp_params(&mod, NULL, "f")))
+MODULE_ROW(mlp_params_zeroed, tg_mlp, ZEROED, tg_mlp_free,
+           negative(tg_mlp_params(&mod, NULL, "f")))
 MODULE_ROW(mlp_params_null_list, tg_mlp, MLP_INIT, tg_mlp_free,
            negative(tg_mlp_params(&mod, NULL, "f")))
 
 /* block */
-INIT_ROW(block_init_null, tg_block, tg_block_init(NULL, TG_FLOAT64, 32, 4, true, &rng))
-INIT_ROW(block_init_null_rng, tg_block, tg_block_init(&mod, TG_FLOAT64, 32, 4, true, NULL))
-INIT_ROW(block_init_bool, tg_block, tg_block_init(&mod, TG_BOOL, 32, 4, true, &rng))
-INIT_ROW(block_init_zero, tg_block, tg_block_init(&mod, TG_FLOAT64, 0, 4, true, &rng))
-INIT_ROW(block_init_indivisible, tg_block, tg_block_init(&mod, TG_FLOAT64, 32, 3, true, &rng))
+INIT_ROW(block_init_null, tg_block,
+         tg_block_init(NULL, TG_FLOAT64, 32, 4, true, &rng))
+INIT_ROW(block_init_null_rng, tg_block,
+         tg_block_init(&mod, TG_FLOAT64, 32, 4, true, NULL))
+INIT_ROW(block_init_bool, tg_block,
+         tg_block_init(&mod, TG_BOOL, 32, 4, true, &rng))
+INIT_ROW(block_init_zero, tg_block,
+         tg_block_init(&mod, TG_FLOAT64, 0, 4, true, &rng))
+INIT_ROW(block_init_indivisible, tg_block,
+         tg_block_init(&mod, TG_FLOAT64, 32, 3, true, &rng))
 CALL(block_forward_null, tg_block_forward(NULL, e->x))
 MODULE_ROW(block_forward_zeroed, tg_block, ZEROED, tg_block_free,
            failed(tg_block_forward(&mod, e->x)))
@@ -852,7 +927,8 @@ MODULE_ROW(block_params_null_list, tg_block, BLOCK_INIT, tg_block_free,
 static tg_gpt_config gpt_cfg_with(int which, int value)
 {
     tg_gpt_config c = GPT_CFG;
-    int *field[] = {&c.vocab_size, &c.block_size, &c.n_embd, &c.n_head, &c.n_layer};
+    int *field[] = {&c.vocab_size, &c.block_size, &c.n_embd, &c.n_head,
+                    &c.n_layer};
     if (which < 5)
         *field[which] = value;
     else
@@ -862,13 +938,19 @@ static tg_gpt_config gpt_cfg_with(int which, int value)
 INIT_ROW(gpt_init_null, tg_gpt, tg_gpt_init(NULL, GPT_CFG, &rng))
 INIT_ROW(gpt_init_null_rng, tg_gpt, tg_gpt_init(&mod, GPT_CFG, NULL))
 INIT_ROW(gpt_init_vocab0, tg_gpt, tg_gpt_init(&mod, gpt_cfg_with(0, 0), &rng))
-INIT_ROW(gpt_init_layers_neg, tg_gpt, tg_gpt_init(&mod, gpt_cfg_with(4, -1), &rng))
-INIT_ROW(gpt_init_int64, tg_gpt, tg_gpt_init(&mod, gpt_cfg_with(5, TG_INT64), &rng))
-INIT_ROW(gpt_init_indivisible, tg_gpt, tg_gpt_init(&mod, gpt_cfg_with(3, 5), &rng))
+INIT_ROW(gpt_init_layers_neg, tg_gpt,
+         tg_gpt_init(&mod, gpt_cfg_with(4, -1), &rng))
+INIT_ROW(gpt_init_int64, tg_gpt,
+         tg_gpt_init(&mod, gpt_cfg_with(5, TG_INT64), &rng))
+INIT_ROW(gpt_init_indivisible, tg_gpt,
+         tg_gpt_init(&mod, gpt_cfg_with(3, 5), &rng))
 CALL(gpt_forward_null, tg_gpt_forward(NULL, e->ids))
-MODULE_ROW(gpt_forward_zeroed, tg_gpt, ZEROED, tg_gpt_free, failed(tg_gpt_forward(&mod, e->ids)))
-MODULE_ROW(gpt_forward_float_ids, tg_gpt, GPT_INIT, tg_gpt_free, failed(tg_gpt_forward(&mod, e->m)))
-MODULE_ROW(gpt_forward_1d, tg_gpt, GPT_INIT, tg_gpt_free, failed(tg_gpt_forward(&mod, e->v3)))
+MODULE_ROW(gpt_forward_zeroed, tg_gpt, ZEROED, tg_gpt_free,
+           failed(tg_gpt_forward(&mod, e->ids)))
+MODULE_ROW(gpt_forward_float_ids, tg_gpt, GPT_INIT, tg_gpt_free,
+           failed(tg_gpt_forward(&mod, e->m)))
+MODULE_ROW(gpt_forward_1d, tg_gpt, GPT_INIT, tg_gpt_free,
+           failed(tg_gpt_forward(&mod, e->v3)))
 /* A gpt row with an int64 tensor of this shape and value as `ids`. */
 #define GPT_IDS_ROW(name, shape, value, bad)                                   \
     static bool name(env *e)                                                   \
@@ -885,20 +967,27 @@ MODULE_ROW(gpt_forward_1d, tg_gpt, GPT_INIT, tg_gpt_free, failed(tg_gpt_forward(
         tg_gpt_free(&mod);                                                     \
         return f;                                                              \
     }
-GPT_IDS_ROW(gpt_forward_long, TG_SHAPE(2, 9), 0, failed(tg_gpt_forward(&mod, ids)))
-GPT_IDS_ROW(gpt_forward_id_16, TG_SHAPE(2, 4), 16, failed(tg_gpt_forward(&mod, ids)))
-GPT_IDS_ROW(gpt_loss_targets_shape, TG_SHAPE(4, 7), 0, failed(tg_gpt_loss(&mod, e->ids, ids)))
+GPT_IDS_ROW(gpt_forward_long, TG_SHAPE(2, 9), 0,
+            failed(tg_gpt_forward(&mod, ids)))
+GPT_IDS_ROW(gpt_forward_id_16, TG_SHAPE(2, 4), 16,
+            failed(tg_gpt_forward(&mod, ids)))
+GPT_IDS_ROW(gpt_loss_targets_shape, TG_SHAPE(4, 7), 0,
+            failed(tg_gpt_loss(&mod, e->ids, ids)))
 MODULE_ROW(gpt_loss_float_targets, tg_gpt, GPT_INIT, tg_gpt_free,
            failed(tg_gpt_loss(&mod, e->ids, e->m)))
 CALL(gpt_loss_null, tg_gpt_loss(NULL, e->ids, e->ids))
-GPT_IDS_ROW(gpt_loss_target_16, TG_SHAPE(4, 8), 16, failed(tg_gpt_loss(&mod, e->ids, ids)))
-GPT_IDS_ROW(gpt_generate_neg, TG_SHAPE(1, 3), 0, failed(tg_gpt_generate(&mod, ids, -1, 1, &rng)))
-GPT_IDS_ROW(gpt_generate_temp0, TG_SHAPE(1, 3), 0, failed(tg_gpt_generate(&mod, ids, 2, 0, &rng)))
+GPT_IDS_ROW(gpt_loss_target_16, TG_SHAPE(4, 8), 16,
+            failed(tg_gpt_loss(&mod, e->ids, ids)))
+GPT_IDS_ROW(gpt_generate_neg, TG_SHAPE(1, 3), 0,
+            failed(tg_gpt_generate(&mod, ids, -1, 1, &rng)))
+GPT_IDS_ROW(gpt_generate_temp0, TG_SHAPE(1, 3), 0,
+            failed(tg_gpt_generate(&mod, ids, 2, 0, &rng)))
 GPT_IDS_ROW(gpt_generate_null_rng, TG_SHAPE(1, 3), 0,
-           failed(tg_gpt_generate(&mod, ids, 2, 1, NULL)))
+            failed(tg_gpt_generate(&mod, ids, 2, 1, NULL)))
 MODULE_ROW(gpt_generate_batch, tg_gpt, GPT_INIT, tg_gpt_free,
            failed(tg_gpt_generate(&mod, e->ids, 2, 1, &rng)))
-GPT_IDS_ROW(gpt_generate_id_16, TG_SHAPE(1, 3), 16, failed(tg_gpt_generate(&mod, ids, 2, 1, &rng)))
+GPT_IDS_ROW(gpt_generate_id_16, TG_SHAPE(1, 3), 16,
+            failed(tg_gpt_generate(&mod, ids, 2, 1, &rng)))
 static bool gpt_generate_null(env *e)
 {
     tg_rng rng;
@@ -908,7 +997,8 @@ static bool gpt_generate_null(env *e)
 MODULE_ROW(gpt_generate_zeroed, tg_gpt, ZEROED, tg_gpt_free,
            failed(tg_gpt_generate(&mod, e->ids, 2, 1, &rng)))
 CALL_RC(gpt_params_null, tg_gpt_params(NULL, NULL, "g"))
-MODULE_ROW(gpt_params_zeroed, tg_gpt, ZEROED, tg_gpt_free, negative(tg_gpt_params(&mod, NULL, "g")))
+MODULE_ROW(gpt_params_zeroed, tg_gpt, ZEROED, tg_gpt_free,
+           negative(tg_gpt_params(&mod, NULL, "g")))
 MODULE_ROW(gpt_params_null_list, tg_gpt, GPT_INIT, tg_gpt_free,
            negative(tg_gpt_params(&mod, NULL, "g")))
 
@@ -918,7 +1008,8 @@ MODULE_ROW(gpt_params_null_list, tg_gpt, GPT_INIT, tg_gpt_free,
 static bool optim_new_fails(env *e, tg_optim_config cfg, tg_tensor *second)
 {
     tg_params ps;
-    params_of(&ps, 2, (const char *[]){"x", "second"}, (tg_tensor *[]){e->x, second});
+    params_of(&ps, 2, (const char *[]){"x", "second"},
+              (tg_tensor *[]){e->x, second});
     tg_optim *o = tg_optim_new(&ps, cfg);
     tg_params_free(&ps);
     tg_optim_free(o);
@@ -944,9 +1035,18 @@ static bool optim_null_list(env *e)
     (void)e;
     return tg_optim_new(NULL, tg_adam_config(1e-3)) == NULL;
 }
-static bool optim_null_param(env *e) { return optim_new_fails(e, tg_adam_config(1e-3), NULL); }
-static bool optim_bool_param(env *e) { return optim_new_fails(e, tg_adam_config(1e-3), e->mask); }
-static bool optim_same_twice(env *e) { return optim_new_fails(e, tg_adam_config(1e-3), e->x); }
+static bool optim_null_param(env *e)
+{
+    return optim_new_fails(e, tg_adam_config(1e-3), NULL);
+}
+static bool optim_bool_param(env *e)
+{
+    return optim_new_fails(e, tg_adam_config(1e-3), e->mask);
+}
+static bool optim_same_twice(env *e)
+{
+    return optim_new_fails(e, tg_adam_config(1e-3), e->x);
+}
 CALL_RC(optim_step_null, tg_optim_step(NULL))
 
 /* ---- nn: checkpoints ------------------------------------------------------ */
@@ -955,7 +1055,8 @@ CALL_RC(optim_step_null, tg_optim_step(NULL))
 static const char *tmp_path(const char *name)
 {
     static char path[256];
-    snprintf(path, sizeof path, "/tmp/tapegrad-errors-%ld-%s", (long)getpid(), name);
+    snprintf(path, sizeof path, "/tmp/tapegrad-errors-%ld-%s", (long)getpid(),
+             name);
     return path;
 }
 
@@ -999,8 +1100,10 @@ static bool load_npz_mismatch(env *e, tg_tensor *into, tg_dtype saved_dt,
     tg_tensor *zeros = tg_zeros(TG_FLOAT64, TG_SHAPE(4, 8, 32));
     tg_tensor *v = tg_zeros(saved_dt, TG_SHAPE(3));
     tg_params saved, loaded;
-    params_of(&saved, 2, (const char *[]){"x", saved_name}, (tg_tensor *[]){zeros, v});
-    params_of(&loaded, 2, (const char *[]){"x", "v"}, (tg_tensor *[]){e->x, into});
+    params_of(&saved, 2, (const char *[]){"x", saved_name},
+              (tg_tensor *[]){zeros, v});
+    params_of(&loaded, 2, (const char *[]){"x", "v"},
+              (tg_tensor *[]){e->x, into});
     const char *path = tmp_path("mismatch.npz");
     bool f = false;
     if (tg_save_npz(&saved, path) < 0)
@@ -1014,9 +1117,18 @@ static bool load_npz_mismatch(env *e, tg_tensor *into, tg_dtype saved_dt,
     tg_release(v);
     return f;
 }
-static bool load_npz_shape(env *e) { return load_npz_mismatch(e, e->m, TG_FLOAT64, "v"); }
-static bool load_npz_dtype(env *e) { return load_npz_mismatch(e, e->v3, TG_INT64, "v"); }
-static bool load_npz_missing_entry(env *e) { return load_npz_mismatch(e, e->v3, TG_FLOAT64, "w"); }
+static bool load_npz_shape(env *e)
+{
+    return load_npz_mismatch(e, e->m, TG_FLOAT64, "v");
+}
+static bool load_npz_dtype(env *e)
+{
+    return load_npz_mismatch(e, e->v3, TG_INT64, "v");
+}
+static bool load_npz_missing_entry(env *e)
+{
+    return load_npz_mismatch(e, e->v3, TG_FLOAT64, "w");
+}
 
 /* ---- plots ---------------------------------------------------------------- */
 
@@ -1026,8 +1138,8 @@ static const char *const bar_labels[3] = {"a", "b", "c"};
 CALL_RC(heatmap_null_stem, tg_plot_heatmap(NULL, e->m, "t", "x", "y", false))
 CALL_RC(heatmap_empty_stem, tg_plot_heatmap("", e->m, "t", "x", "y", false))
 CALL_RC(heatmap_dir_stem, tg_plot_heatmap("/tmp/", e->m, "t", "x", "y", false))
-CALL_RC(heatmap_missing_dir,
-           tg_plot_heatmap("/nonexistent/tapegrad/h", e->m, NULL, NULL, NULL, true))
+CALL_RC(heatmap_missing_dir, tg_plot_heatmap("/nonexistent/tapegrad/h", e->m,
+                                             NULL, NULL, NULL, true))
 CALL_RC(heatmap_3d, tg_plot_heatmap(tmp_path("h"), e->x, "t", "x", "y", false))
 static bool heatmap_empty(env *e)
 {
@@ -1049,27 +1161,59 @@ static bool lines_row(int which)
     const char *stem = which == 5   ? NULL
                        : which == 6 ? "/nonexistent/tapegrad/l"
                                     : tmp_path("l");
-    return tg_plot_lines(stem, which == 0 ? NULL : &s, which == 1 ? 0 : 1,
-                         "t", "x", "y", false, false) < 0;
+    return tg_plot_lines(stem, which == 0 ? NULL : &s, which == 1 ? 0 : 1, "t",
+                         "x", "y", false, false) < 0;
 }
-static bool lines_null_series(env *e) { (void)e; return lines_row(0); }
-static bool lines_zero_series(env *e) { (void)e; return lines_row(1); }
-static bool lines_null_y(env *e) { (void)e; return lines_row(2); }
-static bool lines_empty(env *e) { (void)e; return lines_row(3); }
-static bool lines_negative_n(env *e) { (void)e; return lines_row(4); }
-static bool lines_null_stem(env *e) { (void)e; return lines_row(5); }
-static bool lines_missing_dir(env *e) { (void)e; return lines_row(6); }
+static bool lines_null_series(env *e)
+{
+    (void)e;
+    return lines_row(0);
+}
+static bool lines_zero_series(env *e)
+{
+    (void)e;
+    return lines_row(1);
+}
+static bool lines_null_y(env *e)
+{
+    (void)e;
+    return lines_row(2);
+}
+static bool lines_empty(env *e)
+{
+    (void)e;
+    return lines_row(3);
+}
+static bool lines_negative_n(env *e)
+{
+    (void)e;
+    return lines_row(4);
+}
+static bool lines_null_stem(env *e)
+{
+    (void)e;
+    return lines_row(5);
+}
+static bool lines_missing_dir(env *e)
+{
+    (void)e;
+    return lines_row(6);
+}
 CALL_RC(bars_zero, tg_plot_bars(tmp_path("b"), bar_labels, ys, 0, "t", "y"))
 CALL_RC(bars_null_labels, tg_plot_bars(tmp_path("b"), NULL, ys, 3, "t", "y"))
-CALL_RC(bars_null_values, tg_plot_bars(tmp_path("b"), bar_labels, NULL, 3, "t", "y"))
+CALL_RC(bars_null_values,
+        tg_plot_bars(tmp_path("b"), bar_labels, NULL, 3, "t", "y"))
 CALL_RC(bars_null_label,
-           tg_plot_bars(tmp_path("b"), (const char *[]){"a", NULL, "c"}, ys, 3, "t", "y"))
+        tg_plot_bars(tmp_path("b"), (const char *[]){"a", NULL, "c"}, ys, 3,
+                     "t", "y"))
 CALL_RC(bars_null_stem, tg_plot_bars(NULL, bar_labels, ys, 3, "t", "y"))
-CALL_RC(bars_missing_dir, tg_plot_bars("/nonexistent/tapegrad/b", bar_labels, ys, 3, NULL, NULL))
+CALL_RC(bars_missing_dir,
+        tg_plot_bars("/nonexistent/tapegrad/b", bar_labels, ys, 3, NULL, NULL))
 
 /* ---- the table -------------------------------------------------------- */
 
-#define MATMUL_MSG "matmul: shapes (4,8,32) and (16,32) are not aligned: 32 != 16"
+#define MATMUL_MSG                                                             \
+    "matmul: shapes (4,8,32) and (16,32) are not aligned: 32 != 16"
 
 static const struct {
     const char *name;
@@ -1081,7 +1225,9 @@ static const struct {
     {"zeros negative size", zeros_neg_size, {"zeros:", "(2,-3)"}},
     {"zeros unknown dtype", zeros_bad_dtype, {"zeros:", "dtype 7"}},
     {"zeros NULL shape", zeros_null_shape, {"zeros:", "NULL"}},
-    {"zeros overflow", zeros_overflow, {"zeros:", "(1099511627776,1099511627776)"}},
+    {"zeros overflow",
+     zeros_overflow,
+     {"zeros:", "(1099511627776,1099511627776)"}},
     {"ones negative size", ones_neg_size, {"ones:", "(2,-3)"}},
     {"full ndim 9", full_ndim9, {"full:", "ndim 9"}},
     {"scalar unknown dtype", scalar_bad_dtype, {"scalar:", "dtype 7"}},
@@ -1107,7 +1253,9 @@ static const struct {
     {"transpose dim 3", transpose_dim3, {"transpose:", "dim 3", "(4,8,32)"}},
     {"slice dim -4", slice_dim_neg4, {"slice:", "dim -4", "(4,8,32)"}},
     {"narrow past end", narrow_past_end, {"narrow:", "length 3", "(4,8,32)"}},
-    {"narrow negative length", narrow_neg_length, {"narrow:", "length -1", "(4,8,32)"}},
+    {"narrow negative length",
+     narrow_neg_length,
+     {"narrow:", "length -1", "(4,8,32)"}},
     {"select index 4", select_index4, {"select:", "index 4", "(4,8,32)"}},
     {"select dim 3", select_dim3, {"select:", "dim 3", "(4,8,32)"}},
     {"expand mismatch", expand_mismatch, {"expand:", "(4,8,32)", "(4,8,16)"}},
@@ -1115,7 +1263,9 @@ static const struct {
     {"expand ndim 9", expand_ndim9, {"expand:", "(4,8,32)", "9"}},
     {"expand negative size", expand_neg, {"expand:", "(4,8,32)", "(4,-2,32)"}},
     {"reshape numel", reshape_numel, {"reshape:", "(4,8,32)", "(5,-1)"}},
-    {"reshape negative size", reshape_neg, {"reshape:", "(4,8,32)", "(4,-8,32)"}},
+    {"reshape negative size",
+     reshape_neg,
+     {"reshape:", "(4,8,32)", "(4,-8,32)"}},
     {"reshape two -1", reshape_two_infer, {"reshape:", "(4,8,32)", "(-1,-1)"}},
     {"reshape ndim 9", reshape_ndim9, {"reshape:", "ndim 9"}},
     {"reshape NULL shape", reshape_null_shape, {"reshape:", "NULL"}},
@@ -1126,11 +1276,19 @@ static const struct {
     {"to unknown dtype", to_bad_dtype, {"to:", "dtype 7"}},
 
     {"add unbroadcastable", add_unbroadcastable, {"add:", "(4,8,32)", "(3,)"}},
-    {"sub unbroadcastable", sub_unbroadcastable, {"sub:", "(4,8,32)", "(16,32)"}},
-    {"mul unbroadcastable", mul_unbroadcastable, {"mul:", "(16,32)", "(4,8,32)"}},
+    {"sub unbroadcastable",
+     sub_unbroadcastable,
+     {"sub:", "(4,8,32)", "(16,32)"}},
+    {"mul unbroadcastable",
+     mul_unbroadcastable,
+     {"mul:", "(16,32)", "(4,8,32)"}},
     {"div unbroadcastable", div_unbroadcastable, {"div:", "(3,)", "(4,8,32)"}},
-    {"add float64 + float32", add_mixed, {"add:", "float64 (4,8,32)", "float32 (4,8,32)"}},
-    {"mul float32 * float64", mul_mixed, {"mul:", "float32 (4,8,32)", "float64 (4,8,32)"}},
+    {"add float64 + float32",
+     add_mixed,
+     {"add:", "float64 (4,8,32)", "float32 (4,8,32)"}},
+    {"mul float32 * float64",
+     mul_mixed,
+     {"mul:", "float32 (4,8,32)", "float64 (4,8,32)"}},
     {"add bool", add_bool, {"add:", "bool (4,8,32)"}},
     {"div by bool", div_bool, {"div:", "bool (4,8,32)"}},
     {"neg bool", neg_bool, {"neg:", "bool (4,8,32)"}},
@@ -1141,14 +1299,20 @@ static const struct {
     {"sqrt bool", sqrt_bool, {"sqrt:", "bool (4,8,32)"}},
     {"pow bool", pow_bool, {"pow:", "bool (4,8,32)"}},
     {"relu bool", relu_bool, {"relu:", "bool (4,8,32)"}},
-    {"eq float64 == float32", eq_mixed, {"eq:", "float64 (4,8,32)", "float32 (4,8,32)"}},
+    {"eq float64 == float32",
+     eq_mixed,
+     {"eq:", "float64 (4,8,32)", "float32 (4,8,32)"}},
     {"lt unbroadcastable", lt_unbroadcastable, {"lt:", "(4,8,32)", "(3,)"}},
     {"ge unbroadcastable", ge_unbroadcastable, {"ge:", "(16,32)", "(4,8,32)"}},
     {"where float64 / float32", where_mixed, {"where:", "float64", "float32"}},
     {"where cond shape", where_cond_shape, {"where:", "(3,)", "(4,8,32)"}},
     {"where bool values", where_bool_values, {"where:", "bool (4,8,32)"}},
-    {"masked_fill short mask", masked_fill_short_mask, {"masked_fill:", "(4,8,32)", "(3,)"}},
-    {"masked_fill big mask", masked_fill_big_mask, {"masked_fill:", "(4,8,32)", "(2,4,8,32)"}},
+    {"masked_fill short mask",
+     masked_fill_short_mask,
+     {"masked_fill:", "(4,8,32)", "(3,)"}},
+    {"masked_fill big mask",
+     masked_fill_big_mask,
+     {"masked_fill:", "(4,8,32)", "(2,4,8,32)"}},
     {"masked_fill bool", masked_fill_bool, {"masked_fill:", "bool (4,8,32)"}},
     {"tril 1-d", tril_1d, {"tril:", "(3,)"}},
     {"triu 0-d", triu_0d, {"triu:", "()"}},
@@ -1157,7 +1321,9 @@ static const struct {
     {"matmul batch", matmul_batch, {"matmul:", "(4,8,32)", "(3,32,5)"}},
     {"matmul 0-d", matmul_0d, {"matmul:", "()", "(4,8,32)"}},
     {"matmul vector", matmul_vector, {"matmul:", "(3,)", "(4,8,32)"}},
-    {"matmul float32 @ float64", matmul_mixed, {"matmul:", "float32 (4,8,32)", "float64 (16,32)"}},
+    {"matmul float32 @ float64",
+     matmul_mixed,
+     {"matmul:", "float32 (4,8,32)", "float64 (16,32)"}},
     {"matmul bool", matmul_bool, {"matmul:", "bool (4,8,32)"}},
 
     {"sum dim 3", sum_dim3, {"sum:", "dim 3", "(4,8,32)"}},
@@ -1169,24 +1335,39 @@ static const struct {
     {"mean_all bool", mean_all_bool, {"mean", "bool (4,8,32)"}},
     {"max bool", max_bool, {"max:", "bool (4,8,32)"}},
     {"softmax dim 3", softmax_dim3, {"softmax:", "dim 3", "(4,8,32)"}},
-    {"log_softmax dim -4", log_softmax_dim_neg4, {"log_softmax:", "dim -4", "(4,8,32)"}},
+    {"log_softmax dim -4",
+     log_softmax_dim_neg4,
+     {"log_softmax:", "dim -4", "(4,8,32)"}},
     {"softmax bool", softmax_bool, {"softmax:", "bool (4,8,32)"}},
 
     {"backward non-scalar", backward_non_scalar, {"backward", "(4,8,32)"}},
     {"backward without grad", backward_no_grad, {"backward", "require"}},
     {"backward bool", backward_bool, {"backward", "bool"}},
-    {"backward_with shape", backward_with_shape, {"backward", "(16,32)", "(4,8,32)"}},
+    {"backward_with shape",
+     backward_with_shape,
+     {"backward", "(16,32)", "(4,8,32)"}},
     {"backward twice", backward_twice, {"backward", "consumed"}},
-    {"set_requires_grad bool", requires_grad_bool, {"set_requires_grad", "bool (4,8,32)"}},
-    {"set_requires_grad non-leaf", requires_grad_non_leaf,
+    {"set_requires_grad bool",
+     requires_grad_bool,
+     {"set_requires_grad", "bool (4,8,32)"}},
+    {"set_requires_grad non-leaf",
+     requires_grad_non_leaf,
      {"set_requires_grad", "(4,8,32)", "not a leaf"}},
-    {"gradcheck without grad", gradcheck_no_grad, {"gradcheck", "requires grad"}},
+    {"gradcheck without grad",
+     gradcheck_no_grad,
+     {"gradcheck", "requires grad"}},
     {"scope_end unopened", scope_end_unopened, {"scope_end"}},
 
-    {"load_npy missing", load_missing, {"load_npy", "/nonexistent/tapegrad/x.npy"}},
-    {"save_npy missing dir", save_missing_dir, {"save_npy", "/nonexistent/tapegrad/x.npy"}},
+    {"load_npy missing",
+     load_missing,
+     {"load_npy", "/nonexistent/tapegrad/x.npy"}},
+    {"save_npy missing dir",
+     save_missing_dir,
+     {"save_npy", "/nonexistent/tapegrad/x.npy"}},
     {"fprint NULL file", fprint_null_file, {"fprint"}},
-    {"allclose unbroadcastable", allclose_unbroadcastable, {"allclose", "(4,8,32)", "(3,)"}},
+    {"allclose unbroadcastable",
+     allclose_unbroadcastable,
+     {"allclose", "(4,8,32)", "(3,)"}},
 
     {"rng_seed NULL", rng_seed_null, {"rng_seed:", "NULL"}},
     {"rng_uniform NULL", rng_uniform_null, {"rng_uniform:", "NULL"}},
@@ -1198,22 +1379,38 @@ static const struct {
     {"pcg64_randn NULL", pcg64_randn_null, {"pcg64_randn:", "NULL"}},
     {"ones NULL shape", ones_null_shape, {"ones:", "NULL"}},
     {"full negative size", full_neg_size, {"full:", "(-1,)"}},
-    {"ne float32 != float64", ne_mixed, {"ne:", "float32 (4,8,32)", "float64 (4,8,32)"}},
+    {"ne float32 != float64",
+     ne_mixed,
+     {"ne:", "float32 (4,8,32)", "float64 (4,8,32)"}},
     {"le unbroadcastable", le_unbroadcastable, {"le:", "(3,)", "(16,32)"}},
     {"gt unbroadcastable", gt_unbroadcastable, {"gt:", "(4,8,32)", "(16,32)"}},
 
-    {"attention d differs", attention_d, {"attention:", "(4,8,32)", "(4,8,16)"}},
-    {"attention keys differ", attention_keys, {"attention:", "(4,8,32)", "(4,7,32)"}},
-    {"attention batch differs", attention_batch, {"attention:", "(4,8,32)", "(3,8,32)"}},
+    {"attention d differs",
+     attention_d,
+     {"attention:", "(4,8,32)", "(4,8,16)"}},
+    {"attention keys differ",
+     attention_keys,
+     {"attention:", "(4,8,32)", "(4,7,32)"}},
+    {"attention batch differs",
+     attention_batch,
+     {"attention:", "(4,8,32)", "(3,8,32)"}},
     {"attention 1-d", attention_1d, {"attention:", "(3,)"}},
-    {"attention float64 / float32", attention_mixed, {"attention:", "float64", "float32"}},
+    {"attention float64 / float32",
+     attention_mixed,
+     {"attention:", "float64", "float32"}},
     {"attention bool", attention_bool, {"attention:", "bool (4,8,32)"}},
-    {"attention scale NaN", attention_scale_nan, {"attention:", "scale", "nan"}},
-    {"attention scale inf", attention_scale_inf, {"attention:", "scale", "inf"}},
+    {"attention scale NaN",
+     attention_scale_nan,
+     {"attention:", "scale", "nan"}},
+    {"attention scale inf",
+     attention_scale_inf,
+     {"attention:", "scale", "inf"}},
     {"cat NULL array", cat_null_array, {"cat:", "NULL"}},
     {"cat of 0", cat_zero, {"cat:", "0"}},
     {"cat of -1", cat_negative, {"cat:", "-1"}},
-    {"cat float64 + float32", cat_mixed, {"cat:", "float32 (4,8,32)", "float64 (4,8,32)"}},
+    {"cat float64 + float32",
+     cat_mixed,
+     {"cat:", "float32 (4,8,32)", "float64 (4,8,32)"}},
     {"cat shapes", cat_shapes, {"cat:", "(16,32)", "(4,8,32)"}},
     {"cat dim 3", cat_dim3, {"cat:", "dim 3", "(4,8,32)"}},
     {"chunk NULL out", chunk_null_out, {"chunk:", "NULL", "(4,8,32)"}},
@@ -1222,42 +1419,69 @@ static const struct {
     {"chunk uneven", chunk_uneven, {"chunk:", "size 4", "3 chunks"}},
     {"chunk dim 3", chunk_dim3, {"chunk:", "dim 3", "(4,8,32)"}},
     {"embedding 1-d weight", embedding_weight_1d, {"embedding:", "(3,)"}},
-    {"embedding float ids", embedding_float_ids, {"embedding:", "int64", "float64 (4,8,32)"}},
+    {"embedding float ids",
+     embedding_float_ids,
+     {"embedding:", "int64", "float64 (4,8,32)"}},
     {"embedding id 16 of 16", embedding_id_16, {"embedding:", "16", "[0, 16)"}},
     {"embedding id -1", embedding_id_neg, {"embedding:", "-1", "[0, 16)"}},
     {"embedding bool weight", embedding_bool_weight, {"embedding:", "bool"}},
-    {"gather float index", gather_float_index, {"gather:", "int64", "float64 (4,8,32)"}},
+    {"gather float index",
+     gather_float_index,
+     {"gather:", "int64", "float64 (4,8,32)"}},
     {"gather index ndim", gather_ndim, {"gather:", "(4,8)", "(4,8,32)"}},
     {"gather dim 3", gather_dim3, {"gather:", "dim 3", "(4,8,32)"}},
     {"gather index 32", gather_index_32, {"gather:", "32", "[0, 32)"}},
     {"gather index -1", gather_index_neg, {"gather:", "-1", "[0, 32)"}},
-    {"gather index too big", gather_too_big, {"gather:", "(5,8,1)", "(4,8,32)"}},
-    {"layer_norm gamma shape", layer_norm_gamma, {"layer_norm:", "gamma", "(3,)"}},
-    {"layer_norm beta shape", layer_norm_beta, {"layer_norm:", "beta", "(16,32)"}},
+    {"gather index too big",
+     gather_too_big,
+     {"gather:", "(5,8,1)", "(4,8,32)"}},
+    {"layer_norm gamma shape",
+     layer_norm_gamma,
+     {"layer_norm:", "gamma", "(3,)"}},
+    {"layer_norm beta shape",
+     layer_norm_beta,
+     {"layer_norm:", "beta", "(16,32)"}},
     {"layer_norm eps -1", layer_norm_eps_neg, {"layer_norm:", "eps", "-1"}},
     {"layer_norm eps NaN", layer_norm_eps_nan, {"layer_norm:", "eps", "nan"}},
     {"layer_norm 0-d", layer_norm_0d, {"layer_norm:", "()"}},
     {"layer_norm bool", layer_norm_bool, {"layer_norm:", "bool (4,8,32)"}},
-    {"layer_norm float32 gamma", layer_norm_mixed, {"layer_norm:", "float64", "float32 (32,)"}},
+    {"layer_norm float32 gamma",
+     layer_norm_mixed,
+     {"layer_norm:", "float64", "float32 (32,)"}},
     {"gelu bool", gelu_bool, {"gelu:", "bool (4,8,32)"}},
-    {"cross_entropy float targets", cross_entropy_float_targets,
+    {"cross_entropy float targets",
+     cross_entropy_float_targets,
      {"cross_entropy:", "int64", "float64"}},
-    {"cross_entropy targets shape", cross_entropy_shape, {"cross_entropy:", "(4,7)", "(4,8,32)"}},
+    {"cross_entropy targets shape",
+     cross_entropy_shape,
+     {"cross_entropy:", "(4,7)", "(4,8,32)"}},
     {"cross_entropy target 32", cross_entropy_32, {"cross_entropy:", "32"}},
     {"cross_entropy target -1", cross_entropy_neg, {"cross_entropy:", "-1"}},
     {"cross_entropy 0-d logits", cross_entropy_0d, {"cross_entropy:", "()"}},
-    {"cross_entropy bool logits", cross_entropy_bool, {"cross_entropy:", "bool (4,8,32)"}},
-    {"mse_loss unbroadcastable", mse_unbroadcastable, {"mse_loss:", "(4,8,32)", "(3,)"}},
-    {"mse_loss float64 / float32", mse_mixed, {"mse_loss:", "float64", "float32"}},
+    {"cross_entropy bool logits",
+     cross_entropy_bool,
+     {"cross_entropy:", "bool (4,8,32)"}},
+    {"mse_loss unbroadcastable",
+     mse_unbroadcastable,
+     {"mse_loss:", "(4,8,32)", "(3,)"}},
+    {"mse_loss float64 / float32",
+     mse_mixed,
+     {"mse_loss:", "float64", "float32"}},
     {"mse_loss bool", mse_bool, {"mse_loss:", "bool (4,8,32)"}},
 
-    {"backward_with float32 seed", backward_with_dtype, {"backward", "float32"}},
+    {"backward_with float32 seed",
+     backward_with_dtype,
+     {"backward", "float32"}},
     {"backward_with twice", backward_with_twice, {"backward", "consumed"}},
-    {"backward twice after scope_end", backward_after_scope, {"backward", "consumed"}},
+    {"backward twice after scope_end",
+     backward_after_scope,
+     {"backward", "consumed"}},
     {"gradcheck NULL function", gradcheck_null_fn, {"gradcheck:", "function"}},
     {"gradcheck 0 inputs", gradcheck_zero_inputs, {"gradcheck:", "input"}},
     {"gradcheck NULL inputs", gradcheck_null_inputs, {"gradcheck:", "input"}},
-    {"gradcheck non-leaf input", gradcheck_non_leaf, {"gradcheck:", "not a leaf", "(4,8,32)"}},
+    {"gradcheck non-leaf input",
+     gradcheck_non_leaf,
+     {"gradcheck:", "not a leaf", "(4,8,32)"}},
     {"gradcheck function fails", gradcheck_fn_fails, {MATMUL_MSG}},
     {"load_npy NULL path", load_npy_null, {"load_npy:", "NULL"}},
     {"load_npy empty file", load_npy_empty_file, {"load_npy:", "/dev/null"}},
@@ -1268,7 +1492,9 @@ static const struct {
     {"params_add NULL list", params_add_null_list, {"params_add:", "NULL"}},
     {"params_add NULL name", params_add_null_name, {"params_add:", "NULL"}},
     {"params_add long name", params_add_long, {"params_add:", "127"}},
-    {"params_add duplicate", params_add_duplicate, {"params_add:", "duplicate", "'p.w'"}},
+    {"params_add duplicate",
+     params_add_duplicate,
+     {"params_add:", "duplicate", "'p.w'"}},
 
     {"head_init NULL", head_init_null, {"head_init:", "NULL"}},
     {"head_init NULL rng", head_init_null_rng, {"head_init:", "rng"}},
@@ -1276,49 +1502,80 @@ static const struct {
     {"head_init n_embd 0", head_init_zero, {"head_init:", "n_embd 0"}},
     {"head_init head_size -16", head_init_neg, {"head_init:", "head_size -16"}},
     {"head_forward NULL head", head_forward_null, {"head:", "NULL"}},
-    {"head_forward zeroed head", head_forward_zeroed, {"head:", "not initialised"}},
+    {"head_forward zeroed head",
+     head_forward_zeroed,
+     {"head:", "not initialised"}},
     {"head_forward 2-d x", head_forward_2d, {"head:", "(16,32)"}},
     {"head_forward float32 x", head_forward_dtype, {"head:", "float32"}},
     {"head_params NULL head", head_params_null, {"head_params:", "NULL"}},
-    {"head_params zeroed head", head_params_zeroed, {"head_params:", "not initialised"}},
+    {"head_params zeroed head",
+     head_params_zeroed,
+     {"head_params:", "not initialised"}},
 
     {"linear_init NULL", linear_init_null, {"linear_init:", "NULL"}},
     {"linear_init NULL rng", linear_init_null_rng, {"linear_init:", "rng"}},
     {"linear_init int64", linear_init_int64, {"linear_init:", "int64"}},
     {"linear_init out 0", linear_init_zero, {"linear_init:", "out 0"}},
     {"linear_forward NULL layer", linear_forward_null, {"linear:", "NULL"}},
-    {"linear_forward zeroed layer", linear_forward_zeroed, {"linear:", "not initialised"}},
+    {"linear_forward zeroed layer",
+     linear_forward_zeroed,
+     {"linear:", "not initialised"}},
     {"linear_forward in 3", linear_forward_in, {"linear:", "(3,)"}},
     {"linear_forward 0-d x", linear_forward_0d, {"linear:", "()"}},
     {"linear_forward float32 x", linear_forward_dtype, {"linear:", "float32"}},
-    {"linear_params NULL layer", linear_params_null, {"linear_params:", "NULL"}},
-    {"linear_params zeroed layer", linear_params_zeroed, {"linear_params:", "not initialised"}},
+    {"linear_params NULL layer",
+     linear_params_null,
+     {"linear_params:", "NULL"}},
+    {"linear_params zeroed layer",
+     linear_params_zeroed,
+     {"linear_params:", "not initialised"}},
 
     {"embed_init NULL", embed_init_null, {"embed_init:", "NULL"}},
     {"embed_init NULL rng", embed_init_null_rng, {"embed_init:", "rng"}},
     {"embed_init bool", embed_init_bool, {"embed_init:", "bool"}},
     {"embed_init num -16", embed_init_neg, {"embed_init:", "num -16"}},
     {"embed_forward NULL table", embed_forward_null, {"embed:", "NULL"}},
-    {"embed_forward zeroed table", embed_forward_zeroed, {"embed:", "not initialised"}},
-    {"embed_forward float ids", embed_forward_float, {"embed:", "int64", "float64"}},
-    {"embed_forward id 16", embed_forward_id_16, {"embedding:", "id 16", "[0, 16)"}},
-    {"embed_positions NULL table", embed_positions_null, {"embed_positions:", "NULL"}},
-    {"embed_positions zeroed table", embed_positions_zeroed,
+    {"embed_forward zeroed table",
+     embed_forward_zeroed,
+     {"embed:", "not initialised"}},
+    {"embed_forward float ids",
+     embed_forward_float,
+     {"embed:", "int64", "float64"}},
+    {"embed_forward id 16",
+     embed_forward_id_16,
+     {"embedding:", "id 16", "[0, 16)"}},
+    {"embed_positions NULL table",
+     embed_positions_null,
+     {"embed_positions:", "NULL"}},
+    {"embed_positions zeroed table",
+     embed_positions_zeroed,
      {"embed_positions:", "not initialised"}},
     {"embed_positions -1", embed_positions_neg, {"embed_positions:", "-1"}},
-    {"embed_positions 17 of 16", embed_positions_17, {"embed_positions:", "17", "16"}},
+    {"embed_positions 17 of 16",
+     embed_positions_17,
+     {"embed_positions:", "17", "16"}},
     {"embed_params NULL table", embed_params_null, {"embed_params:", "NULL"}},
-    {"embed_params zeroed table", embed_params_zeroed, {"embed_params:", "not initialised"}},
+    {"embed_params zeroed table",
+     embed_params_zeroed,
+     {"embed_params:", "not initialised"}},
 
     {"layernorm_init NULL", layernorm_init_null, {"layernorm_init:", "NULL"}},
     {"layernorm_init bool", layernorm_init_bool, {"layernorm_init:", "bool"}},
     {"layernorm_init dim 0", layernorm_init_zero, {"layernorm_init:", "dim"}},
     {"layernorm_forward NULL", layernorm_forward_null, {"layernorm:", "NULL"}},
-    {"layernorm_forward zeroed", layernorm_forward_zeroed, {"layernorm:", "not initialised"}},
+    {"layernorm_forward zeroed",
+     layernorm_forward_zeroed,
+     {"layernorm:", "not initialised"}},
     {"layernorm_forward dim 3", layernorm_forward_dim, {"layernorm:", "(3,)"}},
-    {"layernorm_forward float32 x", layernorm_forward_dtype, {"layernorm:", "float32"}},
-    {"layernorm_params NULL", layernorm_params_null, {"layernorm_params:", "NULL"}},
-    {"layernorm_params zeroed", layernorm_params_zeroed, {"layernorm_params:", "not initialised"}},
+    {"layernorm_forward float32 x",
+     layernorm_forward_dtype,
+     {"layernorm:", "float32"}},
+    {"layernorm_params NULL",
+     layernorm_params_null,
+     {"layernorm_params:", "NULL"}},
+    {"layernorm_params zeroed",
+     layernorm_params_zeroed,
+     {"layernorm_params:", "not initialised"}},
 
     {"mha_init NULL", mha_init_null, {"mha_init:", "NULL"}},
     {"mha_init 5 heads of 32", mha_init_indivisible, {"mha_init:", "5", "32"}},
@@ -1328,23 +1585,33 @@ static const struct {
     {"mha_forward 2-d x", mha_forward_2d, {"mha:", "(16,32)"}},
     {"mha_forward float32 x", mha_forward_dtype, {"mha:", "float32"}},
     {"mha_params NULL", mha_params_null, {"mha_params:", "NULL"}},
-    {"mha_params zeroed", mha_params_zeroed, {"mha_params:", "not initialised"}},
-    {"mha_params long prefix", mha_params_long_prefix, {"mha_params", "too long"}},
+    {"mha_params zeroed",
+     mha_params_zeroed,
+     {"mha_params:", "not initialised"}},
+    {"mha_params long prefix",
+     mha_params_long_prefix,
+     {"mha_params", "too long"}},
 
     {"mlp_init NULL", mlp_init_null, {"mlp_init:", "NULL"}},
     {"mlp_init n_embd 0", mlp_init_zero, {"mlp_init:", "0"}},
     {"mlp_forward NULL", mlp_forward_null, {"mlp:", "NULL"}},
     {"mlp_forward zeroed", mlp_forward_zeroed, {"mlp:", "not initialised"}},
     {"mlp_params NULL", mlp_params_null, {"mlp_params:", "NULL"}},
-    {"mlp_params zeroed", mlp_params_zeroed, {"mlp_params:", "not initialised"}},
+    {"mlp_params zeroed",
+     mlp_params_zeroed,
+     {"mlp_params:", "not initialised"}},
 
     {"block_init NULL", block_init_null, {"block_init:", "NULL"}},
     {"block_forward NULL", block_forward_null, {"block:", "NULL"}},
-    {"block_forward zeroed", block_forward_zeroed, {"block:", "not initialised"}},
+    {"block_forward zeroed",
+     block_forward_zeroed,
+     {"block:", "not initialised"}},
     {"block_forward 2-d x", block_forward_2d, {"block:", "(16,32)"}},
     {"block_forward float32 x", block_forward_dtype, {"block:", "float32"}},
     {"block_params NULL", block_params_null, {"block_params:", "NULL"}},
-    {"block_params zeroed", block_params_zeroed, {"block_params:", "not initialised"}},
+    {"block_params zeroed",
+     block_params_zeroed,
+     {"block_params:", "not initialised"}},
 
     {"gpt_init NULL", gpt_init_null, {"gpt_init:", "NULL"}},
     {"gpt_init vocab_size 0", gpt_init_vocab0, {"gpt_init:", "vocab_size 0"}},
@@ -1352,57 +1619,105 @@ static const struct {
     {"gpt_init int64", gpt_init_int64, {"gpt_init:", "int64"}},
     {"gpt_forward NULL", gpt_forward_null, {"gpt:", "NULL"}},
     {"gpt_forward zeroed", gpt_forward_zeroed, {"gpt:", "not initialised"}},
-    {"gpt_forward float ids", gpt_forward_float_ids, {"gpt:", "int64", "float64 (16,32)"}},
+    {"gpt_forward float ids",
+     gpt_forward_float_ids,
+     {"gpt:", "int64", "float64 (16,32)"}},
     {"gpt_forward 1-d ids", gpt_forward_1d, {"gpt:", "(3,)"}},
-    {"gpt_forward T 9 > 8", gpt_forward_long, {"gpt:", "(2,9)", "block_size 8"}},
-    {"gpt_forward id 16", gpt_forward_id_16, {"embedding:", "id 16", "[0, 16)"}},
+    {"gpt_forward T 9 > 8",
+     gpt_forward_long,
+     {"gpt:", "(2,9)", "block_size 8"}},
+    {"gpt_forward id 16",
+     gpt_forward_id_16,
+     {"embedding:", "id 16", "[0, 16)"}},
     {"gpt_loss NULL", gpt_loss_null, {"gpt_loss:", "NULL"}},
-    {"gpt_loss targets shape", gpt_loss_targets_shape, {"gpt_loss:", "(4,7)", "(4,8)"}},
-    {"gpt_loss float targets", gpt_loss_float_targets, {"gpt_loss:", "int64", "float64"}},
-    {"gpt_loss target 16", gpt_loss_target_16, {"cross_entropy:", "target 16", "[0, 16)"}},
+    {"gpt_loss targets shape",
+     gpt_loss_targets_shape,
+     {"gpt_loss:", "(4,7)", "(4,8)"}},
+    {"gpt_loss float targets",
+     gpt_loss_float_targets,
+     {"gpt_loss:", "int64", "float64"}},
+    {"gpt_loss target 16",
+     gpt_loss_target_16,
+     {"cross_entropy:", "target 16", "[0, 16)"}},
     {"gpt_generate NULL", gpt_generate_null, {"gpt_generate:", "NULL"}},
-    {"gpt_generate zeroed", gpt_generate_zeroed, {"gpt_generate:", "not initialised"}},
+    {"gpt_generate zeroed",
+     gpt_generate_zeroed,
+     {"gpt_generate:", "not initialised"}},
     {"gpt_generate n_new -1", gpt_generate_neg, {"gpt_generate:", "-1"}},
-    {"gpt_generate temperature 0", gpt_generate_temp0, {"gpt_generate:", "temperature"}},
+    {"gpt_generate temperature 0",
+     gpt_generate_temp0,
+     {"gpt_generate:", "temperature"}},
     {"gpt_generate NULL rng", gpt_generate_null_rng, {"gpt_generate:", "NULL"}},
-    {"gpt_generate batch of 4", gpt_generate_batch, {"gpt_generate:", "(1,T)", "(4,8)"}},
-    {"gpt_generate id 16", gpt_generate_id_16, {"embedding:", "id 16", "[0, 16)"}},
+    {"gpt_generate batch of 4",
+     gpt_generate_batch,
+     {"gpt_generate:", "(1,T)", "(4,8)"}},
+    {"gpt_generate id 16",
+     gpt_generate_id_16,
+     {"embedding:", "id 16", "[0, 16)"}},
     {"gpt_params NULL", gpt_params_null, {"gpt_params:", "NULL"}},
-    {"gpt_params zeroed", gpt_params_zeroed, {"gpt_params:", "not initialised"}},
+    {"gpt_params zeroed",
+     gpt_params_zeroed,
+     {"gpt_params:", "not initialised"}},
 
     {"optim_new lr -0.1", optim_lr_neg, {"optim_new:", "lr -0.1"}},
     {"optim_new lr NaN", optim_lr_nan, {"optim_new:", "lr nan"}},
-    {"optim_new weight_decay -0.5", optim_wd_neg, {"optim_new:", "weight_decay -0.5"}},
-    {"optim_new momentum -0.9", optim_momentum_neg, {"optim_new:", "momentum -0.9"}},
+    {"optim_new weight_decay -0.5",
+     optim_wd_neg,
+     {"optim_new:", "weight_decay -0.5"}},
+    {"optim_new momentum -0.9",
+     optim_momentum_neg,
+     {"optim_new:", "momentum -0.9"}},
     {"optim_new beta1 1", optim_beta1_one, {"optim_new:", "beta1 1"}},
     {"optim_new beta2 -0.5", optim_beta2_neg, {"optim_new:", "beta2 -0.5"}},
     {"optim_new eps -1e-8", optim_eps_neg, {"optim_new:", "eps -1e-08"}},
     {"optim_new kind 7", optim_kind, {"optim_new:", "kind 7"}},
     {"optim_new NULL list", optim_null_list, {"optim_new:", "NULL"}},
-    {"optim_new NULL parameter", optim_null_param, {"optim_new:", "'second'", "NULL"}},
-    {"optim_new bool parameter", optim_bool_param, {"optim_new:", "'second'", "bool (4,8,32)"}},
-    {"optim_new same tensor twice", optim_same_twice, {"optim_new:", "'x'", "'second'"}},
+    {"optim_new NULL parameter",
+     optim_null_param,
+     {"optim_new:", "'second'", "NULL"}},
+    {"optim_new bool parameter",
+     optim_bool_param,
+     {"optim_new:", "'second'", "bool (4,8,32)"}},
+    {"optim_new same tensor twice",
+     optim_same_twice,
+     {"optim_new:", "'x'", "'second'"}},
     {"optim_step NULL", optim_step_null, {"optim_step:", "NULL"}},
 
     {"save_npz NULL list", save_npz_null_list, {"save_npz:", "NULL"}},
     {"save_npz NULL path", save_npz_null_path, {"save_npz:", "NULL"}},
-    {"save_npz missing dir", save_npz_missing_dir, {"save_npz:", "/nonexistent/tapegrad/a.npz"}},
+    {"save_npz missing dir",
+     save_npz_missing_dir,
+     {"save_npz:", "/nonexistent/tapegrad/a.npz"}},
     {"save_npz directory", save_npz_directory, {"save_npz:", "/"}},
-    {"save_npz NULL parameter", save_npz_null_param, {"save_npz:", "'v'", "NULL"}},
+    {"save_npz NULL parameter",
+     save_npz_null_param,
+     {"save_npz:", "'v'", "NULL"}},
     {"load_npz NULL list", load_npz_null_list, {"load_npz:", "NULL"}},
     {"load_npz NULL path", load_npz_null_path, {"load_npz:", "NULL"}},
-    {"load_npz missing file", load_npz_missing, {"load_npz:", "/nonexistent/tapegrad/a.npz"}},
-    {"load_npz NULL parameter", load_npz_null_param, {"load_npz:", "'v'", "NULL"}},
+    {"load_npz missing file",
+     load_npz_missing,
+     {"load_npz:", "/nonexistent/tapegrad/a.npz"}},
+    {"load_npz NULL parameter",
+     load_npz_null_param,
+     {"load_npz:", "'v'", "NULL"}},
     {"load_npz empty file", load_npz_empty_file, {"load_npz:", "/dev/null"}},
     {"load_npz directory", load_npz_directory, {"load_npz:", "/"}},
     {"load_npz shape", load_npz_shape, {"load_npz:", "'v'", "(16,32)"}},
-    {"load_npz int64 into float64", load_npz_dtype, {"load_npz:", "'v'", "int64"}},
+    {"load_npz int64 into float64",
+     load_npz_dtype,
+     {"load_npz:", "'v'", "int64"}},
     {"load_npz missing entry", load_npz_missing_entry, {"load_npz:", "'v'"}},
 
-    {"plot_heatmap NULL stem", heatmap_null_stem, {"plot_heatmap:", "stem is NULL"}},
-    {"plot_heatmap empty stem", heatmap_empty_stem, {"plot_heatmap:", "stem is empty"}},
+    {"plot_heatmap NULL stem",
+     heatmap_null_stem,
+     {"plot_heatmap:", "stem is NULL"}},
+    {"plot_heatmap empty stem",
+     heatmap_empty_stem,
+     {"plot_heatmap:", "stem is empty"}},
     {"plot_heatmap stem /tmp/", heatmap_dir_stem, {"plot_heatmap:", "'/tmp/'"}},
-    {"plot_heatmap missing dir", heatmap_missing_dir, {"plot_heatmap:", "/nonexistent/tapegrad/h"}},
+    {"plot_heatmap missing dir",
+     heatmap_missing_dir,
+     {"plot_heatmap:", "/nonexistent/tapegrad/h"}},
     {"plot_heatmap 3-d", heatmap_3d, {"plot_heatmap:", "(4,8,32)"}},
     {"plot_heatmap empty", heatmap_empty, {"plot_heatmap:", "(0,3)"}},
     {"plot_lines NULL series", lines_null_series, {"plot_lines:", "NULL"}},
@@ -1411,13 +1726,19 @@ static const struct {
     {"plot_lines n 0", lines_empty, {"plot_lines:", "series 0", "0"}},
     {"plot_lines n -3", lines_negative_n, {"plot_lines:", "series 0", "-3"}},
     {"plot_lines NULL stem", lines_null_stem, {"plot_lines:", "stem is NULL"}},
-    {"plot_lines missing dir", lines_missing_dir, {"plot_lines:", "/nonexistent/tapegrad/l"}},
+    {"plot_lines missing dir",
+     lines_missing_dir,
+     {"plot_lines:", "/nonexistent/tapegrad/l"}},
     {"plot_bars 0 bars", bars_zero, {"plot_bars:", "n 0"}},
     {"plot_bars NULL labels", bars_null_labels, {"plot_bars:", "NULL"}},
     {"plot_bars NULL values", bars_null_values, {"plot_bars:", "NULL"}},
-    {"plot_bars NULL label", bars_null_label, {"plot_bars:", "label 1", "NULL"}},
+    {"plot_bars NULL label",
+     bars_null_label,
+     {"plot_bars:", "label 1", "NULL"}},
     {"plot_bars NULL stem", bars_null_stem, {"plot_bars:", "stem is NULL"}},
-    {"plot_bars missing dir", bars_missing_dir, {"plot_bars:", "/nonexistent/tapegrad/b"}},
+    {"plot_bars missing dir",
+     bars_missing_dir,
+     {"plot_bars:", "/nonexistent/tapegrad/b"}},
 };
 
 /* Errors raised inside a module carry the function called first
@@ -1432,12 +1753,20 @@ static const struct {
     {"gradcheck eps NaN", gradcheck_eps_nan, {"gradcheck:", "eps"}},
     /* a module's _params with a NULL list: the error names params_add */
     {"head_params NULL list", head_params_null_list, {"head_params", "NULL"}},
-    {"linear_params NULL list", linear_params_null_list, {"linear_params", "NULL"}},
-    {"embed_params NULL list", embed_params_null_list, {"embed_params", "NULL"}},
-    {"layernorm_params NULL list", layernorm_params_null_list, {"layernorm_params", "NULL"}},
+    {"linear_params NULL list",
+     linear_params_null_list,
+     {"linear_params", "NULL"}},
+    {"embed_params NULL list",
+     embed_params_null_list,
+     {"embed_params", "NULL"}},
+    {"layernorm_params NULL list",
+     layernorm_params_null_list,
+     {"layernorm_params", "NULL"}},
     {"mha_params NULL list", mha_params_null_list, {"mha_params", "NULL"}},
     {"mlp_params NULL list", mlp_params_null_list, {"mlp_params", "NULL"}},
-    {"block_params NULL list", block_params_null_list, {"block_params", "NULL"}},
+    {"block_params NULL list",
+     block_params_null_list,
+     {"block_params", "NULL"}},
     {"gpt_params NULL list", gpt_params_null_list, {"gpt_params", "NULL"}},
     /* a composite module's init: the error names the inner module's init */
     {"mha_init NULL rng", mha_init_null_rng, {"mha_init", "rng"}},
@@ -1447,7 +1776,9 @@ static const struct {
     {"block_init NULL rng", block_init_null_rng, {"block_init", "rng"}},
     {"block_init bool", block_init_bool, {"block_init", "bool"}},
     {"block_init n_embd 0", block_init_zero, {"block_init", "0"}},
-    {"block_init 3 heads of 32", block_init_indivisible, {"block_init", "3", "32"}},
+    {"block_init 3 heads of 32",
+     block_init_indivisible,
+     {"block_init", "3", "32"}},
     {"gpt_init NULL rng", gpt_init_null_rng, {"gpt_init", "rng"}},
     {"gpt_init 5 heads of 32", gpt_init_indivisible, {"gpt_init", "5", "32"}},
     /* mlp_forward's x is checked by its first linear: the error names linear */
@@ -1491,7 +1822,8 @@ END_TEST
 
 START_TEST(nested)
 {
-    check_row(nested_rows[_i].name, nested_rows[_i].call, nested_rows[_i].needles);
+    check_row(nested_rows[_i].name, nested_rows[_i].call,
+              nested_rows[_i].needles);
 }
 END_TEST
 
@@ -1514,7 +1846,8 @@ START_TEST(chain_keeps_first_cause)
     tg_clear_error();
     ck_assert_ptr_null(tg_exp(tg_matmul(e.x, e.m)));
     ck_assert_str_eq(tg_last_error(), MATMUL_MSG);
-    ck_assert_ptr_null(tg_sum_all(tg_softmax(tg_scale(tg_matmul(e.x, e.m), 2), -1)));
+    ck_assert_ptr_null(
+        tg_sum_all(tg_softmax(tg_scale(tg_matmul(e.x, e.m), 2), -1)));
     ck_assert_str_eq(tg_last_error(), MATMUL_MSG);
     ck_assert_int_eq(tg_backward(tg_sum_all(tg_matmul(e.x, e.m))), -1);
     ck_assert_str_eq(tg_last_error(), MATMUL_MSG);
@@ -1545,10 +1878,22 @@ CALL(n_ones_like, tg_ones_like(NUL))
 CALL(n_full_like, tg_full_like(NUL, 1))
 CALL_RC(n_ndim, tg_ndim(NUL))
 CALL_RC(n_size, tg_size(NUL, 0))
-static bool n_shape(env *e) { (void)e; return tg_shape(NUL) == NULL; }
-static bool n_stride(env *e) { (void)e; return tg_stride(NUL, 0) == 0; }
+static bool n_shape(env *e)
+{
+    (void)e;
+    return tg_shape(NUL) == NULL;
+}
+static bool n_stride(env *e)
+{
+    (void)e;
+    return tg_stride(NUL, 0) == 0;
+}
 CALL_RC(n_numel, tg_numel(NUL))
-static bool n_contiguous(env *e) { (void)e; return !tg_is_contiguous(NUL); }
+static bool n_contiguous(env *e)
+{
+    (void)e;
+    return !tg_is_contiguous(NUL);
+}
 static bool n_copy_out(env *e)
 {
     (void)e;
@@ -1615,8 +1960,16 @@ static bool n_set_requires_grad(env *e)
     tg_set_requires_grad(NUL, true);
     return true;
 }
-static bool n_requires_grad(env *e) { (void)e; return !tg_requires_grad(NUL); }
-static bool n_is_leaf(env *e) { (void)e; return !tg_is_leaf(NUL); }
+static bool n_requires_grad(env *e)
+{
+    (void)e;
+    return !tg_requires_grad(NUL);
+}
+static bool n_is_leaf(env *e)
+{
+    (void)e;
+    return !tg_is_leaf(NUL);
+}
 static bool n_retain_grad(env *e)
 {
     (void)e;
@@ -1632,7 +1985,11 @@ static bool n_backward_with_dout(env *e)
     tg_release(y);
     return f;
 }
-static bool n_grad(env *e) { (void)e; return tg_grad(NUL) == NULL; }
+static bool n_grad(env *e)
+{
+    (void)e;
+    return tg_grad(NUL) == NULL;
+}
 static bool n_zero_grad(env *e)
 {
     (void)e;
@@ -1689,75 +2046,145 @@ CALL(n_mse_a, tg_mse_loss(NUL, e->x))
 CALL(n_mse_b, tg_mse_loss(e->x, NUL))
 CALL(n_check_result, tg_check_result(NUL, "tg_exp"))
 CALL_RC(n_params_add, tg_params_add(&(tg_params){0}, NULL, "w", NUL))
-MODULE_ROW(n_head_forward, tg_head, HEAD_INIT, tg_head_free, failed(tg_head_forward(&mod, NUL)))
+MODULE_ROW(n_head_forward, tg_head, HEAD_INIT, tg_head_free,
+           failed(tg_head_forward(&mod, NUL)))
 MODULE_ROW(n_linear_forward, tg_linear, LINEAR_INIT, tg_linear_free,
            failed(tg_linear_forward(&mod, NUL)))
 MODULE_ROW(n_embed_forward, tg_embed, EMBED_INIT, tg_embed_free,
            failed(tg_embed_forward(&mod, NUL)))
 MODULE_ROW(n_layernorm_forward, tg_layernorm, LAYERNORM_INIT, tg_layernorm_free,
            failed(tg_layernorm_forward(&mod, NUL)))
-MODULE_ROW(n_mha_forward, tg_mha, MHA_INIT, tg_mha_free, failed(tg_mha_forward(&mod, NUL)))
-MODULE_ROW(n_mlp_forward, tg_mlp, MLP_INIT, tg_mlp_free, failed(tg_mlp_forward(&mod, NUL)))
+MODULE_ROW(n_mha_forward, tg_mha, MHA_INIT, tg_mha_free,
+           failed(tg_mha_forward(&mod, NUL)))
+MODULE_ROW(n_mlp_forward, tg_mlp, MLP_INIT, tg_mlp_free,
+           failed(tg_mlp_forward(&mod, NUL)))
 MODULE_ROW(n_block_forward, tg_block, BLOCK_INIT, tg_block_free,
            failed(tg_block_forward(&mod, NUL)))
-MODULE_ROW(n_gpt_forward, tg_gpt, GPT_INIT, tg_gpt_free, failed(tg_gpt_forward(&mod, NUL)))
-MODULE_ROW(n_gpt_loss_ids, tg_gpt, GPT_INIT, tg_gpt_free, failed(tg_gpt_loss(&mod, NUL, e->ids)))
+MODULE_ROW(n_gpt_forward, tg_gpt, GPT_INIT, tg_gpt_free,
+           failed(tg_gpt_forward(&mod, NUL)))
+MODULE_ROW(n_gpt_loss_ids, tg_gpt, GPT_INIT, tg_gpt_free,
+           failed(tg_gpt_loss(&mod, NUL, e->ids)))
 MODULE_ROW(n_gpt_loss_targets, tg_gpt, GPT_INIT, tg_gpt_free,
            failed(tg_gpt_loss(&mod, e->ids, NUL)))
 MODULE_ROW(n_gpt_generate, tg_gpt, GPT_INIT, tg_gpt_free,
            failed(tg_gpt_generate(&mod, NUL, 2, 1, &rng)))
-CALL_RC(n_plot_heatmap, tg_plot_heatmap(tmp_path("h"), NUL, "t", "x", "y", false))
+CALL_RC(n_plot_heatmap,
+        tg_plot_heatmap(tmp_path("h"), NUL, "t", "x", "y", false))
 
 static const struct {
     const char *name;
     bool (*call)(env *e);
 } null_rows[] = {
-    {"retain", n_retain}, {"keep", n_keep}, {"zeros_like", n_zeros_like},
-    {"ones_like", n_ones_like}, {"full_like", n_full_like}, {"ndim", n_ndim},
-    {"size", n_size}, {"shape", n_shape}, {"stride", n_stride},
-    {"numel", n_numel}, {"is_contiguous", n_contiguous},
-    {"copy_out", n_copy_out}, {"get", n_get}, {"item", n_item}, {"set", n_set},
-    {"transpose", n_transpose}, {"slice", n_slice}, {"narrow", n_narrow},
-    {"select", n_select}, {"expand", n_expand}, {"reshape", n_reshape},
-    {"unsqueeze", n_unsqueeze}, {"squeeze", n_squeeze},
-    {"contiguous", n_contiguous_op}, {"to", n_to}, {"add (left)", n_add_l},
-    {"add (right)", n_add_r}, {"sub", n_sub}, {"mul", n_mul}, {"div", n_div},
-    {"neg", n_neg}, {"scale", n_scale}, {"add_scalar", n_add_scalar},
-    {"exp", n_exp}, {"log", n_log}, {"sqrt", n_sqrt}, {"pow_scalar", n_pow},
-    {"relu", n_relu}, {"eq", n_eq}, {"ne", n_ne}, {"lt", n_lt}, {"le", n_le},
-    {"gt", n_gt}, {"ge", n_ge}, {"eq_scalar", n_eq_scalar},
-    {"ne_scalar", n_ne_scalar}, {"lt_scalar", n_lt_scalar},
-    {"le_scalar", n_le_scalar}, {"gt_scalar", n_gt_scalar},
-    {"ge_scalar", n_ge_scalar}, {"where (cond)", n_where_cond},
-    {"where (a)", n_where_a}, {"where (b)", n_where_b},
-    {"masked_fill (t)", n_masked_fill_t}, {"masked_fill (mask)", n_masked_fill_mask},
-    {"tril", n_tril}, {"triu", n_triu}, {"matmul (a)", n_matmul_l},
-    {"matmul (b)", n_matmul_r}, {"sum", n_sum}, {"sum_all", n_sum_all},
-    {"mean", n_mean}, {"mean_all", n_mean_all}, {"max", n_max},
-    {"softmax", n_softmax}, {"log_softmax", n_log_softmax},
+    {"retain", n_retain},
+    {"keep", n_keep},
+    {"zeros_like", n_zeros_like},
+    {"ones_like", n_ones_like},
+    {"full_like", n_full_like},
+    {"ndim", n_ndim},
+    {"size", n_size},
+    {"shape", n_shape},
+    {"stride", n_stride},
+    {"numel", n_numel},
+    {"is_contiguous", n_contiguous},
+    {"copy_out", n_copy_out},
+    {"get", n_get},
+    {"item", n_item},
+    {"set", n_set},
+    {"transpose", n_transpose},
+    {"slice", n_slice},
+    {"narrow", n_narrow},
+    {"select", n_select},
+    {"expand", n_expand},
+    {"reshape", n_reshape},
+    {"unsqueeze", n_unsqueeze},
+    {"squeeze", n_squeeze},
+    {"contiguous", n_contiguous_op},
+    {"to", n_to},
+    {"add (left)", n_add_l},
+    {"add (right)", n_add_r},
+    {"sub", n_sub},
+    {"mul", n_mul},
+    {"div", n_div},
+    {"neg", n_neg},
+    {"scale", n_scale},
+    {"add_scalar", n_add_scalar},
+    {"exp", n_exp},
+    {"log", n_log},
+    {"sqrt", n_sqrt},
+    {"pow_scalar", n_pow},
+    {"relu", n_relu},
+    {"eq", n_eq},
+    {"ne", n_ne},
+    {"lt", n_lt},
+    {"le", n_le},
+    {"gt", n_gt},
+    {"ge", n_ge},
+    {"eq_scalar", n_eq_scalar},
+    {"ne_scalar", n_ne_scalar},
+    {"lt_scalar", n_lt_scalar},
+    {"le_scalar", n_le_scalar},
+    {"gt_scalar", n_gt_scalar},
+    {"ge_scalar", n_ge_scalar},
+    {"where (cond)", n_where_cond},
+    {"where (a)", n_where_a},
+    {"where (b)", n_where_b},
+    {"masked_fill (t)", n_masked_fill_t},
+    {"masked_fill (mask)", n_masked_fill_mask},
+    {"tril", n_tril},
+    {"triu", n_triu},
+    {"matmul (a)", n_matmul_l},
+    {"matmul (b)", n_matmul_r},
+    {"sum", n_sum},
+    {"sum_all", n_sum_all},
+    {"mean", n_mean},
+    {"mean_all", n_mean_all},
+    {"max", n_max},
+    {"softmax", n_softmax},
+    {"log_softmax", n_log_softmax},
     {"set_requires_grad", n_set_requires_grad},
-    {"requires_grad", n_requires_grad}, {"is_leaf", n_is_leaf},
-    {"retain_grad", n_retain_grad}, {"backward", n_backward},
+    {"requires_grad", n_requires_grad},
+    {"is_leaf", n_is_leaf},
+    {"retain_grad", n_retain_grad},
+    {"backward", n_backward},
     {"backward_with (out)", n_backward_with_out},
-    {"backward_with (dout)", n_backward_with_dout}, {"grad", n_grad},
-    {"zero_grad", n_zero_grad}, {"detach", n_detach},
-    {"gradcheck", n_gradcheck}, {"fprint", n_fprint}, {"format", n_format},
-    {"allclose", n_allclose}, {"save_npy", n_save_npy},
-    {"attention (q)", n_attention_q}, {"attention (k)", n_attention_k},
-    {"attention (v)", n_attention_v}, {"cat", n_cat}, {"chunk", n_chunk},
-    {"embedding (weight)", n_embedding_weight}, {"embedding (ids)", n_embedding_ids},
-    {"gather (t)", n_gather_t}, {"gather (index)", n_gather_index},
-    {"layer_norm", n_layer_norm}, {"gelu", n_gelu},
+    {"backward_with (dout)", n_backward_with_dout},
+    {"grad", n_grad},
+    {"zero_grad", n_zero_grad},
+    {"detach", n_detach},
+    {"gradcheck", n_gradcheck},
+    {"fprint", n_fprint},
+    {"format", n_format},
+    {"allclose", n_allclose},
+    {"save_npy", n_save_npy},
+    {"attention (q)", n_attention_q},
+    {"attention (k)", n_attention_k},
+    {"attention (v)", n_attention_v},
+    {"cat", n_cat},
+    {"chunk", n_chunk},
+    {"embedding (weight)", n_embedding_weight},
+    {"embedding (ids)", n_embedding_ids},
+    {"gather (t)", n_gather_t},
+    {"gather (index)", n_gather_index},
+    {"layer_norm", n_layer_norm},
+    {"gelu", n_gelu},
     {"cross_entropy (logits)", n_cross_entropy_logits},
     {"cross_entropy (targets)", n_cross_entropy_targets},
-    {"mse_loss (a)", n_mse_a}, {"mse_loss (b)", n_mse_b},
-    {"check_result", n_check_result}, {"params_add", n_params_add},
-    {"head_forward", n_head_forward}, {"linear_forward", n_linear_forward},
-    {"embed_forward", n_embed_forward}, {"layernorm_forward", n_layernorm_forward},
-    {"mha_forward", n_mha_forward}, {"mlp_forward", n_mlp_forward},
-    {"block_forward", n_block_forward}, {"gpt_forward", n_gpt_forward},
-    {"gpt_loss (ids)", n_gpt_loss_ids}, {"gpt_loss (targets)", n_gpt_loss_targets},
-    {"gpt_generate", n_gpt_generate}, {"plot_heatmap", n_plot_heatmap},
+    {"mse_loss (a)", n_mse_a},
+    {"mse_loss (b)", n_mse_b},
+    {"check_result", n_check_result},
+    {"params_add", n_params_add},
+    {"head_forward", n_head_forward},
+    {"linear_forward", n_linear_forward},
+    {"embed_forward", n_embed_forward},
+    {"layernorm_forward", n_layernorm_forward},
+    {"mha_forward", n_mha_forward},
+    {"mlp_forward", n_mlp_forward},
+    {"block_forward", n_block_forward},
+    {"gpt_forward", n_gpt_forward},
+    {"gpt_loss (ids)", n_gpt_loss_ids},
+    {"gpt_loss (targets)", n_gpt_loss_targets},
+    {"gpt_generate", n_gpt_generate},
+    {"plot_heatmap", n_plot_heatmap},
 };
 
 START_TEST(null_keeps_first_error)
@@ -1774,7 +2201,8 @@ START_TEST(null_keeps_first_error)
     if (!null_rows[_i].call(&e))
         note("%s(NULL) did not fail", name);
     if (strcmp(tg_last_error(), MATMUL_MSG))
-        note("%s(NULL) replaced the first error with '%s'", name, tg_last_error());
+        note("%s(NULL) replaced the first error with '%s'", name,
+             tg_last_error());
     if (tg_tape_size() != tape)
         note("%s(NULL): the tape went from %lld to %lld entries", name,
              (long long)tape, (long long)tg_tape_size());
@@ -1882,7 +2310,8 @@ START_TEST(release_twice_names_line)
     char msg[512];
     size_t len = 0;
     ssize_t got;
-    while (len < sizeof msg - 1 && (got = read(fds[0], msg + len, sizeof msg - 1 - len)) > 0)
+    while (len < sizeof msg - 1 &&
+           (got = read(fds[0], msg + len, sizeof msg - 1 - len)) > 0)
         len += (size_t)got;
     msg[len] = '\0';
     close(fds[0]);

@@ -55,12 +55,12 @@ static void check_file(const char *path, int want_ok)
         free(file);
         return;
     }
-    ck_assert_msg(want_ok != 0, "%s: should fail, loaded a %d-d tensor",
-                  path, tg_ndim(t));
+    ck_assert_msg(want_ok != 0, "%s: should fail, loaded a %d-d tensor", path,
+                  tg_ndim(t));
     ck_assert(tg_numel(t) == 0 || tg_is_contiguous(t));
     size_t nbytes = (size_t)tg_numel(t) * tg_dtype_size(tg_dtype_of(t));
-    ck_assert_msg(nbytes < size, "%s: %zu data bytes in a %zu-byte file",
-                  path, nbytes, size);
+    ck_assert_msg(nbytes < size, "%s: %zu data bytes in a %zu-byte file", path,
+                  nbytes, size);
     /* Saved again, the data must be the file's, byte for byte (an int64
      * beyond 2^53 once came back rounded). */
     char saved[] = "/tmp/tg_fuzz_regress_XXXXXX";
@@ -73,8 +73,8 @@ static void check_file(const char *path, int want_ok)
     uint8_t *again = read_file(saved, &saved_size);
     remove(saved);
     ck_assert_msg(saved_size > nbytes &&
-                      memcmp(again + saved_size - nbytes,
-                             file + size - nbytes, nbytes) == 0,
+                      memcmp(again + saved_size - nbytes, file + size - nbytes,
+                             nbytes) == 0,
                   "%s: saved data differs from the file's", path);
     free(again);
     free(file);

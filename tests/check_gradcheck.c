@@ -144,7 +144,8 @@ START_TEST(only_inputs_that_require_grad_are_checked)
     tg_tensor *b = randn64(9, TG_SHAPE(2, 2));
     tg_set_requires_grad(b, false);
     tg_gradcheck_report r;
-    ck_assert_int_eq(tg_gradcheck(product, NULL, 2, (tg_tensor *[]){a, b}, NULL, &r), 0);
+    ck_assert_int_eq(
+        tg_gradcheck(product, NULL, 2, (tg_tensor *[]){a, b}, NULL, &r), 0);
     ck_assert_int_eq(r.n_checked, 4);
     ck_assert_ptr_null(tg_grad(b));
     tg_release(a);

@@ -73,16 +73,26 @@ static const struct {
     const char *name; /* as suite_create names it, for CK_RUN_SUITE */
     Suite *(*make)(void);
 } suites[] = {
-    {"tensor", tensor_suite},       {"views", views_suite},
-    {"rng", rng_suite},             {"npy", npy_suite},
-    {"print", print_suite},         {"elementwise", elementwise_suite},
-    {"where", where_suite},         {"matmul", matmul_suite},
-    {"reduce", reduce_suite},       {"softmax", softmax_suite},
-    {"tape", tape_suite},           {"gradcheck", gradcheck_suite},
-    {"errors", errors_suite},       {"nn_ops", nn_ops_suite},
-    {"nn", nn_suite},               {"optim", optim_suite},
-    {"plot", plot_suite},           {"anomaly", anomaly_suite},
-    {"attention", attention_suite},   {"fuzz_regress", fuzz_regress_suite},
+    {"tensor", tensor_suite},
+    {"views", views_suite},
+    {"rng", rng_suite},
+    {"npy", npy_suite},
+    {"print", print_suite},
+    {"elementwise", elementwise_suite},
+    {"where", where_suite},
+    {"matmul", matmul_suite},
+    {"reduce", reduce_suite},
+    {"softmax", softmax_suite},
+    {"tape", tape_suite},
+    {"gradcheck", gradcheck_suite},
+    {"errors", errors_suite},
+    {"nn_ops", nn_ops_suite},
+    {"nn", nn_suite},
+    {"optim", optim_suite},
+    {"plot", plot_suite},
+    {"anomaly", anomaly_suite},
+    {"attention", attention_suite},
+    {"fuzz_regress", fuzz_regress_suite},
 };
 
 int main(void)
@@ -110,6 +120,7 @@ int main(void)
         }
     }
     /* The closing line CI reads; failures include leaking suites. */
-    printf("check_tapegrad: %d passed, %d failed\n", run - failed, failed + leaking);
+    printf("check_tapegrad: %d passed, %d failed\n", run - failed,
+           failed + leaking);
     return failed + leaking == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -50,8 +50,8 @@ static void check_product(tg_tensor *x, tg_tensor *y, const tg_tensor *want,
 
 /* Cases whose stored a and b are the operands themselves. */
 static const char *const plain_cases[] = {
-    "2d",       "batched", "bcast_tt", "bcast_linear", "4d",
-    "vec_mat",  "mat_vec", "vec_vec",  "bmat_vec",     "vec_bmat",
+    "2d",      "batched", "bcast_tt", "bcast_linear", "4d",
+    "vec_mat", "mat_vec", "vec_vec",  "bmat_vec",     "vec_bmat",
 };
 #define N_PLAIN (int)(sizeof plain_cases / sizeof plain_cases[0])
 
@@ -223,8 +223,8 @@ START_TEST(forward_larger_than_a_block)
         for (int64_t j = 0; j < m; j++) {
             double s = 0;
             for (int64_t p = 0; p < k; p++)
-                s += tg_get(a, (int64_t[]){i, p}) *
-                     tg_get(b, (int64_t[]){p, j});
+                s +=
+                    tg_get(a, (int64_t[]){i, p}) * tg_get(b, (int64_t[]){p, j});
             tg_set(want, (int64_t[]){i, j}, s);
         }
     check_product(tg_retain(a), tg_retain(b), want, 0);
@@ -366,10 +366,7 @@ static void gradcheck_case(const char *name, tg_fn f, void *ctx)
 }
 
 /* 2-D, batched, broadcast batch dims (summed in the gradient), 1-D */
-START_TEST(grad_plain)
-{
-    gradcheck_case(plain_cases[_i], mm, NULL);
-}
+START_TEST(grad_plain) { gradcheck_case(plain_cases[_i], mm, NULL); }
 END_TEST
 
 START_TEST(grad_broadcast_sums_over_batch)

@@ -1053,8 +1053,9 @@ START_TEST(test_errors_modules)
     assert_zeroed(&m, sizeof m);
     tg_block b;
     ck_assert_int_eq(tg_block_init(&b, TG_FLOAT64, 8, 3, true, &rng), -1);
-    ck_assert_str_eq(tg_last_error(),
-                     "block_init: mha_init: n_heads 3 does not divide n_embd 8");
+    ck_assert_str_eq(
+        tg_last_error(),
+        "block_init: mha_init: n_heads 3 does not divide n_embd 8");
     assert_zeroed(&b, sizeof b);
 
     tg_linear l;
@@ -1112,8 +1113,9 @@ START_TEST(test_errors_gpt)
     bad.n_head = 3;
     tg_gpt_free(&g);
     ck_assert_int_eq(tg_gpt_init(&g, bad, &rng), -1);
-    ck_assert_str_eq(tg_last_error(), "gpt_init: block_init: mha_init: n_heads 3 "
-                                      "does not divide n_embd 8");
+    ck_assert_str_eq(tg_last_error(),
+                     "gpt_init: block_init: mha_init: n_heads 3 "
+                     "does not divide n_embd 8");
     assert_zeroed(&g, sizeof g);
     bad.n_head = 2;
     bad.vocab_size = 0;

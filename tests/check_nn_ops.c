@@ -145,7 +145,8 @@ END_TEST
 START_TEST(embedding_forward)
 {
     tg_dtype dt = float_dtypes[_i];
-    tg_tensor *w = fx_as("emb_w", dt), *ids = fx("emb_ids"), *ids1 = fx("emb_ids1");
+    tg_tensor *w = fx_as("emb_w", dt), *ids = fx("emb_ids"),
+              *ids1 = fx("emb_ids1");
     ck_assert_int_eq(tg_dtype_of(ids), TG_INT64);
     tg_tensor *out = tg_embedding(w, ids);
     assert_shape(out, 3, (const int64_t[]){2, 4, 3});
@@ -182,7 +183,8 @@ START_TEST(gather_forward)
 {
     tg_dtype dt = float_dtypes[_i];
     tg_tensor *t = fx_as("gather_t", dt), *t3 = fx_as("gather_t3", dt);
-    tg_tensor *i0 = fx("gather_idx0"), *i1 = fx("gather_idx1"), *i3 = fx("gather_idx3");
+    tg_tensor *i0 = fx("gather_idx0"), *i1 = fx("gather_idx1"),
+              *i3 = fx("gather_idx3");
     double tol = tol_for(dt);
     expect(tg_gather(t, 0, i0), "gather_d0", tol);
     expect(tg_gather(t, -1, i1), "gather_d1", tol);
@@ -210,12 +212,14 @@ START_TEST(layer_norm_forward)
     bool f4 = dt == TG_FLOAT32;
     tg_tensor *x = fx_as("ln_x", dt), *g = fx_as("ln_gamma", dt),
               *b = fx_as("ln_beta", dt);
-    expect(tg_layer_norm(x, g, b, 1e-5), f4 ? "ln_affine_f4" : "ln_affine", tol_for(dt));
+    expect(tg_layer_norm(x, g, b, 1e-5), f4 ? "ln_affine_f4" : "ln_affine",
+           tol_for(dt));
     expect(tg_layer_norm(x, NULL, NULL, 1e-5), f4 ? "ln_plain_f4" : "ln_plain",
            tol_for(dt));
     /* Transposed x reads in place: the same as its contiguous copy. */
     tg_tensor *xt = tg_transpose(x, 0, 1), *xc = tg_contiguous(xt);
-    tg_tensor *yt = tg_layer_norm(xt, g, b, 1e-5), *yc = tg_layer_norm(xc, g, b, 1e-5);
+    tg_tensor *yt = tg_layer_norm(xt, g, b, 1e-5),
+              *yc = tg_layer_norm(xc, g, b, 1e-5);
     assert_close(yt, yc, 0);
     tg_release(yc);
     tg_release(yt);
@@ -247,7 +251,8 @@ START_TEST(gelu_forward)
     tg_dtype dt = float_dtypes[_i];
     tg_tensor *x = fx_as("gelu_x", dt);
     expect(tg_gelu(x), dt == TG_FLOAT32 ? "gelu_y_f4" : "gelu_y", tol_for(dt));
-    tg_tensor *xt = tg_transpose(x, 0, 1), *yt = tg_gelu(xt), *y = tg_transpose(yt, 0, 1);
+    tg_tensor *xt = tg_transpose(x, 0, 1), *yt = tg_gelu(xt),
+              *y = tg_transpose(yt, 0, 1);
     expect(y, dt == TG_FLOAT32 ? "gelu_y_f4" : "gelu_y", tol_for(dt));
     tg_release(yt);
     tg_release(xt);
@@ -267,12 +272,14 @@ START_TEST(cross_entropy_forward)
     assert_shape(loss, 0, NULL);
     ck_assert_int_eq(tg_dtype_of(loss), dt);
     expect(loss, f4 ? "ce_loss_f4" : "ce_loss", tol_for(dt));
-    expect(tg_cross_entropy(l3, t3), f4 ? "ce_loss3_f4" : "ce_loss3", tol_for(dt));
+    expect(tg_cross_entropy(l3, t3), f4 ? "ce_loss3_f4" : "ce_loss3",
+           tol_for(dt));
     /* (B,T,V) with non-contiguous logits: the transpose of a (B,V,T) copy. */
     tg_tensor *lt = tg_transpose(l3, 1, 2), *ltc = tg_contiguous(lt);
     tg_tensor *l3s = tg_transpose(ltc, 1, 2);
     ck_assert(!tg_is_contiguous(l3s));
-    expect(tg_cross_entropy(l3s, t3), f4 ? "ce_loss3_f4" : "ce_loss3", tol_for(dt));
+    expect(tg_cross_entropy(l3s, t3), f4 ? "ce_loss3_f4" : "ce_loss3",
+           tol_for(dt));
     tg_release(l3s);
     tg_release(ltc);
     tg_release(lt);
@@ -293,9 +300,10 @@ START_TEST(cross_entropy_masked_and_big)
     tg_tensor *loss = tg_cross_entropy(big, t);
     ck_assert(isfinite(tg_item(loss)));
     expect(loss, "ce_big_loss", 1e-9);
-    tg_tensor *row =
-        tg_from_data(TG_FLOAT64, TG_SHAPE(1, 3), (const double[]){0.5, -INFINITY, 1.0});
-    tg_tensor *target1 = tg_from_data(TG_INT64, TG_SHAPE(1), (const int64_t[]){1});
+    tg_tensor *row = tg_from_data(TG_FLOAT64, TG_SHAPE(1, 3),
+                                  (const double[]){0.5, -INFINITY, 1.0});
+    tg_tensor *target1 =
+        tg_from_data(TG_INT64, TG_SHAPE(1), (const int64_t[]){1});
     tg_tensor *inf = tg_cross_entropy(row, target1);
     ck_assert(tg_item(inf) == INFINITY);
     tg_release(inf);
@@ -316,10 +324,13 @@ START_TEST(mse_forward)
     tg_tensor *loss = tg_mse_loss(a, b);
     assert_shape(loss, 0, NULL);
     ck_assert_int_eq(tg_dtype_of(loss), dt);
-    expect(loss, dt == TG_FLOAT32 ? "mse_loss_bcast_f4" : "mse_loss_bcast", tol_for(dt));
-    expect(tg_mse_loss(b, a), dt == TG_FLOAT32 ? "mse_loss_bcast_f4" : "mse_loss_bcast",
+    expect(loss, dt == TG_FLOAT32 ? "mse_loss_bcast_f4" : "mse_loss_bcast",
            tol_for(dt));
-    expect(tg_mse_loss(a, b34), "mse_loss_same", dt == TG_FLOAT32 ? 1e-5 : 1e-12);
+    expect(tg_mse_loss(b, a),
+           dt == TG_FLOAT32 ? "mse_loss_bcast_f4" : "mse_loss_bcast",
+           tol_for(dt));
+    expect(tg_mse_loss(a, b34), "mse_loss_same",
+           dt == TG_FLOAT32 ? 1e-5 : 1e-12);
     tg_release(b34);
     tg_release(b);
     tg_release(a);
@@ -350,10 +361,12 @@ static tg_tensor *cat_fn(tg_tensor *const *in, void *ctx)
  * inputs. */
 START_TEST(cat_gradcheck)
 {
-    tg_tensor *x0 = fx_leaf("cat_x0"), *x1 = fx_leaf("cat_x1"), *x2 = fx_leaf("cat_x2");
+    tg_tensor *x0 = fx_leaf("cat_x0"), *x1 = fx_leaf("cat_x1"),
+              *x2 = fx_leaf("cat_x2");
     assert_gradcheck(cat_fn, &(cat_ctx){3, 1}, 3, (tg_tensor *[]){x0, x1, x2});
     assert_gradcheck(cat_fn, &(cat_ctx){2, -3}, 2, (tg_tensor *[]){x0, x0});
-    assert_gradcheck(cat_fn, &(cat_ctx){5, 1}, 5, (tg_tensor *[]){x2, x1, x0, x1, x2});
+    assert_gradcheck(cat_fn, &(cat_ctx){5, 1}, 5,
+                     (tg_tensor *[]){x2, x1, x0, x1, x2});
     tg_tensor *seven[7] = {x0, x1, x2, x1, x0, x2, x1};
     assert_gradcheck(cat_fn, &(cat_ctx){7, 1}, 7, seven);
     tg_tensor *a = randn_leaf(TG_SHAPE(3, 2, 4), true, 1);
@@ -451,7 +464,8 @@ static tg_tensor *embedding_fn(tg_tensor *const *in, void *ids)
 
 START_TEST(embedding_gradcheck)
 {
-    tg_tensor *w = fx_leaf("emb_w"), *ids = fx("emb_ids"), *ids1 = fx("emb_ids1");
+    tg_tensor *w = fx_leaf("emb_w"), *ids = fx("emb_ids"),
+              *ids1 = fx("emb_ids1");
     assert_gradcheck(embedding_fn, ids, 1, &w);
     assert_gradcheck(embedding_fn, ids1, 1, &w);
     tg_tensor *wt = randn_leaf(TG_SHAPE(5, 3), true, 5);
@@ -500,7 +514,8 @@ static tg_tensor *gather_fn(tg_tensor *const *in, void *ctx)
 START_TEST(gather_gradcheck)
 {
     tg_tensor *t = fx_leaf("gather_t"), *t3 = fx_leaf("gather_t3");
-    tg_tensor *i0 = fx("gather_idx0"), *i1 = fx("gather_idx1"), *i3 = fx("gather_idx3");
+    tg_tensor *i0 = fx("gather_idx0"), *i1 = fx("gather_idx1"),
+              *i3 = fx("gather_idx3");
     assert_gradcheck(gather_fn, &(gather_ctx){0, i0}, 1, &t);
     assert_gradcheck(gather_fn, &(gather_ctx){1, i1}, 1, &t);
     assert_gradcheck(gather_fn, &(gather_ctx){-2, i3}, 1, &t3);
@@ -517,7 +532,8 @@ END_TEST
 
 START_TEST(gather_grad_torch)
 {
-    tg_tensor *t3 = fx_leaf("gather_t3"), *i3 = fx("gather_idx3"), *dy = fx("gather_dy3");
+    tg_tensor *t3 = fx_leaf("gather_t3"), *i3 = fx("gather_idx3"),
+              *dy = fx("gather_dy3");
     tg_tensor *y = tg_gather(t3, 1, i3);
     ck_assert_int_eq(tg_backward_with(y, dy), 0);
     tg_tensor *want = fx("gather_dt3");
@@ -545,7 +561,8 @@ static tg_tensor *layer_norm_plain_fn(tg_tensor *const *in, void *ctx)
 
 START_TEST(layer_norm_gradcheck)
 {
-    tg_tensor *x = fx_leaf("ln_x"), *g = fx_leaf("ln_gamma"), *b = fx_leaf("ln_beta");
+    tg_tensor *x = fx_leaf("ln_x"), *g = fx_leaf("ln_gamma"),
+              *b = fx_leaf("ln_beta");
     assert_gradcheck(layer_norm_fn, NULL, 3, (tg_tensor *[]){x, g, b});
     assert_gradcheck(layer_norm_plain_fn, &(double){1e-5}, 1, &x);
     assert_gradcheck(layer_norm_plain_fn, &(double){0.5}, 1, &x);
@@ -554,7 +571,8 @@ START_TEST(layer_norm_gradcheck)
     tg_rng rng;
     tg_rng_seed(&rng, 13);
     tg_tensor *gbase = tg_randn(&rng, TG_FLOAT64, TG_SHAPE(4, 2));
-    tg_tensor *gs = tg_select(gbase, 1, 1), *bt = randn_leaf(TG_SHAPE(4), false, 8);
+    tg_tensor *gs = tg_select(gbase, 1, 1),
+              *bt = randn_leaf(TG_SHAPE(4), false, 8);
     tg_set_requires_grad(gs, true);
     ck_assert(!tg_is_contiguous(gs));
     assert_gradcheck(layer_norm_fn, NULL, 3, (tg_tensor *[]){xt, gs, bt});
@@ -581,7 +599,8 @@ START_TEST(layer_norm_grad_torch)
         tg_tensor *y = tg_layer_norm(x, g, b, 1e-5);
         ck_assert_int_eq(tg_backward_with(y, dy), 0);
         double tol = dt == TG_FLOAT32 ? 1e-5 : 1e-12;
-        tg_tensor *dx = fx("ln_dx"), *dg = fx("ln_dgamma"), *db = fx("ln_dbeta");
+        tg_tensor *dx = fx("ln_dx"), *dg = fx("ln_dgamma"),
+                  *db = fx("ln_dbeta");
         assert_close(tg_grad(x), dx, tol);
         assert_close(tg_grad(g), dg, tol);
         assert_close(tg_grad(b), db, tol);
@@ -614,7 +633,8 @@ START_TEST(gelu_gradcheck)
     ck_assert_int_eq(tg_backward(sum), 0);
     tg_tensor *want = fx("gelu_dx");
     assert_close(tg_grad(x), want, 1e-12);
-    ck_assert_double_eq(tg_get(tg_grad(x), (const int64_t[]){0, 0}), 0.5); /* at 0 */
+    ck_assert_double_eq(tg_get(tg_grad(x), (const int64_t[]){0, 0}),
+                        0.5); /* at 0 */
     tg_release(want);
     tg_release(sum);
     tg_release(y);
@@ -667,7 +687,8 @@ START_TEST(cross_entropy_grad_torch)
         ck_assert_int_eq(tg_backward(loss), 0);
         expect_grad(logits, cases[k][2], 1e-12);
         int64_t n = tg_numel(logits);
-        double *x = malloc(sizeof *x * (size_t)n), *g = malloc(sizeof *g * (size_t)n);
+        double *x = malloc(sizeof *x * (size_t)n),
+               *g = malloc(sizeof *g * (size_t)n);
         tg_copy_out(logits, TG_FLOAT64, x);
         tg_copy_out(tg_grad(logits), TG_FLOAT64, g);
         for (int64_t i = 0; i < n; i++)
@@ -690,13 +711,15 @@ static tg_tensor *mse_fn(tg_tensor *const *in, void *ctx)
 
 START_TEST(mse_gradcheck)
 {
-    tg_tensor *a = fx_leaf("mse_a"), *b = fx_leaf("mse_b"), *b34 = fx_leaf("mse_b34");
+    tg_tensor *a = fx_leaf("mse_a"), *b = fx_leaf("mse_b"),
+              *b34 = fx_leaf("mse_b34");
     tg_tensor *col = randn_leaf(TG_SHAPE(3, 1), false, 11);
     tg_tensor *at = randn_leaf(TG_SHAPE(3, 4), true, 12);
     assert_gradcheck(mse_fn, NULL, 2, (tg_tensor *[]){a, b});
     assert_gradcheck(mse_fn, NULL, 2, (tg_tensor *[]){b, a});
     assert_gradcheck(mse_fn, NULL, 2, (tg_tensor *[]){a, b34});
-    assert_gradcheck(mse_fn, NULL, 2, (tg_tensor *[]){col, b}); /* (3,1) vs (4,) */
+    assert_gradcheck(mse_fn, NULL, 2,
+                     (tg_tensor *[]){col, b}); /* (3,1) vs (4,) */
     assert_gradcheck(mse_fn, NULL, 2, (tg_tensor *[]){at, col});
     tg_release(at);
     tg_release(col);
@@ -724,8 +747,8 @@ END_TEST
 /* Asserts the last error also names `what` (a shape, a value). */
 static void error_names(const char *what)
 {
-    ck_assert_msg(strstr(tg_last_error(), what) != NULL, "error '%s' lacks '%s'",
-                  tg_last_error(), what);
+    ck_assert_msg(strstr(tg_last_error(), what) != NULL,
+                  "error '%s' lacks '%s'", tg_last_error(), what);
 }
 
 START_TEST(cat_errors)
@@ -744,13 +767,15 @@ START_TEST(cat_errors)
     ASSERT_FAILS_WITH(tg_cat((tg_tensor *[]){a, c}, 2, 1),
                       "cat: tensor 1 is float32 (2,5)");
     error_names("float64 (2,5)");
-    ASSERT_FAILS_WITH(tg_cat((tg_tensor *[]){a, a}, 2, 2), "cat: dim 2 is out of range");
+    ASSERT_FAILS_WITH(tg_cat((tg_tensor *[]){a, a}, 2, 2),
+                      "cat: dim 2 is out of range");
     ASSERT_FAILS_WITH(tg_cat((tg_tensor *[]){a, a}, 2, -3), "(2,5)");
     ASSERT_FAILS_WITH(tg_cat(&s, 1, 0), "cat: dim 0 is out of range");
     ASSERT_FAILS_WITH(tg_cat(&a, 0, 0), "cat: need at least one tensor");
     ASSERT_FAILS_WITH(tg_cat(NULL, 2, 0), "cat: the tensor array is NULL");
     /* A NULL in the list fails and keeps the first error. */
-    ASSERT_FAILS_WITH(tg_cat((tg_tensor *[]){a, NULL}, 2, 0), "cat: the tensor array");
+    ASSERT_FAILS_WITH(tg_cat((tg_tensor *[]){a, NULL}, 2, 0),
+                      "cat: the tensor array");
     tg_release(s);
     tg_release(v);
     tg_release(c);
@@ -765,7 +790,8 @@ START_TEST(chunk_errors)
     tg_tensor *out[3] = {x, x, x};
     ck_assert_int_eq(tg_chunk(x, 3, 1, out), -1);
     ck_assert(!out[0] && !out[1] && !out[2]);
-    error_names("chunk: dim 1 of (2,5) has size 5, which 3 chunks do not divide");
+    error_names(
+        "chunk: dim 1 of (2,5) has size 5, which 3 chunks do not divide");
     ck_assert_int_eq(tg_chunk(x, 0, 1, out), -1);
     error_names("chunk: need a positive number of chunks, got 0");
     ck_assert_int_eq(tg_chunk(x, -2, 1, out), -1);
@@ -785,21 +811,25 @@ END_TEST
 START_TEST(embedding_errors)
 {
     tg_tensor *w = tg_zeros(TG_FLOAT64, TG_SHAPE(5, 3));
-    tg_tensor *ids =
-        tg_from_data(TG_INT64, TG_SHAPE(2, 3), (const int64_t[]){0, 1, 2, 3, 5, 4});
-    tg_tensor *neg = tg_from_data(TG_INT64, TG_SHAPE(2), (const int64_t[]){0, -1});
+    tg_tensor *ids = tg_from_data(TG_INT64, TG_SHAPE(2, 3),
+                                  (const int64_t[]){0, 1, 2, 3, 5, 4});
+    tg_tensor *neg =
+        tg_from_data(TG_INT64, TG_SHAPE(2), (const int64_t[]){0, -1});
     tg_tensor *fids = tg_zeros(TG_FLOAT32, TG_SHAPE(2, 3));
     tg_tensor *w1 = tg_zeros(TG_FLOAT64, TG_SHAPE(5));
     tg_tensor *wi = tg_zeros(TG_INT64, TG_SHAPE(5, 3));
-    ASSERT_FAILS_WITH(tg_embedding(w, ids), "embedding: id 5 at position (1,1)");
+    ASSERT_FAILS_WITH(tg_embedding(w, ids),
+                      "embedding: id 5 at position (1,1)");
     error_names("[0, 5)");
     error_names("weight (5,3)");
-    ASSERT_FAILS_WITH(tg_embedding(w, neg), "embedding: id -1 at position (1,)");
+    ASSERT_FAILS_WITH(tg_embedding(w, neg),
+                      "embedding: id -1 at position (1,)");
     ASSERT_FAILS_WITH(tg_embedding(w, fids),
                       "embedding: ids must be int64, got float32 (2,3)");
     ASSERT_FAILS_WITH(tg_embedding(w1, neg),
                       "embedding: weight must be 2-D (V,C), got (5,)");
-    ASSERT_FAILS_WITH(tg_embedding(wi, neg), "embedding: expected a float32 or float64");
+    ASSERT_FAILS_WITH(tg_embedding(wi, neg),
+                      "embedding: expected a float32 or float64");
     ASSERT_FAILS_WITH(tg_embedding(NULL, neg), "embedding: expected a float32");
     ASSERT_FAILS_WITH(tg_embedding(w, NULL), "embedding: expected a float32");
     tg_release(wi);
@@ -819,11 +849,15 @@ START_TEST(gather_errors)
     tg_tensor *bad =
         tg_from_data(TG_INT64, TG_SHAPE(2, 2), (const int64_t[]){0, 1, 4, 2});
     tg_tensor *fidx = tg_zeros(TG_FLOAT64, TG_SHAPE(2, 2));
-    ASSERT_FAILS_WITH(tg_gather(t, 1, big), "gather: index (4,2) does not fit (3,4)");
-    ASSERT_FAILS_WITH(tg_gather(t, 0, flat), "gather: index (3,) does not fit (3,4)");
-    ASSERT_FAILS_WITH(tg_gather(t, 1, bad), "gather: index 4 at position (1,0)");
+    ASSERT_FAILS_WITH(tg_gather(t, 1, big),
+                      "gather: index (4,2) does not fit (3,4)");
+    ASSERT_FAILS_WITH(tg_gather(t, 0, flat),
+                      "gather: index (3,) does not fit (3,4)");
+    ASSERT_FAILS_WITH(tg_gather(t, 1, bad),
+                      "gather: index 4 at position (1,0)");
     error_names("[0, 4) for dim 1 of (3,4)");
-    ASSERT_FAILS_WITH(tg_gather(t, 1, fidx), "gather: index must be int64, got float64");
+    ASSERT_FAILS_WITH(tg_gather(t, 1, fidx),
+                      "gather: index must be int64, got float64");
     ASSERT_FAILS_WITH(tg_gather(t, 2, bad), "gather: dim 2 is out of range");
     ASSERT_FAILS_WITH(tg_gather(NULL, 0, bad), "gather: dim 2");
     ASSERT_FAILS_WITH(tg_gather(t, 0, NULL), "gather: dim 2");
@@ -841,20 +875,25 @@ START_TEST(layer_norm_errors)
     tg_tensor *g4 = tg_ones(TG_FLOAT64, TG_SHAPE(4));
     tg_tensor *g15 = tg_ones(TG_FLOAT64, TG_SHAPE(1, 5));
     tg_tensor *g32 = tg_ones(TG_FLOAT32, TG_SHAPE(5));
-    tg_tensor *s = tg_scalar(TG_FLOAT64, 1), *bx = tg_zeros(TG_BOOL, TG_SHAPE(2, 5));
-    ASSERT_FAILS_WITH(tg_layer_norm(x, g4, NULL, 1e-5),
-                      "layer_norm: gamma has shape (4,) but x (2,5) needs (5,)");
+    tg_tensor *s = tg_scalar(TG_FLOAT64, 1),
+              *bx = tg_zeros(TG_BOOL, TG_SHAPE(2, 5));
+    ASSERT_FAILS_WITH(
+        tg_layer_norm(x, g4, NULL, 1e-5),
+        "layer_norm: gamma has shape (4,) but x (2,5) needs (5,)");
     ASSERT_FAILS_WITH(tg_layer_norm(x, NULL, g15, 1e-5),
                       "layer_norm: beta has shape (1,5)");
-    ASSERT_FAILS_WITH(tg_layer_norm(x, g32, NULL, 1e-5), "layer_norm: dtypes differ");
+    ASSERT_FAILS_WITH(tg_layer_norm(x, g32, NULL, 1e-5),
+                      "layer_norm: dtypes differ");
     ASSERT_FAILS_WITH(tg_layer_norm(s, NULL, NULL, 1e-5),
                       "layer_norm: x must have at least 1 dim");
     ASSERT_FAILS_WITH(tg_layer_norm(bx, NULL, NULL, 1e-5),
                       "layer_norm: expected a float32");
     ASSERT_FAILS_WITH(tg_layer_norm(x, NULL, NULL, -1),
                       "layer_norm: eps must be >= 0, got -1");
-    ASSERT_FAILS_WITH(tg_layer_norm(x, NULL, NULL, NAN), "layer_norm: eps must be >= 0");
-    ASSERT_FAILS_WITH(tg_layer_norm(NULL, NULL, NULL, 1e-5), "layer_norm: eps must be");
+    ASSERT_FAILS_WITH(tg_layer_norm(x, NULL, NULL, NAN),
+                      "layer_norm: eps must be >= 0");
+    ASSERT_FAILS_WITH(tg_layer_norm(NULL, NULL, NULL, 1e-5),
+                      "layer_norm: eps must be");
     tg_release(bx);
     tg_release(s);
     tg_release(g32);
@@ -868,8 +907,9 @@ START_TEST(gelu_errors)
 {
     tg_tensor *b = tg_zeros(TG_BOOL, TG_SHAPE(3));
     tg_tensor *i = tg_zeros(TG_INT64, TG_SHAPE(3));
-    ASSERT_FAILS_WITH(tg_gelu(b),
-                      "gelu: expected a float32 or float64 tensor, got bool (3,)");
+    ASSERT_FAILS_WITH(
+        tg_gelu(b),
+        "gelu: expected a float32 or float64 tensor, got bool (3,)");
     ASSERT_FAILS_WITH(tg_gelu(i),
                       "gelu: expected a float32 or float64 tensor, got int64");
     ASSERT_FAILS_WITH(tg_gelu(NULL), "got int64");
@@ -881,8 +921,8 @@ END_TEST
 START_TEST(cross_entropy_errors)
 {
     tg_tensor *l = tg_zeros(TG_FLOAT64, TG_SHAPE(2, 3, 5));
-    tg_tensor *t =
-        tg_from_data(TG_INT64, TG_SHAPE(2, 3), (const int64_t[]){0, 1, 2, 3, 4, 5});
+    tg_tensor *t = tg_from_data(TG_INT64, TG_SHAPE(2, 3),
+                                (const int64_t[]){0, 1, 2, 3, 4, 5});
     tg_tensor *t32 = tg_zeros(TG_INT64, TG_SHAPE(3, 2));
     tg_tensor *tf = tg_zeros(TG_FLOAT64, TG_SHAPE(2, 3));
     tg_tensor *s = tg_scalar(TG_FLOAT64, 0), *s0 = tg_zeros(TG_INT64, 0, NULL);
@@ -899,8 +939,10 @@ START_TEST(cross_entropy_errors)
                       "cross_entropy: logits must have a class dim");
     ASSERT_FAILS_WITH(tg_cross_entropy(li, t),
                       "cross_entropy: expected a float32 or float64");
-    ASSERT_FAILS_WITH(tg_cross_entropy(NULL, t), "cross_entropy: expected a float32");
-    ASSERT_FAILS_WITH(tg_cross_entropy(l, NULL), "cross_entropy: expected a float32");
+    ASSERT_FAILS_WITH(tg_cross_entropy(NULL, t),
+                      "cross_entropy: expected a float32");
+    ASSERT_FAILS_WITH(tg_cross_entropy(l, NULL),
+                      "cross_entropy: expected a float32");
     tg_release(li);
     tg_release(s0);
     tg_release(s);

@@ -75,7 +75,7 @@ static unsigned char *read_bytes(const char *path, size_t *len)
  * hold flattened and concatenated into rows of N_VALUES. */
 #define N_PARAMS 3
 #define N_VALUES 23
-#define N_STEPS 4
+#define N_STEPS  4
 static const char *const NAMES[N_PARAMS] = {"a", "b", "c"};
 static const int NDIMS[N_PARAMS] = {2, 1, 3};
 static const int64_t SHAPES[N_PARAMS][3] = {{3, 4}, {5}, {2, 1, 3}};
@@ -557,10 +557,10 @@ START_TEST(npz_entries_are_npy_files)
     size_t zn, yn;
     unsigned char *z = read_bytes(npz, &zn), *y = read_bytes(npy, &yn);
     ck_assert_int_eq(memcmp(z, "PK\3\4", 4), 0);
-    ck_assert_int_eq(z[8] | z[9] << 8, 0);             /* stored */
+    ck_assert_int_eq(z[8] | z[9] << 8, 0); /* stored */
     ck_assert_uint_eq(z[26] | z[27] << 8, strlen("lin.w.npy"));
     ck_assert_int_eq(memcmp(z + 30, "lin.w.npy", 9), 0);
-    ck_assert_int_eq(memcmp(z + 39, y, yn), 0);         /* the .npy file */
+    ck_assert_int_eq(memcmp(z + 39, y, yn), 0); /* the .npy file */
     ck_assert_uint_eq(get32(z + 14), crc32_bitwise(y, yn));
     ck_assert_int_eq(memcmp(z + zn - 22, "PK\5\6", 4), 0);
     free(z);
@@ -609,8 +609,8 @@ START_TEST(npz_loads_numpy_savez)
     tg_dtype b_dtype = _i ? TG_FLOAT64 : TG_FLOAT32; /* float32 converts */
     numpy_ckpt c;
     numpy_ckpt_init(&c, b_dtype, (int64_t[]){2, 3});
-    ck_assert_msg(tg_load_npz(&c.ps, fixture_path("optim_ckpt.npz")) == 0,
-                  "%s", tg_last_error());
+    ck_assert_msg(tg_load_npz(&c.ps, fixture_path("optim_ckpt.npz")) == 0, "%s",
+                  tg_last_error());
     for (int64_t i = 0; i < 6; i++)
         ck_assert_double_eq(tg_get(c.w, (int64_t[]){i / 3, i % 3}),
                             i / 4.0 - 1);
@@ -644,7 +644,8 @@ START_TEST(npz_missing_entry)
     tg_params_add(&c.ps, "head", "v", v);
     ck_assert_int_eq(tg_load_npz(&c.ps, fixture_path("optim_ckpt.npz")), -1);
     ck_assert_msg(strstr(tg_last_error(), "no entry 'head.v.npy' for "
-                         "parameter 'head.v'"), "%s", tg_last_error());
+                                          "parameter 'head.v'"),
+                  "%s", tg_last_error());
     assert_all(c.w, 7); /* nothing changed */
     assert_all(c.b, 7);
     assert_all(c.s, 7);
@@ -660,7 +661,8 @@ START_TEST(npz_wrong_shape)
     ck_assert_int_eq(tg_load_npz(&c.ps, fixture_path("optim_ckpt.npz")), -1);
     const char *err = tg_last_error();
     ck_assert_msg(strstr(err, "parameter 'w' has shape (3,2)") &&
-                  strstr(err, "entry 'w.npy' has shape (2,3)"), "%s", err);
+                      strstr(err, "entry 'w.npy' has shape (2,3)"),
+                  "%s", err);
     assert_all(c.w, 7); /* nothing changed, not even s and b before it */
     assert_all(c.b, 7);
     assert_all(c.s, 7);
@@ -674,7 +676,8 @@ START_TEST(npz_compressed)
     numpy_ckpt_init(&c, TG_FLOAT32, (int64_t[]){2, 3});
     ck_assert_int_eq(
         tg_load_npz(&c.ps, fixture_path("optim_ckpt_compressed.npz")), -1);
-    ck_assert_msg(strstr(tg_last_error(), "entry 's.npy' is compressed; save "
+    ck_assert_msg(strstr(tg_last_error(),
+                         "entry 's.npy' is compressed; save "
                          "with numpy.savez, not savez_compressed"),
                   "%s", tg_last_error());
     assert_all(c.s, 7);
@@ -799,9 +802,10 @@ START_TEST(npz_entry_not_npy)
     put32(z + get32(z + n - 22 + 16) + 16, crc);
     write_bytes(path, z, n);
     ck_assert_int_eq(tg_load_npz(&ps, path), -1);
-    ck_assert_msg(strstr(tg_last_error(), "load_npz: ") &&
-                  strstr(tg_last_error(), ", entry 'w.npy': not a .npy file"),
-                  "%s", tg_last_error());
+    ck_assert_msg(
+        strstr(tg_last_error(), "load_npz: ") &&
+            strstr(tg_last_error(), ", entry 'w.npy': not a .npy file"),
+        "%s", tg_last_error());
     assert_all(w, 2);
     free(z);
     remove(path);

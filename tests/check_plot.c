@@ -160,9 +160,8 @@ START_TEST(heatmap_writes_matrix)
                             {1.0 / 3, -0.0, -INFINITY, 42}};
     tg_tensor *t = tg_from_data(TG_FLOAT64, TG_SHAPE(3, 4), m);
     const char *stem = tmp_path("heat");
-    ck_assert_int_eq(tg_plot_heatmap(stem, t, "attention", "key", "query",
-                                     true),
-                     0);
+    ck_assert_int_eq(
+        tg_plot_heatmap(stem, t, "attention", "key", "query", true), 0);
     assert_plot_files(stem);
 
     dat_lines d = read_dat(stem);
@@ -191,8 +190,8 @@ START_TEST(heatmap_float32_values_read_back_exactly)
         double got[4];
         ck_assert_int_eq(parse_numbers(d.line[r], got, 4), 3);
         for (int c = 0; c < 3; c++)
-            ck_assert_msg((float)got[c] == m[r][c], "cell %d,%d: %.9g", r,
-                          c, got[c]);
+            ck_assert_msg((float)got[c] == m[r][c], "cell %d,%d: %.9g", r, c,
+                          got[c]);
     }
     /* Shortest text: 0.1f is written "0.1", not 0.100000001490116. */
     ck_assert_int_eq(strncmp(d.line[0], "0.1 ", 4), 0);
@@ -247,9 +246,9 @@ START_TEST(stems_and_titles_with_quotes_and_spaces)
 {
     tg_tensor *t = tg_ones(TG_FLOAT32, TG_SHAPE(2, 2));
     const char *stem = tmp_path("it's a \"plot\" $(x)");
-    ck_assert_int_eq(tg_plot_heatmap(stem, t, "it's \\ a_b^{c} \"q\"\n",
-                                     "x'", "y''", true),
-                     0);
+    ck_assert_int_eq(
+        tg_plot_heatmap(stem, t, "it's \\ a_b^{c} \"q\"\n", "x'", "y''", true),
+        0);
     assert_plot_files(stem);
     char *gp = read_text(with_ext(stem, ".gp"));
     /* A ' is the script's variable q; a newline becomes a space. */
@@ -270,9 +269,8 @@ START_TEST(lines_write_one_block_per_series)
     const double y1[3] = {3, 2, 1.5};
     const tg_series s[2] = {{"train", x0, y0, 4}, {"val loss", NULL, y1, 3}};
     const char *stem = tmp_path("loss");
-    ck_assert_int_eq(tg_plot_lines(stem, s, 2, "loss", "step", "loss", true,
-                                   true),
-                     0);
+    ck_assert_int_eq(
+        tg_plot_lines(stem, s, 2, "loss", "step", "loss", true, true), 0);
     assert_plot_files(stem);
 
     dat_lines d = read_dat(stem);
@@ -307,8 +305,7 @@ START_TEST(lines_linear_axes_and_unlabelled_series)
     const double y[2] = {-1, 1};
     const tg_series s = {NULL, NULL, y, 2};
     const char *stem = tmp_path("lin");
-    ck_assert_int_eq(tg_plot_lines(stem, &s, 1, NULL, NULL, NULL, false,
-                                   false),
+    ck_assert_int_eq(tg_plot_lines(stem, &s, 1, NULL, NULL, NULL, false, false),
                      0);
     assert_plot_files(stem);
     char *gp = read_text(with_ext(stem, ".gp"));
@@ -327,8 +324,7 @@ START_TEST(lines_gnuplot_failure_is_an_error)
     const tg_series s = {"neg", NULL, y, 2};
     const char *stem = tmp_path("bad_log");
     tg_clear_error();
-    ck_assert_int_eq(tg_plot_lines(stem, &s, 1, NULL, NULL, NULL, false,
-                                   true),
+    ck_assert_int_eq(tg_plot_lines(stem, &s, 1, NULL, NULL, NULL, false, true),
                      -1);
     assert_contains(tg_last_error(), "plot_lines: gnuplot failed on");
     assert_contains(tg_last_error(), "undefined");
@@ -344,9 +340,8 @@ START_TEST(bars_write_index_value_label)
     const char *labels[4] = {"embed", "block 0", "say \"hi\"", "it's"};
     const double values[4] = {0.5, -1.25, 3e-5, INFINITY};
     const char *stem = tmp_path("grads");
-    ck_assert_int_eq(tg_plot_bars(stem, labels, values, 4, "grad norms",
-                                  "norm"),
-                     0);
+    ck_assert_int_eq(
+        tg_plot_bars(stem, labels, values, 4, "grad norms", "norm"), 0);
     assert_plot_files(stem);
 
     dat_lines d = read_dat(stem);
@@ -488,12 +483,12 @@ START_TEST(heatmap_rejects_bad_input)
                       "plot_heatmap: stem is NULL");
     ASSERT_PLOT_FAILS(tg_plot_heatmap("", ok, NULL, NULL, NULL, false),
                       "plot_heatmap: stem is empty");
-    ASSERT_PLOT_FAILS(tg_plot_heatmap(tmp_path("dir/"), ok, NULL, NULL, NULL,
-                                      false),
-                      "plot_heatmap: stem");
-    ASSERT_PLOT_FAILS(tg_plot_heatmap(tmp_path("a\nb"), ok, NULL, NULL, NULL,
-                                      false),
-                      "plot_heatmap: stem contains a control character");
+    ASSERT_PLOT_FAILS(
+        tg_plot_heatmap(tmp_path("dir/"), ok, NULL, NULL, NULL, false),
+        "plot_heatmap: stem");
+    ASSERT_PLOT_FAILS(
+        tg_plot_heatmap(tmp_path("a\nb"), ok, NULL, NULL, NULL, false),
+        "plot_heatmap: stem contains a control character");
     ck_assert(!exists(with_ext(stem, ".dat")));
 
     /* A NULL tensor from a failed call keeps that call's message. */
@@ -518,21 +513,21 @@ START_TEST(lines_reject_bad_input)
     const tg_series no_y = {"y", y, NULL, 2};
     const tg_series two[2] = {good, {"empty", NULL, y, 0}};
 
-    ASSERT_PLOT_FAILS(tg_plot_lines(stem, NULL, 1, NULL, NULL, NULL, false,
-                                    false),
-                      "plot_lines: no series");
-    ASSERT_PLOT_FAILS(tg_plot_lines(stem, &good, 0, NULL, NULL, NULL, false,
-                                    false),
-                      "plot_lines: no series");
-    ASSERT_PLOT_FAILS(tg_plot_lines(stem, &no_y, 1, NULL, NULL, NULL, false,
-                                    false),
-                      "plot_lines: series 0 has y NULL");
-    ASSERT_PLOT_FAILS(tg_plot_lines(stem, two, 2, NULL, NULL, NULL, false,
-                                    false),
-                      "plot_lines: series 1 is empty");
-    ASSERT_PLOT_FAILS(tg_plot_lines(NULL, &good, 1, NULL, NULL, NULL, false,
-                                    false),
-                      "plot_lines: stem is NULL");
+    ASSERT_PLOT_FAILS(
+        tg_plot_lines(stem, NULL, 1, NULL, NULL, NULL, false, false),
+        "plot_lines: no series");
+    ASSERT_PLOT_FAILS(
+        tg_plot_lines(stem, &good, 0, NULL, NULL, NULL, false, false),
+        "plot_lines: no series");
+    ASSERT_PLOT_FAILS(
+        tg_plot_lines(stem, &no_y, 1, NULL, NULL, NULL, false, false),
+        "plot_lines: series 0 has y NULL");
+    ASSERT_PLOT_FAILS(
+        tg_plot_lines(stem, two, 2, NULL, NULL, NULL, false, false),
+        "plot_lines: series 1 is empty");
+    ASSERT_PLOT_FAILS(
+        tg_plot_lines(NULL, &good, 1, NULL, NULL, NULL, false, false),
+        "plot_lines: stem is NULL");
     ck_assert(!exists(with_ext(stem, ".dat")));
 }
 END_TEST
@@ -569,9 +564,8 @@ START_TEST(unwritable_paths_fail)
     snprintf(want, sizeof want, "plot_heatmap: cannot write %s.dat", stem);
     ASSERT_PLOT_FAILS(tg_plot_heatmap(stem, t, NULL, NULL, NULL, true), want);
     snprintf(want, sizeof want, "plot_lines: cannot write %s.dat", stem);
-    ASSERT_PLOT_FAILS(tg_plot_lines(stem, &s, 1, NULL, NULL, NULL, false,
-                                    false),
-                      want);
+    ASSERT_PLOT_FAILS(
+        tg_plot_lines(stem, &s, 1, NULL, NULL, NULL, false, false), want);
     snprintf(want, sizeof want, "plot_bars: cannot write %s.dat", stem);
     ASSERT_PLOT_FAILS(tg_plot_bars(stem, labels, y, 2, NULL, NULL), want);
     assert_contains(tg_last_error(), "No such file or directory");

@@ -110,9 +110,10 @@ START_TEST(test_numpy_random_cases)
             free(msg);
         }
     }
-    ck_assert_msg(failed == 0, "%d of %d random cases differ from numpy, "
-                  "first %s (see stderr)", failed,
-                  N_CASES(print_random_cases), first);
+    ck_assert_msg(failed == 0,
+                  "%d of %d random cases differ from numpy, "
+                  "first %s (see stderr)",
+                  failed, N_CASES(print_random_cases), first);
 }
 END_TEST
 
@@ -140,8 +141,8 @@ END_TEST
 
 START_TEST(test_fprint_writes_format)
 {
-    tg_tensor *t = tg_from_data(TG_FLOAT64, TG_SHAPE(2, 2),
-                                (double[]){1, 0, 0.5, 0.5});
+    tg_tensor *t =
+        tg_from_data(TG_FLOAT64, TG_SHAPE(2, 2), (double[]){1, 0, 0.5, 0.5});
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
@@ -200,17 +201,17 @@ START_TEST(test_allclose_tolerance)
 {
     /* |a - b| <= atol + rtol * |b|, with b the reference. */
     const double a[] = {1.0, 100.0}, b[] = {1.0 + 1e-6, 100.0 + 1e-3};
-    ck_assert(close2(2, a, b, 1e-5, 1e-8));   /* 1e-3 <= 1e-8 + 1e-3 */
-    ck_assert(!close2(2, a, b, 1e-6, 1e-8));  /* 1e-3 >  1e-8 + 1e-4 */
-    ck_assert(close2(2, a, b, 0, 2e-3));      /* atol alone */
+    ck_assert(close2(2, a, b, 1e-5, 1e-8));  /* 1e-3 <= 1e-8 + 1e-3 */
+    ck_assert(!close2(2, a, b, 1e-6, 1e-8)); /* 1e-3 >  1e-8 + 1e-4 */
+    ck_assert(close2(2, a, b, 0, 2e-3));     /* atol alone */
     ck_assert(!close2(2, a, b, 0, 5e-4));
     const double c[] = {0.0}, d[] = {1e-9};
     ck_assert(close2(1, c, d, 1e-5, 1e-8));
-    ck_assert(!close2(1, c, d, 1e-5, 0));     /* rtol alone fails near 0 */
+    ck_assert(!close2(1, c, d, 1e-5, 0)); /* rtol alone fails near 0 */
     /* asymmetric: the tolerance scales with |b| */
     const double e[] = {10.0}, f[] = {11.0};
-    ck_assert(close2(1, e, f, 0.095, 0));     /* 1 <= 0.095 * 11 */
-    ck_assert(!close2(1, f, e, 0.095, 0));    /* 1 >  0.095 * 10 */
+    ck_assert(close2(1, e, f, 0.095, 0));  /* 1 <= 0.095 * 11 */
+    ck_assert(!close2(1, f, e, 0.095, 0)); /* 1 >  0.095 * 10 */
 }
 END_TEST
 
@@ -254,7 +255,7 @@ START_TEST(test_allclose_mixed_dtypes)
 {
     const double v[] = {0.1, 0.5, 1.0};
     tg_tensor *f32 = vec(TG_FLOAT32, 3, v), *f64 = vec(TG_FLOAT64, 3, v);
-    ck_assert(tg_allclose(f32, f64, 1e-6, 0));  /* 0.1f is 1.5e-9 off */
+    ck_assert(tg_allclose(f32, f64, 1e-6, 0)); /* 0.1f is 1.5e-9 off */
     ck_assert(!tg_allclose(f32, f64, 0, 0));
     ck_assert(tg_allclose(f64, f32, 1e-6, 0));
     const double bits[] = {1, 0, 1};
@@ -272,12 +273,12 @@ END_TEST
 START_TEST(test_allclose_views)
 {
     /* A transposed view against its contiguous copy. */
-    tg_tensor *a = tg_from_data(TG_FLOAT64, TG_SHAPE(2, 3),
-                                (double[]){1, 2, 3, 4, 5, 6});
-    tg_tensor *at = tg_from_data(TG_FLOAT64, TG_SHAPE(3, 2),
-                                 (double[]){1, 4, 2, 5, 3, 6});
-    tg_tensor *view = tg_from_data(TG_FLOAT64, TG_SHAPE(2, 3),
-                                   (double[]){1, 2, 3, 4, 5, 6});
+    tg_tensor *a =
+        tg_from_data(TG_FLOAT64, TG_SHAPE(2, 3), (double[]){1, 2, 3, 4, 5, 6});
+    tg_tensor *at =
+        tg_from_data(TG_FLOAT64, TG_SHAPE(3, 2), (double[]){1, 4, 2, 5, 3, 6});
+    tg_tensor *view =
+        tg_from_data(TG_FLOAT64, TG_SHAPE(2, 3), (double[]){1, 2, 3, 4, 5, 6});
     view->shape[0] = 3;
     view->shape[1] = 2;
     view->strides[0] = 1;

@@ -77,8 +77,9 @@ static void assert_same_values(const tg_tensor *got, const tg_tensor *want,
     ck_assert_int_eq(tg_copy_out(got, TG_FLOAT64, g), 0);
     ck_assert_int_eq(tg_copy_out(want, TG_FLOAT64, w), 0);
     for (int64_t i = 0; i < n; i++)
-        ck_assert_msg(fabs(g[i] - w[i]) <= tol, "element %lld: got %.17g, want %.17g",
-                      (long long)i, g[i], w[i]);
+        ck_assert_msg(fabs(g[i] - w[i]) <= tol,
+                      "element %lld: got %.17g, want %.17g", (long long)i, g[i],
+                      w[i]);
     free(g);
     free(w);
 }
@@ -158,7 +159,8 @@ START_TEST(test_all)
     tg_tensor *x = load_fixture("reduce_x.npy");
     tg_tensor *want_sum = load_fixture("reduce_sum_all.npy");
     tg_tensor *want_mean = load_fixture("reduce_mean_all.npy");
-    for (layout l = PLAIN; l <= TRANSPOSED; l++) { /* same elements, reordered */
+    for (layout l = PLAIN; l <= TRANSPOSED;
+         l++) { /* same elements, reordered */
         tg_tensor *v = in_layout(x, l);
         tg_tensor *s = tg_sum_all(v), *m = tg_mean_all(v);
         ck_assert_int_eq(tg_ndim(s), 0);
@@ -209,8 +211,8 @@ END_TEST
 /* torch.max: a row holding NaN has max NaN; -inf is an ordinary value. */
 START_TEST(test_max_nan_inf)
 {
-    const double data[] = {1, NAN, 3, -INFINITY, -INFINITY, -INFINITY,
-                           -INFINITY, 2, INFINITY};
+    const double data[] = {1,         NAN,       3, -INFINITY, -INFINITY,
+                           -INFINITY, -INFINITY, 2, INFINITY};
     tg_tensor *x = tg_from_data(TG_FLOAT64, TG_SHAPE(3, 3), data);
     tg_tensor *y = tg_max(x, 1, false);
     ck_assert(isnan(tg_get(y, (const int64_t[]){0})));
@@ -318,7 +320,8 @@ START_TEST(test_max_grad_ties)
     tg_tensor *y = tg_max(x, -1, false);
     double *g = grad_of_ones(x, y);
     for (int i = 0; i < 12; i++)
-        ck_assert_msg(g[i] == want[i], "element %d: %g, want %g", i, g[i], want[i]);
+        ck_assert_msg(g[i] == want[i], "element %d: %g, want %g", i, g[i],
+                      want[i]);
     free(g);
     tg_release(y);
 
@@ -328,7 +331,8 @@ START_TEST(test_max_grad_ties)
     assert_shape(y, 2, (const int64_t[]){1, 3});
     g = grad_of_ones(x, y);
     for (int i = 0; i < 12; i++)
-        ck_assert_msg(g[i] == want[i], "element %d: %g, want %g", i, g[i], want[i]);
+        ck_assert_msg(g[i] == want[i], "element %d: %g, want %g", i, g[i],
+                      want[i]);
     free(g);
     tg_release(y);
     tg_release(xt);
@@ -357,9 +361,11 @@ END_TEST
 START_TEST(test_bool_dtype)
 {
     tg_tensor *b = tg_zeros(TG_BOOL, TG_SHAPE(2, 3));
-    ASSERT_FAILS_WITH(tg_sum(b, 0, false), "sum: expected a float32 or float64");
+    ASSERT_FAILS_WITH(tg_sum(b, 0, false),
+                      "sum: expected a float32 or float64");
     ASSERT_FAILS_WITH(tg_mean_all(b), "mean: expected a float32 or float64");
-    ASSERT_FAILS_WITH(tg_max(b, 1, false), "max: expected a float32 or float64");
+    ASSERT_FAILS_WITH(tg_max(b, 1, false),
+                      "max: expected a float32 or float64");
     ck_assert_ptr_nonnull(strstr(tg_last_error(), "bool (2,3)"));
     tg_release(b);
 }

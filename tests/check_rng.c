@@ -15,9 +15,9 @@ static const uint64_t pcg64_seeds[] = {0, 1, 12345};
 static const uint64_t pcg64_random_seeds[] = {0, 1, 12345,
                                               9223372036854788153ULL};
 
-#define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
-#define N_NORMALS 200000 /* per seed, as gen_rng.py draws them */
-#define STRIDE 97        /* gen_rng.py keeps every 97th */
+#define COUNT(a)   ((int)(sizeof(a) / sizeof((a)[0])))
+#define N_NORMALS  200000 /* per seed, as gen_rng.py draws them */
+#define STRIDE     97     /* gen_rng.py keeps every 97th */
 #define ZIGGURAT_R 3.6541528853610088
 
 /* A fixture name with a seed in it: "rng_<kind>_s<seed><suffix>.npy", e.g.
@@ -138,8 +138,8 @@ START_TEST(test_legacy_float32)
 {
     tg_rng r;
     tg_rng_seed(&r, 7);
-    assert_matches_fixture(tg_randn(&r, TG_FLOAT32, TG_SHAPE(6, 7)),
-                           TG_FLOAT32, "rng_legacy_randn_f32.npy");
+    assert_matches_fixture(tg_randn(&r, TG_FLOAT32, TG_SHAPE(6, 7)), TG_FLOAT32,
+                           "rng_legacy_randn_f32.npy");
     tg_rng_seed(&r, 7);
     assert_matches_fixture(tg_rand(&r, TG_FLOAT32, TG_SHAPE(6, 7)), TG_FLOAT32,
                            "rng_legacy_rand_f32.npy");
@@ -312,10 +312,8 @@ Suite *rng_suite(void)
     suite_add_tcase(s, legacy);
 
     TCase *pcg64 = tcase_create("pcg64");
-    tcase_add_loop_test(pcg64, test_pcg64_random, 0,
-                        COUNT(pcg64_random_seeds));
-    tcase_add_loop_test(pcg64, test_pcg64_normal_stream, 0,
-                        COUNT(pcg64_seeds));
+    tcase_add_loop_test(pcg64, test_pcg64_random, 0, COUNT(pcg64_random_seeds));
+    tcase_add_loop_test(pcg64, test_pcg64_normal_stream, 0, COUNT(pcg64_seeds));
     tcase_add_test(pcg64, test_pcg64_mixed_calls);
     tcase_add_test(pcg64, test_pcg64_randn);
     suite_add_tcase(s, pcg64);

@@ -65,7 +65,8 @@ static tg_tensor *expected(int op, const char *tag, int d)
 static double *values(const tg_tensor *t)
 {
     ck_assert_ptr_nonnull(t);
-    double *v = malloc(sizeof(double) * (size_t)(tg_numel(t) ? tg_numel(t) : 1));
+    double *v =
+        malloc(sizeof(double) * (size_t)(tg_numel(t) ? tg_numel(t) : 1));
     ck_assert_int_eq(tg_copy_out(t, TG_FLOAT64, v), 0);
     return v;
 }
@@ -195,8 +196,9 @@ END_TEST
  * rows are untouched. */
 START_TEST(test_inf_nan_rows)
 {
-    const double data[] = {1, INFINITY, 2, /**/ NAN, 0, -INFINITY,
-                           -INFINITY, NAN, -INFINITY, /**/ 0, 0, 0};
+    const double data[] = {1,         INFINITY,  2,         /**/ NAN,
+                           0,         -INFINITY, -INFINITY, NAN,
+                           -INFINITY, /**/ 0,    0,         0};
     tg_tensor *x = tg_from_data(TG_FLOAT64, TG_SHAPE(4, 3), data);
     for (int op = 0; op < N_OPS; op++) {
         tg_tensor *y = normalise(op, x, 1);
@@ -257,7 +259,8 @@ END_TEST
  * an all -inf row; the infinite inputs must get a gradient of exactly 0. */
 START_TEST(test_gradcheck_masked)
 {
-    const char *const fixtures[] = {"softmax_masked_x.npy", "softmax_rows_x.npy"};
+    const char *const fixtures[] = {"softmax_masked_x.npy",
+                                    "softmax_rows_x.npy"};
     for (int f = 0; f < 2; f++) {
         tg_tensor *x = leaf(fixtures[f], PLAIN);
         softmax_ctx c = {_i, -1};
@@ -278,13 +281,15 @@ START_TEST(test_masked_grad_exact_zero)
     tg_tensor *y = normalise(op, x, -1);
     tg_rng rng;
     tg_rng_seed(&rng, 7);
-    tg_tensor *dy = op == SOFTMAX ? tg_randn(&rng, TG_FLOAT64, TG_SHAPE(4, 8, 8))
-                                  : tg_ones_like(y);
+    tg_tensor *dy = op == SOFTMAX
+                        ? tg_randn(&rng, TG_FLOAT64, TG_SHAPE(4, 8, 8))
+                        : tg_ones_like(y);
     ck_assert_int_eq(tg_backward_with(y, dy), 0);
     double *xv = values(x), *g = values(tg_grad(x));
     double total = 0;
     for (int i = 0; i < 4 * 8 * 8; i++) {
-        ck_assert_msg(isfinite(g[i]), "%s: gradient %d is %g", op_name[op], i, g[i]);
+        ck_assert_msg(isfinite(g[i]), "%s: gradient %d is %g", op_name[op], i,
+                      g[i]);
         if (xv[i] == -INFINITY)
             ck_assert_msg(g[i] == 0.0, "%s: masked gradient %d is %g",
                           op_name[op], i, g[i]);
@@ -366,7 +371,8 @@ END_TEST
 START_TEST(test_bool_dtype)
 {
     tg_tensor *b = tg_zeros(TG_BOOL, TG_SHAPE(2, 3));
-    ASSERT_FAILS_WITH(tg_softmax(b, 1), "softmax: expected a float32 or float64");
+    ASSERT_FAILS_WITH(tg_softmax(b, 1),
+                      "softmax: expected a float32 or float64");
     ASSERT_FAILS_WITH(tg_log_softmax(b, 0), "log_softmax: expected a float32");
     ck_assert_ptr_nonnull(strstr(tg_last_error(), "bool (2,3)"));
     tg_release(b);

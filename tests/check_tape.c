@@ -87,7 +87,8 @@ static char *capture(void (*print)(FILE *))
 
 static void assert_contains(const char *text, const char *needle)
 {
-    ck_assert_msg(strstr(text, needle) != NULL, "'%s' not in:\n%s", needle, text);
+    ck_assert_msg(strstr(text, needle) != NULL, "'%s' not in:\n%s", needle,
+                  text);
 }
 
 /* ===================================================================== */
@@ -131,10 +132,18 @@ START_TEST(no_grad_inputs_record_nothing)
     tg_tensor *b = tg_ones(TG_FLOAT64, TG_SHAPE(3, 2));
     int64_t before = tape_delta();
     tg_tensor *outs[] = {
-        tg_add(a, a),       tg_mul(a, a),           tg_exp(a),
-        tg_scale(a, 2),     tg_transpose(a, 0, 1),  tg_slice(a, 1, 0, 2),
-        tg_reshape(a, TG_SHAPE(6)), tg_matmul(a, b), tg_sum_all(a),
-        tg_softmax(a, 1),   tg_to(a, TG_FLOAT32),   tg_tril(a, 0),
+        tg_add(a, a),
+        tg_mul(a, a),
+        tg_exp(a),
+        tg_scale(a, 2),
+        tg_transpose(a, 0, 1),
+        tg_slice(a, 1, 0, 2),
+        tg_reshape(a, TG_SHAPE(6)),
+        tg_matmul(a, b),
+        tg_sum_all(a),
+        tg_softmax(a, 1),
+        tg_to(a, TG_FLOAT32),
+        tg_tril(a, 0),
     };
     ck_assert_int_eq(tape_delta(), before);
     for (int i = 0; i < COUNT(outs); i++) {
@@ -177,11 +186,21 @@ static const struct {
     const char *name;
     op_fn fn;
 } recorded_ops[] = {
-    {"add", op_add},         {"div", op_div},         {"exp", op_exp},
-    {"pow", op_pow},         {"relu", op_relu},       {"transpose", op_transpose},
-    {"select", op_select},   {"expand", op_expand},   {"reshape", op_reshape},
-    {"matmul", op_matmul},   {"sum", op_sum},         {"max", op_max},
-    {"log_softmax", op_softmax}, {"where", op_where}, {"to", op_to},
+    {"add", op_add},
+    {"div", op_div},
+    {"exp", op_exp},
+    {"pow", op_pow},
+    {"relu", op_relu},
+    {"transpose", op_transpose},
+    {"select", op_select},
+    {"expand", op_expand},
+    {"reshape", op_reshape},
+    {"matmul", op_matmul},
+    {"sum", op_sum},
+    {"max", op_max},
+    {"log_softmax", op_softmax},
+    {"where", op_where},
+    {"to", op_to},
 };
 
 START_TEST(one_entry_per_op)
@@ -214,7 +233,8 @@ START_TEST(grad_mode_off_records_nothing)
     ck_assert(tg_is_grad_enabled());
     ck_assert(tg_set_grad_enabled(false) == true);
     ck_assert(!tg_is_grad_enabled());
-    ck_assert(tg_set_grad_enabled(false) == false); /* returns the previous state */
+    ck_assert(tg_set_grad_enabled(false) ==
+              false); /* returns the previous state */
     tg_tensor *y = tg_mul(x, x);
     ck_assert_int_eq(tape_delta(), 0);
     ck_assert(!tg_requires_grad(y));
@@ -298,7 +318,7 @@ START_TEST(non_leaf_grads_dropped_unless_retained)
     ck_assert_int_eq(tg_backward(loss), 0);
     ck_assert_ptr_null(tg_grad(z));
     ck_assert_double_eq(tg_item(tg_grad(loss)), 1); /* the seed */
-    const double threes[] = {3, 3, 3, 3, 3, 3}; /* d loss / d sq */
+    const double threes[] = {3, 3, 3, 3, 3, 3};     /* d loss / d sq */
     assert_values(tg_grad(sq), 6, threes, 0);
     assert_grad_is_multiple(x, 6);
     tg_release(loss);
@@ -573,7 +593,7 @@ START_TEST(tape_print_shows_ops_shapes_grads)
     tg_tensor *x = tg_ones(TG_FLOAT64, TG_SHAPE(4, 8, 32));
     tg_tensor *w = tg_ones(TG_FLOAT64, TG_SHAPE(32, 16));
     tg_set_requires_grad(w, true);
-    int line = __LINE__ + 1; /* each entry shows the line that made it */
+    int line = __LINE__ + 1;        /* each entry shows the line that made it */
     tg_tensor *y = tg_matmul(x, w); /* (4,8,16) */
     tg_tensor *loss = tg_sum_all(y);
 
@@ -588,7 +608,8 @@ START_TEST(tape_print_shows_ops_shapes_grads)
     assert_contains(before, "(4,8,32)");
     assert_contains(before, "(32,16)");
     assert_contains(before, "(4,8,16)");
-    ck_assert_msg(strstr(before, "|grad|") == NULL, "before backward:\n%s", before);
+    ck_assert_msg(strstr(before, "|grad|") == NULL, "before backward:\n%s",
+                  before);
     ck_assert_msg(strstr(before, "matmul") < strstr(before, "sum"),
                   "oldest entry first:\n%s", before);
     free(before);

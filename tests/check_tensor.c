@@ -171,8 +171,8 @@ static const struct {
     double start, stop, step;
     int64_t len;
 } arange_cases[] = {
-    {0, 5, 1, 5},     {5, 0, -1, 5},    {5, 0, -1.5, 4},  {0, 1, 0.1, 10},
-    {1, 1.3, 0.1, 4}, {0, 0, 1, 0},     {0, 5, -1, 0},    {-3, 3, 2.5, 3},
+    {0, 5, 1, 5},     {5, 0, -1, 5},    {5, 0, -1.5, 4},   {0, 1, 0.1, 10},
+    {1, 1.3, 0.1, 4}, {0, 0, 1, 0},     {0, 5, -1, 0},     {-3, 3, 2.5, 3},
     {10, 0, -3, 4},   {0.5, 2, 0.5, 3}, {0, -1, -0.1, 10}, {1, 2.2, 0.4, 4},
     {-1, 1, 0.3, 7},
 };
@@ -184,8 +184,9 @@ START_TEST(arange_matches_numpy)
     tg_tensor *t = tg_arange(TG_FLOAT64, start, arange_cases[_i].stop, step);
     ck_assert_ptr_nonnull(t);
     ck_assert_int_eq(tg_ndim(t), 1);
-    ck_assert_msg(tg_size(t, 0) == len, "arange(%g, %g, %g): %lld elements, numpy has %lld",
-                  start, arange_cases[_i].stop, step, (long long)tg_size(t, 0),
+    ck_assert_msg(tg_size(t, 0) == len,
+                  "arange(%g, %g, %g): %lld elements, numpy has %lld", start,
+                  arange_cases[_i].stop, step, (long long)tg_size(t, 0),
                   (long long)len);
     double want[16];
     for (int64_t i = 0; i < len; i++)
@@ -361,15 +362,19 @@ START_TEST(get_set_item)
 
     tg_clear_error();
     ck_assert(isnan(tg_get(t, (int64_t[]){2, 0})));
-    ck_assert(strstr(tg_last_error(), "get") && strstr(tg_last_error(), "(2,3)"));
+    ck_assert(strstr(tg_last_error(), "get") &&
+              strstr(tg_last_error(), "(2,3)"));
     ck_assert(isnan(tg_get(t, (int64_t[]){0, -4})));
     ck_assert_int_eq(tg_set(t, (int64_t[]){0, 3}, 1), -1);
-    ck_assert(strstr(tg_last_error(), "set") && strstr(tg_last_error(), "(2,3)"));
-    const double want[] = {0, 1, 2, 42, 4, 5}; /* the failed set wrote nothing */
+    ck_assert(strstr(tg_last_error(), "set") &&
+              strstr(tg_last_error(), "(2,3)"));
+    const double want[] = {0,  1, 2,
+                           42, 4, 5}; /* the failed set wrote nothing */
     assert_values(t, 6, want, 0);
 
     ck_assert(isnan(tg_item(t)));
-    ck_assert(strstr(tg_last_error(), "item") && strstr(tg_last_error(), "(2,3)"));
+    ck_assert(strstr(tg_last_error(), "item") &&
+              strstr(tg_last_error(), "(2,3)"));
     tg_tensor *one = tg_full(TG_FLOAT32, TG_SHAPE(1, 1), -0.5);
     ck_assert_double_eq(tg_item(one), -0.5);
     tg_release(one);
@@ -380,11 +385,11 @@ END_TEST
 START_TEST(set_through_views)
 {
     tg_tensor *t = iota_2x3();
-    tg_tensor *tt = tg_transpose(t, 0, 1);           /* (3,2) */
+    tg_tensor *tt = tg_transpose(t, 0, 1);                  /* (3,2) */
     ck_assert_int_eq(tg_set(tt, (int64_t[]){2, 0}, -7), 0); /* t[0,2] */
     ck_assert_double_eq(tg_get(t, (int64_t[]){0, 2}), -7);
 
-    tg_tensor *last = tg_slice(t, 1, -1, 3);            /* t[:, 2:3] */
+    tg_tensor *last = tg_slice(t, 1, -1, 3); /* t[:, 2:3] */
     ck_assert_double_eq(tg_get(last, (int64_t[]){1, 0}), 5);
     tg_tensor *corner = tg_select(last, 0, 0); /* t[0, 2:3] */
     ck_assert_double_eq(tg_item(corner), -7);
@@ -498,10 +503,19 @@ typedef tg_tensor *(*unary_fn)(tg_tensor *x);
 static tg_tensor *f_add(tg_tensor *x) { return tg_add(x, x); }
 static tg_tensor *f_div(tg_tensor *x) { return tg_div(x, x); }
 static tg_tensor *f_pow(tg_tensor *x) { return tg_pow_scalar(x, 2); }
-static tg_tensor *f_where(tg_tensor *x) { return tg_where(tg_gt_scalar(x, 2), x, x); }
-static tg_tensor *f_masked_fill(tg_tensor *x) { return tg_masked_fill(x, tg_gt_scalar(x, 2), 0); }
+static tg_tensor *f_where(tg_tensor *x)
+{
+    return tg_where(tg_gt_scalar(x, 2), x, x);
+}
+static tg_tensor *f_masked_fill(tg_tensor *x)
+{
+    return tg_masked_fill(x, tg_gt_scalar(x, 2), 0);
+}
 static tg_tensor *f_tril(tg_tensor *x) { return tg_tril(x, 0); }
-static tg_tensor *f_matmul(tg_tensor *x) { return tg_matmul(x, tg_transpose(x, 0, 1)); }
+static tg_tensor *f_matmul(tg_tensor *x)
+{
+    return tg_matmul(x, tg_transpose(x, 0, 1));
+}
 static tg_tensor *f_sum(tg_tensor *x) { return tg_sum(x, 1, false); }
 static tg_tensor *f_sum_keepdim(tg_tensor *x) { return tg_sum(x, 1, true); }
 static tg_tensor *f_mean_keepdim(tg_tensor *x) { return tg_mean(x, 0, true); }
@@ -509,8 +523,14 @@ static tg_tensor *f_max(tg_tensor *x) { return tg_max(x, 1, false); }
 static tg_tensor *f_max_keepdim(tg_tensor *x) { return tg_max(x, 1, true); }
 static tg_tensor *f_softmax(tg_tensor *x) { return tg_softmax(x, -1); }
 static tg_tensor *f_slice(tg_tensor *x) { return tg_slice(x, 1, 0, 2); }
-static tg_tensor *f_expand(tg_tensor *x) { return tg_expand(x, TG_SHAPE(2, 2, 3)); }
-static tg_tensor *f_reshape(tg_tensor *x) { return tg_reshape(x, TG_SHAPE(-1)); }
+static tg_tensor *f_expand(tg_tensor *x)
+{
+    return tg_expand(x, TG_SHAPE(2, 2, 3));
+}
+static tg_tensor *f_reshape(tg_tensor *x)
+{
+    return tg_reshape(x, TG_SHAPE(-1));
+}
 static tg_tensor *f_reshape_copy(tg_tensor *x)
 {
     return tg_reshape(tg_transpose(x, 0, 1), TG_SHAPE(6));
@@ -524,18 +544,30 @@ static const struct {
     const char *name;
     unary_fn fn;
 } scoped_ops[] = {
-    {"add", f_add},           {"div", f_div},
-    {"exp", tg_exp},          {"relu", tg_relu},
-    {"pow_scalar", f_pow},    {"where", f_where},
-    {"masked_fill", f_masked_fill}, {"tril", f_tril},
-    {"matmul", f_matmul},     {"sum", f_sum},
-    {"sum keepdim", f_sum_keepdim}, {"mean keepdim", f_mean_keepdim},
-    {"max", f_max},           {"max keepdim", f_max_keepdim},
-    {"sum_all", tg_sum_all},  {"mean_all", tg_mean_all},
-    {"softmax", f_softmax},   {"slice", f_slice},
-    {"expand", f_expand},     {"reshape", f_reshape},
-    {"reshape (copy)", f_reshape_copy}, {"unsqueeze", f_unsqueeze},
-    {"contiguous", f_contiguous}, {"to (same dtype)", f_to_same},
+    {"add", f_add},
+    {"div", f_div},
+    {"exp", tg_exp},
+    {"relu", tg_relu},
+    {"pow_scalar", f_pow},
+    {"where", f_where},
+    {"masked_fill", f_masked_fill},
+    {"tril", f_tril},
+    {"matmul", f_matmul},
+    {"sum", f_sum},
+    {"sum keepdim", f_sum_keepdim},
+    {"mean keepdim", f_mean_keepdim},
+    {"max", f_max},
+    {"max keepdim", f_max_keepdim},
+    {"sum_all", tg_sum_all},
+    {"mean_all", tg_mean_all},
+    {"softmax", f_softmax},
+    {"slice", f_slice},
+    {"expand", f_expand},
+    {"reshape", f_reshape},
+    {"reshape (copy)", f_reshape_copy},
+    {"unsqueeze", f_unsqueeze},
+    {"contiguous", f_contiguous},
+    {"to (same dtype)", f_to_same},
     {"to float32", f_to_f32},
 };
 
@@ -587,7 +619,8 @@ START_TEST(kept_loss_backpropagates)
     tg_tensor *x = tg_from_data(TG_FLOAT64, TG_SHAPE(3), xs);
     tg_set_requires_grad(x, true);
     tg_scope_begin();
-    tg_tensor *loss = tg_keep(tg_sum_all(tg_mul(tg_scale(x, 3), x))); /* 3 x^2 */
+    tg_tensor *loss =
+        tg_keep(tg_sum_all(tg_mul(tg_scale(x, 3), x))); /* 3 x^2 */
     ck_assert_int_eq(tg_scope_end(), 0);
     ck_assert_int_eq(tape_delta(), 3);
     ck_assert_double_eq_tol(tg_item(loss), 3 * (1 + 4 + 0.25), 1e-12);
@@ -666,10 +699,11 @@ START_TEST(release_scoped_input_of_kept_result)
     tg_tensor *out = tg_keep(tg_scale(h, 2)); /* its entry holds h */
     tg_release(h);                            /* our reference: the scope's */
     ck_assert_int_eq(tg_scope_end(), 0);
-    ck_assert_msg(tape_delta() == 2,
-                  "tape has %lld entries after the scope, want 2 (scale and "
-                  "the exp its entry holds): the scope released h a second time",
-                  (long long)tape_delta());
+    ck_assert_msg(
+        tape_delta() == 2,
+        "tape has %lld entries after the scope, want 2 (scale and "
+        "the exp its entry holds): the scope released h a second time",
+        (long long)tape_delta());
     tg_tensor *loss = tg_sum_all(out);
     ck_assert_int_eq(tg_backward(loss), 0);
     const double want[] = {2 * exp(xs[0]), 2 * exp(xs[1])};

@@ -13,7 +13,8 @@
 static const struct {
     int dim;
     int64_t start, stop;
-} slices[] = {{1, 1, 3}, {-1, -3, -1}, {2, 1, 100}, {0, -100, 1}, {1, 2, 1}, {1, 5, 9}};
+} slices[] = {{1, 1, 3},    {-1, -3, -1}, {2, 1, 100},
+              {0, -100, 1}, {1, 2, 1},    {1, 5, 9}};
 #define N_SLICES (int)(sizeof slices / sizeof slices[0])
 
 static const struct {
@@ -72,7 +73,7 @@ static tg_tensor *make_view(int i, tg_tensor *x)
         tg_release(u);
         return v;
     }
-    case 7: return tg_contiguous(x); /* already contiguous */
+    case 7: return tg_contiguous(x);      /* already contiguous */
     default: return tg_to(x, TG_FLOAT64); /* already float64 */
     }
 }
@@ -196,13 +197,17 @@ START_TEST(reshape_forward)
     tg_tensor *y = tg_reshape(x, TG_SHAPE(6, 4));
     assert_close(y, load_fixture("views_reshape_64.npy"), 0);
     ck_assert(tg_is_contiguous(y));
-    assert_close(tg_reshape(x, TG_SHAPE(-1, 4)), load_fixture("views_reshape_64.npy"), 0);
-    assert_close(tg_reshape(x, TG_SHAPE(4, -1)), load_fixture("views_reshape_46.npy"), 0);
+    assert_close(tg_reshape(x, TG_SHAPE(-1, 4)),
+                 load_fixture("views_reshape_64.npy"), 0);
+    assert_close(tg_reshape(x, TG_SHAPE(4, -1)),
+                 load_fixture("views_reshape_46.npy"), 0);
     assert_close(tg_reshape(y, TG_SHAPE(2, 3, -1)), x, 0);
     assert_shape(tg_reshape(x, TG_SHAPE(-1)), TG_SHAPE(24));
-    assert_shape(tg_reshape(tg_select(tg_select(x, 0, 1), 0, 2), TG_SHAPE(4, 1, -1)),
-                 TG_SHAPE(4, 1, 1));
-    tg_tensor *one = tg_reshape(tg_narrow(tg_reshape(x, TG_SHAPE(-1)), 0, 5, 1), 0, NULL);
+    assert_shape(
+        tg_reshape(tg_select(tg_select(x, 0, 1), 0, 2), TG_SHAPE(4, 1, -1)),
+        TG_SHAPE(4, 1, 1));
+    tg_tensor *one =
+        tg_reshape(tg_narrow(tg_reshape(x, TG_SHAPE(-1)), 0, 5, 1), 0, NULL);
     assert_shape(one, 0, NULL);
     ck_assert_double_eq(tg_item(one), tg_get(x, (const int64_t[]){0, 1, 1}));
     tg_scope_end();
@@ -280,7 +285,8 @@ START_TEST(to_forward)
     ck_assert_int_eq(tg_dtype_of(mask), TG_BOOL);
     assert_close(mask, load_fixture("views_to_b1.npy"), 0);
     assert_close(tg_to(f32, TG_BOOL), load_fixture("views_to_f4_b1.npy"), 0);
-    assert_close(tg_to(mask, TG_FLOAT64), load_fixture("views_to_b1_f8.npy"), 0);
+    assert_close(tg_to(mask, TG_FLOAT64), load_fixture("views_to_b1_f8.npy"),
+                 0);
     assert_close(tg_to(tg_to(mask, TG_FLOAT32), TG_FLOAT64),
                  load_fixture("views_to_b1_f8.npy"), 0);
     assert_close(tg_to(load_fixture("views_to_nan.npy"), TG_BOOL),
@@ -292,9 +298,11 @@ START_TEST(to_forward)
     assert_close(tg_to(ids, TG_BOOL), load_fixture("views_to_i8_b1.npy"), 0);
     /* strided input, converted in C order */
     tg_tensor *v = load_fixture("views_x.npy");
-    assert_close(tg_to(tg_to(tg_transpose(v, 0, 2), TG_FLOAT32), TG_FLOAT64),
-                 tg_to(tg_to(load_fixture("views_transpose_02.npy"), TG_FLOAT32), TG_FLOAT64),
-                 0);
+    assert_close(
+        tg_to(tg_to(tg_transpose(v, 0, 2), TG_FLOAT32), TG_FLOAT64),
+        tg_to(tg_to(load_fixture("views_transpose_02.npy"), TG_FLOAT32),
+              TG_FLOAT64),
+        0);
     tg_scope_end();
 }
 END_TEST
@@ -328,7 +336,8 @@ END_TEST
 /* A float64 leaf that requires grad: standard normal of `shape`, C order, or
  * when transposed a view of a C-order tensor with the first and last dims
  * swapped (strided unless one of them has size 1). */
-static tg_tensor *input(bool transposed, int ndim, const int64_t *shape, uint32_t seed)
+static tg_tensor *input(bool transposed, int ndim, const int64_t *shape,
+                        uint32_t seed)
 {
     int64_t base_shape[TG_MAX_DIMS];
     for (int d = 0; d < ndim; d++)
@@ -350,8 +359,17 @@ static tg_tensor *input(bool transposed, int ndim, const int64_t *shape, uint32_
 }
 
 /* One view op and its arguments, as gradcheck's ctx. */
-typedef enum { TRANSPOSE, SLICE, NARROW, SELECT, EXPAND, RESHAPE, UNSQUEEZE,
-               SQUEEZE, CONTIGUOUS } view_op;
+typedef enum {
+    TRANSPOSE,
+    SLICE,
+    NARROW,
+    SELECT,
+    EXPAND,
+    RESHAPE,
+    UNSQUEEZE,
+    SQUEEZE,
+    CONTIGUOUS
+} view_op;
 typedef struct {
     view_op op;
     int dim;
@@ -398,21 +416,26 @@ END_TEST
 
 START_TEST(slice_grad)
 {
-    gradcheck_view((view_args){.op = SLICE, .dim = slices[_i].dim, .a = slices[_i].start,
+    gradcheck_view((view_args){.op = SLICE,
+                               .dim = slices[_i].dim,
+                               .a = slices[_i].start,
                                .b = slices[_i].stop});
 }
 END_TEST
 
 START_TEST(narrow_grad)
 {
-    gradcheck_view((view_args){.op = NARROW, .dim = narrows[_i].dim, .a = narrows[_i].start,
+    gradcheck_view((view_args){.op = NARROW,
+                               .dim = narrows[_i].dim,
+                               .a = narrows[_i].start,
                                .b = narrows[_i].length});
 }
 END_TEST
 
 START_TEST(select_grad)
 {
-    gradcheck_view((view_args){.op = SELECT, .dim = selects[_i].dim, .a = selects[_i].index});
+    gradcheck_view((view_args){
+        .op = SELECT, .dim = selects[_i].dim, .a = selects[_i].index});
 }
 END_TEST
 
@@ -421,7 +444,8 @@ START_TEST(select_scalar_grad)
 {
     tg_scope_begin();
     view_args v = {.op = SELECT, .dim = 0, .a = -2};
-    assert_gradcheck(call_view, &v, 1, (tg_tensor *const[]){input(false, TG_SHAPE(4), 1)});
+    assert_gradcheck(call_view, &v, 1,
+                     (tg_tensor *const[]){input(false, TG_SHAPE(4), 1)});
     tg_scope_end();
 }
 END_TEST
@@ -431,12 +455,17 @@ START_TEST(expand_grad)
 {
     tg_scope_begin();
     view_args v = {.op = EXPAND, .ndim = 3, .shape = {2, 3, 4}};
-    assert_gradcheck(call_view, &v, 1, (tg_tensor *const[]){input(false, TG_SHAPE(3, 1), 1)});
-    assert_gradcheck(call_view, &v, 1, (tg_tensor *const[]){input(true, TG_SHAPE(3, 4), 2)});
-    assert_gradcheck(call_view, &v, 1, (tg_tensor *const[]){input(false, TG_SHAPE(1, 4), 3)});
-    assert_gradcheck(call_view, &v, 1, (tg_tensor *const[]){input(false, 0, NULL, 4)});
+    assert_gradcheck(call_view, &v, 1,
+                     (tg_tensor *const[]){input(false, TG_SHAPE(3, 1), 1)});
+    assert_gradcheck(call_view, &v, 1,
+                     (tg_tensor *const[]){input(true, TG_SHAPE(3, 4), 2)});
+    assert_gradcheck(call_view, &v, 1,
+                     (tg_tensor *const[]){input(false, TG_SHAPE(1, 4), 3)});
+    assert_gradcheck(call_view, &v, 1,
+                     (tg_tensor *const[]){input(false, 0, NULL, 4)});
     view_args keep = {.op = EXPAND, .ndim = 3, .shape = {2, -1, 4}};
-    assert_gradcheck(call_view, &keep, 1, (tg_tensor *const[]){input(false, TG_SHAPE(3, 1), 5)});
+    assert_gradcheck(call_view, &keep, 1,
+                     (tg_tensor *const[]){input(false, TG_SHAPE(3, 1), 5)});
     tg_scope_end();
 }
 END_TEST
@@ -456,16 +485,15 @@ START_TEST(unsqueeze_squeeze_grad)
     gradcheck_view((view_args){.op = UNSQUEEZE, .dim = 2});
     tg_scope_begin();
     view_args sq = {.op = SQUEEZE, .dim = -2};
-    assert_gradcheck(call_view, &sq, 1, (tg_tensor *const[]){input(false, TG_SHAPE(3, 1, 4), 1)});
-    assert_gradcheck(call_view, &sq, 1, (tg_tensor *const[]){input(true, TG_SHAPE(3, 1, 4), 2)});
+    assert_gradcheck(call_view, &sq, 1,
+                     (tg_tensor *const[]){input(false, TG_SHAPE(3, 1, 4), 1)});
+    assert_gradcheck(call_view, &sq, 1,
+                     (tg_tensor *const[]){input(true, TG_SHAPE(3, 1, 4), 2)});
     tg_scope_end();
 }
 END_TEST
 
-START_TEST(contiguous_grad)
-{
-    gradcheck_view((view_args){.op = CONTIGUOUS});
-}
+START_TEST(contiguous_grad) { gradcheck_view((view_args){.op = CONTIGUOUS}); }
 END_TEST
 
 /* Views of views: select of a slice of a transposed tensor, expanded. */
@@ -473,9 +501,9 @@ static tg_tensor *call_chain(tg_tensor *const *in, void *ctx)
 {
     (void)ctx;
     tg_scope_begin();
-    tg_tensor *t = tg_transpose(in[0], 0, 2);            /* (4,3,2) */
-    tg_tensor *s = tg_slice(t, 0, 1, -1);                 /* (2,3,2) */
-    tg_tensor *c = tg_select(s, -1, 1);                   /* (2,3) */
+    tg_tensor *t = tg_transpose(in[0], 0, 2); /* (4,3,2) */
+    tg_tensor *s = tg_slice(t, 0, 1, -1);     /* (2,3,2) */
+    tg_tensor *c = tg_select(s, -1, 1);       /* (2,3) */
     tg_tensor *e = tg_expand(tg_unsqueeze(c, 1), TG_SHAPE(2, 5, 3));
     tg_tensor *y = tg_keep(tg_reshape(e, TG_SHAPE(-1, 6)));
     tg_scope_end();
@@ -485,7 +513,8 @@ static tg_tensor *call_chain(tg_tensor *const *in, void *ctx)
 START_TEST(chain_grad)
 {
     tg_scope_begin();
-    assert_gradcheck(call_chain, NULL, 1, (tg_tensor *const[]){input(false, TG_SHAPE(2, 3, 4), 1)});
+    assert_gradcheck(call_chain, NULL, 1,
+                     (tg_tensor *const[]){input(false, TG_SHAPE(2, 3, 4), 1)});
     tg_scope_end();
 }
 END_TEST
@@ -496,7 +525,8 @@ START_TEST(to_grad)
 {
     tg_scope_begin();
     tg_tensor *x = input(false, TG_SHAPE(2, 3, 4), 1);
-    tg_tensor *dout = tg_to(tg_to(load_fixture("views_x.npy"), TG_FLOAT32), TG_FLOAT64);
+    tg_tensor *dout =
+        tg_to(tg_to(load_fixture("views_x.npy"), TG_FLOAT32), TG_FLOAT64);
     tg_tensor *y = tg_to(x, TG_FLOAT32);
     ck_assert(tg_requires_grad(y));
     ck_assert_int_eq(tg_backward_with(tg_to(y, TG_FLOAT64), dout), 0);
@@ -526,15 +556,18 @@ START_TEST(bad_dims)
 {
     tg_scope_begin();
     tg_tensor *x = tg_zeros(TG_FLOAT64, TG_SHAPE(2, 3, 4));
-    ASSERT_FAILS_WITH(tg_transpose(x, 0, 3), "transpose: dim 3 is out of range for a 3-d");
-    ASSERT_FAILS_WITH(tg_transpose(x, -4, 0), "transpose: dim -4 is out of range");
+    ASSERT_FAILS_WITH(tg_transpose(x, 0, 3),
+                      "transpose: dim 3 is out of range for a 3-d");
+    ASSERT_FAILS_WITH(tg_transpose(x, -4, 0),
+                      "transpose: dim -4 is out of range");
     ASSERT_FAILS_WITH(tg_slice(x, 3, 0, 1), "slice: dim 3 is out of range");
     ASSERT_FAILS_WITH(tg_narrow(x, -4, 0, 1), "narrow: dim -4 is out of range");
     ASSERT_FAILS_WITH(tg_select(x, 5, 0), "select: dim 5 is out of range");
     ASSERT_FAILS_WITH(tg_unsqueeze(x, 4), "unsqueeze: dim 4 is out of range");
     ASSERT_FAILS_WITH(tg_unsqueeze(x, -5), "unsqueeze: dim -5 is out of range");
     ASSERT_FAILS_WITH(tg_squeeze(x, 3), "squeeze: dim 3 is out of range");
-    ASSERT_FAILS_WITH(tg_transpose(tg_scalar(TG_FLOAT64, 1), 0, 0), "transpose:");
+    ASSERT_FAILS_WITH(tg_transpose(tg_scalar(TG_FLOAT64, 1), 0, 0),
+                      "transpose:");
     tg_scope_end();
 }
 END_TEST
@@ -546,10 +579,13 @@ START_TEST(range_errors)
     ASSERT_FAILS_WITH(tg_narrow(x, 2, 3, 2),
                       "narrow: start 3, length 2 is outside dim 2 of (2,3,4)");
     ASSERT_FAILS_WITH(tg_narrow(x, 1, -4, 1), "narrow: start -4");
-    ASSERT_FAILS_WITH(tg_narrow(x, 1, 0, -1), "narrow: start 0, length -1 is outside");
-    ASSERT_FAILS_WITH(tg_select(x, 2, 4), "select: index 4 is out of range for dim 2 of (2,3,4)");
+    ASSERT_FAILS_WITH(tg_narrow(x, 1, 0, -1),
+                      "narrow: start 0, length -1 is outside");
+    ASSERT_FAILS_WITH(tg_select(x, 2, 4),
+                      "select: index 4 is out of range for dim 2 of (2,3,4)");
     ASSERT_FAILS_WITH(tg_select(x, -1, -5), "select: index -5 is out of range");
-    ASSERT_FAILS_WITH(tg_select(tg_zeros(TG_FLOAT64, TG_SHAPE(0, 2)), 0, 0), "select: index 0");
+    ASSERT_FAILS_WITH(tg_select(tg_zeros(TG_FLOAT64, TG_SHAPE(0, 2)), 0, 0),
+                      "select: index 0");
     tg_scope_end();
 }
 END_TEST
@@ -558,16 +594,23 @@ START_TEST(shape_errors)
 {
     tg_scope_begin();
     tg_tensor *x = tg_zeros(TG_FLOAT64, TG_SHAPE(2, 3, 4));
-    ASSERT_FAILS_WITH(tg_expand(tg_zeros(TG_FLOAT64, TG_SHAPE(3, 2)), TG_SHAPE(3, 4)),
-                      "expand: cannot broadcast (3,2) to (3,4)");
-    ASSERT_FAILS_WITH(tg_expand(x, TG_SHAPE(3, 4)), "expand: cannot expand (2,3,4) to 2 dims");
-    ASSERT_FAILS_WITH(tg_expand(tg_zeros(TG_FLOAT64, TG_SHAPE(3, 1)), TG_SHAPE(-1, 3, 4)),
-                      "expand: cannot broadcast");
-    ASSERT_FAILS_WITH(tg_reshape(x, TG_SHAPE(5, 5)),
-                      "reshape: cannot reshape (2,3,4) (24 elements) into (5,5)");
-    ASSERT_FAILS_WITH(tg_reshape(x, TG_SHAPE(-1, 5)), "reshape: cannot reshape");
-    ASSERT_FAILS_WITH(tg_reshape(x, TG_SHAPE(-1, -1)), "reshape: invalid shape (-1,-1)");
-    ASSERT_FAILS_WITH(tg_squeeze(x, 1), "squeeze: dim 1 of (2,3,4) has size 3, not 1");
+    ASSERT_FAILS_WITH(
+        tg_expand(tg_zeros(TG_FLOAT64, TG_SHAPE(3, 2)), TG_SHAPE(3, 4)),
+        "expand: cannot broadcast (3,2) to (3,4)");
+    ASSERT_FAILS_WITH(tg_expand(x, TG_SHAPE(3, 4)),
+                      "expand: cannot expand (2,3,4) to 2 dims");
+    ASSERT_FAILS_WITH(
+        tg_expand(tg_zeros(TG_FLOAT64, TG_SHAPE(3, 1)), TG_SHAPE(-1, 3, 4)),
+        "expand: cannot broadcast");
+    ASSERT_FAILS_WITH(
+        tg_reshape(x, TG_SHAPE(5, 5)),
+        "reshape: cannot reshape (2,3,4) (24 elements) into (5,5)");
+    ASSERT_FAILS_WITH(tg_reshape(x, TG_SHAPE(-1, 5)),
+                      "reshape: cannot reshape");
+    ASSERT_FAILS_WITH(tg_reshape(x, TG_SHAPE(-1, -1)),
+                      "reshape: invalid shape (-1,-1)");
+    ASSERT_FAILS_WITH(tg_squeeze(x, 1),
+                      "squeeze: dim 1 of (2,3,4) has size 3, not 1");
     ASSERT_FAILS_WITH(tg_to(x, (tg_dtype)7), "to: unknown dtype");
     tg_scope_end();
 }

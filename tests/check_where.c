@@ -24,7 +24,8 @@ static tg_tensor *fixture_as(const char *name, tg_dtype dt)
 static tg_tensor *expected(const char *stem, tg_dtype dt)
 {
     char name[128];
-    snprintf(name, sizeof name, "%s_%s.npy", stem, dt == TG_FLOAT32 ? "f4" : "f8");
+    snprintf(name, sizeof name, "%s_%s.npy", stem,
+             dt == TG_FLOAT32 ? "f4" : "f8");
     return load_fixture(name);
 }
 
@@ -55,7 +56,8 @@ typedef enum { PLAIN, TRANSPOSED, SLICED, MASKED } layout;
 
 /* A float64 leaf that requires grad, normal, laid out as `how` (TRANSPOSED
  * and MASKED need ndim >= 2). */
-static tg_tensor *input(layout how, int ndim, const int64_t *shape, uint32_t seed)
+static tg_tensor *input(layout how, int ndim, const int64_t *shape,
+                        uint32_t seed)
 {
     int64_t base_shape[TG_MAX_DIMS];
     for (int d = 0; d < ndim; d++)
@@ -70,8 +72,8 @@ static tg_tensor *input(layout how, int ndim, const int64_t *shape, uint32_t see
     tg_rng_seed(&rng, seed);
     tg_tensor *base = tg_randn(&rng, TG_FLOAT64, ndim, base_shape);
     tg_tensor *x = how == TRANSPOSED ? tg_transpose(base, -1, -2)
-                   : how == SLICED   ? tg_slice(base, -1, 1, 1 + shape[ndim - 1])
-                                     : base;
+                   : how == SLICED ? tg_slice(base, -1, 1, 1 + shape[ndim - 1])
+                                   : base;
     if (x != base)
         tg_release(base);
     ck_assert_ptr_nonnull(x);
@@ -113,7 +115,8 @@ START_TEST(where_float_cond)
     tg_scope_begin();
     for (int d = 0; d < 2; d++) {
         tg_dtype dt = float_dtypes[d];
-        tg_tensor *a = fixture_as("where_a.npy", dt), *b = fixture_as("where_b4.npy", dt);
+        tg_tensor *a = fixture_as("where_a.npy", dt),
+                  *b = fixture_as("where_b4.npy", dt);
         tg_tensor *got = tg_where(fixture_as("where_fcond.npy", dt), a, b);
         ck_assert_msg(got != NULL, "%s", tg_last_error());
         assert_close(got, expected("where_float", dt), tol_for(dt));
@@ -158,22 +161,28 @@ START_TEST(where_grad)
 {
     tg_scope_begin();
     tg_tensor *cond = load_fixture("where_cond.npy");
-    gradcheck_where(cond, input(PLAIN, TG_SHAPE(3, 4), 1), input(PLAIN, TG_SHAPE(3, 4), 2));
+    gradcheck_where(cond, input(PLAIN, TG_SHAPE(3, 4), 1),
+                    input(PLAIN, TG_SHAPE(3, 4), 2));
     /* broadcast: b's gradient sums the rows where cond is false */
-    gradcheck_where(cond, input(PLAIN, TG_SHAPE(3, 4), 3), input(PLAIN, TG_SHAPE(4), 4));
-    gradcheck_where(load_fixture("where_cond31.npy"), input(PLAIN, TG_SHAPE(1, 4), 5),
-                    input(PLAIN, 0, NULL, 6));
+    gradcheck_where(cond, input(PLAIN, TG_SHAPE(3, 4), 3),
+                    input(PLAIN, TG_SHAPE(4), 4));
+    gradcheck_where(load_fixture("where_cond31.npy"),
+                    input(PLAIN, TG_SHAPE(1, 4), 5), input(PLAIN, 0, NULL, 6));
     /* strided, with a float condition */
-    gradcheck_where(load_fixture("where_fcond.npy"), input(TRANSPOSED, TG_SHAPE(3, 4), 7),
+    gradcheck_where(load_fixture("where_fcond.npy"),
+                    input(TRANSPOSED, TG_SHAPE(3, 4), 7),
                     input(SLICED, TG_SHAPE(3, 4), 8));
     /* cond (2,3,4) wider than both: a and b get sums over the batch */
     tg_rng rng;
     tg_rng_seed(&rng, 11);
-    tg_tensor *wide = tg_gt_scalar(tg_randn(&rng, TG_FLOAT64, TG_SHAPE(2, 3, 4)), 0);
-    gradcheck_where(wide, input(PLAIN, TG_SHAPE(3, 4), 12), input(PLAIN, TG_SHAPE(4), 13));
+    tg_tensor *wide =
+        tg_gt_scalar(tg_randn(&rng, TG_FLOAT64, TG_SHAPE(2, 3, 4)), 0);
+    gradcheck_where(wide, input(PLAIN, TG_SHAPE(3, 4), 12),
+                    input(PLAIN, TG_SHAPE(4), 13));
     /* a masked row of a: where it is taken the output is -inf, where it is
      * not nothing flows; either way its gradient is exactly 0 */
-    gradcheck_where(cond, input(MASKED, TG_SHAPE(3, 4), 9), input(SLICED, TG_SHAPE(4), 10));
+    gradcheck_where(cond, input(MASKED, TG_SHAPE(3, 4), 9),
+                    input(SLICED, TG_SHAPE(4), 10));
     tg_scope_end();
 }
 END_TEST
@@ -207,7 +216,9 @@ START_TEST(where_grad_same_operand)
     tg_scope_begin();
     tg_tensor *a = fixture_leaf("where_a.npy");
     tg_tensor *dout = load_fixture("where_dout.npy");
-    ck_assert_int_eq(tg_backward_with(tg_where(load_fixture("where_cond.npy"), a, a), dout), 0);
+    ck_assert_int_eq(
+        tg_backward_with(tg_where(load_fixture("where_cond.npy"), a, a), dout),
+        0);
     assert_close(tg_grad(a), dout, 0);
     tg_scope_end();
 }
@@ -294,7 +305,8 @@ START_TEST(masked_fill_grad)
 {
     tg_scope_begin();
     tg_tensor *causal = causal_mask(4);
-    gradcheck_masked_fill(causal, -INFINITY, input(PLAIN, TG_SHAPE(2, 4, 4), 1));
+    gradcheck_masked_fill(causal, -INFINITY,
+                          input(PLAIN, TG_SHAPE(2, 4, 4), 1));
     /* A finite fill keeps the masked outputs in L, so the check sees their
      * gradient is 0 rather than skipping them. */
     gradcheck_masked_fill(causal, 2.5, input(PLAIN, TG_SHAPE(2, 4, 4), 2));
@@ -320,7 +332,8 @@ START_TEST(masked_fill_grad_exact_zero)
         for (int64_t i = 0; i < 8; i++)
             for (int64_t j = 0; j < 8; j++) {
                 const int64_t idx[] = {b, i, j};
-                ck_assert_double_eq(tg_get(g, idx), j > i ? 0.0 : tg_get(dout, idx));
+                ck_assert_double_eq(tg_get(g, idx),
+                                    j > i ? 0.0 : tg_get(dout, idx));
             }
     tg_scope_end();
 }
@@ -335,8 +348,10 @@ typedef struct {
 } tri_case;
 
 static const tri_case tris[] = {
-    {true, 0, "k0"},  {true, 1, "k1"},  {true, -1, "km1"},  {true, 6, "k6"},  {true, -5, "km5"},
-    {false, 0, "k0"}, {false, 1, "k1"}, {false, -1, "km1"}, {false, 6, "k6"}, {false, -5, "km5"},
+    {true, 0, "k0"},    {true, 1, "k1"},    {true, -1, "km1"},
+    {true, 6, "k6"},    {true, -5, "km5"},  {false, 0, "k0"},
+    {false, 1, "k1"},   {false, -1, "km1"}, {false, 6, "k6"},
+    {false, -5, "km5"},
 };
 #define N_TRI (int)(sizeof tris / sizeof tris[0])
 
@@ -388,7 +403,8 @@ START_TEST(tri_forward_bool)
     const tri_case *c = &tris[_i];
     tg_scope_begin();
     char want[64];
-    snprintf(want, sizeof want, "where_%s_2d_%s.npy", c->lower ? "tril" : "triu", c->tag);
+    snprintf(want, sizeof want, "where_%s_2d_%s.npy",
+             c->lower ? "tril" : "triu", c->tag);
     tg_tensor *got = apply_tri(c, fixture_as("where_m56.npy", TG_BOOL));
     ck_assert_int_eq(tg_dtype_of(got), TG_BOOL);
     assert_close(got, fixture_as(want, TG_BOOL), 0);
@@ -414,14 +430,19 @@ START_TEST(tri_grad)
 {
     void *c = (void *)&tris[_i];
     tg_scope_begin();
-    assert_gradcheck(call_tri, c, 1, (tg_tensor *const[]){input(PLAIN, TG_SHAPE(5, 6), 1)});
-    assert_gradcheck(call_tri, c, 1, (tg_tensor *const[]){input(PLAIN, TG_SHAPE(2, 4, 5), 2)});
+    assert_gradcheck(call_tri, c, 1,
+                     (tg_tensor *const[]){input(PLAIN, TG_SHAPE(5, 6), 1)});
+    assert_gradcheck(call_tri, c, 1,
+                     (tg_tensor *const[]){input(PLAIN, TG_SHAPE(2, 4, 5), 2)});
     assert_gradcheck(call_tri_expanded, c, 1,
                      (tg_tensor *const[]){input(PLAIN, TG_SHAPE(4, 5), 3)});
+    assert_gradcheck(
+        call_tri, c, 1,
+        (tg_tensor *const[]){input(TRANSPOSED, TG_SHAPE(2, 4, 5), 4)});
     assert_gradcheck(call_tri, c, 1,
-                     (tg_tensor *const[]){input(TRANSPOSED, TG_SHAPE(2, 4, 5), 4)});
-    assert_gradcheck(call_tri, c, 1, (tg_tensor *const[]){input(SLICED, TG_SHAPE(4, 5), 5)});
-    assert_gradcheck(call_tri, c, 1, (tg_tensor *const[]){input(MASKED, TG_SHAPE(4, 5), 6)});
+                     (tg_tensor *const[]){input(SLICED, TG_SHAPE(4, 5), 5)});
+    assert_gradcheck(call_tri, c, 1,
+                     (tg_tensor *const[]){input(MASKED, TG_SHAPE(4, 5), 6)});
     tg_scope_end();
 }
 END_TEST
@@ -436,9 +457,11 @@ START_TEST(where_errors)
     tg_tensor *f64 = tg_ones(TG_FLOAT64, TG_SHAPE(3, 4));
     ASSERT_FAILS_WITH(tg_where(cond, f32, f64), "where: dtypes differ");
     ASSERT_FAILS_WITH(tg_where(cond, f64, f32), "where: dtypes differ");
-    ASSERT_FAILS_WITH(tg_where(cond, cond, cond), "where: expected a float32 or float64");
-    ASSERT_FAILS_WITH(tg_where(tg_ones(TG_BOOL, TG_SHAPE(2, 4)), f64, f64),
-                      "where: shapes (2,4), (3,4) and (3,4) cannot be broadcast");
+    ASSERT_FAILS_WITH(tg_where(cond, cond, cond),
+                      "where: expected a float32 or float64");
+    ASSERT_FAILS_WITH(
+        tg_where(tg_ones(TG_BOOL, TG_SHAPE(2, 4)), f64, f64),
+        "where: shapes (2,4), (3,4) and (3,4) cannot be broadcast");
     ASSERT_FAILS_WITH(tg_where(cond, f64, tg_ones(TG_FLOAT64, TG_SHAPE(3))),
                       "cannot be broadcast");
     tg_scope_end();
@@ -469,7 +492,8 @@ START_TEST(tri_errors)
     tg_tensor *v = tg_ones(TG_FLOAT64, TG_SHAPE(4));
     ASSERT_FAILS_WITH(tg_tril(v, 0), "tril: needs at least 2 dims, got (4,)");
     ASSERT_FAILS_WITH(tg_triu(v, 0), "triu: needs at least 2 dims");
-    ASSERT_FAILS_WITH(tg_tril(tg_scalar(TG_FLOAT64, 1), 0), "tril: needs at least 2 dims");
+    ASSERT_FAILS_WITH(tg_tril(tg_scalar(TG_FLOAT64, 1), 0),
+                      "tril: needs at least 2 dims");
     tg_scope_end();
 }
 END_TEST
