@@ -20,7 +20,8 @@
 /* Internal invariants: a broken one is our bug, never the caller's.  */
 /* ------------------------------------------------------------------ */
 
-TG_HIDDEN _Noreturn void tg__panic(const char *file, int line, const char *msg);
+TG_HIDDEN _Noreturn void tg__panic(const char *file, int line, const char *msg)
+    __attribute__((noreturn)); /* spelled twice: some checkers read only one */
 #define TG_ASSERT(cond)                                                        \
     do {                                                                       \
         if (!(cond))                                                           \

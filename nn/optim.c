@@ -268,6 +268,10 @@ static void roots_double(double *root, const double *v, int64_t n)
         root[i] = sqrt(v[i]);
 }
 
+/* root = sqrt(v) elementwise, for either float type (no casts). */
+#define roots(root, v, n)                                                      \
+    _Generic((root), float * : roots_float, double * : roots_double)(root, v, n)
+
 static void adam_run(void *job, int64_t start, const int64_t *off,
                      const int64_t *step, int64_t len)
 {
@@ -278,6 +282,8 @@ static void adam_run(void *job, int64_t start, const int64_t *off,
     const double bias_correction1 = 1 - pow(c->beta1, (double)j->t);
     const double bias_correction2 = 1 - pow(c->beta2, (double)j->t);
     (void)start;
+    /* root is filled by roots() before it is read; cppcheck cannot see it */
+    // cppcheck-suppress legacyUninitvar
     TG_DISPATCH_FLOAT(j->p->dtype, T, {
         /* p * 1 is p: the decay of Adam (not AdamW) */
         const T decay = decoupled ? (T)(1 - c->lr * c->weight_decay) : (T)1;
@@ -309,10 +315,7 @@ static void adam_run(void *job, int64_t start, const int64_t *off,
                         v[i] = v[i] * b2 + one_minus_b2 * g[i] * g[i];
                     }
                 }
-                if (sizeof(T) == sizeof(float))
-                    roots_float((float *)root, (const float *)v, n);
-                else
-                    roots_double((double *)root, (const double *)v, n);
+                roots(root, v, n);
                 TG_SIMD for (int64_t i = 0; i < n; i++) p[i] =
                     p[i] + neg_step_size * m[i] / (root[i] / bc2_sqrt + eps);
             }

@@ -196,6 +196,9 @@ static void scores_tile(const problem *pr, int64_t b, int i0, int j0, int bq,
 static void online_softmax_tile(const problem *pr, scratch *w, int bq, int bk,
                                 void *O)
 {
+    /* The scratch tiles are double arrays used as raw room for either
+     * type: with T float they hold floats (never read as doubles). */
+    // cppcheck-suppress invalidPointerCast
     TG_DISPATCH_FLOAT(pr->dt, T, {
         for (int r = 0; r < bq; r++) {
             T *row = (T *)w->scores + r * TILE, *orow = (T *)O + r * pr->dv;

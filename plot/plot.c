@@ -169,7 +169,7 @@ static const gnuplot_found *gnuplot(gnuplot_found *own)
 
 bool tg_plot_available(void)
 {
-    gnuplot_found own;
+    gnuplot_found own = {0};
     return !disabled_by_env() && gnuplot(&own)->usable;
 }
 
@@ -679,6 +679,8 @@ static int write_lines_script(const char *op, const plot_files *p,
         return -1;
     script_begin(f, p, "line chart", 800, 600, title, xlabel, ylabel);
     fputs("\nset grid\nset key top right\n", f);
+    /* x spans the data exactly (a log axis would round out to 10^k) */
+    fputs("set autoscale xfix\n", f);
     if (logx)
         fputs("set logscale x  # values <= 0 are left out\n", f);
     if (logy)
