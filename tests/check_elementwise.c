@@ -14,24 +14,6 @@ static const tg_dtype float_dtypes[] = {TG_FLOAT32, TG_FLOAT64};
 /* Absolute tolerance against numpy for values of size ~1-10. */
 static double tol_for(tg_dtype dt) { return dt == TG_FLOAT32 ? 1e-5 : 1e-12; }
 
-/* A float64 fixture converted to dt (a new reference). */
-static tg_tensor *fixture_as(const char *name, tg_dtype dt)
-{
-    tg_tensor *raw = load_fixture(name);
-    tg_tensor *t = tg_to(raw, dt);
-    tg_release(raw);
-    return t;
-}
-
-/* The expected output <stem>_f4.npy or <stem>_f8.npy for dt. */
-static tg_tensor *expected(const char *stem, tg_dtype dt)
-{
-    char name[128];
-    snprintf(name, sizeof name, "%s_%s.npy", stem,
-             dt == TG_FLOAT32 ? "f4" : "f8");
-    return load_fixture(name);
-}
-
 static void assert_error_names(const char *op)
 {
     char prefix[64];
@@ -154,7 +136,7 @@ START_TEST(binary_forward)
                 c->f(fixture_as(pairs[p].x, dt), fixture_as(pairs[p].y, dt));
             ck_assert_msg(got != NULL, "%s: %s", stem, tg_last_error());
             ck_assert_int_eq(tg_dtype_of(got), dt);
-            assert_close(got, expected(stem, dt), tol_for(dt));
+            assert_close(got, fixture_for(stem, dt), tol_for(dt));
         }
     tg_scope_end();
 }
@@ -312,7 +294,7 @@ START_TEST(unary_forward)
         tg_tensor *got = apply_unary(c, x);
         ck_assert_msg(got != NULL, "%s: %s", stem, tg_last_error());
         ck_assert_int_eq(tg_dtype_of(got), dt);
-        assert_close(got, expected(stem, dt), tol_for(dt));
+        assert_close(got, fixture_for(stem, dt), tol_for(dt));
     }
     tg_scope_end();
 }

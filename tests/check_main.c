@@ -21,6 +21,22 @@ tg_tensor *load_fixture(const char *name)
     return t;
 }
 
+tg_tensor *fixture_as(const char *name, tg_dtype dt)
+{
+    tg_tensor *raw = load_fixture(name);
+    tg_tensor *t = tg_to(raw, dt);
+    tg_release(raw);
+    return t;
+}
+
+tg_tensor *fixture_for(const char *stem, tg_dtype dt)
+{
+    char name[128];
+    snprintf(name, sizeof name, "%s_%s.npy", stem,
+             dt == TG_FLOAT32 ? "f4" : "f8");
+    return load_fixture(name);
+}
+
 void assert_gradcheck(tg_fn f, void *ctx, int n, tg_tensor *const *inputs)
 {
     tg_gradcheck_report r;

@@ -12,23 +12,6 @@ static const tg_dtype float_dtypes[] = {TG_FLOAT32, TG_FLOAT64};
 
 static double tol_for(tg_dtype dt) { return dt == TG_FLOAT32 ? 1e-6 : 0; }
 
-/* A fixture converted to dt (a new reference). */
-static tg_tensor *fixture_as(const char *name, tg_dtype dt)
-{
-    tg_tensor *raw = load_fixture(name);
-    tg_tensor *t = tg_to(raw, dt);
-    tg_release(raw);
-    return t;
-}
-
-static tg_tensor *expected(const char *stem, tg_dtype dt)
-{
-    char name[128];
-    snprintf(name, sizeof name, "%s_%s.npy", stem,
-             dt == TG_FLOAT32 ? "f4" : "f8");
-    return load_fixture(name);
-}
-
 /* A fixture as a float64 leaf that requires grad. */
 static tg_tensor *fixture_leaf(const char *name)
 {
@@ -103,7 +86,7 @@ START_TEST(where_bool_cond)
                                   fixture_as("where_b4.npy", dt));
         ck_assert_msg(got != NULL, "%s", tg_last_error());
         ck_assert_int_eq(tg_dtype_of(got), dt);
-        assert_close(got, expected("where_bool", dt), tol_for(dt));
+        assert_close(got, fixture_for("where_bool", dt), tol_for(dt));
     }
     tg_scope_end();
 }
@@ -119,11 +102,11 @@ START_TEST(where_float_cond)
                   *b = fixture_as("where_b4.npy", dt);
         tg_tensor *got = tg_where(fixture_as("where_fcond.npy", dt), a, b);
         ck_assert_msg(got != NULL, "%s", tg_last_error());
-        assert_close(got, expected("where_float", dt), tol_for(dt));
+        assert_close(got, fixture_for("where_float", dt), tol_for(dt));
         /* the condition's dtype need not be the operands' */
         tg_dtype other = dt == TG_FLOAT32 ? TG_FLOAT64 : TG_FLOAT32;
         assert_close(tg_where(fixture_as("where_fcond.npy", other), a, b),
-                     expected("where_float", dt), tol_for(dt));
+                     fixture_for("where_float", dt), tol_for(dt));
     }
     tg_scope_end();
 }
@@ -140,7 +123,7 @@ START_TEST(where_broadcast)
                                   fixture_as("where_s.npy", dt));
         ck_assert_msg(got != NULL, "%s", tg_last_error());
         assert_shape(got, TG_SHAPE(3, 4));
-        assert_close(got, expected("where_bcast", dt), tol_for(dt));
+        assert_close(got, fixture_for("where_bcast", dt), tol_for(dt));
     }
     tg_scope_end();
 }

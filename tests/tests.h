@@ -31,6 +31,10 @@ Suite *fuzz_regress_suite(void);
 const char *fixture_path(const char *name);
 /* Loads a committed fixture .npy (fails the test if it cannot). */
 tg_tensor *load_fixture(const char *name);
+/* A fixture converted to dt (a new reference). */
+tg_tensor *fixture_as(const char *name, tg_dtype dt);
+/* The fixture <stem>_f4.npy or <stem>_f8.npy, for dt. */
+tg_tensor *fixture_for(const char *stem, tg_dtype dt);
 
 /* Asserts that tg_gradcheck(f, ctx, inputs) passes with default tolerances,
  * printing the report on failure. */
