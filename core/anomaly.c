@@ -9,7 +9,8 @@
  * checks every gradient an op's backward produces. An op is the offender
  * when it makes a non-finite value none of its inputs had: a NaN or +inf
  * from finite inputs, or a -inf that is not a mask (-inf may come from
- * masked_fill, where and log_softmax, or pass through from an input). The
+ * an op whose descriptor says so (masked_fill, where, log_softmax), or
+ * pass through from an input). The
  * first offender's message is kept and the call turns into an error at the
  * API boundary (tg_check_result), so everything computed after it is
  * dropped, as torch.autograd.detect_anomaly raises. */
@@ -17,7 +18,6 @@
 
 #include <math.h>
 #include <stdio.h>
-#include <string.h>
 
 static TG_THREAD_LOCAL const char *site_file;
 static TG_THREAD_LOCAL int site_line;
@@ -113,10 +113,7 @@ void tg__anomaly_forward(const tg_op *op, const tg_tensor *out, int n_in,
         if (in[i])
             had |= nonfinite(in[i], &unused);
     }
-    bool mask_op = !strcmp(op->name, "masked_fill") ||
-                   !strcmp(op->name, "where") ||
-                   !strcmp(op->name, "log_softmax");
-    if (mask_op)
+    if (op->makes_neg_inf)
         had |= HAS_NEG_INF;
     int fresh = made & ~had;
     if (fresh) {

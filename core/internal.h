@@ -302,6 +302,7 @@ TG_HIDDEN tg_tensor *tg__copy(const char *op, const tg_tensor *t);
 typedef struct tg_op {
     const char *name;
     void (*backward)(tg_node *n, tg_tensor *dy);
+    bool makes_neg_inf; /* -inf in its output is a mask, not an anomaly */
 } tg_op;
 
 struct tg_node {

@@ -26,7 +26,7 @@ static void cat_backward(tg_node *n, tg_tensor *dy)
         off += len;
     }
 }
-static const tg_op cat_op = {"cat", cat_backward};
+static const tg_op cat_op = {.name = "cat", .backward = cat_backward};
 
 /* Errors unless every ts[i] has ts[0]'s dtype and shape but along dim d. */
 static bool cat_check(tg_tensor *const *ts, int n, int d)

@@ -121,10 +121,10 @@ static void div_backward(tg_node *n, tg_tensor *dy)
 }
 
 static const tg_op binary_ops[] = {
-    [ADD] = {"add", add_backward},
-    [SUB] = {"sub", sub_backward},
-    [MUL] = {"mul", mul_backward},
-    [DIV] = {"div", div_backward},
+    [ADD] = {.name = "add", .backward = add_backward},
+    [SUB] = {.name = "sub", .backward = sub_backward},
+    [MUL] = {.name = "mul", .backward = mul_backward},
+    [DIV] = {.name = "div", .backward = div_backward},
 };
 
 static tg_tensor *binary(binary_kind kind, tg_tensor *a, tg_tensor *b)
@@ -337,15 +337,15 @@ static void unary_backward(tg_node *n, tg_tensor *dy)
 }
 
 static const tg_op unary_ops[] = {
-    [NEG] = {"neg", unary_backward},
-    [SCALE] = {"scale", unary_backward},
-    [ADD_SCALAR] = {"add_scalar", unary_backward},
-    [EXP] = {"exp", unary_backward},
-    [LOG] = {"log", unary_backward},
-    [SQRT] = {"sqrt", unary_backward},
-    [POW] = {"pow", unary_backward},
-    [RELU] = {"relu", unary_backward},
-    [GELU] = {"gelu", unary_backward},
+    [NEG] = {.name = "neg", .backward = unary_backward},
+    [SCALE] = {.name = "scale", .backward = unary_backward},
+    [ADD_SCALAR] = {.name = "add_scalar", .backward = unary_backward},
+    [EXP] = {.name = "exp", .backward = unary_backward},
+    [LOG] = {.name = "log", .backward = unary_backward},
+    [SQRT] = {.name = "sqrt", .backward = unary_backward},
+    [POW] = {.name = "pow", .backward = unary_backward},
+    [RELU] = {.name = "relu", .backward = unary_backward},
+    [GELU] = {.name = "gelu", .backward = unary_backward},
 };
 
 static tg_tensor *unary(unary_kind kind, double p, tg_tensor *x)

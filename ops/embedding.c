@@ -86,7 +86,8 @@ static void embedding_backward(tg_node *n, tg_tensor *dy)
     tg__accumulate(n, 0, dw);
     tg_release(dw);
 }
-static const tg_op embedding_op = {"embedding", embedding_backward};
+static const tg_op embedding_op = {.name = "embedding",
+                                   .backward = embedding_backward};
 
 tg_tensor *tg_embedding(tg_tensor *weight, tg_tensor *ids)
 {
@@ -182,7 +183,7 @@ static void gather_backward(tg_node *n, tg_tensor *dy)
     tg__accumulate(n, 0, dt);
     tg_release(dt);
 }
-static const tg_op gather_op = {"gather", gather_backward};
+static const tg_op gather_op = {.name = "gather", .backward = gather_backward};
 
 /* Errors unless index has t's ndim and is no larger than t but along d. */
 static bool gather_check_shape(const tg_tensor *t, int d,

@@ -134,7 +134,8 @@ static void layer_norm_backward(tg_node *n, tg_tensor *dy)
     tg_release(sums);
     tg_release(dx);
 }
-static const tg_op layer_norm_op = {"layer_norm", layer_norm_backward};
+static const tg_op layer_norm_op = {.name = "layer_norm",
+                                    .backward = layer_norm_backward};
 
 /* Errors unless p (gamma or beta) is NULL or a (C,) tensor of x's dtype. */
 static bool check_param(const char *name, const tg_tensor *p,

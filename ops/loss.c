@@ -89,7 +89,8 @@ static void cross_entropy_backward(tg_node *n, tg_tensor *dy)
     tg__accumulate(n, 0, dx);
     tg_release(dx);
 }
-static const tg_op cross_entropy_op = {"cross_entropy", cross_entropy_backward};
+static const tg_op cross_entropy_op = {.name = "cross_entropy",
+                                       .backward = cross_entropy_backward};
 
 /* Errors unless targets is int64 shaped like logits without its last dim. */
 static bool check_targets(const tg_tensor *logits, const tg_tensor *targets)
@@ -191,7 +192,8 @@ static void mse_loss_backward(tg_node *n, tg_tensor *dy)
     tg_release(da);
     tg_release(diff);
 }
-static const tg_op mse_loss_op = {"mse_loss", mse_loss_backward};
+static const tg_op mse_loss_op = {.name = "mse_loss",
+                                  .backward = mse_loss_backward};
 
 tg_tensor *tg_mse_loss(tg_tensor *a, tg_tensor *b)
 {

@@ -352,7 +352,7 @@ static void matmul_backward(tg_node *n, tg_tensor *dy)
     tg_release(a);
     tg_release(b);
 }
-static const tg_op matmul_op = {"matmul", matmul_backward};
+static const tg_op matmul_op = {.name = "matmul", .backward = matmul_backward};
 
 tg_tensor *tg_matmul(tg_tensor *a, tg_tensor *b)
 {

@@ -27,9 +27,9 @@ static void max_backward(tg_node *n, tg_tensor *dy);
 /* Parameters, on both "sum" and "mean": ip[0] the reduced dim, or -1 for
  * every element; p[0] the divisor (1 for sum, n for mean). "max": ip[0] the
  * dim; saved[0] the argmax (float64, keepdim shape). */
-static const tg_op sum_op = {"sum", sum_backward};
-static const tg_op mean_op = {"mean", sum_backward};
-static const tg_op max_op = {"max", max_backward};
+static const tg_op sum_op = {.name = "sum", .backward = sum_backward};
+static const tg_op mean_op = {.name = "mean", .backward = sum_backward};
+static const tg_op max_op = {.name = "max", .backward = max_backward};
 
 /* ---- helpers ------------------------------------------------------------ */
 

@@ -29,10 +29,15 @@ static void log_softmax_backward(tg_node *n, tg_tensor *dy);
 /* Parameters: ip[0] the dim; causal_softmax and scaled_softmax (the
  * attention's, along the last dim) also p[0] the scale and ip[1] causal.
  * Backward reads the output y as n->out. */
-static const tg_op softmax_op = {"softmax", softmax_backward};
-static const tg_op log_softmax_op = {"log_softmax", log_softmax_backward};
-static const tg_op causal_softmax_op = {"causal_softmax", softmax_backward};
-static const tg_op scaled_softmax_op = {"scaled_softmax", softmax_backward};
+static const tg_op softmax_op = {.name = "softmax",
+                                 .backward = softmax_backward};
+static const tg_op log_softmax_op = {.name = "log_softmax",
+                                     .backward = log_softmax_backward,
+                                     .makes_neg_inf = true};
+static const tg_op causal_softmax_op = {.name = "causal_softmax",
+                                        .backward = softmax_backward};
+static const tg_op scaled_softmax_op = {.name = "scaled_softmax",
+                                        .backward = softmax_backward};
 
 /* Rows up to this long keep their exp() terms for the second pass, in a
  * stack buffer; longer ones compute them twice. */

@@ -23,7 +23,8 @@ static void transpose_backward(tg_node *n, tg_tensor *dy)
     tg__accumulate(n, 0, dx);
     tg_release(dx);
 }
-static const tg_op transpose_op = {"transpose", transpose_backward};
+static const tg_op transpose_op = {.name = "transpose",
+                                   .backward = transpose_backward};
 
 tg_tensor *tg_transpose(tg_tensor *t, int dim0, int dim1)
 {
@@ -72,8 +73,8 @@ static void slice_backward(tg_node *n, tg_tensor *dy)
     tg__accumulate(n, 0, dx);
     tg_release(dx);
 }
-static const tg_op slice_op = {"slice", slice_backward};
-static const tg_op select_op = {"select", slice_backward};
+static const tg_op slice_op = {.name = "slice", .backward = slice_backward};
+static const tg_op select_op = {.name = "select", .backward = slice_backward};
 
 /* A view of length elements from start along dim (already validated);
  * drop removes the dim (select). */
@@ -161,7 +162,7 @@ static void expand_backward(tg_node *n, tg_tensor *dy)
 {
     tg__accumulate(n, 0, dy);
 }
-static const tg_op expand_op = {"expand", expand_backward};
+static const tg_op expand_op = {.name = "expand", .backward = expand_backward};
 
 tg_tensor *tg_expand(tg_tensor *t, int ndim, const int64_t *shape)
 {
@@ -204,9 +205,12 @@ static void reshape_backward(tg_node *n, tg_tensor *dy)
     tg__accumulate(n, 0, dx);
     tg_release(dx);
 }
-static const tg_op reshape_op = {"reshape", reshape_backward};
-static const tg_op unsqueeze_op = {"unsqueeze", reshape_backward};
-static const tg_op squeeze_op = {"squeeze", reshape_backward};
+static const tg_op reshape_op = {.name = "reshape",
+                                 .backward = reshape_backward};
+static const tg_op unsqueeze_op = {.name = "unsqueeze",
+                                   .backward = reshape_backward};
+static const tg_op squeeze_op = {.name = "squeeze",
+                                 .backward = reshape_backward};
 
 /* A view of contiguous t with a new shape (numel already checked), or of a
  * contiguous copy when t is not; the entry is recorded against t. */
@@ -328,8 +332,9 @@ static void identity_backward(tg_node *n, tg_tensor *dy)
 {
     tg__accumulate(n, 0, dy);
 }
-static const tg_op contiguous_op = {"contiguous", identity_backward};
-static const tg_op alias_op = {"alias", identity_backward};
+static const tg_op contiguous_op = {.name = "contiguous",
+                                    .backward = identity_backward};
+static const tg_op alias_op = {.name = "alias", .backward = identity_backward};
 
 /* A new header over t's elements, recorded as an identity: what contiguous
  * and to return when t already is what was asked for. (Not t itself with
@@ -362,7 +367,7 @@ static void to_backward(tg_node *n, tg_tensor *dy)
     tg__accumulate(n, 0, dx);
     tg_release(dx);
 }
-static const tg_op to_op = {"to", to_backward};
+static const tg_op to_op = {.name = "to", .backward = to_backward};
 
 tg_tensor *tg_to(tg_tensor *t, tg_dtype dt)
 {

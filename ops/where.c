@@ -89,7 +89,8 @@ static void where_backward(tg_node *n, tg_tensor *dy)
     }
     tg_release(zero);
 }
-static const tg_op where_op = {"where", where_backward};
+static const tg_op where_op = {
+    .name = "where", .backward = where_backward, .makes_neg_inf = true};
 
 tg_tensor *tg_where(tg_tensor *cond, tg_tensor *a, tg_tensor *b)
 {
@@ -115,7 +116,9 @@ static void masked_fill_backward(tg_node *n, tg_tensor *dy)
     tg_release(dt);
     tg_release(zero);
 }
-static const tg_op masked_fill_op = {"masked_fill", masked_fill_backward};
+static const tg_op masked_fill_op = {.name = "masked_fill",
+                                     .backward = masked_fill_backward,
+                                     .makes_neg_inf = true};
 
 tg_tensor *tg_masked_fill(tg_tensor *t, tg_tensor *mask, double value)
 {
@@ -172,8 +175,8 @@ static void tri_backward(tg_node *n, tg_tensor *dy)
     tg__accumulate(n, 0, dx);
     tg_release(dx);
 }
-static const tg_op tril_op = {"tril", tri_backward};
-static const tg_op triu_op = {"triu", tri_backward};
+static const tg_op tril_op = {.name = "tril", .backward = tri_backward};
+static const tg_op triu_op = {.name = "triu", .backward = tri_backward};
 
 static tg_tensor *triangle(tg_tensor *t, int k, bool lower)
 {
