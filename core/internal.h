@@ -373,6 +373,10 @@ TG_HIDDEN const char *tg__param_prefix(const char *op, char *buf,
                                        const char *prefix, const char *name,
                                        int index);
 
+/* sum of g's squared elements, in double (core/tape.c): in fixed blocks
+ * shared among the threads, so the same bits with any thread count. */
+TG_HIDDEN double tg__sum_squares(const tg_tensor *g);
+
 /* Sums g over the dims along which a tensor of (ndim, shape) was broadcast
  * to g's shape, giving a new tensor of exactly (ndim, shape). */
 TG_HIDDEN tg_tensor *tg__sum_to_shape(tg_tensor *g, int ndim,

@@ -325,7 +325,7 @@ static void norm_blocks(void *job, int64_t lo, int64_t hi)
 }
 #undef SQ
 
-static double l2_norm(const tg_tensor *g)
+double tg__sum_squares(const tg_tensor *g)
 {
     double s = 0;
     if (tg_is_contiguous(g)) {
@@ -338,7 +338,7 @@ static double l2_norm(const tg_tensor *g)
                          &(norm_job){g, n, block, part});
         for (int64_t b = 0; b < blocks; b++)
             s += part[b];
-        return sqrt(s);
+        return s;
     }
     tg_loop L;
     tg__loop_init(&L, g->ndim, g->shape, 1, (const tg_tensor *const[]){g});
@@ -349,7 +349,7 @@ static double l2_norm(const tg_tensor *g)
                 s += (double)p[i * L.step[0]] * (double)p[i * L.step[0]];
         } while (tg__loop_next(&L));
     });
-    return sqrt(s);
+    return s;
 }
 
 int tg_backward_with(tg_tensor *out, tg_tensor *dout)
@@ -392,7 +392,7 @@ int tg_backward_with(tg_tensor *out, tg_tensor *dout)
         tg_node *n = order[i];
         tg_tensor *y = n->out;
         if (y->grad && !tg__anomaly_pending()) {
-            n->grad_norm = l2_norm(y->grad);
+            n->grad_norm = sqrt(tg__sum_squares(y->grad));
             n->op->backward(n, y->grad);
             if (!y->retain_grad) {
                 tg_release(y->grad);

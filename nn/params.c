@@ -96,22 +96,6 @@ void tg_params_zero_grad(const tg_params *ps)
         tg_zero_grad(ps->items[i].t);
 }
 
-/* sum_i g_i^2 over one gradient, accumulated in double. */
-static double sum_squares(const tg_tensor *g)
-{
-    double ss = 0;
-    tg_loop L;
-    tg__loop_init(&L, g->ndim, g->shape, 1, (const tg_tensor *const[]){g});
-    TG_DISPATCH_FLOAT(g->dtype, T, {
-        do {
-            const T *x = TG_DATA(T, g) + L.off[0];
-            for (int64_t i = 0; i < L.inner; i++)
-                ss += (double)x[i * L.step[0]] * (double)x[i * L.step[0]];
-        } while (tg__loop_next(&L));
-    });
-    return ss;
-}
-
 /* g *= coef, in place, in g's dtype (as torch's grad.mul_(clip_coef)). */
 static void scale_in_place(tg_tensor *g, double coef)
 {
@@ -141,7 +125,7 @@ double tg_clip_grad_norm(const tg_params *ps, double max_norm)
     for (int i = 0; i < ps->n; i++) {
         tg_tensor *g = tg_grad(ps->items[i].t);
         if (g)
-            ss += sum_squares(g);
+            ss += tg__sum_squares(g);
     }
     double norm = sqrt(ss);
     double coef = max_norm / (norm + 1e-6);
