@@ -1,4 +1,5 @@
-/* recall_task.h: the toy task that train_head and unscaled train on.
+/* recall_task.h: the toy task that train_head and unscaled train on, and
+ * the command-line number parsing both use.
  *
  * "A pronoun finds its noun", reduced to associative recall. Every sequence
  * holds T tokens of C = K + D + 1 features:
@@ -38,6 +39,7 @@
 #include <tapegrad.h>
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -189,6 +191,20 @@ static inline int recall_make_dir(const char *dir)
     if (errno == EEXIST && stat(dir, &st) == 0)
         return S_ISDIR(st.st_mode) ? 0 : (errno = ENOTDIR, -1);
     return -1;
+}
+
+/* *v = s as a number, if s is one and lies in [lo, hi] (and has no
+ * fraction, if integer); otherwise false and *v = 0. */
+static inline bool parse_num(const char *s, double lo, double hi, bool integer,
+                             double *v)
+{
+    char *end;
+    double x = s && *s ? strtod(s, &end) : NAN;
+    *v = 0;
+    if (isnan(x) || *end || x < lo || x > hi || (integer && x != floor(x)))
+        return false;
+    *v = x;
+    return true;
 }
 
 #endif /* RECALL_TASK_H */

@@ -376,20 +376,6 @@ static void usage(FILE *f)
         f);
 }
 
-/* *v = s as a number, if s is one and lies in [lo, hi] (and has no
- * fraction, if integer); otherwise false and *v = 0. */
-static bool parse_num(const char *s, double lo, double hi, bool integer,
-                      double *v)
-{
-    char *end;
-    double x = s && *s ? strtod(s, &end) : NAN;
-    *v = 0;
-    if (isnan(x) || *end || x < lo || x > hi || (integer && x != floor(x)))
-        return false;
-    *v = x;
-    return true;
-}
-
 /* Returns 0 on success, -1 for --help, 2 after saying what is wrong. */
 static int parse_options(int argc, char **argv, options *o)
 {
