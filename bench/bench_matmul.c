@@ -38,18 +38,7 @@
 #include <string.h>
 #include <time.h>
 
-typedef struct size_config {
-    const char *name;
-    int B, T, C, hs;
-} size_config;
-
-/* bench_head's sizes (B,T,C,head_size). */
-static const size_config sizes[] = {
-    {"tiny", 4, 8, 32, 16},       {"small", 16, 64, 64, 16},
-    {"medium", 32, 128, 128, 32}, {"large", 32, 256, 384, 64},
-    {"xl", 16, 1024, 512, 64},
-};
-enum { N_SIZES = sizeof sizes / sizeof sizes[0] };
+#include "sizes.h"
 
 /* One operand: the shape of its contiguous storage, and whether tg_matmul
  * gets the transpose of its last two dims (a view) instead. */
