@@ -1,9 +1,4 @@
-/* Anomaly mode and call sites.
- *
- * The call-site macros (tapegrad_callsite.h) store the caller's file:line
- * here before each public call; tape entries and new tensors copy it, so
- * messages can point at the user's line. The library is built without the
- * macros, so calls it makes internally keep the user's line.
+/* Anomaly mode.
  *
  * With anomaly mode on, tg__record checks every op's output and the engine
  * checks every gradient an op's backward produces. An op is the offender
@@ -14,27 +9,13 @@
  * first offender's message is kept and the call turns into an error at the
  * API boundary (tg_check_result), so everything computed after it is
  * dropped, as torch.autograd.detect_anomaly raises. */
-#include "internal.h"
+#include "core/internal.h"
 
 #include <math.h>
 #include <stdio.h>
 
-static TG_THREAD_LOCAL const char *site_file;
-static TG_THREAD_LOCAL int site_line;
 static TG_THREAD_LOCAL bool anomaly_on;
 static TG_THREAD_LOCAL bool pending; /* an anomaly was found in this call */
-
-void tg_set_callsite(const char *file, int line)
-{
-    site_file = file;
-    site_line = line;
-}
-
-void tg__callsite(const char **file, int *line)
-{
-    *file = site_file;
-    *line = site_line;
-}
 
 bool tg_set_anomaly_mode(bool on)
 {

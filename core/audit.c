@@ -2,7 +2,7 @@
  * alive sits on one list with the op and the user's call site that made
  * it, so a program (or a test suite) can ask what is still alive, and the
  * rest is printed at exit. Off, it costs one branch per tensor. */
-#include "internal.h"
+#include "core/internal.h"
 
 #include <pthread.h>
 #include <stdlib.h>

@@ -3,7 +3,7 @@
  * float32 or float64 (Steele & White / Burger & Dybvig free-format digits,
  * the Dragon4 variant numpy uses, with round-half-even margins), optionally
  * cut at a number of digits and then rounded exactly. */
-#include "dtoa.h"
+#include "core/dtoa.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -5,7 +5,7 @@
 #ifndef TAPEGRAD_DTOA_H
 #define TAPEGRAD_DTOA_H
 
-#include "internal.h"
+#include "core/internal.h"
 
 /* A growable string; oom is set (and text dropped) when memory runs out. */
 typedef struct sbuf {

@@ -1,6 +1,11 @@
 /* Errors as values: a thread-local one-line message, and the shared checks
- * that produce the usual messages (bad dim, wrong dtype). */
-#include "internal.h"
+ * that produce the usual messages (bad dim, wrong dtype). And call sites:
+ * the call-site macros (tapegrad_callsite.h) store the caller's file:line
+ * here before each public call; tape entries, new tensors and anomaly
+ * messages read it, so messages can point at the user's line. The library
+ * is built without the macros, so calls it makes internally keep the
+ * user's line. The ground floor: it calls nothing else of the library. */
+#include "core/internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +39,21 @@ int tg__error_wrap(const char *outer)
     snprintf(last_error, sizeof last_error, "%s: %.*s", outer,
              room > 0 ? room : 0, inner);
     return -1;
+}
+
+static TG_THREAD_LOCAL const char *site_file;
+static TG_THREAD_LOCAL int site_line;
+
+void tg_set_callsite(const char *file, int line)
+{
+    site_file = file;
+    site_line = line;
+}
+
+void tg__callsite(const char **file, int *line)
+{
+    *file = site_file;
+    *line = site_line;
 }
 
 void tg__panic(const char *file, int line, const char *msg)

@@ -8,7 +8,7 @@
  * Masked outputs (-inf) get u = 0, so they never turn L into NaN; infinite
  * inputs are not perturbed (inf +- eps is inf), and their autograd gradient
  * must be exactly 0. */
-#include "internal.h"
+#include "core/internal.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -112,14 +112,13 @@ static tg_tensor *analytic_pass(tg_fn f, void *ctx, tg_tensor *const *inputs,
         u[i] = isfinite(yv[i]) ? w : 0;
     }
     free(yv);
-    tg_tensor *du = tg__new("gradcheck", TG_FLOAT64, y->ndim, y->shape, false);
-    if (du)
+    /* dout = u in y's dtype (rounded once, as a conversion would) */
+    tg_tensor *dout = tg__new("gradcheck", y->dtype, y->ndim, y->shape, false);
+    if (dout)
         for (int64_t i = 0; i < m; i++)
-            ((double *)du->storage->data)[i] = u[i];
-    tg_tensor *dout = tg_to(du, y->dtype);
+            tg__store(y->dtype, dout->storage->data, i, u[i]);
     int rc = dout ? tg_backward_with(y, dout) : -1;
     tg_release(dout);
-    tg_release(du);
     if (rc < 0) {
         free(u);
         goto fail;

@@ -1,7 +1,26 @@
-/* Private to libtapegrad: the tensor's layout, the tape entry, and the helpers
- * that core/ and ops/ share. Not installed. Names here are tg__ (two
- * underscores): shared between files, never exported (the link exports ^tg_
- * names only, and these are hidden). */
+/* Private to libtapegrad's two lower floors, core/ and ops/: the tensor's
+ * layout, the tape entry, the loops, and the helpers they share. Not
+ * installed, and not for nn/ or plot/, which see tensors only through the
+ * public API plus core/error.h and core/shared.h (tests/layers.test checks
+ * it). Names here are tg__ (two underscores): shared between files, never
+ * exported (the link exports ^tg_ names only, and these are hidden).
+ *
+ * core/ is built in floors, each file calling only those below it:
+ *
+ *   error.c            errors, shape strings, call sites
+ *   parallel.c         the worker threads (tg__parallel_for)
+ *   iter.c             broadcasting, strided loops, load/store, copy/add
+ *   storage.c          refcounted buffers and their pool
+ *   audit.c, scope.c   the leak audit; the scope stack
+ *   tensor.c <-> tape.c
+ *   anomaly.c          (tape.c calls it; it calls tensor.c)
+ *   print.c, dtoa.c, npy.c, rng.c, pcg64.c
+ *   gradcheck.c
+ *
+ * The one circle is tensor <-> tape, and it is the model itself: a tensor
+ * owns the tape entry that made it (so freeing the tensor frees the entry,
+ * tg__node_free), and the entry holds its inputs (so the tape calls the
+ * tensor's lifetime functions). Everything else points down. */
 #ifndef TAPEGRAD_INTERNAL_H
 #define TAPEGRAD_INTERNAL_H
 
@@ -9,24 +28,17 @@
 
 #include <stdarg.h>
 
-#define TG_HIDDEN __attribute__((visibility("hidden")))
+/* The layout-reading form of core/error.h's shape string (see there). */
+#define TG_SHP(t) tg__shape_str((t)->ndim, (t)->shape, (char[TG_SHAPE_STR]){0})
+
+#include "core/error.h"
+#include "core/shared.h"
+
 /* A small, hot thread-local variable of the per-op path: initial-exec TLS,
  * one instruction per access, where a shared library's default model calls
  * __tls_get_addr on each. (Such variables take static TLS, which glibc
  * keeps a little room for, should the library be dlopen'ed.) */
 #define TG_THREAD_LOCAL _Thread_local __attribute__((tls_model("initial-exec")))
-
-/* ------------------------------------------------------------------ */
-/* Internal invariants: a broken one is our bug, never the caller's.  */
-/* ------------------------------------------------------------------ */
-
-TG_HIDDEN _Noreturn void tg__panic(const char *file, int line, const char *msg)
-    __attribute__((noreturn)); /* spelled twice: some checkers read only one */
-#define TG_ASSERT(cond)                                                        \
-    do {                                                                       \
-        if (!(cond))                                                           \
-            tg__panic(__FILE__, __LINE__, "assertion failed: " #cond);         \
-    } while (0)
 
 /* ------------------------------------------------------------------ */
 /* Storage and tensor                                                 */
@@ -82,9 +94,19 @@ TG_HIDDEN tg_tensor *tg__view(const tg_tensor *src, int ndim,
 /* C-order (contiguous) strides for shape. */
 TG_HIDDEN void tg__contiguous_strides(int ndim, const int64_t *shape,
                                       int64_t *strides);
-/* The storage pool (core/tensor.c): bytes it caches for reuse, and the end
- * of an epoch (the engine calls it after each backward), when each size
- * class gives back what the last few epochs did not need. */
+/* A new tensor with its own contiguous copy of t's elements (same dtype),
+ * with no tape entry. NULL with an error naming op when out of memory. */
+TG_HIDDEN tg_tensor *tg__copy(const char *op, const tg_tensor *t);
+
+/* Storage (core/storage.c): nbytes (zeroed if zero_fill) with one
+ * reference, or NULL when out of memory; another reference; dropping one
+ * (the last gives the buffer back to the pool). */
+TG_HIDDEN tg_storage *tg__storage_new(size_t nbytes, bool zero_fill);
+TG_HIDDEN void tg__storage_retain(tg_storage *s);
+TG_HIDDEN void tg__storage_release(tg_storage *s);
+/* The storage pool: bytes it caches for reuse, and the end of an epoch (the
+ * engine calls it after each backward), when each size class gives back
+ * what the last few epochs did not need. */
 TG_HIDDEN int64_t tg__pool_cached_bytes(void);
 TG_HIDDEN void tg__pool_epoch(void);
 /* The leak audit: a tensor made by op (at the current call site); one
@@ -92,7 +114,10 @@ TG_HIDDEN void tg__pool_epoch(void);
 TG_HIDDEN void tg__audit_born(tg_tensor *t, const char *op);
 TG_HIDDEN void tg__audit_died(tg_tensor *t);
 
-/* Removes t from its scope without releasing it (the caller now owns the
+/* The scope stack (core/scope.c), below the tensor: it holds pointers and
+ * slot numbers, and leaves references to core/tensor.c.
+ *
+ * Removes t from its scope without releasing it (the caller now owns the
  * reference the scope held). Call before storing a fresh tensor anywhere
  * that outlives the scope, e.g. a gradient field. */
 TG_HIDDEN void tg__unscope(tg_tensor *t);
@@ -107,29 +132,17 @@ TG_HIDDEN bool tg__scope_pause(bool paused);
 /* tg_release's first step: t's reference was the scope's, so forget it
  * (unless paused). */
 TG_HIDDEN void tg__scope_release(tg_tensor *t);
-/* Drops a reference the library retained itself (a tape entry's input, a
- * reference held across a walk). Unlike tg_release it never takes t out of
- * its scope: the scope's reference is someone else's. */
-TG_HIDDEN void tg__drop(tg_tensor *t);
+/* tg_scope_end (core/tensor.c) in three steps: whether a scope is open;
+ * the innermost scope's newest tensor still in a slot, taken out of it (the
+ * caller now holds the scope's reference and drops it), or NULL when none
+ * is left; then closing the scope. */
+TG_HIDDEN bool tg__scope_is_open(void);
+TG_HIDDEN tg_tensor *tg__scope_take_newest(void);
+TG_HIDDEN void tg__scope_close(void);
 
 /* ------------------------------------------------------------------ */
-/* Errors                                                             */
+/* Checks shared by the ops (core/error.c; the rest is core/error.h)  */
 /* ------------------------------------------------------------------ */
-
-/* Sets this thread's error: printf-style, one line, "op: what went wrong". */
-TG_HIDDEN void tg__error(const char *fmt, ...)
-    __attribute__((format(printf, 1, 2)));
-/* Puts "outer: " in front of the current error (once), so a failure
- * inside a module names the function that was called and the first cause:
- * "block_init: mha_init: n_heads 3 does not divide n_embd 32". Returns -1,
- * for `return tg__error_wrap("...")`. */
-TG_HIDDEN int tg__error_wrap(const char *outer);
-/* Writes "(4,8,32)" for t into buf (at least TG_SHAPE_STR bytes). */
-#define TG_SHAPE_STR 200
-TG_HIDDEN const char *tg__shape_str(int ndim, const int64_t *shape, char *buf);
-/* Shorthand for a tensor's shape string in an error message: a
- * compound-literal buffer that lives to the end of the enclosing block. */
-#define TG_SHP(t) tg__shape_str((t)->ndim, (t)->shape, (char[TG_SHAPE_STR]){0})
 
 /* Normalises a possibly negative dim against ndim; -1 and an error naming op
  * when out of range. */
@@ -147,11 +160,9 @@ TG_HIDDEN bool tg__check_same_float(const char *op, const tg_tensor *a,
                                     const tg_tensor *b);
 
 /* ------------------------------------------------------------------ */
-/* Call sites and anomaly mode (core/anomaly.c)                       */
+/* Anomaly mode (core/anomaly.c)                                      */
 /* ------------------------------------------------------------------ */
 
-/* The file:line of the user's current call (NULL, 0 if unknown). */
-TG_HIDDEN void tg__callsite(const char **file, int *line);
 TG_HIDDEN bool tg__anomaly_on(void);
 /* Checks an op's output against its inputs (anomaly mode on). */
 struct tg_op;
@@ -257,12 +268,15 @@ TG_HIDDEN void tg__rows_loop(tg_loop *L, const tg_tensor *x, int d, int nop,
 #define TG_PARALLEL_MIN 131072
 /* Calls fn(ctx, lo, hi) on pieces covering [0, n) once each: pieces shared
  * by the caller and a pool of worker threads (OMP_NUM_THREADS of them in
- * all; core/iter.c) when work >= TG_PARALLEL_MIN, else one call for it all.
- * Each index must be computed on its own (no sum across pieces), so the
- * results are the same bits with any number of threads. */
+ * all; core/parallel.c) when work >= TG_PARALLEL_MIN, else one call for it
+ * all. Each index must be computed on its own (no sum across pieces), so
+ * the results are the same bits with any number of threads. */
 TG_HIDDEN void tg__parallel_for(int64_t n, int64_t work,
                                 void (*fn)(void *ctx, int64_t lo, int64_t hi),
                                 void *ctx);
+/* The threads tg__parallel_for would use for n pieces of this much work
+ * (the caller included): 1 below TG_PARALLEL_MIN. */
+TG_HIDDEN int tg__parallel_threads(int64_t n, int64_t work);
 /* Runs every element of L once (using L up), as fn(ctx, start, off, step,
  * len) calls: len elements of an inner run, the first being element number
  * start of the loop (C order), operand i at element off[i] stepping
@@ -282,12 +296,9 @@ TG_HIDDEN void tg__loop_run(tg_loop *L, int64_t cost, tg_run_fn fn, void *ctx);
 #endif
 
 /* dst += src, where dst's shape broadcasts to src's (src is summed over the
- * dims dst is broadcast along). Same float dtype. */
+ * dims dst is broadcast along). Same float dtype. (tg__copy_into, its
+ * sibling, is in core/shared.h.) */
 TG_HIDDEN void tg__add_into(tg_tensor *dst, const tg_tensor *src);
-/* dst = src elementwise, src broadcast to dst's shape; converts dtypes. */
-TG_HIDDEN void tg__copy_into(tg_tensor *dst, const tg_tensor *src);
-/* A new contiguous copy of t (same dtype), with no tape entry. */
-TG_HIDDEN tg_tensor *tg__copy(const char *op, const tg_tensor *t);
 
 /* ------------------------------------------------------------------ */
 /* The tape                                                           */
@@ -345,37 +356,6 @@ TG_HIDDEN void tg__accumulate(tg_node *n, int i, tg_tensor *g);
 TG_HIDDEN bool tg__needs_grad(const tg_node *n, int i);
 /* Unlinks and frees the node of a dying tensor. */
 TG_HIDDEN void tg__node_free(tg_node *n);
-
-/* The attention's softmax (ops/softmax.c), for nn/head.c: softmax along the
- * last dim of z = scale * x, where with causal the future is masked (entry
- * j of row i, counting rows along the dim before, is -inf when j > i). One
- * tape entry ("causal_softmax" / "scaled_softmax") that computes, forward
- * and backward, the same bits as tg_scale (skipped for scale 1), then
- * tg_masked_fill with tril(ones(T,T)) == 0, then tg_softmax, without the
- * (T,T) mask or the intermediate tensors. A new reference, or NULL. */
-TG_HIDDEN tg_tensor *tg__attention_softmax(tg_tensor *x, double scale,
-                                           bool causal);
-
-/* Indices (ops/embedding.c, shared with the losses): a contiguous int64
- * tensor holding ids's values (new), after checking every value lies in
- * [0, limit). NULL and an error naming op, the offending value (a `noun` of
- * the tensor `name`), its position in ids, and `range_of` (what the limit
- * is, e.g. "weight (5,3)"). ids must be TG_INT64 (else an error). */
-TG_HIDDEN tg_tensor *tg__checked_ids(const char *op, const char *name,
-                                     const char *noun, tg_tensor *ids,
-                                     int64_t limit, const char *range_of);
-
-/* The prefix of a nested module's parameters (nn/params.c): "prefix.name",
- * or "prefix.name.index" when index >= 0 (just "name..." without a
- * prefix), written into buf (TG_PARAM_NAME_MAX bytes). NULL with an error
- * naming op when it does not fit in a parameter name. */
-TG_HIDDEN const char *tg__param_prefix(const char *op, char *buf,
-                                       const char *prefix, const char *name,
-                                       int index);
-
-/* sum of g's squared elements, in double (core/tape.c): in fixed blocks
- * shared among the threads, so the same bits with any thread count. */
-TG_HIDDEN double tg__sum_squares(const tg_tensor *g);
 
 /* Sums g over the dims along which a tensor of (ndim, shape) was broadcast
  * to g's shape, giving a new tensor of exactly (ndim, shape). */

@@ -1,13 +1,40 @@
-/* numpy broadcasting and the strided loop every elementwise kernel runs on. */
-#include "internal.h"
+/* numpy broadcasting, the strided loop every elementwise kernel runs on,
+ * element load/store of any dtype, and the two kernels the engine itself
+ * needs (add into a gradient, copy with conversion). Below the tensor: it
+ * reads tensors' layout but never makes or frees one. */
+#include "core/internal.h"
 
-#include <pthread.h>
-#include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+double tg__load(tg_dtype dt, const void *data, int64_t i)
+{
+    switch (dt) {
+    case TG_FLOAT32: return ((const float *)data)[i];
+    case TG_FLOAT64: return ((const double *)data)[i];
+    case TG_BOOL: return ((const uint8_t *)data)[i];
+    case TG_INT64: return (double)((const int64_t *)data)[i];
+    }
+    TG_ASSERT(!"unknown dtype");
+}
+
+void tg__store(tg_dtype dt, void *data, int64_t i, double v)
+{
+    switch (dt) {
+    case TG_FLOAT32: ((float *)data)[i] = (float)v; return;
+    case TG_FLOAT64: ((double *)data)[i] = v; return;
+    case TG_BOOL: ((uint8_t *)data)[i] = v != 0; return;
+    case TG_INT64:
+        /* truncation toward zero, as numpy's astype; out of range saturates
+         * instead of being undefined */
+        ((int64_t *)data)[i] = isnan(v)      ? 0
+                               : v >= 0x1p63 ? INT64_MAX
+                               : v < -0x1p63 ? INT64_MIN
+                                             : (int64_t)v;
+        return;
+    }
+    TG_ASSERT(!"unknown dtype");
+}
 
 bool tg__broadcast(const char *op, int n, const tg_tensor *const *ts, int *ndim,
                    int64_t *shape)
@@ -137,139 +164,6 @@ void tg__rows_loop(tg_loop *L, const tg_tensor *x, int d, int nop,
     tg__loop_init(L, x->ndim, rows, nop, ops);
 }
 
-/* ---- parallel loops ----------------------------------------------------- *
- *
- * A small pool of worker threads, not OpenMP parallel regions: between
- * regions libgomp's idle threads spin (GOMP_SPINCOUNT pauses, milliseconds
- * on recent x86), taking a core from OpenBLAS's threads and everything else
- * on a 2-core machine, and a region ends only when every thread of its team
- * has arrived, so on a busy machine one late thread holds up the step.
- * Here idle workers sleep; a job is cut into pieces that whoever runs (the
- * caller too) takes one at a time; the caller waits for the pieces taken,
- * never for a worker that has not woken up. OMP_NUM_THREADS (through
- * omp_get_max_threads) sets the number of threads, the caller included. */
-
-/* Pieces per thread: a late thread's share is taken by the others. */
-enum { PIECES_PER_THREAD = 4, MAX_WORKERS = 63 };
-
-static struct {
-    pthread_mutex_t lock;
-    pthread_cond_t wake; /* for workers: pieces to take, or quit */
-    pthread_cond_t done; /* for the caller: the last piece finished */
-    pthread_t workers[MAX_WORKERS];
-    int started;
-    bool busy, quit; /* a job is in progress; workers are to exit */
-    void (*fn)(void *ctx, int64_t lo, int64_t hi);
-    void *ctx;
-    int64_t n, pieces, next, unfinished; /* the job's pieces */
-} pool = {.lock = PTHREAD_MUTEX_INITIALIZER,
-          .wake = PTHREAD_COND_INITIALIZER,
-          .done = PTHREAD_COND_INITIALIZER};
-
-/* Runs piece t of the job (lock held on entry and exit). */
-static void run_piece(int64_t t)
-{
-    const int64_t q = pool.n / pool.pieces, r = pool.n % pool.pieces;
-    int64_t lo = t * q + (t < r ? t : r), hi = lo + q + (t < r);
-    void (*fn)(void *, int64_t, int64_t) = pool.fn;
-    void *ctx = pool.ctx;
-    pthread_mutex_unlock(&pool.lock);
-    fn(ctx, lo, hi);
-    pthread_mutex_lock(&pool.lock);
-    if (--pool.unfinished == 0)
-        pthread_cond_signal(&pool.done);
-}
-
-static void *worker_main(void *arg)
-{
-    (void)arg;
-    pthread_mutex_lock(&pool.lock);
-    for (;;) {
-        while (!pool.quit && !(pool.busy && pool.next < pool.pieces))
-            pthread_cond_wait(&pool.wake, &pool.lock);
-        if (pool.quit)
-            break;
-        run_piece(pool.next++);
-    }
-    pthread_mutex_unlock(&pool.lock);
-    return NULL;
-}
-
-static void stop_workers(void)
-{
-    pthread_mutex_lock(&pool.lock);
-    pool.quit = true;
-    pthread_cond_broadcast(&pool.wake);
-    int started = pool.started;
-    pool.started = 0;
-    pthread_mutex_unlock(&pool.lock);
-    for (int i = 0; i < started; i++)
-        pthread_join(pool.workers[i], NULL);
-}
-
-/* Threads to use, the caller included. */
-static int thread_count(void)
-{
-#ifdef _OPENMP
-    int n = omp_get_max_threads();
-    return n < 1 ? 1 : n > MAX_WORKERS + 1 ? MAX_WORKERS + 1 : n;
-#else
-    return 1;
-#endif
-}
-
-/* Starts workers up to want (lock held); false if none could start. */
-static bool start_workers(int want)
-{
-    static bool registered;
-    if (!registered) {
-        registered = true;
-        atexit(stop_workers);
-    }
-    while (!pool.quit && pool.started < want &&
-           pthread_create(&pool.workers[pool.started], NULL, worker_main,
-                          NULL) == 0)
-        pool.started++;
-    return pool.started > 0;
-}
-
-/* Threads for n pieces of this much work in all: 1 below TG_PARALLEL_MIN. */
-static int threads_for(int64_t n, int64_t work)
-{
-    return work >= TG_PARALLEL_MIN && n > 1 ? thread_count() : 1;
-}
-
-void tg__parallel_for(int64_t n, int64_t work,
-                      void (*fn)(void *ctx, int64_t lo, int64_t hi), void *ctx)
-{
-    int threads = threads_for(n, work);
-    if (threads > 1) {
-        pthread_mutex_lock(&pool.lock);
-        /* One job at a time: a second caller (another thread, or a piece
-         * of a job) runs its loop alone. */
-        if (!pool.busy && start_workers(threads - 1)) {
-            int64_t pieces = (int64_t)threads * PIECES_PER_THREAD;
-            pool.busy = true;
-            pool.fn = fn;
-            pool.ctx = ctx;
-            pool.n = n;
-            pool.pieces = pieces < n ? pieces : n;
-            pool.next = 0;
-            pool.unfinished = pool.pieces;
-            pthread_cond_broadcast(&pool.wake);
-            while (pool.next < pool.pieces)
-                run_piece(pool.next++);
-            while (pool.unfinished > 0)
-                pthread_cond_wait(&pool.done, &pool.lock);
-            pool.busy = false;
-            pthread_mutex_unlock(&pool.lock);
-            return;
-        }
-        pthread_mutex_unlock(&pool.lock);
-    }
-    fn(ctx, 0, n);
-}
-
 /* Moves a fresh loop (at its first run) to the start of run r, counting
  * runs in the order tg__loop_next takes them. */
 static void loop_seek(tg_loop *L, int64_t r)
@@ -315,7 +209,7 @@ void tg__loop_run(tg_loop *L, int64_t cost, tg_run_fn fn, void *ctx)
         n *= L->shape[d];
     if (n == 0)
         return;
-    if (threads_for(n, n * cost) > 1) {
+    if (tg__parallel_threads(n, n * cost) > 1) {
         tg__parallel_for(n, n * cost, run_range, &(run_job){L, fn, ctx});
         return;
     }
@@ -409,12 +303,4 @@ void tg__copy_into(tg_tensor *dst, const tg_tensor *src)
                       tg__load(src->dtype, sbase + (size_t)L.off[1] * ss,
                                i * L.step[1]));
     } while (tg__loop_next(&L));
-}
-
-tg_tensor *tg__copy(const char *op, const tg_tensor *t)
-{
-    tg_tensor *c = tg__new(op, t->dtype, t->ndim, t->shape, false);
-    if (c)
-        tg__copy_into(c, t);
-    return c;
 }

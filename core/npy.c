@@ -10,8 +10,8 @@
  * evaluated), accepting only what numpy could write for the dtypes we hold,
  * and the byte count it implies is checked against the real file size before
  * anything is allocated for the data. */
-#include "internal.h"
-#include "npy.h"
+#include "core/internal.h"
+#include "core/npy.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -4,7 +4,7 @@
 #ifndef TAPEGRAD_NPY_H
 #define TAPEGRAD_NPY_H
 
-#include "internal.h"
+#include "core/error.h"
 
 /* Room for the header tg__npy_header writes, whatever the shape. */
 #define TG_NPY_HEADER_MAX 512

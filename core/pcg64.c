@@ -5,7 +5,7 @@
  * distributions.c. The ziggurat tables are numpy's (ziggurat_constants.h),
  * copied as data: recomputed in double they miss numpy's by an ulp here and
  * there, and one ulp is enough to change a sample. */
-#include "internal.h"
+#include "core/internal.h"
 
 #include <math.h>
 

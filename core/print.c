@@ -13,7 +13,7 @@
  *     "..." keeping 3 items at each edge of every long axis;
  *   - a 0-d tensor prints as numpy's scalar str ("0.5", "1.0", "1e-05").
  */
-#include "dtoa.h"
+#include "core/dtoa.h"
 
 #include <math.h>
 #include <stdlib.h>

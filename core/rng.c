@@ -3,7 +3,7 @@
  * Nishimura's Mersenne Twister), doubles take 53 of them, and normals come
  * from the polar Box-Muller method, which makes two at a time and keeps the
  * second for the next call (numpy's legacy_gauss). */
-#include "internal.h"
+#include "core/internal.h"
 
 #include <math.h>
 

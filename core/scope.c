@@ -6,8 +6,12 @@
  * tg_release of a scoped tensor gives that reference up early, so the slot
  * is cleared (the creator of a temporary may release it while a tape entry
  * still holds it); tg_keep clears it too, handing the reference to the
- * caller. tg_scope_end releases what is left in its slots, newest first. */
-#include "internal.h"
+ * caller. tg_scope_end (core/tensor.c) releases what is left in its
+ * slots, newest first.
+ *
+ * Below the tensor: this file keeps pointers and slot numbers, and never
+ * takes or drops a reference itself. */
+#include "core/internal.h"
 
 #include <stdlib.h>
 
@@ -40,21 +44,26 @@ void tg_scope_begin(void)
     marks[n_marks++] = n_slots;
 }
 
-int tg_scope_end(void)
+bool tg__scope_is_open(void) { return n_marks > 0; }
+
+tg_tensor *tg__scope_take_newest(void)
 {
-    if (n_marks == 0) {
-        tg__error("scope_end: no scope is open");
-        return -1;
-    }
+    TG_ASSERT(n_marks > 0);
     int64_t mark = marks[n_marks - 1];
     /* Newest first; slots cleared below us as tensors die are skipped. */
     while (n_slots > mark) {
         tg_tensor *t = slots[--n_slots];
         if (t) {
             t->scope_slot = -1;
-            tg_release(t);
+            return t;
         }
     }
+    return NULL;
+}
+
+void tg__scope_close(void)
+{
+    TG_ASSERT(n_marks > 0);
     n_marks--;
     if (n_marks == 0) { /* outermost scope closed: give the memory back */
         free(slots);
@@ -63,7 +72,6 @@ int tg_scope_end(void)
         marks = NULL;
         cap_slots = cap_marks = 0;
     }
-    return 0;
 }
 
 bool tg__scope_pause(bool on)

@@ -12,7 +12,7 @@
  * calls the op's backward, which adds (+=) into its inputs' gradients. Each
  * entry is consumed as it goes: its inputs and saved tensors are released,
  * and a later backward through it is an error. */
-#include "internal.h"
+#include "core/internal.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -11,7 +11,7 @@
  *   writes, loads again to the same dtype, shape and bytes.
  *
  * Build: configure --enable-fuzz && make fuzz; run: make fuzz-run. */
-#include "npy.h"
+#include "core/npy.h"
 
 #include <stdlib.h>
 #include <string.h>

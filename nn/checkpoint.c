@@ -17,10 +17,12 @@
  * is bounds-checked against the file before use, entries are CRC-checked,
  * and each .npy goes through the same parser as tg_load_npy. All entries are
  * read and checked before any parameter is written. */
-#include "internal.h"
-#include "npy.h"
+#include "core/npy.h"
+#include "core/shared.h"
+#include "nn/nn.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -149,7 +151,7 @@ static unsigned char *npy_bytes(const zip_writer *w, const tg_tensor *t,
 {
     char header[TG_NPY_HEADER_MAX];
     size_t hlen = tg__npy_header(t, header);
-    size_t nbytes = (size_t)tg_numel(t) * tg_dtype_size(t->dtype);
+    size_t nbytes = (size_t)tg_numel(t) * tg_dtype_size(tg_dtype_of(t));
     if (w->pos + LOCAL_LEN + name_len + hlen + nbytes > ZIP_MAX) {
         too_big(w);
         return NULL;
@@ -157,11 +159,11 @@ static unsigned char *npy_bytes(const zip_writer *w, const tg_tensor *t,
     unsigned char *buf = malloc(hlen + nbytes);
     if (!buf) {
         tg__error("save_npz: %s: out of memory for %s %s", w->path,
-                  tg_dtype_name(t->dtype), TG_SHP(t));
+                  tg_dtype_name(tg_dtype_of(t)), TG_SHP(t));
         return NULL;
     }
     memcpy(buf, header, hlen);
-    if (tg_copy_out(t, t->dtype, buf + hlen) != 0) {
+    if (tg_copy_out(t, tg_dtype_of(t), buf + hlen) != 0) {
         free(buf);
         return NULL;
     }
@@ -568,20 +570,21 @@ static tg_tensor *load_value(const zip_reader *r, const tg_param *p)
     tg_tensor *t = e ? parse_entry(r, e, p->name) : NULL;
     if (!t)
         return NULL;
-    bool floats = (t->dtype == TG_FLOAT32 || t->dtype == TG_FLOAT64) &&
-                  (p->t->dtype == TG_FLOAT32 || p->t->dtype == TG_FLOAT64);
+    tg_dtype have = tg_dtype_of(t), want = tg_dtype_of(p->t);
+    bool floats = (have == TG_FLOAT32 || have == TG_FLOAT64) &&
+                  (want == TG_FLOAT32 || want == TG_FLOAT64);
+    int nd = tg_ndim(t);
     bool same_shape =
-        t->ndim == p->t->ndim &&
-        memcmp(t->shape, p->t->shape, sizeof(int64_t) * (size_t)t->ndim) == 0;
+        nd == tg_ndim(p->t) &&
+        memcmp(tg_shape(t), tg_shape(p->t), sizeof(int64_t) * (size_t)nd) == 0;
     if (!same_shape)
         fail(r,
              "parameter '%s' has shape %s but entry '%s" NPY_SUFFIX "' has "
              "shape %s",
              p->name, TG_SHP(p->t), p->name, TG_SHP(t));
-    else if (!floats && t->dtype != p->t->dtype)
+    else if (!floats && have != want)
         fail(r, "parameter '%s' is %s but entry '%s" NPY_SUFFIX "' is %s",
-             p->name, tg_dtype_name(p->t->dtype), p->name,
-             tg_dtype_name(t->dtype));
+             p->name, tg_dtype_name(want), p->name, tg_dtype_name(have));
     else
         return t;
     tg_release(t);

@@ -1,6 +1,6 @@
 /* An embedding table: num vectors of size dim, looked up by int64 id (token
  * embeddings) or taken as its first T rows (position embeddings). */
-#include "internal.h"
+#include "nn/nn.h"
 
 #include <string.h>
 

@@ -1,6 +1,6 @@
 /* A tiny GPT: ids -> token + position embeddings -> n_layer blocks -> final
  * layer norm -> vocabulary logits; its next-token loss; and sampling. */
-#include "internal.h"
+#include "nn/nn.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -12,7 +12,11 @@
  * comes from the ops' own derivations. Temporaries are released as soon as
  * the next op holds them (not through a private scope): the output must stay
  * in the caller's scope, if one is open. */
-#include "internal.h"
+#include "nn/nn.h"
+
+/* ops/softmax.c (to become a public op) */
+TG_HIDDEN tg_tensor *tg__attention_softmax(tg_tensor *x, double scale,
+                                           bool causal);
 
 #include <math.h>
 #include <string.h>

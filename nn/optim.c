@@ -4,22 +4,15 @@
  * results agree with torch to the last bit or two (torch's vectorised
  * kernels fuse a + s * b into one multiply-add; we round both steps).
  *
- * torch evaluates each in-place op as one expression per element; this
- * file writes them in that order:
- *   a.add_(b, alpha=s)       a + s * b
- *   a.addcmul_(b, c, value=s) a + s * b * c      ((s * b) * c)
- *   a.addcdiv_(b, c, value=s) a + s * b / c      ((s * b) / c)
- * Python-side scalars (1 - beta1, lr / bias_correction1, ...) are computed
- * in double and then rounded to the parameter's dtype, as torch does. */
-#include "internal.h"
+ * This file keeps the optimizer's state and steps it; the per-element
+ * updates, in torch's order of operations, are kernels in ops/update.c. */
+#include "core/shared.h"
+#include "nn/nn.h"
+#include "ops/update.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-#ifdef __SSE2__
-#include <emmintrin.h>
-#endif
 
 tg_optim_config tg_sgd_config(double lr, double momentum, double weight_decay)
 {
@@ -98,10 +91,11 @@ static bool check_params(const tg_params *ps)
             tg__error("optim_new: parameter '%s' is NULL", p->name);
             return false;
         }
-        if (p->t->dtype != TG_FLOAT32 && p->t->dtype != TG_FLOAT64) {
+        tg_dtype dt = tg_dtype_of(p->t);
+        if (dt != TG_FLOAT32 && dt != TG_FLOAT64) {
             tg__error("optim_new: parameter '%s' is %s %s, not float32 or "
                       "float64",
-                      p->name, tg_dtype_name(p->t->dtype), TG_SHP(p->t));
+                      p->name, tg_dtype_name(dt), TG_SHP(p->t));
             return false;
         }
         for (int j = 0; j < i; j++)
@@ -167,184 +161,14 @@ void tg_optim_zero_grad(tg_optim *o)
         tg_zero_grad(o->params[i].t);
 }
 
-/* ---- the updates ------------------------------------------------------- */
-
-/* One parameter's update: operands {p, g, m, v} (m, v NULL when unused) in
- * a loop over p's shape, run in pieces (on several threads for a large
- * parameter: every element is updated on its own, so the bits are the
- * same). */
-typedef struct update_job {
-    const tg_optim_config *c;
-    tg_tensor *p, *m, *v;
-    const tg_tensor *g;
-    bool first; /* SGD: the momentum buffer's first step */
-    int64_t t;  /* Adam: the step, from 1 */
-} update_job;
-
-static void run_update(update_job *job, tg_run_fn fn)
-{
-    tg_tensor *p = job->p;
-    const tg_tensor *ops[] = {p, job->g, job->m ? job->m : p,
-                              job->v ? job->v : p};
-    tg_loop L;
-    tg__loop_init(&L, p->ndim, p->shape, 4, ops);
-    tg__loop_run(&L, 1, fn, job);
-}
-
-/* torch.optim.SGD (dampening 0, no nesterov), per element:
- *   d   = g + wd * p                                   (when wd != 0)
- *   buf = d              at the first step             (when momentum != 0)
- *   buf = momentum * buf + d   afterwards;   d = buf
- *   p   = p + (-lr) * d
- * buf is NULL without momentum. */
-static void sgd_run(void *job, int64_t start, const int64_t *off,
-                    const int64_t *step, int64_t len)
-{
-    const update_job *j = job;
-    const tg_optim_config *c = j->c;
-    const bool first = j->first;
-    (void)start;
-    TG_DISPATCH_FLOAT(j->p->dtype, T, {
-        const T wd = (T)c->weight_decay, momentum = (T)c->momentum;
-        const T neg_lr = (T)-c->lr;
-        T *pp = TG_DATA(T, j->p) + off[0];
-        const T *gg = TG_DATA(T, j->g) + off[1];
-        T *bb = j->m ? TG_DATA(T, j->m) + off[2] : NULL;
-        for (int64_t i = 0; i < len; i++) {
-            T *pi = &pp[i * step[0]];
-            T d = gg[i * step[1]];
-            if (c->weight_decay != 0)
-                d = d + wd * *pi;
-            if (bb) {
-                T *b = &bb[i * step[2]];
-                *b = first ? d : *b * momentum + d;
-                d = *b;
-            }
-            *pi = *pi + neg_lr * d;
-        }
-    });
-}
-
-/* torch.optim.Adam / AdamW at step t (counted from 1), per element:
- *   p  = p * (1 - lr * wd)                          (AdamW: decoupled decay)
- *   g  = g + wd * p                                 (Adam, when wd != 0)
- *   m  = m * b1 + (1 - b1) * g
- *   v  = v * b2 + (1 - b2) * g * g
- *   denom = sqrt(v) / sqrt(1 - b2^t) + eps
- *   p  = p + (-lr / (1 - b1^t)) * m / denom
- * The square root is taken in double and rounded, which for a float is
- * the float square root itself (a double has more than twice the bits), so
- * float32 takes sqrtf.
- * When p, g, m and v are adjacent (the usual case), a run goes in blocks
- * of three loops: the updates of p (decay), g, m, v, then the square roots,
- * then p's step. GCC vectorises the first and the last; not sqrt, which may
- * set errno, so SSE2 takes the roots four (two) at a time itself. */
-enum { ADAM_BLOCK = 256 };
-
-/* sqrt(x) in T: the float square root for a float */
-#define ROOT(x)                                                                \
-    (sizeof(T) == sizeof(float) ? (T)sqrtf((float)(x)) : (T)sqrt((double)(x)))
-
-/* root[i] = sqrt(v[i]), i < n, correctly rounded as sqrtf and sqrt are. */
-static void roots_float(float *root, const float *v, int64_t n)
-{
-    int64_t i = 0;
-#ifdef __SSE2__
-    for (; i + 4 <= n; i += 4)
-        _mm_storeu_ps(root + i, _mm_sqrt_ps(_mm_loadu_ps(v + i)));
-#endif
-    for (; i < n; i++)
-        root[i] = sqrtf(v[i]);
-}
-
-static void roots_double(double *root, const double *v, int64_t n)
-{
-    int64_t i = 0;
-#ifdef __SSE2__
-    for (; i + 2 <= n; i += 2)
-        _mm_storeu_pd(root + i, _mm_sqrt_pd(_mm_loadu_pd(v + i)));
-#endif
-    for (; i < n; i++)
-        root[i] = sqrt(v[i]);
-}
-
-/* root = sqrt(v) elementwise, for either float type (no casts). */
-#define roots(root, v, n)                                                      \
-    _Generic((root), float * : roots_float, double * : roots_double)(root, v, n)
-
-static void adam_run(void *job, int64_t start, const int64_t *off,
-                     const int64_t *step, int64_t len)
-{
-    const update_job *j = job;
-    const tg_optim_config *c = j->c;
-    const bool decoupled = c->kind == TG_ADAMW;
-    const bool l2 = !decoupled && c->weight_decay != 0;
-    const double bias_correction1 = 1 - pow(c->beta1, (double)j->t);
-    const double bias_correction2 = 1 - pow(c->beta2, (double)j->t);
-    (void)start;
-    /* root is filled by roots() before it is read; cppcheck cannot see it */
-    // cppcheck-suppress legacyUninitvar
-    TG_DISPATCH_FLOAT(j->p->dtype, T, {
-        /* p * 1 is p: the decay of Adam (not AdamW) */
-        const T decay = decoupled ? (T)(1 - c->lr * c->weight_decay) : (T)1;
-        const T wd = (T)c->weight_decay, eps = (T)c->eps;
-        const T b1 = (T)c->beta1, one_minus_b1 = (T)(1 - c->beta1);
-        const T b2 = (T)c->beta2, one_minus_b2 = (T)(1 - c->beta2);
-        const T bc2_sqrt = (T)sqrt(bias_correction2);
-        const T neg_step_size = (T) - (c->lr / bias_correction1);
-        T *pp = TG_DATA(T, j->p) + off[0];
-        const T *gg = TG_DATA(T, j->g) + off[1];
-        T *mm = TG_DATA(T, j->m) + off[2], *vv = TG_DATA(T, j->v) + off[3];
-        if (step[0] == 1 && step[1] == 1 && step[2] == 1 && step[3] == 1) {
-            for (int64_t b0 = 0; b0 < len; b0 += ADAM_BLOCK) {
-                const int64_t n = len - b0 < ADAM_BLOCK ? len - b0 : ADAM_BLOCK;
-                T *p = pp + b0, *m = mm + b0, *v = vv + b0, root[ADAM_BLOCK];
-                const T *g = gg + b0;
-                if (l2) {
-                    TG_SIMD for (int64_t i = 0; i < n; i++)
-                    {
-                        T gi = g[i] + wd * p[i];
-                        m[i] = m[i] * b1 + one_minus_b1 * gi;
-                        v[i] = v[i] * b2 + one_minus_b2 * gi * gi;
-                    }
-                } else {
-                    TG_SIMD for (int64_t i = 0; i < n; i++)
-                    {
-                        p[i] = p[i] * decay;
-                        m[i] = m[i] * b1 + one_minus_b1 * g[i];
-                        v[i] = v[i] * b2 + one_minus_b2 * g[i] * g[i];
-                    }
-                }
-                roots(root, v, n);
-                TG_SIMD for (int64_t i = 0; i < n; i++) p[i] =
-                    p[i] + neg_step_size * m[i] / (root[i] / bc2_sqrt + eps);
-            }
-        } else {
-            for (int64_t i = 0; i < len; i++) {
-                T *pi = &pp[i * step[0]], *mi = &mm[i * step[2]];
-                T *vi = &vv[i * step[3]];
-                T gi = gg[i * step[1]];
-                *pi = *pi * decay;
-                if (l2)
-                    gi = gi + wd * *pi;
-                *mi = *mi * b1 + one_minus_b1 * gi;
-                *vi = *vi * b2 + one_minus_b2 * gi * gi;
-                T denom = ROOT(*vi) / bc2_sqrt + eps;
-                *pi = *pi + neg_step_size * *mi / denom;
-            }
-        }
-    });
-}
-#undef ROOT
-
 /* ---- a step ------------------------------------------------------------ */
 
 /* A new zero buffer shaped like p that outlives any open scope. */
 static tg_tensor *new_buffer(const tg_tensor *p)
 {
-    tg_tensor *b = tg__new("optim_step", p->dtype, p->ndim, p->shape, true);
-    if (b)
-        tg__unscope(b);
+    tg_tensor *b = tg_keep(tg_zeros_like(p));
+    if (!b)
+        tg__error_wrap("optim_step");
     return b;
 }
 
@@ -379,18 +203,19 @@ int tg_optim_step(tg_optim *o)
         param_state *s = &o->state[i];
         if (!g)
             continue;
-        TG_ASSERT(
-            g->dtype == p->dtype && g->ndim == p->ndim &&
-            memcmp(g->shape, p->shape, sizeof(int64_t) * (size_t)p->ndim) == 0);
         s->step++;
-        update_job job = {.c = &o->cfg,
-                          .p = p,
-                          .g = g,
-                          .m = s->m,
-                          .v = s->v,
-                          .first = s->step == 1,
-                          .t = s->step};
-        run_update(&job, o->cfg.kind == TG_SGD ? sgd_run : adam_run);
+        const tg_optim_config *c = &o->cfg;
+        tg_update_config u = {.lr = c->lr,
+                              .momentum = c->momentum,
+                              .weight_decay = c->weight_decay,
+                              .beta1 = c->beta1,
+                              .beta2 = c->beta2,
+                              .eps = c->eps,
+                              .decoupled = c->kind == TG_ADAMW};
+        if (c->kind == TG_SGD)
+            tg__sgd_update(&u, p, g, s->m, s->step == 1);
+        else
+            tg__adam_update(&u, p, g, s->m, s->v, s->step);
     }
     return 0;
 }

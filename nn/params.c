@@ -1,6 +1,8 @@
 /* Parameter lists: named, borrowed leaf tensors, so optimizers, zero_grad,
  * gradient clipping and checkpoints can walk any model. */
-#include "internal.h"
+#include "core/shared.h"
+#include "nn/nn.h"
+#include "ops/update.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -96,21 +98,6 @@ void tg_params_zero_grad(const tg_params *ps)
         tg_zero_grad(ps->items[i].t);
 }
 
-/* g *= coef, in place, in g's dtype (as torch's grad.mul_(clip_coef)). */
-static void scale_in_place(tg_tensor *g, double coef)
-{
-    tg_loop L;
-    tg__loop_init(&L, g->ndim, g->shape, 1, (const tg_tensor *const[]){g});
-    TG_DISPATCH_FLOAT(g->dtype, T, {
-        const T c = (T)coef;
-        do {
-            T *x = TG_DATA(T, g) + L.off[0];
-            for (int64_t i = 0; i < L.inner; i++)
-                x[i * L.step[0]] *= c;
-        } while (tg__loop_next(&L));
-    });
-}
-
 /* torch.nn.utils.clip_grad_norm_ (norm_type 2):
  *   norm = sqrt(sum over all parameters' gradients of g^2)
  *   coef = max_norm / (norm + 1e-6);  if coef < 1: g *= coef for every g
@@ -133,7 +120,7 @@ double tg_clip_grad_norm(const tg_params *ps, double max_norm)
         for (int i = 0; i < ps->n; i++) {
             tg_tensor *g = tg_grad(ps->items[i].t);
             if (g)
-                scale_in_place(g, coef);
+                tg__scale_in_place(g, coef);
         }
     }
     return norm;

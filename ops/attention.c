@@ -31,7 +31,7 @@
  * sizes past 64 with OpenBLAS (see BLAS_THREADED_MNK). */
 #include <config.h>
 
-#include "internal.h"
+#include "core/internal.h"
 
 #include <limits.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* Comparisons: eq, ne, lt, le, gt, ge between two tensors (numpy
  * broadcasting) or against a scalar. Results are TG_BOOL masks and carry no
  * gradient (a step function's derivative is 0 almost everywhere). */
-#include "internal.h"
+#include "core/internal.h"
 
 typedef enum { EQ, NE, LT, LE, GT, GE } cmp_kind;
 static const char *const cmp_names[] = {"eq", "ne", "lt", "le", "gt", "ge"};

@@ -5,7 +5,7 @@
  * inner loop is a plain loop, vectorised where the operands are adjacent (or
  * one is a scalar along the run), and large tensors are split across
  * threads (every element is computed alone: the same bits either way). */
-#include "internal.h"
+#include "core/internal.h"
 
 #include <math.h>
 

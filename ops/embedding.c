@@ -5,7 +5,7 @@
  * int64 copy of the indices: the forward reads it in C order, and the
  * backward, a scatter-add, reads it again from the entry. Indices get no
  * gradient. */
-#include "internal.h"
+#include "ops/ops.h"
 
 #include <stdio.h>
 #include <string.h>

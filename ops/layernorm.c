@@ -5,7 +5,7 @@
  * double and rounded once. The forward keeps each row's mean and rstd =
  * 1 / sqrt(var + eps) in a (R,2) float64 tensor (rows in C order) for the
  * backward, which then needs no second pass for the statistics. */
-#include "internal.h"
+#include "core/internal.h"
 
 #include <math.h>
 

@@ -10,7 +10,7 @@
  * Masking: a logit at -inf weighs exp(-inf) = 0, so a masked class that is
  * not the target costs nothing and gets gradient exactly 0. A target whose
  * logit is -inf makes that position's loss +inf (as torch). */
-#include "internal.h"
+#include "ops/ops.h"
 
 #include <stdio.h>
 

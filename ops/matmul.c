@@ -17,7 +17,7 @@
  * way to read it. The portable kernel takes any strides and never copies. */
 #include <config.h>
 
-#include "internal.h"
+#include "core/internal.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -19,7 +19,7 @@
  *    contributes nothing instead of spreading NaN through the batch;
  *  - +inf or NaN in a row makes the row NaN, as in numpy and torch (the
  *    max is +inf and inf - inf = NaN, or a NaN carries through the sum). */
-#include "internal.h"
+#include "ops/ops.h"
 
 #include <math.h>
 

@@ -9,7 +9,7 @@
  *   reshape & co:    dx = reshape(dy, x.shape)
  *   contiguous:      dx = dy
  *   to(dtype):       dx = to(dy, x.dtype) */
-#include "internal.h"
+#include "core/internal.h"
 
 #include <string.h>
 

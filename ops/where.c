@@ -1,5 +1,5 @@
 /* Selection by a mask: where, masked_fill, and tril/triu. */
-#include "internal.h"
+#include "core/internal.h"
 
 #include <string.h>
 

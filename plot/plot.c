@@ -11,7 +11,8 @@
  * are single-quoted gnuplot strings (see put_string), and the terminal is
  * noenhanced, so '_', '^' and '{' in titles print as typed. Control
  * characters in text become spaces; stems may not contain any. */
-#include "internal.h"
+#include "core/error.h"
+#include "tapegrad_plot.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -604,11 +605,11 @@ int tg_plot_heatmap(const char *stem, const tg_tensor *m, const char *title,
             tg__error("%s: tensor is NULL", op);
         return -1;
     }
-    if (m->ndim != 2) {
+    if (tg_ndim(m) != 2) {
         tg__error("%s: expected a 2-D tensor, got shape %s", op, TG_SHP(m));
         return -1;
     }
-    int64_t rows = m->shape[0], cols = m->shape[1];
+    int64_t rows = tg_size(m, 0), cols = tg_size(m, 1);
     if (rows == 0 || cols == 0) {
         tg__error("%s: tensor of shape %s is empty", op, TG_SHP(m));
         return -1;
@@ -624,7 +625,7 @@ int tg_plot_heatmap(const char *stem, const tg_tensor *m, const char *title,
     int rc = tg_copy_out(m, TG_FLOAT64, v);
     if (rc == 0) {
         c_numbers c = c_numbers_begin();
-        rc = write_matrix(op, &p, v, rows, cols, m->dtype == TG_FLOAT32);
+        rc = write_matrix(op, &p, v, rows, cols, tg_dtype_of(m) == TG_FLOAT32);
         if (rc == 0)
             rc = write_heatmap_script(op, &p, v, rows, cols, title, xlabel,
                                       ylabel, annotate);

@@ -1,6 +1,6 @@
 /* tg_format against the text numpy prints (fixtures/print_cases.inc, made by
  * fixtures/gen_print.py), tg_fprint, and tg_allclose. */
-#include "internal.h"
+#include "core/internal.h"
 #include "tests.h"
 
 #include <math.h>

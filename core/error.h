@@ -1,0 +1,54 @@
+/* Private to libtapegrad: the error helpers every floor uses (core, ops, nn,
+ * plot). The one core header besides core/shared.h and core/npy.h that the
+ * floors above ops may include: it sees tensors only through the public
+ * API, never their layout (core/internal.h). Names are tg__ (two
+ * underscores): shared between files, never exported. */
+#ifndef TAPEGRAD_ERROR_H
+#define TAPEGRAD_ERROR_H
+
+#include "tapegrad.h"
+
+#define TG_HIDDEN __attribute__((visibility("hidden")))
+
+/* ------------------------------------------------------------------ */
+/* Internal invariants: a broken one is our bug, never the caller's.  */
+/* ------------------------------------------------------------------ */
+
+TG_HIDDEN _Noreturn void tg__panic(const char *file, int line, const char *msg)
+    __attribute__((noreturn)); /* spelled twice: some checkers read only one */
+#define TG_ASSERT(cond)                                                        \
+    do {                                                                       \
+        if (!(cond))                                                           \
+            tg__panic(__FILE__, __LINE__, "assertion failed: " #cond);         \
+    } while (0)
+
+/* ------------------------------------------------------------------ */
+/* Errors as values                                                   */
+/* ------------------------------------------------------------------ */
+
+/* Sets this thread's error: printf-style, one line, "op: what went wrong". */
+TG_HIDDEN void tg__error(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+/* Puts "outer: " in front of the current error (once), so a failure
+ * inside a module names the function that was called and the first cause:
+ * "block_init: mha_init: n_heads 3 does not divide n_embd 32". Returns -1,
+ * for `return tg__error_wrap("...")`. */
+TG_HIDDEN int tg__error_wrap(const char *outer);
+/* Writes "(4,8,32)" for a shape into buf (at least TG_SHAPE_STR bytes). */
+#define TG_SHAPE_STR 200
+TG_HIDDEN const char *tg__shape_str(int ndim, const int64_t *shape, char *buf);
+/* Shorthand for a tensor's shape string in an error message: a
+ * compound-literal buffer that lives to the end of the enclosing block.
+ * Through the public accessors here; core/internal.h defines it first,
+ * reading the layout directly, for the floors that see it (error.c and the
+ * loops sit below the accessors in core/tensor.c). */
+#ifndef TG_SHP
+#define TG_SHP(t)                                                              \
+    tg__shape_str(tg_ndim(t), tg_shape(t), (char[TG_SHAPE_STR]){0})
+#endif
+
+/* The file:line of the user's current call (NULL, 0 if unknown), as the
+ * call-site macros stored it with tg_set_callsite. */
+TG_HIDDEN void tg__callsite(const char **file, int *line);
+
+#endif /* TAPEGRAD_ERROR_H */

@@ -1,0 +1,395 @@
+/* Storage: refcounted buffers that tensors and their views share, from a
+ * pool. Below the tensor: it knows bytes, not shapes.
+ *
+ * A training step makes and frees the same tensors every step. Giving their
+ * memory back to the system and asking for it again costs more than the
+ * arithmetic on small tensors, and large ones (which malloc maps and unmaps)
+ * would have every page faulted in again each step. So a storage that dies
+ * goes to a pool, by size class, and the next request of its class reuses
+ * it; after the first step, a steady loop takes nothing from the system.
+ *
+ * - Classes: 64-byte steps up to 256 bytes, then four per power of two (a
+ *   block is at most 25% larger than asked). From 2 MiB up, blocks are
+ *   mapped with mmap and madvise(MADV_HUGEPAGE), so that faulting them in
+ *   costs one fault per 2 MiB rather than one per 4 KiB page: each multiple
+ *   of 2 MiB is a class up to 1 GiB (a block wastes less than one huge
+ *   page), then four per power of two again.
+ * - A block is one allocation: [data, cap bytes][its header]; a huge block's
+ *   header sits on a small page of its own after the 2 MiB pages.
+ * - What is kept: for each class, as many blocks as were live at once at
+ *   the peak of the last POOL_EPOCHS epochs (an epoch ends with each
+ *   backward, a training step's natural boundary, and after every
+ *   EPOCH_ALLOCS blocks handed out). A steady loop keeps what its step
+ *   needs; what a shrinking workload no longer uses goes back.
+ * - One mutex guards the pool (a tensor may die on another thread).
+ * - TG_NO_POOL=1 in the environment turns it off: every storage is malloc'd
+ *   and freed, so valgrind and AddressSanitizer see each one. It is off by
+ *   default under both (TG_NO_POOL=0 turns it on there, with cached blocks
+ *   marked inaccessible). The blocks cached at exit are freed then. */
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS, madvise */
+
+#include "core/internal.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#if defined(__has_include)
+#if __has_include(<valgrind/memcheck.h>)
+#include <valgrind/memcheck.h>
+#define HAVE_MEMCHECK 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define HAVE_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define HAVE_ASAN 1
+#endif
+#endif
+#ifdef HAVE_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+
+#define POOL_EPOCHS  4
+#define EPOCH_ALLOCS 65536
+#define HUGE_BLOCK   ((size_t)2 << 20)
+#define HUGE_MAX     ((size_t)1 << 30)
+/* Classes: 4 of 64..256 bytes; 4 for each power 2^e, e = 8..20 (up to
+ * 2 MiB); one for each multiple of 2 MiB from 4 MiB to 1 GiB; 4 for each
+ * power 2^e, e = 30..62. */
+#define MID_CLASSES  (4 * 13)
+#define HUGE_CLASSES 511
+#define N_CLASSES    (4 + MID_CLASSES + HUGE_CLASSES + 4 * 33)
+
+/* A storage and how it was allocated. A tensor's storage pointer is the
+ * block's (s comes first). */
+typedef struct block {
+    tg_storage s;
+    struct block *next; /* in its class's free list */
+    size_t cap;         /* bytes at s.data */
+    int cls;            /* size class, or -1: malloc'd outside the pool */
+} block;
+
+typedef struct size_class {
+    block *free; /* most recently freed first: warmest in cache */
+    int64_t n_free, n_live;
+    int64_t peak[POOL_EPOCHS]; /* most blocks live at once; [0]: this epoch */
+    int64_t keep;              /* the peak of the previous epochs */
+    bool used;                 /* listed in pool.used */
+} size_class;
+
+static struct {
+    pthread_mutex_t lock;
+    bool on;
+    int64_t cached_bytes;
+    int64_t handed_out; /* blocks handed out in this epoch */
+    size_class cls[N_CLASSES];
+    int used[N_CLASSES]; /* the classes ever used, n_used of them */
+    int n_used;
+} pool = {.lock = PTHREAD_MUTEX_INITIALIZER};
+static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
+static size_t page_size = 4096;
+
+/* The class of a request of n bytes, and its block size in *cap; -1 when
+ * n is too large for any class. */
+static int size_class_of(size_t n, size_t *cap)
+{
+    if (n <= 256) {
+        size_t k = n <= 64 ? 1 : (n + 63) / 64;
+        *cap = k * 64;
+        return (int)k - 1;
+    }
+    if (n > HUGE_BLOCK && n <= HUGE_MAX) {
+        size_t pages = (n + HUGE_BLOCK - 1) / HUGE_BLOCK; /* 2..512 */
+        *cap = pages * HUGE_BLOCK;
+        return 4 + MID_CLASSES + (int)pages - 2;
+    }
+    int e = 63 - __builtin_clzll(
+                     (unsigned long long)(n - 1)); /* 2^e < n <= 2^(e+1) */
+    if (e > 62)
+        return -1;
+    size_t step = (size_t)1 << (e - 2);
+    size_t k = (n - 1 - ((size_t)1 << e)) / step + 1; /* 1..4 */
+    *cap = ((size_t)1 << e) + k * step;
+    return (int)k - 1 +
+           (e < 30 ? 4 + 4 * (e - 8)
+                   : 4 + MID_CLASSES + HUGE_CLASSES + 4 * (e - 30));
+}
+
+static bool is_huge(size_t cap)
+{
+#ifdef MAP_ANONYMOUS
+    return cap >= HUGE_BLOCK;
+#else
+    (void)cap;
+    return false;
+#endif
+}
+
+/* While cached, a block's data is off limits to the memory checkers; handed
+ * out, its first nbytes are accessible but undefined. */
+static void mark_cached(block *b)
+{
+    (void)b;
+#ifdef HAVE_MEMCHECK
+    VALGRIND_MAKE_MEM_NOACCESS(b->s.data, b->cap);
+#endif
+#ifdef HAVE_ASAN
+    ASAN_POISON_MEMORY_REGION(b->s.data, b->cap);
+#endif
+}
+
+static void mark_handed_out(block *b, size_t nbytes)
+{
+    (void)b, (void)nbytes;
+#ifdef HAVE_ASAN
+    ASAN_UNPOISON_MEMORY_REGION(b->s.data, nbytes);
+#endif
+#ifdef HAVE_MEMCHECK
+    VALGRIND_MAKE_MEM_UNDEFINED(b->s.data, nbytes);
+#endif
+}
+
+#ifdef MAP_ANONYMOUS
+/* cap bytes (a multiple of HUGE_BLOCK) aligned to HUGE_BLOCK, with one
+ * small page after them for the header. NULL when mmap fails. */
+static char *huge_map(size_t cap)
+{
+    size_t len = cap + page_size, span = len + HUGE_BLOCK;
+    char *p = mmap(NULL, span, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    char *data = (char *)(((uintptr_t)p + HUGE_BLOCK - 1) &
+                          ~(uintptr_t)(HUGE_BLOCK - 1));
+    if (data > p)
+        munmap(p, (size_t)(data - p));
+    if (p + span > data + len)
+        munmap(data + len, (size_t)(p + span - (data + len)));
+#ifdef MADV_HUGEPAGE
+    madvise(data, cap, MADV_HUGEPAGE);
+#endif
+    return data;
+}
+#endif
+
+/* A new block of class c (cap bytes) from the system; *zeroed tells whether
+ * its data is known to be zero (fresh pages). NULL on no memory. */
+static block *block_new(int c, size_t cap, bool *zeroed)
+{
+    char *data = NULL;
+    *zeroed = false;
+#ifdef MAP_ANONYMOUS
+    if (is_huge(cap)) {
+        data = huge_map(cap);
+        *zeroed = true;
+    }
+#endif
+    if (!is_huge(cap) &&
+        posix_memalign((void **)&data, 64, cap + sizeof(block)))
+        data = NULL;
+    if (!data)
+        return NULL;
+    block *b = (block *)(data + cap);
+    b->s.data = data;
+    b->cap = cap;
+    b->cls = c;
+    return b;
+}
+
+/* A block outside the pool, as the storage always was: two mallocs. */
+static block *block_malloc(size_t nbytes)
+{
+    block *b = malloc(sizeof *b);
+    /* One byte at least, so a 0-element tensor has a valid pointer. */
+    void *data = b ? malloc(nbytes ? nbytes : 1) : NULL;
+    if (!data) {
+        free(b);
+        return NULL;
+    }
+    b->s.data = data;
+    b->cap = nbytes;
+    b->cls = -1;
+    return b;
+}
+
+static void block_free(block *b)
+{
+    if (b->cls < 0) {
+        free(b->s.data);
+        free(b);
+        return;
+    }
+#ifdef MAP_ANONYMOUS
+    if (is_huge(b->cap)) {
+        munmap(b->s.data, b->cap + page_size);
+        return;
+    }
+#endif
+    free(b->s.data); /* the header goes with it */
+}
+
+/* Frees cached blocks of sc until it owns at most keep (lock held). */
+static void trim_class(size_class *sc, int64_t keep)
+{
+    while (sc->free && sc->n_free + sc->n_live > keep) {
+        block *b = sc->free;
+        sc->free = b->next;
+        sc->n_free--;
+        pool.cached_bytes -= (int64_t)b->cap;
+        mark_handed_out(b, b->cap);
+        block_free(b);
+    }
+}
+
+static void drain_at_exit(void)
+{
+    pthread_mutex_lock(&pool.lock);
+    pool.on = false;
+    for (int c = 0; c < N_CLASSES; c++)
+        trim_class(&pool.cls[c], 0);
+    pthread_mutex_unlock(&pool.lock);
+}
+
+static void pool_init(void)
+{
+    long ps = sysconf(_SC_PAGESIZE);
+    if (ps > 0)
+        page_size = (size_t)ps;
+    bool on = true;
+#ifdef HAVE_ASAN
+    on = false;
+#endif
+#ifdef HAVE_MEMCHECK
+    if (RUNNING_ON_VALGRIND)
+        on = false;
+#endif
+    const char *v = getenv("TG_NO_POOL");
+    if (v && *v)
+        on = strcmp(v, "0") == 0;
+    pool.on = on;
+    if (on)
+        atexit(drain_at_exit);
+}
+
+/* Ends an epoch (lock held): each class keeps what the last epochs needed
+ * at their peak, and gives back what it caches beyond that. */
+static void end_epoch(void)
+{
+    pool.handed_out = 0;
+    for (int u = 0; u < pool.n_used; u++) {
+        size_class *sc = &pool.cls[pool.used[u]];
+        sc->keep = 0;
+        for (int i = POOL_EPOCHS - 1; i > 0; i--) {
+            sc->peak[i] = sc->peak[i - 1];
+            if (sc->peak[i] > sc->keep)
+                sc->keep = sc->peak[i];
+        }
+        sc->peak[0] = sc->n_live;
+        trim_class(sc, sc->keep > sc->n_live ? sc->keep : sc->n_live);
+    }
+}
+
+void tg__pool_epoch(void)
+{
+    pthread_mutex_lock(&pool.lock);
+    end_epoch();
+    pthread_mutex_unlock(&pool.lock);
+}
+
+int64_t tg__pool_cached_bytes(void)
+{
+    pthread_mutex_lock(&pool.lock);
+    int64_t n = pool.cached_bytes;
+    pthread_mutex_unlock(&pool.lock);
+    return n;
+}
+
+/* Takes a cached block of class c, or NULL, counting one more live block
+ * of the class either way. false when the pool is off. */
+static bool pool_take(int c, block **b)
+{
+    pthread_mutex_lock(&pool.lock);
+    bool on = pool.on;
+    if (on) {
+        size_class *sc = &pool.cls[c];
+        if (!sc->used) {
+            sc->used = true;
+            pool.used[pool.n_used++] = c;
+        }
+        if ((*b = sc->free)) {
+            sc->free = (*b)->next;
+            sc->n_free--;
+            pool.cached_bytes -= (int64_t)(*b)->cap;
+        }
+        if (++sc->n_live > sc->peak[0])
+            sc->peak[0] = sc->n_live;
+        if (++pool.handed_out >= EPOCH_ALLOCS)
+            end_epoch();
+    }
+    pthread_mutex_unlock(&pool.lock);
+    return on;
+}
+
+tg_storage *tg__storage_new(size_t nbytes, bool zero_fill)
+{
+    pthread_once(&pool_once, pool_init);
+    size_t cap;
+    int c = size_class_of(nbytes, &cap);
+    block *b = NULL;
+    bool zeroed = false;
+    if (c >= 0 && pool_take(c, &b)) {
+        if (b)
+            mark_handed_out(b, nbytes);
+        else if (!(b = block_new(c, cap, &zeroed))) {
+            pthread_mutex_lock(&pool.lock);
+            pool.cls[c].n_live--;
+            pthread_mutex_unlock(&pool.lock);
+            return NULL;
+        }
+    } else if (!(b = block_malloc(nbytes)))
+        return NULL;
+    if (zero_fill && !zeroed)
+        memset(b->s.data, 0, nbytes);
+    b->s.nbytes = nbytes;
+    b->s.refcount = 1;
+    return &b->s;
+}
+
+void tg__storage_retain(tg_storage *s)
+{
+    TG_ASSERT(s->refcount > 0);
+    s->refcount++;
+}
+
+/* Drops a reference; the last one gives the block to its class's free list
+ * (or back to the system when the pool is off or holds enough). */
+void tg__storage_release(tg_storage *s)
+{
+    TG_ASSERT(s->refcount > 0);
+    if (--s->refcount > 0)
+        return;
+    block *b = (block *)s;
+    bool cached = false;
+    if (b->cls >= 0) {
+        pthread_mutex_lock(&pool.lock);
+        size_class *sc = &pool.cls[b->cls];
+        int64_t keep = sc->keep > sc->peak[0] ? sc->keep : sc->peak[0];
+        cached = pool.on && sc->n_free + sc->n_live <= keep;
+        sc->n_live--;
+        if (cached) {
+            mark_cached(b);
+            b->next = sc->free;
+            sc->free = b;
+            sc->n_free++;
+            pool.cached_bytes += (int64_t)b->cap;
+        }
+        pthread_mutex_unlock(&pool.lock);
+    }
+    if (!cached)
+        block_free(b);
+}
