@@ -41,17 +41,33 @@ typedef struct options {
     const size_config *size;
     tg_dtype dtype;
     int threads;
-    bool fused;
+    tg_head_path path;
     double seconds; /* timed budget: reps = seconds / (ms per step) */
     int min_reps, max_reps;
     double warmup_seconds; /* at least 2 warm-up steps, and this long */
 } options;
 
+/* --path's names, by tg_head_path; also the variant= field printed. */
+static const char *const path_names[] = {
+    [TG_HEAD_COMPOSED] = "composed",
+    [TG_HEAD_FUSED_SOFTMAX] = "fused-softmax",
+    [TG_HEAD_TILED] = "tiled",
+};
+
+/* The tg_head_path named name, or -1. */
+static int find_path(const char *name)
+{
+    for (int p = 0; p < (int)(sizeof path_names / sizeof *path_names); p++)
+        if (!strcmp(name, path_names[p]))
+            return p;
+    return -1;
+}
+
 static void usage(FILE *f)
 {
     fprintf(
         f, "usage: bench_head [--config NAME] [--dtype f32|f64] [--threads N]\n"
-           "                  [--fused] [--seconds S] [--min-reps N]\n"
+           "                  [--path P] [--seconds S] [--min-reps N]\n"
            "                  [--max-reps N] [--warmup-seconds S]\n"
            "       bench_head --info | --list | --help\n"
            "\n"
@@ -66,7 +82,8 @@ static void usage(FILE *f)
            "                  default tiny\n"
            "  --dtype         f32 (default) or f64\n"
            "  --threads N     BLAS and OpenMP threads (default 1)\n"
-           "  --fused         the head's fused attention op (h.fused)\n"
+           "  --path P        the head's path (h.path): composed (default),\n"
+           "                  fused-softmax or tiled (tg_attention)\n"
            "  --seconds S     time budget of the timed steps (default 1.5)\n"
            "  --min-reps N    at least N timed steps (default 3)\n"
            "  --max-reps N    at most N timed steps (default 5000)\n"
@@ -212,7 +229,7 @@ static int bench_init(bench *b, const options *o)
     if (tg_head_init(&b->head, o->dtype, s->C, s->hs, &rng) < 0 ||
         tg_head_params(&b->head, &b->params, "head") < 0)
         return -1;
-    b->head.fused = o->fused;
+    b->head.path = o->path;
     b->adamw = tg_optim_new(&b->params, tg_adamw_config(1e-3, 0.01));
     b->x = tg_randn(&rng, o->dtype, TG_SHAPE(s->B, s->T, s->C));
     b->target = tg_randn(&rng, o->dtype, TG_SHAPE(s->B, s->T, s->hs));
@@ -263,12 +280,6 @@ static int measure(bench *b, const options *o, timing *t)
         if (t->warmup > 0)
             after_first += now_ms() - t0;
         t->warmup++;
-        if (o->fused && b->head.attn) {
-            fprintf(stderr, "bench_head: --fused: the head kept its attention "
-                            "weights, so it ran the composed ops (is "
-                            "tg_attention wired into tg_head_forward yet?)\n");
-            return -1;
-        }
     }
     double step_ms = after_first / (t->warmup - 1);
     double want = o->seconds * 1e3 / (step_ms > 1e-6 ? step_ms : 1e-6);
@@ -341,9 +352,6 @@ static int parse(int argc, char **argv, const openblas_api *ob, options *o)
                 printf("%s %d %d %d %d\n", sizes[k].name, sizes[k].B,
                        sizes[k].T, sizes[k].C, sizes[k].hs);
             return 1;
-        } else if (!strcmp(a, "--fused")) {
-            o->fused = true;
-            takes_value = false;
         } else if (!v) {
             fprintf(stderr, "bench_head: %s needs a value (or is unknown)\n",
                     a);
@@ -354,6 +362,13 @@ static int parse(int argc, char **argv, const openblas_api *ob, options *o)
                         v);
                 return -1;
             }
+        } else if (!strcmp(a, "--path")) {
+            if (find_path(v) < 0) {
+                fprintf(stderr, "bench_head: --path is composed, "
+                                "fused-softmax or tiled\n");
+                return -1;
+            }
+            o->path = (tg_head_path)find_path(v);
         } else if (!strcmp(a, "--dtype")) {
             if (strcmp(v, "f32") && strcmp(v, "f64")) {
                 fprintf(stderr, "bench_head: --dtype is f32 or f64\n");
@@ -407,8 +422,8 @@ int main(int argc, char **argv)
     }
     if (rc < 0) {
         if (*tg_last_error())
-            fprintf(stderr, "bench_head: %s %s%s: %s\n", o.size->name,
-                    tg_dtype_name(o.dtype), o.fused ? " fused" : "",
+            fprintf(stderr, "bench_head: %s %s %s: %s\n", o.size->name,
+                    tg_dtype_name(o.dtype), path_names[o.path],
                     tg_last_error());
         bench_free(&b);
         return 1;
@@ -418,11 +433,11 @@ int main(int argc, char **argv)
            "B=%d T=%d C=%d hs=%d warmup=%d reps=%d median_ms=%.4f "
            "min_ms=%.4f max_ms=%.4f cpu_ms=%.4f gflops=%.2f peak_rss_kb=%ld "
            "base_rss_kb=%ld blas=%s blas_threads=%d omp_threads=%d\n",
-           o.fused ? "fused" : "composed", s->name,
-           o.dtype == TG_FLOAT32 ? "f32" : "f64", o.threads, s->B, s->T, s->C,
-           s->hs, t.warmup, t.reps, t.median_ms, t.min_ms, t.max_ms,
-           t.cpu_median_ms, step_flops(s) / (t.median_ms * 1e6), peak_rss_kb(),
-           base_rss, blas_kernel(&ob), blas_threads(&ob), omp_threads());
+           path_names[o.path], s->name, o.dtype == TG_FLOAT32 ? "f32" : "f64",
+           o.threads, s->B, s->T, s->C, s->hs, t.warmup, t.reps, t.median_ms,
+           t.min_ms, t.max_ms, t.cpu_median_ms,
+           step_flops(s) / (t.median_ms * 1e6), peak_rss_kb(), base_rss,
+           blas_kernel(&ob), blas_threads(&ob), omp_threads());
     bench_free(&b);
     return 0;
 }

@@ -4,8 +4,10 @@
 # For each configuration (size x dtype x threads), interleaved so that load
 # on the machine falls on all of them alike:
 #   1. bench/bench_head           tapegrad's attention-head training step
-#   2. bench/bench_head --fused   the same with the fused attention op, when
-#                                 `bench_head --fused --config tiny` works
+#   2. bench/bench_head --path tiled
+#                                 the same with the fused, tiled attention
+#                                 op (tg_attention), when `bench_head --path
+#                                 tiled --config tiny` works
 #   3. bench/peer_torch.py        PyTorch as installed
 #   4. bench/peer_torch.py        PyTorch with glibc's allocator tuned (no
 #                                 trimming, big mmap threshold, huge pages)
@@ -79,7 +81,7 @@ if "$python" -c 'import torch' >/dev/null 2>"$tmp/err"; then
     have_torch=1
 fi
 have_fused=0
-if "$head" --fused --config tiny --seconds 0.01 >/dev/null 2>"$tmp/fused_err"; then
+if "$head" --path tiled --config tiny --seconds 0.01 >/dev/null 2>"$tmp/fused_err"; then
     have_fused=1
 fi
 
@@ -97,7 +99,7 @@ else
         "$(tail -n 1 "$tmp/err")"
 fi
 if [ "$have_fused" = 0 ]; then
-    echo "fused: skipped, \`bench_head --fused --config tiny\` fails:" \
+    echo "fused: skipped, \`bench_head --path tiled --config tiny\` fails:" \
         "$(tail -n 1 "$tmp/fused_err")"
 fi
 echo "per run: warm-up >= 2 steps and 0.25 s, then ~${seconds} s of steps" \
@@ -147,7 +149,7 @@ for s in $sizes; do
             set -- --config "$s" --dtype "$d" --threads "$t" --seconds "$seconds"
             measure "$key" ours "$t" "$head" "$@"
             if [ "$have_fused" = 1 ]; then
-                measure "$key" fused "$t" "$head" --fused "$@"
+                measure "$key" fused "$t" "$head" --path tiled "$@"
             fi
             if [ "$have_torch" = 1 ]; then
                 measure "$key" torch "$t" "$python" "$peer" "$@"

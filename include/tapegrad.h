@@ -426,6 +426,26 @@ tg_tensor *tg_softmax(tg_tensor *t, int dim);
  * outputs (constants that pass nothing back) and dx = 0 at them. New
  * reference; NULL as tg_softmax. */
 tg_tensor *tg_log_softmax(tg_tensor *t, int dim);
+/** The attention's scale, causal mask and softmax as one op:
+ *
+ *     attn = softmax(masked(scale * scores), -1)       scores (...,Tq,Tk)
+ *
+ * where with causal, entry j of row i (rows counted along dim -2) is -inf
+ * when j > i: the lesson's tril(ones(Tq,Tk)) == 0, aligned at the start as
+ * tg_attention's (query i sees keys 0..i); without causal nothing is
+ * masked. Any batch dims (...); attn has the scores' shape. The same bits,
+ * values and gradient, as the three ops
+ *
+ *     future = tg_eq_scalar(tg_tril(tg_ones(dt, TG_SHAPE(Tq, Tk)), 0), 0);
+ *     attn = tg_softmax(tg_masked_fill(tg_scale(scores, scale), future,
+ *                                      -INFINITY), -1);
+ *
+ * (without tg_scale when scale is 1, without the mask when not causal), as
+ * one tape entry and without the mask or the intermediate tensors.
+ * Gradient: dz = attn * (dy - sum(attn * dy)), dz = 0 where masked,
+ * dscores = scale * dz. New reference; NULL for scores that are not float
+ * or have fewer than 2 dims, or a scale that is not finite. */
+tg_tensor *tg_attention_softmax(tg_tensor *scores, double scale, bool causal);
 
 /* ===================================================================== */
 /* Ops for transformers                                                   */

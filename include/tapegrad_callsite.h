@@ -21,6 +21,8 @@
 #define tg_add_scalar(...) TG_CALL_(tg_add_scalar, tg_add_scalar(__VA_ARGS__))
 #define tg_arange(...)     TG_CALL_(tg_arange, tg_arange(__VA_ARGS__))
 #define tg_attention(...)  TG_CALL_(tg_attention, tg_attention(__VA_ARGS__))
+#define tg_attention_softmax(...)                                              \
+    TG_CALL_(tg_attention_softmax, tg_attention_softmax(__VA_ARGS__))
 #define tg_block_forward(...)                                                  \
     TG_CALL_(tg_block_forward, tg_block_forward(__VA_ARGS__))
 #define tg_cat(...)        TG_CALL_(tg_cat, tg_cat(__VA_ARGS__))

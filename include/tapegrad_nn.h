@@ -82,6 +82,20 @@ double tg_clip_grad_norm(const tg_params *ps, double max_norm);
 /* Modules                                                                */
 /* ===================================================================== */
 
+/** How tg_head_forward computes the attention. Each path gives the same
+ * output and gradients; they differ in tape entries, memory and speed. */
+typedef enum tg_head_path {
+    /** The lesson's ops, one tape entry each: tg_scale, tg_masked_fill with
+     * the (T,T) future mask, tg_softmax (the default). */
+    TG_HEAD_COMPOSED = 0,
+    /** Scale, mask and softmax as one tg_attention_softmax entry: the same
+     * bits as TG_HEAD_COMPOSED, without the mask and intermediates. */
+    TG_HEAD_FUSED_SOFTMAX,
+    /** One tg_attention op from q, k, v to out: never holds the (B,T,T)
+     * weights (h->attn is not kept); equal to the others within rounding. */
+    TG_HEAD_TILED
+} tg_head_path;
+
 /** Causal self-attention head, exactly the lesson's:
  *
  *     q, k, v = x @ W_q, x @ W_k, x @ W_v                      (B,T,hs) each
@@ -90,12 +104,12 @@ double tg_clip_grad_norm(const tg_params *ps, double max_norm);
  *     attn    = softmax(scores, -1);  out = attn @ v           (B,T,hs)
  *
  * W_* are (C, hs), drawn N(0, 1/C). Options (set after init): scaled
- * (default true; false drops 1/sqrt(hs)), causal (default true). */
+ * (default true; false drops 1/sqrt(hs)), causal (default true), path
+ * (default TG_HEAD_COMPOSED). */
 typedef struct tg_head {
     int n_embd, head_size;
     bool scaled, causal;
-    bool fused; /**< one tg_attention op instead of the composed ops (default
-                 * false); h->attn is then not kept */
+    tg_head_path path; /**< how the attention is computed (tg_head_path) */
     tg_tensor *w_q, *w_k, *w_v;
     tg_tensor *attn; /**< last forward's weights (B,T,T), detached; or NULL */
 } tg_head;
@@ -108,8 +122,9 @@ int tg_head_init(tg_head *h, tg_dtype dt, int n_embd, int head_size,
 /** Releases the weights and h->attn; h is zeroed. NULL-safe. */
 void tg_head_free(tg_head *h);
 /** x (B,T,C) in the head's dtype -> (B,T,hs), a new reference; also keeps
- * the attention weights in h->attn (owned by the head; not with fused).
- * NULL unless x is 3-D with C = n_embd. */
+ * the attention weights in h->attn (owned by the head; released and left
+ * NULL with TG_HEAD_TILED). NULL unless x is 3-D with C = n_embd and
+ * h->path is one of tg_head_path's. */
 tg_tensor *tg_head_forward(tg_head *h, tg_tensor *x);
 /** Appends prefix.w_q, prefix.w_k, prefix.w_v to ps. 0 or -1. */
 int tg_head_params(tg_head *h, tg_params *ps, const char *prefix);

@@ -7,16 +7,22 @@
  *         scores = np.where(np.tril(np.ones((T,T))) == 0, -np.inf, scores)
  *         return softmax(scores, -1) @ v
  *
- * The forward below is those lines, op for op, on the tape (the scale, mask
- * and softmax as one entry that computes what the three would), so backward
- * comes from the ops' own derivations. Temporaries are released as soon as
- * the next op holds them (not through a private scope): the output must stay
- * in the caller's scope, if one is open. */
+ * The forward below (tg_head_forward and attention_weights) is those lines,
+ * op for op, in public ops on the tape: tg_matmul, tg_transpose, tg_scale,
+ * tg_masked_fill with the (T,T) future mask that tg_ones, tg_tril and
+ * tg_eq_scalar build, tg_softmax, tg_matmul; so backward comes from each
+ * op's own derivation. h->path picks another route to the same numbers:
+ *  - TG_HEAD_FUSED_SOFTMAX: the scale, mask and softmax lines become one
+ *    tg_attention_softmax entry, which computes the same bits forward and
+ *    backward without building the mask or keeping the (B,T,T)
+ *    intermediates;
+ *  - TG_HEAD_TILED: everything after the projections, up to @ v, is one
+ *    tg_attention op, tiled so the (B,T,T) weights never exist (h->attn is
+ *    not kept); it sums in another order, so it agrees within rounding.
+ * Temporaries are released as soon as the next op holds them (not through
+ * a private scope): the output must stay in the caller's scope, if one is
+ * open. */
 #include "nn/nn.h"
-
-/* ops/softmax.c (to become a public op) */
-TG_HIDDEN tg_tensor *tg__attention_softmax(tg_tensor *x, double scale,
-                                           bool causal);
 
 #include <math.h>
 #include <string.h>
@@ -93,6 +99,11 @@ static bool check_input(const tg_head *h, const tg_tensor *x)
     }
     if (!x)
         return false;
+    if ((unsigned)h->path > TG_HEAD_TILED) {
+        tg__error("head: path %d is not a tg_head_path (0..%d)", (int)h->path,
+                  TG_HEAD_TILED);
+        return false;
+    }
     tg_dtype dt = tg_dtype_of(h->w_q);
     if (tg_ndim(x) != 3 || tg_size(x, 2) != h->n_embd || tg_dtype_of(x) != dt) {
         tg__error("head: x must be (B,T,%d) %s, got %s %s", h->n_embd,
@@ -110,66 +121,74 @@ static tg_tensor *then(tg_tensor *prev, tg_tensor *next)
     return next;
 }
 
-/* attn = softmax(q @ k^T [* 1/sqrt(hs)] [future -> -inf], -1)     (B,T,T)
- * where q, k = x @ W_q, x @ W_k                                  (B,T,hs)
- * Multiplying by 1/sqrt(hs) is the lesson's division by hs**0.5 exactly
- * when hs is a power of 4 (its 16: * 0.25), and within rounding otherwise.
- * The lesson's mask, tril(ones(T,T)) == 0, marks the future, which becomes
- * -inf, so softmax gives it weight exactly 0. Scale, mask and softmax are
- * one tape entry (tg__attention_softmax) with the bits, forward and
- * backward, of tg_scale, tg_masked_fill and tg_softmax in turn, and no
- * (T,T) mask or (B,T,T) intermediates to build each forward. */
-static tg_tensor *attention_weights(tg_head *h, tg_tensor *x)
+/* The lesson's mask, tril(ones(T,T)) == 0: true at (i, j) for j > i, the
+ * future of query i. (T,T) bool, broadcast over the batch. */
+static tg_tensor *future_mask(int64_t T)
 {
-    tg_tensor *q = tg_matmul(x, h->w_q);
-    tg_tensor *k = tg_matmul(x, h->w_k);
+    tg_tensor *ones = tg_ones(TG_FLOAT64, TG_SHAPE(T, T));
+    tg_tensor *lower = tg_tril(ones, 0); /* 1 where j <= i: what i sees */
+    tg_tensor *future = tg_eq_scalar(lower, 0);
+    tg_release(ones);
+    tg_release(lower);
+    return future;
+}
+
+/* 1/sqrt(hs), the lesson's division by hs**0.5 (exactly so when hs is a
+ * power of 4, its 16: * 0.25; within rounding otherwise); 1 unscaled. */
+static double scale_of(const tg_head *h)
+{
+    return h->scaled ? 1.0 / sqrt(h->head_size) : 1.0;
+}
+
+/* attn = softmax(q @ k^T [* 1/sqrt(hs)] [future -> -inf], -1)     (B,T,T)
+ * from q, k (B,T,hs). The future becomes -inf, so softmax gives it weight
+ * exactly 0, and its scores get gradient exactly 0. TG_HEAD_FUSED_SOFTMAX
+ * does the scale, mask and softmax as one tg_attention_softmax entry, with
+ * the same bits. */
+static tg_tensor *attention_weights(const tg_head *h, tg_tensor *q,
+                                    tg_tensor *k, int64_t T)
+{
     tg_tensor *kt = tg_transpose(k, 1, 2); /* (B,hs,T) */
     tg_tensor *scores = tg_matmul(q, kt);  /* (B,T,T) */
-    tg_release(q);
-    tg_release(k);
     tg_release(kt);
-    double scale = h->scaled ? 1.0 / sqrt(h->head_size) : 1.0;
-    return then(scores, tg__attention_softmax(scores, scale, h->causal));
-}
-
-/* The fused path (h->fused): the same projections, then one tg_attention op
- * in place of the scores, scale, mask, softmax and attn @ v above, with the
- * same values and gradients. It never forms the (B,T,T) weights, so h->attn
- * is released and left NULL.
- *   out = attention(x @ W_q, x @ W_k, x @ W_v, causal, 1/sqrt(hs) or 1) */
-static tg_tensor *fused_forward(tg_head *h, tg_tensor *x)
-{
-    tg_tensor *q = tg_matmul(x, h->w_q);
-    tg_tensor *k = tg_matmul(x, h->w_k);
-    tg_tensor *v = tg_matmul(x, h->w_v);
-    double scale = h->scaled ? 1.0 / sqrt(h->head_size) : 1.0;
-    tg_tensor *out = tg_attention(q, k, v, h->causal, scale);
-    tg_release(q);
-    tg_release(k);
-    tg_release(v);
-    if (out) {
-        tg_release(h->attn);
-        h->attn = NULL;
+    if (h->path == TG_HEAD_FUSED_SOFTMAX)
+        return then(scores,
+                    tg_attention_softmax(scores, scale_of(h), h->causal));
+    if (h->scaled)
+        scores = then(scores, tg_scale(scores, scale_of(h)));
+    if (h->causal) {
+        tg_tensor *future = future_mask(T);
+        scores = then(scores, tg_masked_fill(scores, future, -INFINITY));
+        tg_release(future);
     }
-    return out;
+    return then(scores, tg_softmax(scores, -1));
 }
 
-/* out = attn @ (x @ W_v)                                 (B,T,T) @ (B,T,hs)
+/* q, k, v = x @ W_q, x @ W_k, x @ W_v                           (B,T,hs)
+ * out = attn @ v                                        (B,T,T) @ (B,T,hs)
  * and h->attn becomes a detached reference to attn (the previous one is
- * released). With h->fused, fused_forward instead (h->attn NULL). */
+ * released). TG_HEAD_TILED instead computes out from q, k, v in one
+ * tg_attention op, which never forms attn: h->attn is released, NULL. */
 tg_tensor *tg_head_forward(tg_head *h, tg_tensor *x)
 {
     if (!check_input(h, x))
         return NULL;
-    if (h->fused)
-        return fused_forward(h, x);
-    tg_tensor *attn = attention_weights(h, x);
+    tg_tensor *q = tg_matmul(x, h->w_q);
+    tg_tensor *k = tg_matmul(x, h->w_k);
     tg_tensor *v = tg_matmul(x, h->w_v);
-    tg_tensor *out = tg_matmul(attn, v);
+    tg_tensor *attn = NULL, *out;
+    if (h->path == TG_HEAD_TILED) {
+        out = tg_attention(q, k, v, h->causal, scale_of(h));
+    } else {
+        attn = attention_weights(h, q, k, tg_size(x, 1));
+        out = tg_matmul(attn, v);
+    }
+    tg_release(q);
+    tg_release(k);
     tg_release(v);
     if (out) {
         tg_release(h->attn);
-        h->attn = tg_keep(tg_detach(attn));
+        h->attn = attn ? tg_keep(tg_detach(attn)) : NULL;
     }
     tg_release(attn);
     return out;

@@ -1,4 +1,5 @@
-/* Private to ops/: what the op files share beyond core/internal.h. */
+/* Private to ops/: what the op files share beyond core/internal.h. Not
+ * installed, and not for the floors above (tests/layers.test). */
 #ifndef TAPEGRAD_OPS_H
 #define TAPEGRAD_OPS_H
 
@@ -12,13 +13,17 @@
 TG_HIDDEN tg_tensor *tg__checked_ids(const char *op, const char *name,
                                      const char *noun, tg_tensor *ids,
                                      int64_t limit, const char *range_of);
-/* The attention's softmax (ops/softmax.c), for nn/head.c: softmax along the
- * last dim of z = scale * x, where with causal the future is masked (entry
- * j of row i, counting rows along the dim before, is -inf when j > i). One
- * tape entry ("causal_softmax" / "scaled_softmax") that computes, forward
- * and backward, the same bits as tg_scale (skipped for scale 1), then
- * tg_masked_fill with tril(ones(T,T)) == 0, then tg_softmax, without the
- * (T,T) mask or the intermediate tensors. A new reference, or NULL. */
-TG_HIDDEN tg_tensor *tg__attention_softmax(tg_tensor *x, double scale,
-                                           bool causal);
+
+/* tg_softmax's kernels (ops/softmax.c), for ops/attention_softmax.c, with
+ * no tape entry and the same bits as tg_softmax and its backward:
+ *
+ *   y  = softmax(x) along dim d          y may be x itself (in place)
+ *   dx = y * (dy - sum(y * dy)) along d  dx a tensor of y's shape
+ *
+ * All of one float dtype; any strides; d a valid dim (not checked). */
+TG_HIDDEN void tg__softmax_rows(const tg_tensor *x, tg_tensor *y, int d);
+TG_HIDDEN void tg__softmax_backward_rows(const tg_tensor *y,
+                                         const tg_tensor *dy, tg_tensor *dx,
+                                         int d);
+
 #endif /* TAPEGRAD_OPS_H */

@@ -1,5 +1,4 @@
-/* softmax and log_softmax along one dim, and the attention's softmax with
- * its scale and causal mask folded in (tg__attention_softmax).
+/* softmax and log_softmax along one dim.
  *
  * Each walks rows as the reductions do (ops/reduce.c): for every position of
  * the other dims, the n elements along dim, each tensor read with its own
@@ -18,7 +17,9 @@
  *    all -inf, with zero gradient: a query with nothing to attend to
  *    contributes nothing instead of spreading NaN through the batch;
  *  - +inf or NaN in a row makes the row NaN, as in numpy and torch (the
- *    max is +inf and inf - inf = NaN, or a NaN carries through the sum). */
+ *    max is +inf and inf - inf = NaN, or a NaN carries through the sum).
+ *
+ * The softmax kernels also serve tg_attention_softmax (ops/ops.h). */
 #include "ops/ops.h"
 
 #include <math.h>
@@ -26,18 +27,12 @@
 static void softmax_backward(tg_node *n, tg_tensor *dy);
 static void log_softmax_backward(tg_node *n, tg_tensor *dy);
 
-/* Parameters: ip[0] the dim; causal_softmax and scaled_softmax (the
- * attention's, along the last dim) also p[0] the scale and ip[1] causal.
- * Backward reads the output y as n->out. */
+/* Parameters: ip[0] the dim. Backward reads the output y as n->out. */
 static const tg_op softmax_op = {.name = "softmax",
                                  .backward = softmax_backward};
 static const tg_op log_softmax_op = {.name = "log_softmax",
                                      .backward = log_softmax_backward,
                                      .makes_neg_inf = true};
-static const tg_op causal_softmax_op = {.name = "causal_softmax",
-                                        .backward = softmax_backward};
-static const tg_op scaled_softmax_op = {.name = "scaled_softmax",
-                                        .backward = softmax_backward};
 
 /* Rows up to this long keep their exp() terms for the second pass, in a
  * stack buffer; longer ones compute them twice. */
@@ -50,58 +45,56 @@ typedef struct rows_job {
     tg_tensor *out; /* y in the forward, dx in the backward */
     int64_t n;      /* row length */
     int64_t xs, ys, dys, outs;
-    int64_t queries; /* the size of the dim before: row r is query
-                      * r % queries (causal only) */
-    double scale;    /* the scores are scale * x (1: x itself) */
-    bool causal;     /* entry j of query row i is masked when j > i */
     bool as_log;
 } rows_job;
 
-/* The leading entries of row r (C order over the rows) the mask leaves. */
-static int64_t visible(const rows_job *j, int64_t r)
+/* exp(x - m) for an entry x of a row whose max m is not -inf: 0 exactly for
+ * x = -inf, a masked entry, without calling exp(), which costs as much on
+ * -inf as on any other argument and would double a causal row's work.
+ * (When m is NaN the row's sum is NaN, so the weight is NaN either way.) */
+static inline double exp_shifted(double x, double m)
 {
-    if (!j->causal)
-        return j->n;
-    int64_t i = r % j->queries;
-    return i + 1 < j->n ? i + 1 : j->n;
+    return x == -INFINITY ? 0 : exp(x - m);
 }
 
-/* forward, per row:  y_k = exp(z_k - m) / s,  s = sum_j exp(z_j - m),
- * m = max z; log_softmax: y_k = z_k - m - log s.
- * z_k = scale * x_k (rounded to T, as tg_scale) for the visible entries;
- * the masked ones are -inf: each adds exp(-inf - m) = 0 to s, which leaves
- * it unchanged, and gets weight exp(-inf - m) / s (0, or NaN in a NaN
- * row), exactly as an entry masked in x itself. */
-#define Z(k) (scaled ? (T)(sc * xr[(k)*xs]) : xr[(k)*xs]) /* z_k of row xr */
+/* forward, per row of n entries x_k:
+ *   m = max_k x_k,   s = sum_j exp(x_j - m)
+ *   softmax:      y_k = exp(x_k - m) / s
+ *   log_softmax:  y_k = x_k - m - log s
+ * Subtracting m leaves the value as it is (exp(x_k - m) / s is
+ * exp(x_k) / sum_j exp(x_j)) and keeps every exp() at most 1, so none
+ * overflows. An entry at -inf adds exp(-inf - m) = 0 to s and gets weight
+ * 0; a row entirely -inf has m = -inf and is written as masked (0, or -inf
+ * for log_softmax) instead of NaN. Each entry is read before its own output
+ * is written, so y may be x itself (tg__softmax_rows in place). */
 static void softmax_run(void *job, int64_t start, const int64_t *off,
                         const int64_t *step, int64_t len)
 {
     const rows_job *j = job;
     const int64_t n = j->n, xs = j->xs, ys = j->outs;
-    const bool as_log = j->as_log, scaled = j->scale != 1;
-    double e[ROW_SCRATCH]; /* exp(z_k - m), when the row fits */
+    const bool as_log = j->as_log;
+    double e[ROW_SCRATCH]; /* exp(x_k - m), when the row fits */
+    (void)start;
     TG_DISPATCH_FLOAT(j->x->dtype, T, {
-        const T sc = (T)j->scale;
         for (int64_t r = 0; r < len; r++) {
             const T *xr = TG_DATA(T, j->x) + off[0] + r * step[0];
             T *yr = TG_DATA(T, j->out) + off[1] + r * step[1];
-            const int64_t vis = visible(j, start + r);
             /* The row max; a NaN makes it NaN (and the row NaN). */
             double m = -INFINITY;
-            for (int64_t k = 0; k < vis && !isnan(m); k++) {
-                T z = Z(k);
-                if (z > m || isnan(z))
-                    m = z;
+            for (int64_t k = 0; k < n && !isnan(m); k++) {
+                T xk = xr[k * xs];
+                if (xk > m || isnan(xk))
+                    m = xk;
             }
             if (m == -INFINITY) { /* entirely -inf (or empty): masked */
                 for (int64_t k = 0; k < n; k++)
                     yr[k * ys] = (T)(as_log ? -INFINITY : 0.0);
                 continue;
             }
-            const bool keep = !as_log && vis <= ROW_SCRATCH;
+            const bool keep = !as_log && n <= ROW_SCRATCH;
             double s = 0;
-            for (int64_t k = 0; k < vis; k++) {
-                double ek = exp(Z(k) - m);
+            for (int64_t k = 0; k < n; k++) {
+                double ek = exp_shifted(xr[k * xs], m);
                 if (keep)
                     e[k] = ek;
                 s += ek;
@@ -109,33 +102,35 @@ static void softmax_run(void *job, int64_t start, const int64_t *off,
             if (as_log) {
                 double lse = log(s);
                 for (int64_t k = 0; k < n; k++)
-                    yr[k * ys] = (T)(Z(k) - m - lse);
-                continue;
-            }
-            if (keep && ys == 1) {
-                TG_SIMD for (int64_t k = 0; k < vis; k++) yr[k] = (T)(e[k] / s);
+                    yr[k * ys] = (T)(xr[k * xs] - m - lse);
+            } else if (keep && ys == 1) {
+                TG_SIMD for (int64_t k = 0; k < n; k++) yr[k] = (T)(e[k] / s);
             } else {
-                for (int64_t k = 0; k < vis; k++)
-                    yr[k * ys] = (T)((keep ? e[k] : exp(Z(k) - m)) / s);
+                for (int64_t k = 0; k < n; k++)
+                    yr[k * ys] =
+                        (T)((keep ? e[k] : exp_shifted(xr[k * xs], m)) / s);
             }
-            const T masked = (T)(exp(-INFINITY - m) / s);
-            for (int64_t k = vis; k < n; k++)
-                yr[k * ys] = masked;
         }
     });
 }
-#undef Z
 
-/* job->out = the softmax family of job->x along d (same shape). */
-static void softmax_rows(rows_job *job, int d)
+/* y = softmax(x) along d, or log_softmax(x) with as_log. */
+static void softmax_rows(const tg_tensor *x, tg_tensor *y, int d, bool as_log)
 {
-    const tg_tensor *x = job->x, *y = job->out;
-    job->n = x->shape[d];
-    job->xs = x->strides[d];
-    job->outs = y->strides[d];
+    rows_job job = {.x = x,
+                    .out = y,
+                    .n = x->shape[d],
+                    .xs = x->strides[d],
+                    .outs = y->strides[d],
+                    .as_log = as_log};
     tg_loop L;
     tg__rows_loop(&L, x, d, 2, (const tg_tensor *const[]){x, y});
-    tg__loop_run(&L, job->n, softmax_run, job);
+    tg__loop_run(&L, job.n, softmax_run, &job);
+}
+
+void tg__softmax_rows(const tg_tensor *x, tg_tensor *y, int d)
+{
+    softmax_rows(x, y, d, false);
 }
 
 static tg_tensor *softmax_common(const tg_op *op, tg_tensor *x, int dim)
@@ -148,10 +143,7 @@ static tg_tensor *softmax_common(const tg_op *op, tg_tensor *x, int dim)
     tg_tensor *y = tg__new(op->name, x->dtype, x->ndim, x->shape, false);
     if (!y)
         return NULL;
-    softmax_rows(
-        &(rows_job){
-            .x = x, .out = y, .scale = 1, .as_log = op == &log_softmax_op},
-        d);
+    softmax_rows(x, y, d, op == &log_softmax_op);
     tg_node *n = tg__record(op, y, 1, &x);
     if (n)
         n->ip[0] = d;
@@ -168,32 +160,20 @@ tg_tensor *tg_log_softmax(tg_tensor *t, int dim)
     return softmax_common(&log_softmax_op, t, dim);
 }
 
-tg_tensor *tg__attention_softmax(tg_tensor *x, double scale, bool causal)
+/* Runs a backward kernel over the rows along d: dx from y and dy. */
+static void backward_rows(tg_run_fn run, const tg_tensor *y,
+                          const tg_tensor *dy, tg_tensor *dx, int d)
 {
-    const tg_op *op = causal ? &causal_softmax_op : &scaled_softmax_op;
-    if (!x || !tg__check_float(op->name, x))
-        return NULL;
-    if (x->ndim < 2) {
-        tg__error("%s: needs at least 2 dims, got %s", op->name, TG_SHP(x));
-        return NULL;
-    }
-    tg_tensor *y = tg__new(op->name, x->dtype, x->ndim, x->shape, false);
-    if (!y)
-        return NULL;
-    int d = x->ndim - 1;
-    softmax_rows(&(rows_job){.x = x,
-                             .out = y,
-                             .scale = scale,
-                             .causal = causal,
-                             .queries = x->shape[d - 1]},
-                 d);
-    tg_node *n = tg__record(op, y, 1, &x);
-    if (n) {
-        n->ip[0] = d;
-        n->ip[1] = causal;
-        n->p[0] = scale;
-    }
-    return y;
+    rows_job job = {.y = y,
+                    .dy = dy,
+                    .out = dx,
+                    .n = y->shape[d],
+                    .ys = y->strides[d],
+                    .dys = dy->strides[d],
+                    .outs = dx->strides[d]};
+    tg_loop L;
+    tg__rows_loop(&L, y, d, 3, (const tg_tensor *const[]){dx, y, dy});
+    tg__loop_run(&L, job.n, run, &job);
 }
 
 /* forward:  y_i = exp(x_i - m) / sum_j exp(x_j - m)          along dim, m = max x
@@ -202,69 +182,46 @@ tg_tensor *tg__attention_softmax(tg_tensor *x, double scale, bool causal)
  *           A masked entry (x_k = -inf) has y_k = 0, so dx_k = 0 exactly
  *           (for finite dy), and it adds y_k dy_k = 0 to the sum; an entirely
  *           -inf row has y = 0 throughout and gets dx = 0.
- *           dx = y * (dy - sum(y * dy))
- * The attention's softmax (of z = scale * x, the future masked) goes back
- * through the three ops it stands for, rounding as they do:
- *           dz = y * (dy - sum(y * dy))         (softmax)
- *           dz = 0 where masked                 (masked_fill)
- *           dx = scale * dz                     (scale) */
+ *           dx = y * (dy - sum(y * dy)) */
 static void softmax_backward_run(void *job, int64_t start, const int64_t *off,
                                  const int64_t *step, int64_t len)
 {
     const rows_job *j = job;
     const int64_t n = j->n, dxs = j->outs, ys = j->ys, dys = j->dys;
-    const bool scaled = j->scale != 1;
+    (void)start;
     TG_DISPATCH_FLOAT(j->y->dtype, T, {
-        const T sc = (T)j->scale;
         for (int64_t r = 0; r < len; r++) {
             T *dxr = TG_DATA(T, j->out) + off[0] + r * step[0];
             const T *yr = TG_DATA(T, j->y) + off[1] + r * step[1];
             const T *dyr = TG_DATA(T, j->dy) + off[2] + r * step[2];
-            const int64_t vis = visible(j, start + r);
             double dot = 0;
             for (int64_t k = 0; k < n; k++)
                 dot += (double)yr[k * ys] * dyr[k * dys];
-            if (dxs == 1 && ys == 1 && dys == 1 && scaled) {
-                TG_SIMD for (int64_t k = 0; k < vis; k++) dxr[k] =
-                    sc * (T)(yr[k] * (dyr[k] - dot));
-            } else if (dxs == 1 && ys == 1 && dys == 1) {
-                TG_SIMD for (int64_t k = 0; k < vis; k++) dxr[k] =
+            if (dxs == 1 && ys == 1 && dys == 1) {
+                TG_SIMD for (int64_t k = 0; k < n; k++) dxr[k] =
                     (T)(yr[k] * (dyr[k] - dot));
             } else {
-                for (int64_t k = 0; k < vis; k++) {
-                    T dz = (T)(yr[k * ys] * (dyr[k * dys] - dot));
-                    dxr[k * dxs] = scaled ? (T)(sc * dz) : dz;
-                }
+                for (int64_t k = 0; k < n; k++)
+                    dxr[k * dxs] = (T)(yr[k * ys] * (dyr[k * dys] - dot));
             }
-            const T zero = scaled ? (T)(sc * (T)0) : (T)0;
-            for (int64_t k = vis; k < n; k++)
-                dxr[k * dxs] = zero;
         }
     });
+}
+
+void tg__softmax_backward_rows(const tg_tensor *y, const tg_tensor *dy,
+                               tg_tensor *dx, int d)
+{
+    backward_rows(softmax_backward_run, y, dy, dx, d);
 }
 
 static void softmax_backward(tg_node *n, tg_tensor *dy)
 {
     if (!tg__needs_grad(n, 0))
         return;
-    const tg_tensor *x = n->in[0], *y = n->out;
-    int d = (int)n->ip[0];
-    bool attention = n->op != &softmax_op;
+    const tg_tensor *x = n->in[0];
     tg_tensor *dx =
-        tg__must(tg__new(n->op->name, x->dtype, x->ndim, x->shape, false));
-    rows_job job = {.y = y,
-                    .dy = dy,
-                    .out = dx,
-                    .n = x->shape[d],
-                    .ys = y->strides[d],
-                    .dys = dy->strides[d],
-                    .outs = dx->strides[d],
-                    .scale = attention ? n->p[0] : 1,
-                    .causal = attention && n->ip[1],
-                    .queries = d > 0 ? x->shape[d - 1] : 1};
-    tg_loop L;
-    tg__rows_loop(&L, x, d, 3, (const tg_tensor *const[]){dx, y, dy});
-    tg__loop_run(&L, job.n, softmax_backward_run, &job);
+        tg__must(tg__new("softmax", x->dtype, x->ndim, x->shape, false));
+    backward_rows(softmax_backward_run, n->out, dy, dx, (int)n->ip[0]);
     tg__accumulate(n, 0, dx);
     tg_release(dx);
 }
@@ -308,20 +265,10 @@ static void log_softmax_backward(tg_node *n, tg_tensor *dy)
 {
     if (!tg__needs_grad(n, 0))
         return;
-    const tg_tensor *x = n->in[0], *y = n->out;
-    int d = (int)n->ip[0];
+    const tg_tensor *x = n->in[0];
     tg_tensor *dx =
         tg__must(tg__new("log_softmax", x->dtype, x->ndim, x->shape, false));
-    rows_job job = {.y = y,
-                    .dy = dy,
-                    .out = dx,
-                    .n = x->shape[d],
-                    .ys = y->strides[d],
-                    .dys = dy->strides[d],
-                    .outs = dx->strides[d]};
-    tg_loop L;
-    tg__rows_loop(&L, x, d, 3, (const tg_tensor *const[]){dx, y, dy});
-    tg__loop_run(&L, job.n, log_softmax_backward_run, &job);
+    backward_rows(log_softmax_backward_run, n->out, dy, dx, (int)n->ip[0]);
     tg__accumulate(n, 0, dx);
     tg_release(dx);
 }

@@ -4,9 +4,9 @@
  * no keys or no queries, causal or not, in float64 (to 1e-12) and float32
  * (to 1e-5); transposed inputs; inputs that need no gradient;
  * gradcheck; PyTorch's values (tests/fixtures/gen_attention.py); the head
- * with fused = true against fused = false; the tape entry; the errors; and
- * the memory of a T = 2048 forward and backward, which must stay far below
- * the (T,T) scores. */
+ * with path TG_HEAD_TILED against the default; the tape entry; the errors;
+ * and the memory of a T = 2048 forward and backward, which must stay far
+ * below the (T,T) scores. */
 #include "tests.h"
 
 #include <math.h>
@@ -300,10 +300,10 @@ END_TEST
 
 /* ---- the head ----------------------------------------------------------- */
 
-/* Heads from the same seed, one fused, on the same x (B 2, T 70, C 8) and
- * dout, in each of the four (scaled, causal) variants: the same output, dx
- * and parameter gradients. The fused head keeps no weights (attn NULL), and
- * drops those a composed forward kept. */
+/* Heads from the same seed, one TG_HEAD_TILED, on the same x (B 2, T 70,
+ * C 8) and dout, in each of the four (scaled, causal) variants: the same
+ * output, dx and parameter gradients. The tiled head keeps no weights (attn
+ * NULL), and drops those a composed forward kept. */
 START_TEST(test_head_fused)
 {
     const bool scaled = _i & 1, causal = _i & 2;
@@ -322,7 +322,7 @@ START_TEST(test_head_fused)
         x[f] = leaf_of(xs);
         out[f] = tg_head_forward(&h[f], x[f]); /* both composed */
         ck_assert_ptr_nonnull(h[f].attn);
-        h[f].fused = f == 1;
+        h[f].path = f == 1 ? TG_HEAD_TILED : TG_HEAD_COMPOSED;
         out[f] = tg_head_forward(&h[f], x[f]);
         ck_assert_int_eq(tg_backward_with(out[f], dout), 0);
     }

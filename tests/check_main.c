@@ -108,6 +108,7 @@ static const struct {
     {"plot", plot_suite},
     {"anomaly", anomaly_suite},
     {"attention", attention_suite},
+    {"attention_softmax", attention_softmax_suite},
     {"fuzz_regress", fuzz_regress_suite},
 };
 

@@ -25,6 +25,7 @@ Suite *optim_suite(void);
 Suite *plot_suite(void);
 Suite *anomaly_suite(void);
 Suite *attention_suite(void);
+Suite *attention_softmax_suite(void);
 Suite *fuzz_regress_suite(void);
 
 /* Path of a committed fixture: TG_FIXTURES "/" name, in a static buffer. */
