@@ -8,7 +8,7 @@
  * core/ is built in floors, each file calling only those below it:
  *
  *   error.c            errors, shape strings, call sites
- *   parallel.c         the worker threads (tg__parallel_for)
+ *   parallel.c, file.c the worker threads; safe file writes (tg__file_*)
  *   iter.c             broadcasting, strided loops, load/store, copy/add
  *   storage.c          refcounted buffers and their pool
  *   audit.c, scope.c   the leak audit; the scope stack

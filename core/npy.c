@@ -513,32 +513,20 @@ static size_t format_header(const tg_tensor *t, char *buf)
     return total;
 }
 
-/* Writes header and data to path. On failure the partial file is removed, so
- * a half-written file never passes for a whole one; only a regular file,
- * though: a device such as /dev/full must never be unlinked. */
+/* Writes header and data to path through a temporary (core/shared.h), so a
+ * failure leaves the file that was there as it was. */
 static int write_file(const char *path, const char *header, size_t hlen,
                       const void *data, size_t nbytes)
 {
-    FILE *f = fopen(path, "wb");
-    if (!f) {
-        tg__error("save_npy: %s: cannot open: %s", path, strerror(errno));
+    tg__file *out = tg__file_begin("save_npy", path);
+    if (!out)
+        return -1;
+    if (!tg__file_write(out, header, hlen) ||
+        !tg__file_write(out, data, nbytes)) {
+        tg__file_abort(out);
         return -1;
     }
-    struct stat st;
-    bool regular = fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode);
-    bool ok = fwrite(header, 1, hlen, f) == hlen &&
-              fwrite(data, 1, nbytes, f) == nbytes;
-    int err = errno;
-    if (fclose(f) != 0 && ok) {
-        ok = false;
-        err = errno;
-    }
-    if (ok)
-        return 0;
-    if (regular)
-        remove(path);
-    tg__error("save_npy: %s: write failed: %s", path, strerror(err));
-    return -1;
+    return tg__file_commit(out);
 }
 
 int tg_save_npy(const tg_tensor *t, const char *path)

@@ -21,4 +21,47 @@ TG_HIDDEN void tg__copy_into(tg_tensor *dst, const tg_tensor *src);
  * and clip_grad_norm. (core/tape.c) */
 TG_HIDDEN double tg__sum_squares(const tg_tensor *g);
 
+/* ---- Writing a file safely (core/file.c) -------------------------------
+ * For every file the library writes (.npy, .npz, plot data and scripts):
+ * the bytes go to a temporary ".<name>.XXXXXX" in the target's directory,
+ * which tg__file_commit syncs and renames over the target. So on any
+ * failure (a full disk, a file-size limit, an unwritable directory, a
+ * format limit the caller finds midway) the old file is byte for byte as it
+ * was and no temporary is left; a process killed midway (SIGXFSZ at its
+ * default action, SIGKILL) leaves the old file too, plus the temporary. A
+ * new file gets the mode any new file gets (0666 less the umask), a
+ * replaced one keeps its mode (and its owner, when we may give it away). A
+ * symbolic link is kept and what it points to is replaced; a hard link to
+ * the old file keeps the old bytes. An existing target that is not a
+ * regular file (a device such as /dev/null, a pipe) is written in place,
+ * without a temporary; a directory is an error.
+ *
+ * Errors read "<op>: cannot write <path>: <what failed>: <strerror>", with
+ * the path as the caller gave it. Use:
+ *
+ *   tg__file *out = tg__file_begin("save_npy", path);
+ *   if (!out) return -1;
+ *   if (!tg__file_write(out, bytes, n) || ...) { tg__file_abort(out);
+ *                                                return -1; }
+ *   return tg__file_commit(out);                                          */
+typedef struct tg__file tg__file;
+
+/* Starts writing path for op. Returns the handle, or NULL with the error set
+ * (the temporary cannot be created, the target is a directory). */
+TG_HIDDEN tg__file *tg__file_begin(const char *op, const char *path);
+/* The stream to write to, for fprintf and the like: a failure there shows
+ * in ferror, which tg__file_commit checks. Closed by commit or abort. */
+TG_HIDDEN FILE *tg__file_stream(tg__file *w);
+/* Writes n bytes; false with the error set ("write failed") when they do
+ * not all go, and after that every call is false and commit fails. */
+TG_HIDDEN bool tg__file_write(tg__file *w, const void *buf, size_t n);
+/* Flushes, syncs and closes the temporary and renames it over the target,
+ * then syncs the directory. 0; or -1 with the error set and the target as
+ * it was, except when only the directory's sync fails (the new file is in
+ * place then, and the message says so). Frees w either way. */
+TG_HIDDEN int tg__file_commit(tg__file *w);
+/* Gives up: closes and removes the temporary, leaving the target as it was
+ * and the error as it is. Frees w. NULL-safe. */
+TG_HIDDEN void tg__file_abort(tg__file *w);
+
 #endif /* TAPEGRAD_SHARED_H */

@@ -654,7 +654,17 @@ bool tg_allclose(const tg_tensor *a, const tg_tensor *b, double rtol,
 tg_tensor *tg_load_npy(const char *path);
 /** Saves t as .npy format 1.0 ('<f4', '<f8', '|b1' or '<i8'), byte for byte as
  * np.save writes it. Returns 0, or -1 for a NULL t or path or a file that
- * cannot be written (and removes a partial file). */
+ * cannot be written, with a message naming the path.
+ *
+ * Atomic: the bytes go to a temporary file in path's directory, synced and
+ * then renamed over path, so a failed save (a full disk, a file-size limit)
+ * leaves the file that was at path byte for byte as it was, and no
+ * temporary. A replaced file keeps its mode; a symbolic link is kept. A
+ * program that sets a file-size limit (RLIMIT_FSIZE) should ignore SIGXFSZ
+ * (signal(SIGXFSZ, SIG_IGN)) to get -1 and "File too large" instead: at its
+ * default the signal kills the process midway (the old file still survives,
+ * beside a temporary ".<name>.XXXXXX"). The library never changes signal
+ * handling itself. */
 int tg_save_npy(const tg_tensor *t, const char *path);
 
 #ifdef __cplusplus

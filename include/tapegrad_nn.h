@@ -342,7 +342,13 @@ void tg_optim_zero_grad(tg_optim *o);
 
 /** Saves every parameter as an entry `<name>.npy` of one uncompressed .npz
  * (numpy.load reads it). 0, or -1 for a NULL list or path, a NULL parameter,
- * or a file that cannot be written. */
+ * a checkpoint past zip's limits without zip64 (4 GiB, 65534 parameters), or
+ * a file that cannot be written.
+ *
+ * Atomic, as tg_save_npy: a failed save, or one refused for its size,
+ * leaves the checkpoint that was at path byte for byte as it was. A program
+ * that sets a file-size limit should ignore SIGXFSZ to get -1 rather than be
+ * killed midway (see tg_save_npy). */
 int tg_save_npz(const tg_params *ps, const char *path);
 /** Loads values by name into the parameters, in place: each entry must have
  * the parameter's shape, and its dtype, except that float32 and float64

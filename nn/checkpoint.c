@@ -109,28 +109,17 @@ typedef struct saved_entry {
 } saved_entry;
 
 typedef struct zip_writer {
-    const char *path;
-    FILE *f;
+    tg__file *out;
     uint64_t pos; /* bytes written so far */
     crc_table crc;
 } zip_writer;
 
 static bool write_bytes(zip_writer *w, const void *buf, size_t n)
 {
-    if (fwrite(buf, 1, n, w->f) != n) {
-        tg__error("save_npz: %s: write failed: %s", w->path, strerror(errno));
+    if (!tg__file_write(w->out, buf, n))
         return false;
-    }
     w->pos += n;
     return true;
-}
-
-static bool too_big(const zip_writer *w)
-{
-    tg__error("save_npz: %s: the checkpoint would pass 4 GiB, which needs "
-              "zip64 (not supported)",
-              w->path);
-    return false;
 }
 
 /* The entry name "<name>.npy" in buf, and its flags. */
@@ -144,21 +133,16 @@ static size_t entry_name(const char *name, char *buf, unsigned *flags)
     return n;
 }
 
-/* The .npy file of t in one malloc'd buffer: header, then data. NULL when
- * it, after a local header and name of name_len bytes, would pass 4 GiB. */
-static unsigned char *npy_bytes(const zip_writer *w, const tg_tensor *t,
-                                size_t name_len, size_t *len)
+/* The .npy file of t in one malloc'd buffer: header, then data. */
+static unsigned char *npy_bytes(const char *path, const tg_tensor *t,
+                                size_t *len)
 {
     char header[TG_NPY_HEADER_MAX];
     size_t hlen = tg__npy_header(t, header);
     size_t nbytes = (size_t)tg_numel(t) * tg_dtype_size(tg_dtype_of(t));
-    if (w->pos + LOCAL_LEN + name_len + hlen + nbytes > ZIP_MAX) {
-        too_big(w);
-        return NULL;
-    }
     unsigned char *buf = malloc(hlen + nbytes);
     if (!buf) {
-        tg__error("save_npz: %s: out of memory for %s %s", w->path,
+        tg__error("save_npz: %s: out of memory for %s %s", path,
                   tg_dtype_name(tg_dtype_of(t)), TG_SHP(t));
         return NULL;
     }
@@ -172,12 +156,13 @@ static unsigned char *npy_bytes(const zip_writer *w, const tg_tensor *t,
 }
 
 /* Writes one local header, name and .npy file; fills *e. */
-static bool write_entry(zip_writer *w, const tg_param *p, saved_entry *e)
+static bool write_entry(zip_writer *w, const char *path, const tg_param *p,
+                        saved_entry *e)
 {
     char name[ENTRY_NAME_MAX];
     size_t name_len = entry_name(p->name, name, &e->flags);
     size_t len = 0;
-    unsigned char *data = npy_bytes(w, p->t, name_len, &len);
+    unsigned char *data = npy_bytes(path, p->t, &len);
     if (!data)
         return false;
     e->crc = crc_update(&w->crc, 0, data, len);
@@ -224,8 +209,6 @@ static bool write_directory(zip_writer *w, const tg_params *ps,
         if (!write_bytes(w, h, sizeof h) || !write_bytes(w, name, name_len))
             return false;
     }
-    if (w->pos + END_LEN > ZIP_MAX)
-        return too_big(w);
     unsigned char end[END_LEN] = {0};
     put32(end, END_SIG);
     put16(end + 8, (unsigned)ps->n);  /* entries on this disk */
@@ -233,6 +216,32 @@ static bool write_directory(zip_writer *w, const tg_params *ps,
     put32(end + 12, (uint32_t)(w->pos - start));
     put32(end + 16, (uint32_t)start);
     return write_bytes(w, end, sizeof end);
+}
+
+/* Whether the checkpoint of ps fits a zip without zip64, decided from its
+ * size before anything is written: every size and offset in it must fit 32
+ * bits, so the whole file must stay under 4 GiB. A tensor's bytes are
+ * counted from its shape, so a broadcast view of a huge shape is refused
+ * without being copied. */
+static bool fits_zip(const tg_params *ps, const char *path)
+{
+    uint64_t size = END_LEN;
+    for (int i = 0; i < ps->n && size <= ZIP_MAX; i++) {
+        const tg_tensor *t = ps->items[i].t;
+        char name[ENTRY_NAME_MAX], header[TG_NPY_HEADER_MAX];
+        unsigned flags;
+        size_t name_len = entry_name(ps->items[i].name, name, &flags);
+        uint64_t nbytes = (uint64_t)tg_numel(t) * tg_dtype_size(tg_dtype_of(t));
+        size +=
+            LOCAL_LEN + CENTRAL_LEN + 2 * name_len + tg__npy_header(t, header);
+        size += nbytes > ZIP_MAX ? ZIP_MAX : nbytes; /* no wrap-around */
+    }
+    if (size <= ZIP_MAX)
+        return true;
+    tg__error("save_npz: %s: the checkpoint would pass 4 GiB, which needs "
+              "zip64 (not supported)",
+              path);
+    return false;
 }
 
 static bool check_save_args(const tg_params *ps, const char *path)
@@ -253,38 +262,32 @@ static bool check_save_args(const tg_params *ps, const char *path)
                       ps->items[i].name);
             return false;
         }
-    return true;
+    return fits_zip(ps, path);
 }
 
-/* On failure the partial file is removed, as tg_save_npy does (only a
- * regular file: a device such as /dev/full is never unlinked). */
+/* Checked whole before anything is written, and written through a
+ * temporary (core/shared.h): a failure leaves the old checkpoint as it was. */
 int tg_save_npz(const tg_params *ps, const char *path)
 {
     if (!check_save_args(ps, path))
         return -1;
-    zip_writer w = {.path = path, .f = fopen(path, "wb")};
-    if (!w.f) {
-        tg__error("save_npz: %s: cannot open: %s", path, strerror(errno));
+    zip_writer w = {.out = tg__file_begin("save_npz", path)};
+    if (!w.out)
         return -1;
-    }
     crc_init(&w.crc);
-    struct stat st;
-    bool regular = fstat(fileno(w.f), &st) == 0 && S_ISREG(st.st_mode);
     saved_entry *es = calloc((size_t)ps->n + 1, sizeof *es);
     bool ok = es != NULL;
     if (!ok)
         tg__error("save_npz: %s: out of memory", path);
     for (int i = 0; ok && i < ps->n; i++)
-        ok = write_entry(&w, &ps->items[i], &es[i]);
+        ok = write_entry(&w, path, &ps->items[i], &es[i]);
     ok = ok && write_directory(&w, ps, es);
     free(es);
-    if (fclose(w.f) != 0 && ok) {
-        tg__error("save_npz: %s: write failed: %s", path, strerror(errno));
-        ok = false;
+    if (!ok) {
+        tg__file_abort(w.out);
+        return -1;
     }
-    if (!ok && regular)
-        remove(path);
-    return ok ? 0 : -1;
+    return tg__file_commit(w.out);
 }
 
 /* ===================================================================== */

@@ -10,8 +10,13 @@
  * so stems may hold spaces and quotes. Inside scripts, text and file names
  * are single-quoted gnuplot strings (see put_string), and the terminal is
  * noenhanced, so '_', '^' and '{' in titles print as typed. Control
- * characters in text become spaces; stems may not contain any. */
+ * characters in text become spaces; stems may not contain any.
+ *
+ * The .dat and .gp files are written through a temporary and renamed into
+ * place (core/shared.h), so a write that fails (a full disk) leaves the
+ * files of an earlier plot with the same stem as they were. */
 #include "core/error.h"
+#include "core/shared.h"
 #include "tapegrad_plot.h"
 
 #include <ctype.h>
@@ -212,32 +217,6 @@ static bool name_files(const char *op, const char *stem, plot_files *p)
     snprintf(p->gp_arg, sizeof p->gp_arg, "%s%s.gp", *stem == '-' ? "./" : "",
              stem);
     return true;
-}
-
-static FILE *create(const char *op, const char *path)
-{
-    FILE *f = fopen(path, "w");
-    if (!f)
-        tg__error("%s: cannot write %s: %s", op, path, strerror(errno));
-    return f;
-}
-
-/* Closes f; -1 and an error naming path if any write to it failed (the
- * partial file is removed). */
-static int finish(const char *op, const char *path, FILE *f)
-{
-    bool failed = ferror(f) != 0;
-    int err = failed ? EIO : 0;
-    if (fclose(f) != 0 && !failed) {
-        failed = true;
-        err = errno;
-    }
-    if (failed) {
-        tg__error("%s: writing %s failed: %s", op, path, strerror(err));
-        remove(path);
-        return -1;
-    }
-    return 0;
 }
 
 /* Numbers in the files are C-locale ("0.5", never "0,5"), whatever locale
@@ -465,9 +444,10 @@ static value_range finite_range(const double *v, int64_t n)
 static int write_matrix(const char *op, const plot_files *p, const double *v,
                         int64_t rows, int64_t cols, bool single)
 {
-    FILE *f = create(op, p->dat);
-    if (!f)
+    tg__file *out = tg__file_begin(op, p->dat);
+    if (!out)
         return -1;
+    FILE *f = tg__file_stream(out);
     fprintf(f,
             "# tapegrad heatmap: a (%lld,%lld) matrix, one row per line, row "
             "0 first.\n"
@@ -482,7 +462,7 @@ static int write_matrix(const char *op, const plot_files *p, const double *v,
         }
         fputc('\n', f);
     }
-    return finish(op, p->dat, f);
+    return tg__file_commit(out);
 }
 
 /* A tic every 1, 2, 5, 10, 20... cells: at most 16 tics along n cells. */
@@ -544,9 +524,10 @@ static int write_heatmap_script(const char *op, const plot_files *p,
         r.hi += pad;
     }
     heatmap_layout l = heatmap_layout_for(rows, cols);
-    FILE *f = create(op, p->gp);
-    if (!f)
+    tg__file *out = tg__file_begin(op, p->gp);
+    if (!out)
         return -1;
+    FILE *f = tg__file_stream(out);
     script_begin(f, p, "heatmap", l.width, l.height, title, xlabel, ylabel);
     fputs("\n# viridis: dark purple (low) to yellow (high)\n"
           "set palette defined (0 '#440154', 1 '#3b528b', 2 '#21918c', "
@@ -593,7 +574,7 @@ static int write_heatmap_script(const char *op, const plot_files *p,
               "     with labels font cell_font textcolor rgb variable",
               f);
     fputc('\n', f);
-    return finish(op, p->gp, f);
+    return tg__file_commit(out);
 }
 
 int tg_plot_heatmap(const char *stem, const tg_tensor *m, const char *title,
@@ -642,9 +623,10 @@ int tg_plot_heatmap(const char *stem, const tg_tensor *m, const char *title,
 static int write_series(const char *op, const plot_files *p,
                         const tg_series *series, int n_series)
 {
-    FILE *f = create(op, p->dat);
-    if (!f)
+    tg__file *out = tg__file_begin(op, p->dat);
+    if (!out)
         return -1;
+    FILE *f = tg__file_stream(out);
     fprintf(f,
             "# tapegrad line chart: %d series, one block of `x y` lines each,\n"
             "# blocks apart by two blank lines (gnuplot's `index 0`, "
@@ -666,7 +648,7 @@ static int write_series(const char *op, const plot_files *p,
             fputc('\n', f);
         }
     }
-    return finish(op, p->dat, f);
+    return tg__file_commit(out);
 }
 
 /* Points are marked on short series (up to 50 points), lines only beyond. */
@@ -675,9 +657,10 @@ static int write_lines_script(const char *op, const plot_files *p,
                               const char *title, const char *xlabel,
                               const char *ylabel, bool logx, bool logy)
 {
-    FILE *f = create(op, p->gp);
-    if (!f)
+    tg__file *out = tg__file_begin(op, p->gp);
+    if (!out)
         return -1;
+    FILE *f = tg__file_stream(out);
     script_begin(f, p, "line chart", 800, 600, title, xlabel, ylabel);
     fputs("\nset grid\nset key top right\n", f);
     /* x spans the data exactly (a log axis would round out to 10^k) */
@@ -700,7 +683,7 @@ static int write_lines_script(const char *op, const plot_files *p,
         }
     }
     fputc('\n', f);
-    return finish(op, p->gp, f);
+    return tg__file_commit(out);
 }
 
 int tg_plot_lines(const char *stem, const tg_series *series, int n_series,
@@ -743,9 +726,10 @@ int tg_plot_lines(const char *stem, const tg_series *series, int n_series,
 static int write_bars(const char *op, const plot_files *p,
                       const char *const *labels, const double *values, int n)
 {
-    FILE *f = create(op, p->dat);
-    if (!f)
+    tg__file *out = tg__file_begin(op, p->dat);
+    if (!out)
         return -1;
+    FILE *f = tg__file_stream(out);
     fputs("# tapegrad bar chart: one bar per line: index, value, \"label\".\n"
           "# Non-finite values are written as NaN; a \" in a label as '.\n",
           f);
@@ -756,7 +740,7 @@ static int write_bars(const char *op, const plot_files *p,
         put_clean(f, labels[i], strlen(labels[i]), '"', "'");
         fputs("\"\n", f);
     }
-    return finish(op, p->dat, f);
+    return tg__file_commit(out);
 }
 
 /* The value axis always shows 0, with room past the bars for the values
@@ -775,9 +759,10 @@ static int write_bars_script(const char *op, const plot_files *p,
         if (strlen(labels[i]) > longest)
             longest = strlen(labels[i]);
 
-    FILE *f = create(op, p->gp);
-    if (!f)
+    tg__file *out = tg__file_begin(op, p->gp);
+    if (!out)
         return -1;
+    FILE *f = tg__file_stream(out);
     script_begin(f, p, "bar chart", 800, 600, title, NULL, ylabel);
     fprintf(f,
             "\nset style fill solid 0.85 border rgb '#303030'\n"
@@ -799,7 +784,7 @@ static int write_bars_script(const char *op, const plot_files *p,
           "     data using 1:($2 < 0 ? $2 : NaN):(bar_text($2)) with labels "
           "offset 0,-0.7\n",
           f);
-    return finish(op, p->gp, f);
+    return tg__file_commit(out);
 }
 
 int tg_plot_bars(const char *stem, const char *const *labels,

@@ -93,6 +93,7 @@ static const struct {
     {"views", views_suite},
     {"rng", rng_suite},
     {"npy", npy_suite},
+    {"save", save_suite},
     {"print", print_suite},
     {"elementwise", elementwise_suite},
     {"where", where_suite},

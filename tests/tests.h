@@ -10,6 +10,7 @@ Suite *tensor_suite(void);
 Suite *views_suite(void);
 Suite *rng_suite(void);
 Suite *npy_suite(void);
+Suite *save_suite(void);
 Suite *print_suite(void);
 Suite *elementwise_suite(void);
 Suite *where_suite(void);
