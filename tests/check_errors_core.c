@@ -1,0 +1,426 @@
+/* Bad input to the core floor: creating tensors, random numbers, inspection
+ * and element access, autograd and scopes, gradcheck, .npy files and
+ * printing; the same with NULL tensors; the NULL-safe functions; and the one
+ * abort, a second tg_release. What each row checks is in errors_table.h. */
+#include "errors_table.h"
+
+#include <ctype.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static const int64_t nine[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
+static const int64_t huge = INT64_C(1) << 40;
+static double dst[1024]; /* room for any input of env, for copy_out */
+
+static tg_tensor *exp_fn(tg_tensor *const *in, void *ctx)
+{
+    (void)ctx;
+    return tg_exp(in[0]);
+}
+
+static tg_tensor *misaligned_fn(tg_tensor *const *in, void *ctx)
+{
+    return tg_matmul(in[0], (tg_tensor *)ctx);
+}
+
+/* tg_set_requires_grad(t, flag): true when the flag did not become `flag`
+ * (the call returns nothing; the error and the flag are the signs). */
+static bool requires_grad_refused(tg_tensor *t, bool flag)
+{
+    tg_set_requires_grad(t, flag);
+    return tg_requires_grad(t) != flag;
+}
+
+/* A second backward through a loss whose first one went through. */
+static bool backward_twice(env *e)
+{
+    tg_tensor *loss = tg_sum_all(e->x);
+    if (tg_backward(loss) < 0)
+        note("backward twice: the first call failed: %s", tg_last_error());
+    bool f = tg_backward(loss) < 0;
+    tg_release(loss);
+    tg_zero_grad(e->x);
+    return f;
+}
+
+static bool backward_with_twice(env *e)
+{
+    tg_tensor *y = tg_exp(e->x);
+    tg_tensor *dy = tg_ones_like(y);
+    if (tg_backward_with(y, dy) < 0)
+        note("backward_with twice: the first call failed: %s", tg_last_error());
+    bool f = tg_backward_with(y, dy) < 0;
+    tg_release(dy);
+    tg_release(y);
+    tg_zero_grad(e->x);
+    return f;
+}
+
+/* The loss's graph released by its scope before backward: only the loss
+ * itself, kept, survives; its entry still holds what backward needs. A
+ * second backward finds the entries consumed. */
+static bool backward_after_scope(env *e)
+{
+    tg_scope_begin();
+    tg_tensor *loss = tg_keep(tg_sum_all(tg_exp(tg_scale(e->x, 0.001))));
+    tg_scope_end();
+    if (tg_backward(loss) < 0)
+        note("backward after scope: the first call failed: %s",
+             tg_last_error());
+    bool f = tg_backward(loss) < 0;
+    tg_release(loss);
+    tg_zero_grad(e->x);
+    return f;
+}
+
+/* tg_gradcheck of exp at a leaf copy of v3, with this eps. */
+static bool gradcheck_eps(env *e, double eps)
+{
+    tg_gradcheck_opts o = tg_gradcheck_defaults();
+    o.eps = eps;
+    tg_tensor *v = tg_detach(e->v3);
+    tg_set_requires_grad(v, true);
+    bool f = tg_gradcheck(exp_fn, NULL, 1, &v, &o, NULL) < 0;
+    tg_release(v);
+    return f;
+}
+
+/* tg_fprint(t) into memory: true when it failed and wrote nothing. */
+static bool fprint_failed(const tg_tensor *t)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    int rc = tg_fprint(f, t, -1);
+    fclose(f);
+    bool f_ok = rc < 0 && len == 0;
+    free(buf);
+    return f_ok;
+}
+
+static bool format_failed(const tg_tensor *t)
+{
+    char *s = tg_format(t, -1);
+    free(s);
+    return s == NULL;
+}
+
+/* ---- the table ---------------------------------------------------------- */
+
+static void core_table(table_walk *w, env *e)
+{
+    /* creation */
+    ROW("zeros ndim 9", tg_zeros(TG_FLOAT64, 9, nine), "zeros:", "ndim 9");
+    ROW("zeros ndim -1", tg_zeros(TG_FLOAT64, -1, nine), "zeros:", "ndim -1");
+    ROW("zeros negative size", tg_zeros(TG_FLOAT64, TG_SHAPE(2, -3)),
+        "zeros:", "(2,-3)");
+    ROW("zeros unknown dtype", tg_zeros((tg_dtype)7, TG_SHAPE(2)),
+        "zeros:", "dtype 7");
+    ROW("zeros NULL shape", tg_zeros(TG_FLOAT64, 2, NULL), "zeros:", "NULL");
+    ROW("zeros overflow", tg_zeros(TG_FLOAT64, TG_SHAPE(huge, huge)),
+        "zeros:", "(1099511627776,1099511627776)");
+    ROW("ones negative size", tg_ones(TG_FLOAT32, TG_SHAPE(2, -3)),
+        "ones:", "(2,-3)");
+    ROW("ones NULL shape", tg_ones(TG_FLOAT64, 1, NULL), "ones:", "NULL");
+    ROW("full ndim 9", tg_full(TG_FLOAT64, 9, nine, 1), "full:", "ndim 9");
+    ROW("full negative size", tg_full(TG_FLOAT32, TG_SHAPE(-1), 0),
+        "full:", "(-1,)");
+    ROW("scalar unknown dtype", tg_scalar((tg_dtype)7, 1),
+        "scalar:", "dtype 7");
+    ROW("from_data ndim 9", tg_from_data(TG_FLOAT64, 9, nine, nine),
+        "from_data:", "ndim 9");
+    ROW("from_data NULL data", tg_from_data(TG_FLOAT64, TG_SHAPE(2), NULL),
+        "from_data:", "NULL");
+    ROW("from_data negative size", tg_from_data(TG_FLOAT64, TG_SHAPE(-1), nine),
+        "from_data:", "(-1,)");
+    ROW("arange step 0", tg_arange(TG_FLOAT64, 0, 1, 0), "arange:", "step");
+    ROW("arange NaN stop", tg_arange(TG_FLOAT64, 0, NAN, 1), "arange:", "nan");
+    ROW("arange too long", tg_arange(TG_FLOAT64, 0, 1e19, 1),
+        "arange:", "1e+19");
+
+    /* random numbers (the seeds return void: the error is the only sign) */
+    ROW("randn ndim 9", tg_randn(&e->rng, TG_FLOAT64, 9, nine),
+        "randn:", "ndim 9");
+    ROW("rand bool", tg_rand(&e->rng, TG_BOOL, TG_SHAPE(2)), "rand:", "bool");
+    ROW("randn NULL rng", tg_randn(NULL, TG_FLOAT64, TG_SHAPE(2)),
+        "randn:", "NULL");
+    ROW_IF("rng_seed NULL", (tg_rng_seed(NULL, 0), true), "rng_seed:", "NULL");
+    ROW_IF("rng_uniform NULL", isnan(tg_rng_uniform(NULL)),
+           "rng_uniform:", "NULL");
+    ROW_IF("rng_normal NULL", isnan(tg_rng_normal(NULL)),
+           "rng_normal:", "NULL");
+    ROW("pcg64_randn negative size",
+        tg_pcg64_randn(&e->pcg, TG_FLOAT64, TG_SHAPE(-2)),
+        "pcg64_randn:", "(-2,)");
+    ROW("pcg64_randn NULL", tg_pcg64_randn(NULL, TG_FLOAT64, TG_SHAPE(2)),
+        "pcg64_randn:", "NULL");
+    ROW_IF("pcg64_seed NULL", (tg_pcg64_seed(NULL, 0), true),
+           "pcg64_seed:", "NULL");
+    ROW_IF("pcg64_uniform NULL", isnan(tg_pcg64_uniform(NULL)),
+           "pcg64_uniform:", "NULL");
+    ROW_IF("pcg64_normal NULL", isnan(tg_pcg64_normal(NULL)),
+           "pcg64_normal:", "NULL");
+
+    /* inspection and element access */
+    ROW_RC("size dim 3", tg_size(e->x, 3), "size:", "dim 3", "(4,8,32)");
+    ROW_IF("stride dim -4", tg_stride(e->x, -4) == 0, "stride:", "dim -4",
+           "(4,8,32)");
+    ROW_IF("get out of range", isnan(tg_get(e->x, (int64_t[]){4, 0, 0})),
+           "get:", "index 4", "(4,8,32)");
+    ROW_IF("get NULL idx", isnan(tg_get(e->x, NULL)), "get:", "NULL",
+           "(4,8,32)");
+    ROW_RC("set out of range", tg_set(e->x, (int64_t[]){0, -9, 0}, 1),
+           "set:", "index -9", "(4,8,32)");
+    ROW_IF("item of many", isnan(tg_item(e->x)), "item:", "(4,8,32)", "1024");
+    ROW_RC("copy_out unknown dtype", tg_copy_out(e->x, (tg_dtype)7, dst),
+           "copy_out:", "dtype 7");
+    ROW_RC("copy_out NULL dst", tg_copy_out(e->x, TG_FLOAT64, NULL),
+           "copy_out:", "NULL");
+
+    /* autograd and scopes */
+    ROW_RC("backward non-scalar", tg_backward(e->x), "backward", "(4,8,32)");
+    ROW_RC("backward without grad", tg_backward(e->s), "backward", "require");
+    ROW_RC("backward bool", tg_backward(temp(tg_zeros(TG_BOOL, 0, NULL))),
+           "backward", "bool");
+    ROW_RC("backward_with shape",
+           tg_backward_with(temp(tg_scale(e->x, 2)), e->m), "backward",
+           "(16,32)", "(4,8,32)");
+    ROW_RC("backward_with float32 seed",
+           tg_backward_with(temp(tg_scale(e->x, 2)),
+                            temp(tg_ones(TG_FLOAT32, TG_SHAPE(4, 8, 32)))),
+           "backward", "float32");
+    ROW_IF("backward twice", backward_twice(e), "backward", "consumed");
+    ROW_IF("backward_with twice", backward_with_twice(e), "backward",
+           "consumed");
+    ROW_IF("backward twice after scope_end", backward_after_scope(e),
+           "backward", "consumed");
+    ROW_IF("set_requires_grad bool", requires_grad_refused(e->mask, true),
+           "set_requires_grad", "bool (4,8,32)");
+    ROW_IF("set_requires_grad non-leaf",
+           requires_grad_refused(temp(tg_exp(e->x)), false),
+           "set_requires_grad", "(4,8,32)", "not a leaf");
+    ROW_RC("scope_end unopened", tg_scope_end(), "scope_end");
+
+    /* gradcheck: its arguments, its options (eps > 0 and finite), and a
+     * function that fails */
+    ROW_RC("gradcheck without grad",
+           tg_gradcheck(exp_fn, NULL, 1, &e->m, NULL, NULL), "gradcheck",
+           "requires grad");
+    ROW_RC("gradcheck NULL function",
+           tg_gradcheck(NULL, NULL, 1, &e->x, NULL, NULL),
+           "gradcheck:", "function");
+    ROW_RC("gradcheck 0 inputs",
+           tg_gradcheck(exp_fn, NULL, 0, &e->x, NULL, NULL),
+           "gradcheck:", "input");
+    ROW_RC("gradcheck NULL inputs",
+           tg_gradcheck(exp_fn, NULL, 1, NULL, NULL, NULL),
+           "gradcheck:", "input");
+    ROW_RC("gradcheck non-leaf input",
+           tg_gradcheck(exp_fn, NULL, 1,
+                        (tg_tensor *[]){temp(tg_scale(e->x, 2))}, NULL, NULL),
+           "gradcheck:", "not a leaf", "(4,8,32)");
+    ROW_IF("gradcheck eps 0", gradcheck_eps(e, 0), "gradcheck:", "eps");
+    ROW_IF("gradcheck eps NaN", gradcheck_eps(e, NAN), "gradcheck:", "eps");
+    ROW_RC("gradcheck function fails",
+           tg_gradcheck(misaligned_fn, e->m, 1, &e->x, NULL, NULL), MATMUL_MSG);
+
+    /* files and printing */
+    ROW("load_npy missing", tg_load_npy("/nonexistent/tapegrad/x.npy"),
+        "load_npy", "/nonexistent/tapegrad/x.npy");
+    ROW("load_npy NULL path", tg_load_npy(NULL), "load_npy:", "NULL");
+    ROW("load_npy empty file", tg_load_npy("/dev/null"),
+        "load_npy:", "/dev/null");
+    ROW("load_npy directory", tg_load_npy("/"), "load_npy:", "/");
+    ROW_RC("save_npy missing dir",
+           tg_save_npy(e->v3, "/nonexistent/tapegrad/x.npy"), "save_npy",
+           "/nonexistent/tapegrad/x.npy");
+    ROW_RC("save_npy NULL path", tg_save_npy(e->v3, NULL), "save_npy:", "NULL");
+    ROW_RC("save_npy directory", tg_save_npy(e->v3, "/"), "save_npy:", "/");
+    ROW_RC("fprint NULL file", tg_fprint(NULL, e->v3, -1), "fprint");
+    ROW_IF("allclose unbroadcastable", !tg_allclose(e->x, e->v3, 0, 0),
+           "allclose", "(4,8,32)", "(3,)");
+}
+
+static void core_null_table(table_walk *w, env *e)
+{
+    /* tensors */
+    NULL_ROW("retain", tg_retain(NUL));
+    NULL_ROW("keep", tg_keep(NUL));
+    NULL_ROW("zeros_like", tg_zeros_like(NUL));
+    NULL_ROW("ones_like", tg_ones_like(NUL));
+    NULL_ROW("full_like", tg_full_like(NUL, 1));
+    NULL_ROW_RC("ndim", tg_ndim(NUL));
+    NULL_ROW_RC("size", tg_size(NUL, 0));
+    NULL_ROW_IF("shape", tg_shape(NUL) == NULL);
+    NULL_ROW_IF("stride", tg_stride(NUL, 0) == 0);
+    NULL_ROW_RC("numel", tg_numel(NUL));
+    NULL_ROW_IF("is_contiguous", !tg_is_contiguous(NUL));
+    NULL_ROW_RC("copy_out", tg_copy_out(NUL, TG_FLOAT64, dst));
+    NULL_ROW_IF("get", isnan(tg_get(NUL, (int64_t[]){0})));
+    NULL_ROW_IF("item", isnan(tg_item(NUL)));
+    NULL_ROW_RC("set", tg_set(NUL, (int64_t[]){0}, 1));
+
+    /* autograd (the void ones: the kept error is the only sign) */
+    NULL_ROW_IF("set_requires_grad", (tg_set_requires_grad(NUL, true), true));
+    NULL_ROW_IF("requires_grad", !tg_requires_grad(NUL));
+    NULL_ROW_IF("is_leaf", !tg_is_leaf(NUL));
+    NULL_ROW_IF("retain_grad", (tg_retain_grad(NUL), true));
+    NULL_ROW_RC("backward", tg_backward(NUL));
+    NULL_ROW_RC("backward_with (out)", tg_backward_with(NUL, e->m));
+    NULL_ROW_RC("backward_with (dout)",
+                tg_backward_with(temp(tg_scale(e->x, 2)), NUL));
+    NULL_ROW_IF("grad", tg_grad(NUL) == NULL);
+    NULL_ROW_IF("zero_grad", (tg_zero_grad(NUL), true));
+    NULL_ROW("detach", tg_detach(NUL));
+    NULL_ROW_RC(
+        "gradcheck",
+        tg_gradcheck(exp_fn, NULL, 2, (tg_tensor *[]){e->x, NUL}, NULL, NULL));
+    NULL_ROW("check_result", tg_check_result(NUL, "tg_exp"));
+
+    /* files and printing */
+    NULL_ROW_IF("fprint", fprint_failed(NUL));
+    NULL_ROW_IF("format", format_failed(NUL));
+    NULL_ROW_IF("allclose", !tg_allclose(e->x, NUL, 0, 0));
+    NULL_ROW_RC("save_npy",
+                tg_save_npy(NUL, "/tmp/tapegrad-never-written.npy"));
+}
+
+START_TEST(bad_input) { check_row(core_table, _i); }
+END_TEST
+
+START_TEST(null_input) { check_null_row(core_null_table, _i); }
+END_TEST
+
+/* The first failure in a chain is the one reported. */
+START_TEST(chain_keeps_first_cause)
+{
+    env e;
+    env_make(&e);
+    int64_t tape = tg_tape_size();
+    tg_clear_error();
+    ck_assert_ptr_null(tg_exp(tg_matmul(e.x, e.m)));
+    ck_assert_str_eq(tg_last_error(), MATMUL_MSG);
+    ck_assert_ptr_null(
+        tg_sum_all(tg_softmax(tg_scale(tg_matmul(e.x, e.m), 2), -1)));
+    ck_assert_str_eq(tg_last_error(), MATMUL_MSG);
+    ck_assert_int_eq(tg_backward(tg_sum_all(tg_matmul(e.x, e.m))), -1);
+    ck_assert_str_eq(tg_last_error(), MATMUL_MSG);
+    ck_assert_int_eq(tg_tape_size(), tape);
+    env_free(&e);
+}
+END_TEST
+
+START_TEST(clear_error)
+{
+    tg_clear_error();
+    ck_assert_str_eq(tg_last_error(), "");
+    ck_assert_ptr_null(tg_zeros(TG_FLOAT64, TG_SHAPE(-1)));
+    ck_assert_str_ne(tg_last_error(), "");
+    tg_clear_error();
+    ck_assert_str_eq(tg_last_error(), "");
+}
+END_TEST
+
+/* The core's functions with no failure value, given NULL or an unknown
+ * dtype (check_quiet). */
+static void core_quiet_calls(void)
+{
+    tg_release(NULL);
+    if (strcmp(tg_dtype_name((tg_dtype)7), "unknown"))
+        note("dtype_name(7) is '%s'", tg_dtype_name((tg_dtype)7));
+    if (tg_dtype_size((tg_dtype)7) != 0)
+        note("dtype_size(7) is %zu", tg_dtype_size((tg_dtype)7));
+    if (tg_dtype_of(NULL) != TG_FLOAT32)
+        note("dtype_of(NULL) is %s", tg_dtype_name(tg_dtype_of(NULL)));
+    tg_print_live_tensors(NULL);
+    tg_tape_print(NULL);
+    tg_tape_dot(NULL);
+    tg_set_callsite(NULL, 0);
+}
+
+START_TEST(quiet_on_null) { check_quiet("core", core_quiet_calls); }
+END_TEST
+
+/* ---- the one abort: a release with no reference left ------------------- */
+
+/* Releasing a tensor that has no references left is the caller's bug, and
+ * the library asserts: "tapegrad: <file>:<line>: assertion failed: ...",
+ * then abort(). Only in Check's fork mode (the process dies), and not under
+ * ASan, which reports the read of freed memory first. */
+#ifndef __SANITIZE_ADDRESS__
+START_TEST(release_twice_aborts)
+{
+    tg_tensor *t = tg_zeros(TG_FLOAT64, TG_SHAPE(2, 3));
+    tg_release(t);
+    tg_release(t);
+}
+END_TEST
+
+/* The same in a child of our own, to read the message from its stderr. */
+START_TEST(release_twice_names_line)
+{
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        dup2(fds[1], STDERR_FILENO);
+        close(fds[0]);
+        tg_tensor *t = tg_zeros(TG_FLOAT64, TG_SHAPE(2, 3));
+        tg_release(t);
+        tg_release(t);
+        _exit(0); /* only when it did not abort */
+    }
+    close(fds[1]);
+    char msg[512];
+    size_t len = 0;
+    ssize_t got;
+    while (len < sizeof msg - 1 &&
+           (got = read(fds[0], msg + len, sizeof msg - 1 - len)) > 0)
+        len += (size_t)got;
+    msg[len] = '\0';
+    close(fds[0]);
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT,
+                  "a second release did not abort (status %d, stderr '%s')",
+                  status, msg);
+    const char *at = strstr(msg, ".c:");
+    ck_assert_msg(strncmp(msg, "tapegrad: ", 10) == 0 && at &&
+                      isdigit((unsigned char)at[3]) &&
+                      strstr(msg, "assertion failed"),
+                  "the abort message '%s' lacks file:line", msg);
+}
+END_TEST
+#endif
+
+Suite *errors_core_suite(void)
+{
+    Suite *s = suite_create("errors_core");
+    TCase *tc = tcase_create("bad input");
+    tcase_add_loop_test(tc, bad_input, 0, table_rows(core_table));
+    tcase_add_test(tc, chain_keeps_first_cause);
+    tcase_add_test(tc, clear_error);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("null");
+    tcase_add_loop_test(tc, null_input, 0, table_rows(core_null_table));
+    tcase_add_test(tc, quiet_on_null);
+    suite_add_tcase(s, tc);
+
+#ifndef __SANITIZE_ADDRESS__
+    /* The aborts need fork mode (a child to die). */
+    const char *fork_mode = getenv("CK_FORK");
+    if (!fork_mode || strcmp(fork_mode, "no") != 0) {
+        tc = tcase_create("abort");
+        tcase_add_test_raise_signal(tc, release_twice_aborts, SIGABRT);
+        tcase_add_test(tc, release_twice_names_line);
+        suite_add_tcase(s, tc);
+    }
+#endif
+    return s;
+}

@@ -1,0 +1,719 @@
+/* Bad input to the nn and plot floor: parameter lists, modules (init,
+ * forward, params), optimizers, checkpoints and plots; the same with NULL
+ * tensors; and the NULL-safe functions. What each row checks is in
+ * errors_table.h. */
+#include "errors_table.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* A path in /tmp of this process's own, removed after the row. */
+static void remove_file(void *path)
+{
+    unlink(path);
+    free(path);
+}
+
+static const char *tmp_path(const char *name)
+{
+    char path[256];
+    snprintf(path, sizeof path, "/tmp/tapegrad-errors-%ld-%s", (long)getpid(),
+             name);
+    char *copy = strdup(path);
+    after_row(remove_file, copy);
+    return copy;
+}
+
+static char long_name[200];
+
+static const char *make_long_name(void)
+{
+    memset(long_name, 'w', sizeof long_name - 1);
+    return long_name;
+}
+
+/* ---- parameter lists ---------------------------------------------------- */
+
+static void free_list(void *ps) { tg_params_free(ps); }
+
+/* A list of (name, tensor) pairs: n of them, NULL tensors allowed. */
+static void params_of(tg_params *ps, int n, const char *const *names,
+                      tg_tensor *const *ts)
+{
+    tg_params_init(ps);
+    ps->items = calloc((size_t)n, sizeof *ps->items);
+    for (int i = 0; i < n; i++) {
+        snprintf(ps->items[i].name, TG_PARAM_NAME_MAX, "%s", names[i]);
+        ps->items[i].t = ts[i];
+    }
+    ps->n = ps->cap = n;
+}
+
+/* An empty list, freed after the row. */
+static tg_params *empty_list(void)
+{
+    static tg_params ps;
+    tg_params_init(&ps);
+    after_row(free_list, &ps);
+    return &ps;
+}
+
+/* ps after tg_params_add(ps, prefix, name, t), which must go through. */
+static tg_params *added(tg_params *ps, const char *prefix, const char *name,
+                        tg_tensor *t)
+{
+    if (tg_params_add(ps, prefix, name, t) < 0)
+        note("params_add '%s': %s", name, tg_last_error());
+    return ps;
+}
+
+/* The list ("x": e->x, name: t), freed after the row. */
+static tg_params *x_and(env *e, const char *name, tg_tensor *t)
+{
+    static tg_params ps;
+    params_of(&ps, 2, (const char *[]){"x", name}, (tg_tensor *[]){e->x, t});
+    after_row(free_list, &ps);
+    return &ps;
+}
+
+/* ---- modules ------------------------------------------------------------ */
+
+/* Each module sized for env's x (4,8,32) float64: C = 32, 4 heads of 16,
+ * a vocabulary of 16 and a block of 8 tokens. */
+#define GPT_CFG                                                                \
+    ((tg_gpt_config){.vocab_size = 16,                                         \
+                     .block_size = 8,                                          \
+                     .n_embd = 32,                                             \
+                     .n_head = 4,                                              \
+                     .n_layer = 1,                                             \
+                     .gelu = true,                                             \
+                     .dtype = TG_FLOAT64})
+
+/* GPT_CFG with one field changed: vocab_size, block_size, n_embd, n_head,
+ * n_layer (which 0 to 4) or the dtype (5). */
+static tg_gpt_config gpt_cfg_with(int which, int value)
+{
+    tg_gpt_config c = GPT_CFG;
+    int *field[] = {&c.vocab_size, &c.block_size, &c.n_embd, &c.n_head,
+                    &c.n_layer};
+    if (which < 5)
+        *field[which] = value;
+    else
+        c.dtype = (tg_dtype)value;
+    return c;
+}
+
+/* made_<kind>(e): a tg_<kind> made by `init` (into `mod`, with e->rng),
+ * freed after the row. */
+#define MADE(kind, init)                                                       \
+    static void free_##kind(void *mod) { tg_##kind##_free(mod); }              \
+    static tg_##kind *made_##kind(env *e)                                      \
+    {                                                                          \
+        (void)e; /* not every init takes the rng */                            \
+        static tg_##kind mod;                                                  \
+        if ((init) < 0)                                                        \
+            note("making a " #kind ": %s", tg_last_error());                   \
+        after_row(free_##kind, &mod);                                          \
+        return &mod;                                                           \
+    }
+MADE(head, tg_head_init(&mod, TG_FLOAT64, 32, 16, &e->rng))
+MADE(linear, tg_linear_init(&mod, TG_FLOAT64, 32, 16, true, &e->rng))
+MADE(embed, tg_embed_init(&mod, TG_FLOAT64, 16, 32, &e->rng))
+MADE(layernorm, tg_layernorm_init(&mod, TG_FLOAT64, 32))
+MADE(mha, tg_mha_init(&mod, TG_FLOAT64, 32, 4, &e->rng))
+MADE(mlp, tg_mlp_init(&mod, TG_FLOAT64, 32, true, &e->rng))
+MADE(block, tg_block_init(&mod, TG_FLOAT64, 32, 4, true, &e->rng))
+MADE(gpt, tg_gpt_init(&mod, GPT_CFG, &e->rng))
+
+/* A row whose call is an init into `mod`, a zeroed module of this type: it
+ * must fail and leave the module zeroed, holding nothing. */
+#define INIT_ROW(label, type, call, ...)                                       \
+    do {                                                                       \
+        if (ROW_HERE(label, __VA_ARGS__)) {                                    \
+            type mod, zero;                                                    \
+            memset(&mod, 0, sizeof mod);                                       \
+            memset(&zero, 0, sizeof zero);                                     \
+            w->failed = (call) < 0;                                            \
+            if (memcmp(&mod, &zero, sizeof mod))                               \
+                note("%s: a failed init left the module not zeroed", label);   \
+        }                                                                      \
+    } while (0)
+
+/* ---- optimizers --------------------------------------------------------- */
+
+/* True when tg_optim_new failed; an optimizer made anyway is freed. */
+static bool optim_failed(tg_optim *o)
+{
+    tg_optim_free(o);
+    return o == NULL;
+}
+
+/* A row on tg_optim_new over ("x": x, "second": m) with `config` whose
+ * `field` is set to `value`. */
+#define OPTIM_ROW(label, config, field, value, ...)                            \
+    do {                                                                       \
+        if (ROW_HERE(label, __VA_ARGS__)) {                                    \
+            tg_optim_config cfg = (config);                                    \
+            cfg.field = (value);                                               \
+            w->failed =                                                        \
+                optim_failed(tg_optim_new(x_and(e, "second", e->m), cfg));     \
+        }                                                                      \
+    } while (0)
+
+/* ---- checkpoints -------------------------------------------------------- */
+
+/* Saves ("x": zeros (4,8,32), saved_name: (3,) of `saved_dt`), then loads
+ * that into ("x": e->x, "v": into): the mismatch at "v" must fail the whole
+ * load and leave e->x as it was (the runner's snapshot checks it). */
+static bool load_npz_mismatch(env *e, tg_tensor *into, tg_dtype saved_dt,
+                              const char *saved_name)
+{
+    tg_tensor *zeros = tg_zeros(TG_FLOAT64, TG_SHAPE(4, 8, 32));
+    tg_tensor *v = tg_zeros(saved_dt, TG_SHAPE(3));
+    tg_params saved, loaded;
+    params_of(&saved, 2, (const char *[]){"x", saved_name},
+              (tg_tensor *[]){zeros, v});
+    params_of(&loaded, 2, (const char *[]){"x", "v"},
+              (tg_tensor *[]){e->x, into});
+    const char *path = tmp_path("mismatch.npz");
+    bool f = false;
+    if (tg_save_npz(&saved, path) < 0)
+        note("load_npz mismatch: saving failed: %s", tg_last_error());
+    else
+        f = tg_load_npz(&loaded, path) < 0;
+    tg_params_free(&saved);
+    tg_params_free(&loaded);
+    tg_release(zeros);
+    tg_release(v);
+    return f;
+}
+
+/* ---- plots -------------------------------------------------------------- */
+
+static const double ys[3] = {1, 2, 3};
+static const char *const bar_labels[3] = {"a", "b", "c"};
+
+/* One series "y" of n values y (x: 0, 1, ...). */
+#define SERIES(y_, n_)                                                         \
+    (&(tg_series){.label = "y", .x = NULL, .y = (y_), .n = (n_)})
+
+/* ---- the table ---------------------------------------------------------- */
+
+static void nn_table(table_walk *w, env *e)
+{
+    /* parameter lists */
+    ROW_RC("params_add NULL list", tg_params_add(NULL, NULL, "w", e->x),
+           "params_add:", "NULL");
+    ROW_RC("params_add NULL name", tg_params_add(empty_list(), "p", NULL, e->x),
+           "params_add:", "NULL");
+    ROW_RC("params_add long name",
+           tg_params_add(empty_list(), "p", make_long_name(), e->x),
+           "params_add:", "127");
+    ROW_RC("params_add duplicate",
+           tg_params_add(added(empty_list(), "p", "w", e->x), "p", "w", e->m),
+           "params_add:", "duplicate", "'p.w'");
+
+    /* head */
+    INIT_ROW("head_init NULL", tg_head,
+             tg_head_init(NULL, TG_FLOAT64, 32, 16, &e->rng),
+             "head_init:", "NULL");
+    INIT_ROW("head_init NULL rng", tg_head,
+             tg_head_init(&mod, TG_FLOAT64, 32, 16, NULL), "head_init:", "rng");
+    INIT_ROW("head_init bool", tg_head,
+             tg_head_init(&mod, TG_BOOL, 32, 16, &e->rng),
+             "head_init:", "bool");
+    INIT_ROW("head_init n_embd 0", tg_head,
+             tg_head_init(&mod, TG_FLOAT64, 0, 16, &e->rng),
+             "head_init:", "n_embd 0");
+    INIT_ROW("head_init head_size -16", tg_head,
+             tg_head_init(&mod, TG_FLOAT64, 32, -16, &e->rng),
+             "head_init:", "head_size -16");
+    ROW("head_forward NULL head", tg_head_forward(NULL, e->x), "head:", "NULL");
+    ROW("head_forward zeroed head", tg_head_forward(&(tg_head){0}, e->x),
+        "head:", "not initialised");
+    ROW("head_forward 2-d x", tg_head_forward(made_head(e), e->m),
+        "head:", "(16,32)");
+    ROW("head_forward float32 x", tg_head_forward(made_head(e), e->x32),
+        "head:", "float32");
+    ROW_RC("head_params NULL head", tg_head_params(NULL, NULL, "h"),
+           "head_params:", "NULL");
+    ROW_RC("head_params zeroed head", tg_head_params(&(tg_head){0}, NULL, "h"),
+           "head_params:", "not initialised");
+
+    /* linear */
+    INIT_ROW("linear_init NULL", tg_linear,
+             tg_linear_init(NULL, TG_FLOAT64, 32, 16, true, &e->rng),
+             "linear_init:", "NULL");
+    INIT_ROW("linear_init NULL rng", tg_linear,
+             tg_linear_init(&mod, TG_FLOAT64, 32, 16, true, NULL),
+             "linear_init:", "rng");
+    INIT_ROW("linear_init int64", tg_linear,
+             tg_linear_init(&mod, TG_INT64, 32, 16, true, &e->rng),
+             "linear_init:", "int64");
+    INIT_ROW("linear_init out 0", tg_linear,
+             tg_linear_init(&mod, TG_FLOAT64, 32, 0, false, &e->rng),
+             "linear_init:", "out 0");
+    ROW("linear_forward NULL layer", tg_linear_forward(NULL, e->x),
+        "linear:", "NULL");
+    ROW("linear_forward zeroed layer", tg_linear_forward(&(tg_linear){0}, e->x),
+        "linear:", "not initialised");
+    ROW("linear_forward in 3", tg_linear_forward(made_linear(e), e->v3),
+        "linear:", "(3,)");
+    ROW("linear_forward 0-d x", tg_linear_forward(made_linear(e), e->s),
+        "linear:", "()");
+    ROW("linear_forward float32 x", tg_linear_forward(made_linear(e), e->x32),
+        "linear:", "float32");
+    ROW_RC("linear_params NULL layer", tg_linear_params(NULL, NULL, "l"),
+           "linear_params:", "NULL");
+    ROW_RC("linear_params zeroed layer",
+           tg_linear_params(&(tg_linear){0}, NULL, "l"),
+           "linear_params:", "not initialised");
+
+    /* embed */
+    INIT_ROW("embed_init NULL", tg_embed,
+             tg_embed_init(NULL, TG_FLOAT64, 16, 32, &e->rng),
+             "embed_init:", "NULL");
+    INIT_ROW("embed_init NULL rng", tg_embed,
+             tg_embed_init(&mod, TG_FLOAT64, 16, 32, NULL),
+             "embed_init:", "rng");
+    INIT_ROW("embed_init bool", tg_embed,
+             tg_embed_init(&mod, TG_BOOL, 16, 32, &e->rng),
+             "embed_init:", "bool");
+    INIT_ROW("embed_init num -16", tg_embed,
+             tg_embed_init(&mod, TG_FLOAT64, -16, 32, &e->rng),
+             "embed_init:", "num -16");
+    ROW("embed_forward NULL table", tg_embed_forward(NULL, e->ids),
+        "embed:", "NULL");
+    ROW("embed_forward zeroed table", tg_embed_forward(&(tg_embed){0}, e->ids),
+        "embed:", "not initialised");
+    ROW("embed_forward float ids", tg_embed_forward(made_embed(e), e->x),
+        "embed:", "int64", "float64");
+    ROW("embed_forward id 16",
+        tg_embed_forward(made_embed(e), int64_full(TG_SHAPE(2), 16)),
+        "embedding:", "id 16", "[0, 16)");
+    ROW("embed_positions NULL table", tg_embed_positions(NULL, 4),
+        "embed_positions:", "NULL");
+    ROW("embed_positions zeroed table", tg_embed_positions(&(tg_embed){0}, 4),
+        "embed_positions:", "not initialised");
+    ROW("embed_positions -1", tg_embed_positions(made_embed(e), -1),
+        "embed_positions:", "-1");
+    ROW("embed_positions 17 of 16", tg_embed_positions(made_embed(e), 17),
+        "embed_positions:", "17", "16");
+    ROW_RC("embed_params NULL table", tg_embed_params(NULL, NULL, "e"),
+           "embed_params:", "NULL");
+    ROW_RC("embed_params zeroed table",
+           tg_embed_params(&(tg_embed){0}, NULL, "e"),
+           "embed_params:", "not initialised");
+
+    /* layernorm */
+    INIT_ROW("layernorm_init NULL", tg_layernorm,
+             tg_layernorm_init(NULL, TG_FLOAT64, 32),
+             "layernorm_init:", "NULL");
+    INIT_ROW("layernorm_init bool", tg_layernorm,
+             tg_layernorm_init(&mod, TG_BOOL, 32), "layernorm_init:", "bool");
+    INIT_ROW("layernorm_init dim 0", tg_layernorm,
+             tg_layernorm_init(&mod, TG_FLOAT64, 0), "layernorm_init:", "dim");
+    ROW("layernorm_forward NULL", tg_layernorm_forward(NULL, e->x),
+        "layernorm:", "NULL");
+    ROW("layernorm_forward zeroed",
+        tg_layernorm_forward(&(tg_layernorm){0}, e->x),
+        "layernorm:", "not initialised");
+    ROW("layernorm_forward dim 3",
+        tg_layernorm_forward(made_layernorm(e), e->v3), "layernorm:", "(3,)");
+    ROW("layernorm_forward float32 x",
+        tg_layernorm_forward(made_layernorm(e), e->x32),
+        "layernorm:", "float32");
+    ROW_RC("layernorm_params NULL", tg_layernorm_params(NULL, NULL, "n"),
+           "layernorm_params:", "NULL");
+    ROW_RC("layernorm_params zeroed",
+           tg_layernorm_params(&(tg_layernorm){0}, NULL, "n"),
+           "layernorm_params:", "not initialised");
+
+    /* mha */
+    INIT_ROW("mha_init NULL", tg_mha,
+             tg_mha_init(NULL, TG_FLOAT64, 32, 4, &e->rng),
+             "mha_init:", "NULL");
+    INIT_ROW("mha_init 5 heads of 32", tg_mha,
+             tg_mha_init(&mod, TG_FLOAT64, 32, 5, &e->rng), "mha_init:", "5",
+             "32");
+    INIT_ROW("mha_init 0 heads", tg_mha,
+             tg_mha_init(&mod, TG_FLOAT64, 32, 0, &e->rng), "mha_init:", "0");
+    ROW("mha_forward NULL", tg_mha_forward(NULL, e->x), "mha:", "NULL");
+    ROW("mha_forward zeroed", tg_mha_forward(&(tg_mha){0}, e->x),
+        "mha:", "not initialised");
+    ROW("mha_forward 2-d x", tg_mha_forward(made_mha(e), e->m),
+        "mha:", "(16,32)");
+    ROW("mha_forward float32 x", tg_mha_forward(made_mha(e), e->x32),
+        "mha:", "float32");
+    ROW_RC("mha_params NULL", tg_mha_params(NULL, NULL, "a"),
+           "mha_params:", "NULL");
+    ROW_RC("mha_params zeroed", tg_mha_params(&(tg_mha){0}, NULL, "a"),
+           "mha_params:", "not initialised");
+    ROW_RC("mha_params long prefix",
+           tg_mha_params(made_mha(e), empty_list(), make_long_name()),
+           "mha_params", "too long");
+
+    /* mlp */
+    INIT_ROW("mlp_init NULL", tg_mlp,
+             tg_mlp_init(NULL, TG_FLOAT64, 32, true, &e->rng),
+             "mlp_init:", "NULL");
+    INIT_ROW("mlp_init n_embd 0", tg_mlp,
+             tg_mlp_init(&mod, TG_FLOAT64, 0, true, &e->rng), "mlp_init:", "0");
+    ROW("mlp_forward NULL", tg_mlp_forward(NULL, e->x), "mlp:", "NULL");
+    ROW("mlp_forward zeroed", tg_mlp_forward(&(tg_mlp){0}, e->x),
+        "mlp:", "not initialised");
+    ROW_RC("mlp_params NULL", tg_mlp_params(NULL, NULL, "f"),
+           "mlp_params:", "NULL");
+    ROW_RC("mlp_params zeroed", tg_mlp_params(&(tg_mlp){0}, NULL, "f"),
+           "mlp_params:", "not initialised");
+
+    /* block */
+    INIT_ROW("block_init NULL", tg_block,
+             tg_block_init(NULL, TG_FLOAT64, 32, 4, true, &e->rng),
+             "block_init:", "NULL");
+    ROW("block_forward NULL", tg_block_forward(NULL, e->x), "block:", "NULL");
+    ROW("block_forward zeroed", tg_block_forward(&(tg_block){0}, e->x),
+        "block:", "not initialised");
+    ROW("block_forward 2-d x", tg_block_forward(made_block(e), e->m),
+        "block:", "(16,32)");
+    ROW("block_forward float32 x", tg_block_forward(made_block(e), e->x32),
+        "block:", "float32");
+    ROW_RC("block_params NULL", tg_block_params(NULL, NULL, "b"),
+           "block_params:", "NULL");
+    ROW_RC("block_params zeroed", tg_block_params(&(tg_block){0}, NULL, "b"),
+           "block_params:", "not initialised");
+
+    /* gpt */
+    INIT_ROW("gpt_init NULL", tg_gpt, tg_gpt_init(NULL, GPT_CFG, &e->rng),
+             "gpt_init:", "NULL");
+    INIT_ROW("gpt_init vocab_size 0", tg_gpt,
+             tg_gpt_init(&mod, gpt_cfg_with(0, 0), &e->rng),
+             "gpt_init:", "vocab_size 0");
+    INIT_ROW("gpt_init n_layer -1", tg_gpt,
+             tg_gpt_init(&mod, gpt_cfg_with(4, -1), &e->rng),
+             "gpt_init:", "n_layer -1");
+    INIT_ROW("gpt_init int64", tg_gpt,
+             tg_gpt_init(&mod, gpt_cfg_with(5, TG_INT64), &e->rng),
+             "gpt_init:", "int64");
+    ROW("gpt_forward NULL", tg_gpt_forward(NULL, e->ids), "gpt:", "NULL");
+    ROW("gpt_forward zeroed", tg_gpt_forward(&(tg_gpt){0}, e->ids),
+        "gpt:", "not initialised");
+    ROW("gpt_forward float ids", tg_gpt_forward(made_gpt(e), e->m),
+        "gpt:", "int64", "float64 (16,32)");
+    ROW("gpt_forward 1-d ids", tg_gpt_forward(made_gpt(e), e->v3),
+        "gpt:", "(3,)");
+    ROW("gpt_forward T 9 > 8",
+        tg_gpt_forward(made_gpt(e), int64_full(TG_SHAPE(2, 9), 0)),
+        "gpt:", "(2,9)", "block_size 8");
+    ROW("gpt_forward id 16",
+        tg_gpt_forward(made_gpt(e), int64_full(TG_SHAPE(2, 4), 16)),
+        "embedding:", "id 16", "[0, 16)");
+    ROW("gpt_loss NULL", tg_gpt_loss(NULL, e->ids, e->ids),
+        "gpt_loss:", "NULL");
+    ROW("gpt_loss targets shape",
+        tg_gpt_loss(made_gpt(e), e->ids, int64_full(TG_SHAPE(4, 7), 0)),
+        "gpt_loss:", "(4,7)", "(4,8)");
+    ROW("gpt_loss float targets", tg_gpt_loss(made_gpt(e), e->ids, e->m),
+        "gpt_loss:", "int64", "float64");
+    ROW("gpt_loss target 16",
+        tg_gpt_loss(made_gpt(e), e->ids, int64_full(TG_SHAPE(4, 8), 16)),
+        "cross_entropy:", "target 16", "[0, 16)");
+    ROW("gpt_generate NULL", tg_gpt_generate(NULL, e->ids, 2, 1, &e->rng),
+        "gpt_generate:", "NULL");
+    ROW("gpt_generate zeroed",
+        tg_gpt_generate(&(tg_gpt){0}, e->ids, 2, 1, &e->rng),
+        "gpt_generate:", "not initialised");
+    ROW("gpt_generate n_new -1",
+        tg_gpt_generate(made_gpt(e), int64_full(TG_SHAPE(1, 3), 0), -1, 1,
+                        &e->rng),
+        "gpt_generate:", "-1");
+    ROW("gpt_generate temperature 0",
+        tg_gpt_generate(made_gpt(e), int64_full(TG_SHAPE(1, 3), 0), 2, 0,
+                        &e->rng),
+        "gpt_generate:", "temperature");
+    ROW("gpt_generate NULL rng",
+        tg_gpt_generate(made_gpt(e), int64_full(TG_SHAPE(1, 3), 0), 2, 1, NULL),
+        "gpt_generate:", "NULL");
+    ROW("gpt_generate batch of 4",
+        tg_gpt_generate(made_gpt(e), e->ids, 2, 1, &e->rng),
+        "gpt_generate:", "(1,T)", "(4,8)");
+    ROW("gpt_generate id 16",
+        tg_gpt_generate(made_gpt(e), int64_full(TG_SHAPE(1, 3), 16), 2, 1,
+                        &e->rng),
+        "embedding:", "id 16", "[0, 16)");
+    ROW_RC("gpt_params NULL", tg_gpt_params(NULL, NULL, "g"),
+           "gpt_params:", "NULL");
+    ROW_RC("gpt_params zeroed", tg_gpt_params(&(tg_gpt){0}, NULL, "g"),
+           "gpt_params:", "not initialised");
+
+    /* optimizers */
+    OPTIM_ROW("optim_new lr -0.1", tg_adam_config(1e-3), lr, -0.1,
+              "optim_new:", "lr -0.1");
+    OPTIM_ROW("optim_new lr NaN", tg_sgd_config(0.1, 0, 0), lr, NAN,
+              "optim_new:", "lr nan");
+    OPTIM_ROW("optim_new weight_decay -0.5", tg_adamw_config(1e-3, 0.01),
+              weight_decay, -0.5, "optim_new:", "weight_decay -0.5");
+    OPTIM_ROW("optim_new momentum -0.9", tg_sgd_config(0.1, 0.9, 0), momentum,
+              -0.9, "optim_new:", "momentum -0.9");
+    OPTIM_ROW("optim_new beta1 1", tg_adam_config(1e-3), beta1, 1.0,
+              "optim_new:", "beta1 1");
+    OPTIM_ROW("optim_new beta2 -0.5", tg_adamw_config(1e-3, 0.01), beta2, -0.5,
+              "optim_new:", "beta2 -0.5");
+    OPTIM_ROW("optim_new eps -1e-8", tg_adam_config(1e-3), eps, -1e-8,
+              "optim_new:", "eps -1e-08");
+    OPTIM_ROW("optim_new kind 7", tg_adam_config(1e-3), kind, (tg_optim_kind)7,
+              "optim_new:", "kind 7");
+    ROW_IF("optim_new NULL list",
+           optim_failed(tg_optim_new(NULL, tg_adam_config(1e-3))),
+           "optim_new:", "NULL");
+    ROW_IF("optim_new NULL parameter",
+           optim_failed(
+               tg_optim_new(x_and(e, "second", NULL), tg_adam_config(1e-3))),
+           "optim_new:", "'second'", "NULL");
+    ROW_IF("optim_new bool parameter",
+           optim_failed(
+               tg_optim_new(x_and(e, "second", e->mask), tg_adam_config(1e-3))),
+           "optim_new:", "'second'", "bool (4,8,32)");
+    ROW_IF("optim_new same tensor twice",
+           optim_failed(
+               tg_optim_new(x_and(e, "second", e->x), tg_adam_config(1e-3))),
+           "optim_new:", "'x'", "'second'");
+    ROW_RC("optim_step NULL", tg_optim_step(NULL), "optim_step:", "NULL");
+
+    /* checkpoints */
+    ROW_RC("save_npz NULL list", tg_save_npz(NULL, tmp_path("a.npz")),
+           "save_npz:", "NULL");
+    ROW_RC("save_npz NULL path", tg_save_npz(x_and(e, "v", e->v3), NULL),
+           "save_npz:", "NULL");
+    ROW_RC("save_npz missing dir",
+           tg_save_npz(x_and(e, "v", e->v3), "/nonexistent/tapegrad/a.npz"),
+           "save_npz:", "/nonexistent/tapegrad/a.npz");
+    ROW_RC("save_npz directory", tg_save_npz(x_and(e, "v", e->v3), "/"),
+           "save_npz:", "/");
+    ROW_RC("save_npz NULL parameter",
+           tg_save_npz(x_and(e, "v", NULL), tmp_path("a.npz")),
+           "save_npz:", "'v'", "NULL");
+    ROW_RC("load_npz NULL list", tg_load_npz(NULL, tmp_path("a.npz")),
+           "load_npz:", "NULL");
+    ROW_RC("load_npz NULL path", tg_load_npz(x_and(e, "v", e->v3), NULL),
+           "load_npz:", "NULL");
+    ROW_RC("load_npz missing file",
+           tg_load_npz(x_and(e, "v", e->v3), "/nonexistent/tapegrad/a.npz"),
+           "load_npz:", "/nonexistent/tapegrad/a.npz");
+    ROW_RC("load_npz NULL parameter",
+           tg_load_npz(x_and(e, "v", NULL), tmp_path("a.npz")),
+           "load_npz:", "'v'", "NULL");
+    ROW_RC("load_npz empty file",
+           tg_load_npz(x_and(e, "v", e->v3), "/dev/null"),
+           "load_npz:", "/dev/null");
+    ROW_RC("load_npz directory", tg_load_npz(x_and(e, "v", e->v3), "/"),
+           "load_npz:", "/");
+    ROW_IF("load_npz shape", load_npz_mismatch(e, e->m, TG_FLOAT64, "v"),
+           "load_npz:", "'v'", "(16,32)");
+    ROW_IF("load_npz int64 into float64",
+           load_npz_mismatch(e, e->v3, TG_INT64, "v"), "load_npz:", "'v'",
+           "int64");
+    ROW_IF("load_npz missing entry",
+           load_npz_mismatch(e, e->v3, TG_FLOAT64, "w"), "load_npz:", "'v'");
+
+    /* plots */
+    ROW_RC("plot_heatmap NULL stem",
+           tg_plot_heatmap(NULL, e->m, "t", "x", "y", false),
+           "plot_heatmap:", "stem is NULL");
+    ROW_RC("plot_heatmap empty stem",
+           tg_plot_heatmap("", e->m, "t", "x", "y", false),
+           "plot_heatmap:", "stem is empty");
+    ROW_RC("plot_heatmap stem /tmp/",
+           tg_plot_heatmap("/tmp/", e->m, "t", "x", "y", false),
+           "plot_heatmap:", "'/tmp/'");
+    ROW_RC("plot_heatmap missing dir",
+           tg_plot_heatmap("/nonexistent/tapegrad/h", e->m, NULL, NULL, NULL,
+                           true),
+           "plot_heatmap:", "/nonexistent/tapegrad/h");
+    ROW_RC("plot_heatmap 3-d",
+           tg_plot_heatmap(tmp_path("h"), e->x, "t", "x", "y", false),
+           "plot_heatmap:", "(4,8,32)");
+    ROW_RC("plot_heatmap empty",
+           tg_plot_heatmap(tmp_path("h"),
+                           temp(tg_zeros(TG_FLOAT64, TG_SHAPE(0, 3))), "t", "x",
+                           "y", false),
+           "plot_heatmap:", "(0,3)");
+    ROW_RC("plot_lines NULL series",
+           tg_plot_lines(tmp_path("l"), NULL, 1, "t", "x", "y", false, false),
+           "plot_lines:", "NULL");
+    ROW_RC("plot_lines 0 series",
+           tg_plot_lines(tmp_path("l"), SERIES(ys, 3), 0, "t", "x", "y", false,
+                         false),
+           "plot_lines:", "n_series 0");
+    ROW_RC("plot_lines y NULL",
+           tg_plot_lines(tmp_path("l"), SERIES(NULL, 3), 1, "t", "x", "y",
+                         false, false),
+           "plot_lines:", "series 0", "NULL");
+    ROW_RC("plot_lines n 0",
+           tg_plot_lines(tmp_path("l"), SERIES(ys, 0), 1, "t", "x", "y", false,
+                         false),
+           "plot_lines:", "series 0", "0");
+    ROW_RC("plot_lines n -3",
+           tg_plot_lines(tmp_path("l"), SERIES(ys, -3), 1, "t", "x", "y", false,
+                         false),
+           "plot_lines:", "series 0", "-3");
+    ROW_RC("plot_lines NULL stem",
+           tg_plot_lines(NULL, SERIES(ys, 3), 1, "t", "x", "y", false, false),
+           "plot_lines:", "stem is NULL");
+    ROW_RC("plot_lines missing dir",
+           tg_plot_lines("/nonexistent/tapegrad/l", SERIES(ys, 3), 1, "t", "x",
+                         "y", false, false),
+           "plot_lines:", "/nonexistent/tapegrad/l");
+    ROW_RC("plot_bars 0 bars",
+           tg_plot_bars(tmp_path("b"), bar_labels, ys, 0, "t", "y"),
+           "plot_bars:", "n 0");
+    ROW_RC("plot_bars NULL labels",
+           tg_plot_bars(tmp_path("b"), NULL, ys, 3, "t", "y"),
+           "plot_bars:", "NULL");
+    ROW_RC("plot_bars NULL values",
+           tg_plot_bars(tmp_path("b"), bar_labels, NULL, 3, "t", "y"),
+           "plot_bars:", "NULL");
+    ROW_RC("plot_bars NULL label",
+           tg_plot_bars(tmp_path("b"), (const char *[]){"a", NULL, "c"}, ys, 3,
+                        "t", "y"),
+           "plot_bars:", "label 1", "NULL");
+    ROW_RC("plot_bars NULL stem",
+           tg_plot_bars(NULL, bar_labels, ys, 3, "t", "y"),
+           "plot_bars:", "stem is NULL");
+    ROW_RC(
+        "plot_bars missing dir",
+        tg_plot_bars("/nonexistent/tapegrad/b", bar_labels, ys, 3, NULL, NULL),
+        "plot_bars:", "/nonexistent/tapegrad/b");
+
+    /* Errors raised inside a module carry the function called first
+     * ("block_init: mha_init: ..."). A module's _params with a NULL list:
+     * the error names params_add. */
+    ROW_RC("head_params NULL list", tg_head_params(made_head(e), NULL, "h"),
+           "head_params", "NULL");
+    ROW_RC("linear_params NULL list",
+           tg_linear_params(made_linear(e), NULL, "l"), "linear_params",
+           "NULL");
+    ROW_RC("embed_params NULL list", tg_embed_params(made_embed(e), NULL, "e"),
+           "embed_params", "NULL");
+    ROW_RC("layernorm_params NULL list",
+           tg_layernorm_params(made_layernorm(e), NULL, "n"),
+           "layernorm_params", "NULL");
+    ROW_RC("mha_params NULL list", tg_mha_params(made_mha(e), NULL, "a"),
+           "mha_params", "NULL");
+    ROW_RC("mlp_params NULL list", tg_mlp_params(made_mlp(e), NULL, "f"),
+           "mlp_params", "NULL");
+    ROW_RC("block_params NULL list", tg_block_params(made_block(e), NULL, "b"),
+           "block_params", "NULL");
+    ROW_RC("gpt_params NULL list", tg_gpt_params(made_gpt(e), NULL, "g"),
+           "gpt_params", "NULL");
+
+    /* a composite module's init: the error names the inner module's init */
+    INIT_ROW("mha_init NULL rng", tg_mha,
+             tg_mha_init(&mod, TG_FLOAT64, 32, 4, NULL), "mha_init", "rng");
+    INIT_ROW("mha_init bool", tg_mha,
+             tg_mha_init(&mod, TG_BOOL, 32, 4, &e->rng), "mha_init", "bool");
+    INIT_ROW("mlp_init NULL rng", tg_mlp,
+             tg_mlp_init(&mod, TG_FLOAT64, 32, true, NULL), "mlp_init", "rng");
+    INIT_ROW("mlp_init bool", tg_mlp,
+             tg_mlp_init(&mod, TG_BOOL, 32, true, &e->rng), "mlp_init", "bool");
+    INIT_ROW("block_init NULL rng", tg_block,
+             tg_block_init(&mod, TG_FLOAT64, 32, 4, true, NULL), "block_init",
+             "rng");
+    INIT_ROW("block_init bool", tg_block,
+             tg_block_init(&mod, TG_BOOL, 32, 4, true, &e->rng), "block_init",
+             "bool");
+    INIT_ROW("block_init n_embd 0", tg_block,
+             tg_block_init(&mod, TG_FLOAT64, 0, 4, true, &e->rng), "block_init",
+             "0");
+    INIT_ROW("block_init 3 heads of 32", tg_block,
+             tg_block_init(&mod, TG_FLOAT64, 32, 3, true, &e->rng),
+             "block_init", "3", "32");
+    INIT_ROW("gpt_init NULL rng", tg_gpt, tg_gpt_init(&mod, GPT_CFG, NULL),
+             "gpt_init", "rng");
+    INIT_ROW("gpt_init 5 heads of 32", tg_gpt,
+             tg_gpt_init(&mod, gpt_cfg_with(3, 5), &e->rng), "gpt_init", "5",
+             "32");
+
+    /* mlp_forward's x is checked by its first linear: the error names linear */
+    ROW("mlp_forward in 3", tg_mlp_forward(made_mlp(e), e->v3), "mlp", "(3,)");
+    ROW("mlp_forward float32 x", tg_mlp_forward(made_mlp(e), e->x32), "mlp",
+        "float32");
+}
+
+static void nn_null_table(table_walk *w, env *e)
+{
+    /* parameter lists, modules, plots */
+    NULL_ROW_RC("params_add", tg_params_add(&(tg_params){0}, NULL, "w", NUL));
+    NULL_ROW("head_forward", tg_head_forward(made_head(e), NUL));
+    NULL_ROW("linear_forward", tg_linear_forward(made_linear(e), NUL));
+    NULL_ROW("embed_forward", tg_embed_forward(made_embed(e), NUL));
+    NULL_ROW("layernorm_forward", tg_layernorm_forward(made_layernorm(e), NUL));
+    NULL_ROW("mha_forward", tg_mha_forward(made_mha(e), NUL));
+    NULL_ROW("mlp_forward", tg_mlp_forward(made_mlp(e), NUL));
+    NULL_ROW("block_forward", tg_block_forward(made_block(e), NUL));
+    NULL_ROW("gpt_forward", tg_gpt_forward(made_gpt(e), NUL));
+    NULL_ROW("gpt_loss (ids)", tg_gpt_loss(made_gpt(e), NUL, e->ids));
+    NULL_ROW("gpt_loss (targets)", tg_gpt_loss(made_gpt(e), e->ids, NUL));
+    NULL_ROW("gpt_generate", tg_gpt_generate(made_gpt(e), NUL, 2, 1, &e->rng));
+    NULL_ROW_RC("plot_heatmap",
+                tg_plot_heatmap(tmp_path("h"), NUL, "t", "x", "y", false));
+}
+
+START_TEST(bad_input) { check_row(nn_table, _i); }
+END_TEST
+
+START_TEST(null_input) { check_null_row(nn_null_table, _i); }
+END_TEST
+
+/* The functions of nn with no failure value, given NULL and zeroed
+ * arguments (check_quiet). */
+static void nn_quiet_calls(void)
+{
+    tg_params_init(NULL);
+    tg_params_free(NULL);
+    tg_params_zero_grad(NULL);
+    if (tg_params_get(NULL, "x") || tg_params_get(&(tg_params){0}, NULL))
+        note("params_get found something in nothing");
+    if (tg_params_numel(NULL) != 0)
+        note("params_numel(NULL) is %lld", (long long)tg_params_numel(NULL));
+    if (tg_clip_grad_norm(NULL, 1) != 0)
+        note("clip_grad_norm(NULL) is %g", tg_clip_grad_norm(NULL, 1));
+    tg_optim_free(NULL);
+    tg_optim_zero_grad(NULL);
+
+    tg_head head = {0};
+    tg_linear linear = {0};
+    tg_embed embed = {0};
+    tg_layernorm layernorm = {0};
+    tg_mha mha = {0};
+    tg_mlp mlp = {0};
+    tg_block block = {0};
+    tg_gpt gpt = {0};
+    tg_head_free(NULL), tg_head_free(&head);
+    tg_linear_free(NULL), tg_linear_free(&linear);
+    tg_embed_free(NULL), tg_embed_free(&embed);
+    tg_layernorm_free(NULL), tg_layernorm_free(&layernorm);
+    tg_mha_free(NULL), tg_mha_free(&mha);
+    tg_mlp_free(NULL), tg_mlp_free(&mlp);
+    tg_block_free(NULL), tg_block_free(&block);
+    tg_gpt_free(NULL), tg_gpt_free(&gpt);
+}
+
+START_TEST(quiet_on_null) { check_quiet("nn", nn_quiet_calls); }
+END_TEST
+
+Suite *errors_nn_suite(void)
+{
+    Suite *s = suite_create("errors_nn");
+    TCase *tc = tcase_create("bad input");
+    tcase_add_loop_test(tc, bad_input, 0, table_rows(nn_table));
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("null");
+    tcase_add_loop_test(tc, null_input, 0, table_rows(nn_null_table));
+    tcase_add_test(tc, quiet_on_null);
+    suite_add_tcase(s, tc);
+    return s;
+}

@@ -1,0 +1,384 @@
+/* Bad input to the ops floor (ops/): views, elementwise, comparisons, where,
+ * matmul, reductions, softmax, attention, cat and chunk, embedding and
+ * gather, layer_norm and gelu, losses; and the same with NULL tensors. What
+ * each row checks is in errors_table.h. */
+#include "errors_table.h"
+
+#include <string.h>
+
+static const int64_t nine[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
+
+/* attention(q, kv, kv): keys and values one tensor. */
+static tg_tensor *attention_kv(tg_tensor *q, tg_tensor *kv, bool causal,
+                               double scale)
+{
+    return tg_attention(q, kv, kv, causal, scale);
+}
+
+/* tg_chunk(t, n, dim) into an out array filled with t: true when it failed.
+ * A failed chunk leaves every out[i] NULL. */
+static bool chunk_failed(tg_tensor *t, int n, int dim)
+{
+    tg_tensor *out[4] = {t, t, t, t};
+    bool f = tg_chunk(t, n, dim, out) < 0;
+    for (int i = 0; i < 4 && i < n; i++)
+        if (out[i])
+            note("chunk: out[%d] is not NULL after a failure", i);
+    return f;
+}
+
+/* tg_chunk(NULL, 2, 0) into an out array filled with `fill`: true when it
+ * failed and left both out[i] NULL. */
+static bool chunk_null_clears_out(tg_tensor *fill)
+{
+    tg_tensor *out[2] = {fill, fill};
+    bool f = tg_chunk(NUL, 2, 0, out) < 0;
+    return f && !out[0] && !out[1];
+}
+
+/* ---- the table ---------------------------------------------------------- */
+
+static void ops_table(table_walk *w, env *e)
+{
+    /* views */
+    ROW("transpose dim 3", tg_transpose(e->x, 0, 3), "transpose:", "dim 3",
+        "(4,8,32)");
+    ROW("slice dim -4", tg_slice(e->x, -4, 0, 1), "slice:", "dim -4",
+        "(4,8,32)");
+    ROW("narrow past end", tg_narrow(e->x, 0, 2, 3), "narrow:", "length 3",
+        "(4,8,32)");
+    ROW("narrow negative length", tg_narrow(e->x, 0, 0, -1),
+        "narrow:", "length -1", "(4,8,32)");
+    ROW("select index 4", tg_select(e->x, 0, 4), "select:", "index 4",
+        "(4,8,32)");
+    ROW("select dim 3", tg_select(e->x, 3, 0), "select:", "dim 3", "(4,8,32)");
+    ROW("expand mismatch", tg_expand(e->x, TG_SHAPE(4, 8, 16)),
+        "expand:", "(4,8,32)", "(4,8,16)");
+    ROW("expand fewer dims", tg_expand(e->x, TG_SHAPE(8, 32)),
+        "expand:", "(4,8,32)");
+    ROW("expand ndim 9", tg_expand(e->x, 9, nine), "expand:", "(4,8,32)", "9");
+    ROW("expand negative size", tg_expand(e->x, TG_SHAPE(4, -2, 32)),
+        "expand:", "(4,8,32)", "(4,-2,32)");
+    ROW("reshape numel", tg_reshape(e->x, TG_SHAPE(5, -1)),
+        "reshape:", "(4,8,32)", "(5,-1)");
+    ROW("reshape negative size", tg_reshape(e->x, TG_SHAPE(4, -8, 32)),
+        "reshape:", "(4,8,32)", "(4,-8,32)");
+    ROW("reshape two -1", tg_reshape(e->x, TG_SHAPE(-1, -1)),
+        "reshape:", "(4,8,32)", "(-1,-1)");
+    ROW("reshape ndim 9", tg_reshape(e->x, 9, nine), "reshape:", "ndim 9");
+    ROW("reshape NULL shape", tg_reshape(e->x, 3, NULL), "reshape:", "NULL");
+    ROW("unsqueeze dim 5", tg_unsqueeze(e->x, 5), "unsqueeze:", "dim 5",
+        "(4,8,32)");
+    ROW("unsqueeze a 9th dim",
+        tg_unsqueeze(temp(tg_zeros(TG_FLOAT64, 8, nine)), 0),
+        "unsqueeze:", "(1,1,1,1,1,1,1,1)");
+    ROW("squeeze size 4", tg_squeeze(e->x, 0), "squeeze:", "(4,8,32)",
+        "size 4");
+    ROW("squeeze dim 3", tg_squeeze(e->x, 3), "squeeze:", "dim 3", "(4,8,32)");
+    ROW("to unknown dtype", tg_to(e->x, (tg_dtype)7), "to:", "dtype 7");
+
+    /* elementwise */
+    ROW("add unbroadcastable", tg_add(e->x, e->v3), "add:", "(4,8,32)", "(3,)");
+    ROW("sub unbroadcastable", tg_sub(e->x, e->m), "sub:", "(4,8,32)",
+        "(16,32)");
+    ROW("mul unbroadcastable", tg_mul(e->m, e->x), "mul:", "(16,32)",
+        "(4,8,32)");
+    ROW("div unbroadcastable", tg_div(e->v3, e->x), "div:", "(3,)", "(4,8,32)");
+    ROW("add float64 + float32", tg_add(e->x, e->x32),
+        "add:", "float64 (4,8,32)", "float32 (4,8,32)");
+    ROW("mul float32 * float64", tg_mul(e->x32, e->x),
+        "mul:", "float32 (4,8,32)", "float64 (4,8,32)");
+    ROW("add bool", tg_add(e->mask, e->mask), "add:", "bool (4,8,32)");
+    ROW("div by bool", tg_div(e->x, e->mask), "div:", "bool (4,8,32)");
+    ROW("neg bool", tg_neg(e->mask), "neg:", "bool (4,8,32)");
+    ROW("scale bool", tg_scale(e->mask, 2), "scale:", "bool (4,8,32)");
+    ROW("add_scalar bool", tg_add_scalar(e->mask, 1),
+        "add_scalar:", "bool (4,8,32)");
+    ROW("exp bool", tg_exp(e->mask), "exp:", "bool (4,8,32)");
+    ROW("log bool", tg_log(e->mask), "log:", "bool (4,8,32)");
+    ROW("sqrt bool", tg_sqrt(e->mask), "sqrt:", "bool (4,8,32)");
+    ROW("pow bool", tg_pow_scalar(e->mask, 2), "pow:", "bool (4,8,32)");
+    ROW("relu bool", tg_relu(e->mask), "relu:", "bool (4,8,32)");
+
+    /* comparisons */
+    ROW("eq float64 == float32", tg_eq(e->x, e->x32), "eq:", "float64 (4,8,32)",
+        "float32 (4,8,32)");
+    ROW("ne float32 != float64", tg_ne(e->x32, e->x), "ne:", "float32 (4,8,32)",
+        "float64 (4,8,32)");
+    ROW("lt unbroadcastable", tg_lt(e->x, e->v3), "lt:", "(4,8,32)", "(3,)");
+    ROW("le unbroadcastable", tg_le(e->v3, e->m), "le:", "(3,)", "(16,32)");
+    ROW("gt unbroadcastable", tg_gt(e->x, e->m), "gt:", "(4,8,32)", "(16,32)");
+    ROW("ge unbroadcastable", tg_ge(e->m, e->x), "ge:", "(16,32)", "(4,8,32)");
+
+    /* where, masked_fill, tril and triu */
+    ROW("where float64 / float32", tg_where(e->mask, e->x, e->x32),
+        "where:", "float64", "float32");
+    ROW("where cond shape", tg_where(e->v3, e->x, e->x), "where:", "(3,)",
+        "(4,8,32)");
+    ROW("where bool values", tg_where(e->mask, e->mask, e->mask),
+        "where:", "bool (4,8,32)");
+    ROW("masked_fill short mask",
+        tg_masked_fill(e->x, temp(tg_gt_scalar(e->v3, 0)), 0),
+        "masked_fill:", "(4,8,32)", "(3,)");
+    ROW("masked_fill big mask",
+        tg_masked_fill(e->x, temp(tg_expand(e->mask, TG_SHAPE(2, 4, 8, 32))),
+                       0),
+        "masked_fill:", "(4,8,32)", "(2,4,8,32)");
+    ROW("masked_fill bool", tg_masked_fill(e->mask, e->mask, 0),
+        "masked_fill:", "bool (4,8,32)");
+    ROW("tril 1-d", tg_tril(e->v3, 0), "tril:", "(3,)");
+    ROW("triu 0-d", tg_triu(e->s, 0), "triu:", "()");
+
+    /* matmul */
+    ROW("matmul misaligned", tg_matmul(e->x, e->m), MATMUL_MSG);
+    ROW("matmul batch",
+        tg_matmul(e->x, temp(tg_zeros(TG_FLOAT64, TG_SHAPE(3, 32, 5)))),
+        "matmul:", "(4,8,32)", "(3,32,5)");
+    ROW("matmul 0-d", tg_matmul(e->s, e->x), "matmul:", "()", "(4,8,32)");
+    ROW("matmul vector", tg_matmul(e->v3, e->x), "matmul:", "(3,)", "(4,8,32)");
+    ROW("matmul float32 @ float64", tg_matmul(e->x32, e->m),
+        "matmul:", "float32 (4,8,32)", "float64 (16,32)");
+    ROW("matmul bool", tg_matmul(e->mask, e->mask), "matmul:", "bool (4,8,32)");
+
+    /* reductions and softmax */
+    ROW("sum dim 3", tg_sum(e->x, 3, false), "sum:", "dim 3", "(4,8,32)");
+    ROW("mean dim -4", tg_mean(e->x, -4, true), "mean:", "dim -4", "(4,8,32)");
+    ROW("max dim 3", tg_max(e->x, 3, false), "max:", "dim 3", "(4,8,32)");
+    ROW("max over empty dim",
+        tg_max(temp(tg_zeros(TG_FLOAT64, TG_SHAPE(0, 3))), 0, false),
+        "max:", "(0,3)");
+    ROW("sum bool", tg_sum(e->mask, 0, false), "sum:", "bool (4,8,32)");
+    ROW("sum_all bool", tg_sum_all(e->mask), "sum", "bool (4,8,32)");
+    ROW("mean_all bool", tg_mean_all(e->mask), "mean", "bool (4,8,32)");
+    ROW("max bool", tg_max(e->mask, 0, false), "max:", "bool (4,8,32)");
+    ROW("softmax dim 3", tg_softmax(e->x, 3), "softmax:", "dim 3", "(4,8,32)");
+    ROW("log_softmax dim -4", tg_log_softmax(e->x, -4),
+        "log_softmax:", "dim -4", "(4,8,32)");
+    ROW("softmax bool", tg_softmax(e->mask, 0), "softmax:", "bool (4,8,32)");
+
+    /* fused attention */
+    ROW("attention d differs",
+        tg_attention(e->x, temp(tg_zeros(TG_FLOAT64, TG_SHAPE(4, 8, 16))), e->x,
+                     true, 1),
+        "attention:", "(4,8,32)", "(4,8,16)");
+    ROW("attention keys differ",
+        tg_attention(e->x, e->x, temp(tg_zeros(TG_FLOAT64, TG_SHAPE(4, 7, 32))),
+                     true, 1),
+        "attention:", "(4,8,32)", "(4,7,32)");
+    ROW("attention batch differs",
+        attention_kv(e->x, temp(tg_zeros(TG_FLOAT64, TG_SHAPE(3, 8, 32))),
+                     false, 1),
+        "attention:", "(4,8,32)", "(3,8,32)");
+    ROW("attention 1-d", tg_attention(e->v3, e->v3, e->v3, false, 1),
+        "attention:", "(3,)");
+    ROW("attention float64 / float32",
+        tg_attention(e->x, e->x32, e->x, true, 1), "attention:", "float64",
+        "float32");
+    ROW("attention bool", tg_attention(e->mask, e->mask, e->mask, true, 1),
+        "attention:", "bool (4,8,32)");
+    ROW("attention scale NaN", tg_attention(e->x, e->x, e->x, true, NAN),
+        "attention:", "scale", "nan");
+    ROW("attention scale inf", tg_attention(e->x, e->x, e->x, true, INFINITY),
+        "attention:", "scale", "inf");
+
+    /* cat and chunk (a failed chunk leaves every out[i] NULL) */
+    ROW("cat NULL array", tg_cat(NULL, 2, 0), "cat:", "NULL");
+    ROW("cat of 0", tg_cat(&e->x, 0, 0), "cat:", "0");
+    ROW("cat of -1", tg_cat(&e->x, -1, 0), "cat:", "-1");
+    ROW("cat float64 + float32", tg_cat((tg_tensor *[]){e->x, e->x32}, 2, 0),
+        "cat:", "float32 (4,8,32)", "float64 (4,8,32)");
+    ROW("cat shapes", tg_cat((tg_tensor *[]){e->x, e->m}, 2, 0),
+        "cat:", "(16,32)", "(4,8,32)");
+    ROW("cat dim 3", tg_cat((tg_tensor *[]){e->x, e->x}, 2, 3), "cat:", "dim 3",
+        "(4,8,32)");
+    ROW_RC("chunk NULL out", tg_chunk(e->x, 2, 0, NULL), "chunk:", "NULL",
+           "(4,8,32)");
+    ROW_IF("chunk into 0", chunk_failed(e->x, 0, 0), "chunk:", "got 0",
+           "(4,8,32)");
+    ROW_IF("chunk into -2", chunk_failed(e->x, -2, 0), "chunk:", "got -2",
+           "(4,8,32)");
+    ROW_IF("chunk uneven", chunk_failed(e->x, 3, 0), "chunk:", "size 4",
+           "3 chunks");
+    ROW_IF("chunk dim 3", chunk_failed(e->x, 2, 3), "chunk:", "dim 3",
+           "(4,8,32)");
+
+    /* embedding and gather: index dtypes, shapes and values */
+    ROW("embedding 1-d weight", tg_embedding(e->v3, e->ids),
+        "embedding:", "(3,)");
+    ROW("embedding float ids", tg_embedding(e->m, e->x), "embedding:", "int64",
+        "float64 (4,8,32)");
+    ROW("embedding id 16 of 16",
+        tg_embedding(e->m, int64_full(TG_SHAPE(2, 3), 16)), "embedding:", "16",
+        "[0, 16)");
+    ROW("embedding id -1", tg_embedding(e->m, int64_full(TG_SHAPE(5), -1)),
+        "embedding:", "-1", "[0, 16)");
+    ROW("embedding bool weight", tg_embedding(e->mask, e->ids),
+        "embedding:", "bool");
+    ROW("gather float index", tg_gather(e->x, 2, e->x), "gather:", "int64",
+        "float64 (4,8,32)");
+    ROW("gather index ndim", tg_gather(e->x, 0, e->ids), "gather:", "(4,8)",
+        "(4,8,32)");
+    ROW("gather dim 3", tg_gather(e->x, 3, e->x), "gather:", "dim 3",
+        "(4,8,32)");
+    ROW("gather index 32",
+        tg_gather(e->x, 2, int64_full(TG_SHAPE(4, 8, 1), 32)), "gather:", "32",
+        "[0, 32)");
+    ROW("gather index -1",
+        tg_gather(e->x, 2, int64_full(TG_SHAPE(4, 8, 1), -1)), "gather:", "-1",
+        "[0, 32)");
+    ROW("gather index too big",
+        tg_gather(e->x, 2, int64_full(TG_SHAPE(5, 8, 1), 0)),
+        "gather:", "(5,8,1)", "(4,8,32)");
+
+    /* layer_norm and gelu */
+    ROW("layer_norm gamma shape", tg_layer_norm(e->x, e->v3, NULL, 1e-5),
+        "layer_norm:", "gamma", "(3,)");
+    ROW("layer_norm beta shape", tg_layer_norm(e->x, NULL, e->m, 1e-5),
+        "layer_norm:", "beta", "(16,32)");
+    ROW("layer_norm eps -1", tg_layer_norm(e->x, NULL, NULL, -1),
+        "layer_norm:", "eps", "-1");
+    ROW("layer_norm eps NaN", tg_layer_norm(e->x, NULL, NULL, NAN),
+        "layer_norm:", "eps", "nan");
+    ROW("layer_norm 0-d", tg_layer_norm(e->s, NULL, NULL, 1e-5),
+        "layer_norm:", "()");
+    ROW("layer_norm bool", tg_layer_norm(e->mask, NULL, NULL, 1e-5),
+        "layer_norm:", "bool (4,8,32)");
+    ROW("layer_norm float32 gamma",
+        tg_layer_norm(e->x, temp(tg_ones(TG_FLOAT32, TG_SHAPE(32))), NULL,
+                      1e-5),
+        "layer_norm:", "float64", "float32 (32,)");
+    ROW("gelu bool", tg_gelu(e->mask), "gelu:", "bool (4,8,32)");
+
+    /* losses */
+    ROW("cross_entropy float targets", tg_cross_entropy(e->x, e->x),
+        "cross_entropy:", "int64", "float64");
+    ROW("cross_entropy targets shape",
+        tg_cross_entropy(e->x, int64_full(TG_SHAPE(4, 7), 0)),
+        "cross_entropy:", "(4,7)", "(4,8,32)");
+    ROW("cross_entropy target 32",
+        tg_cross_entropy(e->x, int64_full(TG_SHAPE(4, 8), 32)),
+        "cross_entropy:", "32");
+    ROW("cross_entropy target -1",
+        tg_cross_entropy(e->x, int64_full(TG_SHAPE(4, 8), -1)),
+        "cross_entropy:", "-1");
+    ROW("cross_entropy 0-d logits", tg_cross_entropy(e->s, e->ids),
+        "cross_entropy:", "()");
+    ROW("cross_entropy bool logits", tg_cross_entropy(e->mask, e->ids),
+        "cross_entropy:", "bool (4,8,32)");
+    ROW("mse_loss unbroadcastable", tg_mse_loss(e->x, e->v3),
+        "mse_loss:", "(4,8,32)", "(3,)");
+    ROW("mse_loss float64 / float32", tg_mse_loss(e->x, e->x32),
+        "mse_loss:", "float64", "float32");
+    ROW("mse_loss bool", tg_mse_loss(e->mask, e->mask),
+        "mse_loss:", "bool (4,8,32)");
+}
+
+static void ops_null_table(table_walk *w, env *e)
+{
+    /* views */
+    NULL_ROW("transpose", tg_transpose(NUL, 0, 1));
+    NULL_ROW("slice", tg_slice(NUL, 0, 0, 1));
+    NULL_ROW("narrow", tg_narrow(NUL, 0, 0, 1));
+    NULL_ROW("select", tg_select(NUL, 0, 0));
+    NULL_ROW("expand", tg_expand(NUL, TG_SHAPE(2)));
+    NULL_ROW("reshape", tg_reshape(NUL, TG_SHAPE(2)));
+    NULL_ROW("unsqueeze", tg_unsqueeze(NUL, 0));
+    NULL_ROW("squeeze", tg_squeeze(NUL, 0));
+    NULL_ROW("contiguous", tg_contiguous(NUL));
+    NULL_ROW("to", tg_to(NUL, TG_FLOAT32));
+
+    /* elementwise and comparisons */
+    NULL_ROW("add (left)", tg_add(NUL, e->x));
+    NULL_ROW("add (right)", tg_add(e->x, NUL));
+    NULL_ROW("sub", tg_sub(e->x, NUL));
+    NULL_ROW("mul", tg_mul(NUL, e->x));
+    NULL_ROW("div", tg_div(e->x, NUL));
+    NULL_ROW("neg", tg_neg(NUL));
+    NULL_ROW("scale", tg_scale(NUL, 2));
+    NULL_ROW("add_scalar", tg_add_scalar(NUL, 2));
+    NULL_ROW("exp", tg_exp(NUL));
+    NULL_ROW("log", tg_log(NUL));
+    NULL_ROW("sqrt", tg_sqrt(NUL));
+    NULL_ROW("pow_scalar", tg_pow_scalar(NUL, 2));
+    NULL_ROW("relu", tg_relu(NUL));
+    NULL_ROW("eq", tg_eq(NUL, e->x));
+    NULL_ROW("ne", tg_ne(e->x, NUL));
+    NULL_ROW("lt", tg_lt(NUL, e->x));
+    NULL_ROW("le", tg_le(e->x, NUL));
+    NULL_ROW("gt", tg_gt(NUL, e->x));
+    NULL_ROW("ge", tg_ge(e->x, NUL));
+    NULL_ROW("eq_scalar", tg_eq_scalar(NUL, 0));
+    NULL_ROW("ne_scalar", tg_ne_scalar(NUL, 0));
+    NULL_ROW("lt_scalar", tg_lt_scalar(NUL, 0));
+    NULL_ROW("le_scalar", tg_le_scalar(NUL, 0));
+    NULL_ROW("gt_scalar", tg_gt_scalar(NUL, 0));
+    NULL_ROW("ge_scalar", tg_ge_scalar(NUL, 0));
+
+    /* where, masked_fill, tril and triu */
+    NULL_ROW("where (cond)", tg_where(NUL, e->x, e->x));
+    NULL_ROW("where (a)", tg_where(e->mask, NUL, e->x));
+    NULL_ROW("where (b)", tg_where(e->mask, e->x, NUL));
+    NULL_ROW("masked_fill (t)", tg_masked_fill(NUL, e->mask, 0));
+    NULL_ROW("masked_fill (mask)", tg_masked_fill(e->x, NUL, 0));
+    NULL_ROW("tril", tg_tril(NUL, 0));
+    NULL_ROW("triu", tg_triu(NUL, 0));
+
+    /* matmul, reductions and softmax */
+    NULL_ROW("matmul (a)", tg_matmul(NUL, e->m));
+    NULL_ROW("matmul (b)", tg_matmul(e->x, NUL));
+    NULL_ROW("sum", tg_sum(NUL, 0, false));
+    NULL_ROW("sum_all", tg_sum_all(NUL));
+    NULL_ROW("mean", tg_mean(NUL, 0, true));
+    NULL_ROW("mean_all", tg_mean_all(NUL));
+    NULL_ROW("max", tg_max(NUL, 0, false));
+    NULL_ROW("softmax", tg_softmax(NUL, 0));
+    NULL_ROW("log_softmax", tg_log_softmax(NUL, 0));
+
+    /* attention, cat and chunk, embedding and gather, layer_norm and gelu,
+     * losses */
+    NULL_ROW("attention (q)", tg_attention(NUL, e->x, e->x, true, 1));
+    NULL_ROW("attention (k)", tg_attention(e->x, NUL, e->x, true, 1));
+    NULL_ROW("attention (v)", tg_attention(e->x, e->x, NUL, true, 1));
+    NULL_ROW("cat", tg_cat((tg_tensor *[]){e->x, NUL}, 2, 0));
+    NULL_ROW_IF("chunk", chunk_null_clears_out(e->x));
+    NULL_ROW("embedding (weight)", tg_embedding(NUL, e->ids));
+    NULL_ROW("embedding (ids)", tg_embedding(e->m, NUL));
+    NULL_ROW("gather (t)", tg_gather(NUL, 0, e->ids));
+    NULL_ROW("gather (index)", tg_gather(e->x, 0, NUL));
+    NULL_ROW("layer_norm", tg_layer_norm(NUL, NULL, NULL, 1e-5));
+    NULL_ROW("gelu", tg_gelu(NUL));
+    NULL_ROW("cross_entropy (logits)", tg_cross_entropy(NUL, e->ids));
+    NULL_ROW("cross_entropy (targets)", tg_cross_entropy(e->x, NUL));
+    NULL_ROW("mse_loss (a)", tg_mse_loss(NUL, e->x));
+    NULL_ROW("mse_loss (b)", tg_mse_loss(e->x, NUL));
+}
+
+START_TEST(bad_input) { check_row(ops_table, _i); }
+END_TEST
+
+START_TEST(null_input) { check_null_row(ops_null_table, _i); }
+END_TEST
+
+START_TEST(matmul_message_exact)
+{
+    env e;
+    env_make(&e);
+    ck_assert_ptr_null(tg_matmul(e.x, e.m));
+    ck_assert_str_eq(tg_last_error(), MATMUL_MSG);
+    env_free(&e);
+}
+END_TEST
+
+Suite *errors_ops_suite(void)
+{
+    Suite *s = suite_create("errors_ops");
+    TCase *tc = tcase_create("bad input");
+    tcase_add_loop_test(tc, bad_input, 0, table_rows(ops_table));
+    tcase_add_test(tc, matmul_message_exact);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("null");
+    tcase_add_loop_test(tc, null_input, 0, table_rows(ops_null_table));
+    suite_add_tcase(s, tc);
+    return s;
+}
