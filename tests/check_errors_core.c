@@ -240,6 +240,8 @@ static void core_table(table_walk *w, env *e)
            "/nonexistent/tapegrad/x.npy");
     ROW_RC("save_npy NULL path", tg_save_npy(e->v3, NULL), "save_npy:", "NULL");
     ROW_RC("save_npy directory", tg_save_npy(e->v3, "/"), "save_npy:", "/");
+    ROW_RC("save_npy under a file", tg_save_npy(e->v3, "/etc/passwd/x.npy"),
+           "save_npy:", "/etc/passwd/x.npy", "Not a directory");
     ROW_RC("fprint NULL file", tg_fprint(NULL, e->v3, -1), "fprint");
     ROW_IF("allclose unbroadcastable", !tg_allclose(e->x, e->v3, 0, 0),
            "allclose", "(4,8,32)", "(3,)");

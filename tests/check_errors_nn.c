@@ -119,6 +119,18 @@ static tg_gpt_config gpt_cfg_with(int which, int value)
         return &mod;                                                           \
     }
 MADE(head, tg_head_init(&mod, TG_FLOAT64, 32, 16, &e->rng))
+/* A (1,) float64 zero, freed after the row. */
+static tg_tensor *one_element(void)
+{
+    return temp(tg_zeros(TG_FLOAT64, TG_SHAPE(1)));
+}
+
+/* h with its path set to p (any value, valid or not). */
+static tg_head *with_path(tg_head *h, tg_head_path p)
+{
+    h->path = p;
+    return h;
+}
 MADE(linear, tg_linear_init(&mod, TG_FLOAT64, 32, 16, true, &e->rng))
 MADE(embed, tg_embed_init(&mod, TG_FLOAT64, 16, 32, &e->rng))
 MADE(layernorm, tg_layernorm_init(&mod, TG_FLOAT64, 32))
@@ -237,6 +249,9 @@ static void nn_table(table_walk *w, env *e)
         "head:", "(16,32)");
     ROW("head_forward float32 x", tg_head_forward(made_head(e), e->x32),
         "head:", "float32");
+    ROW("head_forward bad path",
+        tg_head_forward(with_path(made_head(e), (tg_head_path)3), e->x),
+        "head:", "path 3 is not a tg_head_path");
     ROW_RC("head_params NULL head", tg_head_params(NULL, NULL, "h"),
            "head_params:", "NULL");
     ROW_RC("head_params zeroed head", tg_head_params(&(tg_head){0}, NULL, "h"),
@@ -492,6 +507,12 @@ static void nn_table(table_walk *w, env *e)
            "save_npz:", "/nonexistent/tapegrad/a.npz");
     ROW_RC("save_npz directory", tg_save_npz(x_and(e, "v", e->v3), "/"),
            "save_npz:", "/");
+    /* 2^29 float64 elements (4 GiB) from one expanded element */
+    ROW_RC("save_npz over 4 GiB",
+           tg_save_npz(x_and(e, "big",
+                             temp(tg_expand(one_element(), TG_SHAPE(1 << 29)))),
+                       tmp_path("big.npz")),
+           "save_npz:", "big.npz", "4 GiB");
     ROW_RC("save_npz NULL parameter",
            tg_save_npz(x_and(e, "v", NULL), tmp_path("a.npz")),
            "save_npz:", "'v'", "NULL");
@@ -519,6 +540,9 @@ static void nn_table(table_walk *w, env *e)
            load_npz_mismatch(e, e->v3, TG_FLOAT64, "w"), "load_npz:", "'v'");
 
     /* plots */
+    ROW_RC("plot_heatmap under a file",
+           tg_plot_heatmap("/etc/passwd/p", e->m, "t", "x", "y", false),
+           "plot_heatmap: cannot write", "/etc/passwd/p");
     ROW_RC("plot_heatmap NULL stem",
            tg_plot_heatmap(NULL, e->m, "t", "x", "y", false),
            "plot_heatmap:", "stem is NULL");

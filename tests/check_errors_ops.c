@@ -155,6 +155,15 @@ static void ops_table(table_walk *w, env *e)
     ROW("log_softmax dim -4", tg_log_softmax(e->x, -4),
         "log_softmax:", "dim -4", "(4,8,32)");
     ROW("softmax bool", tg_softmax(e->mask, 0), "softmax:", "bool (4,8,32)");
+    ROW("attention_softmax bool", tg_attention_softmax(e->mask, 1, true),
+        "attention_softmax:", "expected a float32 or float64", "(4,8,32)");
+    ROW("attention_softmax 1-d", tg_attention_softmax(e->v3, 1, false),
+        "attention_softmax:", "at least 2 dims", "(3,)");
+    ROW("attention_softmax inf scale",
+        tg_attention_softmax(e->x, INFINITY, true),
+        "attention_softmax:", "scale must be finite", "inf");
+    ROW("attention_softmax NaN scale", tg_attention_softmax(e->x, NAN, false),
+        "attention_softmax:", "scale must be finite", "nan");
 
     /* fused attention */
     ROW("attention d differs",
@@ -333,6 +342,7 @@ static void ops_null_table(table_walk *w, env *e)
     NULL_ROW("max", tg_max(NUL, 0, false));
     NULL_ROW("softmax", tg_softmax(NUL, 0));
     NULL_ROW("log_softmax", tg_log_softmax(NUL, 0));
+    NULL_ROW("attention_softmax", tg_attention_softmax(NUL, 1, true));
 
     /* attention, cat and chunk, embedding and gather, layer_norm and gelu,
      * losses */
