@@ -2,6 +2,7 @@
  * input, and its output is added back onto the residual stream:
  *     x = x + mha(ln1(x))        tokens talk to each other
  *     x = x + mlp(ln2(x))        each token thinks on its own     (B,T,C) */
+#include "tapegrad_nn.h"
 #include "internal.h"
 
 #include <stdio.h>

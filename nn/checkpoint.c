@@ -17,6 +17,7 @@
  * is bounds-checked against the file before use, entries are CRC-checked,
  * and each .npy goes through the same parser as tg_load_npy. All entries are
  * read and checked before any parameter is written. */
+#include "tapegrad_nn.h"
 #include "internal.h"
 #include "npy.h"
 

@@ -1,5 +1,6 @@
 /* An embedding table: num vectors of size dim, looked up by int64 id (token
  * embeddings) or taken as its first T rows (position embeddings). */
+#include "tapegrad_nn.h"
 #include "internal.h"
 
 #include <string.h>

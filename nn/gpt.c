@@ -1,5 +1,6 @@
 /* A tiny GPT: ids -> token + position embeddings -> n_layer blocks -> final
  * layer norm -> vocabulary logits; its next-token loss; and sampling. */
+#include "tapegrad_nn.h"
 #include "internal.h"
 
 #include <stdio.h>

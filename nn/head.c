@@ -12,6 +12,7 @@
  * comes from the ops' own derivations. Temporaries are released as soon as
  * the next op holds them (not through a private scope): the output must stay
  * in the caller's scope, if one is open. */
+#include "tapegrad_nn.h"
 #include "internal.h"
 
 #include <math.h>

@@ -1,5 +1,6 @@
 /* Layer norm over the last dim with learned gain and shift, as
  * torch.nn.LayerNorm(dim): gamma = 1 and beta = 0 to start, eps = 1e-5. */
+#include "tapegrad_nn.h"
 #include "internal.h"
 
 #include <string.h>

@@ -2,6 +2,7 @@
  *
  * torch stores weight as (out, in) and computes x @ weight^T; we store it as
  * (in, out), the lesson's W_q layout, so the forward is a plain x @ weight. */
+#include "tapegrad_nn.h"
 #include "internal.h"
 
 #include <math.h>

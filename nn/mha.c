@@ -3,6 +3,7 @@
  * linear mixes them:
  *     out = cat(head_0(x), ..., head_{n-1}(x), -1) @ W_proj + b_proj   (B,T,C)
  */
+#include "tapegrad_nn.h"
 #include "internal.h"
 
 #include <stdio.h>

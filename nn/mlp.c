@@ -3,6 +3,7 @@
  *     out = act(x @ W_fc + b_fc) @ W_proj + b_proj    (B,T,C) -> (B,T,4C) ->
  * (B,T,C) with act = gelu (GPT-2's choice) or relu (the original
  * transformer's). */
+#include "tapegrad_nn.h"
 #include "internal.h"
 
 #include <limits.h>

@@ -11,6 +11,7 @@
  *   a.addcdiv_(b, c, value=s) a + s * b / c      ((s * b) / c)
  * Python-side scalars (1 - beta1, lr / bias_correction1, ...) are computed
  * in double and then rounded to the parameter's dtype, as torch does. */
+#include "tapegrad_nn.h"
 #include "internal.h"
 
 #include <math.h>

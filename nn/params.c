@@ -1,5 +1,6 @@
 /* Parameter lists: named, borrowed leaf tensors, so optimizers, zero_grad,
  * gradient clipping and checkpoints can walk any model. */
+#include "tapegrad_nn.h"
 #include "internal.h"
 
 #include <math.h>

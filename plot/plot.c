@@ -11,6 +11,7 @@
  * are single-quoted gnuplot strings (see put_string), and the terminal is
  * noenhanced, so '_', '^' and '{' in titles print as typed. Control
  * characters in text become spaces; stems may not contain any. */
+#include "tapegrad_plot.h"
 #include "internal.h"
 
 #include <ctype.h>
