@@ -23,6 +23,7 @@
 #define _POSIX_C_SOURCE 200809L /* clock_gettime, getrusage */
 
 #include <tapegrad.h>
+#include <tapegrad_nn.h>
 
 #ifdef _OPENMP
 #include <omp.h>

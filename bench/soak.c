@@ -21,6 +21,7 @@
  *     ./bench/soak [--steps N] [--every N]            (default 100000, 1000)
  */
 #include <tapegrad.h>
+#include <tapegrad_nn.h>
 
 #include <errno.h>
 #include <math.h>

@@ -24,6 +24,7 @@
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 
 #include <tapegrad.h>
+#include <tapegrad_nn.h>
 
 #include <errno.h>
 #include <math.h>

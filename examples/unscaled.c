@@ -25,6 +25,8 @@
 #define _POSIX_C_SOURCE 200809L /* mkdir, in recall_task.h */
 
 #include <tapegrad.h>
+#include <tapegrad_nn.h>
+#include <tapegrad_plot.h>
 
 #include "recall_task.h"
 

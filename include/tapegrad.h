@@ -1,6 +1,11 @@
 /** @file
  * tapegrad: an autograd tensor framework in C11.
  *
+ * Which header: this one has tensors, ops, autograd, gradcheck and file I/O,
+ * and stands alone. `<tapegrad_nn.h>` adds modules, optimizers and
+ * checkpoints, `<tapegrad_plot.h>` pictures (each includes this one), and
+ * `<tapegrad_all.h>` is all three.
+ *
  * Ownership, one rule everywhere: a function that returns a tg_tensor * returns
  * a NEW reference (release it with tg_release, or let a scope do it); tensor
  * arguments are BORROWED. Accessors that return tensors say "borrowed".
@@ -548,13 +553,13 @@ bool tg_set_anomaly_mode(bool on);
 /** Whether anomaly mode is on. */
 bool tg_anomaly_mode(void);
 
-/** Call sites. `<tapegrad.h>` wraps each public function that returns a
- * tensor in a macro that records the caller's __FILE__ and __LINE__ (see
+/** Call sites. Each public header wraps each of its functions that returns
+ * a tensor in a macro that records the caller's __FILE__ and __LINE__ (see
  * tapegrad_callsite.h), so the tape, anomaly mode and the leak audit can
- * point at your line. Define TG_NO_CALLSITES before including it to call
- * the functions bare. This and tg_check_result are what the macros call:
- * tg_set_callsite records file (kept as a pointer: pass a string literal)
- * and line for the next call. */
+ * point at your line. Define TG_NO_CALLSITES before including any of them
+ * to call the functions bare. This and tg_check_result are what the macros
+ * call: tg_set_callsite records file (kept as a pointer: pass a string
+ * literal) and line for the next call. */
 void tg_set_callsite(const char *file, int line);
 /** Returns t, or when anomaly mode found a NaN or infinity inside the call
  * that made it, releases t and returns NULL (the error, set by then, names
@@ -671,10 +676,11 @@ int tg_save_npy(const tg_tensor *t, const char *path);
 }
 #endif
 
-/* The floors above the core: modules, optimizers and checkpoints, and the
- * gnuplot pictures. */
-#include "tapegrad_nn.h"
-#include "tapegrad_plot.h"
+/* The call-site macros for the functions above, defined only now: a
+ * function-like macro defined before its function's prototype would expand
+ * inside the prototype. The marker tells tapegrad_callsite.h that this
+ * header's declarations are complete. */
+#define TAPEGRAD_H_DECLARED
 #include "tapegrad_callsite.h"
 
 #endif /* TAPEGRAD_H */

@@ -1,5 +1,7 @@
 /** @file
- * tapegrad nn: modules, optimizers, checkpoints. Included by `<tapegrad.h>`.
+ * tapegrad nn: modules, optimizers, checkpoints. Include `<tapegrad_nn.h>`
+ * for these; it includes `<tapegrad.h>` (tensors, ops, autograd, gradcheck,
+ * I/O) itself. `<tapegrad_all.h>` is everything, pictures too.
  *
  * A module is a small struct you own (on the stack or inside another
  * module): its sizes, options, and parameters (leaf tensors that require
@@ -22,12 +24,10 @@
  * input keeps the first error. _params returns -1 for a NULL or zeroed
  * module, a NULL list, or a name longer than TG_PARAM_NAME_MAX - 1. _free is
  * NULL-safe, and freeing a zeroed module does nothing. */
-/* tapegrad.h first, outside the guard: it includes this header in turn,
- * and its call-site macros must come after every declaration. */
-#include "tapegrad.h"
-
 #ifndef TAPEGRAD_NN_H
 #define TAPEGRAD_NN_H
+
+#include "tapegrad.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -360,5 +360,10 @@ int tg_load_npz(const tg_params *ps, const char *path);
 #ifdef __cplusplus
 }
 #endif
+
+/* This header's call-site macros, now that its declarations are complete
+ * (see the end of tapegrad.h). */
+#define TAPEGRAD_NN_H_DECLARED
+#include "tapegrad_callsite.h"
 
 #endif /* TAPEGRAD_NN_H */

@@ -1,6 +1,7 @@
 /** @file
- * tapegrad plot: pictures through gnuplot, found at run time. Included by
- * `<tapegrad.h>`.
+ * tapegrad plot: pictures through gnuplot, found at run time. Include
+ * `<tapegrad_plot.h>` for these; it includes `<tapegrad.h>` (tensors, ops,
+ * autograd, gradcheck, I/O) itself. `<tapegrad_all.h>` is everything.
  *
  * Each function writes `<stem>.dat` (the data) and `<stem>.gp` (a gnuplot
  * script that reads it), then runs gnuplot on the script to draw
@@ -12,12 +13,10 @@
  * Returns 0, or -1 (with tg_last_error) when the input is bad, a file cannot
  * be written, or gnuplot runs and fails. A bad stem is NULL, empty, ends in
  * '/' or holds a control character. Titles and labels may be NULL (none). */
-/* tapegrad.h first, outside the guard: it includes this header in turn,
- * and its call-site macros must come after every declaration. */
-#include "tapegrad.h"
-
 #ifndef TAPEGRAD_PLOT_H
 #define TAPEGRAD_PLOT_H
+
+#include "tapegrad.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -57,5 +56,10 @@ bool tg_plot_available(void);
 #ifdef __cplusplus
 }
 #endif
+
+/* This header's call-site macros, now that its declarations are complete
+ * (see the end of tapegrad.h). */
+#define TAPEGRAD_PLOT_H_DECLARED
+#include "tapegrad_callsite.h"
 
 #endif /* TAPEGRAD_PLOT_H */

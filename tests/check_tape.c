@@ -627,6 +627,38 @@ START_TEST(tape_print_shows_ops_shapes_grads)
 }
 END_TEST
 
+/* The entries an nn module's forward makes name the line that called the
+ * forward: tapegrad_nn.h has call-site macros of its own. Without them each
+ * entry would keep the last call site set, tg_ones's line here. */
+START_TEST(tape_print_names_line_of_module_call)
+{
+    tg_rng rng;
+    tg_rng_seed(&rng, 1);
+    tg_linear l;
+    ck_assert_int_eq(tg_linear_init(&l, TG_FLOAT64, 3, 2, true, &rng), 0);
+    tg_tensor *x = tg_ones(TG_FLOAT64, TG_SHAPE(4, 3));
+    int line = __LINE__ + 1;
+    tg_tensor *y = tg_linear_forward(&l, x);
+    ck_assert_ptr_nonnull(y);
+
+    char *text = capture(tg_tape_print);
+    char site[64];
+    snprintf(site, sizeof site, "check_tape.c:%d", line);
+    int entries = 0;
+    for (char *row = strtok(text, "\n"); row; row = strtok(NULL, "\n")) {
+        const char *at = strstr(row, "check_tape.c:");
+        ck_assert_msg(at && strcmp(at, site) == 0, "entry '%s', not at %s", row,
+                      site);
+        entries++;
+    }
+    ck_assert_int_eq(entries, 2); /* matmul, then the bias's add */
+    free(text);
+    tg_release(y);
+    tg_release(x);
+    tg_linear_free(&l);
+}
+END_TEST
+
 /* One line per live entry; nothing at all for an empty tape. */
 START_TEST(tape_print_one_line_per_entry)
 {
@@ -709,6 +741,7 @@ Suite *tape_suite(void)
     tc = tcase_create("print");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, tape_print_shows_ops_shapes_grads);
+    tcase_add_test(tc, tape_print_names_line_of_module_call);
     tcase_add_test(tc, tape_print_one_line_per_entry);
     tcase_add_test(tc, tape_dot_is_a_graph);
     suite_add_tcase(s, tc);

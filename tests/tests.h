@@ -4,7 +4,8 @@
 #define TAPEGRAD_TESTS_H
 
 #include <check.h>
-#include <tapegrad.h>
+/* All of it: between them the suites use every public header. */
+#include <tapegrad_all.h>
 
 Suite *tensor_suite(void);
 Suite *views_suite(void);
