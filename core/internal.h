@@ -296,8 +296,9 @@ TG_HIDDEN void tg__loop_run(tg_loop *L, int64_t cost, tg_run_fn fn, void *ctx);
 #endif
 
 /* dst += src, where dst's shape broadcasts to src's (src is summed over the
- * dims dst is broadcast along). Same float dtype. (tg__copy_into, its
- * sibling, is in core/shared.h.) */
+ * dims dst is broadcast along, in double and in C order, rounded once: the
+ * bits tg_sum gives; the same with any number of threads). Same float
+ * dtype. (tg__copy_into, its sibling, is in core/shared.h.) */
 TG_HIDDEN void tg__add_into(tg_tensor *dst, const tg_tensor *src);
 
 /* ------------------------------------------------------------------ */

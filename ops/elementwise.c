@@ -292,7 +292,10 @@ static tg_tensor *gelu_grad(tg_tensor *dy, tg_tensor *x)
  *   exp:        dx = dy * y                      (d/dx e^x = e^x)
  *   log:        dx = dy / x
  *   sqrt:       dx = dy / (2 y)                  (d/dx x^(1/2) = 1 / (2 sqrt x))
- *   pow:        dx = dy * p * x^(p-1)
+ *   pow:        dx = dy * p * x^(p-1)            (p != 0)
+ *               dx = 0                           (p == 0: y = x^0 = 1 is
+ *               constant; p * x^(p-1) would be 0 * inf = NaN at x = 0;
+ *               0 for every x and dy, as PyTorch's pow_backward)
  *   relu:       dx = dy where x > 0, else 0      (0 at the kink, as PyTorch;
  *               relu passes NaN through, as PyTorch)
  *   gelu:       y = x Phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2 the normal
@@ -317,6 +320,10 @@ static void unary_backward(tg_node *n, tg_tensor *dy)
         break;
     }
     case POW: {
+        if (p == 0) {
+            dx = tg__must(tg__new("pow", x->dtype, x->ndim, x->shape, true));
+            break;
+        }
         tg_tensor *xp = unary_apply("pow", POW, p - 1, x);
         tg_tensor *slope = unary_apply("pow", SCALE, p, xp);
         dx = tg_mul(dy, slope);

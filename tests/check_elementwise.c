@@ -1,8 +1,9 @@
 /* Elementwise arithmetic and comparisons against numpy (fixtures from
  * fixtures/gen_ops.py, ew_*): broadcasting (3,4)+(4,), (2,1,4)*(3,1) and 0-d
  * operands, float32 and float64; gradients by central differences on plain,
- * broadcast, transposed, sliced and masked (-inf) inputs; comparisons give
- * bool masks with no gradient; and the errors. */
+ * broadcast, transposed, sliced and masked (-inf) inputs; pow's gradient
+ * where p x^(p-1) is not finite, against torch; comparisons give bool masks
+ * with no gradient; and the errors. */
 #include "tests.h"
 
 #include <math.h>
@@ -356,6 +357,55 @@ START_TEST(relu_grad_at_zero)
 }
 END_TEST
 
+/* g equals torch's w: NaN for NaN, zeros and infinities with their signs,
+ * others to a relative rel. */
+static bool same_as_torch(double g, double w, double rel)
+{
+    if (isnan(w))
+        return isnan(g);
+    if (w == 0 || isinf(w))
+        return g == w && signbit(g) == signbit(w);
+    return fabs(g - w) <= rel * fabs(w);
+}
+
+/* d x^p / dx where p * x^(p-1) is not finite, as torch gives it
+ * (ew_pow_grad_*, from torch's backward): x^0 is constant, so p = 0 gives
+ * exactly 0 everywhere, at x = 0 (not 0 * inf = NaN), inf and NaN too;
+ * p = 1 gives 1 everywhere; at x = 0, 0 for p > 1, inf for 0 < p < 1,
+ * -inf for p < 0. Values to a few ulps (libm's pow against torch's sqrt,
+ * rsqrt and x*x). */
+START_TEST(pow_grad_at_zero)
+{
+    tg_scope_begin();
+    tg_tensor *ps = load_fixture("ew_pow_grad_p.npy");
+    enum { NP = 10, NX = 6 };
+    ck_assert_int_eq(tg_numel(ps), NP);
+    for (int d = 0; d < 2; d++) {
+        tg_dtype dt = float_dtypes[d];
+        double rel = dt == TG_FLOAT32 ? 3e-7 : 1e-15;
+        double want[NP][NX], got[NX];
+        ck_assert_int_eq(
+            tg_copy_out(fixture_for("ew_pow_grad", dt), TG_FLOAT64, want), 0);
+        for (int64_t k = 0; k < NP; k++) {
+            double p = tg_get(ps, (const int64_t[]){k});
+            tg_tensor *x = fixture_as("ew_pow_grad_x.npy", dt);
+            ck_assert_int_eq(tg_numel(x), NX);
+            tg_set_requires_grad(x, true);
+            tg_tensor *y = tg_pow_scalar(x, p);
+            ck_assert_int_eq(tg_backward_with(y, tg_ones_like(y)), 0);
+            ck_assert_int_eq(tg_copy_out(tg_grad(x), TG_FLOAT64, got), 0);
+            for (int64_t i = 0; i < NX; i++)
+                ck_assert_msg(same_as_torch(got[i], want[k][i], rel),
+                              "%s pow %g at x = %g: got %.17g, want %.17g",
+                              tg_dtype_name(dt), p,
+                              tg_get(x, (const int64_t[]){i}), got[i],
+                              want[k][i]);
+        }
+    }
+    tg_scope_end();
+}
+END_TEST
+
 /* ---- comparisons -------------------------------------------------------- */
 
 typedef struct {
@@ -559,6 +609,7 @@ Suite *elementwise_suite(void)
     tcase_add_test(grad, binary_grad_masked);
     tcase_add_loop_test(grad, unary_grad, 0, N_UNARY);
     tcase_add_test(grad, relu_grad_at_zero);
+    tcase_add_test(grad, pow_grad_at_zero);
     suite_add_tcase(s, grad);
 
     TCase *errors = tcase_create("errors");

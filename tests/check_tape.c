@@ -528,6 +528,106 @@ START_TEST(broadcast_grad_summed_to_shape)
 }
 END_TEST
 
+/* The gradient of a 0-d float32 leaf broadcast over 10^6 elements is the
+ * sum of 10^6 upstream gradients, taken as tg_sum_all takes it (in double,
+ * rounded once): dout = 0.1 everywhere gives 100000 (the exact sum is
+ * 100000.0015), where adding float32 to float32 one element after another
+ * gave 100958.34. PyTorch gives 100000.0078125, one float32 ulp (2^-7)
+ * above (tape_bcast_grad_f4, from fixtures/gen_tape.py). */
+START_TEST(broadcast_grad_summed_accurately)
+{
+    tg_scope_begin();
+    tg_tensor *w = tg_scalar(TG_FLOAT32, 0);
+    tg_set_requires_grad(w, true);
+    tg_tensor *y = tg_mul(w, tg_ones(TG_FLOAT32, TG_SHAPE(1000000)));
+    tg_tensor *dout = tg_full(TG_FLOAT32, TG_SHAPE(1000000), 0.1);
+    ck_assert_int_eq(tg_backward_with(y, dout), 0);
+    double got = tg_item(tg_grad(w));
+    ck_assert_double_eq(got, tg_item(tg_sum_all(dout)));
+    ck_assert_double_eq(got, 100000.0);
+    double torch = tg_item(load_fixture("tape_bcast_grad_f4.npy"));
+    ck_assert_double_le(fabs(got - torch), 0x1p-7);
+    tg_scope_end();
+}
+END_TEST
+
+/* Asserts got and want hold the same values, bit for bit (as doubles: a
+ * float32 converts exactly), of the same shape. */
+static void assert_same_bits(const tg_tensor *got, const tg_tensor *want,
+                             const char *what)
+{
+    ck_assert_ptr_nonnull(got);
+    ck_assert_ptr_nonnull(want);
+    assert_shape(got, tg_ndim(want), tg_shape(want));
+    int64_t n = tg_numel(want);
+    double *g = malloc(sizeof(double) * (size_t)n);
+    double *w = malloc(sizeof(double) * (size_t)n);
+    ck_assert_int_eq(tg_copy_out(got, TG_FLOAT64, g), 0);
+    ck_assert_int_eq(tg_copy_out(want, TG_FLOAT64, w), 0);
+    int64_t i = 0;
+    while (i < n && memcmp(&g[i], &w[i], sizeof(double)) == 0)
+        i++;
+    double gi = i < n ? g[i] : 0, wi = i < n ? w[i] : 0;
+    free(g);
+    free(w);
+    ck_assert_msg(i == n, "%s element %lld: got %.17g, want %.17g", what,
+                  (long long)i, gi, wi);
+}
+
+/* Biases of every broadcast shape against dy (B,T,C): the gradient is dy
+ * summed over the dims the bias was broadcast along, the bits tg_sum gives
+ * over the same elements (dy seen as `view`, summed over `dim`). */
+enum { BB = 4, BT = 4096, BC = 3 };
+static const struct {
+    const char *what;
+    int ndim;
+    int64_t shape[3]; /* the bias */
+    int view_ndim;
+    int64_t view[3]; /* dy reshaped so that one dim is the summed ones */
+    int dim;
+} bias_cases[] = {
+    {"(C,)", 1, {BC}, 2, {BB * BT, BC}, 0},
+    {"(B,1,C)", 3, {BB, 1, BC}, 3, {BB, BT, BC}, 1},
+    {"(1,T,C)", 3, {1, BT, BC}, 2, {BB, BT *BC}, 0},
+    {"(B,T,1)", 3, {BB, BT, 1}, 2, {BB * BT, BC}, 1},
+    {"()", 0, {0}, 1, {BB * BT * BC}, 0},
+};
+
+/* float32 and float64, each bias case: y = x + b with dy = randn + 1 (so
+ * sums grow to 16384, where float32 row-after-row summing was off by tens
+ * of ulps); a second backward adds the same sum again, 2 * sum exactly. */
+START_TEST(bias_grad_equals_tg_sum)
+{
+    static const tg_dtype dts[] = {TG_FLOAT32, TG_FLOAT64};
+    for (int d = 0; d < 2; d++)
+        for (int c = 0; c < COUNT(bias_cases); c++) {
+            tg_scope_begin();
+            tg_rng rng;
+            tg_rng_seed(&rng, 7);
+            tg_dtype dt = dts[d];
+            tg_tensor *dy =
+                tg_add_scalar(tg_randn(&rng, dt, TG_SHAPE(BB, BT, BC)), 1);
+            tg_tensor *x = tg_zeros(dt, TG_SHAPE(BB, BT, BC));
+            tg_tensor *b =
+                tg_zeros(dt, bias_cases[c].ndim, bias_cases[c].shape);
+            tg_set_requires_grad(b, true);
+            tg_tensor *want =
+                tg_reshape(tg_sum(tg_reshape(dy, bias_cases[c].view_ndim,
+                                             bias_cases[c].view),
+                                  bias_cases[c].dim, false),
+                           bias_cases[c].ndim, bias_cases[c].shape);
+            char what[64];
+            snprintf(what, sizeof what, "%s bias %s", tg_dtype_name(dt),
+                     bias_cases[c].what);
+            ck_assert_int_eq(tg_backward_with(tg_add(x, b), dy), 0);
+            assert_same_bits(tg_grad(b), want, what);
+            ck_assert_int_eq(tg_backward_with(tg_add(x, b), dy), 0);
+            assert_same_bits(tg_grad(b), tg_scale(want, 2), what);
+            tg_scope_end();
+        }
+}
+END_TEST
+
 /* A deep graph backpropagates without recursion. */
 START_TEST(long_chain_backward)
 {
@@ -726,6 +826,8 @@ Suite *tape_suite(void)
     tcase_add_test(tc, detach_cuts_the_graph);
     tcase_add_test(tc, diamond_sums_paths);
     tcase_add_test(tc, broadcast_grad_summed_to_shape);
+    tcase_add_test(tc, broadcast_grad_summed_accurately);
+    tcase_add_test(tc, bias_grad_equals_tg_sum);
     tcase_add_test(tc, long_chain_backward);
     tcase_add_test(tc, composite_gradcheck);
     suite_add_tcase(s, tc);
