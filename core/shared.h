@@ -64,4 +64,14 @@ TG_HIDDEN int tg__file_commit(tg__file *w);
  * and the error as it is. Frees w. NULL-safe. */
 TG_HIDDEN void tg__file_abort(tg__file *w);
 
+/* Returns next after releasing prev: one step of a chain of ops on the same
+ * value, e.g. x = tg__then(x, tg_scale(x, s)). next is computed from prev
+ * before prev is released, so prev may be next's input. (For every floor:
+ * the modules chain public ops this way, and matmul's backward its views.) */
+static inline tg_tensor *tg__then(tg_tensor *prev, tg_tensor *next)
+{
+    tg_release(prev);
+    return next;
+}
+
 #endif /* TAPEGRAD_SHARED_H */

@@ -1,5 +1,6 @@
 /* A tiny GPT: ids -> token + position embeddings -> n_layer blocks -> final
  * layer norm -> vocabulary logits; its next-token loss; and sampling. */
+#include "core/shared.h"
 #include "nn/nn.h"
 
 #include <stdio.h>
@@ -105,14 +106,6 @@ static bool check_ids(const char *op, const tg_gpt *g, const tg_tensor *ids)
     return true;
 }
 
-/* Returns next after releasing prev: one step of a chain of layers on the
- * same value, e.g. x = then(x, tg_block_forward(b, x)). */
-static tg_tensor *then(tg_tensor *prev, tg_tensor *next)
-{
-    tg_release(prev);
-    return next;
-}
-
 /* x = tok[ids] + pos[0:T]                      (B,T,C) + (T,C) -> (B,T,C)
  * x = block_i(x), i = 0..n_layer-1                               (B,T,C)
  * logits = ln_f(x) @ W_lm                                        (B,T,V) */
@@ -126,9 +119,9 @@ tg_tensor *tg_gpt_forward(tg_gpt *g, tg_tensor *ids)
     tg_release(tok);
     tg_release(pos);
     for (int i = 0; i < g->cfg.n_layer; i++)
-        x = then(x, tg_block_forward(&g->blocks[i], x));
-    x = then(x, tg_layernorm_forward(&g->ln_f, x));
-    return then(x, tg_linear_forward(&g->lm_head, x));
+        x = tg__then(x, tg_block_forward(&g->blocks[i], x));
+    x = tg__then(x, tg_layernorm_forward(&g->ln_f, x));
+    return tg__then(x, tg_linear_forward(&g->lm_head, x));
 }
 
 /* mean over (b,t) of logsumexp(logits[b,t]) - logits[b,t,targets[b,t]]:

@@ -22,6 +22,7 @@
  * Temporaries are released as soon as the next op holds them (not through
  * a private scope): the output must stay in the caller's scope, if one is
  * open. */
+#include "core/shared.h"
 #include "nn/nn.h"
 
 #include <math.h>
@@ -113,14 +114,6 @@ static bool check_input(const tg_head *h, const tg_tensor *x)
     return true;
 }
 
-/* Returns next after releasing prev: one step of a chain of ops on the same
- * value, e.g. scores = then(scores, tg_scale(scores, s)). */
-static tg_tensor *then(tg_tensor *prev, tg_tensor *next)
-{
-    tg_release(prev);
-    return next;
-}
-
 /* The lesson's mask, tril(ones(T,T)) == 0: true at (i, j) for j > i, the
  * future of query i. (T,T) bool, broadcast over the batch. */
 static tg_tensor *future_mask(int64_t T)
@@ -152,16 +145,16 @@ static tg_tensor *attention_weights(const tg_head *h, tg_tensor *q,
     tg_tensor *scores = tg_matmul(q, kt);  /* (B,T,T) */
     tg_release(kt);
     if (h->path == TG_HEAD_FUSED_SOFTMAX)
-        return then(scores,
-                    tg_attention_softmax(scores, scale_of(h), h->causal));
+        return tg__then(scores,
+                        tg_attention_softmax(scores, scale_of(h), h->causal));
     if (h->scaled)
-        scores = then(scores, tg_scale(scores, scale_of(h)));
+        scores = tg__then(scores, tg_scale(scores, scale_of(h)));
     if (h->causal) {
         tg_tensor *future = future_mask(T);
-        scores = then(scores, tg_masked_fill(scores, future, -INFINITY));
+        scores = tg__then(scores, tg_masked_fill(scores, future, -INFINITY));
         tg_release(future);
     }
-    return then(scores, tg_softmax(scores, -1));
+    return tg__then(scores, tg_softmax(scores, -1));
 }
 
 /* q, k, v = x @ W_q, x @ W_k, x @ W_v                           (B,T,hs)

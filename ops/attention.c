@@ -23,35 +23,27 @@
  * Memory: out and L, plus per thread two (TILE,TILE) tiles and two rows of
  * TILE: O(T*dv + tile^2), never O(Tq*Tk).
  *
- * Tile products go to cblas ?gemm when configure found OpenBLAS, to a
- * portable loop otherwise. Threads (the library's pool, tg__parallel_for):
- * the forward splits over (entry, query tile); the backward over entries only, because dQ_i sums over key
- * tiles and dK_j, dV_j over query tiles: splitting one entry would need
- * atomics or a second pass. Small calls stay on one thread, and so do head
- * sizes past 64 with OpenBLAS (see BLAS_THREADED_MNK). */
+ * Tile products go to the GEMM layer (tg__gemm, ops/gemm.h). Threads (the
+ * library's pool, tg__parallel_for): the forward splits over (entry, query
+ * tile); the backward over entries only, because dQ_i sums over key tiles
+ * and dK_j, dV_j over query tiles: splitting one entry would need atomics or
+ * a second pass. Small calls stay on one thread, and so do calls whose tile
+ * products gemm threads itself (with OpenBLAS, head sizes past 64). */
 #include <config.h>
 
 #include "core/internal.h"
+
+#include "ops/gemm.h"
 
 #include <limits.h>
 #include <stdlib.h>
 #include <tgmath.h> /* exp and log of a float are expf and logf */
 
-#ifdef TG_HAVE_BLAS
-#include <cblas.h>
-#endif
 enum { TILE = 64 }; /* queries and keys per tile */
 
 /* Below this many multiply-adds (four 64-wide tile pairs at d = dv = 64) a
  * call runs on one thread: waking the others would cost more. */
 #define PARALLEL_MIN 2e6
-
-/* OpenBLAS threads a gemm of more than 4 * 65536 multiply-adds (its default
- * GEMM_MULTITHREAD_THRESHOLD): called from our threads, its threads and ours
- * would fight over the cores (seen: 7x slower). So our threads run only
- * while every tile product, TILE * TILE * max(d, dv), stays below it; with
- * larger heads the tiles run in turn and BLAS threads each product. */
-#define BLAS_THREADED_MNK 262144.0
 
 static void attention_backward(tg_node *n, tg_tensor *dy);
 
@@ -90,9 +82,6 @@ typedef struct {
 
 static int min_int(int a, int b) { return a < b ? a : b; }
 
-/* A leading dimension for gemm: at least 1 (BLAS rejects 0). */
-static int ld(int cols) { return cols > 0 ? cols : 1; }
-
 /* Element i of an array of the problem's dtype. */
 static void *at(const problem *pr, const void *base, int64_t i)
 {
@@ -105,14 +94,14 @@ static int key_end(const problem *pr, int i0, int bq)
     return pr->causal ? min_int(pr->tk, i0 + bq) : pr->tk;
 }
 
-/* Whether a call is worth sharing among the pool's threads (see above). */
+/* Whether a call is worth sharing among the pool's threads. Not when gemm
+ * threads the tile products, TILE * TILE * max(d, dv), itself: called from
+ * our threads, its threads and ours would fight over the cores; the tiles
+ * then run in turn and gemm threads each product. */
 static bool worth_threads(const problem *pr)
 {
-#ifdef TG_HAVE_BLAS
-    const double widest = pr->d > pr->dv ? pr->d : pr->dv;
-    if ((double)TILE * TILE * widest > BLAS_THREADED_MNK)
+    if (tg__gemm_threaded(TILE, TILE, pr->d > pr->dv ? pr->d : pr->dv))
         return false;
-#endif
     return (double)pr->nb * pr->tq * pr->tk * (pr->d + pr->dv) >= PARALLEL_MIN;
 }
 
@@ -135,38 +124,14 @@ static scratch *scratch_new(void)
 /* ---- tile products ------------------------------------------------------ */
 
 /* c (m,n) = alpha * op(a) (m,k) @ op(b) (k,n) + beta * c, row-major, op(x)
- * being x^T when ta (tb): cblas_?gemm(CblasRowMajor, ...), or its loop. */
+ * being x^T when ta (tb). Running out of memory for gemm's workspace (at
+ * most two 64x64 blocks) is fatal, as for the scratch tiles. */
 static void gemm(tg_dtype dt, bool ta, bool tb, int m, int n, int k,
                  double alpha, const void *a, int lda, const void *b, int ldb,
                  double beta, void *c, int ldc)
 {
-#ifdef TG_HAVE_BLAS
-    enum CBLAS_TRANSPOSE oa = ta ? CblasTrans : CblasNoTrans;
-    enum CBLAS_TRANSPOSE ob = tb ? CblasTrans : CblasNoTrans;
-    if (dt == TG_FLOAT32)
-        cblas_sgemm(CblasRowMajor, oa, ob, m, n, k, (float)alpha, a, lda, b,
-                    ldb, (float)beta, c, ldc);
-    else
-        cblas_dgemm(CblasRowMajor, oa, ob, m, n, k, alpha, a, lda, b, ldb, beta,
-                    c, ldc);
-#else
-    /* a(i,p) = a[i*ars + p*acs], b(p,j) = b[p*brs + j*bcs]; alpha scales
-     * each finished sum, as BLAS does */
-    const int64_t ars = ta ? 1 : lda, acs = ta ? lda : 1;
-    const int64_t brs = tb ? 1 : ldb, bcs = tb ? ldb : 1;
-    TG_DISPATCH_FLOAT(dt, T, {
-        const T *pa = a, *pb = b;
-        for (int i = 0; i < m; i++) {
-            T *crow = (T *)c + (int64_t)i * ldc;
-            for (int j = 0; j < n; j++) {
-                T sum = 0;
-                for (int p = 0; p < k; p++)
-                    sum += pa[i * ars + p * acs] * pb[p * brs + j * bcs];
-                crow[j] = (T)alpha * sum + (beta == 0 ? 0 : (T)beta * crow[j]);
-            }
-        }
-    });
-#endif
+    if (!tg__gemm(dt, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))
+        tg__panic(__FILE__, __LINE__, "out of memory in attention");
 }
 
 /* S = Q_i K_j^T * scale, -inf where key j0+c > query i0+r when causal:
@@ -178,8 +143,8 @@ static void scores_tile(const problem *pr, int64_t b, int i0, int j0, int bq,
 {
     const int64_t q0 = b * pr->tq + i0, k0 = b * pr->tk + j0;
     gemm(pr->dt, false, true, bq, bk, pr->d, pr->scale,
-         at(pr, pr->q, q0 * pr->d), ld(pr->d), at(pr, pr->k, k0 * pr->d),
-         ld(pr->d), 0, S, TILE);
+         at(pr, pr->q, q0 * pr->d), pr->d, at(pr, pr->k, k0 * pr->d), pr->d, 0,
+         S, TILE);
     if (!pr->causal || j0 + bk <= i0 + 1)
         return;
     TG_DISPATCH_FLOAT(pr->dt, T, {
@@ -253,8 +218,7 @@ static void forward_tile(const problem *pr, int64_t b, int i0, scratch *w)
         online_softmax_tile(pr, w, bq, bk, O);
         /* O_i += P V_j                       (bq,bk) @ (bk,dv) -> (bq,dv) */
         gemm(pr->dt, false, false, bq, pr->dv, bk, 1, w->scores, TILE,
-             at(pr, pr->v, (b * pr->tk + j0) * pr->dv), ld(pr->dv), 1, O,
-             ld(pr->dv));
+             at(pr, pr->v, (b * pr->tk + j0) * pr->dv), pr->dv, 1, O, pr->dv);
     }
     finish_rows(pr, w, bq, O, pr->lse + q0);
 }
@@ -332,20 +296,20 @@ static void backward_pair(const problem *pr, const grads *g, int64_t b, int i0,
     scores_tile(pr, b, i0, j0, bq, bk, w->scores);
     probs_tile(pr, pr->lse + q0, bq, bk, w->scores);
     if (g->dv) /* dV_j += P^T dO_i              (bk,bq) @ (bq,dv) */
-        gemm(pr->dt, true, false, bk, dv, bq, 1, w->scores, TILE, dO, ld(dv), 1,
-             at(pr, g->dv, k0 * dv), ld(dv));
+        gemm(pr->dt, true, false, bk, dv, bq, 1, w->scores, TILE, dO, dv, 1,
+             at(pr, g->dv, k0 * dv), dv);
     if (!g->dq && !g->dk)
         return;
     /* dP = dO_i V_j^T                          (bq,dv) @ (dv,bk) */
-    gemm(pr->dt, false, true, bq, bk, dv, 1, dO, ld(dv), at(pr, pr->v, k0 * dv),
-         ld(dv), 0, w->dscores, TILE);
+    gemm(pr->dt, false, true, bq, bk, dv, 1, dO, dv, at(pr, pr->v, k0 * dv), dv,
+         0, w->dscores, TILE);
     dscores_tile(pr, w->scores, w->row_sum, bq, bk, w->dscores);
     if (g->dq) /* dQ_i += scale dS K_j          (bq,bk) @ (bk,d) */
         gemm(pr->dt, false, false, bq, d, bk, pr->scale, w->dscores, TILE,
-             at(pr, pr->k, k0 * d), ld(d), 1, at(pr, g->dq, q0 * d), ld(d));
+             at(pr, pr->k, k0 * d), d, 1, at(pr, g->dq, q0 * d), d);
     if (g->dk) /* dK_j += scale dS^T Q_i        (bk,bq) @ (bq,d) */
         gemm(pr->dt, true, false, bk, d, bq, pr->scale, w->dscores, TILE,
-             at(pr, pr->q, q0 * d), ld(d), 1, at(pr, g->dk, k0 * d), ld(d));
+             at(pr, pr->q, q0 * d), d, 1, at(pr, g->dk, k0 * d), d);
 }
 
 /* Entry b, query tile by query tile, each against its key tiles. */

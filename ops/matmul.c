@@ -1,6 +1,6 @@
 /* Matmul: numpy.matmul, (...,n,k) @ (...,k,m) -> (...,n,m) with the batch
- * dims broadcast, on OpenBLAS when configure found it (TG_HAVE_BLAS) and on a
- * portable blocked kernel otherwise.
+ * dims broadcast, as products of the GEMM layer (tg__gemm, ops/gemm.h:
+ * OpenBLAS when configure found it, a portable blocked kernel otherwise).
  *
  * Each operand is read as a stack of strided matrices: its batch dims, then
  * (rows, cols) with their strides. A 1-D left operand is one row (1,k), a 1-D
@@ -8,24 +8,21 @@
  * batch strides, 0 along a dim it is broadcast over, so (T,T) @ (B,T,C) reads
  * the one (T,T) matrix B times and never materialises it.
  *
- * BLAS reads a matrix in place when its elements along one dim are adjacent:
+ * gemm reads a matrix in place when its elements along one dim are adjacent:
  * col stride 1 is a row-major matrix (lda = row stride); row stride 1, as in a
  * transposed view tg_transpose(k, -2, -1), is the row-major matrix of its
- * transpose, passed with CblasTrans (lda = col stride). Only a matrix with
+ * transpose, passed transposed (lda = col stride). Only a matrix with
  * neither stride 1 (e.g. tg_select of a last dim) or with a stride 0 inside
  * it (tg_expand of a row) is packed into a contiguous copy first: gemm has no
- * way to read it. The portable kernel takes any strides and never copies. */
+ * way to read it. */
 #include <config.h>
 
 #include "core/internal.h"
 
+#include "ops/gemm.h"
+
 #include <stdlib.h>
 #include <string.h>
-
-#ifdef TG_HAVE_BLAS
-#include <cblas.h>
-#include <limits.h>
-#endif
 
 /* One operand as a stack of matrices (batch..., rows, cols); strides in
  * elements. bshape/bstride point into the tensor's own shape and strides. */
@@ -117,33 +114,31 @@ static void fold_batch_into_rows(mats *A, batch *bt)
     bt->count = 1;
 }
 
-/* ---- the two kernels: C (n,m) = A (n,k) @ B (k,m), C contiguous ---------- */
-
-#ifdef TG_HAVE_BLAS
+/* ---- the products: C (n,m) = A (n,k) @ B (k,m), C contiguous ----------- */
 
 /* How gemm reads one operand: in place (row-major or transposed), or packed
  * into a contiguous scratch matrix when neither layout fits. */
 typedef struct {
-    enum CBLAS_TRANSPOSE trans;
-    int ld;
+    bool trans;
+    int64_t ld;
     void *packed; /* rows*cols scratch elements, or NULL when read in place */
     const void *packed_from; /* the matrix in packed (reused if broadcast) */
-} blas_arg;
+} gemm_arg;
 
-static bool blas_arg_init(blas_arg *arg, const mats *M, tg_dtype dt)
+static bool gemm_arg_init(gemm_arg *arg, const mats *M, tg_dtype dt)
 {
     arg->packed = NULL;
     arg->packed_from = NULL;
     if ((M->cols == 1 || M->cs == 1) && (M->rows == 1 || M->rs >= M->cols)) {
-        arg->trans = CblasNoTrans; /* row i at i*rs, its elements adjacent */
-        arg->ld = (int)(M->rows == 1 ? M->cols : M->rs);
+        arg->trans = false; /* row i at i*rs, its elements adjacent */
+        arg->ld = M->rows == 1 ? M->cols : M->rs;
     } else if ((M->rows == 1 || M->rs == 1) &&
                (M->cols == 1 || M->cs >= M->rows)) {
-        arg->trans = CblasTrans; /* column j at j*cs, its elements adjacent */
-        arg->ld = (int)(M->cols == 1 ? M->rows : M->cs);
+        arg->trans = true; /* column j at j*cs, its elements adjacent */
+        arg->ld = M->cols == 1 ? M->rows : M->cs;
     } else {
-        arg->trans = CblasNoTrans;
-        arg->ld = (int)M->cols;
+        arg->trans = false;
+        arg->ld = M->cols;
         arg->packed = malloc((size_t)(M->rows * M->cols) * tg_dtype_size(dt));
         return arg->packed != NULL;
     }
@@ -151,7 +146,7 @@ static bool blas_arg_init(blas_arg *arg, const mats *M, tg_dtype dt)
 }
 
 /* The matrix at p as gemm reads it: p itself, or its packed copy. */
-static const void *blas_arg_data(blas_arg *arg, const mats *M, tg_dtype dt,
+static const void *gemm_arg_data(gemm_arg *arg, const mats *M, tg_dtype dt,
                                  const void *p)
 {
     if (!arg->packed || arg->packed_from == p)
@@ -167,101 +162,35 @@ static const void *blas_arg_data(blas_arg *arg, const mats *M, tg_dtype dt,
     return arg->packed;
 }
 
-static bool fits_blas_int(const mats *A, const mats *B)
-{
-    const int64_t dims[] = {A->rows, A->cols, B->cols, A->rs,
-                            A->cs,   B->rs,   B->cs};
-    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
-        if (dims[i] > INT_MAX)
-            return false;
-    return true;
-}
-
+/* Every batch entry's product, one gemm each. false when out of memory. */
 static bool multiply(tg_dtype dt, const mats *A, const char *a, const mats *B,
                      const char *b, char *c, const batch *bt)
 {
-    const int n = (int)A->rows, k = (int)A->cols, m = (int)B->cols;
-    blas_arg ea, eb;
-    if (!blas_arg_init(&ea, A, dt))
+    const int64_t n = A->rows, k = A->cols, m = B->cols;
+    gemm_arg ea, eb;
+    if (!gemm_arg_init(&ea, A, dt))
         return false;
-    if (!blas_arg_init(&eb, B, dt)) {
+    if (!gemm_arg_init(&eb, B, dt)) {
         free(ea.packed);
         return false;
     }
     size_t es = tg_dtype_size(dt);
-    for (int64_t i = 0; i < bt->count; i++) {
+    bool ok = true;
+    for (int64_t i = 0; ok && i < bt->count; i++) {
         int64_t oa, ob;
         batch_offsets(bt, i, &oa, &ob);
-        const void *pa = blas_arg_data(&ea, A, dt, a + (size_t)oa * es);
-        const void *pb = blas_arg_data(&eb, B, dt, b + (size_t)ob * es);
+        const void *pa = gemm_arg_data(&ea, A, dt, a + (size_t)oa * es);
+        const void *pb = gemm_arg_data(&eb, B, dt, b + (size_t)ob * es);
         void *pc = c + (size_t)(i * n * m) * es;
-        if (dt == TG_FLOAT32)
-            cblas_sgemm(CblasRowMajor, ea.trans, eb.trans, n, m, k, 1.0f, pa,
-                        ea.ld, pb, eb.ld, 0.0f, pc, m);
-        else
-            cblas_dgemm(CblasRowMajor, ea.trans, eb.trans, n, m, k, 1.0, pa,
-                        ea.ld, pb, eb.ld, 0.0, pc, m);
+        ok = tg__gemm(dt, ea.trans, eb.trans, n, m, k, 1, pa, ea.ld, pb, eb.ld,
+                      0, pc, m);
     }
     free(ea.packed);
     free(eb.packed);
-    return true;
+    return ok;
 }
-
-#else /* portable kernel */
-
-enum { BLOCK = 64 };
-
-/* c (n,m) += a (n,k) @ b (k,m), a and b with any strides. i-k-j order: the
- * inner loop runs along a row of b and a row of c together (both adjacent for
- * a row-major b), and the k and j loops are cut into BLOCK x BLOCK tiles so
- * one tile of b stays in cache while every row of a passes over it. */
-static void gemm_portable(tg_dtype dt, const mats *A, const char *a,
-                          const mats *B, const char *b, char *c)
-{
-    const int64_t n = A->rows, k = A->cols, m = B->cols;
-    TG_DISPATCH_FLOAT(dt, T, {
-        const T *pa = (const T *)a, *pb = (const T *)b;
-        T *pc = (T *)c;
-        for (int64_t p0 = 0; p0 < k; p0 += BLOCK) {
-            int64_t p1 = p0 + BLOCK < k ? p0 + BLOCK : k;
-            for (int64_t j0 = 0; j0 < m; j0 += BLOCK) {
-                int64_t j1 = j0 + BLOCK < m ? j0 + BLOCK : m;
-                for (int64_t i = 0; i < n; i++) {
-                    T *crow = pc + i * m;
-                    for (int64_t p = p0; p < p1; p++) {
-                        const T aip = pa[i * A->rs + p * A->cs];
-                        const T *brow = pb + p * B->rs;
-                        for (int64_t j = j0; j < j1; j++)
-                            crow[j] += aip * brow[j * B->cs];
-                    }
-                }
-            }
-        }
-    });
-}
-
-static bool multiply(tg_dtype dt, const mats *A, const char *a, const mats *B,
-                     const char *b, char *c, const batch *bt)
-{
-    size_t es = tg_dtype_size(dt);
-    for (int64_t i = 0; i < bt->count; i++) {
-        int64_t oa, ob;
-        batch_offsets(bt, i, &oa, &ob);
-        gemm_portable(dt, A, a + (size_t)oa * es, B, b + (size_t)ob * es,
-                      c + (size_t)(i * A->rows * B->cols) * es);
-    }
-    return true;
-}
-
-#endif /* TG_HAVE_BLAS */
 
 /* ---- the op ------------------------------------------------------------- */
-
-#ifdef TG_HAVE_BLAS
-enum { GEMM_OVERWRITES = 1 }; /* beta = 0: gemm ignores what c held */
-#else
-enum { GEMM_OVERWRITES = 0 }; /* the portable kernel adds into c */
-#endif
 
 /* out = a @ b into the contiguous out, whatever it held. false with an
  * error. */
@@ -270,35 +199,19 @@ static bool compute(tg_tensor *out, const tg_tensor *a, const tg_tensor *b,
 {
     if (bt.count == 0 || A.rows == 0 || B.cols == 0)
         return true; /* no elements */
-    if (A.cols == 0 || !GEMM_OVERWRITES)
+    if (A.cols == 0) {
         memset(out->storage->data, 0, out->storage->nbytes);
-    if (A.cols == 0)
         return true; /* k == 0 sums nothing: zeros */
-    fold_batch_into_rows(&A, &bt);
-#ifdef TG_HAVE_BLAS
-    if (!fits_blas_int(&A, &B)) {
-        tg__error("matmul: shapes %s and %s are too large for BLAS (a dim or "
-                  "stride past INT_MAX)",
-                  TG_SHP(a), TG_SHP(b));
-        return false;
     }
-#endif
+    fold_batch_into_rows(&A, &bt);
     size_t es = tg_dtype_size(a->dtype);
     const char *pa = (const char *)a->storage->data + (size_t)a->offset * es;
     const char *pb = (const char *)b->storage->data + (size_t)b->offset * es;
     if (!multiply(a->dtype, &A, pa, &B, pb, out->storage->data, &bt)) {
-        tg__error("matmul: out of memory packing %s @ %s", TG_SHP(a),
-                  TG_SHP(b));
+        tg__error("matmul: out of memory for %s @ %s", TG_SHP(a), TG_SHP(b));
         return false;
     }
     return true;
-}
-
-/* *t = next, dropping the old *t. */
-static void replace(tg_tensor **t, tg_tensor *next)
-{
-    tg_release(*t);
-    *t = next;
 }
 
 /* forward:  y[..., i, j] = sum_p a[..., i, p] * b[..., p, j]
@@ -317,12 +230,12 @@ static void matmul_backward(tg_node *n, tg_tensor *dy)
     tg_tensor *dY = tg_retain(dy);
     bool a_row = a->ndim == 1, b_col = b->ndim == 1;
     if (b_col) { /* dy (...,n) -> (...,n,1); b (k) -> (k,1) */
-        replace(&dY, tg_unsqueeze(dY, tg_ndim(dY)));
-        replace(&b, tg_unsqueeze(b, 1));
+        dY = tg__then(dY, tg_unsqueeze(dY, tg_ndim(dY)));
+        b = tg__then(b, tg_unsqueeze(b, 1));
     }
     if (a_row) { /* dy (...,m) -> (...,1,m); a (k) -> (1,k) */
-        replace(&dY, tg_unsqueeze(dY, tg_ndim(dY) - 1));
-        replace(&a, tg_unsqueeze(a, 0));
+        dY = tg__then(dY, tg_unsqueeze(dY, tg_ndim(dY) - 1));
+        a = tg__then(a, tg_unsqueeze(a, 0));
     }
     if (tg__needs_grad(n, 0)) {
         tg_tensor *bT = tg_transpose(b, -2, -1); /* (...,m,k), a view */
@@ -337,13 +250,15 @@ static void matmul_backward(tg_node *n, tg_tensor *dy)
              * gradient, the sum over the batch of a_i^T @ dy_i, is one
              * product over all the batch's rows, not B small ones:
              *   db = reshape(a, (-1,k))^T @ reshape(dy, (-1,m)) */
-            replace(&a, tg_reshape(a, 2, (const int64_t[]){-1, b->shape[0]}));
-            replace(&dY, tg_reshape(dY, 2, (const int64_t[]){-1, b->shape[1]}));
+            a = tg__then(a,
+                         tg_reshape(a, 2, (const int64_t[]){-1, b->shape[0]}));
+            dY = tg__then(
+                dY, tg_reshape(dY, 2, (const int64_t[]){-1, b->shape[1]}));
         }
         tg_tensor *aT = tg_transpose(a, -2, -1); /* (...,k,n), a view */
         tg_tensor *db = tg_matmul(aT, dY);       /* (...,k,m) */
         if (b_col)
-            replace(&db, tg_squeeze(db, tg_ndim(db) - 1)); /* (...,k) */
+            db = tg__then(db, tg_squeeze(db, tg_ndim(db) - 1)); /* (...,k) */
         tg__accumulate(n, 1, db);
         tg_release(db);
         tg_release(aT);

@@ -98,6 +98,7 @@ static const struct {
     {"elementwise", elementwise_suite},
     {"where", where_suite},
     {"matmul", matmul_suite},
+    {"gemm", gemm_suite},
     {"reduce", reduce_suite},
     {"softmax", softmax_suite},
     {"tape", tape_suite},

@@ -16,6 +16,7 @@ Suite *print_suite(void);
 Suite *elementwise_suite(void);
 Suite *where_suite(void);
 Suite *matmul_suite(void);
+Suite *gemm_suite(void);
 Suite *reduce_suite(void);
 Suite *softmax_suite(void);
 Suite *tape_suite(void);
