@@ -76,6 +76,44 @@ const char *tg__shape_str(int ndim, const int64_t *shape, char *buf)
     return buf;
 }
 
+bool tg__count(int ndim, const int64_t *shape, int64_t *numel)
+{
+    for (int d = 0; d < ndim; d++)
+        if (shape[d] < 0)
+            return false;
+    for (int d = 0; d < ndim; d++)
+        if (shape[d] == 0) {
+            *numel = 0;
+            return true;
+        }
+    /* All dims >= 1, so the product only grows: stop once past the limit. */
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++)
+        if (!tg__mul(n, shape[d], &n) || n > TG_MAX_NUMEL)
+            return false;
+    *numel = n;
+    return true;
+}
+
+bool tg__check_count(const char *op, int ndim, const int64_t *shape,
+                     int64_t *numel)
+{
+    if (tg__count(ndim, shape, numel))
+        return true;
+    char str[TG_SHAPE_STR];
+    tg__shape_str(ndim, shape, str);
+    bool negative = false;
+    for (int d = 0; d < ndim; d++)
+        negative = negative || shape[d] < 0;
+    if (negative)
+        tg__error("%s: invalid shape %s: a dim is negative", op, str);
+    else
+        tg__error("%s: shape %s has more elements than a tensor can hold "
+                  "(2^59)",
+                  op, str);
+    return false;
+}
+
 int tg__dim(const char *op, int dim, int ndim)
 {
     int d = dim < 0 ? dim + ndim : dim;

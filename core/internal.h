@@ -87,7 +87,12 @@ struct tg_tensor {
  * NULL with an error naming op on a bad shape or no memory. */
 TG_HIDDEN tg_tensor *tg__new(const char *op, tg_dtype dt, int ndim,
                              const int64_t *shape, bool zero_fill);
-/* A new tensor header viewing src's storage with the given geometry. */
+/* A new tensor header viewing src's storage with the given geometry. The
+ * geometry must be one tg__new could have counted, and reach only src's
+ * storage: with any element, every offset + sum_d i_d * strides[d], 0 <= i_d
+ * < shape[d], lies in the storage (with none, any strides and offset do).
+ * Asserted, not an error: each view op checks its arguments first, with an
+ * error naming it, so a view that fails here is a bug in that op. */
 TG_HIDDEN tg_tensor *tg__view(const tg_tensor *src, int ndim,
                               const int64_t *shape, const int64_t *strides,
                               int64_t offset);
@@ -139,6 +144,40 @@ TG_HIDDEN void tg__scope_release(tg_tensor *t);
 TG_HIDDEN bool tg__scope_is_open(void);
 TG_HIDDEN tg_tensor *tg__scope_take_newest(void);
 TG_HIDDEN void tg__scope_close(void);
+
+/* ------------------------------------------------------------------ */
+/* Shape arithmetic, checked (core/error.c)                           */
+/* ------------------------------------------------------------------ */
+
+/* The most elements one tensor may have, 2^59: its bytes (at most 8 an
+ * element) then fit in int64 and size_t with a factor 2 to spare, so a count,
+ * an element offset or a byte size computed from a tensor's shape never
+ * overflows. Every tensor's shape is checked against it when the tensor is
+ * made (tg__new, tg__view); the error messages spell it "2^59". */
+#define TG_MAX_NUMEL ((int64_t)1 << 59)
+
+/* *r = a + b and *r = a * b, exactly: false when the result does not fit in
+ * int64 (then *r is the wrapped value, not to be used). */
+static inline bool tg__add(int64_t a, int64_t b, int64_t *r)
+{
+    return !__builtin_add_overflow(a, b, r);
+}
+static inline bool tg__mul(int64_t a, int64_t b, int64_t *r)
+{
+    return !__builtin_mul_overflow(a, b, r);
+}
+
+/* The element count of a shape, prod_d shape[d] (1 for ndim 0): 0 when any
+ * dim is 0, however large the others, since (0, 1e16, 1e16) holds nothing
+ * (the product of its other dims, 1e32, is never computed). false when a dim
+ * is negative or the count passes TG_MAX_NUMEL. */
+TG_HIDDEN bool tg__count(int ndim, const int64_t *shape, int64_t *numel);
+/* tg__count, with an error naming op and the shape when it fails:
+ *   "op: invalid shape (2,-1): a dim is negative"
+ *   "op: shape (1099511627776,1099511627776) has more elements than a
+ *    tensor can hold (2^59)" */
+TG_HIDDEN bool tg__check_count(const char *op, int ndim, const int64_t *shape,
+                               int64_t *numel);
 
 /* ------------------------------------------------------------------ */
 /* Checks shared by the ops (core/error.c; the rest is core/error.h)  */
@@ -258,7 +297,8 @@ TG_HIDDEN bool tg__loop_next(tg_loop *L);
 /* A loop over the rows along dim d of tensors shaped like x: over x's shape
  * with d set to 1, which drops d from the loop. Each operand then steps
  * along d by its own strides[d] (keepdim-shaped operands have size 1 there
- * and stride along nothing). */
+ * and stride along nothing). Empty when there would be more rows than a
+ * tensor can hold (x empty along d, so every row is empty). */
 TG_HIDDEN void tg__rows_loop(tg_loop *L, const tg_tensor *x, int d, int nop,
                              const tg_tensor *const *ops);
 

@@ -37,9 +37,23 @@ void tg__store(tg_dtype dt, void *data, int64_t i, double v)
     TG_ASSERT(!"unknown dtype");
 }
 
+/* "(2,3), (3,) and (1,)": the shapes of ts, for a message. */
+static const char *shape_list(int n, const tg_tensor *const *ts, char *buf,
+                              size_t size)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int j = 0; j < n && len < size; j++)
+        len += (size_t)snprintf(buf + len, size - len, "%s%s",
+                                j ? (j == n - 1 ? " and " : ", ") : "",
+                                TG_SHP(ts[j]));
+    return buf;
+}
+
 bool tg__broadcast(const char *op, int n, const tg_tensor *const *ts, int *ndim,
                    int64_t *shape)
 {
+    char msg[4 * TG_SHAPE_STR];
     int nd = 0;
     for (int i = 0; i < n; i++)
         if (ts[i]->ndim > nd)
@@ -52,19 +66,24 @@ bool tg__broadcast(const char *op, int n, const tg_tensor *const *ts, int *ndim,
             if (k < 0 || ts[i]->shape[k] == 1)
                 continue;
             if (size != 1 && ts[i]->shape[k] != size) {
-                char msg[4 * TG_SHAPE_STR];
-                size_t len = 0;
-                for (int j = 0; j < n; j++)
-                    len += (size_t)snprintf(
-                        msg + len, sizeof msg - len, "%s%s",
-                        j ? (j == n - 1 ? " and " : ", ") : "", TG_SHP(ts[j]));
                 tg__error("%s: shapes %s cannot be broadcast together", op,
-                          msg);
+                          shape_list(n, ts, msg, sizeof msg));
                 return false;
             }
             size = ts[i]->shape[k];
         }
         shape[d] = size;
+    }
+    /* Each shape was counted, but stretching (n,1) by (1,m) multiplies the
+     * counts: the result's must be counted too, before a loop runs over it. */
+    int64_t numel;
+    if (!tg__count(nd, shape, &numel)) {
+        char str[TG_SHAPE_STR];
+        tg__error("%s: shapes %s broadcast to %s, which has more elements "
+                  "than a tensor can hold (2^59)",
+                  op, shape_list(n, ts, msg, sizeof msg),
+                  tg__shape_str(nd, shape, str));
+        return false;
     }
     *ndim = nd;
     return true;
@@ -97,14 +116,14 @@ void tg__loop_init(tg_loop *L, int ndim, const int64_t *shape, int nop,
         }
         nd++;
     }
-    int64_t numel = 1;
+    /* Empty when any dim is 0; the product of the others is not computed,
+     * since it may pass int64 ((1e16, 1e16, 0)). */
     for (int d = 0; d < ndim; d++)
-        numel *= shape[d];
-    if (numel == 0) {
-        L->inner = 0;
-        L->ndim = 0;
-        return;
-    }
+        if (shape[d] == 0) {
+            L->inner = 0;
+            L->ndim = 0;
+            return;
+        }
     if (nd == 0) { /* a single element */
         L->inner = 1;
         return;
@@ -159,9 +178,15 @@ bool tg__loop_next(tg_loop *L)
 void tg__rows_loop(tg_loop *L, const tg_tensor *x, int d, int nop,
                    const tg_tensor *const *ops)
 {
-    int64_t rows[TG_MAX_DIMS];
+    int64_t rows[TG_MAX_DIMS], count;
     for (int i = 0; i < x->ndim; i++)
         rows[i] = i == d ? 1 : x->shape[i];
+    /* More rows than a tensor can hold only when x is empty along d alone,
+     * (1e16, 1e16, 0) along 2: no op can have made an output per row, and
+     * each row is empty, so there is nothing to visit. The loop is made
+     * empty, not one of 1e32 empty rows (whose count passes int64). */
+    if (!tg__count(x->ndim, rows, &count))
+        rows[d] = 0;
     tg__loop_init(L, x->ndim, rows, nop, ops);
 }
 

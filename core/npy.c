@@ -358,13 +358,16 @@ static bool data_size(const npy_file *in, const npy_header *h, int64_t avail,
 {
     char shape[TG_SHAPE_STR];
     tg__shape_str(h->ndim, h->shape, shape);
-    int64_t n = (int64_t)tg_dtype_size(h->dtype);
-    for (int d = 0; d < h->ndim; d++) {
-        if (h->shape[d] && n > INT64_MAX / h->shape[d])
-            return fail(in, "shape %s overflows: its byte size exceeds int64",
-                        shape);
-        n *= h->shape[d];
-    }
+    /* The count tg__new will check, so a shape it cannot hold is rejected
+     * here, before the file size is compared with it; within that count the
+     * byte size (at most 8 an element) fits in int64. */
+    int64_t count;
+    if (!tg__count(h->ndim, h->shape, &count))
+        return fail(in,
+                    "shape %s has more elements than a tensor can hold "
+                    "(2^59)",
+                    shape);
+    int64_t n = count * (int64_t)tg_dtype_size(h->dtype);
     if (n > avail)
         return fail(in,
                     "data is truncated: shape %s of %s needs %lld bytes, "

@@ -39,21 +39,6 @@ static tg_tensor *header_new(tg_dtype dt, int ndim, const int64_t *shape)
     return t;
 }
 
-/* numel of a shape, or -1 when an entry is negative or the count overflows
- * what one allocation could hold. */
-static int64_t shape_numel(int ndim, const int64_t *shape)
-{
-    int64_t n = 1;
-    for (int d = 0; d < ndim; d++) {
-        if (shape[d] < 0)
-            return -1;
-        if (shape[d] && n > (INT64_MAX / 16) / shape[d])
-            return -1;
-        n *= shape[d];
-    }
-    return n;
-}
-
 static bool check_dtype(const char *op, tg_dtype dt)
 {
     if (dt == TG_FLOAT32 || dt == TG_FLOAT64 || dt == TG_BOOL || dt == TG_INT64)
@@ -75,12 +60,9 @@ tg_tensor *tg__new(const char *op, tg_dtype dt, int ndim, const int64_t *shape,
         tg__error("%s: shape is NULL for ndim %d", op, ndim);
         return NULL;
     }
-    int64_t n = shape_numel(ndim, shape);
-    if (n < 0) {
-        tg__error("%s: invalid shape %s", op,
-                  tg__shape_str(ndim, shape, (char[TG_SHAPE_STR]){0}));
+    int64_t n;
+    if (!tg__check_count(op, ndim, shape, &n))
         return NULL;
-    }
     tg_tensor *t = header_new(dt, ndim, shape);
     if (t)
         t->storage = tg__storage_new((size_t)n * tg_dtype_size(dt), zero_fill);
@@ -96,9 +78,37 @@ tg_tensor *tg__new(const char *op, tg_dtype dt, int ndim, const int64_t *shape,
     return t;
 }
 
+/* Whether a view of (ndim, shape, strides, offset) over s, of dt elements,
+ * is countable and reaches only elements of s. With any element, its
+ * offsets offset + sum_d i_d * strides[d] (0 <= i_d < shape[d]) span
+ *   [offset + sum_{strides[d] < 0} (shape[d] - 1) * strides[d],
+ *    offset + sum_{strides[d] > 0} (shape[d] - 1) * strides[d]]
+ * and that span must lie in [0, elements of s). Each term is computed
+ * checked: a view whose reach passes int64 reaches outside s anyway. */
+static bool view_fits(const tg_storage *s, tg_dtype dt, int ndim,
+                      const int64_t *shape, const int64_t *strides,
+                      int64_t offset)
+{
+    int64_t n;
+    if (!tg__count(ndim, shape, &n))
+        return false;
+    if (n == 0)
+        return true;
+    int64_t lo = offset, hi = offset;
+    for (int d = 0; d < ndim; d++) {
+        int64_t reach;
+        if (!tg__mul(shape[d] - 1, strides[d], &reach) ||
+            !(reach < 0 ? tg__add(lo, reach, &lo) : tg__add(hi, reach, &hi)))
+            return false;
+    }
+    return lo >= 0 && hi < (int64_t)(s->nbytes / tg_dtype_size(dt));
+}
+
 tg_tensor *tg__view(const tg_tensor *src, int ndim, const int64_t *shape,
                     const int64_t *strides, int64_t offset)
 {
+    TG_ASSERT(
+        view_fits(src->storage, src->dtype, ndim, shape, strides, offset));
     tg_tensor *t = header_new(src->dtype, ndim, shape);
     if (!t) {
         tg__error("view: out of memory");
@@ -309,9 +319,12 @@ int64_t tg_numel(const tg_tensor *t)
 {
     if (!t)
         return -1;
-    int64_t n = 1;
-    for (int d = 0; d < t->ndim; d++)
-        n *= t->shape[d];
+    /* Counted when t was made (tg__new, tg__view), so it fits; counting
+     * again, rather than multiplying, keeps the product of an empty
+     * (0, 1e16, 1e16)'s other dims from being computed. */
+    int64_t n;
+    bool counted = tg__count(t->ndim, t->shape, &n);
+    TG_ASSERT(counted);
     return n;
 }
 

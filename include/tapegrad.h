@@ -123,7 +123,10 @@ tg_tensor *tg_keep(tg_tensor *t);
 /* ===================================================================== */
 
 /* Shapes: ndim in 0..8 entries of shape, each >= 0 (ndim 0 is a scalar,
- * and shape may then be NULL). Every function here returns a new reference
+ * and shape may then be NULL), with at most 2^59 elements in all (so the
+ * bytes of any tensor fit in int64). A 0 in any dim makes 0 elements however
+ * large the others: (0, 1e16, 1e16) is a valid, empty shape. This holds for
+ * every tensor, views included. Every function here returns a new reference
  * to a new contiguous tensor (C order), or NULL on a bad shape, an unknown
  * dtype, or a size past memory. */
 
@@ -219,7 +222,8 @@ const int64_t *tg_shape(const tg_tensor *t);
 /** Stride of one dim, in elements (0 on a broadcast dim); a negative dim
  * counts from the end. 0 with an error on a bad dim; 0 for a NULL t. */
 int64_t tg_stride(const tg_tensor *t, int dim);
-/** Number of elements (1 for a scalar); -1 for a NULL t. */
+/** Number of elements (1 for a scalar; 0 when any dim is 0; never more than
+ * 2^59); -1 for a NULL t. */
 int64_t tg_numel(const tg_tensor *t);
 /** t's dtype. TG_FLOAT32 for a NULL t, which has no error value: check t
  * first. */
@@ -253,9 +257,10 @@ tg_tensor *tg_transpose(tg_tensor *t, int dim0, int dim1);
  * start/stop count from the end, and both are clamped to the dim, so only a
  * bad dim fails). A view, new reference. */
 tg_tensor *tg_slice(tg_tensor *t, int dim, int64_t start, int64_t stop);
-/** torch.narrow: length elements from start along dim. A view, new
- * reference; NULL unless 0 <= start, 0 <= length and start + length <=
- * size(dim). */
+/** torch.narrow: length elements from start along dim (a negative start
+ * counts from the end). A view, new reference; NULL unless 0 <= start,
+ * 0 <= length and start + length <= size(dim), taken exactly (no sum wraps
+ * around int64). */
 tg_tensor *tg_narrow(tg_tensor *t, int dim, int64_t start, int64_t length);
 /** The sub-tensor at index along dim, dropping that dim (t[..., index, ...];
  * a negative index counts from the end). A view, new reference; NULL on a
@@ -264,12 +269,14 @@ tg_tensor *tg_select(tg_tensor *t, int dim, int64_t index);
 /** Broadcasts t to shape without copying (size-1 dims get stride 0; new dims
  * are added on the left), as numpy.broadcast_to. A view, new reference; NULL
  * when t does not broadcast to shape (fewer dims, a size that is neither 1
- * nor equal, a negative size, ndim past 8). */
+ * nor equal, a negative size, ndim past 8) or the result would have more
+ * than 2^59 elements. */
 tg_tensor *tg_expand(tg_tensor *t, int ndim, const int64_t *shape);
 /** New shape with the same elements in C order; one entry may be -1 (then
  * inferred). A view when t is contiguous, otherwise a copy (as
  * torch.reshape); new reference either way. NULL when the element counts
- * differ, on two -1s, another negative size, or ndim past 8. */
+ * differ (a shape of more than 2^59 elements never matches: its count is
+ * not wrapped around), on two -1s, another negative size, or ndim past 8. */
 tg_tensor *tg_reshape(tg_tensor *t, int ndim, const int64_t *shape);
 /** Inserts a size-1 dim at dim (0..ndim; negatives count from the end). A
  * view, new reference; NULL on a bad dim or when t already has 8 dims. */
@@ -458,8 +465,9 @@ tg_tensor *tg_attention_softmax(tg_tensor *scores, double scale, bool causal);
 
 /** torch.cat: joins n tensors (same dtype, same shape but along dim) along
  * dim. Gradient: each input gets its slice of dy. New reference; NULL for a
- * NULL array, n < 1, a bad dim, or inputs that differ in dtype or in a shape
- * other than along dim (a NULL entry keeps the first error). */
+ * NULL array, n < 1, a bad dim, inputs that differ in dtype or in a shape
+ * other than along dim (a NULL entry keeps the first error), or sizes along
+ * dim that add up past int64. */
 tg_tensor *tg_cat(tg_tensor *const *ts, int n, int dim);
 /** torch.chunk with equal parts: splits t along dim into n views of
  * size(dim) / n (which must divide evenly), written to out[0..n-1] (new

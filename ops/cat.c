@@ -71,23 +71,33 @@ tg_tensor *tg_cat(tg_tensor *const *ts, int n, int dim)
         return NULL;
     int64_t shape[TG_MAX_DIMS];
     memcpy(shape, ts[0]->shape, sizeof shape);
+    /* The sizes along d, summed checked: empty inputs may have any sizes
+     * ((0, 2^62) twice along dim 1 makes 2^63). tg__new counts the rest. */
     shape[d] = 0;
     for (int i = 0; i < n; i++)
-        shape[d] += ts[i]->shape[d];
+        if (!tg__add(shape[d], ts[i]->shape[d], &shape[d])) {
+            tg__error("cat: sizes along dim %d add up past int64 at tensor "
+                      "%d %s",
+                      d, i, TG_SHP(ts[i]));
+            return NULL;
+        }
     tg_tensor *y = tg__new("cat", ts[0]->dtype, ts[0]->ndim, shape, false);
     if (!y)
         return NULL;
-    /* Each input into its window of y. */
+    /* Each input into its window of y; an empty one has nothing to copy, and
+     * its window's offset in an empty y may pass int64. */
     int64_t off = 0;
     for (int i = 0; i < n; i++) {
-        tg_tensor *window = tg__view(y, y->ndim, ts[i]->shape, y->strides,
-                                     y->offset + off * y->strides[d]);
-        if (!window) {
-            tg_release(y);
-            return NULL;
+        if (tg_numel(ts[i]) > 0) {
+            tg_tensor *window = tg__view(y, y->ndim, ts[i]->shape, y->strides,
+                                         y->offset + off * y->strides[d]);
+            if (!window) {
+                tg_release(y);
+                return NULL;
+            }
+            tg__copy_into(window, ts[i]);
+            tg_release(window);
         }
-        tg__copy_into(window, ts[i]);
-        tg_release(window);
         off += ts[i]->shape[d];
     }
     tg_node *node = tg__record(&cat_op, y, n, ts);

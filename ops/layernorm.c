@@ -171,9 +171,16 @@ tg_tensor *tg_layer_norm(tg_tensor *x, tg_tensor *gamma, tg_tensor *beta,
                   TG_SHP(x));
         return NULL;
     }
-    int64_t rows = 1;
-    for (int d = 0; d < x->ndim - 1; d++)
-        rows *= x->shape[d];
+    /* rows = the count of x's dims but the last, checked: an x empty only
+     * along the last, such as (1e16, 1e16, 0), may have more rows than its
+     * stats tensor (rows, 2) could hold. */
+    int64_t rows;
+    if (!tg__count(x->ndim - 1, x->shape, &rows)) {
+        tg__error("layer_norm: x %s has more rows than a tensor can hold "
+                  "(2^59)",
+                  TG_SHP(x));
+        return NULL;
+    }
     tg_tensor *y = tg__new("layer_norm", x->dtype, x->ndim, x->shape, false);
     tg_tensor *stats =
         tg__new("layer_norm", TG_FLOAT64, 2, (const int64_t[]){rows, 2}, false);

@@ -200,12 +200,11 @@ tg_tensor *tg_mse_loss(tg_tensor *a, tg_tensor *b)
     if (!a || !b || !tg__check_same_float("mse_loss", a, b))
         return NULL;
     int ndim;
-    int64_t shape[TG_MAX_DIMS], count = 1;
+    int64_t shape[TG_MAX_DIMS], count;
     if (!tg__broadcast("mse_loss", 2, (const tg_tensor *const[]){a, b}, &ndim,
-                       shape))
+                       shape) ||
+        !tg__check_count("mse_loss", ndim, shape, &count))
         return NULL;
-    for (int d = 0; d < ndim; d++)
-        count *= shape[d];
     double sum = squared_error_sum(a, b, ndim, shape);
     tg_tensor *loss = tg_scalar(a->dtype, sum / (double)count);
     if (loss)

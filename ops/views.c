@@ -63,9 +63,11 @@ static void slice_backward(tg_node *n, tg_tensor *dy)
     memcpy(shape, x->shape, sizeof shape);
     shape[dim] = n->ip[2];
     /* The window of dx that y came from, in dx's own (contiguous) strides;
-     * dy has that shape, or that shape without `dim` for select. */
-    tg_tensor *window =
-        tg__view(dx, x->ndim, shape, dx->strides, n->ip[1] * dx->strides[dim]);
+     * dy has that shape, or that shape without `dim` for select. An empty
+     * window sits nowhere: its offset, which may pass int64 in an empty x
+     * ((0, 1e16, 1e16)), is not computed. */
+    int64_t offset = tg_numel(dy) ? n->ip[1] * dx->strides[dim] : 0;
+    tg_tensor *window = tg__view(dx, x->ndim, shape, dx->strides, offset);
     tg_tensor *src = n->ip[3] ? tg_unsqueeze(dy, dim) : tg_retain(dy);
     tg__add_into(window, src);
     tg_release(src);
@@ -76,16 +78,20 @@ static void slice_backward(tg_node *n, tg_tensor *dy)
 static const tg_op slice_op = {.name = "slice", .backward = slice_backward};
 static const tg_op select_op = {.name = "select", .backward = slice_backward};
 
-/* A view of length elements from start along dim (already validated);
- * drop removes the dim (select). */
+/* A view of length elements from start along dim (already validated:
+ * 0 <= start <= start + length <= size); drop removes the dim (select). */
 static tg_tensor *window_view(tg_tensor *t, int dim, int64_t start,
                               int64_t length, bool drop)
 {
     int64_t shape[TG_MAX_DIMS], strides[TG_MAX_DIMS];
     memcpy(shape, t->shape, sizeof shape);
     memcpy(strides, t->strides, sizeof strides);
-    int64_t offset = t->offset + start * t->strides[dim];
     shape[dim] = length;
+    /* With an element, start * stride is at most t's own reach, which fits;
+     * an empty window sits nowhere, and in an empty t ((0, 1e16, 1e16)) the
+     * product may pass int64, so it is not computed. */
+    bool empty = length == 0 || tg_numel(t) == 0;
+    int64_t offset = t->offset + (empty ? 0 : start * t->strides[dim]);
     int ndim = t->ndim;
     if (drop) {
         memmove(shape + dim, shape + dim + 1,
@@ -128,7 +134,8 @@ tg_tensor *tg_narrow(tg_tensor *t, int dim, int64_t start, int64_t length)
         return NULL;
     int64_t size = t->shape[d];
     int64_t s = start < 0 ? start + size : start;
-    if (s < 0 || length < 0 || s + length > size) {
+    /* s + length <= size, asked without adding (which may pass int64) */
+    if (s < 0 || s > size || length < 0 || length > size - s) {
         tg__error("narrow: start %lld, length %lld is outside dim %d of %s",
                   (long long)start, (long long)length, dim, TG_SHP(t));
         return NULL;
@@ -189,6 +196,15 @@ tg_tensor *tg_expand(tg_tensor *t, int ndim, const int64_t *shape)
         out_shape[d] = size;
         strides[d] = (k < 0 || have != size) ? 0 : t->strides[k];
     }
+    /* No memory is needed, but the result is a tensor like any other: its
+     * count must fit (stretching (1,1) to (2^40,2^40) makes 2^80). */
+    int64_t numel;
+    if (!tg__count(ndim, out_shape, &numel)) {
+        tg__error("expand: cannot expand %s to %s: it has more elements than "
+                  "a tensor can hold (2^59)",
+                  TG_SHP(t), tg__shape_str(ndim, shape, want));
+        return NULL;
+    }
     tg_tensor *y = tg__view(t, ndim, out_shape, strides, t->offset);
     if (y)
         tg__record(&expand_op, y, 1, &t);
@@ -240,7 +256,7 @@ tg_tensor *tg_reshape(tg_tensor *t, int ndim, const int64_t *shape)
                   ndim, TG_MAX_DIMS);
         return NULL;
     }
-    int64_t out_shape[TG_MAX_DIMS], known = 1;
+    int64_t out_shape[TG_MAX_DIMS];
     int infer = -1;
     for (int d = 0; d < ndim; d++) {
         out_shape[d] = shape[d];
@@ -250,10 +266,19 @@ tg_tensor *tg_reshape(tg_tensor *t, int ndim, const int64_t *shape)
             tg__error("reshape: invalid shape %s for %s",
                       tg__shape_str(ndim, shape, want), TG_SHP(t));
             return NULL;
-        } else
-            known *= shape[d];
+        }
     }
-    int64_t numel = tg_numel(t);
+    /* known: the count of the given dims (the -1 counted as 1), checked, so
+     * that a product wrapping around to numel(t) cannot pass for it. */
+    int64_t known, numel = tg_numel(t);
+    if (infer >= 0)
+        out_shape[infer] = 1;
+    if (!tg__count(ndim, out_shape, &known)) {
+        tg__error("reshape: shape %s has more elements than a tensor can "
+                  "hold (2^59), reshaping %s",
+                  tg__shape_str(ndim, shape, want), TG_SHP(t));
+        return NULL;
+    }
     if (infer >= 0)
         out_shape[infer] = known ? numel / known : 0;
     if ((infer >= 0 && (known == 0 || numel % known)) ||
@@ -276,7 +301,12 @@ static tg_tensor *size1_view(const tg_op *op, tg_tensor *t, int d, bool insert)
     for (int i = 0, k = 0; i < ndim; i++, k++) {
         if (insert && i == d) {
             shape[i] = 1;
-            strides[i] = d < t->ndim ? t->strides[d] * t->shape[d] : 1;
+            /* stride * size when it fits; when not (in an empty t, such as
+             * (0, 1e16, 1e16)), any stride will do, as the dim is never
+             * stepped */
+            if (d == t->ndim ||
+                !tg__mul(t->strides[d], t->shape[d], &strides[i]))
+                strides[i] = 1;
             k--;
             continue;
         }

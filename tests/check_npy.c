@@ -437,7 +437,8 @@ static const struct {
      .needle = "more than 8 dims"},
     {.header = HDR("<f8", "False", "(-3,)"), .needle = "negative dim -3"},
     {.header = HDR("<f8", "False", "(" TWO_62 ", " TWO_62 ")"),
-     .needle = "byte size exceeds int64"},
+     .needle = "shape (4611686018427387904,4611686018427387904) has more "
+               "elements than a tensor can hold"},
     {.header = HDR("<f8", "False", "(99999999999999999999,)"),
      .needle = "overflows int64"},
     /* Claims 8 TB: rejected against the file size, before tg__new could
@@ -508,6 +509,23 @@ START_TEST(load_rejects_malformed)
 }
 END_TEST
 
+/* A shape with a 0 holds nothing, whatever its other dims: (2^62, 2^62, 0)
+ * loads (its count is 0, never 2^124), where the byte size used to be
+ * multiplied up dim by dim and overflowed before the 0. */
+START_TEST(load_empty_with_huge_dims)
+{
+    const char *path = tmp_path("empty.npy");
+    write_npy(path, 1, HDR("<f8", "False", "(" TWO_62 ", " TWO_62 ", 0)"), NULL,
+              0);
+    tg_tensor *t = tg_load_npy(path);
+    ck_assert_msg(t != NULL, "%s", tg_last_error());
+    int64_t two_62 = (int64_t)1 << 62;
+    assert_shape(t, TG_SHAPE(two_62, two_62, 0));
+    ck_assert_int_eq(tg_numel(t), 0);
+    tg_release(t);
+}
+END_TEST
+
 START_TEST(load_rejects_missing_file)
 {
     ASSERT_FAILS_WITH(tg_load_npy(tmp_path("missing.npy")),
@@ -550,6 +568,7 @@ Suite *npy_suite(void)
     tcase_add_test(load, load_format_3);
     tcase_add_loop_test(load, load_accepts_header_variants, 0,
                         COUNT(GOOD_HEADERS));
+    tcase_add_test(load, load_empty_with_huge_dims);
     suite_add_tcase(s, load);
 
     TCase *save = tcase_with_tmp_dir("save");

@@ -163,6 +163,53 @@ START_TEST(from_data_empty)
 }
 END_TEST
 
+/* A shape with no elements is valid however large its other dims, even
+ * when their product passes int64 ((1e16, 1e16, 0): 1e32): the count is 0,
+ * never that product. Before the count was checked dim by dim, so
+ * (1e16, 1e16, 0) failed at its second dim while (0, 1e16, 1e16) passed. */
+#define E16 INT64_C(10000000000000000)
+
+START_TEST(empty_with_huge_dims)
+{
+    tg_tensor *first = tg_zeros(TG_FLOAT64, TG_SHAPE(0, E16, E16));
+    tg_tensor *last = tg_full(TG_FLOAT32, TG_SHAPE(E16, E16, 0), 1);
+    tg_tensor *data = tg_from_data(TG_INT64, TG_SHAPE(E16, 0, INT64_MAX), NULL);
+    ck_assert_msg(first && last && data, "%s", tg_last_error());
+    assert_shape(first, TG_SHAPE(0, E16, E16));
+    assert_shape(last, TG_SHAPE(E16, E16, 0));
+    assert_shape(data, TG_SHAPE(E16, 0, INT64_MAX));
+    ck_assert_int_eq(tg_numel(first), 0);
+    ck_assert_int_eq(tg_numel(last), 0);
+    ck_assert_int_eq(tg_numel(data), 0);
+    ck_assert(tg_is_contiguous(last));
+    tg_release(first);
+    tg_release(last);
+    tg_release(data);
+}
+END_TEST
+
+/* Counts past what a tensor can hold, 2^59 (so its bytes, up to 8 an
+ * element, fit in int64), fail naming the op and the shape, before any
+ * allocation is tried; so does a negative dim, even after a 0. */
+START_TEST(count_past_limit)
+{
+    int64_t two_30 = (int64_t)1 << 30, two_62 = (int64_t)1 << 62;
+    ASSERT_FAILS_WITH(tg_zeros(TG_FLOAT64, TG_SHAPE(two_30, two_30)),
+                      "zeros: shape (1073741824,1073741824) has more elements "
+                      "than a tensor can hold (2^59)");
+    ASSERT_FAILS_WITH(tg_ones(TG_BOOL, TG_SHAPE(two_62, two_62)),
+                      "ones: shape (4611686018427387904,4611686018427387904) "
+                      "has more elements than a tensor can hold");
+    ASSERT_FAILS_WITH(tg_from_data(TG_FLOAT32, TG_SHAPE(4, INT64_MAX), NULL),
+                      "from_data: shape (4,9223372036854775807) has more "
+                      "elements");
+    ASSERT_FAILS_WITH(tg_zeros(TG_FLOAT64, TG_SHAPE(0, -1)),
+                      "zeros: invalid shape (0,-1)");
+    ASSERT_FAILS_WITH(tg_arange(TG_FLOAT64, 0, 0x1p61, 1),
+                      "arange: shape (2305843009213693952,) has more elements");
+}
+END_TEST
+
 /* numpy.arange(start, stop, step): ceil((stop - start) / step) elements,
  * start + i * step. Lengths as numpy gives them, including its classic
  * surprise np.arange(1, 1.3, 0.1) -> [1, 1.1, 1.2, 1.3] (0.3/0.1 rounds up
@@ -770,6 +817,8 @@ Suite *tensor_suite(void)
     tcase_add_test(tc, from_data_float64);
     tcase_add_test(tc, from_data_bool);
     tcase_add_test(tc, from_data_empty);
+    tcase_add_test(tc, empty_with_huge_dims);
+    tcase_add_test(tc, count_past_limit);
     tcase_add_loop_test(tc, arange_matches_numpy, 0, COUNT(arange_cases));
     tcase_add_test(tc, arange_float32);
     tcase_add_test(tc, like_constructors);

@@ -616,6 +616,212 @@ START_TEST(shape_errors)
 }
 END_TEST
 
+/* ---- shape arithmetic past int64 ------------------------------------------ */
+
+/* 2^40: two such dims make 2^80 elements, which wrap int64 to 0. */
+#define TWO_40 ((int64_t)1 << 40)
+/* A shape with no elements may have other dims whose product passes int64:
+ * (0, 1e16, 1e16) holds nothing, but 1e16 * 1e16 = 1e32. */
+#define E16 INT64_C(10000000000000000)
+
+/* start + length used to be added unchecked: 1 + INT64_MAX wraps negative,
+ * so "start + length > size" passed and a sum over the view read past the
+ * buffer. Every window that does not fit now fails; the edges that do fit
+ * still work. */
+START_TEST(narrow_past_int64)
+{
+    tg_scope_begin();
+    tg_tensor *x = tg_arange(TG_FLOAT64, 0, 4, 1);
+    ASSERT_FAILS_WITH(tg_narrow(x, 0, 1, INT64_MAX),
+                      "narrow: start 1, length 9223372036854775807 is outside "
+                      "dim 0 of (4,)");
+    ASSERT_FAILS_WITH(tg_narrow(x, 0, -1, INT64_MAX),
+                      "narrow: start -1, length 9223372036854775807");
+    ASSERT_FAILS_WITH(tg_narrow(x, 0, 2, INT64_MAX - 1),
+                      "narrow: start 2, length 9223372036854775806");
+    ASSERT_FAILS_WITH(tg_narrow(x, 0, INT64_MAX, 1),
+                      "narrow: start 9223372036854775807, length 1");
+    ASSERT_FAILS_WITH(tg_narrow(x, 0, INT64_MIN, 1),
+                      "narrow: start -9223372036854775808, length 1");
+    ASSERT_FAILS_WITH(tg_narrow(x, 0, 5, 0), "narrow: start 5, length 0");
+    ASSERT_FAILS_WITH(tg_select(x, 0, INT64_MIN),
+                      "select: index -9223372036854775808 is out of range");
+    assert_shape(tg_narrow(x, 0, 4, 0), TG_SHAPE(0));
+    ck_assert_double_eq(tg_item(tg_narrow(x, 0, -1, 1)), 3);
+    ck_assert_double_eq(tg_item(tg_sum_all(tg_narrow(x, 0, 1, 3))), 1 + 2 + 3);
+    /* slice clamps, as Python does, whatever the ends */
+    ck_assert_double_eq(
+        tg_item(tg_sum_all(tg_slice(x, 0, INT64_MIN, INT64_MAX))),
+        0 + 1 + 2 + 3);
+    ck_assert_double_eq(tg_item(tg_slice(x, 0, -1, INT64_MAX)), 3);
+    assert_shape(tg_slice(x, 0, INT64_MAX, INT64_MIN), TG_SHAPE(0));
+    tg_scope_end();
+}
+END_TEST
+
+/* The product of the new shape used to wrap: 4611686018427387905 * 4 =
+ * 2^64 + 4 = 4 (mod 2^64), the numel of x, so the reshape was accepted and
+ * reading row 1e6 of it crashed. With a -1 the same product was the divisor
+ * that inferred it. */
+START_TEST(reshape_past_int64)
+{
+    tg_scope_begin();
+    tg_tensor *x = tg_arange(TG_FLOAT64, 0, 4, 1);
+    ASSERT_FAILS_WITH(tg_reshape(x, TG_SHAPE(4611686018427387905, 4)),
+                      "reshape: shape (4611686018427387905,4) has more "
+                      "elements than a tensor can hold");
+    ASSERT_FAILS_WITH(tg_reshape(x, TG_SHAPE(-1, 4611686018427387905, 4)),
+                      "reshape: shape (-1,4611686018427387905,4) has more "
+                      "elements than a tensor can hold");
+    ASSERT_FAILS_WITH(tg_reshape(x, TG_SHAPE(TWO_40, TWO_40, 0)),
+                      "reshape: cannot reshape (4,) (4 elements) into "
+                      "(1099511627776,1099511627776,0)");
+    tg_tensor *y = tg_reshape(x, TG_SHAPE(2, -1));
+    assert_shape(y, TG_SHAPE(2, 2));
+    ck_assert_double_eq(tg_get(y, (const int64_t[]){1, 0}), 2);
+    tg_scope_end();
+}
+END_TEST
+
+/* expand's count used to wrap: (1,1) to (2^40, 2^40) has 2^80 elements, 0
+ * mod 2^64. A view, so no memory is needed: a count up to 2^59 is fine. */
+START_TEST(expand_past_int64)
+{
+    tg_scope_begin();
+    tg_tensor *one = tg_full(TG_FLOAT64, TG_SHAPE(1, 1), 7);
+    ASSERT_FAILS_WITH(tg_expand(one, TG_SHAPE(TWO_40, TWO_40)),
+                      "expand: cannot expand (1,1) to "
+                      "(1099511627776,1099511627776): it has more elements "
+                      "than a tensor can hold");
+    ASSERT_FAILS_WITH(
+        tg_expand(one, TG_SHAPE(3, (int64_t)1 << 62, -1)),
+        "expand: cannot expand (1,1) to (3,4611686018427387904,-1): it has "
+        "more elements");
+    ASSERT_FAILS_WITH(
+        tg_expand(one, TG_SHAPE((int64_t)1 << 30, (int64_t)1 << 30)),
+        "more elements than a tensor can hold");
+    tg_tensor *big =
+        tg_expand(one, TG_SHAPE((int64_t)1 << 29, (int64_t)1 << 30));
+    ck_assert_ptr_nonnull(big);
+    ck_assert_int_eq(tg_numel(big), (int64_t)1 << 59);
+    ck_assert_double_eq(tg_get(big, (const int64_t[]){((int64_t)1 << 29) - 1,
+                                                      ((int64_t)1 << 30) - 1}),
+                        7);
+    tg_tensor *none = tg_expand(tg_zeros(TG_FLOAT64, TG_SHAPE(0, 1)),
+                                TG_SHAPE(E16, 0, INT64_MAX));
+    assert_shape(none, TG_SHAPE(E16, 0, INT64_MAX));
+    ck_assert_int_eq(tg_numel(none), 0);
+    tg_scope_end();
+}
+END_TEST
+
+/* Two views of one element, (2^32,1) and (1,2^32), broadcast to 2^64
+ * elements: counted as they were (unchecked), that wraps to 0, and a loss
+ * would loop over them; now the broadcast itself fails, naming the op. */
+START_TEST(broadcast_past_limit)
+{
+    tg_scope_begin();
+    int64_t two_32 = (int64_t)1 << 32;
+    tg_tensor *one = tg_full(TG_FLOAT64, TG_SHAPE(1, 1), 1);
+    tg_tensor *col = tg_expand(one, TG_SHAPE(two_32, 1));
+    tg_tensor *row = tg_expand(one, TG_SHAPE(1, two_32));
+    ASSERT_FAILS_WITH(tg_mse_loss(col, row),
+                      "mse_loss: shapes (4294967296,1) and (1,4294967296) "
+                      "broadcast to (4294967296,4294967296), which has more "
+                      "elements than a tensor can hold");
+    ASSERT_FAILS_WITH(tg_add(col, row), "add: shapes (4294967296,1) and "
+                                        "(1,4294967296) broadcast to");
+    /* empty, however large the other dim: fine */
+    tg_tensor *none = tg_zeros(TG_FLOAT64, TG_SHAPE(0, 1));
+    tg_tensor *loss = tg_mse_loss(none, row);
+    ck_assert_msg(loss != NULL, "%s", tg_last_error());
+    ck_assert(isnan(tg_item(loss)));
+    tg_scope_end();
+}
+END_TEST
+
+/* cat's size along dim used to be summed unchecked: two (0, 2^62) make
+ * 2^63, past int64. Along dim 0 the same tensors join fine, and so do
+ * empty ones whose windows would sit past int64 (1e10 * stride 1e10). */
+START_TEST(cat_past_int64)
+{
+    tg_scope_begin();
+    tg_tensor *wide = tg_zeros(TG_FLOAT64, TG_SHAPE(0, (int64_t)1 << 62));
+    ASSERT_FAILS_WITH(tg_cat((tg_tensor *[]){wide, wide}, 2, 1),
+                      "cat: sizes along dim 1 add up past int64 at tensor 1 "
+                      "(0,4611686018427387904)");
+    assert_shape(tg_cat((tg_tensor *[]){wide, wide, wide}, 3, 0),
+                 TG_SHAPE(0, (int64_t)1 << 62));
+    int64_t e10 = INT64_C(10000000000);
+    tg_tensor *tall = tg_zeros(TG_FLOAT32, TG_SHAPE(e10, 0, e10));
+    assert_shape(tg_cat((tg_tensor *[]){tall, tall}, 2, 0),
+                 TG_SHAPE(2 * e10, 0, e10));
+    tg_tensor *ab = tg_cat(
+        (tg_tensor *[]){tg_arange(TG_FLOAT64, 0, 2, 1),
+                        tg_narrow(tg_arange(TG_FLOAT64, 0, 4, 1), 0, 4, 0),
+                        tg_arange(TG_FLOAT64, 5, 7, 1)},
+        3, 0);
+    assert_shape(ab, TG_SHAPE(4));
+    ck_assert_double_eq(tg_get(ab, (const int64_t[]){2}), 5);
+    tg_tensor *halves[2];
+    tg_tensor *z = tg_zeros(TG_FLOAT64, TG_SHAPE(0, E16, E16));
+    ck_assert_int_eq(tg_chunk(z, 2, 1, halves), 0);
+    assert_shape(halves[1], TG_SHAPE(0, E16 / 2, E16));
+    tg_release(halves[0]);
+    tg_release(halves[1]);
+    tg_scope_end();
+}
+END_TEST
+
+/* (0, 1e16, 1e16) holds no element, so it is a valid shape however large
+ * its other dims, and every view of it must be made without computing
+ * 1e16 * 1e16 (its count, a stride or an offset) on the way. */
+START_TEST(views_of_empty_huge)
+{
+    tg_scope_begin();
+    tg_tensor *z = tg_zeros(TG_FLOAT32, TG_SHAPE(0, E16, E16));
+    ck_assert_ptr_nonnull(z);
+    tg_tensor *t = tg_transpose(z, 0, 2);
+    assert_shape(t, TG_SHAPE(E16, E16, 0));
+    ck_assert_int_eq(tg_numel(t), 0);
+    tg_tensor *u = tg_unsqueeze(t, 1);
+    assert_shape(u, TG_SHAPE(E16, 1, E16, 0));
+    assert_shape(tg_squeeze(u, 1), TG_SHAPE(E16, E16, 0));
+    assert_shape(tg_narrow(z, 1, E16 / 2, E16 / 2), TG_SHAPE(0, E16 / 2, E16));
+    assert_shape(tg_narrow(t, 1, E16 - 1, 1), TG_SHAPE(E16, 1, 0));
+    assert_shape(tg_slice(t, 0, 3, E16), TG_SHAPE(E16 - 3, E16, 0));
+    assert_shape(tg_select(t, 0, E16 - 1), TG_SHAPE(E16, 0));
+    assert_shape(tg_reshape(t, TG_SHAPE(E16, 0, E16)), TG_SHAPE(E16, 0, E16));
+    assert_shape(tg_reshape(t, TG_SHAPE(-1, E16)), TG_SHAPE(0, E16));
+    assert_shape(tg_expand(t, TG_SHAPE(2, E16, E16, 0)),
+                 TG_SHAPE(2, E16, E16, 0));
+    tg_tensor *c = tg_to(t, TG_FLOAT64);
+    assert_shape(c, TG_SHAPE(E16, E16, 0));
+    /* 1e32 rows of nothing along the last dim: no row to visit */
+    assert_shape(tg_softmax(t, -1), TG_SHAPE(E16, E16, 0));
+    assert_shape(tg_sum(t, 0, false), TG_SHAPE(E16, 0));
+    double nothing;
+    ck_assert_int_eq(tg_copy_out(t, TG_FLOAT64, &nothing), 0);
+    tg_scope_end();
+}
+END_TEST
+
+/* The gradient of a window of an empty tensor goes into a window of dx at
+ * offset start * stride = (1e16 - 1) * 1e16: there is nothing to place, so
+ * that offset is never computed. */
+START_TEST(empty_huge_window_grad)
+{
+    tg_scope_begin();
+    tg_tensor *z = tg_zeros(TG_FLOAT64, TG_SHAPE(0, E16, E16));
+    tg_set_requires_grad(z, true);
+    tg_tensor *w = tg_narrow(z, 1, E16 - 1, 1);
+    assert_shape(w, TG_SHAPE(0, 1, E16));
+    ck_assert_int_eq(tg_backward(tg_sum_all(w)), 0);
+    assert_shape(tg_grad(z), TG_SHAPE(0, E16, E16));
+    tg_scope_end();
+}
+END_TEST
+
 Suite *views_suite(void)
 {
     Suite *s = suite_create("views");
@@ -655,5 +861,15 @@ Suite *views_suite(void)
     tcase_add_test(errors, range_errors);
     tcase_add_test(errors, shape_errors);
     suite_add_tcase(s, errors);
+
+    TCase *overflow = tcase_create("overflow");
+    tcase_add_test(overflow, narrow_past_int64);
+    tcase_add_test(overflow, reshape_past_int64);
+    tcase_add_test(overflow, expand_past_int64);
+    tcase_add_test(overflow, broadcast_past_limit);
+    tcase_add_test(overflow, cat_past_int64);
+    tcase_add_test(overflow, views_of_empty_huge);
+    tcase_add_test(overflow, empty_huge_window_grad);
+    suite_add_tcase(s, overflow);
     return s;
 }
