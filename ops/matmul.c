@@ -77,7 +77,19 @@ static bool broadcast_batch(const tg_tensor *a, const tg_tensor *b,
         bt->shape[d] = na == 1 ? nbb : na;
         bt->astride[d] = na == 1 ? 0 : A->bstride[ka];
         bt->bstride[d] = nbb == 1 ? 0 : B->bstride[kb];
-        bt->count *= bt->shape[d];
+    }
+    /* The batch count, checked: 0 when a batch dim is empty, however large
+     * the others, and 0 too when each product is empty (no rows of a or no
+     * columns of b: the result holds nothing whatever the batch); an error
+     * when it passes what a tensor can hold. */
+    char out[TG_SHAPE_STR];
+    if (A->rows == 0 || B->cols == 0)
+        bt->count = 0;
+    else if (!tg__count(nb, bt->shape, &bt->count)) {
+        tg__error("matmul: shapes %s and %s broadcast to batch dims %s, more "
+                  "elements than a tensor can hold",
+                  TG_SHP(a), TG_SHP(b), tg__shape_str(nb, bt->shape, out));
+        return false;
     }
     return true;
 }

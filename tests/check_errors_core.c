@@ -123,6 +123,14 @@ static void core_table(table_walk *w, env *e)
     ROW("zeros NULL shape", tg_zeros(TG_FLOAT64, 2, NULL), "zeros:", "NULL");
     ROW("zeros overflow", tg_zeros(TG_FLOAT64, TG_SHAPE(huge, huge)),
         "zeros:", "(1099511627776,1099511627776)");
+    ROW("zeros count past 2^59",
+        tg_zeros(TG_FLOAT64, TG_SHAPE((int64_t)1 << 30, (int64_t)1 << 30)),
+        "zeros:", "(1073741824,1073741824)",
+        "more elements than a tensor can hold");
+    ROW("randn count past 2^59",
+        tg_randn(&e->rng, TG_FLOAT64,
+                 TG_SHAPE((int64_t)1 << 30, (int64_t)1 << 30)),
+        "randn:", "more elements");
     ROW("ones negative size", tg_ones(TG_FLOAT32, TG_SHAPE(2, -3)),
         "ones:", "(2,-3)");
     ROW("ones NULL shape", tg_ones(TG_FLOAT64, 1, NULL), "ones:", "NULL");
@@ -138,6 +146,11 @@ static void core_table(table_walk *w, env *e)
     ROW("from_data negative size", tg_from_data(TG_FLOAT64, TG_SHAPE(-1), nine),
         "from_data:", "(-1,)");
     ROW("arange step 0", tg_arange(TG_FLOAT64, 0, 1, 0), "arange:", "step");
+    ROW("arange too long", tg_arange(TG_FLOAT64, 0, 0x1p61, 1),
+        "arange:", "(2305843009213693952,)", "more elements");
+    ROW("from_data count past 2^59",
+        tg_from_data(TG_FLOAT32, TG_SHAPE(4, INT64_MAX), NULL),
+        "from_data:", "(4,9223372036854775807)", "more elements");
     ROW("arange NaN stop", tg_arange(TG_FLOAT64, 0, NAN, 1), "arange:", "nan");
     ROW("arange too long", tg_arange(TG_FLOAT64, 0, 1e19, 1),
         "arange:", "1e+19");

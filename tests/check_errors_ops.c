@@ -6,6 +6,31 @@
 
 #include <string.h>
 
+/* Inputs for the rows whose counts pass what a tensor can hold. */
+#define E16 10000000000000000 /* 1e16 */
+/* (0, 2^62) float64: empty, with a huge second dim. */
+static tg_tensor *empty_wide(void)
+{
+    return temp(tg_zeros(TG_FLOAT64, TG_SHAPE(0, (int64_t)1 << 62)));
+}
+/* cat of t with itself along dim. */
+static tg_tensor *cat_twice(tg_tensor *t, int dim)
+{
+    return tg_cat((tg_tensor *[]){t, t}, 2, dim);
+}
+/* (2^32,1) and (1,2^32) float64 ones, expanded from one element: they
+ * broadcast to 2^64 elements. */
+static tg_tensor *column(void)
+{
+    return temp(tg_expand(temp(tg_ones(TG_FLOAT64, TG_SHAPE(1, 1))),
+                          TG_SHAPE((int64_t)1 << 32, 1)));
+}
+static tg_tensor *row(void)
+{
+    return temp(tg_expand(temp(tg_ones(TG_FLOAT64, TG_SHAPE(1, 1))),
+                          TG_SHAPE(1, (int64_t)1 << 32)));
+}
+
 static const int64_t nine[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
 
 /* attention(q, kv, kv): keys and values one tensor. */
@@ -49,6 +74,18 @@ static void ops_table(table_walk *w, env *e)
         "(4,8,32)");
     ROW("narrow negative length", tg_narrow(e->x, 0, 0, -1),
         "narrow:", "length -1", "(4,8,32)");
+    ROW("narrow start+length past int64", tg_narrow(e->v3, 0, 1, INT64_MAX),
+        "narrow:", "start 1, length 9223372036854775807", "(3,)");
+    ROW("expand count past 2^59",
+        tg_expand(temp(tg_ones(TG_FLOAT64, TG_SHAPE(1, 1))),
+                  TG_SHAPE((int64_t)1 << 40, (int64_t)1 << 40)),
+        "expand:", "(1099511627776,1099511627776)", "more elements");
+    ROW("reshape count past int64",
+        tg_reshape(e->v3, TG_SHAPE(4611686018427387905, 4)),
+        "reshape:", "(4611686018427387905,4)", "more elements");
+    ROW("reshape -1, count past int64",
+        tg_reshape(e->v3, TG_SHAPE(-1, 4611686018427387905, 4)),
+        "reshape:", "(-1,4611686018427387905,4)", "more elements");
     ROW("select index 4", tg_select(e->x, 0, 4), "select:", "index 4",
         "(4,8,32)");
     ROW("select dim 3", tg_select(e->x, 3, 0), "select:", "dim 3", "(4,8,32)");
@@ -200,6 +237,27 @@ static void ops_table(table_walk *w, env *e)
         "cat:", "(16,32)", "(4,8,32)");
     ROW("cat dim 3", tg_cat((tg_tensor *[]){e->x, e->x}, 2, 3), "cat:", "dim 3",
         "(4,8,32)");
+    ROW("cat sizes past int64", cat_twice(empty_wide(), 1),
+        "cat:", "past int64", "(0,4611686018427387904)");
+    ROW("add broadcast past 2^59", tg_add(column(), row()),
+        "add:", "(4294967296,1) and (1,4294967296)", "more elements");
+    ROW("mse_loss broadcast past 2^59", tg_mse_loss(column(), row()),
+        "mse_loss:", "(4294967296,1) and (1,4294967296)", "more elements");
+    ROW("layer_norm rows past 2^59",
+        tg_layer_norm(temp(tg_zeros(TG_FLOAT64, TG_SHAPE(E16, E16, 0))), NULL,
+                      NULL, 1e-5),
+        "layer_norm:", "(10000000000000000,10000000000000000,0)", "more rows");
+    ROW("sum result past 2^59",
+        tg_sum(temp(tg_zeros(TG_FLOAT64, TG_SHAPE(0, E16, E16))), 0, false),
+        "sum:", "more elements");
+    ROW("matmul batch past 2^59",
+        tg_matmul(
+            temp(tg_expand(temp(tg_ones(TG_FLOAT64, TG_SHAPE(1, 1, 2, 2))),
+                           TG_SHAPE((int64_t)1 << 32, 1, 2, 2))),
+            temp(tg_expand(temp(tg_ones(TG_FLOAT64, TG_SHAPE(1, 1, 2, 2))),
+                           TG_SHAPE(1, (int64_t)1 << 32, 2, 2)))),
+        "matmul:", "(4294967296,1,2,2) and (1,4294967296,2,2)",
+        "more elements");
     ROW_RC("chunk NULL out", tg_chunk(e->x, 2, 0, NULL), "chunk:", "NULL",
            "(4,8,32)");
     ROW_IF("chunk into 0", chunk_failed(e->x, 0, 0), "chunk:", "got 0",

@@ -505,6 +505,51 @@ START_TEST(error_null)
 }
 END_TEST
 
+/* Empty products with batch dims whose count would pass int64: the result
+ * holds nothing, so it is made (with its shape) without counting the
+ * batch, forward and backward. */
+START_TEST(forward_empty_huge_batch)
+{
+    const int64_t E16 = 10000000000000000;
+    tg_tensor *a = tg_zeros(TG_FLOAT64, TG_SHAPE(E16, E16, 0, 3));
+    tg_tensor *b = tg_zeros(TG_FLOAT64, TG_SHAPE(3, 2));
+    tg_set_requires_grad(b, true);
+    tg_tensor *y = tg_matmul(a, b);
+    ck_assert_msg(y, "%s", tg_last_error());
+    ck_assert_int_eq(tg_ndim(y), 4);
+    ck_assert_int_eq(tg_size(y, 0), E16);
+    ck_assert_int_eq(tg_size(y, 2), 0);
+    ck_assert_int_eq(tg_size(y, 3), 2);
+    ck_assert_int_eq(tg_numel(y), 0);
+    tg_tensor *loss = tg_sum_all(y);
+    ck_assert_int_eq(tg_backward(loss), 0);
+    ck_assert_double_eq(tg_get(tg_grad(b), (int64_t[]){2, 1}), 0.0);
+    tg_release(loss);
+    tg_release(y);
+    tg_release(a);
+    tg_release(b);
+}
+END_TEST
+
+/* A batch that broadcasts past what a tensor can hold is an error naming
+ * both shapes, not a wrapped count. */
+START_TEST(error_batch_past_limit)
+{
+    tg_tensor *one = tg_ones(TG_FLOAT64, TG_SHAPE(1, 1, 2, 2));
+    tg_tensor *a = tg_expand(one, TG_SHAPE((int64_t)1 << 32, 1, 2, 2));
+    tg_tensor *b = tg_expand(one, TG_SHAPE(1, (int64_t)1 << 32, 2, 2));
+    ASSERT_FAILS_WITH(
+        tg_matmul(a, b),
+        "matmul: shapes (4294967296,1,2,2) and (1,4294967296,2,2)");
+    ck_assert_msg(
+        strstr(tg_last_error(), "more elements than a tensor can hold"), "%s",
+        tg_last_error());
+    tg_release(a);
+    tg_release(b);
+    tg_release(one);
+}
+END_TEST
+
 Suite *matmul_suite(void)
 {
     Suite *s = suite_create("matmul");
@@ -519,6 +564,7 @@ Suite *matmul_suite(void)
     tcase_add_test(tc, forward_float32);
     tcase_add_test(tc, forward_larger_than_a_block);
     tcase_add_test(tc, forward_empty);
+    tcase_add_test(tc, forward_empty_huge_batch);
     tcase_add_test(tc, records_on_the_tape);
     suite_add_tcase(s, tc);
 
@@ -538,6 +584,7 @@ Suite *matmul_suite(void)
     tcase_add_test(te, error_dtypes);
     tcase_add_test(te, error_0d);
     tcase_add_test(te, error_null);
+    tcase_add_test(te, error_batch_past_limit);
     suite_add_tcase(s, te);
     return s;
 }
