@@ -21,7 +21,7 @@ void tg__sb_putn(sbuf *b, const char *s, size_t n)
         size_t cap = b->cap ? b->cap : 64;
         while (cap < b->len + n + 1)
             cap *= 2;
-        char *p = realloc(b->p, cap);
+        char *p = tg__realloc(b->p, cap);
         if (!p) {
             b->oom = true;
             return;

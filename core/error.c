@@ -136,13 +136,6 @@ int tg__dim_of(const char *op, int dim, const tg_tensor *t)
     return d;
 }
 
-tg_tensor *tg__must(tg_tensor *t)
-{
-    if (!t)
-        tg__panic(__FILE__, __LINE__, "out of memory computing a gradient");
-    return t;
-}
-
 const char *tg_dtype_name(tg_dtype dt)
 {
     switch (dt) {

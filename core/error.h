@@ -1,7 +1,7 @@
-/* Private to libtapegrad: the error helpers every floor uses (core, ops, nn,
- * plot). The one core header besides core/shared.h and core/npy.h that the
- * floors above ops may include: it sees tensors only through the public
- * API, never their layout (core/internal.h). Names are tg__ (two
+/* Private to libtapegrad: the error and allocation helpers every floor uses
+ * (core, ops, nn, plot). The one core header besides core/shared.h and
+ * core/npy.h that the floors above ops may include: it sees tensors only
+ * through the public API, never their layout (core/internal.h). Names are tg__ (two
  * underscores): shared between files, never exported. */
 #ifndef TAPEGRAD_ERROR_H
 #define TAPEGRAD_ERROR_H
@@ -46,6 +46,32 @@ TG_HIDDEN const char *tg__shape_str(int ndim, const int64_t *shape, char *buf);
 #define TG_SHP(t)                                                              \
     tg__shape_str(tg_ndim(t), tg_shape(t), (char[TG_SHAPE_STR]){0})
 #endif
+
+/* ------------------------------------------------------------------ */
+/* Allocation (core/alloc.c)                                          */
+/* ------------------------------------------------------------------ */
+
+/* The library allocates only through these (never malloc and friends
+ * directly), so that one counter sees every allocation and a test can make
+ * any one of them fail. The memory is the C library's: free() it. Each
+ * returns what the C function returns, and fails as it does (NULL, or
+ * ENOMEM for tg__posix_memalign, with errno ENOMEM). */
+TG_HIDDEN void *tg__malloc(size_t n);
+TG_HIDDEN void *tg__calloc(size_t n, size_t size);
+TG_HIDDEN void *tg__realloc(void *p, size_t n);
+TG_HIDDEN int tg__posix_memalign(void **p, size_t align, size_t n);
+TG_HIDDEN char *tg__strdup(const char *s);
+/* One allocation that takes memory other than through the functions above
+ * (a block the storage pool hands out again, an mmap, realpath's buffer):
+ * counts it, and true when it is to fail. */
+TG_HIDDEN bool tg__alloc_fails(void);
+/* Fault injection, for the tests: starts counting allocations from 0; the
+ * k-th from now (k >= 1) fails, and with every_after each one after it as
+ * well. k = 0 counts without failing any; k < 0 stops counting (the
+ * default). Process-wide: allocations on every thread count. */
+TG_HIDDEN void tg__alloc_fail_at(int64_t k, bool every_after);
+/* Allocations counted since the last tg__alloc_fail_at. */
+TG_HIDDEN int64_t tg__alloc_counted(void);
 
 /* The file:line of the user's current call (NULL, 0 if unknown), as the
  * call-site macros stored it with tg_set_callsite. */

@@ -38,11 +38,12 @@ struct tg__file {
     char shown[]; /* the caller's path, for messages */
 };
 
-/* Sets "<op>: cannot write <path>: <what>: <strerror(err)>". */
+/* Sets "<op>: cannot write <path>: <what>: <strerror(err)>", the last
+ * part "out of memory" for ENOMEM, as the library's other messages say. */
 static void fail(const tg__file *w, const char *what, int err)
 {
     tg__error("%s: cannot write %s: %s: %s", w->op, w->shown, what,
-              strerror(err));
+              err == ENOMEM ? "out of memory" : strerror(err));
 }
 
 /* The directory part of path: "." for "a.npy", "/" for "/a.npy". malloc'd;
@@ -51,9 +52,9 @@ static char *dir_of(const char *path)
 {
     const char *slash = strrchr(path, '/');
     if (!slash)
-        return strdup(".");
+        return tg__strdup(".");
     size_t n = slash == path ? 1 : (size_t)(slash - path);
-    char *dir = malloc(n + 1);
+    char *dir = tg__malloc(n + 1);
     if (dir) {
         memcpy(dir, path, n);
         dir[n] = '\0';
@@ -72,7 +73,7 @@ static int create_temp(tg__file *w)
     const char *slash = strrchr(w->path, '/');
     const char *name = slash ? slash + 1 : w->path;
     size_t cap = strlen(w->dir) + strlen(name) + 16;
-    w->tmp = malloc(cap);
+    w->tmp = tg__malloc(cap);
     if (!w->tmp)
         return errno = ENOMEM, -1;
     for (int attempt = 0; attempt < 100; attempt++) {
@@ -127,7 +128,7 @@ static bool open_output(tg__file *w)
     }
     if (exists && S_ISLNK(st.st_mode)) {
         /* Replace what the link points to and keep the link. */
-        char *target = realpath(w->path, NULL);
+        char *target = tg__alloc_fails() ? NULL : realpath(w->path, NULL);
         if (!target) {
             fail(w, "cannot resolve the symbolic link", errno);
             return false;
@@ -184,8 +185,8 @@ static void file_free(tg__file *w)
 tg__file *tg__file_begin(const char *op, const char *path)
 {
     size_t n = strlen(path) + 1;
-    tg__file *w = calloc(1, sizeof *w + n);
-    char *copy = strdup(path);
+    tg__file *w = tg__calloc(1, sizeof *w + n);
+    char *copy = tg__strdup(path);
     if (!w || !copy) {
         tg__error("%s: cannot write %s: out of memory", op, path);
         free(w);

@@ -30,32 +30,38 @@ static int64_t flat_offset(const tg_tensor *t, int64_t j)
     return off;
 }
 
-/* L = sum(u * y) over the entries where u != 0, in double. */
-static double weighted_sum(const tg_tensor *y, const double *u)
+/* *L = sum(u * y) over the entries where u != 0, in double. false with an
+ * error when out of memory. */
+static bool weighted_sum(const tg_tensor *y, const double *u, double *L)
 {
     int64_t n = tg_numel(y);
-    double *v = malloc(sizeof *v * (size_t)(n ? n : 1));
-    if (!v)
-        return NAN;
+    double *v = tg__malloc(sizeof *v * (size_t)(n ? n : 1));
+    if (!v) {
+        tg__error("gradcheck: out of memory for an output %s", TG_SHP(y));
+        return false;
+    }
     tg_copy_out(y, TG_FLOAT64, v);
-    double L = 0;
+    *L = 0;
     for (int64_t i = 0; i < n; i++)
         if (u[i] != 0)
-            L += u[i] * v[i];
+            *L += u[i] * v[i];
     free(v);
-    return L;
+    return true;
 }
 
-/* L at the inputs as they are now, with grad mode off. */
-static double eval_L(tg_fn f, void *ctx, tg_tensor *const *inputs,
-                     const double *u, const tg_tensor *y0)
+/* *L at the inputs as they are now, with grad mode off (NAN when f's
+ * output changed shape). false, with the error set, when f failed or
+ * there was no memory: that is an error, not a gradient that disagrees. */
+static bool eval_L(tg_fn f, void *ctx, tg_tensor *const *inputs,
+                   const double *u, const tg_tensor *y0, double *L)
 {
     tg_tensor *y = f(inputs, ctx);
-    double L = NAN;
+    *L = NAN;
+    bool ok = y != NULL;
     if (y && y->ndim == y0->ndim && tg_numel(y) == tg_numel(y0))
-        L = weighted_sum(y, u);
+        ok = weighted_sum(y, u, L);
     tg_release(y);
-    return L;
+    return ok;
 }
 
 static bool check_inputs(tg_fn f, int n, tg_tensor *const *inputs)
@@ -96,8 +102,8 @@ static tg_tensor *analytic_pass(tg_fn f, void *ctx, tg_tensor *const *inputs,
     if (!tg__check_float("gradcheck", y))
         goto fail;
     int64_t m = tg_numel(y);
-    double *u = malloc(sizeof *u * (size_t)(m ? m : 1));
-    double *yv = malloc(sizeof *yv * (size_t)(m ? m : 1));
+    double *u = tg__malloc(sizeof *u * (size_t)(m ? m : 1));
+    double *yv = tg__malloc(sizeof *yv * (size_t)(m ? m : 1));
     if (!u || !yv) {
         free(u);
         free(yv);
@@ -147,7 +153,7 @@ int tg_gradcheck(tg_fn f, void *ctx, int n, tg_tensor *const *inputs,
     }
 
     /* Keep the caller's accumulated gradients aside, and restore them. */
-    tg_tensor **kept = calloc((size_t)n, sizeof *kept);
+    tg_tensor **kept = tg__calloc((size_t)n, sizeof *kept);
     if (!kept) {
         tg__error("gradcheck: out of memory");
         return -1;
@@ -175,11 +181,16 @@ int tg_gradcheck(tg_fn f, void *ctx, int n, tg_tensor *const *inputs,
                                   : 0;
             double numeric = 0;
             if (isfinite(orig)) {
+                double Lp, Lm;
                 tg__store(x->dtype, data, off, orig + o.eps);
-                double Lp = eval_L(f, ctx, inputs, u, y0);
+                bool ok = eval_L(f, ctx, inputs, u, y0, &Lp);
                 tg__store(x->dtype, data, off, orig - o.eps);
-                double Lm = eval_L(f, ctx, inputs, u, y0);
+                ok = ok && eval_L(f, ctx, inputs, u, y0, &Lm);
                 tg__store(x->dtype, data, off, orig);
+                if (!ok) { /* f failed: an error, not a mismatch */
+                    result = -1;
+                    break;
+                }
                 numeric = (Lp - Lm) / (2 * o.eps);
             }
             double err = fabs(analytic - numeric);

@@ -7,7 +7,7 @@
  *
  * core/ is built in floors, each file calling only those below it:
  *
- *   error.c            errors, shape strings, call sites
+ *   error.c, alloc.c   errors, shape strings, call sites; every allocation
  *   parallel.c, file.c the worker threads; safe file writes (tg__file_*)
  *   iter.c             broadcasting, strided loops, load/store, copy/add
  *   storage.c          refcounted buffers and their pool
@@ -87,13 +87,15 @@ struct tg_tensor {
  * NULL with an error naming op on a bad shape or no memory. */
 TG_HIDDEN tg_tensor *tg__new(const char *op, tg_dtype dt, int ndim,
                              const int64_t *shape, bool zero_fill);
-/* A new tensor header viewing src's storage with the given geometry. The
- * geometry must be one tg__new could have counted, and reach only src's
- * storage: with any element, every offset + sum_d i_d * strides[d], 0 <= i_d
- * < shape[d], lies in the storage (with none, any strides and offset do).
- * Asserted, not an error: each view op checks its arguments first, with an
- * error naming it, so a view that fails here is a bug in that op. */
-TG_HIDDEN tg_tensor *tg__view(const tg_tensor *src, int ndim,
+/* A new tensor header viewing src's storage with the given geometry, for
+ * op (named in its error). The geometry must be one tg__new could have
+ * counted, and reach only src's storage: with any element, every offset +
+ * sum_d i_d * strides[d], 0 <= i_d < shape[d], lies in the storage (with
+ * none, any strides and offset do). Asserted, not an error: each view op
+ * checks its arguments first, with an error naming it, so a view that fails
+ * here is a bug in that op. NULL with "op: out of memory" when the header
+ * (or the scope's slot for it) cannot be allocated. */
+TG_HIDDEN tg_tensor *tg__view(const char *op, const tg_tensor *src, int ndim,
                               const int64_t *shape, const int64_t *strides,
                               int64_t offset);
 /* C-order (contiguous) strides for shape. */
@@ -127,8 +129,10 @@ TG_HIDDEN void tg__audit_died(tg_tensor *t);
  * that outlives the scope, e.g. a gradient field. */
 TG_HIDDEN void tg__unscope(tg_tensor *t);
 /* Hands a new tensor to the innermost open scope, if any (tensor.c calls it
- * for every tensor it makes). */
-TG_HIDDEN void tg__scope_register(tg_tensor *t);
+ * for every tensor it makes). false, with the error "op: out of memory ..."
+ * set, when the scope's list cannot grow, or when the innermost scope is one
+ * tg_scope_begin could not open: the tensor cannot be made then. */
+TG_HIDDEN bool tg__scope_register(tg_tensor *t, const char *op);
 /* Pauses scopes (returns the previous state). While paused, new tensors
  * are not registered and tg_release never takes a tensor out of its scope:
  * the backward engine pauses them, so the references ops take and drop
@@ -144,6 +148,10 @@ TG_HIDDEN void tg__scope_release(tg_tensor *t);
 TG_HIDDEN bool tg__scope_is_open(void);
 TG_HIDDEN tg_tensor *tg__scope_take_newest(void);
 TG_HIDDEN void tg__scope_close(void);
+/* tg_scope_end's first step: when the innermost scope is one tg_scope_begin
+ * could not open (out of memory), closes it and returns true (holding no
+ * tensors, it has nothing to release). */
+TG_HIDDEN bool tg__scope_close_lost(void);
 
 /* ------------------------------------------------------------------ */
 /* Shape arithmetic, checked (core/error.c)                           */
@@ -188,10 +196,6 @@ TG_HIDDEN bool tg__check_count(const char *op, int ndim, const int64_t *shape,
 TG_HIDDEN int tg__dim(const char *op, int dim, int ndim);
 /* The same against t's dims, naming t's shape in the error. */
 TG_HIDDEN int tg__dim_of(const char *op, int dim, const tg_tensor *t);
-/* Backward has no error path: running out of memory while computing a
- * gradient is fatal, as it is for the gradients the tape allocates. Returns t
- * when it is not NULL. */
-TG_HIDDEN tg_tensor *tg__must(tg_tensor *t);
 /* Errors (and returns false) unless t is float32/float64. */
 TG_HIDDEN bool tg__check_float(const char *op, const tg_tensor *t);
 /* Errors unless a and b share a float dtype. */
@@ -338,8 +342,10 @@ TG_HIDDEN void tg__loop_run(tg_loop *L, int64_t cost, tg_run_fn fn, void *ctx);
 /* dst += src, where dst's shape broadcasts to src's (src is summed over the
  * dims dst is broadcast along, in double and in C order, rounded once: the
  * bits tg_sum gives; the same with any number of threads). Same float
- * dtype. (tg__copy_into, its sibling, is in core/shared.h.) */
-TG_HIDDEN void tg__add_into(tg_tensor *dst, const tg_tensor *src);
+ * dtype. false, with dst unchanged and no error set, when out of memory
+ * for the sums, which only a dst with fewer elements than src needs.
+ * (tg__copy_into, its sibling, is in core/shared.h.) */
+TG_HIDDEN bool tg__add_into(tg_tensor *dst, const tg_tensor *src);
 
 /* ------------------------------------------------------------------ */
 /* The tape                                                           */
@@ -350,7 +356,11 @@ TG_HIDDEN void tg__add_into(tg_tensor *dst, const tg_tensor *src);
 /* An op's descriptor: its name and backward. backward gets the gradient dy
  * of the node's output (same shape as the output) and adds each input's
  * gradient with tg__accumulate. It runs with grad mode off, so it may use
- * the public ops freely. */
+ * the public ops freely. It has no error path of its own: when it cannot
+ * compute a gradient (out of memory: the shapes were checked forward), it
+ * passes NULL to tg__accumulate for it, which stops the walk with an error;
+ * so a backward must never dereference a result it did not check, and may
+ * hand a NULL from a public op straight on. */
 typedef struct tg_op {
     const char *name;
     void (*backward)(tg_node *n, tg_tensor *dy);
@@ -381,17 +391,25 @@ struct tg_node {
 };
 
 /* Records an op on the tape if grad mode is on and any input requires grad:
- * appends an entry retaining the inputs, marks out as requiring grad, and
- * returns the entry (for tg__save and parameters). Returns NULL when nothing
- * is recorded. Inputs may include NULL (e.g. an absent bias): skipped. */
-TG_HIDDEN tg_node *tg__record(const tg_op *op, tg_tensor *out, int n_in,
-                              tg_tensor *const *in);
+ * appends an entry retaining the inputs and marks out as requiring grad.
+ * Returns out, whose entry, when one was recorded, is out->node (for
+ * tg__save and parameters); or NULL when the entry cannot be allocated,
+ * having released out and set "<op>: out of memory recording its tape
+ * entry", so that an op ends with `return tg__record(...)` or
+ * `y = tg__record(...); if (y && y->node) ...` and never returns a result
+ * missing from the tape. A NULL out gives NULL (its error kept). Inputs may
+ * include NULL (e.g. an absent bias): skipped. */
+TG_HIDDEN tg_tensor *tg__record(const tg_op *op, tg_tensor *out, int n_in,
+                                tg_tensor *const *in);
 /* Retains t in the entry for backward. Never the entry's own output (that
  * would be a reference cycle): backward reads the output as n->out. */
 TG_HIDDEN void tg__save(tg_node *n, tg_tensor *t);
 /* Adds g into the gradient of input i of n, summing g down to that input's
  * shape first if the input was broadcast. Takes g borrowed. No-op if the
- * input does not require grad. */
+ * input does not require grad. A NULL g says the backward could not compute
+ * this gradient (its error set): the walk stops with an error, as it does
+ * when adding g runs out of memory; later calls in this backward do
+ * nothing. */
 TG_HIDDEN void tg__accumulate(tg_node *n, int i, tg_tensor *g);
 /* True when input i of n needs a gradient (skip computing it otherwise). */
 TG_HIDDEN bool tg__needs_grad(const tg_node *n, int i);
@@ -399,7 +417,8 @@ TG_HIDDEN bool tg__needs_grad(const tg_node *n, int i);
 TG_HIDDEN void tg__node_free(tg_node *n);
 
 /* Sums g over the dims along which a tensor of (ndim, shape) was broadcast
- * to g's shape, giving a new tensor of exactly (ndim, shape). */
+ * to g's shape, giving a new tensor of exactly (ndim, shape); NULL with an
+ * error when out of memory. */
 TG_HIDDEN tg_tensor *tg__sum_to_shape(tg_tensor *g, int ndim,
                                       const int64_t *shape);
 

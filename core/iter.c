@@ -285,8 +285,9 @@ static void add_run(void *job, int64_t start, const int64_t *off,
  * sit in a double buffer shaped like dst, laid out in C order. On this
  * thread alone, in one fixed order: the same bits with any number of
  * threads. (Splitting the columns of a bias among threads was slower: each
- * thread then strides over every row.) */
-static void add_summing(tg_tensor *dst, const tg_tensor *src)
+ * thread then strides over every row.) false, dst untouched, when out of
+ * memory for the buffer. */
+static bool add_summing(tg_tensor *dst, const tg_tensor *src)
 {
     /* acc: the buffer's layout, a loop operand only (tg__loop_init reads
      * ndim, shape and strides), dst's shape in C order */
@@ -297,9 +298,9 @@ static void add_summing(tg_tensor *dst, const tg_tensor *src)
         acc.strides[d] = numel;
         numel *= dst->shape[d];
     }
-    double *sum = calloc((size_t)(numel ? numel : 1), sizeof *sum);
+    double *sum = tg__calloc((size_t)(numel ? numel : 1), sizeof *sum);
     if (!sum)
-        tg__panic(__FILE__, __LINE__, "out of memory summing a gradient");
+        return false;
 
     /* sum[j] += src[j, k], for k in C order (operands {src, acc}) */
     tg_loop L;
@@ -364,9 +365,10 @@ static void add_summing(tg_tensor *dst, const tg_tensor *src)
         } while (tg__loop_next(&L));
     });
     free(sum);
+    return true;
 }
 
-void tg__add_into(tg_tensor *dst, const tg_tensor *src)
+bool tg__add_into(tg_tensor *dst, const tg_tensor *src)
 {
     TG_ASSERT(dst->dtype == src->dtype);
     /* dst broadcasts to src's shape: with fewer elements, some add into
@@ -376,14 +378,13 @@ void tg__add_into(tg_tensor *dst, const tg_tensor *src)
         dst_numel *= dst->shape[d];
     for (int d = 0; d < src->ndim; d++)
         src_numel *= src->shape[d];
-    if (dst_numel != src_numel) {
-        add_summing(dst, src);
-        return;
-    }
+    if (dst_numel != src_numel)
+        return add_summing(dst, src);
     tg_loop L;
     tg__loop_init(&L, src->ndim, src->shape, 2,
                   (const tg_tensor *const[]){src, dst});
     tg__loop_run(&L, 1, add_run, &(pair_job){dst, src});
+    return true;
 }
 
 /* dst = src over one run (operands {dst, src}), same dtype. */

@@ -332,7 +332,7 @@ static bool read_prefix(npy_file *in, int64_t *hlen, int64_t *data_start)
 /* Reads and parses the header of length hlen (known to fit in the file). */
 static bool read_header(npy_file *in, int64_t hlen, npy_header *h)
 {
-    char *text = malloc((size_t)hlen + 1);
+    char *text = tg__malloc((size_t)hlen + 1);
     if (!text)
         return fail(in, "out of memory for a %lld-byte header",
                     (long long)hlen);

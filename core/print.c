@@ -323,7 +323,7 @@ static double *shown_values(printer *p, int64_t *n_out)
     int64_t n = 1;
     for (int d = 0; d < t->ndim; d++)
         n *= shown_count(p, d);
-    double *vals = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    double *vals = tg__malloc(sizeof(double) * (size_t)(n ? n : 1));
     if (!vals)
         return NULL;
     int64_t j[TG_MAX_DIMS] = {0};

@@ -9,6 +9,14 @@
  * caller. tg_scope_end (core/tensor.c) releases what is left in its
  * slots, newest first.
  *
+ * Out of memory: tg_scope_begin returns nothing, so a scope it cannot open
+ * (its mark cannot be pushed) is counted as lost instead. While the
+ * innermost scope is a lost one, no tensor can be made (tg__scope_register
+ * fails, and the op with it, naming the cause), since none could be
+ * released at the scope's end; the matching tg_scope_end closes the lost
+ * scope and reports it. A slot that cannot be pushed fails the op that made
+ * the tensor the same way.
+ *
  * Below the tensor: this file keeps pointers and slot numbers, and never
  * takes or drops a reference itself. */
 #include "core/internal.h"
@@ -19,6 +27,7 @@ static TG_THREAD_LOCAL tg_tensor **slots;
 static TG_THREAD_LOCAL int64_t n_slots, cap_slots;
 static TG_THREAD_LOCAL int64_t *marks; /* n_slots at each open scope's begin */
 static TG_THREAD_LOCAL int64_t n_marks, cap_marks;
+static TG_THREAD_LOCAL int64_t n_lost; /* innermost scopes never opened */
 static TG_THREAD_LOCAL bool paused;
 
 /* Grows *buf to hold at least need elements of size es. */
@@ -29,7 +38,7 @@ static bool grow(void **buf, int64_t *cap, int64_t need, size_t es)
     int64_t ncap = *cap ? *cap * 2 : 64;
     while (ncap < need)
         ncap *= 2;
-    void *p = realloc(*buf, (size_t)ncap * es);
+    void *p = tg__realloc(*buf, (size_t)ncap * es);
     if (!p)
         return false;
     *buf = p;
@@ -39,9 +48,20 @@ static bool grow(void **buf, int64_t *cap, int64_t need, size_t es)
 
 void tg_scope_begin(void)
 {
-    if (!grow((void **)&marks, &cap_marks, n_marks + 1, sizeof *marks))
-        tg__panic(__FILE__, __LINE__, "out of memory opening a scope");
+    if (n_lost > 0 ||
+        !grow((void **)&marks, &cap_marks, n_marks + 1, sizeof *marks)) {
+        n_lost++; /* nested in a lost scope, or lost itself */
+        return;
+    }
     marks[n_marks++] = n_slots;
+}
+
+bool tg__scope_close_lost(void)
+{
+    if (n_lost == 0)
+        return false;
+    n_lost--;
+    return true;
 }
 
 bool tg__scope_is_open(void) { return n_marks > 0; }
@@ -87,14 +107,25 @@ void tg__scope_release(tg_tensor *t)
         tg__unscope(t);
 }
 
-void tg__scope_register(tg_tensor *t)
+bool tg__scope_register(tg_tensor *t, const char *op)
 {
-    if (n_marks == 0 || paused)
-        return;
-    if (!grow((void **)&slots, &cap_slots, n_slots + 1, sizeof *slots))
-        tg__panic(__FILE__, __LINE__, "out of memory in a scope");
+    if (paused)
+        return true;
+    if (n_lost > 0) {
+        tg__error("%s: out of memory: tg_scope_begin could not open the "
+                  "innermost scope",
+                  op);
+        return false;
+    }
+    if (n_marks == 0)
+        return true;
+    if (!grow((void **)&slots, &cap_slots, n_slots + 1, sizeof *slots)) {
+        tg__error("%s: out of memory for the scope's list of tensors", op);
+        return false;
+    }
     t->scope_slot = n_slots;
     slots[n_slots++] = t;
+    return true;
 }
 
 void tg__unscope(tg_tensor *t)

@@ -160,6 +160,8 @@ static void mark_handed_out(block *b, size_t nbytes)
 static char *huge_map(size_t cap)
 {
     size_t len = cap + page_size, span = len + HUGE_BLOCK;
+    if (tg__alloc_fails())
+        return NULL;
     char *p = mmap(NULL, span, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
@@ -190,7 +192,7 @@ static block *block_new(int c, size_t cap, bool *zeroed)
     }
 #endif
     if (!is_huge(cap) &&
-        posix_memalign((void **)&data, 64, cap + sizeof(block)))
+        tg__posix_memalign((void **)&data, 64, cap + sizeof(block)))
         data = NULL;
     if (!data)
         return NULL;
@@ -204,9 +206,9 @@ static block *block_new(int c, size_t cap, bool *zeroed)
 /* A block outside the pool, as the storage always was: two mallocs. */
 static block *block_malloc(size_t nbytes)
 {
-    block *b = malloc(sizeof *b);
+    block *b = tg__malloc(sizeof *b);
     /* One byte at least, so a 0-element tensor has a valid pointer. */
-    void *data = b ? malloc(nbytes ? nbytes : 1) : NULL;
+    void *data = b ? tg__malloc(nbytes ? nbytes : 1) : NULL;
     if (!data) {
         free(b);
         return NULL;
@@ -310,16 +312,26 @@ int64_t tg__pool_cached_bytes(void)
 }
 
 /* Takes a cached block of class c, or NULL, counting one more live block
- * of the class either way. false when the pool is off. */
-static bool pool_take(int c, block **b)
+ * of the class either way. false when the pool is off. Handing a cached
+ * block out again is an allocation like any other (tg__alloc_fails), so
+ * that which allocation a program makes k-th does not depend on what the
+ * pool holds: when it is to fail, the block stays cached, *failed is set,
+ * and nothing is counted. */
+static bool pool_take(int c, block **b, bool *failed)
 {
     pthread_mutex_lock(&pool.lock);
     bool on = pool.on;
+    *failed = false;
     if (on) {
         size_class *sc = &pool.cls[c];
         if (!sc->used) {
             sc->used = true;
             pool.used[pool.n_used++] = c;
+        }
+        if (sc->free && tg__alloc_fails()) {
+            pthread_mutex_unlock(&pool.lock);
+            *failed = true;
+            return on;
         }
         if ((*b = sc->free)) {
             sc->free = (*b)->next;
@@ -341,8 +353,10 @@ tg_storage *tg__storage_new(size_t nbytes, bool zero_fill)
     size_t cap;
     int c = size_class_of(nbytes, &cap);
     block *b = NULL;
-    bool zeroed = false;
-    if (c >= 0 && pool_take(c, &b)) {
+    bool zeroed = false, failed;
+    if (c >= 0 && pool_take(c, &b, &failed)) {
+        if (failed)
+            return NULL;
         if (b)
             mark_handed_out(b, nbytes);
         else if (!(b = block_new(c, cap, &zeroed))) {

@@ -11,7 +11,14 @@
  * before its output), and for each one whose output received a gradient
  * calls the op's backward, which adds (+=) into its inputs' gradients. Each
  * entry is consumed as it goes: its inputs and saved tensors are released,
- * and a later backward through it is an error. */
+ * and a later backward through it is an error.
+ *
+ * A walk is all or nothing for the gradients: the leaves' gradients are set
+ * aside when it starts, the walk sums its contributions into fresh ones,
+ * and only a walk that succeeds adds those into the old ones. A backward
+ * that cannot compute a gradient (out of memory) hands tg__accumulate a
+ * NULL, which stops the walk; the leaves then get their old gradients back
+ * and the walk's are dropped. */
 #include "core/internal.h"
 
 #include <math.h>
@@ -34,14 +41,15 @@ bool tg_is_grad_enabled(void) { return !grad_disabled; }
 
 /* ---- recording ---------------------------------------------------------- */
 
-/* A node with room for n_in inputs and their metadata, in one block. */
+/* A node with room for n_in inputs and their metadata, in one block; NULL
+ * when out of memory. */
 static tg_node *node_alloc(int n_in)
 {
     size_t per_input = sizeof(int64_t[TG_MAX_DIMS]) + sizeof(tg_tensor *) +
                        sizeof(uint64_t) + sizeof(void *) + sizeof(int);
-    tg_node *n = calloc(1, sizeof *n + (size_t)n_in * per_input);
+    tg_node *n = tg__calloc(1, sizeof *n + (size_t)n_in * per_input);
     if (!n)
-        tg__panic(__FILE__, __LINE__, "out of memory recording an op");
+        return NULL;
     /* 8-byte members first, the ints last, so each array is aligned */
     char *p = (char *)(n + 1);
     n->in_shape = (int64_t(*)[TG_MAX_DIMS])p;
@@ -57,24 +65,32 @@ static tg_node *node_alloc(int n_in)
     return n;
 }
 
-tg_node *tg__record(const tg_op *op, tg_tensor *out, int n_in,
-                    tg_tensor *const *in)
+tg_tensor *tg__record(const tg_op *op, tg_tensor *out, int n_in,
+                      tg_tensor *const *in)
 {
-    TG_ASSERT(n_in >= 0 && out && !out->node);
+    if (!out)
+        return NULL;
+    TG_ASSERT(n_in >= 0 && !out->node);
     /* Every differentiable op passes here, recorded or not: the one place
      * to look at its output. (Ops a backward runs are checked as gradients
      * instead, by tg__accumulate.) */
     if (tg__anomaly_on() && !in_backward)
         tg__anomaly_forward(op, out, n_in, in);
     if (grad_disabled)
-        return NULL;
+        return out;
     bool any = false;
     for (int i = 0; i < n_in; i++)
         any |= in[i] && in[i]->requires_grad;
     if (!any)
-        return NULL;
+        return out;
 
     tg_node *n = node_alloc(n_in);
+    if (!n) {
+        tg__error("%s: out of memory recording its tape entry (output %s)",
+                  op->name, TG_SHP(out));
+        tg_release(out);
+        return NULL;
+    }
     n->op = op;
     n->seq = next_seq++;
     tg__callsite(&n->file, &n->line);
@@ -98,7 +114,7 @@ tg_node *tg__record(const tg_op *op, tg_tensor *out, int n_in,
     else
         tape_head = n;
     tape_tail = n;
-    return n;
+    return out;
 }
 
 void tg__save(tg_node *n, tg_tensor *t)
@@ -151,11 +167,20 @@ void tg__node_free(tg_node *n)
 
 /* ---- gradient accumulation -------------------------------------------- */
 
+/* Set when a backward could not compute or add a gradient (out of memory,
+ * its error set): the walk stops there and gives the gradients back as they
+ * were (see tg_backward_with). */
+static TG_THREAD_LOCAL bool walk_failed;
+
 tg_tensor *tg__sum_to_shape(tg_tensor *g, int ndim, const int64_t *shape)
 {
-    tg_tensor *out = tg__new("sum_to_shape", g->dtype, ndim, shape, true);
-    if (out)
-        tg__add_into(out, g);
+    tg_tensor *out = tg__new("gradient", g->dtype, ndim, shape, true);
+    if (out && !tg__add_into(out, g)) {
+        tg__error("gradient: out of memory summing %s to %s", TG_SHP(g),
+                  TG_SHP(out));
+        tg_release(out);
+        return NULL;
+    }
     return out;
 }
 
@@ -179,23 +204,28 @@ static bool can_adopt(const tg_tensor *t, const tg_tensor *g)
  * never aliases a tensor someone else holds: g itself when adopt allows and
  * nobody else holds it (the caller's reference is then shared with t, and
  * dropping it leaves t the owner), else a copy, summed down to t's shape
- * where t was broadcast. */
-static void grad_add(tg_tensor *t, tg_tensor *g, bool adopt)
+ * where t was broadcast. false, with the error set and t.grad as it was,
+ * when out of memory. */
+static bool grad_add(tg_tensor *t, tg_tensor *g, bool adopt)
 {
     if (t->grad) {
-        tg__add_into(t->grad, g);
-        return;
+        if (tg__add_into(t->grad, g))
+            return true;
+        tg__error("gradient: out of memory summing %s into %s", TG_SHP(g),
+                  TG_SHP(t));
+        return false;
     }
     if (adopt && can_adopt(t, g)) {
         t->grad = tg_retain(g);
-        return;
+        return true;
     }
     t->grad = same_shape(t, g) && g->dtype == t->dtype
-                  ? tg__copy("backward", g)
+                  ? tg__copy("gradient", g)
                   : tg__sum_to_shape(g, t->ndim, t->shape);
     if (!t->grad)
-        tg__panic(__FILE__, __LINE__, "out of memory for a gradient");
+        return false;
     tg__unscope(t->grad);
+    return true;
 }
 
 bool tg__needs_grad(const tg_node *n, int i)
@@ -205,9 +235,12 @@ bool tg__needs_grad(const tg_node *n, int i)
 
 void tg__accumulate(tg_node *n, int i, tg_tensor *g)
 {
-    if (!tg__needs_grad(n, i))
+    if (!tg__needs_grad(n, i) || walk_failed)
         return;
-    TG_ASSERT(g);
+    if (!g) { /* the backward could not compute it; its error is set */
+        walk_failed = true;
+        return;
+    }
     tg_tensor *x = n->in[i];
     /* Inputs that were broadcast get the gradient summed back to their own
      * shape: d/dx of sum over the copies = sum of the gradients. */
@@ -216,7 +249,8 @@ void tg__accumulate(tg_node *n, int i, tg_tensor *g)
         return;
     /* g is a backward's result, or dy itself: the output's gradient, which
      * the walk drops after this backward unless the output retains it. */
-    grad_add(x, g, g != n->out->grad || !n->out->retain_grad);
+    if (!grad_add(x, g, g != n->out->grad || !n->out->retain_grad))
+        walk_failed = true;
 }
 
 /* ---- backward --------------------------------------------------------- */
@@ -227,29 +261,67 @@ static int by_seq_desc(const void *a, const void *b)
     return sa < sb ? 1 : sa > sb ? -1 : 0;
 }
 
-/* The entries out depends on, newest first, in a malloc'd array; *count
- * gets their number. NULL with an error when an entry on the way was
- * consumed by an earlier backward. */
-static tg_node **collect(tg_tensor *out, int64_t *count)
+/* A leaf the walk reaches, and the gradient it had before the walk (set
+ * aside meanwhile, so that the walk sums its contributions into a fresh
+ * one). */
+typedef struct leaf_grad {
+    tg_tensor *leaf;
+    tg_tensor *before;
+} leaf_grad;
+
+static int by_address(const void *a, const void *b)
 {
-    int64_t cap = 64, n = 0, top = 0;
-    tg_node **found = malloc(sizeof *found * (size_t)cap);
-    tg_node **stack = malloc(sizeof *stack * (size_t)cap);
-    int64_t stack_cap = cap;
-    if (!found || !stack)
-        tg__panic(__FILE__, __LINE__, "out of memory in backward");
+    uintptr_t pa = (uintptr_t)((const leaf_grad *)a)->leaf;
+    uintptr_t pb = (uintptr_t)((const leaf_grad *)b)->leaf;
+    return pa < pb ? -1 : pa > pb;
+}
+
+/* Room in *buf (of *cap elements of size es) for one more after n: false
+ * when out of memory (*buf is then as it was). */
+static bool room_for_one(void **buf, int64_t *cap, int64_t n, size_t es)
+{
+    if (n < *cap)
+        return true;
+    void *p = tg__realloc(*buf, (size_t)(*cap * 2) * es);
+    if (!p)
+        return false;
+    *buf = p;
+    *cap *= 2;
+    return true;
+}
+
+/* What a walk gathers before it starts: the entries out depends on, newest
+ * first, and the leaves they reach (each once) that require grad. */
+typedef struct walk {
+    tg_node **order;
+    int64_t count;
+    leaf_grad *leaves;
+    int64_t n_leaves;
+} walk;
+
+/* Gathers out's walk into w (malloc'd arrays). false with an error, and
+ * nothing changed, when an entry on the way was consumed by an earlier
+ * backward or when out of memory. */
+static bool collect(tg_tensor *out, walk *w)
+{
+    int64_t cap = 64, n = 0, top = 0, stack_cap = 64, leaf_cap = 64;
+    int64_t n_leaves = 0;
+    tg_node **found = tg__malloc(sizeof *found * (size_t)cap);
+    tg_node **stack = tg__malloc(sizeof *stack * (size_t)stack_cap);
+    leaf_grad *leaves = tg__malloc(sizeof *leaves * (size_t)leaf_cap);
+    bool ok = found && stack && leaves, oom = !ok;
     /* A depth-first walk; `seq` bit 63 marks visited entries meanwhile. */
     const uint64_t mark = UINT64_C(1) << 63;
-    stack[top++] = out->node;
-    out->node->seq |= mark;
-    bool ok = true;
-    while (top > 0) {
+    if (ok) {
+        stack[top++] = out->node;
+        out->node->seq |= mark;
+    }
+    while (ok && top > 0) {
         tg_node *nd = stack[--top];
-        if (n == cap) {
-            cap *= 2;
-            found = realloc(found, sizeof *found * (size_t)cap);
-            if (!found)
-                tg__panic(__FILE__, __LINE__, "out of memory in backward");
+        if (!room_for_one((void **)&found, &cap, n, sizeof *found)) {
+            nd->seq &= ~mark;
+            ok = false, oom = true;
+            break;
         }
         found[n++] = nd;
         if (nd->consumed) {
@@ -259,32 +331,53 @@ static tg_node **collect(tg_tensor *out, int64_t *count)
                 "a second time",
                 nd->op->name);
             ok = false;
-            continue;
+            break;
         }
-        for (int i = 0; i < nd->n_in; i++) {
+        for (int i = 0; ok && i < nd->n_in; i++) {
             tg_tensor *x = nd->in[i];
-            if (!x || !x->requires_grad || !x->node || (x->node->seq & mark))
+            if (!x || !x->requires_grad)
                 continue;
-            if (top == stack_cap) {
-                stack_cap *= 2;
-                stack = realloc(stack, sizeof *stack * (size_t)stack_cap);
-                if (!stack)
-                    tg__panic(__FILE__, __LINE__, "out of memory in backward");
+            if (!x->node) {
+                ok = room_for_one((void **)&leaves, &leaf_cap, n_leaves,
+                                  sizeof *leaves);
+                if (ok)
+                    leaves[n_leaves++] = (leaf_grad){x, NULL};
+                continue;
             }
-            x->node->seq |= mark;
-            stack[top++] = x->node;
+            if (x->node->seq & mark)
+                continue;
+            ok = room_for_one((void **)&stack, &stack_cap, top, sizeof *stack);
+            if (ok) {
+                x->node->seq |= mark;
+                stack[top++] = x->node;
+            }
         }
+        oom = !ok;
     }
-    free(stack);
-    for (int64_t i = 0; i < n; i++)
+    /* Unmark the entries found and those still on the stack. */
+    for (int64_t i = 0; found && i < n; i++)
         found[i]->seq &= ~mark;
+    for (int64_t i = 0; stack && i < top; i++)
+        stack[i]->seq &= ~mark;
+    free(stack);
     if (!ok) {
+        if (oom)
+            tg__error("backward: out of memory gathering the tape entries of "
+                      "%s",
+                      TG_SHP(out));
         free(found);
-        return NULL;
+        free(leaves);
+        return false;
     }
     qsort(found, (size_t)n, sizeof *found, by_seq_desc);
-    *count = n;
-    return found;
+    /* A leaf used by several entries is listed once. */
+    qsort(leaves, (size_t)n_leaves, sizeof *leaves, by_address);
+    int64_t unique = 0;
+    for (int64_t i = 0; i < n_leaves; i++)
+        if (unique == 0 || leaves[unique - 1].leaf != leaves[i].leaf)
+            leaves[unique++] = leaves[i];
+    *w = (walk){found, n, leaves, unique};
+    return true;
 }
 
 /* |g| for the tape's printout: the sum of squares in double. A contiguous g
@@ -352,6 +445,41 @@ double tg__sum_squares(const tg_tensor *g)
     return s;
 }
 
+/* The walk's end for its leaves. After a walk that succeeded, each leaf's
+ * gradient is the one it had plus this walk's contributions, summed first
+ * (as PyTorch's AccumulateGrad adds the call's sum in one step): into the
+ * gradient it had, in place, so a pointer from tg_grad stays valid. After
+ * one that failed, each leaf gets back the gradient it had. */
+static void settle_leaves(const walk *w, bool ok)
+{
+    for (int64_t i = 0; i < w->n_leaves; i++) {
+        tg_tensor *t = w->leaves[i].leaf, *before = w->leaves[i].before;
+        if (ok && before && t->grad) {
+            /* same shape and dtype: no allocation, so no failure */
+            bool added = tg__add_into(before, t->grad);
+            TG_ASSERT(added);
+        }
+        if (!ok || before) {
+            tg__drop(t->grad);
+            t->grad = before;
+        }
+        tg__drop(t); /* the walk's reference */
+    }
+}
+
+/* The message of a walk that failed in the backward of op: the error it
+ * set, prefixed. */
+static void failed_in(const char *op)
+{
+    char inner[512];
+    snprintf(inner, sizeof inner, "%s", tg_last_error());
+    if (strstr(inner, "out of memory"))
+        tg__error("backward: out of memory in the backward of '%s' (%s)", op,
+                  inner);
+    else
+        tg__error("backward: the backward of '%s' failed (%s)", op, inner);
+}
+
 int tg_backward_with(tg_tensor *out, tg_tensor *dout)
 {
     if (!out || !dout)
@@ -370,34 +498,41 @@ int tg_backward_with(tg_tensor *out, tg_tensor *dout)
                   TG_SHP(out));
         return -1;
     }
-    if (!out->node) { /* a leaf: its gradient is dout itself */
-        grad_add(out, dout, false);
-        return 0;
-    }
-    int64_t count = 0;
-    tg_node **order = collect(out, &count);
-    if (!order)
+    if (!out->node) /* a leaf: its gradient is dout itself */
+        return grad_add(out, dout, false) ? 0 : tg__error_wrap("backward");
+    walk w;
+    if (!collect(out, &w))
         return -1;
 
     /* Hold every output until the walk ends: releasing an entry's inputs
-     * must not free a tensor whose own entry is still to come. */
-    for (int64_t i = 0; i < count; i++)
-        tg_retain(order[i]->out);
+     * must not free a tensor whose own entry is still to come. Hold the
+     * leaves too, with their gradients set aside. */
+    for (int64_t i = 0; i < w.count; i++)
+        tg_retain(w.order[i]->out);
+    for (int64_t i = 0; i < w.n_leaves; i++) {
+        tg_tensor *t = tg_retain(w.leaves[i].leaf);
+        w.leaves[i].before = t->grad;
+        t->grad = NULL;
+    }
     bool was = tg_set_grad_enabled(false);
     bool was_paused = tg__scope_pause(true);
-    bool was_in_backward = in_backward;
+    bool was_in_backward = in_backward, was_failed = walk_failed;
     in_backward = true;
-    grad_add(out, dout, false);
-    for (int64_t i = 0; i < count; i++) {
-        tg_node *n = order[i];
+    if ((walk_failed = !grad_add(out, dout, false)))
+        tg__error_wrap("backward");
+    for (int64_t i = 0; i < w.count; i++) {
+        tg_node *n = w.order[i];
         tg_tensor *y = n->out;
-        if (y->grad && !tg__anomaly_pending()) {
+        if (y->grad && !walk_failed && !tg__anomaly_pending()) {
             n->grad_norm = sqrt(tg__sum_squares(y->grad));
             n->op->backward(n, y->grad);
-            if (!y->retain_grad) {
-                tg_release(y->grad);
-                y->grad = NULL;
-            }
+            if (walk_failed)
+                failed_in(n->op->name);
+        }
+        /* On failure every output's gradient is this walk's: none stays. */
+        if (!y->retain_grad || walk_failed) {
+            tg_release(y->grad);
+            y->grad = NULL;
         }
         node_drop_refs(n);
         n->consumed = true;
@@ -405,13 +540,23 @@ int tg_backward_with(tg_tensor *out, tg_tensor *dout)
     in_backward = was_in_backward;
     tg__scope_pause(was_paused);
     tg_set_grad_enabled(was);
-    for (int64_t i = 0; i < count; i++)
-        tg__drop(order[i]->out);
-    free(order);
+    /* An anomaly stopped the walk (its message is the error), or a
+     * backward failed: the entries are consumed all the same. */
+    bool ok = !tg__anomaly_take() && !walk_failed;
+    walk_failed = was_failed;
+    for (int64_t i = 0; i < w.count; i++) {
+        tg_tensor *y = w.order[i]->out;
+        if (!ok && y->grad) { /* a retained gradient from before the failure */
+            tg_release(y->grad);
+            y->grad = NULL;
+        }
+        tg__drop(y);
+    }
+    settle_leaves(&w, ok);
+    free(w.order);
+    free(w.leaves);
     tg__pool_epoch(); /* a step's end, usually: see core/tensor.c */
-    /* An anomaly stopped the walk (its message is the error); the entries
-     * are consumed all the same. */
-    return tg__anomaly_take() ? -1 : 0;
+    return ok ? 0 : -1;
 }
 
 int tg_backward(tg_tensor *loss)
@@ -428,7 +573,7 @@ int tg_backward(tg_tensor *loss)
         return -1;
     tg_tensor *seed = tg_ones_like(loss);
     if (!seed)
-        return -1;
+        return tg__error_wrap("backward");
     tg__unscope(seed);
     int rc = tg_backward_with(loss, seed);
     tg_release(seed);
@@ -476,7 +621,7 @@ tg_tensor *tg_detach(tg_tensor *t)
 {
     if (!t)
         return NULL;
-    return tg__view(t, t->ndim, t->shape, t->strides, t->offset);
+    return tg__view("detach", t, t->ndim, t->shape, t->strides, t->offset);
 }
 
 /* ---- the tape, for teaching -------------------------------------------- */

@@ -27,7 +27,7 @@ void tg__contiguous_strides(int ndim, const int64_t *shape, int64_t *strides)
 
 static tg_tensor *header_new(tg_dtype dt, int ndim, const int64_t *shape)
 {
-    tg_tensor *t = calloc(1, sizeof *t);
+    tg_tensor *t = tg__calloc(1, sizeof *t);
     if (!t)
         return NULL;
     t->refcount = 1;
@@ -72,9 +72,13 @@ tg_tensor *tg__new(const char *op, tg_dtype dt, int ndim, const int64_t *shape,
                   tg__shape_str(ndim, shape, (char[TG_SHAPE_STR]){0}));
         return NULL;
     }
+    if (!tg__scope_register(t, op)) {
+        tg__storage_release(t->storage);
+        free(t);
+        return NULL;
+    }
     tg__contiguous_strides(ndim, shape, t->strides);
     tg__audit_born(t, op);
-    tg__scope_register(t);
     return t;
 }
 
@@ -104,14 +108,19 @@ static bool view_fits(const tg_storage *s, tg_dtype dt, int ndim,
     return lo >= 0 && hi < (int64_t)(s->nbytes / tg_dtype_size(dt));
 }
 
-tg_tensor *tg__view(const tg_tensor *src, int ndim, const int64_t *shape,
-                    const int64_t *strides, int64_t offset)
+tg_tensor *tg__view(const char *op, const tg_tensor *src, int ndim,
+                    const int64_t *shape, const int64_t *strides,
+                    int64_t offset)
 {
     TG_ASSERT(
         view_fits(src->storage, src->dtype, ndim, shape, strides, offset));
     tg_tensor *t = header_new(src->dtype, ndim, shape);
     if (!t) {
-        tg__error("view: out of memory");
+        tg__error("%s: out of memory for a view of %s", op, TG_SHP(src));
+        return NULL;
+    }
+    if (!tg__scope_register(t, op)) {
+        free(t);
         return NULL;
     }
     if (ndim > 0)
@@ -120,7 +129,6 @@ tg_tensor *tg__view(const tg_tensor *src, int ndim, const int64_t *shape,
     t->storage = src->storage;
     tg__storage_retain(t->storage);
     tg__audit_born(t, "view");
-    tg__scope_register(t);
     return t;
 }
 
@@ -190,6 +198,11 @@ void tg__drop(tg_tensor *t)
  * empty and are skipped. */
 int tg_scope_end(void)
 {
+    if (tg__scope_close_lost()) {
+        tg__error("scope_end: out of memory: tg_scope_begin could not open "
+                  "this scope, so no tensor was made inside it");
+        return -1;
+    }
     if (!tg__scope_is_open()) {
         tg__error("scope_end: no scope is open");
         return -1;

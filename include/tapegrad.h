@@ -15,9 +15,12 @@
  * naming the function and the shapes involved. A function given a NULL tensor
  * returns NULL and keeps the first message, so a chain of calls fails once,
  * with its first cause. A failing call changes none of its inputs and
- * records nothing on the tape. (Two things abort, with file:line on stderr:
- * releasing a tensor that has no references left, and running out of memory
- * for a scope's list of tensors or inside a backward pass.)
+ * records nothing on the tape. Running out of memory is such an error
+ * everywhere, forward, backward, optimizer steps and file I/O alike: the
+ * message names the function and says "out of memory", and nothing is left
+ * half done (see tg_backward for what a failed backward leaves). One thing
+ * aborts, with file:line on stderr: releasing a tensor that has no
+ * references left, a bug in the caller.
  *
  * Shapes in comments read like the lesson's: (B,T,C) is batch, time, channels.
  */
@@ -108,10 +111,18 @@ void tg_release(tg_tensor *t);
  *         tg_scope_end();                                // all of them freed
  *     }
  *
- * Running out of memory for the scope stack aborts (file:line on stderr). */
+ * Out of memory: when the scope cannot be opened (its entry on this
+ * thread's stack of scopes cannot be allocated), every call that would make
+ * a tensor inside it fails with "out of memory: tg_scope_begin could not
+ * open the innermost scope", and the matching tg_scope_end returns -1 with
+ * an error saying so; nested scopes inside it share its fate. A tensor whose
+ * slot in its scope cannot be allocated is not made either: the call that
+ * would return it fails with "out of memory". */
 void tg_scope_begin(void);
 /** Ends the innermost scope, releasing what it owns. Returns 0, or -1 (and
- * sets an error) when no scope is open. */
+ * sets an error) when no scope is open, or when the scope is one
+ * tg_scope_begin could not open (out of memory; it is closed all the
+ * same). */
 int tg_scope_end(void);
 /** Takes t out of its scope: the reference the scope held becomes the
  * caller's. Returns t. A no-op for a tensor not owned by a scope, and for
@@ -529,12 +540,26 @@ void tg_retain_grad(tg_tensor *t);
 /** Backward from a scalar loss: seeds dloss = 1, walks the tape newest-first,
  * accumulates (+=) into the gradients of tensors that require grad, and
  * releases the tape entries it consumed. Returns 0, or -1 on error (loss not
- * a one-element float tensor, nothing requires grad, or the entries were
- * already consumed by an earlier backward). */
+ * a one-element float tensor, nothing requires grad, the entries were
+ * already consumed by an earlier backward, out of memory, or an anomaly in
+ * anomaly mode).
+ *
+ * A call's contributions are summed first and then added to each leaf's
+ * gradient in one step, old + (g1 + g2 + ...) as PyTorch does, in place
+ * (a tg_grad pointer stays valid). So on -1 every gradient is as it was
+ * before the call: the leaves' hold what earlier calls left (none is added
+ * to, created or dropped), and no tensor keeps a gradient of this call
+ * (tg_retain_grad's included). An error found before the walk starts (the
+ * arguments, an entry consumed earlier, no memory to gather the entries)
+ * leaves the tape as it was too. Once the walk has started, the tape
+ * entries are consumed whether it succeeds or not: to try again, run the
+ * forward again. Out of memory reads "backward: out of memory in the
+ * backward of 'matmul' (matmul: out of memory for shape (64,64))", naming
+ * the op whose backward ran out. */
 int tg_backward(tg_tensor *loss);
 /** Backward from any output, seeded with dout (same shape and dtype as out;
- * borrowed). Returns 0, or -1 on the errors of tg_backward or a dout that
- * does not match. */
+ * borrowed). Returns 0, or -1 on the errors of tg_backward (leaving what it
+ * leaves) or a dout that does not match. */
 int tg_backward_with(tg_tensor *out, tg_tensor *dout);
 /** t's accumulated gradient (t's shape and dtype), or NULL if none. Borrowed:
  * later backwards add into it in place; valid until tg_zero_grad(t) or t is

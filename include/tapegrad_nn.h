@@ -323,9 +323,9 @@ typedef struct tg_optim tg_optim;
 
 /** An optimizer over the parameters in ps (the list is copied; the tensors
  * are retained). New, free with tg_optim_free. NULL on error: a NULL list, a
- * NULL, non-float or repeated parameter, or a config torch.optim would reject
+ * NULL, non-float or repeated parameter, a config torch.optim would reject
  * (lr, weight_decay, momentum or eps negative or NaN, beta1 or beta2 outside
- * [0, 1), an unknown kind). */
+ * [0, 1), an unknown kind), or no memory. */
 tg_optim *tg_optim_new(const tg_params *ps, tg_optim_config cfg);
 /** Releases the optimizer's references and state. NULL-safe. */
 void tg_optim_free(tg_optim *o);
@@ -342,8 +342,8 @@ void tg_optim_zero_grad(tg_optim *o);
 
 /** Saves every parameter as an entry `<name>.npy` of one uncompressed .npz
  * (numpy.load reads it). 0, or -1 for a NULL list or path, a NULL parameter,
- * a checkpoint past zip's limits without zip64 (4 GiB, 65534 parameters), or
- * a file that cannot be written.
+ * a checkpoint past zip's limits without zip64 (4 GiB, 65534 parameters), a
+ * file that cannot be written, or no memory.
  *
  * Atomic, as tg_save_npy: a failed save, or one refused for its size,
  * leaves the checkpoint that was at path byte for byte as it was. A program
@@ -352,9 +352,9 @@ void tg_optim_zero_grad(tg_optim *o);
 int tg_save_npz(const tg_params *ps, const char *path);
 /** Loads values by name into the parameters, in place: each entry must have
  * the parameter's shape, and its dtype, except that float32 and float64
- * convert into each other. A missing entry, another shape or dtype, or a
- * file that is not a readable .npz is an error naming the parameter or the
- * file, and then nothing is changed. 0 or -1. */
+ * convert into each other. A missing entry, another shape or dtype, a file
+ * that is not a readable .npz, or no memory is an error naming the parameter
+ * or the file, and then nothing is changed. 0 or -1. */
 int tg_load_npz(const tg_params *ps, const char *path);
 
 #ifdef __cplusplus

@@ -140,7 +140,7 @@ static unsigned char *npy_bytes(const char *path, const tg_tensor *t,
     char header[TG_NPY_HEADER_MAX];
     size_t hlen = tg__npy_header(t, header);
     size_t nbytes = (size_t)tg_numel(t) * tg_dtype_size(tg_dtype_of(t));
-    unsigned char *buf = malloc(hlen + nbytes);
+    unsigned char *buf = tg__malloc(hlen + nbytes);
     if (!buf) {
         tg__error("save_npz: %s: out of memory for %s %s", path,
                   tg_dtype_name(tg_dtype_of(t)), TG_SHP(t));
@@ -275,7 +275,7 @@ int tg_save_npz(const tg_params *ps, const char *path)
     if (!w.out)
         return -1;
     crc_init(&w.crc);
-    saved_entry *es = calloc((size_t)ps->n + 1, sizeof *es);
+    saved_entry *es = tg__calloc((size_t)ps->n + 1, sizeof *es);
     bool ok = es != NULL;
     if (!ok)
         tg__error("save_npz: %s: out of memory", path);
@@ -350,7 +350,7 @@ static bool find_end(const zip_reader *r, unsigned char *end, uint64_t *at)
                                                   : END_LEN + COMMENT_MAX;
     if (tail < END_LEN)
         return fail(r, "not a zip file: %zu bytes is too short", tail);
-    unsigned char *buf = malloc(tail);
+    unsigned char *buf = tg__malloc(tail);
     if (!buf)
         return fail(r, "out of memory");
     bool ok = read_at(r, r->size - tail, tail, buf, "the end record");
@@ -392,7 +392,7 @@ static bool read_directory(zip_reader *r, uint32_t *dir_size)
                     (unsigned long)*dir_size, (unsigned long)r->dir_offset,
                     (unsigned long long)end_at);
     r->n_entries = n;
-    r->dir = malloc(*dir_size ? *dir_size : 1);
+    r->dir = tg__malloc(*dir_size ? *dir_size : 1);
     if (!r->dir)
         return fail(r, "out of memory for the central directory");
     return read_at(r, r->dir_offset, *dir_size, r->dir,
@@ -403,7 +403,8 @@ static bool read_directory(zip_reader *r, uint32_t *dir_size)
  * lies within it and that the records fill it exactly. */
 static bool index_entries(zip_reader *r, uint32_t dir_size)
 {
-    r->entries = calloc(r->n_entries ? r->n_entries : 1, sizeof *r->entries);
+    r->entries =
+        tg__calloc(r->n_entries ? r->n_entries : 1, sizeof *r->entries);
     if (!r->entries)
         return fail(r, "out of memory for %u entries", r->n_entries);
     size_t pos = 0;
@@ -522,7 +523,7 @@ static unsigned char *read_entry(const zip_reader *r, const zip_entry *e,
     uint64_t data_at = 0;
     if (!locate_data(r, e, name, &data_at))
         return NULL;
-    unsigned char *buf = malloc(e->usize ? e->usize : 1);
+    unsigned char *buf = tg__malloc(e->usize ? e->usize : 1);
     if (!buf) {
         fail(r, "out of memory for entry '%s" NPY_SUFFIX "'", name);
         return NULL;
@@ -624,7 +625,7 @@ int tg_load_npz(const tg_params *ps, const char *path)
             return -1;
         }
     zip_reader r = {.path = path};
-    tg_tensor **values = calloc((size_t)ps->n + 1, sizeof *values);
+    tg_tensor **values = tg__calloc((size_t)ps->n + 1, sizeof *values);
     bool ok = values != NULL;
     if (!ok)
         tg__error("load_npz: %s: out of memory", path);

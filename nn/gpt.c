@@ -38,7 +38,7 @@ int tg_gpt_init(tg_gpt *g, tg_gpt_config cfg, tg_rng *rng)
     memset(g, 0, sizeof *g);
     if (!check_config(cfg))
         return -1;
-    g->blocks = calloc((size_t)cfg.n_layer, sizeof *g->blocks);
+    g->blocks = tg__calloc((size_t)cfg.n_layer, sizeof *g->blocks);
     if (!g->blocks) {
         tg__error("gpt_init: out of memory for %d blocks", cfg.n_layer);
         return -1;
@@ -211,8 +211,8 @@ tg_tensor *tg_gpt_generate(tg_gpt *g, tg_tensor *ids, int n_new,
     if (!check_generate(g, ids, n_new, temperature, rng))
         return NULL;
     int64_t T0 = tg_size(ids, 1), n = T0 + n_new, V = g->cfg.vocab_size;
-    int64_t *tokens = malloc(sizeof *tokens * (size_t)n);
-    double *probs = malloc(sizeof *probs * (size_t)V);
+    int64_t *tokens = tg__malloc(sizeof *tokens * (size_t)n);
+    double *probs = tg__malloc(sizeof *probs * (size_t)V);
     int rc = tokens && probs ? tg_copy_out(ids, TG_INT64, tokens) : -1;
     if (!tokens || !probs)
         tg__error("gpt_generate: out of memory for %lld tokens", (long long)n);

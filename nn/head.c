@@ -72,7 +72,7 @@ int tg_head_init(tg_head *h, tg_dtype dt, int n_embd, int head_size,
         *w[i] = projection(rng, dt, n_embd, head_size);
         if (!*w[i]) {
             tg_head_free(h);
-            return -1;
+            return tg__error_wrap("head_init");
         }
     }
     return 0;
@@ -179,9 +179,14 @@ tg_tensor *tg_head_forward(tg_head *h, tg_tensor *x)
     tg_release(q);
     tg_release(k);
     tg_release(v);
+    tg_tensor *kept = out && attn ? tg_keep(tg_detach(attn)) : NULL;
+    if (out && attn && !kept) { /* out of memory for the detached view */
+        tg_release(out);
+        out = NULL;
+    }
     if (out) {
         tg_release(h->attn);
-        h->attn = attn ? tg_keep(tg_detach(attn)) : NULL;
+        h->attn = kept;
     }
     tg_release(attn);
     return out;

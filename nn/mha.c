@@ -23,7 +23,7 @@ int tg_mha_init(tg_mha *m, tg_dtype dt, int n_embd, int n_heads, tg_rng *rng)
                   n_embd);
         return -1;
     }
-    m->heads = calloc((size_t)n_heads, sizeof *m->heads);
+    m->heads = tg__calloc((size_t)n_heads, sizeof *m->heads);
     if (!m->heads) {
         tg__error("mha_init: out of memory for %d heads", n_heads);
         return -1;
@@ -79,7 +79,7 @@ static bool check_input(const tg_mha *m, const tg_tensor *x)
 /* cat(head_i(x) for each i, -1)          n_heads x (B,T,hs) -> (B,T,C) */
 static tg_tensor *all_heads(tg_mha *m, tg_tensor *x)
 {
-    tg_tensor **outs = calloc((size_t)m->n_heads, sizeof *outs);
+    tg_tensor **outs = tg__calloc((size_t)m->n_heads, sizeof *outs);
     if (!outs) {
         tg__error("mha: out of memory for %d head outputs", m->n_heads);
         return NULL;

@@ -117,11 +117,11 @@ tg_optim *tg_optim_new(const tg_params *ps, tg_optim_config cfg)
     }
     if (!check_config(&cfg) || !check_params(ps))
         return NULL;
-    tg_optim *o = calloc(1, sizeof *o);
+    tg_optim *o = tg__calloc(1, sizeof *o);
     size_t n = (size_t)ps->n;
     if (o) {
-        o->params = malloc(sizeof *o->params * (n ? n : 1));
-        o->state = calloc(n ? n : 1, sizeof *o->state);
+        o->params = tg__malloc(sizeof *o->params * (n ? n : 1));
+        o->state = tg__calloc(n ? n : 1, sizeof *o->state);
     }
     if (!o || !o->params || !o->state) {
         if (o) {

@@ -30,7 +30,7 @@ static bool reserve_one(tg_params *ps)
     if (ps->n < ps->cap)
         return true;
     int cap = ps->cap ? 2 * ps->cap : 16;
-    tg_param *items = realloc(ps->items, sizeof *items * (size_t)cap);
+    tg_param *items = tg__realloc(ps->items, sizeof *items * (size_t)cap);
     if (!items) {
         tg__error("params_add: out of memory for %d parameters", cap);
         return false;

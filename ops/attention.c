@@ -36,6 +36,7 @@
 #include "ops/gemm.h"
 
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <tgmath.h> /* exp and log of a float are expf and logf */
 
@@ -63,6 +64,7 @@ typedef struct {
     const void *q, *k, *v;
     void *out;
     double *lse;
+    atomic_bool *failed; /* set when a piece ran out of memory */
 } problem;
 
 /* The gradients of one backward: dout (tq,dv) per entry, and dq, dk, dv
@@ -111,27 +113,37 @@ static int64_t pool_work(const problem *pr)
     return worth_threads(pr) ? TG_PARALLEL_MIN : 0;
 }
 
-/* Tiles for one piece of a parallel loop (each piece has its own). Out of
- * memory there is fatal, as for any gradient. */
-static scratch *scratch_new(void)
-{
-    scratch *w = malloc(sizeof *w);
-    if (!w)
-        tg__panic(__FILE__, __LINE__, "out of memory in attention");
-    return w;
-}
+/* Out of memory on one of the pool's threads (its tiles, gemm's
+ * workspace) cannot set the caller's error, which is per thread: the tile
+ * products note it here, and the piece passes it on to the call's
+ * problem.failed, which the caller reads after the loop. */
+static _Thread_local bool tiles_oom;
+
+/* Tiles for one piece of a parallel loop (each piece has its own); NULL
+ * when out of memory. */
+static scratch *scratch_new(void) { return tg__malloc(sizeof(scratch)); }
 
 /* ---- tile products ------------------------------------------------------ */
 
 /* c (m,n) = alpha * op(a) (m,k) @ op(b) (k,n) + beta * c, row-major, op(x)
- * being x^T when ta (tb). Running out of memory for gemm's workspace (at
- * most two 64x64 blocks) is fatal, as for the scratch tiles. */
+ * being x^T when ta (tb). When gemm runs out of memory for its workspace (at
+ * most two 64x64 blocks), notes it in tiles_oom. */
 static void gemm(tg_dtype dt, bool ta, bool tb, int m, int n, int k,
                  double alpha, const void *a, int lda, const void *b, int ldb,
                  double beta, void *c, int ldc)
 {
     if (!tg__gemm(dt, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))
-        tg__panic(__FILE__, __LINE__, "out of memory in attention");
+        tiles_oom = true;
+}
+
+/* A piece's end: when it ran out of memory (no scratch w, or a tile
+ * product failed), says so in the call's flag. Frees w. */
+static void end_piece(const problem *pr, scratch *w)
+{
+    if (!w || tiles_oom)
+        atomic_store(pr->failed, true);
+    tiles_oom = false;
+    free(w);
 }
 
 /* S = Q_i K_j^T * scale, -inf where key j0+c > query i0+r when causal:
@@ -229,16 +241,18 @@ static void forward_range(void *ctx, int64_t lo, int64_t hi)
     const problem *pr = ctx;
     const int64_t ntiles = (pr->tq + TILE - 1) / TILE;
     scratch *w = scratch_new();
-    for (int64_t i = lo; i < hi; i++)
+    for (int64_t i = lo; w && !tiles_oom && i < hi; i++)
         forward_tile(pr, i / ntiles, (int)(i % ntiles) * TILE, w);
-    free(w);
+    end_piece(pr, w);
 }
 
-/* Every (entry, query tile), spread over the threads. */
-static void forward(const problem *pr)
+/* Every (entry, query tile), spread over the threads. false when out of
+ * memory (no error set). */
+static bool forward(const problem *pr)
 {
     const int64_t ntiles = (pr->tq + TILE - 1) / TILE;
     tg__parallel_for(pr->nb * ntiles, pool_work(pr), forward_range, (void *)pr);
+    return !atomic_load(pr->failed);
 }
 
 /* ---- backward ----------------------------------------------------------- */
@@ -336,16 +350,18 @@ static void backward_range(void *ctx, int64_t lo, int64_t hi)
 {
     const backward_job *j = ctx;
     scratch *w = scratch_new();
-    for (int64_t b = lo; b < hi; b++)
+    for (int64_t b = lo; w && !tiles_oom && b < hi; b++)
         backward_entry(j->pr, j->g, b, w);
-    free(w);
+    end_piece(j->pr, w);
 }
 
-/* Every entry, spread over the threads. */
-static void backward(const problem *pr, const grads *g)
+/* Every entry, spread over the threads. false when out of memory (no error
+ * set). */
+static bool backward(const problem *pr, const grads *g)
 {
     tg__parallel_for(pr->nb, pool_work(pr), backward_range,
                      &(backward_job){pr, g});
+    return !atomic_load(pr->failed);
 }
 
 /* ---- the op ------------------------------------------------------------- */
@@ -396,24 +412,31 @@ static void attention_backward(tg_node *n, tg_tensor *dy)
 {
     tg_tensor *in[3], *dgrad[3] = {NULL, NULL, NULL};
     for (int i = 0; i < 3; i++)
-        in[i] = tg__must(dense(n->in[i]));
-    tg_tensor *dout = tg__must(dense(dy));
-    problem pr = problem_of(in[0], in[1], in[2], n->ip[0] != 0, n->p[0]);
-    pr.q = base(in[0]), pr.k = base(in[1]), pr.v = base(in[2]);
-    pr.out = base(n->out);
-    pr.lse = base(n->saved[0]);
-    for (int i = 0; i < 3; i++)
+        in[i] = dense(n->in[i]);
+    tg_tensor *dout = dense(dy);
+    bool ok = in[0] && in[1] && in[2] && dout;
+    for (int i = 0; ok && i < 3; i++)
         if (tg__needs_grad(n, i))
-            dgrad[i] = tg__must(
-                tg__new("attention", pr.dt, in[i]->ndim, in[i]->shape, true));
-    grads g = {.dout = base(dout)};
-    g.dq = dgrad[0] ? base(dgrad[0]) : NULL;
-    g.dk = dgrad[1] ? base(dgrad[1]) : NULL;
-    g.dv = dgrad[2] ? base(dgrad[2]) : NULL;
-    backward(&pr, &g);
+            ok = (dgrad[i] = tg__new("attention", in[i]->dtype, in[i]->ndim,
+                                     in[i]->shape, true)) != NULL;
+    if (ok) {
+        atomic_bool failed = false;
+        problem pr = problem_of(in[0], in[1], in[2], n->ip[0] != 0, n->p[0]);
+        pr.q = base(in[0]), pr.k = base(in[1]), pr.v = base(in[2]);
+        pr.out = base(n->out);
+        pr.lse = base(n->saved[0]);
+        pr.failed = &failed;
+        grads g = {.dout = base(dout)};
+        g.dq = dgrad[0] ? base(dgrad[0]) : NULL;
+        g.dk = dgrad[1] ? base(dgrad[1]) : NULL;
+        g.dv = dgrad[2] ? base(dgrad[2]) : NULL;
+        if (!(ok = backward(&pr, &g)))
+            tg__error("attention: out of memory for the tiles of q %s",
+                      TG_SHP(in[0]));
+    }
+    /* Out of memory: a NULL gradient stops the walk (tg__accumulate). */
     for (int i = 0; i < 3; i++) {
-        if (dgrad[i])
-            tg__accumulate(n, i, dgrad[i]);
+        tg__accumulate(n, i, ok ? dgrad[i] : NULL);
         tg_release(dgrad[i]);
         tg__drop(in[i]);
     }
@@ -473,10 +496,14 @@ tg_tensor *tg_attention(tg_tensor *q, tg_tensor *k, tg_tensor *v, bool causal,
     tg_tensor *lse = tg__new("attention", TG_FLOAT64, nd - 1, shape, false);
     bool ok = qc && kc && vc && out && lse;
     if (ok) {
+        atomic_bool failed = false;
         problem pr = problem_of(q, k, v, causal, scale);
         pr.q = base(qc), pr.k = base(kc), pr.v = base(vc);
         pr.out = base(out), pr.lse = base(lse);
-        forward(&pr);
+        pr.failed = &failed;
+        if (!(ok = forward(&pr)))
+            tg__error("attention: out of memory for the tiles of q %s",
+                      TG_SHP(q));
     }
     tg__drop(qc);
     tg__drop(kc);
@@ -486,11 +513,11 @@ tg_tensor *tg_attention(tg_tensor *q, tg_tensor *k, tg_tensor *v, bool causal,
         tg_release(lse);
         return NULL;
     }
-    tg_node *n = tg__record(&attention_op, out, 3, (tg_tensor *[]){q, k, v});
-    if (n) {
-        n->p[0] = scale;
-        n->ip[0] = causal;
-        tg__save(n, lse);
+    out = tg__record(&attention_op, out, 3, (tg_tensor *[]){q, k, v});
+    if (out && out->node) {
+        out->node->p[0] = scale;
+        out->node->ip[0] = causal;
+        tg__save(out->node, lse);
     }
     tg_release(lse);
     return out;

@@ -126,10 +126,10 @@ tg_tensor *tg_attention_softmax(tg_tensor *scores, double scale, bool causal)
         z = attn;
     }
     tg__softmax_rows(z, attn, attn->ndim - 1);
-    tg_node *n = tg__record(&attention_softmax_op, attn, 1, &scores);
-    if (n) {
-        n->p[0] = scale;
-        n->ip[0] = causal;
+    attn = tg__record(&attention_softmax_op, attn, 1, &scores);
+    if (attn && attn->node) {
+        attn->node->p[0] = scale;
+        attn->node->ip[0] = causal;
     }
     return attn;
 }
@@ -166,12 +166,13 @@ static void attention_softmax_backward(tg_node *n, tg_tensor *dy)
     const tg_tensor *x = n->in[0];
     const double scale = n->p[0];
     const bool causal = n->ip[0];
-    tg_tensor *dx =
-        tg__must(tg__new(n->op->name, x->dtype, x->ndim, x->shape, false));
-    tg__softmax_backward_rows(n->out, dy, dx, x->ndim - 1);
-    if (scale != 1 || causal)
-        mask_rows(&(mask_job){.dst = dx, .scale = scale, .causal = causal},
-                  unmask_scale_run);
+    tg_tensor *dx = tg__new(n->op->name, x->dtype, x->ndim, x->shape, false);
+    if (dx) {
+        tg__softmax_backward_rows(n->out, dy, dx, x->ndim - 1);
+        if (scale != 1 || causal)
+            mask_rows(&(mask_job){.dst = dx, .scale = scale, .causal = causal},
+                      unmask_scale_run);
+    }
     tg__accumulate(n, 0, dx);
     tg_release(dx);
 }

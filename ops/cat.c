@@ -19,7 +19,7 @@ static void cat_backward(tg_node *n, tg_tensor *dy)
     for (int i = 0; i < n->n_in; i++) {
         int64_t len = n->in_shape[i][d];
         if (tg__needs_grad(n, i)) {
-            tg_tensor *dx = tg__must(tg_narrow(dy, d, off, len));
+            tg_tensor *dx = tg_narrow(dy, d, off, len);
             tg__accumulate(n, i, dx);
             tg_release(dx);
         }
@@ -89,8 +89,9 @@ tg_tensor *tg_cat(tg_tensor *const *ts, int n, int dim)
     int64_t off = 0;
     for (int i = 0; i < n; i++) {
         if (tg_numel(ts[i]) > 0) {
-            tg_tensor *window = tg__view(y, y->ndim, ts[i]->shape, y->strides,
-                                         y->offset + off * y->strides[d]);
+            tg_tensor *window =
+                tg__view("cat", y, y->ndim, ts[i]->shape, y->strides,
+                         y->offset + off * y->strides[d]);
             if (!window) {
                 tg_release(y);
                 return NULL;
@@ -100,9 +101,9 @@ tg_tensor *tg_cat(tg_tensor *const *ts, int n, int dim)
         }
         off += ts[i]->shape[d];
     }
-    tg_node *node = tg__record(&cat_op, y, n, ts);
-    if (node)
-        node->ip[0] = d;
+    y = tg__record(&cat_op, y, n, ts);
+    if (y && y->node)
+        y->node->ip[0] = d;
     return y;
 }
 

@@ -142,8 +142,7 @@ static tg_tensor *binary(binary_kind kind, tg_tensor *a, tg_tensor *b)
     if (!y)
         return NULL;
     binary_kernel(kind, y, a, b);
-    tg__record(&binary_ops[kind], y, 2, (tg_tensor *[]){a, b});
-    return y;
+    return tg__record(&binary_ops[kind], y, 2, (tg_tensor *[]){a, b});
 }
 
 tg_tensor *tg_add(tg_tensor *a, tg_tensor *b) { return binary(ADD, a, b); }
@@ -245,10 +244,13 @@ static void unary_kernel(unary_kind kind, double p, tg_tensor *out,
     tg__loop_run(&L, 1, unary_run, &(unary_job){kind, p, out, x});
 }
 
-/* Applies a unary map without recording (backwards use it on dy). */
+/* Applies a unary map without recording (backwards use it on dy). A NULL x
+ * gives NULL. */
 static tg_tensor *unary_apply(const char *name, unary_kind kind, double p,
                               const tg_tensor *x)
 {
+    if (!x)
+        return NULL;
     tg_tensor *y = tg__new(name, x->dtype, x->ndim, x->shape, false);
     if (y)
         unary_kernel(kind, p, y, x);
@@ -274,10 +276,12 @@ static void gelu_grad_run(void *job, int64_t start, const int64_t *off,
     });
 }
 
+/* dx for gelu (see unary_backward); NULL when out of memory. */
 static tg_tensor *gelu_grad(tg_tensor *dy, tg_tensor *x)
 {
-    tg_tensor *dx =
-        tg__must(tg__new("gelu", x->dtype, x->ndim, x->shape, false));
+    tg_tensor *dx = tg__new("gelu", x->dtype, x->ndim, x->shape, false);
+    if (!dx)
+        return NULL;
     tg_loop L;
     tg__loop_init(&L, dx->ndim, dx->shape, 3,
                   (const tg_tensor *const[]){dx, dy, x});
@@ -321,7 +325,7 @@ static void unary_backward(tg_node *n, tg_tensor *dy)
     }
     case POW: {
         if (p == 0) {
-            dx = tg__must(tg__new("pow", x->dtype, x->ndim, x->shape, true));
+            dx = tg__new("pow", x->dtype, x->ndim, x->shape, true);
             break;
         }
         tg_tensor *xp = unary_apply("pow", POW, p - 1, x);
@@ -360,11 +364,11 @@ static tg_tensor *unary(unary_kind kind, double p, tg_tensor *x)
     const char *name = unary_ops[kind].name;
     if (!x || !tg__check_float(name, x))
         return NULL;
-    tg_tensor *y = unary_apply(name, kind, p, x);
-    tg_node *n = y ? tg__record(&unary_ops[kind], y, 1, &x) : NULL;
-    if (n) {
-        n->ip[0] = kind;
-        n->p[0] = p;
+    tg_tensor *y =
+        tg__record(&unary_ops[kind], unary_apply(name, kind, p, x), 1, &x);
+    if (y && y->node) {
+        y->node->ip[0] = kind;
+        y->node->p[0] = p;
     }
     return y;
 }

@@ -67,7 +67,11 @@ static void embedding_backward(tg_node *n, tg_tensor *dy)
         return;
     const tg_tensor *w = n->in[0];
     const int64_t *ids = TG_DATA(int64_t, n->saved[0]);
-    tg_tensor *dw = tg__must(tg__new("embedding", w->dtype, 2, w->shape, true));
+    tg_tensor *dw = tg__new("embedding", w->dtype, 2, w->shape, true);
+    if (!dw) {
+        tg__accumulate(n, 0, NULL);
+        return;
+    }
     const int last = dy->ndim - 1;
     const int64_t C = w->shape[1], dys = dy->strides[last];
     tg_loop L;
@@ -117,9 +121,9 @@ tg_tensor *tg_embedding(tg_tensor *weight, tg_tensor *ids)
         tg__new("embedding", weight->dtype, ids->ndim + 1, shape, false);
     if (y) {
         embedding_rows(weight, TG_DATA(int64_t, flat), tg_numel(flat), y);
-        tg_node *n = tg__record(&embedding_op, y, 1, &weight);
-        if (n)
-            tg__save(n, flat);
+        y = tg__record(&embedding_op, y, 1, &weight);
+        if (y && y->node)
+            tg__save(y->node, flat);
     }
     tg_release(flat);
     return y;
@@ -128,14 +132,16 @@ tg_tensor *tg_embedding(tg_tensor *weight, tg_tensor *ids)
 /* ---- gather ------------------------------------------------------------- */
 
 /* A view of dense shaped like index-shaped `sparse`, with stride 0 along d:
- * element p of it is where p's row along d starts in dense. */
+ * element p of it is where p's row along d starts in dense. NULL when out of
+ * memory (the error names gather). */
 static tg_tensor *row_starts(const tg_tensor *dense, int d,
                              const tg_tensor *sparse)
 {
     int64_t strides[TG_MAX_DIMS];
     memcpy(strides, dense->strides, sizeof strides);
     strides[d] = 0;
-    return tg__view(dense, sparse->ndim, sparse->shape, strides, dense->offset);
+    return tg__view("gather", dense, sparse->ndim, sparse->shape, strides,
+                    dense->offset);
 }
 
 /* For every position p of sparse (C order), with q = p's coordinate along d
@@ -174,13 +180,13 @@ static void gather_backward(tg_node *n, tg_tensor *dy)
         return;
     const tg_tensor *t = n->in[0];
     int d = (int)n->ip[0];
-    tg_tensor *dt =
-        tg__must(tg__new("gather", t->dtype, t->ndim, t->shape, true));
-    tg_tensor *starts = tg__must(row_starts(dt, d, dy));
-    gather_walk(starts, dt->strides[d], TG_DATA(int64_t, n->saved[0]), dy,
-                true);
+    tg_tensor *dt = tg__new("gather", t->dtype, t->ndim, t->shape, true);
+    tg_tensor *starts = dt ? row_starts(dt, d, dy) : NULL;
+    if (starts)
+        gather_walk(starts, dt->strides[d], TG_DATA(int64_t, n->saved[0]), dy,
+                    true);
     tg_release(starts);
-    tg__accumulate(n, 0, dt);
+    tg__accumulate(n, 0, starts ? dt : NULL);
     tg_release(dt);
 }
 static const tg_op gather_op = {.name = "gather", .backward = gather_backward};
@@ -217,10 +223,10 @@ tg_tensor *tg_gather(tg_tensor *t, int dim, tg_tensor *index)
     tg_tensor *starts = y ? row_starts(t, d, y) : NULL;
     if (starts) {
         gather_walk(starts, t->strides[d], TG_DATA(int64_t, flat), y, false);
-        tg_node *n = tg__record(&gather_op, y, 1, &t);
-        if (n) {
-            n->ip[0] = d;
-            tg__save(n, flat);
+        y = tg__record(&gather_op, y, 1, &t);
+        if (y && y->node) {
+            y->node->ip[0] = d;
+            tg__save(y->node, flat);
         }
     } else {
         tg_release(y);

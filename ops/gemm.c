@@ -159,7 +159,7 @@ static bool portable(const product *g)
     const size_t es = tg_dtype_size(g->dt);
     const int64_t mb_max = min64(g->m, BLOCK_M), nb_max = min64(g->n, BLOCK_N);
     const int64_t kb_max = min64(g->k, BLOCK_K);
-    char *acc = malloc((size_t)(mb_max + kb_max) * (size_t)nb_max * es);
+    char *acc = tg__malloc((size_t)(mb_max + kb_max) * (size_t)nb_max * es);
     if (!acc)
         return false;
     char *bp = acc + (size_t)(mb_max * nb_max) * es;

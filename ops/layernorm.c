@@ -101,8 +101,8 @@ static void accumulate_param(tg_node *n, int i, tg_tensor *sums, int row,
 {
     if (!tg__needs_grad(n, i))
         return;
-    tg_tensor *s = tg__must(tg_select(sums, 0, row));
-    tg_tensor *d = tg__must(tg_to(s, dt));
+    tg_tensor *s = tg_select(sums, 0, row);
+    tg_tensor *d = tg_to(s, dt);
     tg__accumulate(n, i, d);
     tg_release(d);
     tg_release(s);
@@ -122,10 +122,16 @@ static void layer_norm_backward(tg_node *n, tg_tensor *dy)
      * is computed even when x needs none (accumulate then skips it). */
     const tg_tensor *x = n->in[0];
     const int64_t C = x->shape[x->ndim - 1];
-    tg_tensor *dx =
-        tg__must(tg__new("layer_norm", x->dtype, x->ndim, x->shape, false));
-    tg_tensor *sums = tg__must(
-        tg__new("layer_norm", TG_FLOAT64, 2, (const int64_t[]){2, C}, true));
+    tg_tensor *dx = tg__new("layer_norm", x->dtype, x->ndim, x->shape, false);
+    tg_tensor *sums =
+        tg__new("layer_norm", TG_FLOAT64, 2, (const int64_t[]){2, C}, true);
+    if (!dx || !sums) {
+        for (int i = 0; i < 3; i++)
+            tg__accumulate(n, i, NULL);
+        tg_release(sums);
+        tg_release(dx);
+        return;
+    }
     layer_norm_rows_backward(x, n->in[1], TG_DATA(double, n->saved[0]), dy, dx,
                              TG_DATA(double, sums));
     tg__accumulate(n, 0, dx);
@@ -186,10 +192,9 @@ tg_tensor *tg_layer_norm(tg_tensor *x, tg_tensor *gamma, tg_tensor *beta,
         tg__new("layer_norm", TG_FLOAT64, 2, (const int64_t[]){rows, 2}, false);
     if (y && stats) {
         layer_norm_rows(x, gamma, beta, eps, y, TG_DATA(double, stats));
-        tg_node *n =
-            tg__record(&layer_norm_op, y, 3, (tg_tensor *[]){x, gamma, beta});
-        if (n)
-            tg__save(n, stats);
+        y = tg__record(&layer_norm_op, y, 3, (tg_tensor *[]){x, gamma, beta});
+        if (y && y->node)
+            tg__save(y->node, stats);
     } else {
         tg_release(y);
         y = NULL;

@@ -68,7 +68,11 @@ static void cross_entropy_backward(tg_node *n, tg_tensor *dy)
     const int last = x->ndim - 1;
     const int64_t V = x->shape[last], xs = x->strides[last];
     tg_tensor *dx =
-        tg__must(tg__new("cross_entropy", x->dtype, x->ndim, x->shape, false));
+        tg__new("cross_entropy", x->dtype, x->ndim, x->shape, false);
+    if (!dx) {
+        tg__accumulate(n, 0, NULL);
+        return;
+    }
     const int64_t dxs = dx->strides[last];
     const double scale = tg_item(dy) / (double)tg_numel(n->saved[0]);
     int64_t r = 0;
@@ -120,11 +124,12 @@ static tg_tensor *cross_entropy_forward(tg_tensor *logits, tg_tensor *flat)
         return NULL;
     double total = cross_entropy_rows(logits, TG_DATA(int64_t, flat),
                                       TG_DATA(double, lse));
-    tg_tensor *loss = tg_scalar(logits->dtype, total / (double)rows);
-    tg_node *n = loss ? tg__record(&cross_entropy_op, loss, 1, &logits) : NULL;
-    if (n) {
-        tg__save(n, flat);
-        tg__save(n, lse);
+    tg_tensor *loss =
+        tg__record(&cross_entropy_op,
+                   tg_scalar(logits->dtype, total / (double)rows), 1, &logits);
+    if (loss && loss->node) {
+        tg__save(loss->node, flat);
+        tg__save(loss->node, lse);
     }
     tg_release(lse);
     return loss;
@@ -180,12 +185,12 @@ static double squared_error_sum(const tg_tensor *a, const tg_tensor *b,
  *           da = 2 (a - b) * dy / N     db = -da */
 static void mse_loss_backward(tg_node *n, tg_tensor *dy)
 {
-    tg_tensor *diff = tg__must(tg_sub(n->in[0], n->in[1]));
+    tg_tensor *diff = tg_sub(n->in[0], n->in[1]);
     tg_tensor *da =
-        tg__must(tg_scale(diff, 2 * tg_item(dy) / (double)tg_numel(diff)));
+        diff ? tg_scale(diff, 2 * tg_item(dy) / (double)tg_numel(diff)) : NULL;
     tg__accumulate(n, 0, da);
     if (tg__needs_grad(n, 1)) {
-        tg_tensor *db = tg__must(tg_neg(da));
+        tg_tensor *db = tg_neg(da);
         tg__accumulate(n, 1, db);
         tg_release(db);
     }
@@ -207,7 +212,5 @@ tg_tensor *tg_mse_loss(tg_tensor *a, tg_tensor *b)
         return NULL;
     double sum = squared_error_sum(a, b, ndim, shape);
     tg_tensor *loss = tg_scalar(a->dtype, sum / (double)count);
-    if (loss)
-        tg__record(&mse_loss_op, loss, 2, (tg_tensor *[]){a, b});
-    return loss;
+    return tg__record(&mse_loss_op, loss, 2, (tg_tensor *[]){a, b});
 }

@@ -151,7 +151,8 @@ static bool gemm_arg_init(gemm_arg *arg, const mats *M, tg_dtype dt)
     } else {
         arg->trans = false;
         arg->ld = M->cols;
-        arg->packed = malloc((size_t)(M->rows * M->cols) * tg_dtype_size(dt));
+        arg->packed =
+            tg__malloc((size_t)(M->rows * M->cols) * tg_dtype_size(dt));
         return arg->packed != NULL;
     }
     return true;
@@ -249,14 +250,18 @@ static void matmul_backward(tg_node *n, tg_tensor *dy)
         dY = tg__then(dY, tg_unsqueeze(dY, tg_ndim(dY) - 1));
         a = tg__then(a, tg_unsqueeze(a, 0));
     }
-    if (tg__needs_grad(n, 0)) {
+    if (!a || !b || !dY) { /* a view ran out of memory */
+        tg__accumulate(n, 0, NULL);
+        tg__accumulate(n, 1, NULL);
+    }
+    if (a && b && dY && tg__needs_grad(n, 0)) {
         tg_tensor *bT = tg_transpose(b, -2, -1); /* (...,m,k), a view */
         tg_tensor *da = tg_matmul(dY, bT);       /* (...,n,k) */
         tg__accumulate(n, 0, da);
         tg_release(da);
         tg_release(bT);
     }
-    if (tg__needs_grad(n, 1)) {
+    if (a && b && dY && tg__needs_grad(n, 1)) {
         if (b->ndim == 2 && a->ndim > 2) {
             /* b is one matrix every batch entry shares (x @ W): its
              * gradient, the sum over the batch of a_i^T @ dy_i, is one
@@ -318,6 +323,5 @@ tg_tensor *tg_matmul(tg_tensor *a, tg_tensor *b)
         tg_release(out);
         return NULL;
     }
-    tg__record(&matmul_op, out, 2, (tg_tensor *[]){a, b});
-    return out;
+    return tg__record(&matmul_op, out, 2, (tg_tensor *[]){a, b});
 }

@@ -36,8 +36,8 @@ static const tg_op max_op = {.name = "max", .backward = max_backward};
 /* t, the result of reducing dim d of an ndim-d tensor, seen with dim d
  * present at size 1 (a new reference: t itself if it kept the dim, else a
  * view; drop it with tg__drop, since it may be t itself, which a scope may
- * own). NULL on no memory. */
-static tg_tensor *keepdim_view(tg_tensor *t, int d, int ndim)
+ * own). NULL on no memory, with an error naming op. */
+static tg_tensor *keepdim_view(const char *op, tg_tensor *t, int d, int ndim)
 {
     if (t->ndim == ndim)
         return tg_retain(t);
@@ -48,7 +48,7 @@ static tg_tensor *keepdim_view(tg_tensor *t, int d, int ndim)
         strides[i] = kept ? t->strides[k] : 0;
         k += kept;
     }
-    return tg__view(t, ndim, shape, strides, t->offset);
+    return tg__view(op, t, ndim, shape, strides, t->offset);
 }
 
 /* The output of reducing dim d of x: x's shape without d, or with d at 1. */
@@ -129,17 +129,17 @@ static tg_tensor *sum_dim(const tg_op *op, tg_tensor *x, int dim, bool keepdim)
         return NULL;
     double divisor = op == &mean_op ? (double)x->shape[d] : 1.0;
     tg_tensor *y = reduced_new(op->name, x, d, keepdim);
-    tg_tensor *ykd = y ? keepdim_view(y, d, x->ndim) : NULL;
+    tg_tensor *ykd = y ? keepdim_view(op->name, y, d, x->ndim) : NULL;
     if (!ykd) {
         tg_release(y);
         return NULL;
     }
     sum_rows(x, d, ykd, divisor);
     tg__drop(ykd);
-    tg_node *n = tg__record(op, y, 1, &x);
-    if (n) {
-        n->ip[0] = d;
-        n->p[0] = divisor;
+    y = tg__record(op, y, 1, &x);
+    if (y && y->node) {
+        y->node->ip[0] = d;
+        y->node->p[0] = divisor;
     }
     return y;
 }
@@ -165,10 +165,10 @@ static tg_tensor *sum_every(const tg_op *op, tg_tensor *x)
         } while (tg__loop_next(&L));
         *TG_DATA(T, y) = (T)(s / divisor);
     });
-    tg_node *n = tg__record(op, y, 1, &x);
-    if (n) {
-        n->ip[0] = -1;
-        n->p[0] = divisor;
+    y = tg__record(op, y, 1, &x);
+    if (y && y->node) {
+        y->node->ip[0] = -1;
+        y->node->p[0] = divisor;
     }
     return y;
 }
@@ -223,9 +223,14 @@ static void sum_backward(tg_node *n, tg_tensor *dy)
     /* dy seen with x's ndim; the loop broadcasts its size-1 dim (or, over
      * all elements, the 0-d dy) across x's shape. */
     tg_tensor *dykd =
-        d < 0 ? tg_retain(dy) : tg__must(keepdim_view(dy, d, x->ndim));
+        d < 0 ? tg_retain(dy) : keepdim_view(n->op->name, dy, d, x->ndim);
     tg_tensor *dx =
-        tg__must(tg__new(n->op->name, x->dtype, x->ndim, x->shape, false));
+        dykd ? tg__new(n->op->name, x->dtype, x->ndim, x->shape, false) : NULL;
+    if (!dx) {
+        tg__accumulate(n, 0, NULL);
+        tg__drop(dykd);
+        return;
+    }
     tg_loop L;
     tg__loop_init(&L, x->ndim, x->shape, 2,
                   (const tg_tensor *const[]){dx, dykd});
@@ -295,14 +300,19 @@ tg_tensor *tg_max(tg_tensor *t, int dim, bool keepdim)
         return NULL;
     }
     tg_tensor *y = reduced_new("max", t, d, keepdim);
-    tg_tensor *ykd = y ? keepdim_view(y, d, t->ndim) : NULL;
+    tg_tensor *ykd = y ? keepdim_view("max", y, d, t->ndim) : NULL;
     if (!ykd) {
         tg_release(y);
         return NULL;
     }
     /* The argmax is only kept when the op is recorded for backward. */
-    tg_node *n = tg__record(&max_op, y, 1, &t);
+    y = tg__record(&max_op, y, 1, &t);
+    tg_node *n = y ? y->node : NULL;
     tg_tensor *argmax = NULL;
+    if (!y) {
+        tg__drop(ykd);
+        return NULL;
+    }
     if (n) {
         argmax = tg__new("max", TG_FLOAT64, ykd->ndim, ykd->shape, false);
         if (!argmax) {
@@ -335,8 +345,14 @@ static void max_backward(tg_node *n, tg_tensor *dy)
     const tg_tensor *x = n->in[0];
     const tg_tensor *argmax = n->saved[0];
     int d = (int)n->ip[0];
-    tg_tensor *dykd = tg__must(keepdim_view(dy, d, x->ndim));
-    tg_tensor *dx = tg__must(tg__new("max", x->dtype, x->ndim, x->shape, true));
+    tg_tensor *dykd = keepdim_view("max", dy, d, x->ndim);
+    tg_tensor *dx =
+        dykd ? tg__new("max", x->dtype, x->ndim, x->shape, true) : NULL;
+    if (!dx) {
+        tg__accumulate(n, 0, NULL);
+        tg__drop(dykd);
+        return;
+    }
     const int64_t stride = dx->strides[d];
     tg_loop L;
     tg__rows_loop(&L, x, d, 3, (const tg_tensor *const[]){dx, dykd, argmax});

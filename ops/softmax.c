@@ -144,9 +144,9 @@ static tg_tensor *softmax_common(const tg_op *op, tg_tensor *x, int dim)
     if (!y)
         return NULL;
     softmax_rows(x, y, d, op == &log_softmax_op);
-    tg_node *n = tg__record(op, y, 1, &x);
-    if (n)
-        n->ip[0] = d;
+    y = tg__record(op, y, 1, &x);
+    if (y && y->node)
+        y->node->ip[0] = d;
     return y;
 }
 
@@ -219,9 +219,9 @@ static void softmax_backward(tg_node *n, tg_tensor *dy)
     if (!tg__needs_grad(n, 0))
         return;
     const tg_tensor *x = n->in[0];
-    tg_tensor *dx =
-        tg__must(tg__new("softmax", x->dtype, x->ndim, x->shape, false));
-    backward_rows(softmax_backward_run, n->out, dy, dx, (int)n->ip[0]);
+    tg_tensor *dx = tg__new("softmax", x->dtype, x->ndim, x->shape, false);
+    if (dx)
+        backward_rows(softmax_backward_run, n->out, dy, dx, (int)n->ip[0]);
     tg__accumulate(n, 0, dx);
     tg_release(dx);
 }
@@ -266,9 +266,9 @@ static void log_softmax_backward(tg_node *n, tg_tensor *dy)
     if (!tg__needs_grad(n, 0))
         return;
     const tg_tensor *x = n->in[0];
-    tg_tensor *dx =
-        tg__must(tg__new("log_softmax", x->dtype, x->ndim, x->shape, false));
-    backward_rows(log_softmax_backward_run, n->out, dy, dx, (int)n->ip[0]);
+    tg_tensor *dx = tg__new("log_softmax", x->dtype, x->ndim, x->shape, false);
+    if (dx)
+        backward_rows(log_softmax_backward_run, n->out, dy, dx, (int)n->ip[0]);
     tg__accumulate(n, 0, dx);
     tg_release(dx);
 }

@@ -39,10 +39,10 @@ tg_tensor *tg_transpose(tg_tensor *t, int dim0, int dim1)
     memcpy(strides, t->strides, sizeof strides);
     shape[d0] = t->shape[d1], shape[d1] = t->shape[d0];
     strides[d0] = t->strides[d1], strides[d1] = t->strides[d0];
-    tg_tensor *y = tg__view(t, t->ndim, shape, strides, t->offset);
-    tg_node *n = y ? tg__record(&transpose_op, y, 1, &t) : NULL;
-    if (n)
-        n->ip[0] = d0, n->ip[1] = d1;
+    tg_tensor *y = tg__view("transpose", t, t->ndim, shape, strides, t->offset);
+    y = tg__record(&transpose_op, y, 1, &t);
+    if (y && y->node)
+        y->node->ip[0] = d0, y->node->ip[1] = d1;
     return y;
 }
 
@@ -55,9 +55,11 @@ tg_tensor *tg_transpose(tg_tensor *t, int dim0, int dim1)
 static void slice_backward(tg_node *n, tg_tensor *dy)
 {
     tg_tensor *x = n->in[0];
-    tg_tensor *dx = tg__new("slice", dy->dtype, x->ndim, x->shape, true);
-    if (!dx)
+    tg_tensor *dx = tg__new(n->op->name, dy->dtype, x->ndim, x->shape, true);
+    if (!dx) {
+        tg__accumulate(n, 0, NULL);
         return;
+    }
     int dim = (int)n->ip[0];
     int64_t shape[TG_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
@@ -67,12 +69,14 @@ static void slice_backward(tg_node *n, tg_tensor *dy)
      * window sits nowhere: its offset, which may pass int64 in an empty x
      * ((0, 1e16, 1e16)), is not computed. */
     int64_t offset = tg_numel(dy) ? n->ip[1] * dx->strides[dim] : 0;
-    tg_tensor *window = tg__view(dx, x->ndim, shape, dx->strides, offset);
+    tg_tensor *window =
+        tg__view(n->op->name, dx, x->ndim, shape, dx->strides, offset);
     tg_tensor *src = n->ip[3] ? tg_unsqueeze(dy, dim) : tg_retain(dy);
-    tg__add_into(window, src);
+    /* window and src have the same shape: adding needs no memory */
+    bool ok = window && src && tg__add_into(window, src);
     tg_release(src);
     tg_release(window);
-    tg__accumulate(n, 0, dx);
+    tg__accumulate(n, 0, ok ? dx : NULL);
     tg_release(dx);
 }
 static const tg_op slice_op = {.name = "slice", .backward = slice_backward};
@@ -100,10 +104,13 @@ static tg_tensor *window_view(tg_tensor *t, int dim, int64_t start,
                 sizeof(int64_t) * (size_t)(ndim - dim - 1));
         ndim--;
     }
-    tg_tensor *y = tg__view(t, ndim, shape, strides, offset);
-    tg_node *n = y ? tg__record(drop ? &select_op : &slice_op, y, 1, &t) : NULL;
-    if (n)
-        n->ip[0] = dim, n->ip[1] = start, n->ip[2] = length, n->ip[3] = drop;
+    const tg_op *op = drop ? &select_op : &slice_op;
+    tg_tensor *y = tg__view(op->name, t, ndim, shape, strides, offset);
+    y = tg__record(op, y, 1, &t);
+    if (y && y->node) {
+        int64_t *ip = y->node->ip;
+        ip[0] = dim, ip[1] = start, ip[2] = length, ip[3] = drop;
+    }
     return y;
 }
 
@@ -205,10 +212,8 @@ tg_tensor *tg_expand(tg_tensor *t, int ndim, const int64_t *shape)
                   TG_SHP(t), tg__shape_str(ndim, shape, want));
         return NULL;
     }
-    tg_tensor *y = tg__view(t, ndim, out_shape, strides, t->offset);
-    if (y)
-        tg__record(&expand_op, y, 1, &t);
-    return y;
+    tg_tensor *y = tg__view("expand", t, ndim, out_shape, strides, t->offset);
+    return tg__record(&expand_op, y, 1, &t);
 }
 
 /* ---- reshape, unsqueeze, squeeze --------------------------------------- */
@@ -238,11 +243,9 @@ static tg_tensor *reshaped(const tg_op *op, tg_tensor *t, int ndim,
         return NULL;
     int64_t strides[TG_MAX_DIMS];
     tg__contiguous_strides(ndim, shape, strides);
-    tg_tensor *y = tg__view(src, ndim, shape, strides, src->offset);
+    tg_tensor *y = tg__view(op->name, src, ndim, shape, strides, src->offset);
     tg__drop(src);
-    if (y)
-        tg__record(op, y, 1, &t);
-    return y;
+    return tg__record(op, y, 1, &t);
 }
 
 tg_tensor *tg_reshape(tg_tensor *t, int ndim, const int64_t *shape)
@@ -315,10 +318,8 @@ static tg_tensor *size1_view(const tg_op *op, tg_tensor *t, int d, bool insert)
         shape[i] = t->shape[k];
         strides[i] = t->strides[k];
     }
-    tg_tensor *y = tg__view(t, ndim, shape, strides, t->offset);
-    if (y)
-        tg__record(op, y, 1, &t);
-    return y;
+    tg_tensor *y = tg__view(op->name, t, ndim, shape, strides, t->offset);
+    return tg__record(op, y, 1, &t);
 }
 
 tg_tensor *tg_unsqueeze(tg_tensor *t, int dim)
@@ -367,14 +368,12 @@ static const tg_op contiguous_op = {.name = "contiguous",
 static const tg_op alias_op = {.name = "alias", .backward = identity_backward};
 
 /* A new header over t's elements, recorded as an identity: what contiguous
- * and to return when t already is what was asked for. (Not t itself with
- * one more reference: a fresh header is what a scope can own.) */
-static tg_tensor *alias(tg_tensor *t)
+ * and to (op) return when t already is what was asked for. (Not t itself
+ * with one more reference: a fresh header is what a scope can own.) */
+static tg_tensor *alias(const char *op, tg_tensor *t)
 {
-    tg_tensor *y = tg__view(t, t->ndim, t->shape, t->strides, t->offset);
-    if (y)
-        tg__record(&alias_op, y, 1, &t);
-    return y;
+    tg_tensor *y = tg__view(op, t, t->ndim, t->shape, t->strides, t->offset);
+    return tg__record(&alias_op, y, 1, &t);
 }
 
 tg_tensor *tg_contiguous(tg_tensor *t)
@@ -382,11 +381,9 @@ tg_tensor *tg_contiguous(tg_tensor *t)
     if (!t)
         return NULL;
     if (tg_is_contiguous(t))
-        return alias(t);
+        return alias("contiguous", t);
     tg_tensor *y = tg__copy("contiguous", t);
-    if (y)
-        tg__record(&contiguous_op, y, 1, &t);
-    return y;
+    return tg__record(&contiguous_op, y, 1, &t);
 }
 
 /* forward:  y = x converted to another float dtype (rounded to float32)
@@ -409,12 +406,12 @@ tg_tensor *tg_to(tg_tensor *t, tg_dtype dt)
         return NULL;
     }
     if (t->dtype == dt)
-        return alias(t);
+        return alias("to", t);
     tg_tensor *y = tg__new("to", dt, t->ndim, t->shape, false);
     if (!y)
         return NULL;
     tg__copy_into(y, t);
     if (dt == TG_FLOAT32 || dt == TG_FLOAT64)
-        tg__record(&to_op, y, 1, &t);
+        return tg__record(&to_op, y, 1, &t);
     return y;
 }

@@ -54,10 +54,13 @@ static void where_kernel(tg_tensor *out, const tg_tensor *cond,
     tg__loop_run(&L, 1, where_run, &(where_job){out, cond, a, b});
 }
 
-/* cond ? a : b into a new tensor of the broadcast shape, unrecorded. */
+/* cond ? a : b into a new tensor of the broadcast shape, unrecorded; NULL
+ * for a NULL operand (its error kept). */
 static tg_tensor *select_new(const char *op, const tg_tensor *cond,
                              const tg_tensor *a, const tg_tensor *b)
 {
+    if (!cond || !a || !b)
+        return NULL;
     int ndim;
     int64_t shape[TG_MAX_DIMS];
     if (!tg__broadcast(op, 3, (const tg_tensor *const[]){cond, a, b}, &ndim,
@@ -98,10 +101,10 @@ tg_tensor *tg_where(tg_tensor *cond, tg_tensor *a, tg_tensor *b)
         return NULL;
     if (!tg__check_same_float("where", a, b))
         return NULL;
-    tg_tensor *y = select_new("where", cond, a, b);
-    tg_node *n = y ? tg__record(&where_op, y, 2, (tg_tensor *[]){a, b}) : NULL;
-    if (n)
-        tg__save(n, cond);
+    tg_tensor *y = tg__record(&where_op, select_new("where", cond, a, b), 2,
+                              (tg_tensor *[]){a, b});
+    if (y && y->node)
+        tg__save(y->node, cond);
     return y;
 }
 
@@ -142,9 +145,9 @@ tg_tensor *tg_masked_fill(tg_tensor *t, tg_tensor *mask, double value)
     tg_tensor *fill = tg_full(t->dtype, 0, NULL, value);
     tg_tensor *y = fill ? select_new("masked_fill", mask, fill, t) : NULL;
     tg_release(fill);
-    tg_node *n = y ? tg__record(&masked_fill_op, y, 1, &t) : NULL;
-    if (n)
-        tg__save(n, mask);
+    y = tg__record(&masked_fill_op, y, 1, &t);
+    if (y && y->node)
+        tg__save(y->node, mask);
     return y;
 }
 
@@ -191,11 +194,10 @@ static tg_tensor *triangle(tg_tensor *t, int k, bool lower)
     if (!y)
         return NULL;
     zero_triangle(y, k, lower);
-    tg_node *n = t->dtype == TG_FLOAT32 || t->dtype == TG_FLOAT64
-                     ? tg__record(lower ? &tril_op : &triu_op, y, 1, &t)
-                     : NULL;
-    if (n)
-        n->ip[0] = k, n->ip[1] = lower;
+    if (t->dtype == TG_FLOAT32 || t->dtype == TG_FLOAT64)
+        y = tg__record(lower ? &tril_op : &triu_op, y, 1, &t);
+    if (y && y->node)
+        y->node->ip[0] = k, y->node->ip[1] = lower;
     return y;
 }
 

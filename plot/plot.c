@@ -598,7 +598,7 @@ int tg_plot_heatmap(const char *stem, const tg_tensor *m, const char *title,
     plot_files p;
     if (!name_files(op, stem, &p))
         return -1;
-    double *v = malloc(sizeof(double) * (size_t)(rows * cols));
+    double *v = tg__malloc(sizeof(double) * (size_t)(rows * cols));
     if (!v) {
         tg__error("%s: out of memory for shape %s", op, TG_SHP(m));
         return -1;

@@ -114,6 +114,7 @@ static const struct {
     {"attention", attention_suite},
     {"attention_softmax", attention_softmax_suite},
     {"fuzz_regress", fuzz_regress_suite},
+    {"oom", oom_suite},
 };
 
 int main(void)
