@@ -509,19 +509,56 @@ void tg_tape_print(FILE *f)
     }
 }
 
-/* True when the entry numbered seq is still on the tape. */
-static bool on_tape(uint64_t seq)
+/* Orders entry numbers, for qsort and bsearch. */
+static int cmp_seq(const void *a, const void *b)
 {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The numbers of the live entries, sorted (malloc'd, *n of them), so that
+ * whether an input's producer is still on the tape is a binary search:
+ * O(N log N) for the whole drawing, where a walk along the tape per input
+ * was O(N^2) (a 20,000-entry tape took seconds). The tape is in creation
+ * order, so the numbers come sorted already; the sort only makes sure.
+ * NULL (and *n 0) when memory runs out. */
+static uint64_t *live_seqs(size_t *n)
+{
+    *n = 0;
     for (tg_node *e = tape_head; e; e = e->next)
-        if (e->seq == seq)
-            return true;
-    return false;
+        ++*n;
+    uint64_t *seqs = malloc((*n ? *n : 1) * sizeof *seqs);
+    if (!seqs) {
+        *n = 0;
+        return NULL;
+    }
+    size_t i = 0;
+    for (tg_node *e = tape_head; e; e = e->next)
+        seqs[i++] = e->seq;
+    qsort(seqs, *n, sizeof *seqs, cmp_seq);
+    return seqs;
+}
+
+/* True when the entry numbered seq is still on the tape: a binary search
+ * of seqs, or without them (no memory for the array) a walk along the
+ * tape, slow but the same answer. */
+static bool on_tape(const uint64_t *seqs, size_t n, uint64_t seq)
+{
+    if (!seqs) {
+        for (tg_node *e = tape_head; e; e = e->next)
+            if (e->seq == seq)
+                return true;
+        return false;
+    }
+    return bsearch(&seq, seqs, n, sizeof *seqs, cmp_seq) != NULL;
 }
 
 void tg_tape_dot(FILE *f)
 {
     if (!f)
         return;
+    size_t n_seqs;
+    uint64_t *seqs = live_seqs(&n_seqs);
     fprintf(f, "digraph tape {\n  rankdir=BT;\n"
                "  node [fontname=\"Helvetica\", fontsize=10];\n");
     for (tg_node *e = tape_head; e; e = e->next) {
@@ -536,7 +573,7 @@ void tg_tape_dot(FILE *f)
                 continue;
             char shp[TG_SHAPE_STR];
             tg__shape_str(e->in_ndim[i], e->in_shape[i], shp);
-            if (e->in_seq[i] && on_tape(e->in_seq[i])) {
+            if (e->in_seq[i] && on_tape(seqs, n_seqs, e->in_seq[i])) {
                 fprintf(f, "  op%llu -> op%llu [label=\"%s\"];\n",
                         (unsigned long long)e->in_seq[i],
                         (unsigned long long)e->seq, shp);
@@ -551,4 +588,5 @@ void tg_tape_dot(FILE *f)
         }
     }
     fprintf(f, "}\n");
+    free(seqs);
 }

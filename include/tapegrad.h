@@ -363,13 +363,14 @@ tg_tensor *tg_ge_scalar(tg_tensor *t, double v);
  * elsewhere. New reference; NULL when the three do not broadcast or a and b
  * are not the same float dtype. */
 tg_tensor *tg_where(tg_tensor *cond, tg_tensor *a, tg_tensor *b);
-/** value where mask holds, t elsewhere (torch.masked_fill). mask broadcasts to
- * t's shape (t's shape is the result's; a mask with more or larger dims is an
- * error). The lesson's where(mask == 0, -inf, scores) is
+/** value where mask holds, t elsewhere, as torch.masked_fill (out of place):
+ * t and mask broadcast together and the result has their broadcast shape,
+ * so t (3,) under a (2,3) mask gives (2,3), and a mask smaller than t
+ * stretches to it. The lesson's where(mask == 0, -inf, scores) is
  * tg_masked_fill(scores, tg_eq_scalar(tril, 0), -INFINITY).
- * Gradient: dt = dy where the mask does not hold, 0 where it does. New
- * reference; NULL on a mask that does not broadcast or a t that is not
- * float. */
+ * Gradient: dt = dy where the mask does not hold, 0 where it does, summed
+ * over the dims t was broadcast along. New reference; NULL for shapes that
+ * do not broadcast or a t that is not float. */
 tg_tensor *tg_masked_fill(tg_tensor *t, tg_tensor *mask, double value);
 /** numpy.tril on the last two dims: zero above diagonal k (k > 0 above the
  * main one). Differentiable: the gradient is masked the same way. New
@@ -471,8 +472,12 @@ tg_tensor *tg_attention_softmax(tg_tensor *scores, double scale, bool causal);
 tg_tensor *tg_cat(tg_tensor *const *ts, int n, int dim);
 /** torch.chunk with equal parts: splits t along dim into n views of
  * size(dim) / n (which must divide evenly), written to out[0..n-1] (new
- * references). Returns 0, or -1 with every out[i] NULL (NULL out, n < 1, a
- * bad dim, or a size n does not divide). */
+ * references). Returns 0, or -1 for a NULL t or out, n < 1, a bad dim, or a
+ * size n does not divide, or when memory runs out.
+ * out is written only when the arguments are valid: on -1 from a bad
+ * argument (NULL t included) it is left untouched, so an array sized for the
+ * right count is never written past; on -1 from running out of memory
+ * every out[i] is NULL (nothing to release). */
 int tg_chunk(tg_tensor *t, int n, int dim, tg_tensor **out);
 /** Embedding lookup: weight (V,C), ids int64 of any shape with values in
  * [0, V) -> ids.shape + (C,), row ids[i] of weight at each position.
@@ -603,7 +608,7 @@ typedef tg_tensor *(*tg_fn)(tg_tensor *const *inputs, void *ctx);
 
 /** Options of tg_gradcheck; start from tg_gradcheck_defaults(). */
 typedef struct tg_gradcheck_opts {
-    double eps;  /**< central difference step (default 1e-6) */
+    double eps;  /**< central difference step, > 0 and finite (default 1e-6) */
     double atol; /**< pass when |analytic - numeric| <= atol + rtol*|numeric| */
     double rtol; /**< (defaults 1e-5 and 1e-3, as torch.autograd.gradcheck) */
     uint32_t seed; /**< seed of the random output weights u (default 0) */
@@ -633,10 +638,12 @@ tg_gradcheck_opts tg_gradcheck_defaults(void);
  * perturbed in place and restored. The inputs' accumulated gradients are
  * left as they were.
  * Returns 0 when every element passes, 1 when one does not (the report says
- * which), -1 on error (no function, no inputs, a NULL or non-leaf input, no
- * input requiring grad, or f failing). opts may be NULL (defaults); report
- * may be NULL. The options are not checked: an eps of 0 or NaN makes every
- * element fail. */
+ * which), -1 on error: no function, no inputs, a NULL or non-leaf input, no
+ * input requiring grad, options out of range (eps must be > 0 and finite,
+ * atol and rtol >= 0: a NaN is an error, and the message names the three),
+ * or f returning NULL (f's error is kept; a function that set none gives
+ * "gradcheck: the function returned NULL without an error"). opts may be
+ * NULL (defaults); report may be NULL. */
 int tg_gradcheck(tg_fn f, void *ctx, int n_inputs, tg_tensor *const *inputs,
                  const tg_gradcheck_opts *opts, tg_gradcheck_report *report);
 
