@@ -82,10 +82,13 @@ void tg_print_live_tensors(FILE *f)
     if (!f || !audit_on())
         return;
     pthread_mutex_lock(&lock);
-    for (const tg_tensor *t = live; t; t = t->live_next)
+    for (const tg_tensor *t = live; t; t = t->live_next) {
+        /* a count other threads may be changing meanwhile: a snapshot */
+        int64_t refs = atomic_load_explicit(&t->refcount, memory_order_relaxed);
         fprintf(f, "  %s %s made by '%s' at %s:%d (%lld reference%s)\n",
                 tg_dtype_name(t->dtype), TG_SHP(t), t->born_op,
                 t->born_file ? t->born_file : "?", t->born_line,
-                (long long)t->refcount, t->refcount == 1 ? "" : "s");
+                (long long)refs, refs == 1 ? "" : "s");
+    }
     pthread_mutex_unlock(&lock);
 }

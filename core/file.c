@@ -1,5 +1,6 @@
 /* Writing a file so that a failed write never costs the old one (see
- * core/shared.h for the contract).
+ * core/shared.h for the contract); and, for the loaders, opening one to
+ * read without blocking on what is not a regular file.
  *
  * The bytes go to a temporary file beside the target (same directory, so
  * the same file system, where rename is atomic), named ".<name>.XXXXXX".
@@ -292,4 +293,36 @@ int tg__file_commit(tg__file *w)
         unlink(w->tmp);
     file_free(w);
     return ok ? 0 : -1;
+}
+
+/* ---- reading ------------------------------------------------------------ */
+
+FILE *tg__file_open_regular(const char *op, const char *path, int64_t *size)
+{
+    /* O_NONBLOCK: opening a FIFO for reading waits for a writer, forever if
+     * none comes, and some devices wait likewise; nonblocking, the open
+     * returns at once and fstat can refuse them. For a regular file the
+     * flag means nothing, and it is cleared all the same before reading. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        tg__error("%s: %s: cannot open: %s", op, path, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    int flags;
+    FILE *f = NULL;
+    if (fstat(fd, &st) != 0)
+        tg__error("%s: %s: cannot stat: %s", op, path, strerror(errno));
+    else if (!S_ISREG(st.st_mode))
+        tg__error("%s: %s: not a regular file", op, path);
+    else if ((flags = fcntl(fd, F_GETFL)) < 0 ||
+             fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0 ||
+             !(f = fdopen(fd, "rb")))
+        tg__error("%s: %s: cannot open: %s", op, path, strerror(errno));
+    if (!f) {
+        close(fd);
+        return NULL;
+    }
+    *size = (int64_t)st.st_size;
+    return f;
 }

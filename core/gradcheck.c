@@ -11,6 +11,7 @@
 #include "core/internal.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 tg_gradcheck_opts tg_gradcheck_defaults(void)
@@ -88,6 +89,26 @@ static bool check_inputs(tg_fn f, int n, tg_tensor *const *inputs)
     return any;
 }
 
+/* y = f(inputs), and when it is NULL an error that says why: f's own, or
+ * for a function that set none, ours (never an empty or a stale message).
+ * When f succeeds the error is as it was before the call, unless f set
+ * one. */
+static tg_tensor *call_f(tg_fn f, void *ctx, tg_tensor *const *inputs)
+{
+    char before[1024]; /* the size of the error, core/error.c */
+    snprintf(before, sizeof before, "%s", tg_last_error());
+    tg_clear_error();
+    tg_tensor *y = f(inputs, ctx);
+    if (!tg_last_error()[0]) {
+        if (y)
+            tg__error("%s", before);
+        else
+            tg__error("gradcheck: the function returned NULL without an "
+                      "error");
+    }
+    return y;
+}
+
 /* Runs y = f(inputs) with grad on and backpropagates u: the analytic
  * gradients land in the inputs' grad fields. Returns y (new) and u
  * (malloc'd, in *u_out), or NULL. */
@@ -95,7 +116,7 @@ static tg_tensor *analytic_pass(tg_fn f, void *ctx, tg_tensor *const *inputs,
                                 uint32_t seed, double **u_out)
 {
     bool was = tg_set_grad_enabled(true);
-    tg_tensor *y = f(inputs, ctx);
+    tg_tensor *y = call_f(f, ctx, inputs);
     tg_set_grad_enabled(was);
     if (!y)
         return NULL;

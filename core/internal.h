@@ -27,6 +27,7 @@
 #include "tapegrad.h"
 
 #include <stdarg.h>
+#include <stdatomic.h>
 
 /* The layout-reading form of core/error.h's shape string (see there). */
 #define TG_SHP(t) tg__shape_str((t)->ndim, (t)->shape, (char[TG_SHAPE_STR]){0})
@@ -44,13 +45,20 @@
 /* Storage and tensor                                                 */
 /* ------------------------------------------------------------------ */
 
+/* Refcounts are atomic, so that threads may share a tensor read-only and
+ * drop their references from anywhere (include/tapegrad.h, "Threads"): a
+ * new reference is taken relaxed (it is made from one the caller holds, so
+ * the count cannot reach 0 meanwhile), and each drop is acq_rel, so that
+ * whatever a thread did with the object happens before whichever thread
+ * frees it. Read them with atomic_load_explicit. */
 typedef struct tg_storage {
-    int64_t refcount;
+    _Atomic int64_t refcount;
     size_t nbytes;
     void *data;
 } tg_storage;
 
 typedef struct tg_node tg_node;
+typedef struct tg_tape tg_tape; /* one thread's live entries (core/tape.c) */
 
 struct tg_tensor {
     tg_dtype dtype;
@@ -60,7 +68,7 @@ struct tg_tensor {
     /* Not first: free() writes its own bookkeeping over the first 16 bytes
      * of a freed block, and a second tg_release must still find 0 here to
      * assert (until the memory is reused). */
-    int64_t refcount;
+    _Atomic int64_t refcount;
     int64_t offset; /* in elements, into storage */
     tg_storage *storage;
 
@@ -70,7 +78,8 @@ struct tg_tensor {
     tg_tensor *grad; /* owned; leaves keep it, non-leaves only if retain_grad */
     tg_node *node;   /* the tape entry that produced this tensor (owned) */
 
-    int64_t scope_slot;    /* index in this thread's scope stack, or -1 */
+    int64_t scope_slot;    /* index in a scope stack, or -1 */
+    uint64_t scope_thread; /* whose stack: set when made, then constant */
     tg_tensor *dying_next; /* release's worklist (keeps release iterative) */
 
     /* the leak audit (core/audit.c), when TG_DEBUG_LEAKS is set */
@@ -387,7 +396,8 @@ struct tg_node {
     double
         grad_norm; /* of the gradient that reached out; < 0 before backward */
     bool consumed; /* backward ran and released in/saved */
-    tg_node *prev, *next; /* this thread's list of live entries */
+    tg_tape *tape; /* the tape of the thread that recorded it */
+    tg_node *prev, *next; /* that tape's list of live entries */
 };
 
 /* Records an op on the tape if grad mode is on and any input requires grad:

@@ -16,7 +16,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 /* Elements are copied as raw bytes, which is '<' (little-endian) order only
  * on a little-endian host. */
@@ -442,22 +441,13 @@ tg_tensor *tg_load_npy(const char *path)
         tg__error("load_npy: path is NULL");
         return NULL;
     }
-    npy_file in = {.path = path, .f = fopen(path, "rb")};
-    if (!in.f) {
-        fail(&in, "cannot open: %s", strerror(errno));
+    /* The size bounds every length the file claims, so it must be real:
+     * only a regular file is read. */
+    npy_file in = {.path = path};
+    in.f = tg__file_open_regular("load_npy", path, &in.size);
+    if (!in.f)
         return NULL;
-    }
-    /* The size bounds every length the file claims, so it must be real. */
-    struct stat st;
-    tg_tensor *t = NULL;
-    if (fstat(fileno(in.f), &st) != 0)
-        fail(&in, "cannot stat: %s", strerror(errno));
-    else if (!S_ISREG(st.st_mode))
-        fail(&in, "not a regular file");
-    else {
-        in.size = (int64_t)st.st_size;
-        t = read_npy(&in);
-    }
+    tg_tensor *t = read_npy(&in);
     fclose(in.f);
     return t;
 }

@@ -18,10 +18,20 @@
  * the tensor the same way.
  *
  * Below the tensor: this file keeps pointers and slot numbers, and never
- * takes or drops a reference itself. */
+ * takes or drops a reference itself.
+ *
+ * A tensor may be released on another thread than the one whose scope
+ * holds it (include/tapegrad.h, "Threads"): that reference is then not the
+ * scope's, and only the scope's own thread ever touches the slot. So a
+ * tensor records which thread's stack it went on, by a number each thread
+ * takes when it first opens a scope (never reused, as the address of a
+ * thread-local could be after a thread exits). */
 #include "core/internal.h"
 
 #include <stdlib.h>
+
+static atomic_uint_fast64_t threads_with_scopes;
+static TG_THREAD_LOCAL uint64_t stack_id; /* 0 until this thread opens one */
 
 static TG_THREAD_LOCAL tg_tensor **slots;
 static TG_THREAD_LOCAL int64_t n_slots, cap_slots;
@@ -48,6 +58,10 @@ static bool grow(void **buf, int64_t *cap, int64_t need, size_t es)
 
 void tg_scope_begin(void)
 {
+    if (!stack_id)
+        stack_id = atomic_fetch_add_explicit(&threads_with_scopes, 1,
+                                             memory_order_relaxed) +
+                   1;
     if (n_lost > 0 ||
         !grow((void **)&marks, &cap_marks, n_marks + 1, sizeof *marks)) {
         n_lost++; /* nested in a lost scope, or lost itself */
@@ -123,6 +137,7 @@ bool tg__scope_register(tg_tensor *t, const char *op)
         tg__error("%s: out of memory for the scope's list of tensors", op);
         return false;
     }
+    t->scope_thread = stack_id;
     t->scope_slot = n_slots;
     slots[n_slots++] = t;
     return true;
@@ -130,7 +145,9 @@ bool tg__scope_register(tg_tensor *t, const char *op)
 
 void tg__unscope(tg_tensor *t)
 {
-    if (t->scope_slot < 0)
+    /* (A tensor never scoped has number 0 and slot -1, as has a thread that
+     * never opened a scope.) */
+    if (t->scope_thread != stack_id || t->scope_slot < 0)
         return;
     TG_ASSERT(t->scope_slot < n_slots && slots[t->scope_slot] == t);
     slots[t->scope_slot] = NULL;

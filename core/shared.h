@@ -21,6 +21,17 @@ TG_HIDDEN void tg__copy_into(tg_tensor *dst, const tg_tensor *src);
  * and clip_grad_norm. (core/tape.c) */
 TG_HIDDEN double tg__sum_squares(const tg_tensor *g);
 
+/* ---- Reading a file (core/file.c) ----------------------------------- */
+
+/* Opens path for reading, for the loaders: never blocks in the open (a FIFO
+ * with no writer, a device waiting for a peer) and refuses anything but a
+ * regular file, whose size is then a real bound on what it holds. Returns
+ * the stream (the caller fcloses it) with the size in *size; or NULL with
+ * the error "<op>: <path>: cannot open: <strerror>", "... cannot stat: ..."
+ * or "<op>: <path>: not a regular file". */
+TG_HIDDEN FILE *tg__file_open_regular(const char *op, const char *path,
+                                      int64_t *size);
+
 /* ---- Writing a file safely (core/file.c) -------------------------------
  * For every file the library writes (.npy, .npz, plot data and scripts):
  * the bytes go to a temporary ".<name>.XXXXXX" in the target's directory,

@@ -370,22 +370,26 @@ tg_storage *tg__storage_new(size_t nbytes, bool zero_fill)
     if (zero_fill && !zeroed)
         memset(b->s.data, 0, nbytes);
     b->s.nbytes = nbytes;
-    b->s.refcount = 1;
+    atomic_init(&b->s.refcount, 1);
     return &b->s;
 }
 
+/* Atomic counts, as the tensor's (core/internal.h). */
 void tg__storage_retain(tg_storage *s)
 {
-    TG_ASSERT(s->refcount > 0);
-    s->refcount++;
+    int64_t was =
+        atomic_fetch_add_explicit(&s->refcount, 1, memory_order_relaxed);
+    TG_ASSERT(was > 0);
 }
 
 /* Drops a reference; the last one gives the block to its class's free list
  * (or back to the system when the pool is off or holds enough). */
 void tg__storage_release(tg_storage *s)
 {
-    TG_ASSERT(s->refcount > 0);
-    if (--s->refcount > 0)
+    int64_t was =
+        atomic_fetch_sub_explicit(&s->refcount, 1, memory_order_acq_rel);
+    TG_ASSERT(was > 0);
+    if (was > 1)
         return;
     block *b = (block *)s;
     bool cached = false;

@@ -3,8 +3,8 @@
  * An op whose input requires grad records one entry (tg_node): the op, its
  * retained inputs and saved tensors. The entry is owned by the op's output,
  * so dropping a result you never backpropagate frees its whole graph, as in
- * PyTorch. Live entries also sit on this thread's tape, in creation order,
- * for tg_tape_print / tg_tape_dot.
+ * PyTorch. Live entries also sit on the tape of the thread that recorded
+ * them, in creation order, for tg_tape_print / tg_tape_dot.
  *
  * tg_backward_with(out, dout) gathers the entries out depends on, sorts them
  * newest first (creation order is a topological order: an op's inputs exist
@@ -22,13 +22,136 @@
 #include "core/internal.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 static TG_THREAD_LOCAL bool grad_disabled; /* grad mode is on by default */
 static TG_THREAD_LOCAL bool in_backward;   /* the engine is walking the tape */
-static TG_THREAD_LOCAL tg_node *tape_head, *tape_tail;
 static TG_THREAD_LOCAL uint64_t next_seq = 1;
+
+/* ---- the tape: one per thread ------------------------------------------ */
+
+/* A thread's live entries, oldest first. An entry leaves its tape when its
+ * output dies, and that may be on another thread (include/tapegrad.h,
+ * "Threads"), so each entry points to its tape and the list has a mutex.
+ * The owner takes it too, on every record and unlink: uncontended, as it is
+ * unless another thread is freeing entries of ours, that is some 10 ns per
+ * recorded op (a loop of tiny adds), lost in the noise of a training step
+ * (bench_head --config tiny); taking it only from other threads would need
+ * a second scheme for the owner's side.
+ *
+ * A tape outlives its thread while entries on it are alive elsewhere (a
+ * tensor handed to another thread): it is freed by whichever comes last,
+ * the thread's exit (a pthread key's destructor) or the unlinking of its
+ * last entry then. */
+struct tg_tape {
+    pthread_mutex_t lock; /* guards the three below */
+    tg_node *head, *tail;
+    bool orphaned; /* its thread has exited */
+};
+
+static TG_THREAD_LOCAL tg_tape *my_tape; /* NULL until this thread records */
+static pthread_key_t tape_key;           /* its destructor: thread_exit */
+static bool tape_key_made;
+static pthread_once_t tape_key_once = PTHREAD_ONCE_INIT;
+
+static void tape_free(tg_tape *tp)
+{
+    pthread_mutex_destroy(&tp->lock);
+    free(tp);
+}
+
+/* At the exit of a thread that recorded: its tape goes now, or with the
+ * last of its entries. */
+static void thread_exit(void *arg)
+{
+    tg_tape *tp = arg;
+    my_tape = NULL;
+    pthread_mutex_lock(&tp->lock);
+    tp->orphaned = true;
+    bool last = !tp->head;
+    pthread_mutex_unlock(&tp->lock);
+    if (last)
+        tape_free(tp);
+}
+
+static void make_tape_key(void)
+{
+    /* Without a key (the process ran out of them) a thread's tape is never
+     * freed: a small leak per thread, not an error. */
+    tape_key_made = pthread_key_create(&tape_key, thread_exit) == 0;
+}
+
+/* This thread's tape, made on its first record; NULL when out of memory
+ * (or of mutexes). */
+static tg_tape *this_tape(void)
+{
+    if (my_tape)
+        return my_tape;
+    pthread_once(&tape_key_once, make_tape_key);
+    tg_tape *tp = tg__calloc(1, sizeof *tp);
+    if (tp && pthread_mutex_init(&tp->lock, NULL) != 0) {
+        free(tp);
+        tp = NULL;
+    }
+    if (!tp)
+        return NULL;
+    if (tape_key_made)
+        pthread_setspecific(tape_key, tp);
+    return my_tape = tp;
+}
+
+/* Appends n to tp, this thread's tape. */
+static void tape_append(tg_tape *tp, tg_node *n)
+{
+    n->tape = tp;
+    pthread_mutex_lock(&tp->lock);
+    n->prev = tp->tail;
+    if (tp->tail)
+        tp->tail->next = n;
+    else
+        tp->head = n;
+    tp->tail = n;
+    pthread_mutex_unlock(&tp->lock);
+}
+
+/* Takes n off its tape, from whichever thread. */
+static void tape_unlink(tg_node *n)
+{
+    tg_tape *tp = n->tape;
+    pthread_mutex_lock(&tp->lock);
+    if (n->prev)
+        n->prev->next = n->next;
+    else
+        tp->head = n->next;
+    if (n->next)
+        n->next->prev = n->prev;
+    else
+        tp->tail = n->prev;
+    bool last = tp->orphaned && !tp->head;
+    pthread_mutex_unlock(&tp->lock);
+    if (last)
+        tape_free(tp);
+}
+
+/* Locks this thread's tape for a walk and returns its oldest entry (NULL
+ * when it never recorded); tape_walk_end unlocks. While locked, no entry can
+ * leave it, so each entry's output is alive (it is freed after its entry
+ * leaves the tape). */
+static tg_node *tape_walk_begin(void)
+{
+    if (!my_tape)
+        return NULL;
+    pthread_mutex_lock(&my_tape->lock);
+    return my_tape->head;
+}
+
+static void tape_walk_end(void)
+{
+    if (my_tape)
+        pthread_mutex_unlock(&my_tape->lock);
+}
 
 bool tg_set_grad_enabled(bool on)
 {
@@ -84,7 +207,8 @@ tg_tensor *tg__record(const tg_op *op, tg_tensor *out, int n_in,
     if (!any)
         return out;
 
-    tg_node *n = node_alloc(n_in);
+    tg_tape *tp = this_tape();
+    tg_node *n = tp ? node_alloc(n_in) : NULL;
     if (!n) {
         tg__error("%s: out of memory recording its tape entry (output %s)",
                   op->name, TG_SHP(out));
@@ -107,13 +231,7 @@ tg_tensor *tg__record(const tg_op *op, tg_tensor *out, int n_in,
     n->out = out;
     out->node = n;
     out->requires_grad = true;
-
-    n->prev = tape_tail;
-    if (tape_tail)
-        tape_tail->next = n;
-    else
-        tape_head = n;
-    tape_tail = n;
+    tape_append(tp, n);
     return out;
 }
 
@@ -152,14 +270,7 @@ static void node_drop_refs(tg_node *n)
 
 void tg__node_free(tg_node *n)
 {
-    if (n->prev)
-        n->prev->next = n->next;
-    else
-        tape_head = n->next;
-    if (n->next)
-        n->next->prev = n->prev;
-    else
-        tape_tail = n->prev;
+    tape_unlink(n);
     n->out->node = NULL;
     node_drop_refs(n);
     free(n);
@@ -192,12 +303,17 @@ static bool same_shape(const tg_tensor *a, const tg_tensor *b)
 
 /* True when g can become t's gradient as it is: a plain result of t's
  * shape and dtype, laid out in C order over storage of its own, that only
- * the caller holds (one reference, in no scope, no tape entry, no grad). */
+ * the caller holds (one reference, in no scope, no tape entry, no grad).
+ * The counts are read acquire: a view another thread just dropped was done
+ * reading the storage before the gradient is written into it. */
 static bool can_adopt(const tg_tensor *t, const tg_tensor *g)
 {
-    return g->refcount == 1 && g->scope_slot < 0 && !g->node && !g->grad &&
-           !g->requires_grad && g->storage->refcount == 1 && g->offset == 0 &&
-           g->dtype == t->dtype && same_shape(t, g) && tg_is_contiguous(g);
+    return atomic_load_explicit(&g->refcount, memory_order_acquire) == 1 &&
+           g->scope_slot < 0 && !g->node && !g->grad && !g->requires_grad &&
+           atomic_load_explicit(&g->storage->refcount, memory_order_acquire) ==
+               1 &&
+           g->offset == 0 && g->dtype == t->dtype && same_shape(t, g) &&
+           tg_is_contiguous(g);
 }
 
 /* t.grad += g. The first gradient becomes one t owns, so that a gradient
@@ -629,8 +745,9 @@ tg_tensor *tg_detach(tg_tensor *t)
 int64_t tg_tape_size(void)
 {
     int64_t n = 0;
-    for (tg_node *e = tape_head; e; e = e->next)
+    for (tg_node *e = tape_walk_begin(); e; e = e->next)
         n++;
+    tape_walk_end();
     return n;
 }
 
@@ -638,7 +755,7 @@ void tg_tape_print(FILE *f)
 {
     if (!f)
         return;
-    for (tg_node *e = tape_head; e; e = e->next) {
+    for (tg_node *e = tape_walk_begin(); e; e = e->next) {
         fprintf(f, "#%-4llu %-14s", (unsigned long long)e->seq, e->op->name);
         for (int i = 0; i < e->n_in; i++)
             if (e->in_id[i])
@@ -652,24 +769,65 @@ void tg_tape_print(FILE *f)
             fprintf(f, "   at %s:%d", e->file, e->line);
         fputc('\n', f);
     }
+    tape_walk_end();
 }
 
-/* True when the entry numbered seq is still on the tape. */
-static bool on_tape(uint64_t seq)
+/* Orders entry numbers, for qsort and bsearch. */
+static int cmp_seq(const void *a, const void *b)
 {
-    for (tg_node *e = tape_head; e; e = e->next)
-        if (e->seq == seq)
-            return true;
-    return false;
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The numbers of the live entries from head on (the caller's walk holds
+ * the tape), sorted (malloc'd, *n of them), so that whether an input's
+ * producer is still on the tape is a binary search:
+ * O(N log N) for the whole drawing, where a walk along the tape per input
+ * was O(N^2) (a 20,000-entry tape took seconds). The tape is in creation
+ * order, so the numbers come sorted already; the sort only makes sure.
+ * NULL (and *n 0) when memory runs out. */
+static uint64_t *live_seqs(const tg_node *head, size_t *n)
+{
+    *n = 0;
+    for (const tg_node *e = head; e; e = e->next)
+        ++*n;
+    uint64_t *seqs = tg__malloc((*n ? *n : 1) * sizeof *seqs);
+    if (!seqs) {
+        *n = 0;
+        return NULL;
+    }
+    size_t i = 0;
+    for (const tg_node *e = head; e; e = e->next)
+        seqs[i++] = e->seq;
+    qsort(seqs, *n, sizeof *seqs, cmp_seq);
+    return seqs;
+}
+
+/* True when the entry numbered seq is still on the tape: a binary search
+ * of seqs, or without them (no memory for the array) a walk along the
+ * tape, slow but the same answer. */
+static bool on_tape(const tg_node *head, const uint64_t *seqs, size_t n,
+                    uint64_t seq)
+{
+    if (!seqs) {
+        for (const tg_node *e = head; e; e = e->next)
+            if (e->seq == seq)
+                return true;
+        return false;
+    }
+    return bsearch(&seq, seqs, n, sizeof *seqs, cmp_seq) != NULL;
 }
 
 void tg_tape_dot(FILE *f)
 {
     if (!f)
         return;
+    tg_node *head = tape_walk_begin();
+    size_t n_seqs;
+    uint64_t *seqs = live_seqs(head, &n_seqs);
     fprintf(f, "digraph tape {\n  rankdir=BT;\n"
                "  node [fontname=\"Helvetica\", fontsize=10];\n");
-    for (tg_node *e = tape_head; e; e = e->next) {
+    for (tg_node *e = head; e; e = e->next) {
         fprintf(f, "  op%llu [shape=box, style=rounded, label=\"%s\\n#%llu",
                 (unsigned long long)e->seq, e->op->name,
                 (unsigned long long)e->seq);
@@ -681,7 +839,7 @@ void tg_tape_dot(FILE *f)
                 continue;
             char shp[TG_SHAPE_STR];
             tg__shape_str(e->in_ndim[i], e->in_shape[i], shp);
-            if (e->in_seq[i] && on_tape(e->in_seq[i])) {
+            if (e->in_seq[i] && on_tape(head, seqs, n_seqs, e->in_seq[i])) {
                 fprintf(f, "  op%llu -> op%llu [label=\"%s\"];\n",
                         (unsigned long long)e->in_seq[i],
                         (unsigned long long)e->seq, shp);
@@ -695,5 +853,7 @@ void tg_tape_dot(FILE *f)
                     (unsigned long long)e->seq);
         }
     }
+    tape_walk_end();
     fprintf(f, "}\n");
+    free(seqs);
 }

@@ -30,7 +30,7 @@ static tg_tensor *header_new(tg_dtype dt, int ndim, const int64_t *shape)
     tg_tensor *t = tg__calloc(1, sizeof *t);
     if (!t)
         return NULL;
-    t->refcount = 1;
+    atomic_init(&t->refcount, 1);
     t->dtype = dt;
     t->ndim = ndim;
     if (ndim > 0) /* a 0-d shape may be NULL, and memcpy(x, NULL, 0) is UB */
@@ -144,11 +144,16 @@ tg_tensor *tg__copy(const char *op, const tg_tensor *t)
 
 /* ---- lifetime ---------------------------------------------------------- */
 
+/* The counts are atomic (core/internal.h says which orders, and why). A
+ * count read as 0 is a release too many, or a tensor already freed (whose
+ * count stays 0 until its memory is reused): the caller's bug, asserted. */
+
 tg_tensor *tg_retain(tg_tensor *t)
 {
     if (t) {
-        TG_ASSERT(t->refcount > 0);
-        t->refcount++;
+        int64_t was =
+            atomic_fetch_add_explicit(&t->refcount, 1, memory_order_relaxed);
+        TG_ASSERT(was > 0);
     }
     return t;
 }
@@ -162,7 +167,8 @@ void tg_release(tg_tensor *t)
 {
     if (!t)
         return;
-    TG_ASSERT(t->refcount > 0);
+    /* before the scope looks at t, whose slot is stale once it is freed */
+    TG_ASSERT(atomic_load_explicit(&t->refcount, memory_order_relaxed) > 0);
     tg__scope_release(t);
     tg__drop(t);
 }
@@ -171,9 +177,14 @@ void tg__drop(tg_tensor *t)
 {
     if (!t)
         return;
-    TG_ASSERT(t->refcount > 0);
-    if (--t->refcount > 0)
+    int64_t was =
+        atomic_fetch_sub_explicit(&t->refcount, 1, memory_order_acq_rel);
+    TG_ASSERT(was > 0);
+    if (was > 1)
         return;
+    /* The last reference, possibly on another thread than the one that
+     * made t: t's entry leaves its own thread's tape (tg__node_free), and
+     * what dies with t dies here, on this thread's worklist. */
     t->dying_next = dying;
     dying = t;
     if (draining)

@@ -21,18 +21,26 @@
  * falling. That gap is memorisation; more steps will not close it, more
  * text will. The defaults stop there, ~1-2 minutes on two cores.
  */
-#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, fdopen */
 
 #include <tapegrad.h>
 #include <tapegrad_nn.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
+
+/* The largest text read: each byte becomes an 8-byte token id, so 256 MiB
+ * of text is 2 GiB of ids, more than a character model this size needs. */
+#define MAX_TEXT_MIB 256
 
 typedef struct options {
     const char *text_path, *save_path;
@@ -50,6 +58,23 @@ typedef struct corpus {
     unsigned char byte_of[256]; /* id -> byte */
 } corpus;
 
+/* Set by report(): a failure already explained on stderr. main explains
+ * any other from tg_last_error(). */
+static bool reported;
+
+/* Prints "tiny_gpt: <message>" on stderr, after what stdout holds. */
+__attribute__((format(printf, 1, 2))) static void report(const char *fmt, ...)
+{
+    fflush(stdout);
+    fputs("tiny_gpt: ", stderr);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    reported = true;
+}
+
 static double now_seconds(void)
 {
     struct timespec ts;
@@ -59,33 +84,59 @@ static double now_seconds(void)
 
 /* ---- the data --------------------------------------------------------- */
 
+/* The whole of a regular file of at most MAX_TEXT_MIB, malloc'd, its
+ * length in *n; or NULL with a message on stderr. Not a device or a pipe:
+ * /dev/zero never ends and a FIFO's open waits for a writer (the open does
+ * not block, and fstat refuses them). */
+static unsigned char *read_text(const char *path, size_t *n)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK);
+    if (fd < 0) {
+        report("%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    FILE *f = NULL;
+    if (fstat(fd, &st) != 0)
+        report("%s: %s", path, strerror(errno));
+    else if (!S_ISREG(st.st_mode))
+        report("%s is not a regular file (a device, a pipe or a directory): "
+               "give a text file",
+               path);
+    else if (st.st_size > (off_t)MAX_TEXT_MIB << 20)
+        report("%s is %lld bytes, larger than the limit of %d MiB for a text",
+               path, (long long)st.st_size, MAX_TEXT_MIB);
+    else if (!(f = fdopen(fd, "rb")))
+        report("%s: %s", path, strerror(errno));
+    if (!f) {
+        close(fd);
+        return NULL;
+    }
+    /* one byte more than the size, to see a file that grew meanwhile */
+    size_t size = (size_t)st.st_size;
+    unsigned char *text = malloc(size + 1);
+    *n = text ? fread(text, 1, size + 1, f) : 0;
+    bool read_error = ferror(f);
+    fclose(f);
+    if (!text || read_error || *n != size) {
+        report("cannot read %s: %s", path,
+               !text        ? "out of memory"
+               : read_error ? "read error"
+                            : "it changed while being read");
+        free(text);
+        return NULL;
+    }
+    return text;
+}
+
 /* Reads the whole file and turns it into ids: the distinct bytes, sorted,
  * numbered 0..V-1. Returns 0, or -1 with a message on stderr. */
 static int load_corpus(corpus *cp, const char *path, int block)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "tiny_gpt: %s: %s\n", path, strerror(errno));
+    size_t n;
+    unsigned char *text = read_text(path, &n);
+    if (!text)
         return -1;
-    }
-    size_t cap = 1 << 16, n = 0;
-    unsigned char *text = malloc(cap);
-    while (text) {
-        n += fread(text + n, 1, cap - n, f);
-        if (n < cap)
-            break;
-        unsigned char *bigger = realloc(text, cap *= 2);
-        if (!bigger)
-            free(text);
-        text = bigger;
-    }
-    bool read_error = ferror(f);
-    fclose(f);
-    if (!text || read_error) {
-        fprintf(stderr, "tiny_gpt: cannot read %s\n", path);
-        free(text);
-        return -1;
-    }
 
     int id_of[256];
     bool seen[256] = {false};
@@ -104,27 +155,35 @@ static int load_corpus(corpus *cp, const char *path, int block)
         for (size_t i = 0; i < n; i++)
             cp->ids[i] = id_of[text[i]];
     free(text);
-    if (!cp->ids)
+    if (!cp->ids) {
+        report("%s: out of memory for %zu token ids", path, n);
         return -1;
+    }
     /* both splits must hold at least one window of block + 1 bytes */
     if (cp->n - cp->n_train <= block) {
-        fprintf(stderr,
-                "tiny_gpt: %s has %lld bytes; its last 10%% must be longer "
-                "than the block (%d)\n",
-                path, (long long)n, block);
+        report("%s has %lld bytes; its last 10%% must be longer than the "
+               "block (%d)",
+               path, (long long)n, block);
         return -1;
     }
     return 0;
 }
 
 /* B random windows from ids[0, n): x = ids[s, s+T), y = ids[s+1, s+T+1],
- * both (B,T) int64. Returns 0 with two new references, or -1. */
+ * both (B,T) int64. Returns 0 with two new references, or -1 (a message on
+ * stderr when the batch itself does not fit in memory). */
 static int get_batch(const int64_t *ids, int64_t n, int B, int T, tg_rng *rng,
                      tg_tensor **x, tg_tensor **y)
 {
-    int64_t *buf = malloc(2 * (size_t)B * (size_t)T * sizeof *buf);
-    if (!buf)
+    /* B, T <= 10^9 (the options' limit): 2 B T 8 < 2^64, no overflow */
+    size_t bytes = 2 * (size_t)B * (size_t)T * sizeof(int64_t);
+    int64_t *buf = malloc(bytes);
+    if (!buf) {
+        report("cannot allocate a batch of %d windows of %d tokens (%.3g GB "
+               "of token ids): lower --batch or --block",
+               B, T, (double)bytes / 1e9);
         return -1;
+    }
     for (int b = 0; b < B; b++) {
         /* a start in [0, n - T - 1], uniformly */
         int64_t s = (int64_t)(tg_rng_uniform(rng) * (double)(n - T));
@@ -154,34 +213,41 @@ static double unigram_baseline(const corpus *cp)
 
 /* ---- training --------------------------------------------------------- */
 
-/* The mean loss over n_batches random batches of ids[0, n), with grad off.
- * The batches come from a generator seeded the same way at every call, so
- * successive estimates differ only because the model changed. NAN on
- * error. */
-static double estimate_loss(tg_gpt *g, const int64_t *ids, int64_t n,
-                            const options *o)
+/* The mean loss over n_batches random batches of ids[0, n), with grad off,
+ * into *mean (NaN or inf when the model has diverged). The batches come
+ * from a generator seeded the same way at every call, so successive
+ * estimates differ only because the model changed. 0, or -1 on error. */
+static int estimate_loss(tg_gpt *g, const int64_t *ids, int64_t n,
+                         const options *o, double *mean)
 {
     tg_rng rng;
     tg_rng_seed(&rng, (uint32_t)o->seed + 1);
     bool was = tg_set_grad_enabled(false);
     double total = 0;
-    for (int i = 0; i < o->eval_batches && !isnan(total); i++) {
+    int rc = 0;
+    for (int i = 0; i < o->eval_batches && rc == 0; i++) {
         tg_scope_begin();
-        tg_tensor *x, *y;
-        total = get_batch(ids, n, o->batch, o->block, &rng, &x, &y) == 0
-                    ? total + tg_item(tg_gpt_loss(g, x, y))
-                    : NAN;
+        tg_tensor *x, *y, *loss = NULL;
+        if (get_batch(ids, n, o->batch, o->block, &rng, &x, &y) == 0)
+            loss = tg_gpt_loss(g, x, y);
+        if (loss)
+            total += tg_item(loss);
+        else
+            rc = -1;
         tg_scope_end();
     }
     tg_set_grad_enabled(was);
-    return total / o->eval_batches;
+    *mean = total / o->eval_batches;
+    return rc;
 }
 
-/* One optimisation step; returns the batch loss, or NAN on error. */
-static double train_step(tg_gpt *g, const tg_params *ps, tg_optim *opt,
-                         const corpus *cp, const options *o, tg_rng *rng)
+/* One optimisation step, its batch loss (before the update) into
+ * *loss_value. 0, or -1 on error. */
+static int train_step(tg_gpt *g, const tg_params *ps, tg_optim *opt,
+                      const corpus *cp, const options *o, tg_rng *rng,
+                      double *loss_value)
 {
-    double loss_value = NAN;
+    int rc = -1;
     tg_scope_begin();
     tg_tensor *x, *y;
     if (get_batch(cp->ids, cp->n_train, o->batch, o->block, rng, &x, &y) == 0) {
@@ -190,13 +256,28 @@ static double train_step(tg_gpt *g, const tg_params *ps, tg_optim *opt,
             /* one unlucky batch must not throw the weights far: rescale
              * the whole gradient to norm <= 1 before the update */
             tg_clip_grad_norm(ps, 1.0);
-            if (tg_optim_step(opt) == 0)
-                loss_value = tg_item(loss);
+            if (tg_optim_step(opt) == 0) {
+                *loss_value = tg_item(loss);
+                rc = 0;
+            }
         }
     }
     tg_optim_zero_grad(opt);
     tg_scope_end();
-    return loss_value;
+    return rc;
+}
+
+/* False, with the reason on stderr, once a loss is NaN or infinite: the
+ * updates overshot (the learning rate is too large) and every later step
+ * would be NaN too. */
+static bool loss_is_finite(double loss, int step, const options *o)
+{
+    if (isfinite(loss))
+        return true;
+    report("the loss became %s at step %d: training diverged; lower --lr "
+           "(now %g)",
+           isnan(loss) ? "NaN" : "infinite", step, o->lr);
+    return false;
 }
 
 /* Prints n_new bytes sampled from the model, starting from a newline (or
@@ -270,9 +351,11 @@ static int train(const options *o, const corpus *cp)
     for (int step = 0; step <= o->steps; step++) {
         if (step % o->eval_every == 0 || step == o->steps) {
             double t = now_seconds();
-            double train_loss = estimate_loss(&g, cp->ids, cp->n_train, o);
-            val_loss = estimate_loss(&g, val, n_val, o);
-            if (isnan(train_loss) || isnan(val_loss))
+            double train_loss;
+            if (estimate_loss(&g, cp->ids, cp->n_train, o, &train_loss) < 0 ||
+                estimate_loss(&g, val, n_val, o, &val_loss) < 0 ||
+                !loss_is_finite(train_loss, step, o) ||
+                !loss_is_finite(val_loss, step, o))
                 goto done;
             double ms =
                 step > last_step ? 1e3 * (t - t_last) / (step - last_step) : 0;
@@ -282,7 +365,10 @@ static int train(const options *o, const corpus *cp)
             last_step = step;
             t_last = now_seconds(); /* the step time leaves evaluation out */
         }
-        if (step < o->steps && isnan(train_step(&g, &ps, opt, cp, o, &rng)))
+        double loss;
+        if (step < o->steps &&
+            (train_step(&g, &ps, opt, cp, o, &rng, &loss) < 0 ||
+             !loss_is_finite(loss, step, o)))
             goto done;
     }
 
@@ -332,7 +418,8 @@ static void usage(FILE *f)
             "\n"
             "Trains a character-level GPT on TEXT_FILE, printing train and\n"
             "validation loss against two baselines, then a sample of\n"
-            "generated text. TEXT_FILE defaults to\n"
+            "generated text. TEXT_FILE, a regular file of at most %d MiB,\n"
+            "defaults to\n"
             "  %s\n"
             "\n"
             "  --steps N         optimisation steps (%d)\n"
@@ -350,10 +437,10 @@ static void usage(FILE *f)
             "(%ld)\n"
             "  --save PATH       save the trained parameters as .npz\n"
             "  --help            this text\n",
-            defaults.text_path, defaults.steps, defaults.batch, defaults.block,
-            defaults.embd, defaults.heads, defaults.layers, defaults.lr,
-            defaults.eval_every, defaults.eval_batches, defaults.sample_len,
-            defaults.temperature, defaults.seed);
+            MAX_TEXT_MIB, defaults.text_path, defaults.steps, defaults.batch,
+            defaults.block, defaults.embd, defaults.heads, defaults.layers,
+            defaults.lr, defaults.eval_every, defaults.eval_batches,
+            defaults.sample_len, defaults.temperature, defaults.seed);
 }
 
 /* Reads the value of option name into *v (a whole number >= min). */
@@ -471,8 +558,9 @@ int main(int argc, char **argv)
     int rc = train(&o, &cp);
     free(cp.ids);
     if (rc < 0) {
-        fflush(stdout);
-        fprintf(stderr, "tiny_gpt: %s\n", tg_last_error());
+        if (!reported)
+            report("%s", tg_last_error()[0] ? tg_last_error()
+                                            : "failed (no message)");
         return 1;
     }
     return 0;

@@ -22,6 +22,37 @@
  * aborts, with file:line on stderr: releasing a tensor that has no
  * references left, a bug in the caller.
  *
+ * Threads: each thread has its own tape, scopes, grad mode, anomaly mode,
+ * call site and last error, so what one thread records, opens, switches or
+ * fails never shows on another. The worker threads a large op uses (see
+ * OMP_NUM_THREADS) and OpenBLAS's are inside that call. Between threads:
+ *  - Threads may share a tensor they only read, and each build its own
+ *    graphs on it: a dataset, frozen weights (requires_grad false), an
+ *    embedding table. Reference counts are atomic: any thread may retain or
+ *    release a tensor, and the last release, on whichever thread, frees it
+ *    and its tape entry, which leaves the tape of the thread that recorded
+ *    it (also once that thread has exited). Hand a tensor over with the
+ *    usual synchronisation (a mutex, a queue, pthread_create / join).
+ *  - A tensor a scope owns stays that scope's: before handing it over,
+ *    tg_retain it for the other thread or tg_keep it out of the scope. A
+ *    tg_release on another thread drops a reference of that thread's and
+ *    never touches the scope (nor does tg_keep there).
+ *  Not allowed (undefined behaviour, not detected):
+ *  - Two threads writing one tensor, or one writing what another reads: an
+ *    in-place op (tg_set, an optimizer step, loading a checkpoint into it),
+ *    tg_set_requires_grad, tg_zero_grad. Backward writes the gradients of
+ *    the leaves it reaches: a leaf that requires grad is one thread's at a
+ *    time, so no two backwards accumulate into it concurrently, and no
+ *    thread reads its tg_grad while another's backward writes it.
+ *  - One graph backpropagated from two threads, or recorded on by one while
+ *    another backpropagates it. A tensor that requires grad and is not a
+ *    leaf joins the graph of every thread that records an op on it: hand
+ *    over tg_detach(t) instead.
+ *  - A scope opened on one thread and closed on another (tg_scope_end ends
+ *    the calling thread's innermost scope).
+ *  Modules and optimizers (tapegrad_nn.h) are tensors underneath: the same
+ *  rules hold for their parameters. A tg_rng or tg_pcg64 is one thread's.
+ *
  * Shapes in comments read like the lesson's: (B,T,C) is batch, time, channels.
  */
 #ifndef TAPEGRAD_H
@@ -90,17 +121,19 @@ void tg_clear_error(void);
 /** One more reference to t; returns t (NULL-safe: NULL gives NULL and keeps
  * the last error). */
 tg_tensor *tg_retain(tg_tensor *t);
-/** Drops one reference; frees the tensor when none remain. NULL-safe.
- * Releasing a tensor that has no references left is a bug in the caller and
- * asserts with file:line. */
+/** Drops one reference; frees the tensor when none remain. NULL-safe. Any
+ * thread may drop its reference (see "Threads" above). Releasing a tensor
+ * that has no references left is a bug in the caller and asserts with
+ * file:line. */
 void tg_release(tg_tensor *t);
 
-/** Opens a scope. Scopes release temporaries for you. Every tensor returned
- * to you between tg_scope_begin() and the matching tg_scope_end() is owned by
- * the scope and released when it ends, unless you tg_keep() it first. Scopes
- * nest; a tensor belongs to the innermost open scope. You may still
- * tg_release a tensor you made inside a scope: that gives the scope's
- * reference up early, and the scope has nothing left to do for it. (So
+/** Opens a scope (this thread's; each thread has its own). Scopes release
+ * temporaries for you. Every tensor returned to you between tg_scope_begin()
+ * and the matching tg_scope_end() is owned by the scope and released when it
+ * ends, unless you tg_keep() it first. Scopes nest; a tensor belongs to the
+ * innermost open scope. You may still tg_release a tensor you made inside a
+ * scope: that gives the scope's reference up early, and the scope has
+ * nothing left to do for it. (So
  * inside the scope that made a tensor, pair a tg_retain of it with tg_keep,
  * not with tg_release.)
  *
@@ -125,8 +158,8 @@ void tg_scope_begin(void);
  * same). */
 int tg_scope_end(void);
 /** Takes t out of its scope: the reference the scope held becomes the
- * caller's. Returns t. A no-op for a tensor not owned by a scope, and for
- * NULL. */
+ * caller's. Returns t. A no-op for a tensor not owned by a scope (or owned
+ * by another thread's), and for NULL. */
 tg_tensor *tg_keep(tg_tensor *t);
 
 /* ===================================================================== */
@@ -374,13 +407,14 @@ tg_tensor *tg_ge_scalar(tg_tensor *t, double v);
  * elsewhere. New reference; NULL when the three do not broadcast or a and b
  * are not the same float dtype. */
 tg_tensor *tg_where(tg_tensor *cond, tg_tensor *a, tg_tensor *b);
-/** value where mask holds, t elsewhere (torch.masked_fill). mask broadcasts to
- * t's shape (t's shape is the result's; a mask with more or larger dims is an
- * error). The lesson's where(mask == 0, -inf, scores) is
+/** value where mask holds, t elsewhere, as torch.masked_fill (out of place):
+ * t and mask broadcast together and the result has their broadcast shape,
+ * so t (3,) under a (2,3) mask gives (2,3), and a mask smaller than t
+ * stretches to it. The lesson's where(mask == 0, -inf, scores) is
  * tg_masked_fill(scores, tg_eq_scalar(tril, 0), -INFINITY).
- * Gradient: dt = dy where the mask does not hold, 0 where it does. New
- * reference; NULL on a mask that does not broadcast or a t that is not
- * float. */
+ * Gradient: dt = dy where the mask does not hold, 0 where it does, summed
+ * over the dims t was broadcast along. New reference; NULL for shapes that
+ * do not broadcast or a t that is not float. */
 tg_tensor *tg_masked_fill(tg_tensor *t, tg_tensor *mask, double value);
 /** numpy.tril on the last two dims: zero above diagonal k (k > 0 above the
  * main one). Differentiable: the gradient is masked the same way. New
@@ -482,8 +516,12 @@ tg_tensor *tg_attention_softmax(tg_tensor *scores, double scale, bool causal);
 tg_tensor *tg_cat(tg_tensor *const *ts, int n, int dim);
 /** torch.chunk with equal parts: splits t along dim into n views of
  * size(dim) / n (which must divide evenly), written to out[0..n-1] (new
- * references). Returns 0, or -1 with every out[i] NULL (NULL out, n < 1, a
- * bad dim, or a size n does not divide). */
+ * references). Returns 0, or -1 for a NULL t or out, n < 1, a bad dim, or a
+ * size n does not divide, or when memory runs out.
+ * out is written only when the arguments are valid: on -1 from a bad
+ * argument (NULL t included) it is left untouched, so an array sized for the
+ * right count is never written past; on -1 from running out of memory
+ * every out[i] is NULL (nothing to release). */
 int tg_chunk(tg_tensor *t, int n, int dim, tg_tensor **out);
 /** Embedding lookup: weight (V,C), ids int64 of any shape with values in
  * [0, V) -> ids.shape + (C,), row ids[i] of weight at each position.
@@ -567,7 +605,8 @@ int tg_backward_with(tg_tensor *out, tg_tensor *dout);
 tg_tensor *tg_grad(const tg_tensor *t);
 /** Drops t's gradient (the next backward starts from zero). NULL-safe. */
 void tg_zero_grad(tg_tensor *t);
-/** Grad mode: while off, ops record nothing. Returns the previous state. */
+/** Grad mode (this thread's): while off, ops record nothing. Returns the
+ * previous state. */
 bool tg_set_grad_enabled(bool on);
 /** Whether grad mode is on (it is by default). */
 bool tg_is_grad_enabled(void);
@@ -575,9 +614,9 @@ bool tg_is_grad_enabled(void);
  * reference. */
 tg_tensor *tg_detach(tg_tensor *t);
 
-/** Anomaly mode (off by default; cheap when off). While on, every op's
- * output and every gradient backward computes is checked for NaN and
- * infinity (-inf is allowed where an op legitimately makes it: a mask,
+/** Anomaly mode (this thread's; off by default; cheap when off). While on,
+ * every op's output and every gradient backward computes is checked for NaN
+ * and infinity (-inf is allowed where an op legitimately makes it: a mask,
  * log_softmax, where). The first offender turns the call into an error
  * (NULL, or -1 from backward) whose message names the op, its shapes, and
  * the file:line of your program that called it. Returns the previous
@@ -608,9 +647,9 @@ int64_t tg_live_tensors(void);
  * references. Does nothing when the audit is off or f is NULL. */
 void tg_print_live_tensors(FILE *f);
 
-/** The tape, for teaching. Each live entry on one line, oldest first: its
- * number, op, input and output shapes, and after backward the L2 norm of the
- * gradient that reached its output. Does nothing for a NULL f. */
+/** This thread's tape, for teaching. Each live entry on one line, oldest
+ * first: its number, op, input and output shapes, and after backward the L2
+ * norm of the gradient that reached its output. Does nothing for a NULL f. */
 void tg_tape_print(FILE *f);
 /** The same tape as a Graphviz DOT graph: leaves and ops as nodes, tensors as
  * edges labelled with shapes. Does nothing for a NULL f. */
@@ -628,7 +667,7 @@ typedef tg_tensor *(*tg_fn)(tg_tensor *const *inputs, void *ctx);
 
 /** Options of tg_gradcheck; start from tg_gradcheck_defaults(). */
 typedef struct tg_gradcheck_opts {
-    double eps;  /**< central difference step (default 1e-6) */
+    double eps;  /**< central difference step, > 0 and finite (default 1e-6) */
     double atol; /**< pass when |analytic - numeric| <= atol + rtol*|numeric| */
     double rtol; /**< (defaults 1e-5 and 1e-3, as torch.autograd.gradcheck) */
     uint32_t seed; /**< seed of the random output weights u (default 0) */
@@ -658,10 +697,12 @@ tg_gradcheck_opts tg_gradcheck_defaults(void);
  * perturbed in place and restored. The inputs' accumulated gradients are
  * left as they were.
  * Returns 0 when every element passes, 1 when one does not (the report says
- * which), -1 on error (no function, no inputs, a NULL or non-leaf input, no
- * input requiring grad, or f failing). opts may be NULL (defaults); report
- * may be NULL. The options are not checked: an eps of 0 or NaN makes every
- * element fail. */
+ * which), -1 on error: no function, no inputs, a NULL or non-leaf input, no
+ * input requiring grad, options out of range (eps must be > 0 and finite,
+ * atol and rtol >= 0: a NaN is an error, and the message names the three),
+ * or f returning NULL (f's error is kept; a function that set none gives
+ * "gradcheck: the function returned NULL without an error"). opts may be
+ * NULL (defaults); report may be NULL. */
 int tg_gradcheck(tg_fn f, void *ctx, int n_inputs, tg_tensor *const *inputs,
                  const tg_gradcheck_opts *opts, tg_gradcheck_report *report);
 

@@ -124,7 +124,9 @@ void tg_head_free(tg_head *h);
 /** x (B,T,C) in the head's dtype -> (B,T,hs), a new reference; also keeps
  * the attention weights in h->attn (owned by the head; released and left
  * NULL with TG_HEAD_TILED). NULL unless x is 3-D with C = n_embd and
- * h->path is one of tg_head_path's. */
+ * h->path is one of tg_head_path's, or when memory runs out (also for
+ * keeping the weights: a forward that returns its output has always set
+ * h->attn). On NULL h->attn is as it was. */
 tg_tensor *tg_head_forward(tg_head *h, tg_tensor *x);
 /** Appends prefix.w_q, prefix.w_k, prefix.w_v to ps. 0 or -1. */
 int tg_head_params(tg_head *h, tg_params *ps, const char *prefix);

@@ -25,7 +25,6 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/types.h>
 
 enum {
@@ -598,15 +597,11 @@ static tg_tensor *load_value(const zip_reader *r, const tg_param *p)
 /* Opens path and reads its directory into r. */
 static bool open_zip(zip_reader *r)
 {
-    r->f = fopen(r->path, "rb");
+    int64_t size;
+    r->f = tg__file_open_regular("load_npz", r->path, &size);
     if (!r->f)
-        return fail(r, "cannot open: %s", strerror(errno));
-    struct stat st;
-    if (fstat(fileno(r->f), &st) != 0)
-        return fail(r, "cannot stat: %s", strerror(errno));
-    if (!S_ISREG(st.st_mode))
-        return fail(r, "not a regular file");
-    r->size = (uint64_t)st.st_size;
+        return false;
+    r->size = (uint64_t)size;
     crc_init(&r->crc);
     uint32_t dir_size = 0;
     return read_directory(r, &dir_size) && index_entries(r, dir_size);

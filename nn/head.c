@@ -161,7 +161,10 @@ static tg_tensor *attention_weights(const tg_head *h, tg_tensor *q,
  * out = attn @ v                                        (B,T,T) @ (B,T,hs)
  * and h->attn becomes a detached reference to attn (the previous one is
  * released). TG_HEAD_TILED instead computes out from q, k, v in one
- * tg_attention op, which never forms attn: h->attn is released, NULL. */
+ * tg_attention op, which never forms attn: h->attn is released, NULL.
+ * A forward that cannot keep attn (no memory for the detached view) fails
+ * as a whole: success always leaves h->attn holding this forward's
+ * weights, on the paths that keep them. */
 tg_tensor *tg_head_forward(tg_head *h, tg_tensor *x)
 {
     if (!check_input(h, x))
@@ -169,21 +172,22 @@ tg_tensor *tg_head_forward(tg_head *h, tg_tensor *x)
     tg_tensor *q = tg_matmul(x, h->w_q);
     tg_tensor *k = tg_matmul(x, h->w_k);
     tg_tensor *v = tg_matmul(x, h->w_v);
-    tg_tensor *attn = NULL, *out;
+    tg_tensor *attn = NULL, *kept = NULL, *out;
     if (h->path == TG_HEAD_TILED) {
         out = tg_attention(q, k, v, h->causal, scale_of(h));
     } else {
         attn = attention_weights(h, q, k, tg_size(x, 1));
         out = tg_matmul(attn, v);
+        kept = out ? tg_keep(tg_detach(attn)) : NULL;
+        if (out && !kept) {
+            tg__error_wrap("head_forward: keeping the attention weights");
+            tg_release(out);
+            out = NULL;
+        }
     }
     tg_release(q);
     tg_release(k);
     tg_release(v);
-    tg_tensor *kept = out && attn ? tg_keep(tg_detach(attn)) : NULL;
-    if (out && attn && !kept) { /* out of memory for the detached view */
-        tg_release(out);
-        out = NULL;
-    }
     if (out) {
         tg_release(h->attn);
         h->attn = kept;

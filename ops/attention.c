@@ -76,10 +76,9 @@ typedef struct {
 
 /* One thread's tiles: room for TILE*TILE elements of either float type. */
 typedef struct {
-    double scores[TILE * TILE];  /* S, then P */
-    double dscores[TILE * TILE]; /* dP, then dS */
-    double row_max[TILE];        /* m (forward) */
-    double row_sum[TILE];        /* l (forward); D (backward) */
+    double scores[TILE * TILE]; /* S, then P (forward) */
+    double row_max[TILE];       /* m (forward) */
+    double row_sum[TILE];       /* l (forward); D (backward) */
 } scratch;
 
 static int min_int(int a, int b) { return a < b ? a : b; }
@@ -147,22 +146,22 @@ static void end_piece(const problem *pr, scratch *w)
 }
 
 /* S = Q_i K_j^T * scale, -inf where key j0+c > query i0+r when causal:
- * queries i0..i0+bq-1 and keys j0..j0+bk-1 of entry b.       (bq,bk), ld TILE
+ * queries i0..i0+bq-1 and keys j0..j0+bk-1 of entry b.        (bq,bk), ld lds
  * The scale is gemm's alpha (rounded to T, as tg_scale rounds it); only a
  * tile reaching past the diagonal has entries to mask. */
 static void scores_tile(const problem *pr, int64_t b, int i0, int j0, int bq,
-                        int bk, void *S)
+                        int bk, void *S, int lds)
 {
     const int64_t q0 = b * pr->tq + i0, k0 = b * pr->tk + j0;
     gemm(pr->dt, false, true, bq, bk, pr->d, pr->scale,
          at(pr, pr->q, q0 * pr->d), pr->d, at(pr, pr->k, k0 * pr->d), pr->d, 0,
-         S, TILE);
+         S, lds);
     if (!pr->causal || j0 + bk <= i0 + 1)
         return;
     TG_DISPATCH_FLOAT(pr->dt, T, {
         for (int r = 0; r < bq; r++) /* keys past query i0+r: c > i0+r-j0 */
             for (int c = i0 + r + 1 - j0 < 0 ? 0 : i0 + r + 1 - j0; c < bk; c++)
-                ((T *)S)[r * TILE + c] = (T)-INFINITY;
+                ((T *)S)[(int64_t)r * lds + c] = (T)-INFINITY;
     });
 }
 
@@ -226,7 +225,7 @@ static void forward_tile(const problem *pr, int64_t b, int i0, scratch *w)
         w->row_max[r] = -INFINITY, w->row_sum[r] = 0;
     for (int j0 = 0; j0 < kend; j0 += TILE) {
         const int bk = min_int(TILE, kend - j0);
-        scores_tile(pr, b, i0, j0, bq, bk, w->scores);
+        scores_tile(pr, b, i0, j0, bq, bk, w->scores, TILE);
         online_softmax_tile(pr, w, bq, bk, O);
         /* O_i += P V_j                       (bq,bk) @ (bk,dv) -> (bq,dv) */
         gemm(pr->dt, false, false, bq, pr->dv, bk, 1, w->scores, TILE,
@@ -257,86 +256,107 @@ static bool forward(const problem *pr)
 
 /* ---- backward ----------------------------------------------------------- */
 
-/* D_r = dot(dO_r, O_r) for the tile's rows, in double. */
-static void row_dots(const problem *pr, const void *dO, const void *O, int bq,
-                     double *D)
-{
-    TG_DISPATCH_FLOAT(pr->dt, T, {
-        const T *a = dO, *o = O;
-        for (int r = 0; r < bq; r++) {
-            double dot = 0;
-            for (int c = 0; c < pr->dv; c++)
-                dot += (double)a[r * pr->dv + c] * o[r * pr->dv + c];
-            D[r] = dot;
-        }
-    });
-}
-
-/* S becomes P = exp(S - L) (masked entries: exp(-inf) = 0). */
+/* S becomes P = exp(S - L) (masked entries: exp(-inf) = 0).   (bq,bk), ld lds */
 static void probs_tile(const problem *pr, const double *L, int bq, int bk,
-                       void *S)
+                       void *S, int lds)
 {
     TG_DISPATCH_FLOAT(pr->dt, T, {
         for (int r = 0; r < bq; r++) {
-            T *row = (T *)S + r * TILE;
+            T *row = (T *)S + (int64_t)r * lds;
             for (int c = 0; c < bk; c++)
                 row[c] = exp((T)(row[c] - L[r]));
         }
     });
 }
 
-/* dP becomes dS = P * (dP - D), elementwise, D per row. */
-static void dscores_tile(const problem *pr, const void *P, const double *D,
-                         int bq, int bk, void *dP)
+/* D_r += sum_c P_rc dP_rc over one tile, in double, key by key. */
+static void add_row_dots(const problem *pr, const void *P, const void *dP,
+                         int bq, int bk, int ld, double *D)
 {
     TG_DISPATCH_FLOAT(pr->dt, T, {
         for (int r = 0; r < bq; r++) {
-            const T *prow = (const T *)P + r * TILE;
-            T *drow = (T *)dP + r * TILE;
+            const T *prow = (const T *)P + (int64_t)r * ld;
+            const T *drow = (const T *)dP + (int64_t)r * ld;
+            double dot = D[r];
+            for (int c = 0; c < bk; c++)
+                dot += (double)prow[c] * drow[c];
+            D[r] = dot;
+        }
+    });
+}
+
+/* dP becomes dS = P * (dP - D), elementwise, D per row.       (bq,bk), ld ld */
+static void dscores_tile(const problem *pr, const void *P, const double *D,
+                         int bq, int bk, int ld, void *dP)
+{
+    TG_DISPATCH_FLOAT(pr->dt, T, {
+        for (int r = 0; r < bq; r++) {
+            const T *prow = (const T *)P + (int64_t)r * ld;
+            T *drow = (T *)dP + (int64_t)r * ld;
             for (int c = 0; c < bk; c++)
                 drow[c] = prow[c] * (T)(drow[c] - D[r]);
         }
     });
 }
 
-/* Queries i0.. of entry b against key tile j0 (bk keys): adds the tile's
- * share to dV_j, dQ_i and dK_j (see attention_backward). */
-static void backward_pair(const problem *pr, const grads *g, int64_t b, int i0,
-                          int bq, int j0, int bk, scratch *w)
+/* A query tile's rows of P and dP over every key it sees: (TILE, tk) each,
+ * row stride tk, for one piece of the parallel loop. */
+typedef struct {
+    void *P, *dP;
+} rows_scratch;
+
+/* Queries i0.. (bq of them) of entry b against all their keys, in two
+ * passes over the key tiles (see attention_backward): the first makes P
+ * and dP and adds into dV and D; the second turns dP into dS and adds into
+ * dQ and dK. */
+static void backward_rows(const problem *pr, const grads *g, int64_t b, int i0,
+                          int bq, int kend, scratch *w, const rows_scratch *rs)
 {
-    const int d = pr->d, dv = pr->dv;
-    const int64_t q0 = b * pr->tq + i0, k0 = b * pr->tk + j0;
+    const int d = pr->d, dv = pr->dv, ld = pr->tk;
+    const int64_t q0 = b * pr->tq + i0;
     const void *dO = at(pr, g->dout, q0 * dv);
-    scores_tile(pr, b, i0, j0, bq, bk, w->scores);
-    probs_tile(pr, pr->lse + q0, bq, bk, w->scores);
-    if (g->dv) /* dV_j += P^T dO_i              (bk,bq) @ (bq,dv) */
-        gemm(pr->dt, true, false, bk, dv, bq, 1, w->scores, TILE, dO, dv, 1,
-             at(pr, g->dv, k0 * dv), dv);
-    if (!g->dq && !g->dk)
-        return;
-    /* dP = dO_i V_j^T                          (bq,dv) @ (dv,bk) */
-    gemm(pr->dt, false, true, bq, bk, dv, 1, dO, dv, at(pr, pr->v, k0 * dv), dv,
-         0, w->dscores, TILE);
-    dscores_tile(pr, w->scores, w->row_sum, bq, bk, w->dscores);
-    if (g->dq) /* dQ_i += scale dS K_j          (bq,bk) @ (bk,d) */
-        gemm(pr->dt, false, false, bq, d, bk, pr->scale, w->dscores, TILE,
-             at(pr, pr->k, k0 * d), d, 1, at(pr, g->dq, q0 * d), d);
-    if (g->dk) /* dK_j += scale dS^T Q_i        (bk,bq) @ (bq,d) */
-        gemm(pr->dt, true, false, bk, d, bq, pr->scale, w->dscores, TILE,
-             at(pr, pr->q, q0 * d), d, 1, at(pr, g->dk, k0 * d), d);
+    const bool need_ds = g->dq || g->dk;
+    double *D = w->row_sum;
+    for (int r = 0; r < bq; r++)
+        D[r] = 0;
+    for (int j0 = 0; j0 < kend; j0 += TILE) {
+        const int bk = min_int(TILE, kend - j0);
+        const int64_t k0 = b * pr->tk + j0;
+        void *P = at(pr, rs->P, j0), *dP = at(pr, rs->dP, j0);
+        scores_tile(pr, b, i0, j0, bq, bk, P, ld);
+        probs_tile(pr, pr->lse + q0, bq, bk, P, ld);
+        if (g->dv) /* dV_j += P^T dO_i              (bk,bq) @ (bq,dv) */
+            gemm(pr->dt, true, false, bk, dv, bq, 1, P, ld, dO, dv, 1,
+                 at(pr, g->dv, k0 * dv), dv);
+        if (!need_ds)
+            continue;
+        /* dP = dO_i V_j^T                          (bq,dv) @ (dv,bk) */
+        gemm(pr->dt, false, true, bq, bk, dv, 1, dO, dv, at(pr, pr->v, k0 * dv),
+             dv, 0, dP, ld);
+        add_row_dots(pr, P, dP, bq, bk, ld, D);
+    }
+    for (int j0 = 0; need_ds && j0 < kend; j0 += TILE) {
+        const int bk = min_int(TILE, kend - j0);
+        const int64_t k0 = b * pr->tk + j0;
+        const void *P = at(pr, rs->P, j0);
+        void *dS = at(pr, rs->dP, j0);
+        dscores_tile(pr, P, D, bq, bk, ld, dS);
+        if (g->dq) /* dQ_i += scale dS K_j          (bq,bk) @ (bk,d) */
+            gemm(pr->dt, false, false, bq, d, bk, pr->scale, dS, ld,
+                 at(pr, pr->k, k0 * d), d, 1, at(pr, g->dq, q0 * d), d);
+        if (g->dk) /* dK_j += scale dS^T Q_i        (bk,bq) @ (bq,d) */
+            gemm(pr->dt, true, false, bk, d, bq, pr->scale, dS, ld,
+                 at(pr, pr->q, q0 * d), d, 1, at(pr, g->dk, k0 * d), d);
+    }
 }
 
-/* Entry b, query tile by query tile, each against its key tiles. */
+/* Entry b, query tile by query tile. */
 static void backward_entry(const problem *pr, const grads *g, int64_t b,
-                           scratch *w)
+                           scratch *w, const rows_scratch *rs)
 {
     for (int i0 = 0; i0 < pr->tq; i0 += TILE) {
-        const int bq = min_int(TILE, pr->tq - i0), kend = key_end(pr, i0, bq);
-        const int64_t q0 = b * pr->tq + i0;
-        row_dots(pr, at(pr, g->dout, q0 * pr->dv), at(pr, pr->out, q0 * pr->dv),
-                 bq, w->row_sum);
-        for (int j0 = 0; j0 < kend; j0 += TILE)
-            backward_pair(pr, g, b, i0, bq, j0, min_int(TILE, kend - j0), w);
+        const int bq = min_int(TILE, pr->tq - i0);
+        backward_rows(pr, g, b, i0, bq, key_end(pr, i0, bq), w, rs);
     }
 }
 
@@ -350,8 +370,16 @@ static void backward_range(void *ctx, int64_t lo, int64_t hi)
 {
     const backward_job *j = ctx;
     scratch *w = scratch_new();
+    const size_t row_bytes =
+        (size_t)TILE * (size_t)j->pr->tk * tg_dtype_size(j->pr->dt);
+    rows_scratch rs = {tg__malloc(row_bytes ? row_bytes : 1),
+                       tg__malloc(row_bytes ? row_bytes : 1)};
+    if (!rs.P || !rs.dP)
+        tiles_oom = true;
     for (int64_t b = lo; w && !tiles_oom && b < hi; b++)
-        backward_entry(j->pr, j->g, b, w);
+        backward_entry(j->pr, j->g, b, w, &rs);
+    free(rs.P);
+    free(rs.dP);
     end_piece(j->pr, w);
 }
 
@@ -398,9 +426,14 @@ static problem problem_of(const tg_tensor *q, const tg_tensor *k,
  *           o_i  = sum_j p_ij v_j                       per entry: (Tq,dv)
  * backward: dv_j += sum_i p_ij do_i                      dV = P^T dO
  *           dp_ij = do_i . v_j                           dP = dO V^T
- *           softmax: ds_ij = p_ij (dp_ij - sum_k p_ik dp_ik), and
- *             sum_k p_ik dp_ik = do_i . sum_k p_ik v_k = do_i . o_i = D_i,
- *             so no row of P is needed whole: D = rowsum(dO * O)
+ *           softmax: ds_ij = p_ij (dp_ij - D_i), D_i = sum_k p_ik dp_ik.
+ *             D_i equals do_i . o_i in exact arithmetic, but it is summed
+ *             from the very p_ik and dp_ik the tiles hold, so that where a
+ *             row is saturated (p_ij = 1, the rest 0) D_i is dp_ij itself
+ *             and ds_ij is exactly 0, as it is in exact arithmetic; do_i .
+ *             o_i, from the stored output, would keep dp_ij's rounding.
+ *             So a query tile's rows of P and dP are kept over all its keys
+ *             (TILE x Tk: O(T) memory, not O(T^2)) for a second pass.
  *           dq_i += scale sum_j ds_ij k_j                dQ = scale dS K
  *           dk_j += scale sum_i ds_ij q_i                dK = scale dS^T Q
  *           A masked pair has p_ij = 0, so ds_ij = 0 and it adds nothing;

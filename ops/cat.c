@@ -109,8 +109,8 @@ tg_tensor *tg_cat(tg_tensor *const *ts, int n, int dim)
 
 int tg_chunk(tg_tensor *t, int n, int dim, tg_tensor **out)
 {
-    for (int i = 0; out && i < n; i++)
-        out[i] = NULL;
+    /* Every check before the first write to out: a caller's array is sized
+     * for the count that is right, so a wrong n must not reach past it. */
     if (!t)
         return -1;
     if (!out) {
@@ -132,6 +132,8 @@ int tg_chunk(tg_tensor *t, int n, int dim, tg_tensor **out)
         return -1;
     }
     int64_t size = t->shape[d] / n;
+    for (int i = 0; i < n; i++)
+        out[i] = NULL;
     for (int i = 0; i < n; i++) {
         out[i] = tg_narrow(t, d, i * size, size);
         if (!out[i]) {

@@ -1,8 +1,6 @@
 /* Selection by a mask: where, masked_fill, and tril/triu. */
 #include "core/internal.h"
 
-#include <string.h>
-
 /* Operands {out, cond, a, b} of one where. */
 typedef struct where_job {
     tg_tensor *out;
@@ -108,9 +106,11 @@ tg_tensor *tg_where(tg_tensor *cond, tg_tensor *a, tg_tensor *b)
     return y;
 }
 
-/* forward:  y = mask ? value : t
+/* forward:  y = mask ? value : t, t and mask broadcast together (y has
+ *           their broadcast shape, as torch.masked_fill out of place)
  * backward: value is a constant, so only unmasked positions pass dy on:
- *           dt = mask ? 0 : dy     (exactly 0 under the mask) */
+ *           dt = mask ? 0 : dy     (exactly 0 under the mask)
+ *           summed back to t's shape where t was broadcast */
 static void masked_fill_backward(tg_node *n, tg_tensor *dy)
 {
     tg_tensor *zero = tg_zeros(dy->dtype, 0, NULL);
@@ -129,19 +129,13 @@ tg_tensor *tg_masked_fill(tg_tensor *t, tg_tensor *mask, double value)
         return NULL;
     if (!tg__check_float("masked_fill", t))
         return NULL;
-    /* The mask stretches to t, never t to the mask (as torch.masked_fill). */
+    /* t and mask broadcast together, either way: t (3,) under a (2,3)
+     * mask gives (2,3), as torch.masked_fill does out of place. */
     int ndim;
     int64_t shape[TG_MAX_DIMS];
     if (!tg__broadcast("masked_fill", 2, (const tg_tensor *const[]){t, mask},
                        &ndim, shape))
         return NULL;
-    if (ndim != t->ndim ||
-        memcmp(shape, t->shape, sizeof(int64_t) * (size_t)ndim)) {
-        tg__error(
-            "masked_fill: mask %s does not broadcast to the tensor's shape %s",
-            TG_SHP(mask), TG_SHP(t));
-        return NULL;
-    }
     tg_tensor *fill = tg_full(t->dtype, 0, NULL, value);
     tg_tensor *y = fill ? select_new("masked_fill", mask, fill, t) : NULL;
     tg_release(fill);

@@ -491,6 +491,43 @@ START_TEST(test_memory)
 }
 END_TEST
 
+/* Where a softmax row is saturated (one weight 1, the rest 0), the
+ * gradient of its scores, dS = P (dP - D), is exactly 0, and so is what it
+ * sends to that query. Causal row 0 sees one key only: saturated for any
+ * input. q = k below saturates the other rows too: row i's own score
+ * beats the others by 380 or more, and exp(-380) is 0 in float32. In
+ * float32, D summed from the stored output (dO . O) instead of from the
+ * tiles' own P and dP kept dP's rounding: grad q[0,1] was -3.7e-5. */
+START_TEST(test_saturated_rows_f32)
+{
+    const float qv[] = {20, 0, 0, 1, 20, 0, 0, 1, 20};
+    const float vv[] = {0.3f,  -1.7f, 2.5f,  1.1f, 0.9f,
+                        -0.4f, 2.2f,  -3.1f, 0.7f};
+    const float dov[] = {1.3f, -0.2f, 0.7f, -2.9f, 1.5f,
+                         0.4f, 0.8f,  2.2f, -1.1f};
+    tg_tensor *q = tg_from_data(TG_FLOAT32, TG_SHAPE(1, 3, 3), qv);
+    tg_tensor *v = tg_from_data(TG_FLOAT32, TG_SHAPE(1, 3, 3), vv);
+    tg_tensor *dout = tg_from_data(TG_FLOAT32, TG_SHAPE(1, 3, 3), dov);
+    tg_tensor *ql = leaf_of(q), *kl = leaf_of(q), *vl = leaf_of(v);
+    tg_tensor *out = tg_attention(ql, kl, vl, true, 1.0);
+    ck_assert_msg(out, "%s", tg_last_error());
+    ck_assert_int_eq(tg_backward_with(out, dout), 0);
+    /* PyTorch's float32 gradient of q here is exactly 0 too. */
+    for (int i = 0; i < 3; i++)
+        for (int c = 0; c < 3; c++) {
+            double g = tg_get(tg_grad(ql), (int64_t[]){0, i, c});
+            ck_assert_msg(g == 0, "grad q[%d,%d] = %g, not 0", i, c, g);
+        }
+    tg_release(out);
+    tg_release(ql);
+    tg_release(kl);
+    tg_release(vl);
+    tg_release(q);
+    tg_release(v);
+    tg_release(dout);
+}
+END_TEST
+
 Suite *attention_suite(void)
 {
     Suite *s = suite_create("attention");
@@ -499,6 +536,7 @@ Suite *attention_suite(void)
     tcase_add_loop_test(tc, test_composed_f32, 0, N_CASES);
     tcase_add_test(tc, test_strided_inputs);
     tcase_add_test(tc, test_partial_grad);
+    tcase_add_test(tc, test_saturated_rows_f32);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("grad");

@@ -27,6 +27,14 @@ static tg_tensor *misaligned_fn(tg_tensor *const *in, void *ctx)
     return tg_matmul(in[0], (tg_tensor *)ctx);
 }
 
+/* A function that fails without saying why. */
+static tg_tensor *silent_null_fn(tg_tensor *const *in, void *ctx)
+{
+    (void)in;
+    (void)ctx;
+    return NULL;
+}
+
 /* tg_set_requires_grad(t, flag): true when the flag did not become `flag`
  * (the call returns nothing; the error and the flag are the signs). */
 static bool requires_grad_refused(tg_tensor *t, bool flag)
@@ -237,9 +245,12 @@ static void core_table(table_walk *w, env *e)
                         (tg_tensor *[]){temp(tg_scale(e->x, 2))}, NULL, NULL),
            "gradcheck:", "not a leaf", "(4,8,32)");
     ROW_IF("gradcheck eps 0", gradcheck_eps(e, 0), "gradcheck:", "eps");
-    ROW_IF("gradcheck eps NaN", gradcheck_eps(e, NAN), "gradcheck:", "eps");
+    ROW_IF("gradcheck eps NaN", gradcheck_eps(e, NAN), "gradcheck:", "eps nan");
     ROW_RC("gradcheck function fails",
            tg_gradcheck(misaligned_fn, e->m, 1, &e->x, NULL, NULL), MATMUL_MSG);
+    ROW_RC("gradcheck function fails silently",
+           tg_gradcheck(silent_null_fn, NULL, 1, &e->x, NULL, NULL),
+           "gradcheck: the function returned NULL without an error");
 
     /* files and printing */
     ROW("load_npy missing", tg_load_npy("/nonexistent/tapegrad/x.npy"),

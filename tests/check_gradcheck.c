@@ -4,6 +4,7 @@
 #include "tests.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 static tg_tensor *randn64(uint32_t seed, int ndim, const int64_t *shape)
@@ -170,6 +171,65 @@ START_TEST(errors)
 }
 END_TEST
 
+/* A function that fails without setting an error. */
+static tg_tensor *silent_null(tg_tensor *const *in, void *ctx)
+{
+    (void)in;
+    (void)ctx;
+    return NULL;
+}
+
+/* The function's failure is named, even after an unrelated earlier error
+ * (which would otherwise be reported as the cause); a function that fails
+ * with its own error keeps it; a check that goes through leaves an earlier
+ * error as it was. */
+START_TEST(function_failures_are_named)
+{
+    tg_tensor *x = randn64(11, TG_SHAPE(3));
+    tg_tensor *m = tg_zeros(TG_FLOAT64, TG_SHAPE(2, 2));
+    ck_assert_ptr_null(tg_matmul(x, m)); /* an unrelated, earlier error */
+    ck_assert_int_eq(tg_gradcheck(silent_null, NULL, 1, &x, NULL, NULL), -1);
+    ck_assert_str_eq(tg_last_error(),
+                     "gradcheck: the function returned NULL without an error");
+    tg_clear_error();
+    ck_assert_int_eq(tg_gradcheck(silent_null, NULL, 1, &x, NULL, NULL), -1);
+    ck_assert_str_eq(tg_last_error(),
+                     "gradcheck: the function returned NULL without an error");
+    ck_assert_ptr_null(tg_matmul(x, m));
+    char earlier[256];
+    snprintf(earlier, sizeof earlier, "%s", tg_last_error());
+    ck_assert_int_eq(tg_gradcheck(square, NULL, 1, &x, NULL, NULL), 0);
+    ck_assert_str_eq(tg_last_error(), earlier);
+    tg_release(m);
+    tg_release(x);
+}
+END_TEST
+
+/* Options out of range are errors naming them, not a check that passes or
+ * fails on NaN comparisons. */
+START_TEST(bad_options_are_errors)
+{
+    tg_tensor *x = randn64(12, TG_SHAPE(3));
+    const double bad[] = {NAN, 0, -1e-6, INFINITY};
+    for (int i = 0; i < 4; i++) {
+        tg_gradcheck_opts o = tg_gradcheck_defaults();
+        o.eps = bad[i];
+        ck_assert_int_eq(tg_gradcheck(square, NULL, 1, &x, &o, NULL), -1);
+        ck_assert_ptr_nonnull(strstr(tg_last_error(), "gradcheck:"));
+        ck_assert_ptr_nonnull(strstr(tg_last_error(), "eps"));
+    }
+    tg_gradcheck_opts o = tg_gradcheck_defaults();
+    o.atol = NAN;
+    ck_assert_int_eq(tg_gradcheck(square, NULL, 1, &x, &o, NULL), -1);
+    ck_assert_ptr_nonnull(strstr(tg_last_error(), "atol nan"));
+    o = tg_gradcheck_defaults();
+    o.rtol = NAN;
+    ck_assert_int_eq(tg_gradcheck(square, NULL, 1, &x, &o, NULL), -1);
+    ck_assert_ptr_nonnull(strstr(tg_last_error(), "rtol nan"));
+    tg_release(x);
+}
+END_TEST
+
 Suite *gradcheck_suite(void)
 {
     Suite *s = suite_create("gradcheck");
@@ -183,6 +243,8 @@ Suite *gradcheck_suite(void)
     suite_add_tcase(s, tc);
     TCase *te = tcase_create("errors");
     tcase_add_test(te, errors);
+    tcase_add_test(te, function_failures_are_named);
+    tcase_add_test(te, bad_options_are_errors);
     suite_add_tcase(s, te);
     return s;
 }

@@ -788,8 +788,9 @@ START_TEST(chunk_errors)
 {
     tg_tensor *x = tg_zeros(TG_FLOAT64, TG_SHAPE(2, 5));
     tg_tensor *out[3] = {x, x, x};
+    /* a refused call leaves out as it was */
     ck_assert_int_eq(tg_chunk(x, 3, 1, out), -1);
-    ck_assert(!out[0] && !out[1] && !out[2]);
+    ck_assert(out[0] == x && out[1] == x && out[2] == x);
     error_names(
         "chunk: dim 1 of (2,5) has size 5, which 3 chunks do not divide");
     ck_assert_int_eq(tg_chunk(x, 0, 1, out), -1);
@@ -797,13 +798,51 @@ START_TEST(chunk_errors)
     ck_assert_int_eq(tg_chunk(x, -2, 1, out), -1);
     error_names("got -2");
     ck_assert_int_eq(tg_chunk(x, 1, 2, out), -1);
+    ck_assert(out[0] == x);
     error_names("chunk: dim 2 is out of range");
     ck_assert_int_eq(tg_chunk(x, 1, 0, NULL), -1);
     error_names("chunk: out is NULL");
-    out[0] = out[1] = x;
     ck_assert_int_eq(tg_chunk(NULL, 2, 0, out), -1);
-    ck_assert(!out[0] && !out[1]);
+    ck_assert(out[0] == x && out[1] == x);
     error_names("chunk: out is NULL"); /* the first error is kept */
+    tg_release(x);
+}
+END_TEST
+
+/* An out array of exactly the count that is right (dim 1 of (2,6) into 3)
+ * and a wrong n: 4 and 5 do not divide 6, and must not write out[3] or
+ * out[4]. The canary after the array shows it in any run; the array of
+ * exactly 3, alone in its heap block, shows it to valgrind and ASan. */
+START_TEST(chunk_bad_n_stays_in_array)
+{
+    tg_tensor *x = tg_zeros(TG_FLOAT64, TG_SHAPE(2, 6));
+    tg_tensor *canary = tg_zeros(TG_FLOAT64, TG_SHAPE(1));
+    tg_tensor **with_canary = malloc(4 * sizeof *with_canary);
+    tg_tensor **exact = malloc(3 * sizeof *exact);
+    ck_assert(with_canary && exact);
+    for (int n = 4; n <= 5; n++) {
+        for (int i = 0; i < 3; i++)
+            with_canary[i] = exact[i] = x;
+        with_canary[3] = canary;
+        /* exact first: a write past it is valgrind's to see before an
+         * assertion below ends the test */
+        ck_assert_int_eq(tg_chunk(x, n, 1, exact), -1);
+        error_names("which");
+        ck_assert_int_eq(tg_chunk(x, n, 1, with_canary), -1);
+        ck_assert_msg(with_canary[3] == canary,
+                      "chunk into %d wrote past an array of 3", n);
+        for (int i = 0; i < 3; i++)
+            ck_assert_msg(with_canary[i] == x, "out[%d] written", i);
+    }
+    /* and the right n fills the array */
+    ck_assert_int_eq(tg_chunk(x, 3, 1, exact), 0);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(tg_size(exact[i], 1), 2);
+        tg_release(exact[i]);
+    }
+    free(exact);
+    free(with_canary);
+    tg_release(canary);
     tg_release(x);
 }
 END_TEST
@@ -1007,6 +1046,7 @@ Suite *nn_ops_suite(void)
     TCase *errors = tcase_create("errors");
     tcase_add_test(errors, cat_errors);
     tcase_add_test(errors, chunk_errors);
+    tcase_add_test(errors, chunk_bad_n_stays_in_array);
     tcase_add_test(errors, embedding_errors);
     tcase_add_test(errors, gather_errors);
     tcase_add_test(errors, layer_norm_errors);

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* ---- scratch files ------------------------------------------------------ */
@@ -541,6 +543,65 @@ START_TEST(load_rejects_directory)
 }
 END_TEST
 
+/* The loaders must not wait on a FIFO that nobody writes: opening one for
+ * reading blocks until a writer comes. Each load runs in a child with an
+ * alarm, so a loader that blocks fails the test instead of hanging the
+ * suite; the child exits 0 when the load failed promptly and said why. */
+static void assert_refuses_fifo(bool (*load)(const char *path), const char *op)
+{
+    const char *path = tmp_path("fifo");
+    unlink(path);
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        /* the default action, not a handler inherited from the runner */
+        signal(SIGALRM, SIG_DFL);
+        alarm(2);
+        bool refused = load(path) && strstr(tg_last_error(), op) &&
+                       strstr(tg_last_error(), path) &&
+                       strstr(tg_last_error(), "not a regular file");
+        if (!refused)
+            fprintf(stderr, "%s of a FIFO: '%s'\n", op, tg_last_error());
+        _exit(refused ? 0 : 1);
+    }
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    unlink(path);
+    ck_assert_msg(!WIFSIGNALED(status) || WTERMSIG(status) != SIGALRM,
+                  "%s blocked on a FIFO for 2 s", op);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "%s of a FIFO did not fail with 'not a regular file'", op);
+}
+
+/* True when tg_load_npy(path) failed. */
+static bool npy_load_fails(const char *path)
+{
+    tg_tensor *t = tg_load_npy(path);
+    tg_release(t);
+    return t == NULL;
+}
+
+/* True when tg_load_npz(path) into a one-parameter list failed. */
+static bool npz_load_fails(const char *path)
+{
+    tg_tensor *x = tg_zeros(TG_FLOAT64, TG_SHAPE(2));
+    tg_params ps;
+    tg_params_init(&ps);
+    bool failed =
+        tg_params_add(&ps, NULL, "x", x) < 0 || tg_load_npz(&ps, path) < 0;
+    tg_params_free(&ps);
+    tg_release(x);
+    return failed;
+}
+
+START_TEST(load_refuses_fifo)
+{
+    assert_refuses_fifo(npy_load_fails, "load_npy");
+    assert_refuses_fifo(npz_load_fails, "load_npz");
+}
+END_TEST
+
 /* ---- the suite ---------------------------------------------------------- */
 
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
@@ -584,6 +645,7 @@ Suite *npy_suite(void)
     tcase_add_loop_test(errors, load_rejects_malformed, 0, COUNT(BAD_FILES));
     tcase_add_test(errors, load_rejects_missing_file);
     tcase_add_test(errors, load_rejects_directory);
+    tcase_add_test(errors, load_refuses_fifo);
     suite_add_tcase(s, errors);
 
     return s;

@@ -302,6 +302,67 @@ START_TEST(masked_fill_grad)
 }
 END_TEST
 
+/* t smaller than the mask is broadcast up, as torch.masked_fill does out
+ * of place: t (4,) under a (2,3,4) mask gives (2,3,4), t (3,1) under a (4,)
+ * mask gives (3,4); and the gradient is summed back to t's shape. */
+static const struct {
+    const char *t, *mask, *out; /* fixture names, where_fillb_<name> */
+    int t_ndim, ndim;
+    int64_t t_shape[2], shape[3];
+} fill_up[] = {{"t4", "mask234", "234", 1, 3, {4}, {2, 3, 4}},
+               {"t31", "mask4", "34", 2, 2, {3, 1}, {3, 4}}};
+
+static tg_tensor *fillb(const char *name)
+{
+    char path[64];
+    snprintf(path, sizeof path, "where_fillb_%s.npy", name);
+    return load_fixture(path);
+}
+
+static tg_tensor *fillb_as(const char *name, tg_dtype dt)
+{
+    char path[64];
+    snprintf(path, sizeof path, "where_fillb_%s.npy", name);
+    return fixture_as(path, dt);
+}
+
+START_TEST(masked_fill_broadcasts_t_up)
+{
+    tg_scope_begin();
+    for (int d = 0; d < 2; d++) {
+        tg_dtype dt = float_dtypes[d];
+        tg_tensor *got = tg_masked_fill(fillb_as(fill_up[_i].t, dt),
+                                        fillb(fill_up[_i].mask), 2.5);
+        ck_assert_msg(got != NULL, "%s", tg_last_error());
+        assert_shape(got, fill_up[_i].ndim, fill_up[_i].shape);
+        assert_close(got, fillb(fill_up[_i].out), tol_for(dt));
+    }
+    /* torch's gradient of t, seeded with dout */
+    tg_tensor *t = fillb(fill_up[_i].t);
+    tg_set_requires_grad(t, true);
+    char dout[16], grad[16];
+    snprintf(dout, sizeof dout, "dout%s", fill_up[_i].out);
+    snprintf(grad, sizeof grad, "grad_%s", fill_up[_i].t);
+    tg_tensor *y = tg_masked_fill(t, fillb(fill_up[_i].mask), 2.5);
+    ck_assert_int_eq(tg_backward_with(y, fillb(dout)), 0);
+    assert_close(tg_grad(t), fillb(grad), 1e-15);
+    tg_scope_end();
+}
+END_TEST
+
+START_TEST(masked_fill_broadcast_gradcheck)
+{
+    tg_scope_begin();
+    tg_tensor *mask = fillb(fill_up[_i].mask);
+    int ndim = fill_up[_i].t_ndim;
+    const int64_t *shape = fill_up[_i].t_shape;
+    /* a finite fill keeps every output in L; -inf leaves the masked out */
+    gradcheck_masked_fill(mask, 2.5, input(PLAIN, ndim, shape, 7));
+    gradcheck_masked_fill(mask, -INFINITY, input(PLAIN, ndim, shape, 8));
+    tg_scope_end();
+}
+END_TEST
+
 START_TEST(masked_fill_grad_exact_zero)
 {
     tg_scope_begin();
@@ -455,12 +516,9 @@ START_TEST(masked_fill_errors)
 {
     tg_scope_begin();
     tg_tensor *t = tg_ones(TG_FLOAT64, TG_SHAPE(3, 4));
-    /* the mask stretches to t, never t to the mask */
-    ASSERT_FAILS_WITH(tg_masked_fill(tg_ones(TG_FLOAT64, TG_SHAPE(1, 4)),
-                                     tg_ones(TG_BOOL, TG_SHAPE(3, 4)), 0),
-                      "masked_fill: mask (3,4) does not broadcast");
-    ASSERT_FAILS_WITH(tg_masked_fill(t, tg_ones(TG_BOOL, TG_SHAPE(2, 3, 4)), 0),
-                      "does not broadcast");
+    ASSERT_FAILS_WITH(tg_masked_fill(t, tg_ones(TG_BOOL, TG_SHAPE(2, 2, 4)), 0),
+                      "masked_fill: shapes (3,4) and (2,2,4) cannot be "
+                      "broadcast");
     ASSERT_FAILS_WITH(tg_masked_fill(t, tg_ones(TG_BOOL, TG_SHAPE(5)), 0),
                       "masked_fill: shapes (3,4) and (5,) cannot be broadcast");
     ASSERT_FAILS_WITH(tg_masked_fill(tg_ones(TG_BOOL, TG_SHAPE(3, 4)), t, 0),
@@ -491,6 +549,7 @@ Suite *where_suite(void)
     tcase_add_test(forward, where_broadcast);
     tcase_add_test(forward, masked_fill_causal);
     tcase_add_test(forward, masked_fill_broadcast_row);
+    tcase_add_loop_test(forward, masked_fill_broadcasts_t_up, 0, 2);
     tcase_add_loop_test(forward, tri_forward, 0, N_TRI);
     tcase_add_loop_test(forward, tri_forward_transposed, 0, N_TRI);
     tcase_add_loop_test(forward, tri_forward_bool, 0, N_TRI);
@@ -503,6 +562,7 @@ Suite *where_suite(void)
     tcase_add_test(grad, where_grad_same_operand);
     tcase_add_test(grad, masked_fill_grad);
     tcase_add_test(grad, masked_fill_grad_exact_zero);
+    tcase_add_loop_test(grad, masked_fill_broadcast_gradcheck, 0, 2);
     tcase_add_loop_test(grad, tri_grad, 0, N_TRI);
     suite_add_tcase(s, grad);
 
