@@ -8,13 +8,19 @@
  * were, a failed step the parameters; a backward that returned 0 must have
  * left every parameter a gradient, and a run that succeeded must end with
  * the reference run's parameters to the bit (no failure quietly absorbed).
+ * The same sweep runs over a tour of every op (forward, backward, .npy
+ * I/O, printing), a gradcheck and sampling, and the three plots; then the
+ * documented state after a failure is checked directly: the gradients
+ * after a failed backward, a scope tg_scope_begin could not open.
  * Leaks show under valgrind and ASan (make valgrind, the sanitizer build)
  * and in the leak audit (TG_DEBUG_LEAKS=1, checked after every run); the
- * tape must be empty after every run. */
+ * tape must be empty after every run. Natively every point runs (about a
+ * second in all); under valgrind every 7th. */
 #include "tests.h"
 
 #include "ops/gemm.h" /* and core/error.h */
 
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -615,6 +621,77 @@ START_TEST(gradcheck_and_generate_fail_cleanly)
 }
 END_TEST
 
+/* ---- pictures --------------------------------------------------------------- */
+
+/* A heatmap, a line chart and a bar chart under dir, without gnuplot (the
+ * data and the scripts only). 0, or -1 with the error set. */
+static int three_plots(const char *dir)
+{
+    char heat[300], lines[300], bars[300];
+    snprintf(heat, sizeof heat, "%s/heat", dir);
+    snprintf(lines, sizeof lines, "%s/lines", dir);
+    snprintf(bars, sizeof bars, "%s/bars", dir);
+    const double ys[4] = {1, 0.5, 0.25, 0.125};
+    tg_tensor *m = tg_from_data(TG_FLOAT64, TG_SHAPE(2, 2), ys);
+    int rc = m ? tg_plot_heatmap(heat, m, "h", "x", "y", true) : -1;
+    tg_release(m);
+    const tg_series line = {.label = "loss", .y = ys, .n = 4};
+    if (rc == 0)
+        rc = tg_plot_lines(lines, &line, 1, "l", "step", "loss", false, true);
+    if (rc == 0)
+        rc = tg_plot_bars(bars, (const char *const[]){"a", "b"}, ys, 2, "b",
+                          "v");
+    return rc;
+}
+
+START_TEST(plots_fail_cleanly)
+{
+    temp_path tp;
+    temp_make(&tp);
+    /* gnuplot off: each plot says so in a line on stderr, kept out of the
+     * test's output */
+    ck_assert_int_eq(setenv("TG_NO_GNUPLOT", "1", 1), 0);
+    fflush(stderr);
+    int saved = dup(2), null = open("/dev/null", O_WRONLY);
+    ck_assert(saved >= 0 && null >= 0 && dup2(null, 2) == 2);
+    three_plots(tp.dir); /* warm up, as reference() */
+    tg__alloc_fail_at(0, false);
+    int rc = three_plots(tp.dir);
+    int64_t n_allocs = tg__alloc_counted();
+    tg__alloc_fail_at(-1, false);
+    int64_t clean = 0;
+    char first_bad[512] = "";
+    for (int64_t k = 1; k <= n_allocs; k++) {
+        tg_clear_error();
+        tg__alloc_fail_at(k, false);
+        int rk = three_plots(tp.dir);
+        tg__alloc_fail_at(-1, false);
+        if (rk == -1 && strstr(tg_last_error(), "out of memory"))
+            clean++;
+        else if (!first_bad[0])
+            snprintf(first_bad, sizeof first_bad,
+                     "allocation %lld: rc %d, '%s'", (long long)k, rk,
+                     tg_last_error());
+    }
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    close(null);
+    unsetenv("TG_NO_GNUPLOT");
+    ck_assert_msg(rc == 0, "the reference plots failed: %s", tg_last_error());
+    ck_assert_int_gt(n_allocs, 5);
+    ck_assert_msg(clean == n_allocs, "%s", first_bad);
+    const char *files[] = {"heat.dat", "heat.gp",  "lines.dat",
+                           "lines.gp", "bars.dat", "bars.gp"};
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        char path[600];
+        snprintf(path, sizeof path, "%s/%s", tp.dir, files[i]);
+        unlink(path);
+    }
+    temp_remove(&tp);
+}
+END_TEST
+
 /* ---- what a failed backward leaves, and scopes ---------------------------- */
 
 /* loss = sum((x @ w)^2) on fixed values, with y = x @ w retaining its
@@ -771,6 +848,7 @@ Suite *oom_suite(void)
     tcase_add_test(tc, every_op_fails_cleanly);
     tcase_add_test(tc, every_op_fails_cleanly_for_good);
     tcase_add_test(tc, gradcheck_and_generate_fail_cleanly);
+    tcase_add_test(tc, plots_fail_cleanly);
     suite_add_tcase(s, tc);
     tc = tcase_create("state");
     tcase_add_test(tc, failed_backward_leaves_gradients_as_they_were);
