@@ -23,20 +23,24 @@ typedef struct binary_job {
 #define BINARY_LOOP(so, sx, sy)                                                \
     switch (j->kind) {                                                         \
     case ADD:                                                                  \
-        TG_SIMD for (int64_t i = 0; i < len; i++) o[i * (so)] =                \
-            x[i * (sx)] + y[i * (sy)];                                         \
+        TG_SIMD                                                                \
+        for (int64_t i = 0; i < len; i++)                                      \
+            o[i * (so)] = x[i * (sx)] + y[i * (sy)];                           \
         break;                                                                 \
     case SUB:                                                                  \
-        TG_SIMD for (int64_t i = 0; i < len; i++) o[i * (so)] =                \
-            x[i * (sx)] - y[i * (sy)];                                         \
+        TG_SIMD                                                                \
+        for (int64_t i = 0; i < len; i++)                                      \
+            o[i * (so)] = x[i * (sx)] - y[i * (sy)];                           \
         break;                                                                 \
     case MUL:                                                                  \
-        TG_SIMD for (int64_t i = 0; i < len; i++) o[i * (so)] =                \
-            x[i * (sx)] * y[i * (sy)];                                         \
+        TG_SIMD                                                                \
+        for (int64_t i = 0; i < len; i++)                                      \
+            o[i * (so)] = x[i * (sx)] * y[i * (sy)];                           \
         break;                                                                 \
     case DIV:                                                                  \
-        TG_SIMD for (int64_t i = 0; i < len; i++) o[i * (so)] =                \
-            x[i * (sx)] / y[i * (sy)];                                         \
+        TG_SIMD                                                                \
+        for (int64_t i = 0; i < len; i++)                                      \
+            o[i * (so)] = x[i * (sx)] / y[i * (sy)];                           \
         break;                                                                 \
     }
 
@@ -180,15 +184,19 @@ typedef struct unary_job {
 #define UNARY_LOOP(so, sv)                                                     \
     switch (j->kind) {                                                         \
     case NEG:                                                                  \
-        TG_SIMD for (int64_t i = 0; i < len; i++) o[i * (so)] = -v[i * (sv)];  \
+        TG_SIMD                                                                \
+        for (int64_t i = 0; i < len; i++)                                      \
+            o[i * (so)] = -v[i * (sv)];                                        \
         break;                                                                 \
     case SCALE:                                                                \
-        TG_SIMD for (int64_t i = 0; i < len; i++) o[i * (so)] =                \
-            s * v[i * (sv)];                                                   \
+        TG_SIMD                                                                \
+        for (int64_t i = 0; i < len; i++)                                      \
+            o[i * (so)] = s * v[i * (sv)];                                     \
         break;                                                                 \
     case ADD_SCALAR:                                                           \
-        TG_SIMD for (int64_t i = 0; i < len; i++) o[i * (so)] =                \
-            v[i * (sv)] + s;                                                   \
+        TG_SIMD                                                                \
+        for (int64_t i = 0; i < len; i++)                                      \
+            o[i * (so)] = v[i * (sv)] + s;                                     \
         break;                                                                 \
     case EXP:                                                                  \
         for (int64_t i = 0; i < len; i++)                                      \
@@ -207,8 +215,9 @@ typedef struct unary_job {
             o[i * (so)] = (T)pow(v[i * (sv)], j->p);                           \
         break;                                                                 \
     case RELU:                                                                 \
-        TG_SIMD for (int64_t i = 0; i < len; i++) o[i * (so)] =                \
-            !(v[i * (sv)] <= 0) ? v[i * (sv)] : 0;                             \
+        TG_SIMD                                                                \
+        for (int64_t i = 0; i < len; i++)                                      \
+            o[i * (so)] = !(v[i * (sv)] <= 0) ? v[i * (sv)] : 0;               \
         break;                                                                 \
     case GELU:                                                                 \
         for (int64_t i = 0; i < len; i++)                                      \

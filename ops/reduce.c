@@ -198,7 +198,9 @@ static void expand_run(void *job, int64_t start, const int64_t *off,
         const T *dys = TG_DATA(T, j->dy) + off[1];
         if (step[0] == 1 && step[1] == 0) {
             const T v = (T)(dys[0] / j->divisor);
-            TG_SIMD for (int64_t i = 0; i < len; i++) dxs[i] = v;
+            TG_SIMD
+            for (int64_t i = 0; i < len; i++)
+                dxs[i] = v;
         } else {
             for (int64_t i = 0; i < len; i++)
                 dxs[i * step[0]] = (T)(dys[i * step[1]] / j->divisor);

@@ -104,7 +104,9 @@ static void softmax_run(void *job, int64_t start, const int64_t *off,
                 for (int64_t k = 0; k < n; k++)
                     yr[k * ys] = (T)(xr[k * xs] - m - lse);
             } else if (keep && ys == 1) {
-                TG_SIMD for (int64_t k = 0; k < n; k++) yr[k] = (T)(e[k] / s);
+                TG_SIMD
+                for (int64_t k = 0; k < n; k++)
+                    yr[k] = (T)(e[k] / s);
             } else {
                 for (int64_t k = 0; k < n; k++)
                     yr[k * ys] =
@@ -198,8 +200,9 @@ static void softmax_backward_run(void *job, int64_t start, const int64_t *off,
             for (int64_t k = 0; k < n; k++)
                 dot += (double)yr[k * ys] * dyr[k * dys];
             if (dxs == 1 && ys == 1 && dys == 1) {
-                TG_SIMD for (int64_t k = 0; k < n; k++) dxr[k] =
-                    (T)(yr[k] * (dyr[k] - dot));
+                TG_SIMD
+                for (int64_t k = 0; k < n; k++)
+                    dxr[k] = (T)(yr[k] * (dyr[k] - dot));
             } else {
                 for (int64_t k = 0; k < n; k++)
                     dxr[k * dxs] = (T)(yr[k * ys] * (dyr[k * dys] - dot));

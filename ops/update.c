@@ -154,23 +154,25 @@ static void adam_run(void *job, int64_t start, const int64_t *off,
                 T *p = pp + b0, *m = mm + b0, *v = vv + b0, root[ADAM_BLOCK];
                 const T *g = gg + b0;
                 if (l2) {
-                    TG_SIMD for (int64_t i = 0; i < n; i++)
-                    {
+                    TG_SIMD
+                    for (int64_t i = 0; i < n; i++) {
                         T gi = g[i] + wd * p[i];
                         m[i] = m[i] * b1 + one_minus_b1 * gi;
                         v[i] = v[i] * b2 + one_minus_b2 * gi * gi;
                     }
                 } else {
-                    TG_SIMD for (int64_t i = 0; i < n; i++)
-                    {
+                    TG_SIMD
+                    for (int64_t i = 0; i < n; i++) {
                         p[i] = p[i] * decay;
                         m[i] = m[i] * b1 + one_minus_b1 * g[i];
                         v[i] = v[i] * b2 + one_minus_b2 * g[i] * g[i];
                     }
                 }
                 roots(root, v, n);
-                TG_SIMD for (int64_t i = 0; i < n; i++) p[i] =
-                    p[i] + neg_step_size * m[i] / (root[i] / bc2_sqrt + eps);
+                TG_SIMD
+                for (int64_t i = 0; i < n; i++)
+                    p[i] = p[i] +
+                           neg_step_size * m[i] / (root[i] / bc2_sqrt + eps);
             }
         } else {
             for (int64_t i = 0; i < len; i++) {

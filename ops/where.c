@@ -8,8 +8,9 @@ typedef struct where_job {
 } where_job;
 
 #define WHERE_LOOP(so, sc, sx, sy)                                             \
-    TG_SIMD for (int64_t i = 0; i < len; i++) o[i * (so)] =                    \
-        c[i * (sc)] != 0 ? x[i * (sx)] : y[i * (sy)];
+    TG_SIMD                                                                    \
+    for (int64_t i = 0; i < len; i++)                                          \
+        o[i * (so)] = c[i * (sc)] != 0 ? x[i * (sx)] : y[i * (sy)];
 
 /* out = cond ? a : b over one run. Adjacent operands, or a scalar a or b
  * (masked_fill's value, the zero of the backwards), have constant steps
