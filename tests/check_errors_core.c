@@ -259,6 +259,8 @@ static void core_table(table_walk *w, env *e)
     ROW("load_npy empty file", tg_load_npy("/dev/null"),
         "load_npy:", "/dev/null");
     ROW("load_npy directory", tg_load_npy("/"), "load_npy:", "/");
+    ROW("load_npy device", tg_load_npy("/dev/zero"), "load_npy:", "/dev/zero",
+        "not a regular file");
     ROW_RC("save_npy missing dir",
            tg_save_npy(e->v3, "/nonexistent/tapegrad/x.npy"), "save_npy",
            "/nonexistent/tapegrad/x.npy");

@@ -526,6 +526,8 @@ static void nn_table(table_walk *w, env *e)
     ROW_RC("load_npz NULL parameter",
            tg_load_npz(x_and(e, "v", NULL), tmp_path("a.npz")),
            "load_npz:", "'v'", "NULL");
+    ROW_RC("load_npz device", tg_load_npz(x_and(e, "v", e->v3), "/dev/zero"),
+           "load_npz:", "/dev/zero", "not a regular file");
     ROW_RC("load_npz empty file",
            tg_load_npz(x_and(e, "v", e->v3), "/dev/null"),
            "load_npz:", "/dev/null");
