@@ -11,6 +11,7 @@
  *   writes, loads again to the same dtype, shape and bytes.
  *
  * Build: configure --enable-fuzz && make fuzz; run: make fuzz-run. */
+#include "core/internal.h"
 #include "core/npy.h"
 
 #include <stdlib.h>
