@@ -339,6 +339,25 @@ TG_HIDDEN int tg__parallel_threads(int64_t n, int64_t work);
 typedef void (*tg_run_fn)(void *ctx, int64_t start, const int64_t *off,
                           const int64_t *step, int64_t len);
 TG_HIDDEN void tg__loop_run(tg_loop *L, int64_t cost, tg_run_fn fn, void *ctx);
+/* The vector instructions the kernels may use (core/cpu.c), read from
+ * cpuid once: a kernel with vector paths compiles each with
+ * __attribute__((target(...))) and calls the one tg__cpu_level() names, so
+ * one binary serves every x86-64. Levels are ordered: a path for a lower
+ * level runs on every higher one. TG_CPU=scalar|avx2|avx512 in the
+ * environment caps the level (it never raises it). */
+enum {
+    TG_CPU_SCALAR = 0, /* no vector path: the portable C */
+    TG_CPU_AVX2 = 1,   /* AVX2 and FMA (x86-64-v3) */
+    TG_CPU_AVX512 = 2  /* AVX-512 F, DQ, BW and VL */
+};
+TG_HIDDEN int tg__cpu_level(void);
+/* Caps tg__cpu_level() at new_cap (-1: no cap beyond TG_CPU's) and returns
+ * the cap before: for the tests, which run each vector path against the
+ * scalar one in one process. Not for use while other threads run kernels. */
+TG_HIDDEN int tg__cpu_cap(int new_cap);
+/* "scalar", "avx2" or "avx512": a level's name, for messages and bench. */
+TG_HIDDEN const char *tg__cpu_name(int level);
+
 /* Before a loop whose iterations are independent: vectorise it (GCC's -O2
  * cost model skips loops of unknown length). Never on a sum, whose order of
  * additions it would change. Nothing without OpenMP. */
