@@ -19,7 +19,15 @@
  * loaded machine the steadier number for one thread, since it leaves out
  * waiting for a core); base_rss_kb is the peak RSS before the first step;
  * blas is OpenBLAS's kernel name, and the two thread counts are what the
- * pools report after --threads set them. */
+ * pools report after --threads set them.
+ *
+ * --profile runs the same warm-up, then as many steps as the timed run
+ * would, with the tape's timing mode on (tg_profile_start), and prints
+ * instead a `profile` line (step_ms, matmul_share: the GEMM's per cent)
+ * and one `profile_op` line per op (calls, forward_ms and backward_ms per
+ * step, share in per cent, then op=NAME, last since a name may hold
+ * spaces), longest first. It is a process of its own, so that the timed
+ * steps never run with profiling on. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime, getrusage */
 
 #include <tapegrad.h>
