@@ -32,7 +32,8 @@
 # Environment: BENCH_PYTHON (default /usr/bin/python3, Debian's python3-torch),
 # BENCH_SECONDS (timed budget per run, default 1.5), BENCH_SIZES,
 # BENCH_DTYPES, BENCH_THREADS (lists overriding the defaults below).
-# OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are passed through untouched;
+# OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are passed through untouched
+# (but for the Prescott table, whose runs set OPENBLAS_CORETYPE=Prescott);
 # OPENBLAS_NUM_THREADS and OMP_NUM_THREADS are set per configuration.
 #
 # Programs are found relative to the current directory (the build dir),
