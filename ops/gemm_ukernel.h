@@ -24,9 +24,15 @@ static void UK_NAME(int64_t kc, const void *ap_, int64_t rs_a, int64_t cs_a,
     const UK_T *ap = ap_, *bp = bp_;
     UK_T *c = c_;
     UK_V acc[UK_MR][2];
+    /* c's rows are wanted only after the k loop: fetch them meanwhile (a
+     * tile's rows are ldc apart, each a miss the loop would wait for) */
 #pragma GCC unroll 16
-    for (int i = 0; i < UK_MR; i++)
+    for (int i = 0; i < UK_MR; i++) {
+        _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
+        _mm_prefetch((const char *)(c + i * ldc + 2 * UK_LANES - 1),
+                     _MM_HINT_T0);
         acc[i][0] = acc[i][1] = UK_ZERO();
+    }
     for (int64_t p = 0; p < kc; p++) {
         const UK_V b0 = UK_LOADU(bp), b1 = UK_LOADU(bp + UK_LANES);
 #pragma GCC unroll 16
