@@ -110,10 +110,12 @@ static void pack_a(const tg__gemm_product *g, int mr, int64_t i0, int64_t mb,
         }
         for (int64_t r = 0; r < mb; r += mr, dst += mr * kb) {
             const int64_t rows = min64(mr, mb - r);
-            for (int64_t i = 0; i < mr; i++) {
-                const T *src = a + (i0 + r + i) * g->lda + p0;
-                for (int64_t p = 0; p < kb; p++)
-                    dst[p * mr + i] = i < rows ? src[p] : 0;
+            const T *src = a + (i0 + r) * g->lda + p0;
+            for (int64_t p = 0; p < kb; p++) {
+                for (int64_t i = 0; i < rows; i++)
+                    dst[p * mr + i] = src[i * g->lda + p];
+                for (int64_t i = rows; i < mr; i++)
+                    dst[p * mr + i] = 0;
             }
         }
     });
