@@ -1,7 +1,7 @@
 /* The AVX2 + FMA micro-kernels (ops/gemm_kernels.h): 6 x 16 float32 and
  * 6 x 8 float64 tiles, 12 ymm accumulators, 2 b vectors and 1 broadcast
  * per step (15 of the 16 registers). Compiled for AVX2 whatever the build's
- * -march (GCC's target pragma), called only when tg__cpu_level() is at
+ * -march (the target attribute), called only when tg__cpu_level() is at
  * least TG_CPU_AVX2.
  *
  * Blocks for Zen 3 / Haswell-class cores (32K L1d, 512K or 256K L2):
@@ -14,9 +14,9 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
 #include <immintrin.h>
+
+#define UK_TARGET __attribute__((target("avx2,fma")))
 
 #define UK_NAME         sgemm_6x16
 #define UK_T            float
@@ -70,7 +70,7 @@
 #undef UK_MUL
 #undef UK_FMA
 
-#pragma GCC pop_options
+#undef UK_TARGET
 
 static const tg__gemm_ukernel sgemm = {
     .mr = 6, .nr = 16, .mc = 144, .kc = 256, .nc = 3072, .run = sgemm_6x16};

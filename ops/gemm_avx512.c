@@ -1,8 +1,8 @@
 /* The AVX-512 micro-kernels (ops/gemm_kernels.h), the AVX2 ones
  * (ops/gemm_avx2.c) widened: 14 x 32 float32 and 14 x 16 float64 tiles,
  * 28 zmm accumulators, 2 b vectors and 1 broadcast per step (31 of the 32
- * registers). Compiled for AVX-512 F whatever the build's -march (GCC's
- * target pragma), called only when tg__cpu_level() is TG_CPU_AVX512.
+ * registers). Compiled for AVX-512 F whatever the build's -march (the
+ * target attribute), called only when tg__cpu_level() is TG_CPU_AVX512.
  *
  * Blocks for Skylake-SP / Ice Lake-class cores (32K-48K L1d, 1M-2M L2):
  * a (kc,nr) b sliver of 192 x 32 floats (or 192 x 16 doubles) is 24K; an
@@ -13,9 +13,9 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 
-#pragma GCC push_options
-#pragma GCC target("avx512f")
 #include <immintrin.h>
+
+#define UK_TARGET __attribute__((target("avx512f")))
 
 #define UK_NAME         sgemm_14x32
 #define UK_T            float
@@ -69,7 +69,7 @@
 #undef UK_MUL
 #undef UK_FMA
 
-#pragma GCC pop_options
+#undef UK_TARGET
 
 static const tg__gemm_ukernel sgemm = {
     .mr = 14, .nr = 32, .mc = 140, .kc = 192, .nc = 3072, .run = sgemm_14x32};

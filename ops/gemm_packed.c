@@ -228,7 +228,7 @@ typedef struct {
 } job;
 
 /* Up to this many b slivers across c, a is read in place, not packed. */
-enum { A_IN_PLACE_MAX_SLIVERS = 4 };
+enum { A_IN_PLACE_MAX_SLIVERS = 8 };
 
 static void run_parts(void *ctx, int64_t lo, int64_t hi)
 {

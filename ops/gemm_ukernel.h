@@ -1,6 +1,7 @@
 /* The micro-kernel template of ops/gemm_kernels.h, written once for every
  * vector width: a file that includes it defines
  *     UK_NAME  the function's name      UK_T      float or double
+ *     UK_TARGET  the function's target attribute (the instruction set)
  *     UK_V     the vector type          UK_LANES  elements per vector
  *     UK_MR    rows of the tile (its columns are two vectors: nr = 2 lanes)
  *     UK_ZERO(), UK_SET1(x), UK_LOADU(p), UK_STOREU(p, v), UK_BCAST(p)
@@ -17,9 +18,9 @@
  * 2 * mr independent FMAs per step, enough to cover the FMA latency on
  * both pipes. */
 
-static void UK_NAME(int64_t kc, const void *ap_, int64_t rs_a, int64_t cs_a,
-                    const void *bp_, double alpha, double beta, void *c_,
-                    int64_t ldc)
+UK_TARGET static void UK_NAME(int64_t kc, const void *ap_, int64_t rs_a,
+                              int64_t cs_a, const void *bp_, double alpha,
+                              double beta, void *c_, int64_t ldc)
 {
     const UK_T *ap = ap_, *bp = bp_;
     UK_T *c = c_;

@@ -34,7 +34,7 @@ enum { N_KERNELS = sizeof kernels / sizeof kernels[0] };
 /* (m,n,k): degenerate, odd, and on both sides of the portable kernel's
  * 64-wide blocks; of the AVX2 tiles (6 rows; 16 float or 8 double
  * columns), the AVX-512 ones (14; 32 or 16), the k block (256 or 192), the
- * row block (144, 96), and of the width (4 slivers) up to which a is read
+ * row block (144, 96), and of the width (8 slivers) up to which a is read
  * in place rather than packed. */
 static const int64_t shapes[][3] = {
     {1, 1, 1},     {17, 33, 5},  {5, 17, 33},  {64, 64, 64}, {65, 130, 67},
