@@ -38,16 +38,13 @@
 #include <omp.h>
 #endif
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#endif
-
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "fma_peak.h"
 #include "sizes.h"
 
 /* One operand: the shape of its contiguous storage, and whether tg_matmul
@@ -308,98 +305,21 @@ static void set_threads(int n)
  * pipes (2) FMAs in flight, so the loop runs at the units' throughput. */
 static double peak_gflops[2];
 
-#if defined(__x86_64__) && defined(__GNUC__)
-/* 12 chains acc = acc * x + y, vector FMA; the empty asm keeps each chain
- * live and distinct (else the compiler merges equal ones). */
-#define PEAK_LOOP(V, SET1, FMA, ADD, STORE, T, LANES)                          \
-    {                                                                          \
-        V a0 = SET1(1), a1 = SET1(2), a2 = SET1(3), a3 = SET1(4);              \
-        V a4 = SET1(5), a5 = SET1(6), a6 = SET1(7), a7 = SET1(8);              \
-        V a8 = SET1(9), a9 = SET1(10), a10 = SET1(11), a11 = SET1(12);         \
-        const V x = SET1((T)0.999999), y = SET1((T)1e-7);                      \
-        for (long i = 0; i < iters; i++) {                                     \
-            a0 = FMA(a0, x, y), a1 = FMA(a1, x, y), a2 = FMA(a2, x, y);        \
-            a3 = FMA(a3, x, y), a4 = FMA(a4, x, y), a5 = FMA(a5, x, y);        \
-            a6 = FMA(a6, x, y), a7 = FMA(a7, x, y), a8 = FMA(a8, x, y);        \
-            a9 = FMA(a9, x, y), a10 = FMA(a10, x, y), a11 = FMA(a11, x, y);    \
-            __asm__ volatile(""                                                \
-                             : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3),         \
-                               "+x"(a4), "+x"(a5), "+x"(a6), "+x"(a7),         \
-                               "+x"(a8), "+x"(a9), "+x"(a10), "+x"(a11));      \
-        }                                                                      \
-        V sum =                                                                \
-            ADD(ADD(ADD(a0, a1), ADD(a2, a3)), ADD(ADD(a4, a5), ADD(a6, a7))); \
-        sum = ADD(sum, ADD(ADD(a8, a9), ADD(a10, a11)));                       \
-        T out[LANES];                                                          \
-        STORE(out, sum);                                                       \
-        return (double)out[0];                                                 \
-    }
-
-__attribute__((target("avx2,fma"), noinline)) static double
-peak_avx2_s(long iters)
-{
-    PEAK_LOOP(__m256, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_add_ps,
-              _mm256_storeu_ps, float, 8);
-}
-
-__attribute__((target("avx2,fma"), noinline)) static double
-peak_avx2_d(long iters)
-{
-    PEAK_LOOP(__m256d, _mm256_set1_pd, _mm256_fmadd_pd, _mm256_add_pd,
-              _mm256_storeu_pd, double, 4);
-}
-
-__attribute__((target("avx512f"), noinline)) static double
-peak_avx512_s(long iters)
-{
-    PEAK_LOOP(__m512, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps,
-              _mm512_storeu_ps, float, 16);
-}
-
-__attribute__((target("avx512f"), noinline)) static double
-peak_avx512_d(long iters)
-{
-    PEAK_LOOP(__m512d, _mm512_set1_pd, _mm512_fmadd_pd, _mm512_add_pd,
-              _mm512_storeu_pd, double, 8);
-}
-#endif
-
 /* Measures peak_gflops (by CPU time: a loaded machine takes the core away,
- * not cycles from the loop): the median of 5 runs of ~0.1 s each. Prints
- * the line. */
+ * not cycles from the loop; bench/fma_peak.h) and prints the line. */
 static void measure_peak(void)
 {
-#if defined(__x86_64__) && defined(__GNUC__)
-    __builtin_cpu_init();
-    const bool avx512 = __builtin_cpu_supports("avx512f");
-    if (!avx512 &&
-        !(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))) {
+    const isa i = pick_isa();
+    if (X86 && strcmp(i.name, "avx512f") != 0 &&
+        strcmp(i.name, "avx2+fma") != 0) {
         printf("FMA peak: no AVX2 or AVX-512 FMA on this CPU\n");
         return;
     }
-    const long iters = 20000000;
-    volatile double sink = 0;
-    for (int d = 0; d < 2; d++) {
-        const int lanes = (avx512 ? 16 : 8) / (d ? 2 : 1);
-        double runs[5];
-        for (int r = 0; r < 5; r++) {
-            const double t0 = cpu_ms();
-            if (avx512)
-                sink += d ? peak_avx512_d(iters) : peak_avx512_s(iters);
-            else
-                sink += d ? peak_avx2_d(iters) : peak_avx2_s(iters);
-            const double flops = 2.0 * 12 * lanes * (double)iters;
-            runs[r] = flops / ((cpu_ms() - t0) * 1e6);
-        }
-        peak_gflops[d] = median_sorted(runs, 5);
-    }
-    (void)sink;
-    printf("FMA peak of one core (%s, 12 chains, CPU time): float32 %.1f "
+    peak_gflops[0] = fma_gflops(i.f32, i.lanes32, 0.5);
+    peak_gflops[1] = fma_gflops(i.f64, i.lanes32 / 2, 0.5);
+    printf("FMA peak of one core (%s, %d chains, CPU time): float32 %.1f "
            "GFLOP/s, float64 %.1f GFLOP/s\n",
-           avx512 ? "AVX-512" : "AVX2", peak_gflops[0], peak_gflops[1]);
-#else
-    printf("FMA peak: not measured on this architecture\n");
-#endif
+           i.name, K_ACC, peak_gflops[0], peak_gflops[1]);
 }
 
 /* gflops as a % of the dtype's peak (0 when unmeasured). */

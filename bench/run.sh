@@ -420,13 +420,13 @@ echo "targets (from the issue: PyTorch's time over ours) against this run," \
     "judged by wall time and by CPU time"
 awk "$awk_field"'
 FILENAME ~ /matmul$/ {
-    # "  sgemm:  1 thread  16.60 GFLOP/s (129.34 ms; by CPU time 17.00)  2 threads  15.94 ..."
-    if ($1 == "sgemm:" || $1 == "dgemm:") {
-        dt = $1 == "sgemm:" ? "f32" : "f64"
-        for (i = 2; i < NF; i++) {
+    # "  sgemm ours :  1 thread  72.40 GFLOP/s (29.6 ms; by CPU time 72.44, 78.2% of peak)  2 threads ..."
+    if (($1 == "sgemm" || $1 == "dgemm") && ($2 == "ours" || $2 == "BLAS")) {
+        dt = ($1 == "sgemm" ? "f32" : "f64") ($2 == "BLAS" ? "blas" : "")
+        for (i = 3; i < NF; i++) {
             if ($i == "thread") ref[dt, 1] = $(i + 1)
             if ($i == "threads") ref[dt, 2] = $(i + 1)
-            if ($i == "time") { v = $(i + 1); sub(/\)$/, "", v); refcpu[dt] = v }
+            if ($i == "time") { v = $(i + 1); sub(/[),]$/, "", v); refcpu[dt] = v }
         }
     }
     next
@@ -479,6 +479,13 @@ END {
         w = ref["f32", 1] / peak32
         c = refcpu["f32"] != "" ? refcpu["f32"] / peak32 : ""
         check("sgemm 1024^3 1 thread / FMA peak " peak32, c == "" ? sprintf("%.0f%%", 100 * w) : sprintf("%.0f%% (cpu %.0f%%)", 100 * w, 100 * c), ">= 90%", w >= 0.9, c == "" ? "" : c >= 0.9)
+    }
+    if (refcpu["f64"] != "" && peak64 != "")
+        check("dgemm 1024^3 1 thread / FMA peak " peak64, sprintf("%.0f%% (cpu %.0f%%)", 100 * ref["f64", 1] / peak64, 100 * refcpu["f64"] / peak64), ">= 90%", ref["f64", 1] / peak64 >= 0.9, refcpu["f64"] / peak64 >= 0.9)
+    for (d = 1; d <= 2; d++) {
+        dt = d == 1 ? "f32" : "f64"
+        if (refcpu[dt] != "" && refcpu[dt "blas"] != "")
+            check((d == 1 ? "s" : "d") "gemm 1024^3 1 thread, ours / OpenBLAS", sprintf("%.2fx (cpu %.2fx)", ref[dt, 1] / ref[dt "blas", 1], refcpu[dt] / refcpu[dt "blas"]), ">= 1x", ref[dt, 1] >= ref[dt "blas", 1], refcpu[dt] >= refcpu[dt "blas"])
     }
     n = split("large xl", big, " ")
     for (i = 1; i <= n; i++) {
