@@ -4,10 +4,144 @@
  * transposed and sliced inputs are read in place. Each row is normalised in
  * double and rounded once. The forward keeps each row's mean and rstd =
  * 1 / sqrt(var + eps) in a (R,2) float64 tensor (rows in C order) for the
- * backward, which then needs no second pass for the statistics. */
+ * backward, which then needs no second pass for the statistics.
+ *
+ * A row's sums (its mean, its variance, and the backward's two means) are
+ * taken in LANES partial sums: lane l adds the elements k = l (mod LANES)
+ * in order, and the lanes are then added pairwise,
+ *     s = ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7)).
+ * That order is fixed: every path (scalar, AVX2, AVX-512, strided or not)
+ * and every thread count gives the same bits, and the vector paths add
+ * whole vectors of lanes at once, where one running sum would wait on each
+ * addition. The rows are independent in the forward, so large inputs are
+ * split among threads by rows. In the backward the parameter gradients sum
+ * over every row, in row order (each k its own sum, vectorised over k); it
+ * runs on one thread, since splitting rows would change that order with
+ * the thread count. */
 #include "core/internal.h"
 
 #include <math.h>
+
+enum { LANES = 8 };
+
+/* The lanes' total, in the fixed pairwise order above. */
+TG_INLINE double lanes_total(const double *s)
+{
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
+/* The operands of a forward (over a run of rows) or a backward. */
+typedef struct ln_job {
+    const tg_tensor *x, *gamma, *beta, *dy;
+    tg_tensor *y;  /* forward: y; backward: dx */
+    double *stats; /* (R,2): mean, rstd of each row */
+    double *sums;  /* backward: (2,C) parameter gradient sums */
+    double eps;
+} ln_job;
+
+/* y = (x - mean) * rstd * gamma + beta along the rows of one run (operands
+ * {x, y}); row r = start + i gets stats[2r], stats[2r+1] = its mean and
+ * rstd. Written
+ * with strides; the contiguous call (all strides 1, gamma and beta given)
+ * is a separate branch so the compiler sees unit strides and vectorises. */
+TG_INLINE void ln_forward_body(void *job, int64_t start, const int64_t *off,
+                               const int64_t *step, int64_t len)
+{
+    const ln_job *j = job;
+    const tg_tensor *x = j->x, *y = j->y, *gamma = j->gamma, *beta = j->beta;
+    const int last = x->ndim - 1;
+    const int64_t C = x->shape[last], xs = x->strides[last],
+                  ys = y->strides[last];
+    const int64_t gs = gamma ? gamma->strides[0] : 0,
+                  bs = beta ? beta->strides[0] : 0;
+    const bool unit = xs == 1 && ys == 1 && gs == 1 && bs == 1;
+    TG_DISPATCH_FLOAT(x->dtype, T, {
+        const T *g = gamma ? TG_DATA(T, gamma) : NULL;
+        const T *b = beta ? TG_DATA(T, beta) : NULL;
+        for (int64_t i = 0; i < len; i++) {
+            const int64_t r = start + i;
+            const T *xr = TG_DATA(T, x) + off[0] + i * step[0];
+            T *yr = TG_DATA(T, y) + off[1] + i * step[1];
+            double acc[LANES] = {0};
+            int64_t k = 0;
+            /* mean = sum_k x_k / C */
+            if (xs == 1)
+                for (; k + LANES <= C; k += LANES) {
+                    TG_SIMD
+                    for (int l = 0; l < LANES; l++)
+                        acc[l] += (double)xr[k + l];
+                }
+            for (; k < C; k++)
+                acc[k % LANES] += (double)xr[k * xs];
+            const double mean = lanes_total(acc) / (double)C;
+            /* var = sum_k (x_k - mean)^2 / C, biased as torch */
+            for (int l = 0; l < LANES; l++)
+                acc[l] = 0;
+            k = 0;
+            if (xs == 1)
+                for (; k + LANES <= C; k += LANES) {
+                    TG_SIMD
+                    for (int l = 0; l < LANES; l++) {
+                        const double d = (double)xr[k + l] - mean;
+                        acc[l] += d * d;
+                    }
+                }
+            for (; k < C; k++) {
+                const double d = (double)xr[k * xs] - mean;
+                acc[k % LANES] += d * d;
+            }
+            const double var = lanes_total(acc) / (double)C;
+            const double rstd = 1 / sqrt(var + j->eps);
+            if (unit && g && b) {
+                TG_SIMD
+                for (k = 0; k < C; k++) {
+                    const double v = ((double)xr[k] - mean) * rstd;
+                    yr[k] = (T)(v * (double)g[k] + (double)b[k]);
+                }
+            } else {
+                for (k = 0; k < C; k++) {
+                    const double v = ((double)xr[k * xs] - mean) * rstd;
+                    yr[k * ys] = (T)((g ? v * (double)g[k * gs] : v) +
+                                     (b ? (double)b[k * bs] : 0));
+                }
+            }
+            j->stats[2 * r] = mean;
+            j->stats[2 * r + 1] = rstd;
+        }
+    });
+}
+
+static void ln_forward_scalar(void *job, int64_t start, const int64_t *off,
+                              const int64_t *step, int64_t len)
+{
+    ln_forward_body(job, start, off, step, len);
+}
+#if TG_HAVE_TARGETS
+TG_TARGET_AVX2 static void ln_forward_avx2(void *job, int64_t start,
+                                           const int64_t *off,
+                                           const int64_t *step, int64_t len)
+{
+    ln_forward_body(job, start, off, step, len);
+}
+TG_TARGET_AVX512 static void ln_forward_avx512(void *job, int64_t start,
+                                               const int64_t *off,
+                                               const int64_t *step, int64_t len)
+{
+    ln_forward_body(job, start, off, step, len);
+}
+#endif
+
+/* The forward for the level tg__cpu_level() names. */
+static tg_run_fn ln_forward_run(void)
+{
+#if TG_HAVE_TARGETS
+    switch (tg__cpu_level()) {
+    case TG_CPU_AVX512: return ln_forward_avx512;
+    case TG_CPU_AVX2: return ln_forward_avx2;
+    }
+#endif
+    return ln_forward_scalar;
+}
 
 /* y = (x - mean) * rstd * gamma + beta along each row of x (gamma, beta may
  * be NULL: 1 and 0); stats[2r], stats[2r+1] get row r's mean and rstd. */
@@ -15,51 +149,30 @@ static void layer_norm_rows(const tg_tensor *x, const tg_tensor *gamma,
                             const tg_tensor *beta, double eps, tg_tensor *y,
                             double *stats)
 {
-    const int last = x->ndim - 1;
-    const int64_t C = x->shape[last], xs = x->strides[last],
-                  ys = y->strides[last];
-    const int64_t gs = gamma ? gamma->strides[0] : 0,
-                  bs = beta ? beta->strides[0] : 0;
     tg_loop L;
-    tg__rows_loop(&L, x, last, 2, (const tg_tensor *const[]){x, y});
-    int64_t r = 0;
-    TG_DISPATCH_FLOAT(x->dtype, T, {
-        const T *g = gamma ? TG_DATA(T, gamma) : NULL;
-        const T *b = beta ? TG_DATA(T, beta) : NULL;
-        do {
-            for (int64_t i = 0; i < L.inner; i++, r++) {
-                const T *xr = TG_DATA(T, x) + L.off[0] + i * L.step[0];
-                T *yr = TG_DATA(T, y) + L.off[1] + i * L.step[1];
-                double mean = 0, var = 0;
-                for (int64_t k = 0; k < C; k++)
-                    mean += xr[k * xs];
-                mean /= (double)C;
-                for (int64_t k = 0; k < C; k++)
-                    var += (xr[k * xs] - mean) * (xr[k * xs] - mean);
-                var /= (double)C; /* biased, as torch */
-                double rstd = 1 / sqrt(var + eps);
-                for (int64_t k = 0; k < C; k++) {
-                    double v = (xr[k * xs] - mean) * rstd;
-                    yr[k * ys] =
-                        (T)((g ? v * g[k * gs] : v) + (b ? b[k * bs] : 0));
-                }
-                stats[2 * r] = mean;
-                stats[2 * r + 1] = rstd;
-            }
-        } while (tg__loop_next(&L));
-    });
+    tg__rows_loop(&L, x, x->ndim - 1, 2, (const tg_tensor *const[]){x, y});
+    ln_job job = {.x = x,
+                  .gamma = gamma,
+                  .beta = beta,
+                  .y = y,
+                  .stats = stats,
+                  .eps = eps};
+    tg__loop_run(&L, x->shape[x->ndim - 1], ln_forward_run(), &job);
 }
 
 /* Per row of x: dx (x's shape) from dy, and sums[0,k] += dy_k * xhat_k,
- * sums[1,k] += dy_k (the parameter gradients, in double); sums is (2,C). */
-static void layer_norm_rows_backward(const tg_tensor *x, const tg_tensor *gamma,
-                                     const double *stats, const tg_tensor *dy,
-                                     tg_tensor *dx, double *sums)
+ * sums[1,k] += dy_k (the parameter gradients, in double); sums is (2,C).
+ * Rows in C order, on this thread (see the top of the file). */
+TG_INLINE void ln_backward_body(const ln_job *j)
 {
+    const tg_tensor *x = j->x, *gamma = j->gamma, *dy = j->dy, *dx = j->y;
+    double *sums = j->sums;
+    const double *stats = j->stats;
     const int last = x->ndim - 1;
     const int64_t C = x->shape[last], xs = x->strides[last],
                   dys = dy->strides[last], dxs = dx->strides[last];
     const int64_t gs = gamma ? gamma->strides[0] : 0;
+    const bool unit = xs == 1 && dys == 1 && dxs == 1 && gs == 1;
     tg_loop L;
     tg__rows_loop(&L, x, last, 3, (const tg_tensor *const[]){x, dy, dx});
     int64_t r = 0;
@@ -71,28 +184,85 @@ static void layer_norm_rows_backward(const tg_tensor *x, const tg_tensor *gamma,
                 const T *dyr = TG_DATA(T, dy) + L.off[1] + i * L.step[1];
                 T *dxr = TG_DATA(T, dx) + L.off[2] + i * L.step[2];
                 const double mean = stats[2 * r], rstd = stats[2 * r + 1];
-                double mean_dxhat = 0, mean_dxhat_xhat = 0;
-                for (int64_t k = 0; k < C; k++) {
-                    double xhat = (xr[k * xs] - mean) * rstd;
-                    double dxhat =
-                        g ? dyr[k * dys] * (double)g[k * gs] : dyr[k * dys];
-                    mean_dxhat += dxhat;
-                    mean_dxhat_xhat += dxhat * xhat;
-                    sums[k] += dyr[k * dys] * xhat;
-                    sums[C + k] += dyr[k * dys];
+                /* the means of dxhat and dxhat * xhat, in lanes */
+                double a1[LANES] = {0}, a2[LANES] = {0};
+                int64_t k = 0;
+                if (unit && g)
+                    for (; k + LANES <= C; k += LANES) {
+                        TG_SIMD
+                        for (int l = 0; l < LANES; l++) {
+                            const double xhat =
+                                ((double)xr[k + l] - mean) * rstd;
+                            const double dyk = (double)dyr[k + l];
+                            const double dxhat = dyk * (double)g[k + l];
+                            a1[l] += dxhat;
+                            a2[l] += dxhat * xhat;
+                            sums[k + l] += dyk * xhat;
+                            sums[C + k + l] += dyk;
+                        }
+                    }
+                for (; k < C; k++) {
+                    const double xhat = ((double)xr[k * xs] - mean) * rstd;
+                    const double dyk = (double)dyr[k * dys];
+                    const double dxhat = g ? dyk * (double)g[k * gs] : dyk;
+                    a1[k % LANES] += dxhat;
+                    a2[k % LANES] += dxhat * xhat;
+                    sums[k] += dyk * xhat;
+                    sums[C + k] += dyk;
                 }
-                mean_dxhat /= (double)C;
-                mean_dxhat_xhat /= (double)C;
-                for (int64_t k = 0; k < C; k++) {
-                    double xhat = (xr[k * xs] - mean) * rstd;
-                    double dxhat =
-                        g ? dyr[k * dys] * (double)g[k * gs] : dyr[k * dys];
-                    dxr[k * dxs] = (T)(rstd * (dxhat - mean_dxhat -
-                                               xhat * mean_dxhat_xhat));
+                const double mean_dxhat = lanes_total(a1) / (double)C;
+                const double mean_dxhat_xhat = lanes_total(a2) / (double)C;
+                if (unit && g) {
+                    TG_SIMD
+                    for (k = 0; k < C; k++) {
+                        const double xhat = ((double)xr[k] - mean) * rstd;
+                        const double dxhat = (double)dyr[k] * (double)g[k];
+                        dxr[k] = (T)(rstd * (dxhat - mean_dxhat -
+                                             xhat * mean_dxhat_xhat));
+                    }
+                } else {
+                    for (k = 0; k < C; k++) {
+                        const double xhat = ((double)xr[k * xs] - mean) * rstd;
+                        const double dyk = (double)dyr[k * dys];
+                        const double dxhat = g ? dyk * (double)g[k * gs] : dyk;
+                        dxr[k * dxs] = (T)(rstd * (dxhat - mean_dxhat -
+                                                   xhat * mean_dxhat_xhat));
+                    }
                 }
             }
         } while (tg__loop_next(&L));
     });
+}
+
+static void ln_backward_scalar(const ln_job *j) { ln_backward_body(j); }
+#if TG_HAVE_TARGETS
+TG_TARGET_AVX2 static void ln_backward_avx2(const ln_job *j)
+{
+    ln_backward_body(j);
+}
+TG_TARGET_AVX512 static void ln_backward_avx512(const ln_job *j)
+{
+    ln_backward_body(j);
+}
+#endif
+
+static void layer_norm_rows_backward(const tg_tensor *x, const tg_tensor *gamma,
+                                     double *stats, const tg_tensor *dy,
+                                     tg_tensor *dx, double *sums)
+{
+    const ln_job job = {.x = x,
+                        .gamma = gamma,
+                        .dy = dy,
+                        .y = dx,
+                        .stats = stats,
+                        .sums = sums};
+#if TG_HAVE_TARGETS
+    switch (tg__cpu_level()) {
+    case TG_CPU_AVX512: ln_backward_avx512(&job); return;
+    case TG_CPU_AVX2: ln_backward_avx2(&job); return;
+    }
+#endif
+    ln_backward_scalar(&job);
 }
 
 /* Adds row `row` of the (2,C) float64 sums, in dtype dt, into input i. */
