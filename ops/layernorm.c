@@ -13,11 +13,10 @@
  * That order is fixed: every path (scalar, AVX2, AVX-512, strided or not)
  * and every thread count gives the same bits, and the vector paths add
  * whole vectors of lanes at once, where one running sum would wait on each
- * addition. The rows are independent in the forward, so large inputs are
- * split among threads by rows. In the backward the parameter gradients sum
- * over every row, in row order (each k its own sum, vectorised over k); it
- * runs on one thread, since splitting rows would change that order with
- * the thread count. */
+ * addition. The rows are independent in the forward and in dx, so large
+ * inputs are split among threads by rows. The parameter gradients sum over
+ * every row, in row order (each k its own sum, vectorised over k): they
+ * are split among threads by columns, which keeps that order. */
 #include "core/internal.h"
 
 #include <math.h>
@@ -36,6 +35,7 @@ typedef struct ln_job {
     tg_tensor *y;  /* forward: y; backward: dx */
     double *stats; /* (R,2): mean, rstd of each row */
     double *sums;  /* backward: (2,C) parameter gradient sums */
+    bool fused;    /* backward on one thread: the dx pass adds the sums */
     double eps;
 } ln_job;
 
@@ -160,73 +160,126 @@ static void layer_norm_rows(const tg_tensor *x, const tg_tensor *gamma,
     tg__loop_run(&L, x->shape[x->ndim - 1], ln_forward_run(), &job);
 }
 
-/* Per row of x: dx (x's shape) from dy, and sums[0,k] += dy_k * xhat_k,
- * sums[1,k] += dy_k (the parameter gradients, in double); sums is (2,C).
- * Rows in C order, on this thread (see the top of the file). */
-TG_INLINE void ln_backward_body(const ln_job *j)
+/* The backward in two passes, each split among threads:
+ *  - by rows (operands {x, dy, dx}): dx of row r = start + i from its
+ *    mean and rstd and the row's two means, summed in lanes;
+ *  - by columns k in [lo, hi): sums[0,k] += dy_k * xhat_k and
+ *    sums[1,k] += dy_k over every row in C order, so each column's sum
+ *    has one order whatever the split.
+ * On one thread the first pass adds the sums too (fused), in the same
+ * order, sparing the second pass over x and dy.
+ * Both are written with strides; the contiguous case (unit strides, gamma
+ * given) is a separate branch the compiler vectorises. */
+TG_INLINE void ln_dx_body(void *job, int64_t start, const int64_t *off,
+                          const int64_t *step, int64_t len)
 {
+    const ln_job *j = job;
     const tg_tensor *x = j->x, *gamma = j->gamma, *dy = j->dy, *dx = j->y;
-    double *sums = j->sums;
-    const double *stats = j->stats;
     const int last = x->ndim - 1;
     const int64_t C = x->shape[last], xs = x->strides[last],
                   dys = dy->strides[last], dxs = dx->strides[last];
     const int64_t gs = gamma ? gamma->strides[0] : 0;
-    const bool unit = xs == 1 && dys == 1 && dxs == 1 && gs == 1;
-    tg_loop L;
-    tg__rows_loop(&L, x, last, 3, (const tg_tensor *const[]){x, dy, dx});
-    int64_t r = 0;
+    const bool unit = xs == 1 && dys == 1 && dxs == 1 && gs == 1 && gamma;
+    double *dgamma = j->sums, *dbeta = j->sums + C;
     TG_DISPATCH_FLOAT(x->dtype, T, {
         const T *g = gamma ? TG_DATA(T, gamma) : NULL;
+        for (int64_t i = 0; i < len; i++) {
+            const int64_t r = start + i;
+            const T *xr = TG_DATA(T, x) + off[0] + i * step[0];
+            const T *dyr = TG_DATA(T, dy) + off[1] + i * step[1];
+            T *dxr = TG_DATA(T, dx) + off[2] + i * step[2];
+            const double mean = j->stats[2 * r], rstd = j->stats[2 * r + 1];
+            /* the means of dxhat and dxhat * xhat, in lanes */
+            double a1[LANES] = {0}, a2[LANES] = {0};
+            int64_t k = 0;
+            if (unit && j->fused)
+                for (; k + LANES <= C; k += LANES) {
+                    TG_SIMD
+                    for (int l = 0; l < LANES; l++) {
+                        const double xhat = ((double)xr[k + l] - mean) * rstd;
+                        const double dyk = (double)dyr[k + l];
+                        const double dxhat = dyk * (double)g[k + l];
+                        a1[l] += dxhat;
+                        a2[l] += dxhat * xhat;
+                        dgamma[k + l] += dyk * xhat;
+                        dbeta[k + l] += dyk;
+                    }
+                }
+            else if (unit)
+                for (; k + LANES <= C; k += LANES) {
+                    TG_SIMD
+                    for (int l = 0; l < LANES; l++) {
+                        const double xhat = ((double)xr[k + l] - mean) * rstd;
+                        const double dxhat =
+                            (double)dyr[k + l] * (double)g[k + l];
+                        a1[l] += dxhat;
+                        a2[l] += dxhat * xhat;
+                    }
+                }
+            for (; k < C; k++) {
+                const double xhat = ((double)xr[k * xs] - mean) * rstd;
+                const double dyk = (double)dyr[k * dys];
+                const double dxhat = g ? dyk * (double)g[k * gs] : dyk;
+                a1[k % LANES] += dxhat;
+                a2[k % LANES] += dxhat * xhat;
+                if (j->fused) {
+                    dgamma[k] += dyk * xhat;
+                    dbeta[k] += dyk;
+                }
+            }
+            const double mean_dxhat = lanes_total(a1) / (double)C;
+            const double mean_dxhat_xhat = lanes_total(a2) / (double)C;
+            if (unit) {
+                TG_SIMD
+                for (k = 0; k < C; k++) {
+                    const double xhat = ((double)xr[k] - mean) * rstd;
+                    const double dxhat = (double)dyr[k] * (double)g[k];
+                    dxr[k] = (T)(rstd *
+                                 (dxhat - mean_dxhat - xhat * mean_dxhat_xhat));
+                }
+            } else {
+                for (k = 0; k < C; k++) {
+                    const double xhat = ((double)xr[k * xs] - mean) * rstd;
+                    const double dyk = (double)dyr[k * dys];
+                    const double dxhat = g ? dyk * (double)g[k * gs] : dyk;
+                    dxr[k * dxs] = (T)(rstd * (dxhat - mean_dxhat -
+                                               xhat * mean_dxhat_xhat));
+                }
+            }
+        }
+    });
+}
+
+TG_INLINE void ln_sums_body(void *job, int64_t lo, int64_t hi)
+{
+    const ln_job *j = job;
+    const tg_tensor *x = j->x, *dy = j->dy;
+    const int last = x->ndim - 1;
+    const int64_t C = x->shape[last], xs = x->strides[last],
+                  dys = dy->strides[last];
+    const bool unit = xs == 1 && dys == 1;
+    double *dgamma = j->sums, *dbeta = j->sums + C;
+    tg_loop L;
+    tg__rows_loop(&L, x, last, 2, (const tg_tensor *const[]){x, dy});
+    int64_t r = 0;
+    TG_DISPATCH_FLOAT(x->dtype, T, {
         do {
             for (int64_t i = 0; i < L.inner; i++, r++) {
                 const T *xr = TG_DATA(T, x) + L.off[0] + i * L.step[0];
                 const T *dyr = TG_DATA(T, dy) + L.off[1] + i * L.step[1];
-                T *dxr = TG_DATA(T, dx) + L.off[2] + i * L.step[2];
-                const double mean = stats[2 * r], rstd = stats[2 * r + 1];
-                /* the means of dxhat and dxhat * xhat, in lanes */
-                double a1[LANES] = {0}, a2[LANES] = {0};
-                int64_t k = 0;
-                if (unit && g)
-                    for (; k + LANES <= C; k += LANES) {
-                        TG_SIMD
-                        for (int l = 0; l < LANES; l++) {
-                            const double xhat =
-                                ((double)xr[k + l] - mean) * rstd;
-                            const double dyk = (double)dyr[k + l];
-                            const double dxhat = dyk * (double)g[k + l];
-                            a1[l] += dxhat;
-                            a2[l] += dxhat * xhat;
-                            sums[k + l] += dyk * xhat;
-                            sums[C + k + l] += dyk;
-                        }
-                    }
-                for (; k < C; k++) {
-                    const double xhat = ((double)xr[k * xs] - mean) * rstd;
-                    const double dyk = (double)dyr[k * dys];
-                    const double dxhat = g ? dyk * (double)g[k * gs] : dyk;
-                    a1[k % LANES] += dxhat;
-                    a2[k % LANES] += dxhat * xhat;
-                    sums[k] += dyk * xhat;
-                    sums[C + k] += dyk;
-                }
-                const double mean_dxhat = lanes_total(a1) / (double)C;
-                const double mean_dxhat_xhat = lanes_total(a2) / (double)C;
-                if (unit && g) {
+                const double mean = j->stats[2 * r], rstd = j->stats[2 * r + 1];
+                if (unit) {
                     TG_SIMD
-                    for (k = 0; k < C; k++) {
+                    for (int64_t k = lo; k < hi; k++) {
                         const double xhat = ((double)xr[k] - mean) * rstd;
-                        const double dxhat = (double)dyr[k] * (double)g[k];
-                        dxr[k] = (T)(rstd * (dxhat - mean_dxhat -
-                                             xhat * mean_dxhat_xhat));
+                        dgamma[k] += (double)dyr[k] * xhat;
+                        dbeta[k] += (double)dyr[k];
                     }
                 } else {
-                    for (k = 0; k < C; k++) {
+                    for (int64_t k = lo; k < hi; k++) {
                         const double xhat = ((double)xr[k * xs] - mean) * rstd;
-                        const double dyk = (double)dyr[k * dys];
-                        const double dxhat = g ? dyk * (double)g[k * gs] : dyk;
-                        dxr[k * dxs] = (T)(rstd * (dxhat - mean_dxhat -
-                                                   xhat * mean_dxhat_xhat));
+                        dgamma[k] += (double)dyr[k * dys] * xhat;
+                        dbeta[k] += (double)dyr[k * dys];
                     }
                 }
             }
@@ -234,35 +287,72 @@ TG_INLINE void ln_backward_body(const ln_job *j)
     });
 }
 
-static void ln_backward_scalar(const ln_job *j) { ln_backward_body(j); }
-#if TG_HAVE_TARGETS
-TG_TARGET_AVX2 static void ln_backward_avx2(const ln_job *j)
+static void ln_dx_scalar(void *job, int64_t start, const int64_t *off,
+                         const int64_t *step, int64_t len)
 {
-    ln_backward_body(j);
+    ln_dx_body(job, start, off, step, len);
 }
-TG_TARGET_AVX512 static void ln_backward_avx512(const ln_job *j)
+static void ln_sums_scalar(void *job, int64_t lo, int64_t hi)
 {
-    ln_backward_body(j);
+    ln_sums_body(job, lo, hi);
+}
+#if TG_HAVE_TARGETS
+TG_TARGET_AVX2 static void ln_dx_avx2(void *job, int64_t start,
+                                      const int64_t *off, const int64_t *step,
+                                      int64_t len)
+{
+    ln_dx_body(job, start, off, step, len);
+}
+TG_TARGET_AVX2 static void ln_sums_avx2(void *job, int64_t lo, int64_t hi)
+{
+    ln_sums_body(job, lo, hi);
+}
+TG_TARGET_AVX512 static void ln_dx_avx512(void *job, int64_t start,
+                                          const int64_t *off,
+                                          const int64_t *step, int64_t len)
+{
+    ln_dx_body(job, start, off, step, len);
+}
+TG_TARGET_AVX512 static void ln_sums_avx512(void *job, int64_t lo, int64_t hi)
+{
+    ln_sums_body(job, lo, hi);
 }
 #endif
 
+/* dx (x's shape) from dy, and sums[0,k] += dy_k * xhat_k, sums[1,k] +=
+ * dy_k over the rows (the parameter gradients, in double); sums is (2,C). */
 static void layer_norm_rows_backward(const tg_tensor *x, const tg_tensor *gamma,
                                      double *stats, const tg_tensor *dy,
                                      tg_tensor *dx, double *sums)
 {
-    const ln_job job = {.x = x,
-                        .gamma = gamma,
-                        .dy = dy,
-                        .y = dx,
-                        .stats = stats,
-                        .sums = sums};
+    ln_job job = {.x = x,
+                  .gamma = gamma,
+                  .dy = dy,
+                  .y = dx,
+                  .stats = stats,
+                  .sums = sums};
+    tg_run_fn dx_run = ln_dx_scalar;
+    void (*sums_run)(void *, int64_t, int64_t) = ln_sums_scalar;
 #if TG_HAVE_TARGETS
     switch (tg__cpu_level()) {
-    case TG_CPU_AVX512: ln_backward_avx512(&job); return;
-    case TG_CPU_AVX2: ln_backward_avx2(&job); return;
+    case TG_CPU_AVX512:
+        dx_run = ln_dx_avx512;
+        sums_run = ln_sums_avx512;
+        break;
+    case TG_CPU_AVX2:
+        dx_run = ln_dx_avx2;
+        sums_run = ln_sums_avx2;
+        break;
     }
 #endif
-    ln_backward_scalar(&job);
+    const int last = x->ndim - 1;
+    const int64_t C = x->shape[last], numel = tg_numel(x);
+    tg_loop L;
+    tg__rows_loop(&L, x, last, 3, (const tg_tensor *const[]){x, dy, dx});
+    job.fused = tg__parallel_threads(C ? numel / C : 0, numel) == 1;
+    tg__loop_run(&L, C, dx_run, &job);
+    if (!job.fused && C > 0)
+        tg__parallel_for(C, numel, sums_run, &job);
 }
 
 /* Adds row `row` of the (2,C) float64 sums, in dtype dt, into input i. */
