@@ -26,6 +26,7 @@ enum { LANES = 8 };
 /* The lanes' total, in the fixed pairwise order above. */
 TG_INLINE double lanes_total(const double *s)
 {
+    _Static_assert(LANES == 8, "lanes_total adds 8 lanes");
     return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
 
@@ -41,9 +42,8 @@ typedef struct ln_job {
 
 /* y = (x - mean) * rstd * gamma + beta along the rows of one run (operands
  * {x, y}); row r = start + i gets stats[2r], stats[2r+1] = its mean and
- * rstd. Written
- * with strides; the contiguous call (all strides 1, gamma and beta given)
- * is a separate branch so the compiler sees unit strides and vectorises. */
+ * rstd. Written with strides; the contiguous case (unit strides, gamma and
+ * beta given) is a separate branch the compiler vectorises. */
 TG_INLINE void ln_forward_body(void *job, int64_t start, const int64_t *off,
                                const int64_t *step, int64_t len)
 {
