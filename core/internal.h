@@ -339,6 +339,10 @@ TG_HIDDEN int tg__parallel_threads(int64_t n, int64_t work);
 typedef void (*tg_run_fn)(void *ctx, int64_t start, const int64_t *off,
                           const int64_t *step, int64_t len);
 TG_HIDDEN void tg__loop_run(tg_loop *L, int64_t cost, tg_run_fn fn, void *ctx);
+/* Moves a fresh loop (at its first run) to the start of run r, counting
+ * runs in the order tg__loop_next takes them: for a piece of a loop that
+ * must start at a run of the caller's choosing. */
+TG_HIDDEN void tg__loop_seek(tg_loop *L, int64_t r);
 /* The vector instructions the kernels may use (core/cpu.c), read from
  * cpuid once: a kernel with vector paths compiles each with
  * __attribute__((target(...))) and calls the one tg__cpu_level() names, so

@@ -190,9 +190,7 @@ void tg__rows_loop(tg_loop *L, const tg_tensor *x, int d, int nop,
     tg__loop_init(L, x->ndim, rows, nop, ops);
 }
 
-/* Moves a fresh loop (at its first run) to the start of run r, counting
- * runs in the order tg__loop_next takes them. */
-static void loop_seek(tg_loop *L, int64_t r)
+void tg__loop_seek(tg_loop *L, int64_t r)
 {
     for (int d = L->ndim - 1; d >= 0 && r > 0; d--) {
         L->idx[d] = r % L->shape[d];
@@ -214,7 +212,7 @@ static void run_range(void *job, int64_t lo, int64_t hi)
     const run_job *j = job;
     tg_loop L = *j->L;
     int64_t pos = lo % L.inner;
-    loop_seek(&L, lo / L.inner);
+    tg__loop_seek(&L, lo / L.inner);
     for (;;) {
         int64_t len = L.inner - pos < hi - lo ? L.inner - pos : hi - lo;
         int64_t off[TG_LOOP_MAX];

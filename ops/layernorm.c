@@ -15,8 +15,9 @@
  * whole vectors of lanes at once, where one running sum would wait on each
  * addition. The rows are independent in the forward and in dx, so large
  * inputs are split among threads by rows. The parameter gradients sum over
- * every row, in row order (each k its own sum, vectorised over k): they
- * are split among threads by columns, which keeps that order. */
+ * every row: in blocks of BLOCK rows, each summed in row order from 0, the
+ * blocks' sums then added in block order (each k its own sum, vectorised
+ * over k); the blocks go to any thread. */
 #include "core/internal.h"
 
 #include <math.h>
@@ -35,8 +36,8 @@ typedef struct ln_job {
     const tg_tensor *x, *gamma, *beta, *dy;
     tg_tensor *y;  /* forward: y; backward: dx */
     double *stats; /* (R,2): mean, rstd of each row */
-    double *sums;  /* backward: (2,C) parameter gradient sums */
-    bool fused;    /* backward on one thread: the dx pass adds the sums */
+    double *sums;  /* backward: (blocks,2,C) parameter gradient parts */
+    int64_t rows;  /* backward: x's rows */
     double eps;
 } ln_job;
 
@@ -160,18 +161,17 @@ static void layer_norm_rows(const tg_tensor *x, const tg_tensor *gamma,
     tg__loop_run(&L, x->shape[x->ndim - 1], ln_forward_run(), &job);
 }
 
-/* The backward in two passes, each split among threads:
- *  - by rows (operands {x, dy, dx}): dx of row r = start + i from its
- *    mean and rstd and the row's two means, summed in lanes;
- *  - by columns k in [lo, hi): sums[0,k] += dy_k * xhat_k and
- *    sums[1,k] += dy_k over every row in C order, so each column's sum
- *    has one order whatever the split.
- * On one thread the first pass adds the sums too (fused), in the same
- * order, sparing the second pass over x and dy.
- * Both are written with strides; the contiguous case (unit strides, gamma
- * given) is a separate branch the compiler vectorises. */
-TG_INLINE void ln_dx_body(void *job, int64_t start, const int64_t *off,
-                          const int64_t *step, int64_t len)
+/* The backward over blocks [lo, hi) of BLOCK rows (the last one maybe
+ * shorter), rows in C order: each row's dx, from its mean and rstd and the
+ * row's two means (summed in lanes), and the block's share of the parameter
+ * gradients, part[b] = (sum over its rows of dy_k * xhat_k, of dy_k), its
+ * own (2,C) sums started at 0. The caller adds the parts in block order:
+ * an order fixed by the blocks, not by the threads, so the blocks may go
+ * to any thread. Written with strides; the contiguous case (unit strides,
+ * gamma given) is a separate branch the compiler vectorises. */
+enum { BLOCK = 32 };
+
+TG_INLINE void ln_backward_body(void *job, int64_t lo, int64_t hi)
 {
     const ln_job *j = job;
     const tg_tensor *x = j->x, *gamma = j->gamma, *dy = j->dy, *dx = j->y;
@@ -180,19 +180,27 @@ TG_INLINE void ln_dx_body(void *job, int64_t start, const int64_t *off,
                   dys = dy->strides[last], dxs = dx->strides[last];
     const int64_t gs = gamma ? gamma->strides[0] : 0;
     const bool unit = xs == 1 && dys == 1 && dxs == 1 && gs == 1 && gamma;
-    double *dgamma = j->sums, *dbeta = j->sums + C;
+    tg_loop L;
+    tg__rows_loop(&L, x, last, 3, (const tg_tensor *const[]){x, dy, dx});
+    int64_t r = lo * BLOCK, i = r % L.inner;
+    const int64_t end = hi * BLOCK < j->rows ? hi * BLOCK : j->rows;
+    tg__loop_seek(&L, r / L.inner);
     TG_DISPATCH_FLOAT(x->dtype, T, {
         const T *g = gamma ? TG_DATA(T, gamma) : NULL;
-        for (int64_t i = 0; i < len; i++) {
-            const int64_t r = start + i;
-            const T *xr = TG_DATA(T, x) + off[0] + i * step[0];
-            const T *dyr = TG_DATA(T, dy) + off[1] + i * step[1];
-            T *dxr = TG_DATA(T, dx) + off[2] + i * step[2];
+        for (; r < end; r++, i++) {
+            if (i == L.inner) {
+                tg__loop_next(&L);
+                i = 0;
+            }
+            const T *xr = TG_DATA(T, x) + L.off[0] + i * L.step[0];
+            const T *dyr = TG_DATA(T, dy) + L.off[1] + i * L.step[1];
+            T *dxr = TG_DATA(T, dx) + L.off[2] + i * L.step[2];
+            double *dgamma = j->sums + (r / BLOCK) * 2 * C, *dbeta = dgamma + C;
             const double mean = j->stats[2 * r], rstd = j->stats[2 * r + 1];
             /* the means of dxhat and dxhat * xhat, in lanes */
             double a1[LANES] = {0}, a2[LANES] = {0};
             int64_t k = 0;
-            if (unit && j->fused)
+            if (unit)
                 for (; k + LANES <= C; k += LANES) {
                     TG_SIMD
                     for (int l = 0; l < LANES; l++) {
@@ -205,27 +213,14 @@ TG_INLINE void ln_dx_body(void *job, int64_t start, const int64_t *off,
                         dbeta[k + l] += dyk;
                     }
                 }
-            else if (unit)
-                for (; k + LANES <= C; k += LANES) {
-                    TG_SIMD
-                    for (int l = 0; l < LANES; l++) {
-                        const double xhat = ((double)xr[k + l] - mean) * rstd;
-                        const double dxhat =
-                            (double)dyr[k + l] * (double)g[k + l];
-                        a1[l] += dxhat;
-                        a2[l] += dxhat * xhat;
-                    }
-                }
             for (; k < C; k++) {
                 const double xhat = ((double)xr[k * xs] - mean) * rstd;
                 const double dyk = (double)dyr[k * dys];
                 const double dxhat = g ? dyk * (double)g[k * gs] : dyk;
                 a1[k % LANES] += dxhat;
                 a2[k % LANES] += dxhat * xhat;
-                if (j->fused) {
-                    dgamma[k] += dyk * xhat;
-                    dbeta[k] += dyk;
-                }
+                dgamma[k] += dyk * xhat;
+                dbeta[k] += dyk;
             }
             const double mean_dxhat = lanes_total(a1) / (double)C;
             const double mean_dxhat_xhat = lanes_total(a2) / (double)C;
@@ -250,109 +245,63 @@ TG_INLINE void ln_dx_body(void *job, int64_t start, const int64_t *off,
     });
 }
 
-TG_INLINE void ln_sums_body(void *job, int64_t lo, int64_t hi)
+static void ln_backward_scalar(void *job, int64_t lo, int64_t hi)
 {
-    const ln_job *j = job;
-    const tg_tensor *x = j->x, *dy = j->dy;
-    const int last = x->ndim - 1;
-    const int64_t C = x->shape[last], xs = x->strides[last],
-                  dys = dy->strides[last];
-    const bool unit = xs == 1 && dys == 1;
-    double *dgamma = j->sums, *dbeta = j->sums + C;
-    tg_loop L;
-    tg__rows_loop(&L, x, last, 2, (const tg_tensor *const[]){x, dy});
-    int64_t r = 0;
-    TG_DISPATCH_FLOAT(x->dtype, T, {
-        do {
-            for (int64_t i = 0; i < L.inner; i++, r++) {
-                const T *xr = TG_DATA(T, x) + L.off[0] + i * L.step[0];
-                const T *dyr = TG_DATA(T, dy) + L.off[1] + i * L.step[1];
-                const double mean = j->stats[2 * r], rstd = j->stats[2 * r + 1];
-                if (unit) {
-                    TG_SIMD
-                    for (int64_t k = lo; k < hi; k++) {
-                        const double xhat = ((double)xr[k] - mean) * rstd;
-                        dgamma[k] += (double)dyr[k] * xhat;
-                        dbeta[k] += (double)dyr[k];
-                    }
-                } else {
-                    for (int64_t k = lo; k < hi; k++) {
-                        const double xhat = ((double)xr[k * xs] - mean) * rstd;
-                        dgamma[k] += (double)dyr[k * dys] * xhat;
-                        dbeta[k] += (double)dyr[k * dys];
-                    }
-                }
-            }
-        } while (tg__loop_next(&L));
-    });
-}
-
-static void ln_dx_scalar(void *job, int64_t start, const int64_t *off,
-                         const int64_t *step, int64_t len)
-{
-    ln_dx_body(job, start, off, step, len);
-}
-static void ln_sums_scalar(void *job, int64_t lo, int64_t hi)
-{
-    ln_sums_body(job, lo, hi);
+    ln_backward_body(job, lo, hi);
 }
 #if TG_HAVE_TARGETS
-TG_TARGET_AVX2 static void ln_dx_avx2(void *job, int64_t start,
-                                      const int64_t *off, const int64_t *step,
-                                      int64_t len)
+TG_TARGET_AVX2 static void ln_backward_avx2(void *job, int64_t lo, int64_t hi)
 {
-    ln_dx_body(job, start, off, step, len);
+    ln_backward_body(job, lo, hi);
 }
-TG_TARGET_AVX2 static void ln_sums_avx2(void *job, int64_t lo, int64_t hi)
+TG_TARGET_AVX512 static void ln_backward_avx512(void *job, int64_t lo,
+                                                int64_t hi)
 {
-    ln_sums_body(job, lo, hi);
-}
-TG_TARGET_AVX512 static void ln_dx_avx512(void *job, int64_t start,
-                                          const int64_t *off,
-                                          const int64_t *step, int64_t len)
-{
-    ln_dx_body(job, start, off, step, len);
-}
-TG_TARGET_AVX512 static void ln_sums_avx512(void *job, int64_t lo, int64_t hi)
-{
-    ln_sums_body(job, lo, hi);
+    ln_backward_body(job, lo, hi);
 }
 #endif
 
 /* dx (x's shape) from dy, and sums[0,k] += dy_k * xhat_k, sums[1,k] +=
- * dy_k over the rows (the parameter gradients, in double); sums is (2,C). */
-static void layer_norm_rows_backward(const tg_tensor *x, const tg_tensor *gamma,
+ * dy_k over the rows (the parameter gradients, in double); sums is (2,C).
+ * false, with dx and sums unfinished and the error set, when out of
+ * memory for the parts. */
+static bool layer_norm_rows_backward(const tg_tensor *x, const tg_tensor *gamma,
                                      double *stats, const tg_tensor *dy,
                                      tg_tensor *dx, double *sums)
 {
+    const int64_t C = x->shape[x->ndim - 1], numel = tg_numel(x);
+    const int64_t rows = C ? numel / C : 0, blocks = (rows + BLOCK - 1) / BLOCK;
+    if (blocks == 0)
+        return true;
+    tg_tensor *parts_t = tg__new("layer_norm", TG_FLOAT64, 3,
+                                 (const int64_t[]){blocks, 2, C}, true);
+    if (!parts_t)
+        return false;
+    const double *parts = TG_DATA(double, parts_t);
     ln_job job = {.x = x,
                   .gamma = gamma,
                   .dy = dy,
                   .y = dx,
                   .stats = stats,
-                  .sums = sums};
-    tg_run_fn dx_run = ln_dx_scalar;
-    void (*sums_run)(void *, int64_t, int64_t) = ln_sums_scalar;
+                  .sums = TG_DATA(double, parts_t),
+                  .rows = rows};
+    void (*run)(void *, int64_t, int64_t) = ln_backward_scalar;
 #if TG_HAVE_TARGETS
     switch (tg__cpu_level()) {
-    case TG_CPU_AVX512:
-        dx_run = ln_dx_avx512;
-        sums_run = ln_sums_avx512;
-        break;
-    case TG_CPU_AVX2:
-        dx_run = ln_dx_avx2;
-        sums_run = ln_sums_avx2;
-        break;
+    case TG_CPU_AVX512: run = ln_backward_avx512; break;
+    case TG_CPU_AVX2: run = ln_backward_avx2; break;
     }
 #endif
-    const int last = x->ndim - 1;
-    const int64_t C = x->shape[last], numel = tg_numel(x);
-    tg_loop L;
-    tg__rows_loop(&L, x, last, 3, (const tg_tensor *const[]){x, dy, dx});
-    job.fused = tg__parallel_threads(C ? numel / C : 0, numel) == 1;
-    tg__loop_run(&L, C, dx_run, &job);
-    if (!job.fused && C > 0)
-        tg__parallel_for(C, numel, sums_run, &job);
+    tg__parallel_for(blocks, numel, run, &job);
+    /* sums += parts[0] + parts[1] + ..., in block order */
+    for (int64_t b = 0; b < blocks; b++) {
+        const double *part = parts + b * 2 * C;
+        TG_SIMD
+        for (int64_t k = 0; k < 2 * C; k++)
+            sums[k] += part[k];
+    }
+    tg_release(parts_t);
+    return true;
 }
 
 /* Adds row `row` of the (2,C) float64 sums, in dtype dt, into input i. */
@@ -392,8 +341,14 @@ static void layer_norm_backward(tg_node *n, tg_tensor *dy)
         tg_release(dx);
         return;
     }
-    layer_norm_rows_backward(x, n->in[1], TG_DATA(double, n->saved[0]), dy, dx,
-                             TG_DATA(double, sums));
+    if (!layer_norm_rows_backward(x, n->in[1], TG_DATA(double, n->saved[0]), dy,
+                                  dx, TG_DATA(double, sums))) {
+        for (int i = 0; i < 3; i++)
+            tg__accumulate(n, i, NULL);
+        tg_release(sums);
+        tg_release(dx);
+        return;
+    }
     tg__accumulate(n, 0, dx);
     accumulate_param(n, 1, sums, 0, x->dtype);
     accumulate_param(n, 2, sums, 1, x->dtype);

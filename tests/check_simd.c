@@ -396,6 +396,63 @@ START_TEST(test_layer_norm_threads)
 }
 END_TEST
 
+/* Layer norm of a sliced (8,699,24) x, whose rows come in runs of 699
+ * (the slice breaks the rows apart), against its contiguous copy, on two
+ * threads: the blocks of the backward start inside runs, and every result
+ * must be the same bits. */
+START_TEST(test_layer_norm_runs)
+{
+    const int64_t shape[3] = {8, 700, 24};
+    tg_tensor *flat = seq(TG_FLOAT64, 8 * 700 * 24, 14, true, FINITE);
+    tg_tensor *base = tg_reshape(flat, 3, shape);
+    tg_tensor *sliced = tg_slice(base, 1, 0, 699);
+    tg_tensor *copy = tg_contiguous(sliced);
+    ck_assert_int_ge(tg_numel(copy), TG_PARALLEL_MIN);
+    tg_set_requires_grad(base, true);
+    tg_set_requires_grad(copy, true);
+    tg_release(sliced);
+    sliced = tg_slice(base, 1, 0, 699); /* now on the tape */
+    tg_tensor *gamma = seq(TG_FLOAT64, 24, 15, true, FINITE);
+    tg_tensor *beta = seq(TG_FLOAT64, 24, 16, true, FINITE);
+    tg_set_requires_grad(gamma, true);
+    tg_set_requires_grad(beta, true);
+    tg_tensor *dyf = seq(TG_FLOAT64, 8 * 699 * 24, 17, true, FINITE);
+    tg_tensor *dy = tg_reshape(dyf, 3, (const int64_t[]){8, 699, 24});
+#ifdef _OPENMP
+    const int old_threads = omp_get_max_threads();
+    omp_set_num_threads(2);
+#endif
+    tg_tensor *out[2][4];
+    tg_tensor *xs[2] = {sliced, copy};
+    for (int v = 0; v < 2; v++) {
+        tg_tensor *y = tg_layer_norm(xs[v], gamma, beta, 1e-5);
+        ck_assert_ptr_nonnull(y);
+        ck_assert_int_eq(tg_backward_with(y, dy), 0);
+        out[v][0] = y;
+        out[v][2] = tg_contiguous(tg_grad(gamma));
+        out[v][3] = tg_contiguous(tg_grad(beta));
+        tg_zero_grad(gamma);
+        tg_zero_grad(beta);
+    }
+#ifdef _OPENMP
+    omp_set_num_threads(old_threads);
+#endif
+    out[0][1] = tg_slice(tg_grad(base), 1, 0, 699);
+    out[1][1] = tg_retain(tg_grad(copy));
+    same4(out[0], out[1], "layer_norm sliced vs contiguous");
+    release4(out[0]);
+    release4(out[1]);
+    tg_release(dy);
+    tg_release(dyf);
+    tg_release(gamma);
+    tg_release(beta);
+    tg_release(sliced);
+    tg_release(copy);
+    tg_release(base);
+    tg_release(flat);
+}
+END_TEST
+
 /* ---- embedding ------------------------------------------------------- */
 
 /* dweight of an embedding of n ids (repeating, out of V = 7 rows) with
@@ -491,6 +548,7 @@ Suite *simd_suite(void)
     tcase_add_loop_test(core, test_add_levels, 0, 6);
     tcase_add_loop_test(core, test_layer_norm_levels, 0, 2);
     tcase_add_test(core, test_layer_norm_threads);
+    tcase_add_test(core, test_layer_norm_runs);
     tcase_add_loop_test(core, test_embedding_levels, 0, 2);
     suite_add_tcase(s, core);
     return s;
