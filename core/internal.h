@@ -339,6 +339,10 @@ TG_HIDDEN int tg__parallel_threads(int64_t n, int64_t work);
 typedef void (*tg_run_fn)(void *ctx, int64_t start, const int64_t *off,
                           const int64_t *step, int64_t len);
 TG_HIDDEN void tg__loop_run(tg_loop *L, int64_t cost, tg_run_fn fn, void *ctx);
+/* Moves a fresh loop (at its first run) to the start of run r, counting
+ * runs in the order tg__loop_next takes them: for a piece of a loop that
+ * must start at a run of the caller's choosing. */
+TG_HIDDEN void tg__loop_seek(tg_loop *L, int64_t r);
 /* The vector instructions the kernels may use (core/cpu.c), read from
  * cpuid once: a kernel with vector paths compiles each with
  * __attribute__((target(...))) and calls the one tg__cpu_level() names, so
@@ -357,6 +361,22 @@ TG_HIDDEN int tg__cpu_level(void);
 TG_HIDDEN int tg__cpu_cap(int new_cap);
 /* "scalar", "avx2" or "avx512": a level's name, for messages and bench. */
 TG_HIDDEN const char *tg__cpu_name(int level);
+/* The attributes that compile one function for a level's instructions.
+ * A kernel writes its loop once, in a static inline function marked
+ * TG_INLINE, and wraps it in one function per level: GCC inlines the body
+ * into each wrapper and vectorises it for that wrapper's target. With
+ * -ffp-contract=off no multiply and add fuse, so an elementwise body gives
+ * the same bits at every level. TG_HAVE_TARGETS is 0 where the attributes
+ * do not exist (not x86-64 GCC or Clang): only the scalar paths are built. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define TG_HAVE_TARGETS 1
+#define TG_TARGET_AVX2  __attribute__((target("avx2,fma")))
+#define TG_TARGET_AVX512                                                       \
+    __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl")))
+#else
+#define TG_HAVE_TARGETS 0
+#endif
+#define TG_INLINE static inline __attribute__((always_inline))
 
 /* Before a loop whose iterations are independent: vectorise it (GCC's -O2
  * cost model skips loops of unknown length). Never on a sum, whose order of

@@ -190,9 +190,7 @@ void tg__rows_loop(tg_loop *L, const tg_tensor *x, int d, int nop,
     tg__loop_init(L, x->ndim, rows, nop, ops);
 }
 
-/* Moves a fresh loop (at its first run) to the start of run r, counting
- * runs in the order tg__loop_next takes them. */
-static void loop_seek(tg_loop *L, int64_t r)
+void tg__loop_seek(tg_loop *L, int64_t r)
 {
     for (int d = L->ndim - 1; d >= 0 && r > 0; d--) {
         L->idx[d] = r % L->shape[d];
@@ -214,7 +212,7 @@ static void run_range(void *job, int64_t lo, int64_t hi)
     const run_job *j = job;
     tg_loop L = *j->L;
     int64_t pos = lo % L.inner;
-    loop_seek(&L, lo / L.inner);
+    tg__loop_seek(&L, lo / L.inner);
     for (;;) {
         int64_t len = L.inner - pos < hi - lo ? L.inner - pos : hi - lo;
         int64_t off[TG_LOOP_MAX];
@@ -251,12 +249,11 @@ typedef struct pair_job {
     const tg_tensor *src;
 } pair_job;
 
-/* dst += src over one run (operands {src, dst}). */
-static void add_run(void *job, int64_t start, const int64_t *off,
-                    const int64_t *step, int64_t len)
+/* dst += src over one run (operands {src, dst}); add_run per level. */
+TG_INLINE void add_body(void *job, const int64_t *off, const int64_t *step,
+                        int64_t len)
 {
     const pair_job *j = job;
-    (void)start;
     TG_DISPATCH_FLOAT(j->dst->dtype, T, {
         const T *s = TG_DATA(T, j->src) + off[0];
         T *d = TG_DATA(T, j->dst) + off[1];
@@ -271,41 +268,38 @@ static void add_run(void *job, int64_t start, const int64_t *off,
     });
 }
 
-/* dst += src, where dst is broadcast along some dims of src: each dst
- * element gets the sum of the m src elements over those dims,
- *     dst[j] += sum_{k=1..m} src[j, k],
- * which is the gradient of a broadcast operand (d/dx of a sum over its
- * copies is the sum of their gradients), and so every bias gradient.
- *
- * The sums are taken as tg_sum takes them (ops/reduce.c): in double, adding
- * src's elements in C order, rounded to dst's type once; so dst gets the
- * same bits as tg_sum over those dims would give. Adding float32 into
- * float32 one element after another loses up to about m * 2^-24 relative:
- * 10^6 gradients of 0.1f summed to 100958.34, not 100000. The partial sums
- * sit in a double buffer shaped like dst, laid out in C order. On this
- * thread alone, in one fixed order: the same bits with any number of
- * threads. (Splitting the columns of a bias among threads was slower: each
- * thread then strides over every row.) false, dst untouched, when out of
- * memory for the buffer. */
-static bool add_summing(tg_tensor *dst, const tg_tensor *src)
+static void add_run(void *job, int64_t start, const int64_t *off,
+                    const int64_t *step, int64_t len)
 {
-    /* acc: the buffer's layout, a loop operand only (tg__loop_init reads
-     * ndim, shape and strides), dst's shape in C order */
-    int64_t numel = 1;
-    tg_tensor acc = {.dtype = TG_FLOAT64, .ndim = dst->ndim};
-    for (int d = dst->ndim - 1; d >= 0; d--) {
-        acc.shape[d] = dst->shape[d];
-        acc.strides[d] = numel;
-        numel *= dst->shape[d];
-    }
-    double *sum = tg__calloc((size_t)(numel ? numel : 1), sizeof *sum);
-    if (!sum)
-        return false;
+    (void)start;
+    add_body(job, off, step, len);
+}
+#if TG_HAVE_TARGETS
+TG_TARGET_AVX2 static void add_run_avx2(void *job, int64_t start,
+                                        const int64_t *off, const int64_t *step,
+                                        int64_t len)
+{
+    (void)start;
+    add_body(job, off, step, len);
+}
+TG_TARGET_AVX512 static void add_run_avx512(void *job, int64_t start,
+                                            const int64_t *off,
+                                            const int64_t *step, int64_t len)
+{
+    (void)start;
+    add_body(job, off, step, len);
+}
+#endif
 
-    /* sum[j] += src[j, k], for k in C order (operands {src, acc}) */
+/* sum[j] += src[j, k], for k in C order (operands {src, acc}: acc is the
+ * layout of the buffer sum); sum_into per level, each element its own sum
+ * in the same order at every level. */
+TG_INLINE void sum_into_body(const tg_tensor *src, const tg_tensor *acc,
+                             double *sum)
+{
     tg_loop L;
     tg__loop_init(&L, src->ndim, src->shape, 2,
-                  (const tg_tensor *const[]){src, &acc});
+                  (const tg_tensor *const[]){src, acc});
     /* A bias: consecutive runs (rows of src) add into the same run of
      * sums. The loop then steps over blocks of such rows. */
     int64_t rows = 1, rs = 0; /* rows per block, src's step between them */
@@ -352,8 +346,69 @@ static bool add_summing(tg_tensor *dst, const tg_tensor *src)
             }
         } while (tg__loop_next(&L));
     });
+}
+
+static void sum_into(const tg_tensor *src, const tg_tensor *acc, double *sum)
+{
+    sum_into_body(src, acc, sum);
+}
+#if TG_HAVE_TARGETS
+TG_TARGET_AVX2 static void sum_into_avx2(const tg_tensor *src,
+                                         const tg_tensor *acc, double *sum)
+{
+    sum_into_body(src, acc, sum);
+}
+TG_TARGET_AVX512 static void sum_into_avx512(const tg_tensor *src,
+                                             const tg_tensor *acc, double *sum)
+{
+    sum_into_body(src, acc, sum);
+}
+#endif
+
+/* dst += src, where dst is broadcast along some dims of src: each dst
+ * element gets the sum of the m src elements over those dims,
+ *     dst[j] += sum_{k=1..m} src[j, k],
+ * which is the gradient of a broadcast operand (d/dx of a sum over its
+ * copies is the sum of their gradients), and so every bias gradient.
+ *
+ * The sums are taken as tg_sum takes them (ops/reduce.c): in double, adding
+ * src's elements in C order, rounded to dst's type once; so dst gets the
+ * same bits as tg_sum over those dims would give. Adding float32 into
+ * float32 one element after another loses up to about m * 2^-24 relative:
+ * 10^6 gradients of 0.1f summed to 100958.34, not 100000. The partial sums
+ * sit in a double buffer shaped like dst, laid out in C order. On this
+ * thread alone, in one fixed order: the same bits with any number of
+ * threads. (Splitting the columns of a bias among threads was slower: each
+ * thread then strides over every row.) false, dst untouched, when out of
+ * memory for the buffer. */
+static bool add_summing(tg_tensor *dst, const tg_tensor *src)
+{
+    /* acc: the buffer's layout, a loop operand only (tg__loop_init reads
+     * ndim, shape and strides), dst's shape in C order */
+    int64_t numel = 1;
+    tg_tensor acc = {.dtype = TG_FLOAT64, .ndim = dst->ndim};
+    for (int d = dst->ndim - 1; d >= 0; d--) {
+        acc.shape[d] = dst->shape[d];
+        acc.strides[d] = numel;
+        numel *= dst->shape[d];
+    }
+    double *sum = tg__calloc((size_t)(numel ? numel : 1), sizeof *sum);
+    if (!sum)
+        return false;
+
+        /* sum[j] += src[j, k], for k in C order */
+#if TG_HAVE_TARGETS
+    switch (tg__cpu_level()) {
+    case TG_CPU_AVX512: sum_into_avx512(src, &acc, sum); break;
+    case TG_CPU_AVX2: sum_into_avx2(src, &acc, sum); break;
+    default: sum_into(src, &acc, sum);
+    }
+#else
+    sum_into(src, &acc, sum);
+#endif
 
     /* dst[j] += (T)sum[j] (operands {dst, acc}) */
+    tg_loop L;
     tg__loop_init(&L, dst->ndim, dst->shape, 2,
                   (const tg_tensor *const[]){dst, &acc});
     TG_DISPATCH_FLOAT(dst->dtype, T, {
@@ -383,7 +438,16 @@ bool tg__add_into(tg_tensor *dst, const tg_tensor *src)
     tg_loop L;
     tg__loop_init(&L, src->ndim, src->shape, 2,
                   (const tg_tensor *const[]){src, dst});
+#if TG_HAVE_TARGETS
+    const int level = tg__cpu_level();
+    tg__loop_run(&L, 1,
+                 level == TG_CPU_AVX512 ? add_run_avx512
+                 : level == TG_CPU_AVX2 ? add_run_avx2
+                                        : add_run,
+                 &(pair_job){dst, src});
+#else
     tg__loop_run(&L, 1, add_run, &(pair_job){dst, src});
+#endif
     return true;
 }
 

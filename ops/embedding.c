@@ -43,18 +43,85 @@ tg_tensor *tg__checked_ids(const char *op, const char *name, const char *noun,
 
 /* ---- embedding ---------------------------------------------------------- */
 
-/* y[p,:] = weight[ids[p],:] for the n positions p of ids; y contiguous. */
-static void embedding_rows(const tg_tensor *w, const int64_t *ids, int64_t n,
-                           tg_tensor *y)
+/* The operands of an embedding's forward or backward. */
+typedef struct embed_job {
+    const tg_tensor *w;  /* forward: weight (V,C) */
+    const tg_tensor *dy; /* backward: dy (...,C), in C order */
+    tg_tensor *out;      /* forward: y (...,C); backward: dweight (V,C) */
+    const int64_t *ids;  /* n positions */
+    int64_t n;
+} embed_job;
+
+/* y[p,:] = weight[ids[p],:] for the positions p in [lo, hi): each row a copy
+ * of its own, so the positions may go to several threads. */
+static void embedding_rows(void *job, int64_t lo, int64_t hi)
 {
+    const embed_job *j = job;
+    const tg_tensor *w = j->w;
     const int64_t C = w->shape[1], ws0 = w->strides[0], ws1 = w->strides[1];
     TG_DISPATCH_FLOAT(w->dtype, T, {
         const T *wd = TG_DATA(T, w);
-        T *yd = TG_DATA(T, y);
-        for (int64_t p = 0; p < n; p++)
-            for (int64_t c = 0; c < C; c++)
-                yd[p * C + c] = wd[ids[p] * ws0 + c * ws1];
+        T *yd = TG_DATA(T, j->out);
+        for (int64_t p = lo; p < hi; p++) {
+            const T *row = wd + j->ids[p] * ws0;
+            if (ws1 == 1)
+                memcpy(yd + p * C, row, sizeof(T) * (size_t)C);
+            else
+                for (int64_t c = 0; c < C; c++)
+                    yd[p * C + c] = row[c * ws1];
+        }
     });
+}
+
+/* dweight[v,:] += dy[p,:] for every position p (in order) with ids[p] = v,
+ * for the rows v in [lo, hi) of dweight: each thread owns a range of rows
+ * and scans every position, so each row gets its additions in position
+ * order, the same bits with any number of threads. dy contiguous. */
+TG_INLINE void scatter_rows_body(void *job, int64_t lo, int64_t hi)
+{
+    const embed_job *j = job;
+    const int64_t C = j->out->shape[1];
+    TG_DISPATCH_FLOAT(j->out->dtype, T, {
+        T *dwd = TG_DATA(T, j->out);
+        const T *dyd = TG_DATA(T, j->dy);
+        for (int64_t p = 0; p < j->n; p++) {
+            const int64_t v = j->ids[p];
+            if (v < lo || v >= hi)
+                continue;
+            T *dst = dwd + v * C;
+            const T *src = dyd + p * C;
+            TG_SIMD
+            for (int64_t c = 0; c < C; c++)
+                dst[c] += src[c];
+        }
+    });
+}
+
+static void scatter_rows(void *job, int64_t lo, int64_t hi)
+{
+    scatter_rows_body(job, lo, hi);
+}
+#if TG_HAVE_TARGETS
+TG_TARGET_AVX2 static void scatter_rows_avx2(void *job, int64_t lo, int64_t hi)
+{
+    scatter_rows_body(job, lo, hi);
+}
+TG_TARGET_AVX512 static void scatter_rows_avx512(void *job, int64_t lo,
+                                                 int64_t hi)
+{
+    scatter_rows_body(job, lo, hi);
+}
+#endif
+
+/* True when t is laid out in C order (its rows one after another). */
+static bool c_order(const tg_tensor *t)
+{
+    int64_t strides[TG_MAX_DIMS];
+    tg__contiguous_strides(t->ndim, t->shape, strides);
+    for (int d = 0; d < t->ndim; d++)
+        if (t->shape[d] != 1 && t->strides[d] != strides[d])
+            return false;
+    return true;
 }
 
 /* forward:  y[p,:] = weight[ids[p],:]             y (...,C), weight (V,C)
@@ -74,19 +141,33 @@ static void embedding_backward(tg_node *n, tg_tensor *dy)
     }
     const int last = dy->ndim - 1;
     const int64_t C = w->shape[1], dys = dy->strides[last];
-    tg_loop L;
-    tg__rows_loop(&L, dy, last, 1, (const tg_tensor *const[]){dy});
-    int64_t p = 0; /* rows come in C order, as the ids */
-    TG_DISPATCH_FLOAT(dy->dtype, T, {
-        T *dwd = TG_DATA(T, dw);
-        do {
-            for (int64_t i = 0; i < L.inner; i++, p++) {
-                const T *dyr = TG_DATA(T, dy) + L.off[0] + i * L.step[0];
-                for (int64_t c = 0; c < C; c++)
-                    dwd[ids[p] * C + c] += dyr[c * dys];
-            }
-        } while (tg__loop_next(&L));
-    });
+    if (c_order(dy)) {
+        embed_job job = {
+            .dy = dy, .out = dw, .ids = ids, .n = tg_numel(dy) / (C ? C : 1)};
+        void (*fn)(void *, int64_t, int64_t) = scatter_rows;
+#if TG_HAVE_TARGETS
+        const int level = tg__cpu_level();
+        fn = level == TG_CPU_AVX512 ? scatter_rows_avx512
+             : level == TG_CPU_AVX2 ? scatter_rows_avx2
+                                    : scatter_rows;
+#endif
+        if (job.n > 0)
+            tg__parallel_for(w->shape[0], job.n * C, fn, &job);
+    } else {
+        tg_loop L;
+        tg__rows_loop(&L, dy, last, 1, (const tg_tensor *const[]){dy});
+        int64_t p = 0; /* rows come in C order, as the ids */
+        TG_DISPATCH_FLOAT(dy->dtype, T, {
+            T *dwd = TG_DATA(T, dw);
+            do {
+                for (int64_t i = 0; i < L.inner; i++, p++) {
+                    const T *dyr = TG_DATA(T, dy) + L.off[0] + i * L.step[0];
+                    for (int64_t c = 0; c < C; c++)
+                        dwd[ids[p] * C + c] += dyr[c * dys];
+                }
+            } while (tg__loop_next(&L));
+        });
+    }
     tg__accumulate(n, 0, dw);
     tg_release(dw);
 }
@@ -120,7 +201,11 @@ tg_tensor *tg_embedding(tg_tensor *weight, tg_tensor *ids)
     tg_tensor *y =
         tg__new("embedding", weight->dtype, ids->ndim + 1, shape, false);
     if (y) {
-        embedding_rows(weight, TG_DATA(int64_t, flat), tg_numel(flat), y);
+        const int64_t n = tg_numel(flat);
+        embed_job job = {
+            .w = weight, .out = y, .ids = TG_DATA(int64_t, flat), .n = n};
+        if (n > 0)
+            tg__parallel_for(n, n * weight->shape[1], embedding_rows, &job);
         y = tg__record(&embedding_op, y, 1, &weight);
         if (y && y->node)
             tg__save(y->node, flat);

@@ -4,10 +4,145 @@
  * transposed and sliced inputs are read in place. Each row is normalised in
  * double and rounded once. The forward keeps each row's mean and rstd =
  * 1 / sqrt(var + eps) in a (R,2) float64 tensor (rows in C order) for the
- * backward, which then needs no second pass for the statistics. */
+ * backward, which then needs no second pass for the statistics.
+ *
+ * A row's sums (its mean, its variance, and the backward's two means) are
+ * taken in LANES partial sums: lane l adds the elements k = l (mod LANES)
+ * in order, and the lanes are then added pairwise,
+ *     s = ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7)).
+ * That order is fixed: every path (scalar, AVX2, AVX-512, strided or not)
+ * and every thread count gives the same bits, and the vector paths add
+ * whole vectors of lanes at once, where one running sum would wait on each
+ * addition. The rows are independent in the forward and in dx, so large
+ * inputs are split among threads by rows. The parameter gradients sum over
+ * every row: in blocks of BLOCK rows, each summed in row order from 0, the
+ * blocks' sums then added in block order (each k its own sum, vectorised
+ * over k); the blocks go to any thread. */
 #include "core/internal.h"
 
 #include <math.h>
+
+enum { LANES = 8 };
+
+/* The lanes' total, in the fixed pairwise order above. */
+TG_INLINE double lanes_total(const double *s)
+{
+    _Static_assert(LANES == 8, "lanes_total adds 8 lanes");
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
+/* The operands of a forward (over a run of rows) or a backward. */
+typedef struct ln_job {
+    const tg_tensor *x, *gamma, *beta, *dy;
+    tg_tensor *y;  /* forward: y; backward: dx */
+    double *stats; /* (R,2): mean, rstd of each row */
+    double *sums;  /* backward: (blocks,2,C) parameter gradient parts */
+    int64_t rows;  /* backward: x's rows */
+    double eps;
+} ln_job;
+
+/* y = (x - mean) * rstd * gamma + beta along the rows of one run (operands
+ * {x, y}); row r = start + i gets stats[2r], stats[2r+1] = its mean and
+ * rstd. Written with strides; the contiguous case (unit strides, gamma and
+ * beta given) is a separate branch the compiler vectorises. */
+TG_INLINE void ln_forward_body(void *job, int64_t start, const int64_t *off,
+                               const int64_t *step, int64_t len)
+{
+    const ln_job *j = job;
+    const tg_tensor *x = j->x, *y = j->y, *gamma = j->gamma, *beta = j->beta;
+    const int last = x->ndim - 1;
+    const int64_t C = x->shape[last], xs = x->strides[last],
+                  ys = y->strides[last];
+    const int64_t gs = gamma ? gamma->strides[0] : 0,
+                  bs = beta ? beta->strides[0] : 0;
+    const bool unit = xs == 1 && ys == 1 && gs == 1 && bs == 1;
+    TG_DISPATCH_FLOAT(x->dtype, T, {
+        const T *g = gamma ? TG_DATA(T, gamma) : NULL;
+        const T *b = beta ? TG_DATA(T, beta) : NULL;
+        for (int64_t i = 0; i < len; i++) {
+            const int64_t r = start + i;
+            const T *xr = TG_DATA(T, x) + off[0] + i * step[0];
+            T *yr = TG_DATA(T, y) + off[1] + i * step[1];
+            double acc[LANES] = {0};
+            int64_t k = 0;
+            /* mean = sum_k x_k / C */
+            if (xs == 1)
+                for (; k + LANES <= C; k += LANES) {
+                    TG_SIMD
+                    for (int l = 0; l < LANES; l++)
+                        acc[l] += (double)xr[k + l];
+                }
+            for (; k < C; k++)
+                acc[k % LANES] += (double)xr[k * xs];
+            const double mean = lanes_total(acc) / (double)C;
+            /* var = sum_k (x_k - mean)^2 / C, biased as torch */
+            for (int l = 0; l < LANES; l++)
+                acc[l] = 0;
+            k = 0;
+            if (xs == 1)
+                for (; k + LANES <= C; k += LANES) {
+                    TG_SIMD
+                    for (int l = 0; l < LANES; l++) {
+                        const double d = (double)xr[k + l] - mean;
+                        acc[l] += d * d;
+                    }
+                }
+            for (; k < C; k++) {
+                const double d = (double)xr[k * xs] - mean;
+                acc[k % LANES] += d * d;
+            }
+            const double var = lanes_total(acc) / (double)C;
+            const double rstd = 1 / sqrt(var + j->eps);
+            if (unit && g && b) {
+                TG_SIMD
+                for (k = 0; k < C; k++) {
+                    const double v = ((double)xr[k] - mean) * rstd;
+                    yr[k] = (T)(v * (double)g[k] + (double)b[k]);
+                }
+            } else {
+                for (k = 0; k < C; k++) {
+                    const double v = ((double)xr[k * xs] - mean) * rstd;
+                    yr[k * ys] = (T)((g ? v * (double)g[k * gs] : v) +
+                                     (b ? (double)b[k * bs] : 0));
+                }
+            }
+            j->stats[2 * r] = mean;
+            j->stats[2 * r + 1] = rstd;
+        }
+    });
+}
+
+static void ln_forward_scalar(void *job, int64_t start, const int64_t *off,
+                              const int64_t *step, int64_t len)
+{
+    ln_forward_body(job, start, off, step, len);
+}
+#if TG_HAVE_TARGETS
+TG_TARGET_AVX2 static void ln_forward_avx2(void *job, int64_t start,
+                                           const int64_t *off,
+                                           const int64_t *step, int64_t len)
+{
+    ln_forward_body(job, start, off, step, len);
+}
+TG_TARGET_AVX512 static void ln_forward_avx512(void *job, int64_t start,
+                                               const int64_t *off,
+                                               const int64_t *step, int64_t len)
+{
+    ln_forward_body(job, start, off, step, len);
+}
+#endif
+
+/* The forward for the level tg__cpu_level() names. */
+static tg_run_fn ln_forward_run(void)
+{
+#if TG_HAVE_TARGETS
+    switch (tg__cpu_level()) {
+    case TG_CPU_AVX512: return ln_forward_avx512;
+    case TG_CPU_AVX2: return ln_forward_avx2;
+    }
+#endif
+    return ln_forward_scalar;
+}
 
 /* y = (x - mean) * rstd * gamma + beta along each row of x (gamma, beta may
  * be NULL: 1 and 0); stats[2r], stats[2r+1] get row r's mean and rstd. */
@@ -15,84 +150,158 @@ static void layer_norm_rows(const tg_tensor *x, const tg_tensor *gamma,
                             const tg_tensor *beta, double eps, tg_tensor *y,
                             double *stats)
 {
-    const int last = x->ndim - 1;
-    const int64_t C = x->shape[last], xs = x->strides[last],
-                  ys = y->strides[last];
-    const int64_t gs = gamma ? gamma->strides[0] : 0,
-                  bs = beta ? beta->strides[0] : 0;
     tg_loop L;
-    tg__rows_loop(&L, x, last, 2, (const tg_tensor *const[]){x, y});
-    int64_t r = 0;
-    TG_DISPATCH_FLOAT(x->dtype, T, {
-        const T *g = gamma ? TG_DATA(T, gamma) : NULL;
-        const T *b = beta ? TG_DATA(T, beta) : NULL;
-        do {
-            for (int64_t i = 0; i < L.inner; i++, r++) {
-                const T *xr = TG_DATA(T, x) + L.off[0] + i * L.step[0];
-                T *yr = TG_DATA(T, y) + L.off[1] + i * L.step[1];
-                double mean = 0, var = 0;
-                for (int64_t k = 0; k < C; k++)
-                    mean += xr[k * xs];
-                mean /= (double)C;
-                for (int64_t k = 0; k < C; k++)
-                    var += (xr[k * xs] - mean) * (xr[k * xs] - mean);
-                var /= (double)C; /* biased, as torch */
-                double rstd = 1 / sqrt(var + eps);
-                for (int64_t k = 0; k < C; k++) {
-                    double v = (xr[k * xs] - mean) * rstd;
-                    yr[k * ys] =
-                        (T)((g ? v * g[k * gs] : v) + (b ? b[k * bs] : 0));
-                }
-                stats[2 * r] = mean;
-                stats[2 * r + 1] = rstd;
-            }
-        } while (tg__loop_next(&L));
-    });
+    tg__rows_loop(&L, x, x->ndim - 1, 2, (const tg_tensor *const[]){x, y});
+    ln_job job = {.x = x,
+                  .gamma = gamma,
+                  .beta = beta,
+                  .y = y,
+                  .stats = stats,
+                  .eps = eps};
+    tg__loop_run(&L, x->shape[x->ndim - 1], ln_forward_run(), &job);
 }
 
-/* Per row of x: dx (x's shape) from dy, and sums[0,k] += dy_k * xhat_k,
- * sums[1,k] += dy_k (the parameter gradients, in double); sums is (2,C). */
-static void layer_norm_rows_backward(const tg_tensor *x, const tg_tensor *gamma,
-                                     const double *stats, const tg_tensor *dy,
-                                     tg_tensor *dx, double *sums)
+/* The backward over blocks [lo, hi) of BLOCK rows (the last one maybe
+ * shorter), rows in C order: each row's dx, from its mean and rstd and the
+ * row's two means (summed in lanes), and the block's share of the parameter
+ * gradients, part[b] = (sum over its rows of dy_k * xhat_k, of dy_k), its
+ * own (2,C) sums started at 0. The caller adds the parts in block order:
+ * an order fixed by the blocks, not by the threads, so the blocks may go
+ * to any thread. Written with strides; the contiguous case (unit strides,
+ * gamma given) is a separate branch the compiler vectorises. */
+enum { BLOCK = 32 };
+
+TG_INLINE void ln_backward_body(void *job, int64_t lo, int64_t hi)
 {
+    const ln_job *j = job;
+    const tg_tensor *x = j->x, *gamma = j->gamma, *dy = j->dy, *dx = j->y;
     const int last = x->ndim - 1;
     const int64_t C = x->shape[last], xs = x->strides[last],
                   dys = dy->strides[last], dxs = dx->strides[last];
     const int64_t gs = gamma ? gamma->strides[0] : 0;
+    const bool unit = xs == 1 && dys == 1 && dxs == 1 && gs == 1 && gamma;
     tg_loop L;
     tg__rows_loop(&L, x, last, 3, (const tg_tensor *const[]){x, dy, dx});
-    int64_t r = 0;
+    int64_t r = lo * BLOCK, i = r % L.inner;
+    const int64_t end = hi * BLOCK < j->rows ? hi * BLOCK : j->rows;
+    tg__loop_seek(&L, r / L.inner);
     TG_DISPATCH_FLOAT(x->dtype, T, {
         const T *g = gamma ? TG_DATA(T, gamma) : NULL;
-        do {
-            for (int64_t i = 0; i < L.inner; i++, r++) {
-                const T *xr = TG_DATA(T, x) + L.off[0] + i * L.step[0];
-                const T *dyr = TG_DATA(T, dy) + L.off[1] + i * L.step[1];
-                T *dxr = TG_DATA(T, dx) + L.off[2] + i * L.step[2];
-                const double mean = stats[2 * r], rstd = stats[2 * r + 1];
-                double mean_dxhat = 0, mean_dxhat_xhat = 0;
-                for (int64_t k = 0; k < C; k++) {
-                    double xhat = (xr[k * xs] - mean) * rstd;
-                    double dxhat =
-                        g ? dyr[k * dys] * (double)g[k * gs] : dyr[k * dys];
-                    mean_dxhat += dxhat;
-                    mean_dxhat_xhat += dxhat * xhat;
-                    sums[k] += dyr[k * dys] * xhat;
-                    sums[C + k] += dyr[k * dys];
+        for (; r < end; r++, i++) {
+            if (i == L.inner) {
+                tg__loop_next(&L);
+                i = 0;
+            }
+            const T *xr = TG_DATA(T, x) + L.off[0] + i * L.step[0];
+            const T *dyr = TG_DATA(T, dy) + L.off[1] + i * L.step[1];
+            T *dxr = TG_DATA(T, dx) + L.off[2] + i * L.step[2];
+            double *dgamma = j->sums + (r / BLOCK) * 2 * C, *dbeta = dgamma + C;
+            const double mean = j->stats[2 * r], rstd = j->stats[2 * r + 1];
+            /* the means of dxhat and dxhat * xhat, in lanes */
+            double a1[LANES] = {0}, a2[LANES] = {0};
+            int64_t k = 0;
+            if (unit)
+                for (; k + LANES <= C; k += LANES) {
+                    TG_SIMD
+                    for (int l = 0; l < LANES; l++) {
+                        const double xhat = ((double)xr[k + l] - mean) * rstd;
+                        const double dyk = (double)dyr[k + l];
+                        const double dxhat = dyk * (double)g[k + l];
+                        a1[l] += dxhat;
+                        a2[l] += dxhat * xhat;
+                        dgamma[k + l] += dyk * xhat;
+                        dbeta[k + l] += dyk;
+                    }
                 }
-                mean_dxhat /= (double)C;
-                mean_dxhat_xhat /= (double)C;
-                for (int64_t k = 0; k < C; k++) {
-                    double xhat = (xr[k * xs] - mean) * rstd;
-                    double dxhat =
-                        g ? dyr[k * dys] * (double)g[k * gs] : dyr[k * dys];
+            for (; k < C; k++) {
+                const double xhat = ((double)xr[k * xs] - mean) * rstd;
+                const double dyk = (double)dyr[k * dys];
+                const double dxhat = g ? dyk * (double)g[k * gs] : dyk;
+                a1[k % LANES] += dxhat;
+                a2[k % LANES] += dxhat * xhat;
+                dgamma[k] += dyk * xhat;
+                dbeta[k] += dyk;
+            }
+            const double mean_dxhat = lanes_total(a1) / (double)C;
+            const double mean_dxhat_xhat = lanes_total(a2) / (double)C;
+            if (unit) {
+                TG_SIMD
+                for (k = 0; k < C; k++) {
+                    const double xhat = ((double)xr[k] - mean) * rstd;
+                    const double dxhat = (double)dyr[k] * (double)g[k];
+                    dxr[k] = (T)(rstd *
+                                 (dxhat - mean_dxhat - xhat * mean_dxhat_xhat));
+                }
+            } else {
+                for (k = 0; k < C; k++) {
+                    const double xhat = ((double)xr[k * xs] - mean) * rstd;
+                    const double dyk = (double)dyr[k * dys];
+                    const double dxhat = g ? dyk * (double)g[k * gs] : dyk;
                     dxr[k * dxs] = (T)(rstd * (dxhat - mean_dxhat -
                                                xhat * mean_dxhat_xhat));
                 }
             }
-        } while (tg__loop_next(&L));
+        }
     });
+}
+
+static void ln_backward_scalar(void *job, int64_t lo, int64_t hi)
+{
+    ln_backward_body(job, lo, hi);
+}
+#if TG_HAVE_TARGETS
+TG_TARGET_AVX2 static void ln_backward_avx2(void *job, int64_t lo, int64_t hi)
+{
+    ln_backward_body(job, lo, hi);
+}
+TG_TARGET_AVX512 static void ln_backward_avx512(void *job, int64_t lo,
+                                                int64_t hi)
+{
+    ln_backward_body(job, lo, hi);
+}
+#endif
+
+/* dx (x's shape) from dy, and sums[0,k] += dy_k * xhat_k, sums[1,k] +=
+ * dy_k over the rows (the parameter gradients, in double); sums is (2,C).
+ * false, with dx and sums unfinished and the error set, when out of
+ * memory for the parts. */
+static bool layer_norm_rows_backward(const tg_tensor *x, const tg_tensor *gamma,
+                                     double *stats, const tg_tensor *dy,
+                                     tg_tensor *dx, double *sums)
+{
+    const int64_t C = x->shape[x->ndim - 1], numel = tg_numel(x);
+    const int64_t rows = C ? numel / C : 0, blocks = (rows + BLOCK - 1) / BLOCK;
+    if (blocks == 0)
+        return true;
+    tg_tensor *parts_t = tg__new("layer_norm", TG_FLOAT64, 3,
+                                 (const int64_t[]){blocks, 2, C}, true);
+    if (!parts_t)
+        return false;
+    const double *parts = TG_DATA(double, parts_t);
+    ln_job job = {.x = x,
+                  .gamma = gamma,
+                  .dy = dy,
+                  .y = dx,
+                  .stats = stats,
+                  .sums = TG_DATA(double, parts_t),
+                  .rows = rows};
+    void (*run)(void *, int64_t, int64_t) = ln_backward_scalar;
+#if TG_HAVE_TARGETS
+    switch (tg__cpu_level()) {
+    case TG_CPU_AVX512: run = ln_backward_avx512; break;
+    case TG_CPU_AVX2: run = ln_backward_avx2; break;
+    }
+#endif
+    tg__parallel_for(blocks, numel, run, &job);
+    /* sums += parts[0] + parts[1] + ..., in block order */
+    for (int64_t b = 0; b < blocks; b++) {
+        const double *part = parts + b * 2 * C;
+        TG_SIMD
+        for (int64_t k = 0; k < 2 * C; k++)
+            sums[k] += part[k];
+    }
+    tg_release(parts_t);
+    return true;
 }
 
 /* Adds row `row` of the (2,C) float64 sums, in dtype dt, into input i. */
@@ -132,8 +341,14 @@ static void layer_norm_backward(tg_node *n, tg_tensor *dy)
         tg_release(dx);
         return;
     }
-    layer_norm_rows_backward(x, n->in[1], TG_DATA(double, n->saved[0]), dy, dx,
-                             TG_DATA(double, sums));
+    if (!layer_norm_rows_backward(x, n->in[1], TG_DATA(double, n->saved[0]), dy,
+                                  dx, TG_DATA(double, sums))) {
+        for (int i = 0; i < 3; i++)
+            tg__accumulate(n, i, NULL);
+        tg_release(sums);
+        tg_release(dx);
+        return;
+    }
     tg__accumulate(n, 0, dx);
     accumulate_param(n, 1, sums, 0, x->dtype);
     accumulate_param(n, 2, sums, 1, x->dtype);

@@ -18,6 +18,9 @@
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
+#if TG_HAVE_TARGETS
+#include <immintrin.h>
+#endif
 
 /* One parameter's update: operands {p, g, m, v} (m, v NULL when unused) in
  * a loop over p's shape, run in pieces (on several threads for a large
@@ -49,24 +52,54 @@ static void run_update(update_job *job, tg_run_fn fn)
  *   buf = d              at the first step             (when momentum != 0)
  *   buf = momentum * buf + d   afterwards;   d = buf
  *   p   = p + (-lr) * d
- * buf is NULL without momentum. */
-static void sgd_run(void *job, int64_t start, const int64_t *off,
-                    const int64_t *step, int64_t len)
+ * buf is NULL without momentum. A contiguous run takes SGD_LOOP: over pp,
+ * gg, bb (len elements) with DECAY, MOMENTUM and FIRST constant, one loop
+ * per case has no branch, so the compiler vectorises it. */
+#define SGD_LOOP(DECAY, MOMENTUM, FIRST)                                       \
+    do {                                                                       \
+        TG_SIMD                                                                \
+        for (int64_t i = 0; i < len; i++) {                                    \
+            T d = DECAY ? gg[i] + wd * pp[i] : gg[i];                          \
+            if (MOMENTUM) {                                                    \
+                d = FIRST ? d : bb[i] * momentum + d;                          \
+                bb[i] = d;                                                     \
+            }                                                                  \
+            pp[i] = pp[i] + neg_lr * d;                                        \
+        }                                                                      \
+    } while (0)
+
+TG_INLINE void sgd_body(void *job, const int64_t *off, const int64_t *step,
+                        int64_t len)
 {
     const update_job *j = job;
     const tg_update_config *c = j->c;
-    const bool first = j->first;
-    (void)start;
+    const bool first = j->first, decay = c->weight_decay != 0;
     TG_DISPATCH_FLOAT(j->p->dtype, T, {
         const T wd = (T)c->weight_decay, momentum = (T)c->momentum;
         const T neg_lr = (T)-c->lr;
         T *pp = TG_DATA(T, j->p) + off[0];
         const T *gg = TG_DATA(T, j->g) + off[1];
         T *bb = j->m ? TG_DATA(T, j->m) + off[2] : NULL;
+        if (step[0] == 1 && step[1] == 1 && (!bb || step[2] == 1)) {
+            /* one loop per case, branch-free (SGD_LOOP) */
+            if (!bb && decay)
+                SGD_LOOP(true, false, false);
+            else if (!bb)
+                SGD_LOOP(false, false, false);
+            else if (decay && first)
+                SGD_LOOP(true, true, true);
+            else if (decay)
+                SGD_LOOP(true, true, false);
+            else if (first)
+                SGD_LOOP(false, true, true);
+            else
+                SGD_LOOP(false, true, false);
+            return;
+        }
         for (int64_t i = 0; i < len; i++) {
             T *pi = &pp[i * step[0]];
             T d = gg[i * step[1]];
-            if (c->weight_decay != 0)
+            if (decay)
                 d = d + wd * *pi;
             if (bb) {
                 T *b = &bb[i * step[2]];
@@ -77,6 +110,8 @@ static void sgd_run(void *job, int64_t start, const int64_t *off,
         }
     });
 }
+
+#undef SGD_LOOP
 
 /* torch.optim.Adam / AdamW at step t (counted from 1), per element:
  *   p  = p * (1 - lr * wd)                          (AdamW: decoupled decay)
@@ -90,8 +125,10 @@ static void sgd_run(void *job, int64_t start, const int64_t *off,
  * float32 takes sqrtf.
  * When p, g, m and v are adjacent (the usual case), a run goes in blocks
  * of three loops: the updates of p (decay), g, m, v, then the square roots,
- * then p's step. GCC vectorises the first and the last; not sqrt, which may
- * set errno, so SSE2 takes the roots four (two) at a time itself. */
+ * then p's step. The compiler vectorises the first and the last; not sqrt,
+ * which may set errno, so the roots are taken a vector at a time with the
+ * instruction (SSE2, AVX or AVX-512: each rounds correctly, as sqrtf and
+ * sqrt do, so every level gives the same bits). */
 enum { ADAM_BLOCK = 256 };
 
 /* sqrt(x) in T: the float square root for a float */
@@ -121,12 +158,57 @@ static void roots_double(double *root, const double *v, int64_t n)
         root[i] = sqrt(v[i]);
 }
 
-/* root = sqrt(v) elementwise, for either float type (no casts). */
-#define roots(root, v, n)                                                      \
-    _Generic((root), float * : roots_float, double * : roots_double)(root, v, n)
+#if TG_HAVE_TARGETS
+TG_TARGET_AVX2 static void roots_float_avx2(float *root, const float *v,
+                                            int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(root + i, _mm256_sqrt_ps(_mm256_loadu_ps(v + i)));
+    for (; i < n; i++)
+        root[i] = sqrtf(v[i]);
+}
 
-static void adam_run(void *job, int64_t start, const int64_t *off,
-                     const int64_t *step, int64_t len)
+TG_TARGET_AVX2 static void roots_double_avx2(double *root, const double *v,
+                                             int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        _mm256_storeu_pd(root + i, _mm256_sqrt_pd(_mm256_loadu_pd(v + i)));
+    for (; i < n; i++)
+        root[i] = sqrt(v[i]);
+}
+
+TG_TARGET_AVX512 static void roots_float_avx512(float *root, const float *v,
+                                                int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(root + i, _mm512_sqrt_ps(_mm512_loadu_ps(v + i)));
+    for (; i < n; i++)
+        root[i] = sqrtf(v[i]);
+}
+
+TG_TARGET_AVX512 static void roots_double_avx512(double *root, const double *v,
+                                                 int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm512_storeu_pd(root + i, _mm512_sqrt_pd(_mm512_loadu_pd(v + i)));
+    for (; i < n; i++)
+        root[i] = sqrt(v[i]);
+}
+#endif
+
+typedef void (*roots_float_fn)(float *root, const float *v, int64_t n);
+typedef void (*roots_double_fn)(double *root, const double *v, int64_t n);
+
+/* root = sqrt(v) elementwise with rf or rd, for either float type. */
+#define roots(root, v, n)                                                      \
+    _Generic((root), float * : rf, double * : rd)(root, v, n)
+
+TG_INLINE void adam_body(void *job, const int64_t *off, const int64_t *step,
+                         int64_t len, roots_float_fn rf, roots_double_fn rd)
 {
     const update_job *j = job;
     const tg_update_config *c = j->c;
@@ -134,7 +216,6 @@ static void adam_run(void *job, int64_t start, const int64_t *off,
     const bool l2 = !decoupled && c->weight_decay != 0;
     const double bias_correction1 = 1 - pow(c->beta1, (double)j->t);
     const double bias_correction2 = 1 - pow(c->beta2, (double)j->t);
-    (void)start;
     /* root is filled by roots() before it is read; cppcheck cannot see it */
     // cppcheck-suppress legacyUninitvar
     TG_DISPATCH_FLOAT(j->p->dtype, T, {
@@ -191,19 +272,113 @@ static void adam_run(void *job, int64_t start, const int64_t *off,
     });
 }
 #undef ROOT
+#undef roots
+
+/* The runs for tg__loop_run, one per level. */
+static void sgd_run(void *job, int64_t start, const int64_t *off,
+                    const int64_t *step, int64_t len)
+{
+    (void)start;
+    sgd_body(job, off, step, len);
+}
+
+static void adam_run(void *job, int64_t start, const int64_t *off,
+                     const int64_t *step, int64_t len)
+{
+    (void)start;
+    adam_body(job, off, step, len, roots_float, roots_double);
+}
+
+#if TG_HAVE_TARGETS
+TG_TARGET_AVX2 static void sgd_run_avx2(void *job, int64_t start,
+                                        const int64_t *off, const int64_t *step,
+                                        int64_t len)
+{
+    (void)start;
+    sgd_body(job, off, step, len);
+}
+
+TG_TARGET_AVX512 static void sgd_run_avx512(void *job, int64_t start,
+                                            const int64_t *off,
+                                            const int64_t *step, int64_t len)
+{
+    (void)start;
+    sgd_body(job, off, step, len);
+}
+
+TG_TARGET_AVX2 static void adam_run_avx2(void *job, int64_t start,
+                                         const int64_t *off,
+                                         const int64_t *step, int64_t len)
+{
+    (void)start;
+    adam_body(job, off, step, len, roots_float_avx2, roots_double_avx2);
+}
+
+TG_TARGET_AVX512 static void adam_run_avx512(void *job, int64_t start,
+                                             const int64_t *off,
+                                             const int64_t *step, int64_t len)
+{
+    (void)start;
+    adam_body(job, off, step, len, roots_float_avx512, roots_double_avx512);
+}
+
+/* The run of the level tg__cpu_level() names, of the three given. */
+static tg_run_fn by_level(tg_run_fn scalar, tg_run_fn avx2, tg_run_fn avx512)
+{
+    switch (tg__cpu_level()) {
+    case TG_CPU_AVX512: return avx512;
+    case TG_CPU_AVX2: return avx2;
+    }
+    return scalar;
+}
+#endif
 
 void tg__sgd_update(const tg_update_config *c, tg_tensor *p, const tg_tensor *g,
                     tg_tensor *buf, bool first)
 {
     update_job job = {.c = c, .p = p, .g = g, .m = buf, .first = first};
+#if TG_HAVE_TARGETS
+    run_update(&job, by_level(sgd_run, sgd_run_avx2, sgd_run_avx512));
+#else
     run_update(&job, sgd_run);
+#endif
 }
 
 void tg__adam_update(const tg_update_config *c, tg_tensor *p,
                      const tg_tensor *g, tg_tensor *m, tg_tensor *v, int64_t t)
 {
     update_job job = {.c = c, .p = p, .g = g, .m = m, .v = v, .t = t};
+#if TG_HAVE_TARGETS
+    run_update(&job, by_level(adam_run, adam_run_avx2, adam_run_avx512));
+#else
     run_update(&job, adam_run);
+#endif
+}
+
+typedef struct scale_job {
+    tg_tensor *g;
+    double coef;
+} scale_job;
+
+/* g *= coef over one run (operand {g}); each element on its own, so the
+ * runs may go to several threads. */
+static void scale_run(void *job, int64_t start, const int64_t *off,
+                      const int64_t *step, int64_t len)
+{
+    const scale_job *j = job;
+    (void)start;
+    TG_DISPATCH_FLOAT(j->g->dtype, T, {
+        const T c = (T)j->coef;
+        T *x = TG_DATA(T, j->g) + off[0];
+        if (step[0] == 1) {
+            TG_SIMD
+            for (int64_t i = 0; i < len; i++)
+                x[i] *= c;
+        } else {
+            for (int64_t i = 0; i < len; i++)
+                x[i * step[0]] *= c;
+        }
+    });
 }
 
 /* g *= coef, in place, in g's dtype (as torch's grad.mul_(clip_coef)). */
@@ -211,12 +386,5 @@ void tg__scale_in_place(tg_tensor *g, double coef)
 {
     tg_loop L;
     tg__loop_init(&L, g->ndim, g->shape, 1, (const tg_tensor *const[]){g});
-    TG_DISPATCH_FLOAT(g->dtype, T, {
-        const T c = (T)coef;
-        do {
-            T *x = TG_DATA(T, g) + L.off[0];
-            for (int64_t i = 0; i < L.inner; i++)
-                x[i * L.step[0]] *= c;
-        } while (tg__loop_next(&L));
-    });
+    tg__loop_run(&L, 1, scale_run, &(scale_job){g, coef});
 }
