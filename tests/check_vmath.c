@@ -370,6 +370,65 @@ START_TEST(softmax_masks_exact)
 }
 END_TEST
 
+/* ---- masked_fill's vector path ------------------------------------------ */
+
+/* masked_fill of (3,T,T) scores with a (T,T) bool mask (broadcast over the
+ * batch), and its backward, at level l and at the scalar path: the same
+ * bits, since both only select (T*T runs leave tails for every T here). */
+static void check_masked_fill(tg_dtype dt, int l, int64_t T)
+{
+    tg_tensor *res[2][2];
+    for (int v = 0; v < 2; v++) {
+        const int old = tg__cpu_cap(v ? l : TG_CPU_SCALAR);
+        tg_tensor *x = tg_zeros(dt, 3, (int64_t[]){3, T, T});
+        tg_tensor *dy = tg_zeros(dt, 3, (int64_t[]){3, T, T});
+        tg_tensor *base = tg_zeros(dt, 2, (int64_t[]){T, T});
+        for (int64_t i = 0; i < 3 * T * T; i++) {
+            const int64_t at[] = {i / (T * T), i / T % T, i % T};
+            tg_set(x, at, sin((double)i) * 1e3);
+            tg_set(dy, at, cos((double)i));
+        }
+        for (int64_t i = 0; i < T * T; i++) /* masked: (i * 7) % 3 == 0 */
+            tg_set(base, (int64_t[]){i / T, i % T}, (double)((i * 7) % 3));
+        tg_tensor *mask = tg_eq_scalar(base, 0);
+        tg_set_requires_grad(x, true);
+        res[v][0] = tg_masked_fill(x, mask, -INFINITY);
+        ck_assert_ptr_nonnull(res[v][0]);
+        ck_assert_int_eq(tg_backward_with(res[v][0], dy), 0);
+        res[v][1] = tg_retain(tg_grad(x));
+        tg__cpu_cap(old);
+        tg_release(mask);
+        tg_release(base);
+        tg_release(dy);
+        tg_release(x);
+    }
+    for (int k = 0; k < 2; k++) {
+        for (int64_t i = 0; i < 3 * T * T; i++) {
+            const int64_t at[] = {i / (T * T), i / T % T, i % T};
+            const double g = tg_get(res[1][k], at), w = tg_get(res[0][k], at);
+            if (memcmp(&g, &w, sizeof g) != 0)
+                ck_abort_msg(
+                    "masked_fill %s at %s, T=%lld, [%lld]: %g, scalar %g",
+                    k ? "backward" : "forward", tg__cpu_name(l), (long long)T,
+                    (long long)i, g, w);
+        }
+        tg_release(res[0][k]);
+        tg_release(res[1][k]);
+    }
+}
+
+START_TEST(masked_fill_matches_scalar)
+{
+    int levels[3];
+    const int nl = vector_levels(levels);
+    for (int li = 0; li < nl; li++)
+        for (int64_t T = 1; T <= 9; T++) {
+            check_masked_fill(TG_FLOAT32, levels[li], T);
+            check_masked_fill(TG_FLOAT64, levels[li], T);
+        }
+}
+END_TEST
+
 Suite *vmath_suite(void)
 {
     Suite *s = suite_create("vmath");
@@ -377,6 +436,7 @@ Suite *vmath_suite(void)
     tcase_add_test(tc, maps_match_scalar);
     tcase_add_test(tc, softmax_rows_match_scalar);
     tcase_add_test(tc, softmax_masks_exact);
+    tcase_add_test(tc, masked_fill_matches_scalar);
     suite_add_tcase(s, tc);
     TCase *acc = tcase_create("accuracy");
     tcase_set_timeout(acc, 300); /* the sweeps, on a loaded machine */
