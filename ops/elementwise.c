@@ -6,6 +6,7 @@
  * one is a scalar along the run), and large tensors are split across
  * threads (every element is computed alone: the same bits either way). */
 #include "core/internal.h"
+#include "ops/vmath.h"
 
 #include <math.h>
 
@@ -226,6 +227,34 @@ typedef struct unary_job {
         break;                                                                 \
     }
 
+/* exp, log and gelu over an adjacent run by the vector math of ops/vmath.h
+ * (SLEEF, in the tensor's type: within 1 ulp of the scalar loop's double
+ * libm rounded once, not bit for bit). false when there is no vector path
+ * (CPU, build) or the map has none.
+ *   gelu:  y = 0.5 x (1 + erf(x / sqrt 2)), erf evaluated in place in o. */
+static bool unary_vector(unary_kind kind, tg_dtype dt, int64_t len,
+                         const void *v, void *o)
+{
+    if (!tg__vrows() || (kind != EXP && kind != LOG && kind != GELU))
+        return false;
+    if (kind != GELU) {
+        tg__vmap(kind == EXP ? TG_VEXP : TG_VLOG, dt, len, v, o);
+        return true;
+    }
+    TG_DISPATCH_FLOAT(dt, T, {
+        const T *x = v;
+        T *y = o;
+        TG_SIMD
+        for (int64_t i = 0; i < len; i++)
+            y[i] = (T)(x[i] * INV_SQRT2);
+        tg__vmap(TG_VERF, dt, len, y, y);
+        TG_SIMD
+        for (int64_t i = 0; i < len; i++)
+            y[i] = (T)(0.5 * x[i] * (1 + (double)y[i]));
+    });
+    return true;
+}
+
 static void unary_run(void *job, int64_t start, const int64_t *off,
                       const int64_t *step, int64_t len)
 {
@@ -235,7 +264,10 @@ static void unary_run(void *job, int64_t start, const int64_t *off,
         const T s = (T)j->p;
         T *o = TG_DATA(T, j->out) + off[0];
         const T *v = TG_DATA(T, j->x) + off[1];
-        if (step[0] == 1 && step[1] == 1) {
+        if (step[0] == 1 && step[1] == 1 &&
+            unary_vector(j->kind, j->out->dtype, len, v, o)) {
+            /* done by ops/vmath.h */
+        } else if (step[0] == 1 && step[1] == 1) {
             UNARY_LOOP(1, 1)
         } else {
             UNARY_LOOP(step[0], step[1])

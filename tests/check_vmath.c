@@ -370,6 +370,57 @@ START_TEST(softmax_masks_exact)
 }
 END_TEST
 
+/* ---- the elementwise ops on the vector path -------------------------------- */
+
+/* tg_exp, tg_log and tg_gelu over the edges (every length up to 48 cuts a
+ * tail somewhere) at level l against the scalar path: within 1 ulp for
+ * exp and log; gelu within 2e-6 relative in float32 (erf's 1 ulp near -1
+ * cancels in 1 + erf) or absolute below 1e-30, 1e-15 in float64. */
+static void check_unary(tg_dtype dt, int l, int which)
+{
+    tg_tensor *x = tg_zeros(dt, 1, (int64_t[]){N_EDGES});
+    for (int64_t i = 0; i < N_EDGES; i++)
+        tg_set(x, &i, edges[i]);
+    tg_tensor *y[2];
+    for (int v = 0; v < 2; v++) {
+        const int old = tg__cpu_cap(v ? l : TG_CPU_SCALAR);
+        y[v] = which == 0 ? tg_exp(x) : which == 1 ? tg_log(x) : tg_gelu(x);
+        ck_assert_ptr_nonnull(y[v]);
+        tg__cpu_cap(old);
+    }
+    const bool f32 = dt == TG_FLOAT32;
+    for (int64_t i = 0; i < N_EDGES; i++) {
+        const double g = tg_get(y[1], &i), w = tg_get(y[0], &i);
+        bool ok;
+        if (which < 2)
+            ok = (f32 ? ulps_f32((float)g, (float)w) : ulps_f64(g, w)) <= 1;
+        else
+            ok = (isnan(g) && isnan(w)) || g == w ||
+                 fabs(g - w) <= fmax(1e-30, (f32 ? 2e-6 : 1e-15) * fabs(w));
+        if (!ok)
+            ck_abort_msg("%s %s at %s: f(%.9g) = %.17g, scalar %.17g",
+                         which == 0   ? "exp"
+                         : which == 1 ? "log"
+                                      : "gelu",
+                         f32 ? "f32" : "f64", tg__cpu_name(l), edges[i], g, w);
+    }
+    tg_release(y[0]);
+    tg_release(y[1]);
+    tg_release(x);
+}
+
+START_TEST(unary_ops_match_scalar)
+{
+    int levels[3];
+    const int nl = vector_levels(levels);
+    for (int li = 0; li < nl; li++)
+        for (int which = 0; which < 3; which++) {
+            check_unary(TG_FLOAT32, levels[li], which);
+            check_unary(TG_FLOAT64, levels[li], which);
+        }
+}
+END_TEST
+
 /* ---- masked_fill's vector path ------------------------------------------ */
 
 /* masked_fill of (3,T,T) scores with a (T,T) bool mask (broadcast over the
@@ -437,6 +488,7 @@ Suite *vmath_suite(void)
     tcase_add_test(tc, softmax_rows_match_scalar);
     tcase_add_test(tc, softmax_masks_exact);
     tcase_add_test(tc, masked_fill_matches_scalar);
+    tcase_add_test(tc, unary_ops_match_scalar);
     suite_add_tcase(s, tc);
     TCase *acc = tcase_create("accuracy");
     tcase_set_timeout(acc, 300); /* the sweeps, on a loaded machine */
