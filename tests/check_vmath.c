@@ -421,6 +421,63 @@ START_TEST(unary_ops_match_scalar)
 }
 END_TEST
 
+/* ---- cross-entropy on the vector path ------------------------------------ */
+
+/* tg_cross_entropy of (6,V) logits (a few at -inf, never a target) and its
+ * gradient at level l against the scalar path, V past the loss's block of
+ * 256 and with tails: within a few ulps of the double computation. */
+static void check_cross_entropy(tg_dtype dt, int l, int64_t V)
+{
+    const int64_t targets[6] = {0, 1 % V, V - 1, V / 2, 2 % V, V / 3};
+    tg_tensor *t = tg_from_data(TG_INT64, 1, (int64_t[]){6}, targets);
+    tg_tensor *loss[2], *grad[2];
+    for (int v = 0; v < 2; v++) {
+        const int old = tg__cpu_cap(v ? l : TG_CPU_SCALAR);
+        tg_tensor *x = tg_zeros(dt, 2, (int64_t[]){6, V});
+        for (int64_t i = 0; i < 6 * V; i++) {
+            const int64_t at[] = {i / V, i % V};
+            const bool masked = i % 7 == 3 && i % V != targets[i / V];
+            tg_set(x, at, masked ? -INFINITY : sin(0.37 * (double)i) * 8);
+        }
+        tg_set_requires_grad(x, true);
+        loss[v] = tg_cross_entropy(x, t);
+        ck_assert_msg(loss[v] != NULL, "%s", tg_last_error());
+        ck_assert_int_eq(tg_backward(loss[v]), 0);
+        grad[v] = tg_retain(tg_grad(x));
+        tg__cpu_cap(old);
+        tg_release(x);
+    }
+    const double tol = dt == TG_FLOAT32 ? 1e-6 : 1e-14;
+    ck_assert_double_eq_tol(tg_item(loss[1]), tg_item(loss[0]),
+                            tol * fmax(fabs(tg_item(loss[0])), 1));
+    for (int64_t i = 0; i < 6 * V; i++) {
+        const int64_t at[] = {i / V, i % V};
+        const double g = tg_get(grad[1], at), w = tg_get(grad[0], at);
+        if (!(fabs(g - w) <= tol * fmax(fabs(w), 1e-3)))
+            ck_abort_msg("cross_entropy grad at %s, V=%lld [%lld]: %.17g, "
+                         "scalar %.17g",
+                         tg__cpu_name(l), (long long)V, (long long)i, g, w);
+    }
+    for (int v = 0; v < 2; v++) {
+        tg_release(loss[v]);
+        tg_release(grad[v]);
+    }
+    tg_release(t);
+}
+
+START_TEST(cross_entropy_matches_scalar)
+{
+    int levels[3];
+    const int nl = vector_levels(levels);
+    static const int64_t vocab[] = {1, 7, 9, 65, 256, 300, 519};
+    for (int li = 0; li < nl; li++)
+        for (size_t k = 0; k < sizeof vocab / sizeof *vocab; k++) {
+            check_cross_entropy(TG_FLOAT32, levels[li], vocab[k]);
+            check_cross_entropy(TG_FLOAT64, levels[li], vocab[k]);
+        }
+}
+END_TEST
+
 /* ---- masked_fill's vector path ------------------------------------------ */
 
 /* masked_fill of (3,T,T) scores with a (T,T) bool mask (broadcast over the
@@ -489,6 +546,7 @@ Suite *vmath_suite(void)
     tcase_add_test(tc, softmax_masks_exact);
     tcase_add_test(tc, masked_fill_matches_scalar);
     tcase_add_test(tc, unary_ops_match_scalar);
+    tcase_add_test(tc, cross_entropy_matches_scalar);
     suite_add_tcase(s, tc);
     TCase *acc = tcase_create("accuracy");
     tcase_set_timeout(acc, 300); /* the sweeps, on a loaded machine */
