@@ -421,6 +421,69 @@ START_TEST(unary_ops_match_scalar)
 }
 END_TEST
 
+/* ---- plain arithmetic: the same bits at every level ------------------------ */
+
+/* op k of the arithmetic on x (n,) and y (n,), or y (1,) broadcast. */
+static tg_tensor *arith(int k, tg_tensor *x, tg_tensor *y)
+{
+    switch (k) {
+    case 0: return tg_add(x, y);
+    case 1: return tg_sub(y, x); /* the scalar first along the run */
+    case 2: return tg_mul(x, y);
+    case 3: return tg_div(x, y);
+    case 4: return tg_neg(x);
+    case 5: return tg_scale(x, 0.3);
+    case 6: return tg_add_scalar(x, -1.7);
+    default: return tg_relu(x);
+    }
+}
+
+/* Every op over the edges (with -0, NaN, inf, denormals), lengths cutting
+ * every tail, y adjacent or broadcast: bit for bit the scalar build's. */
+START_TEST(arithmetic_same_bits)
+{
+    int levels[3];
+    const int nl = vector_levels(levels);
+    for (int li = 0; li < nl; li++)
+        for (int d = 0; d < 2; d++)
+            for (int64_t n = 1; n <= N_EDGES; n += 3)
+                for (int k = 0; k < 8; k++)
+                    for (int bc = 0; bc < 2; bc++) {
+                        const tg_dtype dt = d ? TG_FLOAT64 : TG_FLOAT32;
+                        tg_tensor *x = tg_zeros(dt, 1, &n);
+                        tg_tensor *y =
+                            tg_zeros(dt, 1, bc ? (int64_t[]){1} : &n);
+                        for (int64_t i = 0; i < n; i++) {
+                            tg_set(x, &i, edges[i]);
+                            if (!bc || i == 0)
+                                tg_set(y, &i, edges[(i * 7 + 3) % N_EDGES]);
+                        }
+                        tg_tensor *r[2];
+                        for (int v = 0; v < 2; v++) {
+                            const int old =
+                                tg__cpu_cap(v ? levels[li] : TG_CPU_SCALAR);
+                            r[v] = arith(k, x, y);
+                            tg__cpu_cap(old);
+                        }
+                        for (int64_t i = 0; i < n; i++) {
+                            const double g = tg_get(r[1], &i),
+                                         w = tg_get(r[0], &i);
+                            if (memcmp(&g, &w, sizeof g) != 0 &&
+                                !(isnan(g) && isnan(w)))
+                                ck_abort_msg("op %d %s at %s, n=%lld [%lld]: "
+                                             "%.17g, scalar %.17g",
+                                             k, d ? "f64" : "f32",
+                                             tg__cpu_name(levels[li]),
+                                             (long long)n, (long long)i, g, w);
+                        }
+                        tg_release(r[0]);
+                        tg_release(r[1]);
+                        tg_release(x);
+                        tg_release(y);
+                    }
+}
+END_TEST
+
 /* ---- cross-entropy on the vector path ------------------------------------ */
 
 /* tg_cross_entropy of (6,V) logits (a few at -inf, never a target) and its
@@ -547,6 +610,7 @@ Suite *vmath_suite(void)
     tcase_add_test(tc, masked_fill_matches_scalar);
     tcase_add_test(tc, unary_ops_match_scalar);
     tcase_add_test(tc, cross_entropy_matches_scalar);
+    tcase_add_test(tc, arithmetic_same_bits);
     suite_add_tcase(s, tc);
     TCase *acc = tcase_create("accuracy");
     tcase_set_timeout(acc, 300); /* the sweeps, on a loaded machine */
