@@ -200,7 +200,11 @@ START_TEST(f64_within_one_ulp)
     const int nl = vector_levels(levels);
     enum { CHUNK = 4096 };
     static double x[CHUNK], y[CHUNK];
-    const int chunks = under_valgrind() ? 4 : 1000; /* 4M inputs */
+    /* Valgrind computes long double in double's precision, which is no
+     * reference for a 1-ulp bound: checked outside it only. */
+    if (under_valgrind())
+        return;
+    const int chunks = 1000; /* 4M inputs */
     static const struct {
         tg_vfn f;
         double lo, hi;
