@@ -37,32 +37,36 @@ static double scalar_fn(tg_vfn f, double v)
 
 void tg__vmap(tg_vfn f, tg_dtype dt, int64_t n, const void *x, void *y)
 {
+#ifdef TG_HAVE_SLEEF
     const int l = level();
+    if (l == TG_CPU_AVX512 || l == TG_CPU_AVX2) {
+        const bool wide = l == TG_CPU_AVX512;
+        if (dt == TG_FLOAT32)
+            (wide ? tg__vmap_f32_avx512 : tg__vmap_f32_avx2)(f, n, x, y);
+        else
+            (wide ? tg__vmap_f64_avx512 : tg__vmap_f64_avx2)(f, n, x, y);
+        return;
+    }
+#endif
     if (dt == TG_FLOAT32) {
         const float *xf = x;
         float *yf = y;
-        if (l == TG_CPU_AVX512)
-            tg__vmap_f32_avx512(f, n, xf, yf);
-        else if (l == TG_CPU_AVX2)
-            tg__vmap_f32_avx2(f, n, xf, yf);
-        else
-            for (int64_t i = 0; i < n; i++)
-                yf[i] = (float)scalar_fn(f, xf[i]);
+        for (int64_t i = 0; i < n; i++)
+            yf[i] = (float)scalar_fn(f, xf[i]);
     } else {
         const double *xd = x;
         double *yd = y;
-        if (l == TG_CPU_AVX512)
-            tg__vmap_f64_avx512(f, n, xd, yd);
-        else if (l == TG_CPU_AVX2)
-            tg__vmap_f64_avx2(f, n, xd, yd);
-        else
-            for (int64_t i = 0; i < n; i++)
-                yd[i] = scalar_fn(f, xd[i]);
+        for (int64_t i = 0; i < n; i++)
+            yd[i] = scalar_fn(f, xd[i]);
     }
 }
 
 /* Calls the row kernel `name` of dt at the CPU's level (AVX2 or above:
- * callers check tg__vrows() first). */
+ * callers check tg__vrows() first; without SLEEF, never called). */
+#ifndef TG_HAVE_SLEEF
+static void no_rows(int unused, ...) { (void)unused; }
+#define ROW_CALL(name, dt, ...) no_rows(0, dt, __VA_ARGS__)
+#else
 #define ROW_CALL(name, dt, ...)                                                \
     do {                                                                       \
         const bool wide = level() == TG_CPU_AVX512;                            \
@@ -78,6 +82,7 @@ void tg__vmap(tg_vfn f, tg_dtype dt, int64_t n, const void *x, void *y)
                 name##_f64_avx2(__VA_ARGS__);                                  \
         }                                                                      \
     } while (0)
+#endif
 
 void tg__softmax_row(tg_dtype dt, int64_t n, const void *x, void *y,
                      bool as_log)

@@ -30,7 +30,7 @@ static int vector_levels(int *levels)
     for (int l = TG_CPU_AVX2; l <= have; l++)
         levels[n++] = l;
 #else
-    (void)have;
+    (void)have, (void)levels;
 #endif
     return n;
 }
