@@ -19,6 +19,8 @@
  * never visited, so the masked upper triangle costs nothing; only diagonal
  * tiles hold masked entries, and exp(-inf - m') gives them weight 0 exactly.
  * The backward (above attention_backward) recomputes S and P per tile.
+ * P's exp is the vector exp of ops/vmath.h (SLEEF, in the tiles' type)
+ * where the CPU has one, libm's otherwise.
  *
  * Memory: out and L, plus per thread two (TILE,TILE) tiles and two rows of
  * TILE: O(T*dv + tile^2), never O(Tq*Tk).
