@@ -44,7 +44,8 @@ TG_HIDDEN void tg__softmax_row(tg_dtype dt, int64_t n, const void *x, void *y,
  *   softmax:      dx = y * (dy - sum_k y_k dy_k)
  *   log_softmax:  dx = dy - exp(y) * sum_{k: y_k > -inf} dy_k,
  *                 and dx = 0 where y = -inf
- * float32 in double lanes, rounded once; the sums in double. */
+ * The sums in double; softmax's dx in float32 lanes (dot rounded once),
+ * log_softmax's in double lanes rounded once. */
 TG_HIDDEN void tg__softmax_backward_row(tg_dtype dt, int64_t n, const void *y,
                                         const void *dy, void *dx);
 TG_HIDDEN void tg__log_softmax_backward_row(tg_dtype dt, int64_t n,

@@ -203,8 +203,8 @@ void VM(tg__softmax_row_f64)(int64_t n, const double *x, double *y, bool as_log)
 /* ---- softmax backward --------------------------------------------------- */
 
 /* dx = y * (dy - dot),  dot = sum_k y_k dy_k   (ops/softmax.c derives it).
- * float32 widened to double lanes, so each dx_k is the double expression
- * rounded once, as the scalar path computes it. */
+ * The dot in double lanes; dx in float32 lanes with dot rounded to float
+ * once (as torch computes it): the error is at most an ulp of y * dot. */
 void VM(tg__softmax_bwd_row_f32)(int64_t n, const float *y, const float *dy,
                                  float *dx)
 {
@@ -218,15 +218,12 @@ void VM(tg__softmax_bwd_row_f32)(int64_t n, const float *y, const float *dy,
     double dot = HSUMD(acc);
     for (; k < n; k++)
         dot += (double)y[k] * dy[k];
-    const VD vdot = SETD(dot);
-    for (k = 0; k + NF <= n; k += NF) {
-        const VF yv = LDF(y + k), dyv = LDF(dy + k);
-        const VD lo = MULD(LO_D(yv), SUBD(LO_D(dyv), vdot));
-        const VD hi = MULD(HI_D(yv), SUBD(HI_D(dyv), vdot));
-        STF(dx + k, PACKF(lo, hi));
-    }
+    const float dotf = (float)dot;
+    const VF vdot = SETF(dotf);
+    for (k = 0; k + NF <= n; k += NF)
+        STF(dx + k, MULF(LDF(y + k), SUBF(LDF(dy + k), vdot)));
     for (; k < n; k++)
-        dx[k] = (float)(y[k] * (dy[k] - dot));
+        dx[k] = y[k] * (dy[k] - dotf);
 }
 
 void VM(tg__softmax_bwd_row_f64)(int64_t n, const double *y, const double *dy,
