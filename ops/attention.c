@@ -19,6 +19,8 @@
  * never visited, so the masked upper triangle costs nothing; only diagonal
  * tiles hold masked entries, and exp(-inf - m') gives them weight 0 exactly.
  * The backward (above attention_backward) recomputes S and P per tile.
+ * P's exp is the vector exp of ops/vmath.h (SLEEF, in the tiles' type)
+ * where the CPU has one, libm's otherwise.
  *
  * Memory: out and L, plus per thread two (TILE,TILE) tiles and two rows of
  * TILE: O(T*dv + tile^2), never O(Tq*Tk).
@@ -34,6 +36,7 @@
 #include "core/internal.h"
 
 #include "ops/gemm.h"
+#include "ops/vmath.h"
 
 #include <limits.h>
 #include <stdatomic.h>
@@ -175,6 +178,7 @@ static void online_softmax_tile(const problem *pr, scratch *w, int bq, int bk,
 {
     /* The scratch tiles are double arrays used as raw room for either
      * type: with T float they hold floats (never read as doubles). */
+    const bool vec = tg__vrows();
     // cppcheck-suppress invalidPointerCast
     TG_DISPATCH_FLOAT(pr->dt, T, {
         for (int r = 0; r < bq; r++) {
@@ -185,8 +189,17 @@ static void online_softmax_tile(const problem *pr, scratch *w, int bq, int bk,
             /* m_new is a T value (or -inf, for a row masked so far) */
             const T shift = m_new == -INFINITY ? 0 : (T)m_new;
             double sum = 0;
-            for (int c = 0; c < bk; c++)
-                sum += row[c] = exp(row[c] - shift);
+            if (vec) { /* the same in the vector math of ops/vmath.h */
+                TG_SIMD
+                for (int c = 0; c < bk; c++)
+                    row[c] = row[c] - shift;
+                tg__vmap(TG_VEXP, pr->dt, bk, row, row);
+                for (int c = 0; c < bk; c++)
+                    sum += row[c];
+            } else {
+                for (int c = 0; c < bk; c++)
+                    sum += row[c] = exp(row[c] - shift);
+            }
             if (m_new != m) {
                 const double a = exp(m - m_new);
                 w->row_sum[r] *= a;
@@ -260,11 +273,19 @@ static bool forward(const problem *pr)
 static void probs_tile(const problem *pr, const double *L, int bq, int bk,
                        void *S, int lds)
 {
+    const bool vec = tg__vrows();
     TG_DISPATCH_FLOAT(pr->dt, T, {
         for (int r = 0; r < bq; r++) {
             T *row = (T *)S + (int64_t)r * lds;
-            for (int c = 0; c < bk; c++)
-                row[c] = exp((T)(row[c] - L[r]));
+            if (vec) { /* the same in the vector math of ops/vmath.h */
+                TG_SIMD
+                for (int c = 0; c < bk; c++)
+                    row[c] = (T)(row[c] - L[r]);
+                tg__vmap(TG_VEXP, pr->dt, bk, row, row);
+            } else {
+                for (int c = 0; c < bk; c++)
+                    row[c] = exp((T)(row[c] - L[r]));
+            }
         }
     });
 }

@@ -6,6 +6,7 @@
  * one is a scalar along the run), and large tensors are split across
  * threads (every element is computed alone: the same bits either way). */
 #include "core/internal.h"
+#include "ops/vmath.h"
 
 #include <math.h>
 
@@ -21,7 +22,7 @@ typedef struct binary_job {
 
 /* o = x (op) y over one run of len, stepping so, sx, sy. */
 #define BINARY_LOOP(so, sx, sy)                                                \
-    switch (j->kind) {                                                         \
+    switch (kind) {                                                            \
     case ADD:                                                                  \
         TG_SIMD                                                                \
         for (int64_t i = 0; i < len; i++)                                      \
@@ -44,28 +45,72 @@ typedef struct binary_job {
         break;                                                                 \
     }
 
-/* The common layouts (all adjacent, or one operand fixed along the run)
- * have constant steps, so their loops are vectorised; others are strided. */
+/* The common layouts: out adjacent, x and y adjacent or one of them fixed
+ * along the run (sx, sy each 1 or 0, not both 0). Constant steps, so the
+ * loops are vectorised: compiled three times, for the baseline and for
+ * AVX2 and AVX-512 (twice and four times the lanes of the baseline's SSE2),
+ * and called by tg__cpu_level(). Each element is one IEEE operation
+ * whatever the width: the same bits from all three. */
+#define BINARY_ADJACENT                                                        \
+    TG_DISPATCH_FLOAT(dt, T, {                                                 \
+        T *o = out;                                                            \
+        const T *x = a, *y = b;                                                \
+        if (sx == 1 && sy == 1) {                                              \
+            BINARY_LOOP(1, 1, 1)                                               \
+        } else if (sy == 0) {                                                  \
+            BINARY_LOOP(1, 1, 0)                                               \
+        } else {                                                               \
+            BINARY_LOOP(1, 0, 1)                                               \
+        }                                                                      \
+    });
+#define BINARY_ADJACENT_ARGS                                                   \
+    binary_kind kind, tg_dtype dt, int64_t len, void *out, const void *a,      \
+        int64_t sx, const void *b, int64_t sy
+
+static void binary_adjacent(BINARY_ADJACENT_ARGS) { BINARY_ADJACENT }
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) static void
+binary_adjacent_avx2(BINARY_ADJACENT_ARGS)
+{
+    BINARY_ADJACENT
+}
+__attribute__((target("avx512f"))) static void
+binary_adjacent_avx512(BINARY_ADJACENT_ARGS)
+{
+    BINARY_ADJACENT
+}
+#endif
+
 static void binary_run(void *job, int64_t start, const int64_t *off,
                        const int64_t *step, int64_t len)
 {
     const binary_job *j = job;
+    const binary_kind kind = j->kind;
+    const tg_dtype dt = j->out->dtype;
+    const int64_t so = step[0], sx = step[1], sy = step[2];
     (void)start;
-    TG_DISPATCH_FLOAT(j->out->dtype, T, {
+    TG_DISPATCH_FLOAT(dt, T, {
         T *o = TG_DATA(T, j->out) + off[0];
         const T *x = TG_DATA(T, j->a) + off[1], *y = TG_DATA(T, j->b) + off[2];
-        const int64_t so = step[0], sx = step[1], sy = step[2];
-        if (so == 1 && sx == 1 && sy == 1) {
-            BINARY_LOOP(1, 1, 1)
-        } else if (so == 1 && sx == 1 && sy == 0) {
-            BINARY_LOOP(1, 1, 0)
-        } else if (so == 1 && sx == 0 && sy == 1) {
-            BINARY_LOOP(1, 0, 1)
+        if (so == 1 && sx <= 1 && sy <= 1 && sx + sy > 0) {
+#if defined(__x86_64__) && defined(__GNUC__)
+            const int level = tg__cpu_level();
+            if (level == TG_CPU_AVX512) {
+                binary_adjacent_avx512(kind, dt, len, o, x, sx, y, sy);
+                return;
+            }
+            if (level == TG_CPU_AVX2) {
+                binary_adjacent_avx2(kind, dt, len, o, x, sx, y, sy);
+                return;
+            }
+#endif
+            binary_adjacent(kind, dt, len, o, x, sx, y, sy);
         } else {
             BINARY_LOOP(so, sx, sy)
         }
     });
 }
+#undef BINARY_ADJACENT
 #undef BINARY_LOOP
 
 static void binary_kernel(binary_kind kind, tg_tensor *out, const tg_tensor *a,
@@ -226,6 +271,105 @@ typedef struct unary_job {
         break;                                                                 \
     }
 
+/* neg, scale, add_scalar and relu over an adjacent run, compiled for the
+ * baseline, AVX2 and AVX-512 as binary_adjacent is (the same bits from
+ * each: one IEEE operation, or a select, an element). */
+#define UNARY_ADJACENT                                                         \
+    TG_DISPATCH_FLOAT(dt, T, {                                                 \
+        T *o = out;                                                            \
+        const T *v = in, s = (T)p;                                             \
+        switch (kind) {                                                        \
+        case NEG:                                                              \
+            TG_SIMD                                                            \
+            for (int64_t i = 0; i < len; i++)                                  \
+                o[i] = -v[i];                                                  \
+            break;                                                             \
+        case SCALE:                                                            \
+            TG_SIMD                                                            \
+            for (int64_t i = 0; i < len; i++)                                  \
+                o[i] = s * v[i];                                               \
+            break;                                                             \
+        case ADD_SCALAR:                                                       \
+            TG_SIMD                                                            \
+            for (int64_t i = 0; i < len; i++)                                  \
+                o[i] = v[i] + s;                                               \
+            break;                                                             \
+        default: /* RELU */                                                    \
+            TG_SIMD                                                            \
+            for (int64_t i = 0; i < len; i++)                                  \
+                o[i] = !(v[i] <= 0) ? v[i] : 0;                                \
+            break;                                                             \
+        }                                                                      \
+    });
+#define UNARY_ADJACENT_ARGS                                                    \
+    unary_kind kind, tg_dtype dt, int64_t len, void *out, const void *in,      \
+        double p
+
+static void unary_adjacent(UNARY_ADJACENT_ARGS) { UNARY_ADJACENT }
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) static void
+unary_adjacent_avx2(UNARY_ADJACENT_ARGS)
+{
+    UNARY_ADJACENT
+}
+__attribute__((target("avx512f"))) static void
+unary_adjacent_avx512(UNARY_ADJACENT_ARGS)
+{
+    UNARY_ADJACENT
+}
+#endif
+#undef UNARY_ADJACENT
+
+/* The simple maps over an adjacent run at the CPU's level; false for the
+ * other maps. */
+static bool unary_simple(unary_kind kind, tg_dtype dt, int64_t len,
+                         const void *v, void *o, double p)
+{
+    if (kind != NEG && kind != SCALE && kind != ADD_SCALAR && kind != RELU)
+        return false;
+#if defined(__x86_64__) && defined(__GNUC__)
+    const int level = tg__cpu_level();
+    if (level == TG_CPU_AVX512) {
+        unary_adjacent_avx512(kind, dt, len, o, v, p);
+        return true;
+    }
+    if (level == TG_CPU_AVX2) {
+        unary_adjacent_avx2(kind, dt, len, o, v, p);
+        return true;
+    }
+#endif
+    unary_adjacent(kind, dt, len, o, v, p);
+    return true;
+}
+
+/* exp, log and gelu over an adjacent run by the vector math of ops/vmath.h
+ * (SLEEF, in the tensor's type: within 1 ulp of the scalar loop's double
+ * libm rounded once, not bit for bit). false when there is no vector path
+ * (CPU, build) or the map has none.
+ *   gelu:  y = 0.5 x (1 + erf(x / sqrt 2)), erf evaluated in place in o. */
+static bool unary_vector(unary_kind kind, tg_dtype dt, int64_t len,
+                         const void *v, void *o)
+{
+    if (!tg__vrows() || (kind != EXP && kind != LOG && kind != GELU))
+        return false;
+    if (kind != GELU) {
+        tg__vmap(kind == EXP ? TG_VEXP : TG_VLOG, dt, len, v, o);
+        return true;
+    }
+    TG_DISPATCH_FLOAT(dt, T, {
+        const T *x = v;
+        T *y = o;
+        TG_SIMD
+        for (int64_t i = 0; i < len; i++)
+            y[i] = (T)(x[i] * INV_SQRT2);
+        tg__vmap(TG_VERF, dt, len, y, y);
+        TG_SIMD
+        for (int64_t i = 0; i < len; i++)
+            y[i] = (T)(0.5 * x[i] * (1 + (double)y[i]));
+    });
+    return true;
+}
+
 static void unary_run(void *job, int64_t start, const int64_t *off,
                       const int64_t *step, int64_t len)
 {
@@ -235,7 +379,11 @@ static void unary_run(void *job, int64_t start, const int64_t *off,
         const T s = (T)j->p;
         T *o = TG_DATA(T, j->out) + off[0];
         const T *v = TG_DATA(T, j->x) + off[1];
-        if (step[0] == 1 && step[1] == 1) {
+        if (step[0] == 1 && step[1] == 1 &&
+            (unary_simple(j->kind, j->out->dtype, len, v, o, j->p) ||
+             unary_vector(j->kind, j->out->dtype, len, v, o))) {
+            /* done by the vector paths above */
+        } else if (step[0] == 1 && step[1] == 1) {
             UNARY_LOOP(1, 1)
         } else {
             UNARY_LOOP(step[0], step[1])

@@ -11,6 +11,7 @@
  * not the target costs nothing and gets gradient exactly 0. A target whose
  * logit is -inf makes that position's loss +inf (as torch). */
 #include "ops/ops.h"
+#include "ops/vmath.h"
 
 #include <stdio.h>
 
@@ -18,6 +19,19 @@
 #include <string.h>
 
 /* ---- cross-entropy ------------------------------------------------------ */
+
+/* Rows of adjacent logits take the vector exp of ops/vmath.h, a block of
+ * the row at a time: the arguments x_k - c in double (as the scalar loops
+ * compute them), into this much stack room. */
+enum { EXP_BLOCK = 256 };
+
+/* e[k] = exp(x[k] - c) for k < n (n <= EXP_BLOCK), x adjacent, in double. */
+#define SHIFTED_EXP_BLOCK(e, x, n, c)                                          \
+    do {                                                                       \
+        for (int64_t k_ = 0; k_ < (n); k_++)                                   \
+            (e)[k_] = (double)(x)[k_] - (c);                                   \
+        tg__vmap(TG_VEXP, TG_FLOAT64, (n), (e), (e));                          \
+    } while (0)
 
 /* Sum over the rows r of logits of lse[r] - row_r[targets[r]], where
  * lse[r] = log sum_k exp(row_r[k]) is also written out. */
@@ -30,6 +44,7 @@ static double cross_entropy_rows(const tg_tensor *logits,
     int64_t r = 0;
     tg_loop L;
     tg__rows_loop(&L, logits, last, 1, (const tg_tensor *const[]){logits});
+    const bool vec = xs == 1 && tg__vrows();
     /* cppcheck flags log(s) with s = 0 for V = 0, where no target is valid
      * and the op has failed before this. */
     // cppcheck-suppress invalidFunctionArg
@@ -42,8 +57,19 @@ static double cross_entropy_rows(const tg_tensor *logits,
                     if (xr[k * xs] > m)
                         m = xr[k * xs];
                 double s = 0;
-                for (int64_t k = 0; k < V; k++)
-                    s += exp(xr[k * xs] - m);
+                if (vec) {
+                    double e[EXP_BLOCK];
+                    for (int64_t k0 = 0; k0 < V; k0 += EXP_BLOCK) {
+                        const int64_t nb =
+                            V - k0 < EXP_BLOCK ? V - k0 : EXP_BLOCK;
+                        SHIFTED_EXP_BLOCK(e, xr + k0, nb, m);
+                        for (int64_t k = 0; k < nb; k++)
+                            s += e[k];
+                    }
+                } else {
+                    for (int64_t k = 0; k < V; k++)
+                        s += exp(xr[k * xs] - m);
+                }
                 lse[r] = m + log(s); /* s >= 1: the max adds exp(0) */
                 total += lse[r] - xr[targets[r] * xs];
             }
@@ -78,11 +104,24 @@ static void cross_entropy_backward(tg_node *n, tg_tensor *dy)
     int64_t r = 0;
     tg_loop L;
     tg__rows_loop(&L, x, last, 2, (const tg_tensor *const[]){x, dx});
+    const bool vec = xs == 1 && dxs == 1 && tg__vrows();
     TG_DISPATCH_FLOAT(x->dtype, T, {
         do {
             for (int64_t i = 0; i < L.inner; i++, r++) {
                 const T *xr = TG_DATA(T, x) + L.off[0] + i * L.step[0];
                 T *dxr = TG_DATA(T, dx) + L.off[1] + i * L.step[1];
+                if (vec) {
+                    double e[EXP_BLOCK];
+                    for (int64_t k0 = 0; k0 < V; k0 += EXP_BLOCK) {
+                        const int64_t nb =
+                            V - k0 < EXP_BLOCK ? V - k0 : EXP_BLOCK;
+                        SHIFTED_EXP_BLOCK(e, xr + k0, nb, lse[r]);
+                        for (int64_t k = 0; k < nb; k++)
+                            dxr[k0 + k] =
+                                (T)((e[k] - (k0 + k == targets[r])) * scale);
+                    }
+                    continue;
+                }
                 for (int64_t k = 0; k < V; k++)
                     dxr[k * dxs] =
                         (T)((exp(xr[k * xs] - lse[r]) - (k == targets[r])) *

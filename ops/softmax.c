@@ -3,8 +3,11 @@
  * Each walks rows as the reductions do (ops/reduce.c): for every position of
  * the other dims, the n elements along dim, each tensor read with its own
  * stride along dim. The positions come from a tg_loop over the shape with
- * dim set to 1, so transposed and sliced inputs are read in place. Each row
- * is computed in double and rounded to the tensor's type once. Rows are
+ * dim set to 1, so transposed and sliced inputs are read in place.
+ * Contiguous rows on an AVX2 or AVX-512 CPU take the vector row kernels of
+ * ops/vmath.h (SLEEF's exp in the row's own type, the sum in double);
+ * other rows are computed here in double and rounded to the tensor's type
+ * once. The two agree to a few ulps, not bit for bit. Rows are
  * independent, so large inputs are split across threads by rows, with the
  * same results.
  *
@@ -21,6 +24,7 @@
  *
  * The softmax kernels also serve tg_attention_softmax (ops/ops.h). */
 #include "ops/ops.h"
+#include "ops/vmath.h"
 
 #include <math.h>
 
@@ -74,11 +78,18 @@ static void softmax_run(void *job, int64_t start, const int64_t *off,
     const int64_t n = j->n, xs = j->xs, ys = j->outs;
     const bool as_log = j->as_log;
     double e[ROW_SCRATCH]; /* exp(x_k - m), when the row fits */
+    /* Contiguous rows take the vector row kernel (ops/vmath.h), which
+     * computes the same formulas in the row's own type. */
+    const bool vec = xs == 1 && ys == 1 && tg__vrows();
     (void)start;
     TG_DISPATCH_FLOAT(j->x->dtype, T, {
         for (int64_t r = 0; r < len; r++) {
             const T *xr = TG_DATA(T, j->x) + off[0] + r * step[0];
             T *yr = TG_DATA(T, j->out) + off[1] + r * step[1];
+            if (vec) {
+                tg__softmax_row(j->x->dtype, n, xr, yr, as_log);
+                continue;
+            }
             /* The row max; a NaN makes it NaN (and the row NaN). */
             double m = -INFINITY;
             for (int64_t k = 0; k < n && !isnan(m); k++) {
@@ -190,12 +201,17 @@ static void softmax_backward_run(void *job, int64_t start, const int64_t *off,
 {
     const rows_job *j = job;
     const int64_t n = j->n, dxs = j->outs, ys = j->ys, dys = j->dys;
+    const bool vec = dxs == 1 && ys == 1 && dys == 1 && tg__vrows();
     (void)start;
     TG_DISPATCH_FLOAT(j->y->dtype, T, {
         for (int64_t r = 0; r < len; r++) {
             T *dxr = TG_DATA(T, j->out) + off[0] + r * step[0];
             const T *yr = TG_DATA(T, j->y) + off[1] + r * step[1];
             const T *dyr = TG_DATA(T, j->dy) + off[2] + r * step[2];
+            if (vec) {
+                tg__softmax_backward_row(j->y->dtype, n, yr, dyr, dxr);
+                continue;
+            }
             double dot = 0;
             for (int64_t k = 0; k < n; k++)
                 dot += (double)yr[k * ys] * dyr[k * dys];
@@ -246,12 +262,17 @@ static void log_softmax_backward_run(void *job, int64_t start,
 {
     const rows_job *j = job;
     const int64_t n = j->n, dxs = j->outs, ys = j->ys, dys = j->dys;
+    const bool vec = dxs == 1 && ys == 1 && dys == 1 && tg__vrows();
     (void)start;
     TG_DISPATCH_FLOAT(j->y->dtype, T, {
         for (int64_t r = 0; r < len; r++) {
             T *dxr = TG_DATA(T, j->out) + off[0] + r * step[0];
             const T *yr = TG_DATA(T, j->y) + off[1] + r * step[1];
             const T *dyr = TG_DATA(T, j->dy) + off[2] + r * step[2];
+            if (vec) {
+                tg__log_softmax_backward_row(j->y->dtype, n, yr, dyr, dxr);
+                continue;
+            }
             double sum = 0;
             for (int64_t k = 0; k < n; k++)
                 if (yr[k * ys] != -INFINITY)

@@ -1,6 +1,8 @@
 /* Selection by a mask: where, masked_fill, and tril/triu. */
 #include "core/internal.h"
 
+#include <string.h>
+
 /* Operands {out, cond, a, b} of one where. */
 typedef struct where_job {
     tg_tensor *out;
@@ -12,6 +14,75 @@ typedef struct where_job {
     for (int64_t i = 0; i < len; i++)                                          \
         o[i * (so)] = c[i * (sc)] != 0 ? x[i * (sx)] : y[i * (sy)];
 
+/* The common runs with AVX2, for a bool cond and an adjacent out and cond
+ * (masked_fill's (T,T) mask over (B,T,T) scores runs T*T long): 8 floats
+ * or 4 doubles a step, each chosen whole by a blend on cond != 0, so the
+ * bits are those of the scalar loop. a and b each adjacent (step 1) or a
+ * scalar (step 0: masked_fill's value, the backwards' zero). Returns how
+ * many leading elements it did; the caller does the rest. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+__attribute__((target("avx2"))) static int64_t
+where_f32_avx2(int64_t len, float *o, const uint8_t *c, const float *x,
+               int64_t sx, const float *y, int64_t sy)
+{
+    int64_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        const __m128i c8 = _mm_loadl_epi64((const __m128i *)(c + i));
+        const __m256i is0 = _mm256_cmpeq_epi32(_mm256_cvtepu8_epi32(c8),
+                                               _mm256_setzero_si256());
+        const __m256 xv = sx ? _mm256_loadu_ps(x + i) : _mm256_broadcast_ss(x);
+        const __m256 yv = sy ? _mm256_loadu_ps(y + i) : _mm256_broadcast_ss(y);
+        _mm256_storeu_ps(o + i,
+                         _mm256_blendv_ps(xv, yv, _mm256_castsi256_ps(is0)));
+    }
+    return i;
+}
+
+__attribute__((target("avx2"))) static int64_t
+where_f64_avx2(int64_t len, double *o, const uint8_t *c, const double *x,
+               int64_t sx, const double *y, int64_t sy)
+{
+    int64_t i = 0;
+    for (; i + 4 <= len; i += 4) {
+        int32_t c4;
+        memcpy(&c4, c + i, sizeof c4);
+        const __m256i is0 =
+            _mm256_cmpeq_epi64(_mm256_cvtepu8_epi64(_mm_cvtsi32_si128(c4)),
+                               _mm256_setzero_si256());
+        const __m256d xv = sx ? _mm256_loadu_pd(x + i) : _mm256_broadcast_sd(x);
+        const __m256d yv = sy ? _mm256_loadu_pd(y + i) : _mm256_broadcast_sd(y);
+        _mm256_storeu_pd(o + i,
+                         _mm256_blendv_pd(xv, yv, _mm256_castsi256_pd(is0)));
+    }
+    return i;
+}
+#endif
+
+/* How many leading elements of the run the AVX2 paths above did (0 when
+ * they do not apply). */
+static int64_t where_vector(const where_job *j, const int64_t *off,
+                            const int64_t *step, int64_t len)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (j->cond->dtype != TG_BOOL || step[0] != 1 || step[1] != 1 ||
+        step[2] > 1 || step[3] > 1 || tg__cpu_level() < TG_CPU_AVX2)
+        return 0;
+    const uint8_t *c = TG_DATA(uint8_t, j->cond) + off[1];
+    if (j->out->dtype == TG_FLOAT32)
+        return where_f32_avx2(len, TG_DATA(float, j->out) + off[0], c,
+                              TG_DATA(float, j->a) + off[2], step[2],
+                              TG_DATA(float, j->b) + off[3], step[3]);
+    return where_f64_avx2(len, TG_DATA(double, j->out) + off[0], c,
+                          TG_DATA(double, j->a) + off[2], step[2],
+                          TG_DATA(double, j->b) + off[3], step[3]);
+#else
+    (void)j, (void)off, (void)step, (void)len;
+    return 0;
+#endif
+}
+
 /* out = cond ? a : b over one run. Adjacent operands, or a scalar a or b
  * (masked_fill's value, the zero of the backwards), have constant steps
  * and vectorised loops. */
@@ -20,6 +91,15 @@ static void where_run(void *job, int64_t start, const int64_t *off,
 {
     const where_job *j = job;
     (void)start;
+    const int64_t done = where_vector(j, off, step, len);
+    if (done) { /* the tail (shorter than a vector) by the loops below */
+        int64_t rest[4];
+        for (int i = 0; i < 4; i++)
+            rest[i] = off[i] + done * step[i];
+        if (done < len)
+            where_run(job, start, rest, step, len - done);
+        return;
+    }
     TG_DISPATCH_ANY(j->cond->dtype, C, {
         TG_DISPATCH_FLOAT(j->out->dtype, T, {
             T *o = TG_DATA(T, j->out) + off[0];

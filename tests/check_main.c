@@ -101,6 +101,7 @@ static const struct {
     {"gemm", gemm_suite},
     {"reduce", reduce_suite},
     {"softmax", softmax_suite},
+    {"vmath", vmath_suite},
     {"tape", tape_suite},
     {"gradcheck", gradcheck_suite},
     {"errors_core", errors_core_suite},

@@ -19,6 +19,7 @@ Suite *matmul_suite(void);
 Suite *gemm_suite(void);
 Suite *reduce_suite(void);
 Suite *softmax_suite(void);
+Suite *vmath_suite(void);
 Suite *tape_suite(void);
 Suite *gradcheck_suite(void);
 Suite *errors_core_suite(void);

@@ -1,0 +1,103 @@
+/* ops/vmath.h's dispatch: the vector kernel the CPU level allows
+ * (ops/vmath_avx2.c, ops/vmath_avx512.c), or the scalar libm loop.
+ *
+ * The vector paths are SLEEF's: a maintained library of vector math with
+ * documented error bounds (the u10 functions are within 1 ulp), so none of
+ * exp, log, tanh or erf is hand-written here. The scalar path computes
+ * float32 in double and rounds once (libm's exp and log are correctly
+ * rounded or within a fraction of an ulp there), as the ops always have. */
+#include <config.h>
+
+#include "ops/vmath.h"
+
+#include <math.h>
+
+/* The vector level to use: TG_CPU_SCALAR when built without SLEEF. */
+static int level(void)
+{
+#ifdef TG_HAVE_SLEEF
+    return tg__cpu_level();
+#else
+    return TG_CPU_SCALAR;
+#endif
+}
+
+bool tg__vrows(void) { return level() >= TG_CPU_AVX2; }
+
+static double scalar_fn(tg_vfn f, double v)
+{
+    switch (f) {
+    case TG_VEXP: return exp(v);
+    case TG_VLOG: return log(v);
+    case TG_VTANH: return tanh(v);
+    case TG_VERF: return erf(v);
+    }
+    return NAN;
+}
+
+void tg__vmap(tg_vfn f, tg_dtype dt, int64_t n, const void *x, void *y)
+{
+#ifdef TG_HAVE_SLEEF
+    const int l = level();
+    if (l == TG_CPU_AVX512 || l == TG_CPU_AVX2) {
+        const bool wide = l == TG_CPU_AVX512;
+        if (dt == TG_FLOAT32)
+            (wide ? tg__vmap_f32_avx512 : tg__vmap_f32_avx2)(f, n, x, y);
+        else
+            (wide ? tg__vmap_f64_avx512 : tg__vmap_f64_avx2)(f, n, x, y);
+        return;
+    }
+#endif
+    if (dt == TG_FLOAT32) {
+        const float *xf = x;
+        float *yf = y;
+        for (int64_t i = 0; i < n; i++)
+            yf[i] = (float)scalar_fn(f, xf[i]);
+    } else {
+        const double *xd = x;
+        double *yd = y;
+        for (int64_t i = 0; i < n; i++)
+            yd[i] = scalar_fn(f, xd[i]);
+    }
+}
+
+/* Calls the row kernel `name` of dt at the CPU's level (AVX2 or above:
+ * callers check tg__vrows() first; without SLEEF, never called). */
+#ifndef TG_HAVE_SLEEF
+static void no_rows(int unused, ...) { (void)unused; }
+#define ROW_CALL(name, dt, ...) no_rows(0, dt, __VA_ARGS__)
+#else
+#define ROW_CALL(name, dt, ...)                                                \
+    do {                                                                       \
+        const bool wide = level() == TG_CPU_AVX512;                            \
+        if ((dt) == TG_FLOAT32) {                                              \
+            if (wide)                                                          \
+                name##_f32_avx512(__VA_ARGS__);                                \
+            else                                                               \
+                name##_f32_avx2(__VA_ARGS__);                                  \
+        } else {                                                               \
+            if (wide)                                                          \
+                name##_f64_avx512(__VA_ARGS__);                                \
+            else                                                               \
+                name##_f64_avx2(__VA_ARGS__);                                  \
+        }                                                                      \
+    } while (0)
+#endif
+
+void tg__softmax_row(tg_dtype dt, int64_t n, const void *x, void *y,
+                     bool as_log)
+{
+    ROW_CALL(tg__softmax_row, dt, n, x, y, as_log);
+}
+
+void tg__softmax_backward_row(tg_dtype dt, int64_t n, const void *y,
+                              const void *dy, void *dx)
+{
+    ROW_CALL(tg__softmax_bwd_row, dt, n, y, dy, dx);
+}
+
+void tg__log_softmax_backward_row(tg_dtype dt, int64_t n, const void *y,
+                                  const void *dy, void *dx)
+{
+    ROW_CALL(tg__log_softmax_bwd_row, dt, n, y, dy, dx);
+}

@@ -1,0 +1,77 @@
+/* Private to ops/: vector math over contiguous arrays and the softmax row
+ * kernels, for the op files (softmax, attention, elementwise, loss).
+ *
+ * The vector paths call SLEEF's 1-ulp functions (Sleef_expf8_u10avx2, ...)
+ * from code compiled for AVX2+FMA (ops/vmath_avx2.c) or AVX-512
+ * (ops/vmath_avx512.c), chosen at run time by tg__cpu_level(). Built
+ * without SLEEF (configure's summary says so), or on a CPU below AVX2,
+ * every function here takes its scalar libm path. float32 is computed in
+ * float32 on the vector paths (SLEEF's expf, at most 1 ulp), in double
+ * rounded once on the scalar path: the two agree to 1 ulp, not bit for bit.
+ */
+#ifndef TAPEGRAD_OPS_VMATH_H
+#define TAPEGRAD_OPS_VMATH_H
+
+#include "core/internal.h"
+
+/* The maps tg__vmap applies. */
+typedef enum { TG_VEXP, TG_VLOG, TG_VTANH, TG_VERF } tg_vfn;
+
+/* y[i] = f(x[i]) for i < n, both contiguous arrays of dt (TG_FLOAT32 or
+ * TG_FLOAT64); y may be x. IEEE special values as libm: exp(-inf) = 0,
+ * exp(x > 88.72f) = inf, log(0) = -inf, log(x < 0) = NaN, NaN -> NaN. */
+TG_HIDDEN void tg__vmap(tg_vfn f, tg_dtype dt, int64_t n, const void *x,
+                        void *y);
+
+/* True when the row kernels below have a vector path on this CPU and
+ * build (read each call: tests cap the level with tg__cpu_cap). When
+ * false, the callers keep their own scalar loops. */
+TG_HIDDEN bool tg__vrows(void);
+
+/* One contiguous row of n entries, of dt; vector paths only (call when
+ * tg__vrows() is true). y may be x (in place). Semantics as ops/softmax.c:
+ *
+ *   softmax:      y_k = exp(x_k - m) / sum_j exp(x_j - m),   m = max_k x_k
+ *   log_softmax:  y_k = x_k - m - log(sum_j exp(x_j - m))
+ *
+ * x_k = -inf gives weight 0 without an exp(); an entirely -inf row gives 0
+ * (log_softmax -inf); a NaN or +inf in the row makes it NaN. The sum is
+ * kept in double. */
+TG_HIDDEN void tg__softmax_row(tg_dtype dt, int64_t n, const void *x, void *y,
+                               bool as_log);
+
+/* The backwards of one contiguous row (y the forward's output):
+ *   softmax:      dx = y * (dy - sum_k y_k dy_k)
+ *   log_softmax:  dx = dy - exp(y) * sum_{k: y_k > -inf} dy_k,
+ *                 and dx = 0 where y = -inf
+ * The sums in double; softmax's dx in float32 lanes (dot rounded once),
+ * log_softmax's in double lanes rounded once. */
+TG_HIDDEN void tg__softmax_backward_row(tg_dtype dt, int64_t n, const void *y,
+                                        const void *dy, void *dx);
+TG_HIDDEN void tg__log_softmax_backward_row(tg_dtype dt, int64_t n,
+                                            const void *y, const void *dy,
+                                            void *dx);
+
+/* The per-ISA kernels behind the functions above (ops/vmath_isa.h, compiled
+ * once per instruction set). Not for the op files: call the ones above. */
+#define TG__VMATH_ISA_DECLS(isa)                                               \
+    TG_HIDDEN void tg__vmap_f32_##isa(tg_vfn f, int64_t n, const float *x,     \
+                                      float *y);                               \
+    TG_HIDDEN void tg__vmap_f64_##isa(tg_vfn f, int64_t n, const double *x,    \
+                                      double *y);                              \
+    TG_HIDDEN void tg__softmax_row_f32_##isa(int64_t n, const float *x,        \
+                                             float *y, bool as_log);           \
+    TG_HIDDEN void tg__softmax_row_f64_##isa(int64_t n, const double *x,       \
+                                             double *y, bool as_log);          \
+    TG_HIDDEN void tg__softmax_bwd_row_f32_##isa(int64_t n, const float *y,    \
+                                                 const float *dy, float *dx);  \
+    TG_HIDDEN void tg__softmax_bwd_row_f64_##isa(                              \
+        int64_t n, const double *y, const double *dy, double *dx);             \
+    TG_HIDDEN void tg__log_softmax_bwd_row_f32_##isa(                          \
+        int64_t n, const float *y, const float *dy, float *dx);                \
+    TG_HIDDEN void tg__log_softmax_bwd_row_f64_##isa(                          \
+        int64_t n, const double *y, const double *dy, double *dx);
+TG__VMATH_ISA_DECLS(avx2)
+TG__VMATH_ISA_DECLS(avx512)
+
+#endif /* TAPEGRAD_OPS_VMATH_H */

@@ -1,0 +1,69 @@
+/* ops/vmath.h's vector kernels for AVX-512 (F, DQ, BW, VL): 16 floats or
+ * 8 doubles a vector, SLEEF's *_u10avx512f functions; the same kernels as
+ * ops/vmath_avx2.c (ops/vmath_isa.h), with masks in k registers. Compiled
+ * for that instruction set by the pragma below; ops/vmath.c calls it only
+ * when tg__cpu_level() is TG_CPU_AVX512. */
+#include <config.h>
+
+#ifdef TG_HAVE_SLEEF
+
+#pragma GCC target("avx512f,avx512dq,avx512bw,avx512vl")
+
+#include "ops/vmath.h"
+
+#include <immintrin.h>
+#include <math.h>
+#include <sleef.h>
+#include <string.h>
+
+#define VM(name) name##_avx512
+#define VF       __m512
+#define VD       __m512d
+#define NF       16
+#define ND       8
+#define LDF      _mm512_loadu_ps
+#define STF      _mm512_storeu_ps
+#define SETF     _mm512_set1_ps
+#define ADDF     _mm512_add_ps
+#define SUBF     _mm512_sub_ps
+#define MULF     _mm512_mul_ps
+#define DIVF     _mm512_div_ps
+#define MAXF     _mm512_max_ps
+#define HMAXF    _mm512_reduce_max_ps
+#define LDD      _mm512_loadu_pd
+#define STD      _mm512_storeu_pd
+#define SETD     _mm512_set1_pd
+#define ADDD     _mm512_add_pd
+#define SUBD     _mm512_sub_pd
+#define MULD     _mm512_mul_pd
+#define DIVD     _mm512_div_pd
+#define MAXD     _mm512_max_pd
+#define HMAXD    _mm512_reduce_max_pd
+#define HSUMD    _mm512_reduce_add_pd
+#define LO_D(v)  _mm512_cvtps_pd(_mm512_castps512_ps256(v))
+#define HI_D(v)  _mm512_cvtps_pd(_mm512_extractf32x8_ps((v), 1))
+#define PACKF(lo, hi)                                                          \
+    _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(lo)),            \
+                       _mm512_cvtpd_ps(hi), 1)
+#define NEGINF_ALL_F(v)                                                        \
+    (_mm512_cmp_ps_mask((v), _mm512_set1_ps(-INFINITY), _CMP_EQ_OQ) == 0xffff)
+#define NEGINF_ALL_D(v)                                                        \
+    (_mm512_cmp_pd_mask((v), _mm512_set1_pd(-INFINITY), _CMP_EQ_OQ) == 0xff)
+#define ZERO_AT_NEGINF_F(e, x)                                                 \
+    _mm512_maskz_mov_ps(                                                       \
+        _mm512_cmp_ps_mask((x), _mm512_set1_ps(-INFINITY), _CMP_NEQ_UQ), (e))
+#define ZERO_AT_NEGINF_D(e, x)                                                 \
+    _mm512_maskz_mov_pd(                                                       \
+        _mm512_cmp_pd_mask((x), _mm512_set1_pd(-INFINITY), _CMP_NEQ_UQ), (e))
+#define EXPF  Sleef_expf16_u10avx512f
+#define LOGF  Sleef_logf16_u10avx512f
+#define TANHF Sleef_tanhf16_u10avx512f
+#define ERFF  Sleef_erff16_u10avx512f
+#define EXPD  Sleef_expd8_u10avx512f
+#define LOGD  Sleef_logd8_u10avx512f
+#define TANHD Sleef_tanhd8_u10avx512f
+#define ERFD  Sleef_erfd8_u10avx512f
+
+#include "ops/vmath_isa.h"
+
+#endif /* TG_HAVE_SLEEF */

@@ -1,0 +1,625 @@
+/* The vector math (ops/vmath.h) and the softmax row kernels: each vector
+ * path (AVX2, and AVX-512 where the CPU has it; skipped otherwise) against
+ * the scalar path, forced in-process with tg__cpu_cap, over edge inputs
+ * (NaN, +-inf, denormals, +-0, the overflow and underflow thresholds of exp,
+ * -inf masks, all -inf rows, lengths that leave vector tails); and the
+ * accuracy of the float32 vector exp, log and tanh over every float32 bit
+ * pattern of their useful range (strided), and of float64 over random
+ * inputs, against libm in double and long double. The reference is always
+ * computed here by libm, never written into the test. */
+#include "tests.h"
+
+#include "core/internal.h"
+#include "ops/vmath.h"
+
+#include <config.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The vector levels this CPU can run, lowest first; 0 of them without
+ * SLEEF or below AVX2 (the tests then check nothing and say so). */
+static int vector_levels(int *levels)
+{
+    int n = 0;
+    const int old = tg__cpu_cap(-1);
+    const int have = tg__cpu_level();
+    tg__cpu_cap(old);
+#ifdef TG_HAVE_SLEEF
+    for (int l = TG_CPU_AVX2; l <= have; l++)
+        levels[n++] = l;
+#else
+    (void)have, (void)levels;
+#endif
+    return n;
+}
+
+/* Valgrind (make valgrind) runs ~50x slower: the sweeps stride wider. */
+static bool under_valgrind(void)
+{
+    const char *p = getenv("LD_PRELOAD");
+    return p && strstr(p, "vgpreload");
+}
+
+/* Distance in ulps between two floats of one sign or zero; 0 for two
+ * NaNs, huge for a NaN against a number. Orders the bit patterns so that
+ * adjacent floats differ by 1 (-0 and +0 are 0 apart). */
+static int64_t ordered_f32(float v)
+{
+    int32_t i;
+    memcpy(&i, &v, sizeof i);
+    return i < 0 ? -(int64_t)(i & 0x7fffffff) : i;
+}
+
+static int64_t ulps_f32(float a, float b)
+{
+    if (isnan(a) || isnan(b))
+        return isnan(a) && isnan(b) ? 0 : INT64_MAX;
+    int64_t d = ordered_f32(a) - ordered_f32(b);
+    return d < 0 ? -d : d;
+}
+
+static int64_t ordered_f64(double v)
+{
+    int64_t i;
+    memcpy(&i, &v, sizeof i);
+    return i < 0 ? -(i & INT64_MAX) : i;
+}
+
+static int64_t ulps_f64(double a, double b)
+{
+    if (isnan(a) || isnan(b))
+        return isnan(a) && isnan(b) ? 0 : INT64_MAX;
+    const int64_t ia = ordered_f64(a), ib = ordered_f64(b);
+    /* of opposite signs, the distance may not fit: far apart either way */
+    if ((ia < 0) != (ib < 0))
+        return ia == 0 || ib == 0 ? (ia > ib ? ia - ib : ib - ia) : INT64_MAX;
+    return ia > ib ? ia - ib : ib - ia;
+}
+
+static const char *const fn_name[] = {"exp", "log", "tanh", "erf"};
+
+/* ---- maps against the scalar path ---------------------------------------- */
+
+/* Edge inputs: specials, denormals, exp's thresholds for both types, and
+ * ordinary values, 48 of them, so lengths 1..48 all cut through it. */
+static const double edges[] = {
+    NAN,   -NAN,    INFINITY, -INFINITY, 0.0,     -0.0,     1e-45,   -1e-45,
+    1e-40, -1e-40,  1.17e-38, 5e-324,    -5e-324, 2.2e-308, 88.72,   88.73,
+    -87.3, -103.97, -104.0,   709.78,    709.79,  -708.4,   -745.13, -746.0,
+    1.0,   -1.0,    0.5,      -0.5,      2.0,     1e-8,     -1e-8,   3.0,
+    -3.0,  9.5,     -9.5,     20.0,      -20.0,   1e10,     -1e10,   0.1,
+    0.7,   1.5,     4.0,      10.0,      42.0,    100.0,    1e30,    -1e30};
+enum { N_EDGES = sizeof edges / sizeof edges[0] };
+
+/* f over n of the edges at offset `from`, at the scalar path and at level
+ * l; every result within 1 ulp of the scalar one, NaN where it is NaN. */
+static void check_map(tg_vfn f, tg_dtype dt, int l, int64_t n, int from)
+{
+    float xf[N_EDGES], yf[N_EDGES], rf[N_EDGES];
+    double xd[N_EDGES], yd[N_EDGES], rd[N_EDGES];
+    for (int64_t i = 0; i < n; i++) {
+        xd[i] = edges[(from + i) % N_EDGES];
+        xf[i] = (float)xd[i];
+    }
+    const bool f32 = dt == TG_FLOAT32;
+    int old = tg__cpu_cap(TG_CPU_SCALAR);
+    tg__vmap(f, dt, n, f32 ? (void *)xf : (void *)xd,
+             f32 ? (void *)rf : (void *)rd);
+    tg__cpu_cap(l);
+    tg__vmap(f, dt, n, f32 ? (void *)xf : (void *)xd,
+             f32 ? (void *)yf : (void *)yd);
+    tg__cpu_cap(old);
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t u = f32 ? ulps_f32(yf[i], rf[i]) : ulps_f64(yd[i], rd[i]);
+        if (u > 1)
+            ck_abort_msg("%s %s at %s, n=%lld: %s(%.9g) = %.17g, scalar %.17g",
+                         fn_name[f], f32 ? "f32" : "f64", tg__cpu_name(l),
+                         (long long)n, fn_name[f], xd[i], f32 ? yf[i] : yd[i],
+                         f32 ? rf[i] : rd[i]);
+    }
+}
+
+START_TEST(maps_match_scalar)
+{
+    int levels[3];
+    const int nl = vector_levels(levels);
+    static const int64_t lengths[] = {1, 7, 8, 9, 15, 16, 17, N_EDGES};
+    for (int li = 0; li < nl; li++)
+        for (int f = TG_VEXP; f <= TG_VERF; f++)
+            for (int d = 0; d < 2; d++)
+                for (size_t k = 0; k < sizeof lengths / sizeof *lengths; k++)
+                    for (int from = 0; from < N_EDGES; from += 5)
+                        check_map((tg_vfn)f, d ? TG_FLOAT64 : TG_FLOAT32,
+                                  levels[li], lengths[k], from);
+}
+END_TEST
+
+/* ---- accuracy over every float32 ------------------------------------------ */
+
+/* The largest ulp error of f (float32, at level l) over the bit patterns
+ * lo..hi (as ordered ints, stride `stride`), against double libm rounded
+ * to float. */
+static int64_t sweep_f32(tg_vfn f, int l, float lo, float hi, int64_t stride)
+{
+    enum { CHUNK = 4096 };
+    static float x[CHUNK], y[CHUNK];
+    int64_t worst = 0;
+    const int old = tg__cpu_cap(l);
+    const int64_t a = ordered_f32(lo), b = ordered_f32(hi);
+    for (int64_t start = a; start <= b; start += CHUNK * stride) {
+        int n = 0;
+        for (int64_t o = start; o <= b && n < CHUNK; o += stride) {
+            int32_t bits = o < 0 ? (int32_t)((-o) | 0x80000000u) : (int32_t)o;
+            memcpy(&x[n++], &bits, sizeof bits);
+        }
+        tg__vmap(f, TG_FLOAT32, n, x, y);
+        for (int i = 0; i < n; i++) {
+            const double v = x[i];
+            const double r = f == TG_VEXP    ? exp(v)
+                             : f == TG_VLOG  ? log(v)
+                             : f == TG_VTANH ? tanh(v)
+                                             : erf(v);
+            const int64_t u = ulps_f32(y[i], (float)r);
+            /* ck_abort only on failure: each ck_assert is a write to
+             * Check's pipe, too slow for a hundred million of them */
+            if (u > 1)
+                ck_abort_msg("%s(%.9g) = %.9g, want %.9g (%lld ulps)",
+                             fn_name[f], v, y[i], (float)r, (long long)u);
+            worst = u > worst ? u : worst;
+        }
+    }
+    tg__cpu_cap(old);
+    return worst;
+}
+
+/* exp over [-104, 89] (below, 0; above, inf), log over every positive
+ * float up to the largest, tanh over [-9.1, 9.1] (beyond, +-1): every
+ * `stride`-th bit pattern (an odd stride, so every mantissa bit varies),
+ * 31 normally (70 million inputs a function), wider under valgrind. */
+START_TEST(f32_within_one_ulp)
+{
+    int levels[3];
+    const int nl = vector_levels(levels);
+    const int64_t stride = under_valgrind() ? 40009 : 31;
+    for (int li = 0; li < nl; li++) {
+        const int l = levels[li];
+        ck_assert_int_le(sweep_f32(TG_VEXP, l, -104.0f, 89.0f, stride), 1);
+        ck_assert_int_le(sweep_f32(TG_VLOG, l, 0x1p-149f, 3.4e38f, stride), 1);
+        ck_assert_int_le(sweep_f32(TG_VTANH, l, -9.1f, 9.1f, stride), 1);
+    }
+}
+END_TEST
+
+/* float64: random inputs (a fixed-seed xorshift, uniform in each range)
+ * against long double libm rounded to double. */
+START_TEST(f64_within_one_ulp)
+{
+    int levels[3];
+    const int nl = vector_levels(levels);
+    enum { CHUNK = 4096 };
+    static double x[CHUNK], y[CHUNK];
+    /* Valgrind computes long double in double's precision, which is no
+     * reference for a 1-ulp bound: checked outside it only. */
+    if (under_valgrind())
+        return;
+    const int chunks = 1000; /* 4M inputs */
+    static const struct {
+        tg_vfn f;
+        double lo, hi;
+    } ranges[] = {{TG_VEXP, -745.0, 709.7},
+                  {TG_VLOG, 1e-300, 1e300},
+                  {TG_VTANH, -20.0, 20.0}};
+    for (int li = 0; li < nl; li++) {
+        const int old = tg__cpu_cap(levels[li]);
+        uint64_t s = 0x9e3779b97f4a7c15u;
+        for (size_t r = 0; r < sizeof ranges / sizeof *ranges; r++) {
+            const tg_vfn f = ranges[r].f;
+            for (int c = 0; c < chunks / 3; c++) {
+                for (int i = 0; i < CHUNK; i++) {
+                    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+                    const double u = (double)(s >> 11) * 0x1p-53;
+                    /* log's range spans 600 decades: uniform in the
+                     * exponent instead */
+                    x[i] =
+                        f == TG_VLOG
+                            ? exp(log(ranges[r].lo) +
+                                  u * (log(ranges[r].hi) - log(ranges[r].lo)))
+                            : ranges[r].lo + u * (ranges[r].hi - ranges[r].lo);
+                }
+                tg__vmap(f, TG_FLOAT64, CHUNK, x, y);
+                for (int i = 0; i < CHUNK; i++) {
+                    const long double v = x[i];
+                    const long double want = f == TG_VEXP   ? expl(v)
+                                             : f == TG_VLOG ? logl(v)
+                                                            : tanhl(v);
+                    if (ulps_f64(y[i], (double)want) > 1)
+                        ck_abort_msg("%s(%.17g) = %.17g, want %.17g",
+                                     fn_name[f], x[i], y[i], (double)want);
+                }
+            }
+        }
+        tg__cpu_cap(old);
+    }
+}
+END_TEST
+
+/* ---- softmax rows against the scalar path ---------------------------------- */
+
+/* A (rows, n) input of dt: row r holds ordinary values, with -inf masks
+ * (causal from column r + 1 on), and some rows special: all -inf, a NaN,
+ * +inf, large values near exp's overflow, denormals. */
+static tg_tensor *rows_input(tg_dtype dt, int64_t rows, int64_t n)
+{
+    tg_tensor *x = tg_zeros(dt, 2, (int64_t[]){rows, n});
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t k = 0; k < n; k++) {
+            double v = sin(0.7 * (double)(r * n + k)) * 3;
+            switch (r % 8) {
+            case 1: v = k > r / 8 ? -INFINITY : v; break; /* causal */
+            case 2: v = -INFINITY; break;                 /* all masked */
+            case 3: v = k == n / 2 ? NAN : v; break;
+            case 4: v = k == n - 1 ? INFINITY : v; break;
+            case 5: v = v * 30; break;    /* exp's range, after the shift */
+            case 6: v = v * 1e-40; break; /* denormal */
+            case 7: v = k % 2 ? -INFINITY : v; break;
+            }
+            tg_set(x, (int64_t[]){r, k}, v);
+        }
+    return x;
+}
+
+/* Every element of got within tol (relative, or absolute below 1) of
+ * want, NaN where want is NaN, -inf where want is -inf. */
+static void assert_rows_close(const tg_tensor *got, const tg_tensor *want,
+                              double tol, const char *what, int l)
+{
+    const int64_t rows = tg_shape(want)[0], n = tg_shape(want)[1];
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t k = 0; k < n; k++) {
+            const int64_t at[] = {r, k};
+            const double g = tg_get(got, at), w = tg_get(want, at);
+            const bool same = (isnan(g) && isnan(w)) || (isinf(w) && g == w) ||
+                              fabs(g - w) <= tol * fmax(1, fabs(w));
+            if (!same)
+                ck_abort_msg(
+                    "%s at %s, n=%lld [%lld,%lld]: %.17g, scalar %.17g", what,
+                    tg__cpu_name(l), (long long)n, (long long)r, (long long)k,
+                    g, w);
+        }
+}
+
+/* softmax and log_softmax forward and backward over rows of length n at
+ * level l, against the scalar path. */
+static void check_rows(tg_dtype dt, int l, int64_t n)
+{
+    const double tol = dt == TG_FLOAT32 ? 4e-7 : 4e-15;
+    tg_tensor *dy = tg_zeros(dt, 2, (int64_t[]){24, n});
+    for (int64_t i = 0; i < 24 * n; i++)
+        tg_set(dy, (int64_t[]){i / n, i % n}, cos(1.3 * (double)i));
+    for (int as_log = 0; as_log < 2; as_log++) {
+        tg_tensor *out[2], *grad[2];
+        for (int v = 0; v < 2; v++) {
+            const int old = tg__cpu_cap(v ? l : TG_CPU_SCALAR);
+            tg_tensor *leaf = rows_input(dt, 24, n);
+            tg_set_requires_grad(leaf, true);
+            out[v] = as_log ? tg_log_softmax(leaf, 1) : tg_softmax(leaf, 1);
+            ck_assert_ptr_nonnull(out[v]);
+            ck_assert_int_eq(tg_backward_with(out[v], dy), 0);
+            grad[v] = tg_retain(tg_grad(leaf));
+            tg__cpu_cap(old);
+            tg_release(leaf);
+        }
+        const char *what = as_log ? "log_softmax" : "softmax";
+        assert_rows_close(out[1], out[0], tol, what, l);
+        assert_rows_close(grad[1], grad[0], 4 * tol, "its gradient", l);
+        for (int v = 0; v < 2; v++) {
+            tg_release(out[v]);
+            tg_release(grad[v]);
+        }
+    }
+    tg_release(dy);
+}
+
+START_TEST(softmax_rows_match_scalar)
+{
+    int levels[3];
+    const int nl = vector_levels(levels);
+    static const int64_t lengths[] = {1, 7, 8, 9, 16, 17, 33, 64};
+    for (int li = 0; li < nl; li++)
+        for (size_t k = 0; k < sizeof lengths / sizeof *lengths; k++) {
+            check_rows(TG_FLOAT32, levels[li], lengths[k]);
+            check_rows(TG_FLOAT64, levels[li], lengths[k]);
+        }
+}
+END_TEST
+
+/* The masking rules hold on the vector path itself: -inf entries weigh
+ * exactly 0 with gradient exactly 0, an all -inf row gives 0 (-inf), and
+ * each row sums to 1 within a few ulps. */
+START_TEST(softmax_masks_exact)
+{
+    int levels[3];
+    const int nl = vector_levels(levels);
+    for (int li = 0; li < nl; li++) {
+        const int old = tg__cpu_cap(levels[li]);
+        for (int64_t n = 1; n <= 40; n++) {
+            tg_tensor *x = tg_zeros(TG_FLOAT32, 2, (int64_t[]){2, n});
+            for (int64_t k = 0; k < n; k++) {
+                tg_set(x, (int64_t[]){0, k},
+                       k % 3 == 1 ? -INFINITY : 0.25 * (double)k);
+                tg_set(x, (int64_t[]){1, k}, -INFINITY);
+            }
+            tg_set_requires_grad(x, true);
+            tg_tensor *y = tg_softmax(x, 1);
+            /* dy = y: any gradient that is not 0 on its own */
+            ck_assert_int_eq(tg_backward_with(y, y), 0);
+            const tg_tensor *dx = tg_grad(x);
+            double s = 0;
+            for (int64_t k = 0; k < n; k++) {
+                const int64_t a[] = {0, k}, b[] = {1, k};
+                if (k % 3 == 1) {
+                    ck_assert(tg_get(y, a) == 0 && tg_get(dx, a) == 0);
+                }
+                s += tg_get(y, a);
+                ck_assert(tg_get(y, b) == 0 && tg_get(dx, b) == 0);
+            }
+            ck_assert_double_eq_tol(s, 1, 4e-7 * (double)n);
+            tg_release(y);
+            tg_release(x);
+        }
+        tg__cpu_cap(old);
+    }
+}
+END_TEST
+
+/* ---- the elementwise ops on the vector path -------------------------------- */
+
+/* tg_exp, tg_log and tg_gelu over the edges (every length up to 48 cuts a
+ * tail somewhere) at level l against the scalar path: within 1 ulp for
+ * exp and log; gelu within 2e-6 relative in float32 (erf's 1 ulp near -1
+ * cancels in 1 + erf) or absolute below 1e-30, 1e-15 in float64. */
+static void check_unary(tg_dtype dt, int l, int which)
+{
+    tg_tensor *x = tg_zeros(dt, 1, (int64_t[]){N_EDGES});
+    for (int64_t i = 0; i < N_EDGES; i++)
+        tg_set(x, &i, edges[i]);
+    tg_tensor *y[2];
+    for (int v = 0; v < 2; v++) {
+        const int old = tg__cpu_cap(v ? l : TG_CPU_SCALAR);
+        y[v] = which == 0 ? tg_exp(x) : which == 1 ? tg_log(x) : tg_gelu(x);
+        ck_assert_ptr_nonnull(y[v]);
+        tg__cpu_cap(old);
+    }
+    const bool f32 = dt == TG_FLOAT32;
+    for (int64_t i = 0; i < N_EDGES; i++) {
+        const double g = tg_get(y[1], &i), w = tg_get(y[0], &i);
+        bool ok;
+        if (which < 2)
+            ok = (f32 ? ulps_f32((float)g, (float)w) : ulps_f64(g, w)) <= 1;
+        else
+            ok = (isnan(g) && isnan(w)) || g == w ||
+                 fabs(g - w) <= fmax(1e-30, (f32 ? 2e-6 : 1e-15) * fabs(w));
+        if (!ok)
+            ck_abort_msg("%s %s at %s: f(%.9g) = %.17g, scalar %.17g",
+                         which == 0   ? "exp"
+                         : which == 1 ? "log"
+                                      : "gelu",
+                         f32 ? "f32" : "f64", tg__cpu_name(l), edges[i], g, w);
+    }
+    tg_release(y[0]);
+    tg_release(y[1]);
+    tg_release(x);
+}
+
+START_TEST(unary_ops_match_scalar)
+{
+    int levels[3];
+    const int nl = vector_levels(levels);
+    for (int li = 0; li < nl; li++)
+        for (int which = 0; which < 3; which++) {
+            check_unary(TG_FLOAT32, levels[li], which);
+            check_unary(TG_FLOAT64, levels[li], which);
+        }
+}
+END_TEST
+
+/* ---- plain arithmetic: the same bits at every level ------------------------ */
+
+/* op k of the arithmetic on x (n,) and y (n,), or y (1,) broadcast. */
+static tg_tensor *arith(int k, tg_tensor *x, tg_tensor *y)
+{
+    switch (k) {
+    case 0: return tg_add(x, y);
+    case 1: return tg_sub(y, x); /* the scalar first along the run */
+    case 2: return tg_mul(x, y);
+    case 3: return tg_div(x, y);
+    case 4: return tg_neg(x);
+    case 5: return tg_scale(x, 0.3);
+    case 6: return tg_add_scalar(x, -1.7);
+    default: return tg_relu(x);
+    }
+}
+
+/* Every op over the edges (with -0, NaN, inf, denormals), lengths cutting
+ * every tail, y adjacent or broadcast: bit for bit the scalar build's. */
+START_TEST(arithmetic_same_bits)
+{
+    int levels[3];
+    const int nl = vector_levels(levels);
+    for (int li = 0; li < nl; li++)
+        for (int d = 0; d < 2; d++)
+            for (int64_t n = 1; n <= N_EDGES; n += 3)
+                for (int k = 0; k < 8; k++)
+                    for (int bc = 0; bc < 2; bc++) {
+                        const tg_dtype dt = d ? TG_FLOAT64 : TG_FLOAT32;
+                        tg_tensor *x = tg_zeros(dt, 1, &n);
+                        tg_tensor *y =
+                            tg_zeros(dt, 1, bc ? (int64_t[]){1} : &n);
+                        for (int64_t i = 0; i < n; i++) {
+                            tg_set(x, &i, edges[i]);
+                            if (!bc || i == 0)
+                                tg_set(y, &i, edges[(i * 7 + 3) % N_EDGES]);
+                        }
+                        tg_tensor *r[2];
+                        for (int v = 0; v < 2; v++) {
+                            const int old =
+                                tg__cpu_cap(v ? levels[li] : TG_CPU_SCALAR);
+                            r[v] = arith(k, x, y);
+                            tg__cpu_cap(old);
+                        }
+                        for (int64_t i = 0; i < n; i++) {
+                            const double g = tg_get(r[1], &i),
+                                         w = tg_get(r[0], &i);
+                            if (memcmp(&g, &w, sizeof g) != 0 &&
+                                !(isnan(g) && isnan(w)))
+                                ck_abort_msg("op %d %s at %s, n=%lld [%lld]: "
+                                             "%.17g, scalar %.17g",
+                                             k, d ? "f64" : "f32",
+                                             tg__cpu_name(levels[li]),
+                                             (long long)n, (long long)i, g, w);
+                        }
+                        tg_release(r[0]);
+                        tg_release(r[1]);
+                        tg_release(x);
+                        tg_release(y);
+                    }
+}
+END_TEST
+
+/* ---- cross-entropy on the vector path ------------------------------------ */
+
+/* tg_cross_entropy of (6,V) logits (a few at -inf, never a target) and its
+ * gradient at level l against the scalar path, V past the loss's block of
+ * 256 and with tails: within a few ulps of the double computation. */
+static void check_cross_entropy(tg_dtype dt, int l, int64_t V)
+{
+    const int64_t targets[6] = {0, 1 % V, V - 1, V / 2, 2 % V, V / 3};
+    tg_tensor *t = tg_from_data(TG_INT64, 1, (int64_t[]){6}, targets);
+    tg_tensor *loss[2], *grad[2];
+    for (int v = 0; v < 2; v++) {
+        const int old = tg__cpu_cap(v ? l : TG_CPU_SCALAR);
+        tg_tensor *x = tg_zeros(dt, 2, (int64_t[]){6, V});
+        for (int64_t i = 0; i < 6 * V; i++) {
+            const int64_t at[] = {i / V, i % V};
+            const bool masked = i % 7 == 3 && i % V != targets[i / V];
+            tg_set(x, at, masked ? -INFINITY : sin(0.37 * (double)i) * 8);
+        }
+        tg_set_requires_grad(x, true);
+        loss[v] = tg_cross_entropy(x, t);
+        ck_assert_msg(loss[v] != NULL, "%s", tg_last_error());
+        ck_assert_int_eq(tg_backward(loss[v]), 0);
+        grad[v] = tg_retain(tg_grad(x));
+        tg__cpu_cap(old);
+        tg_release(x);
+    }
+    const double tol = dt == TG_FLOAT32 ? 1e-6 : 1e-14;
+    ck_assert_double_eq_tol(tg_item(loss[1]), tg_item(loss[0]),
+                            tol * fmax(fabs(tg_item(loss[0])), 1));
+    for (int64_t i = 0; i < 6 * V; i++) {
+        const int64_t at[] = {i / V, i % V};
+        const double g = tg_get(grad[1], at), w = tg_get(grad[0], at);
+        if (!(fabs(g - w) <= tol * fmax(fabs(w), 1e-3)))
+            ck_abort_msg("cross_entropy grad at %s, V=%lld [%lld]: %.17g, "
+                         "scalar %.17g",
+                         tg__cpu_name(l), (long long)V, (long long)i, g, w);
+    }
+    for (int v = 0; v < 2; v++) {
+        tg_release(loss[v]);
+        tg_release(grad[v]);
+    }
+    tg_release(t);
+}
+
+START_TEST(cross_entropy_matches_scalar)
+{
+    int levels[3];
+    const int nl = vector_levels(levels);
+    static const int64_t vocab[] = {1, 7, 9, 65, 256, 300, 519};
+    for (int li = 0; li < nl; li++)
+        for (size_t k = 0; k < sizeof vocab / sizeof *vocab; k++) {
+            check_cross_entropy(TG_FLOAT32, levels[li], vocab[k]);
+            check_cross_entropy(TG_FLOAT64, levels[li], vocab[k]);
+        }
+}
+END_TEST
+
+/* ---- masked_fill's vector path ------------------------------------------ */
+
+/* masked_fill of (3,T,T) scores with a (T,T) bool mask (broadcast over the
+ * batch), and its backward, at level l and at the scalar path: the same
+ * bits, since both only select (T*T runs leave tails for every T here). */
+static void check_masked_fill(tg_dtype dt, int l, int64_t T)
+{
+    tg_tensor *res[2][2];
+    for (int v = 0; v < 2; v++) {
+        const int old = tg__cpu_cap(v ? l : TG_CPU_SCALAR);
+        tg_tensor *x = tg_zeros(dt, 3, (int64_t[]){3, T, T});
+        tg_tensor *dy = tg_zeros(dt, 3, (int64_t[]){3, T, T});
+        tg_tensor *base = tg_zeros(dt, 2, (int64_t[]){T, T});
+        for (int64_t i = 0; i < 3 * T * T; i++) {
+            const int64_t at[] = {i / (T * T), i / T % T, i % T};
+            tg_set(x, at, sin((double)i) * 1e3);
+            tg_set(dy, at, cos((double)i));
+        }
+        for (int64_t i = 0; i < T * T; i++) /* masked: (i * 7) % 3 == 0 */
+            tg_set(base, (int64_t[]){i / T, i % T}, (double)((i * 7) % 3));
+        tg_tensor *mask = tg_eq_scalar(base, 0);
+        tg_set_requires_grad(x, true);
+        res[v][0] = tg_masked_fill(x, mask, -INFINITY);
+        ck_assert_ptr_nonnull(res[v][0]);
+        ck_assert_int_eq(tg_backward_with(res[v][0], dy), 0);
+        res[v][1] = tg_retain(tg_grad(x));
+        tg__cpu_cap(old);
+        tg_release(mask);
+        tg_release(base);
+        tg_release(dy);
+        tg_release(x);
+    }
+    for (int k = 0; k < 2; k++) {
+        for (int64_t i = 0; i < 3 * T * T; i++) {
+            const int64_t at[] = {i / (T * T), i / T % T, i % T};
+            const double g = tg_get(res[1][k], at), w = tg_get(res[0][k], at);
+            if (memcmp(&g, &w, sizeof g) != 0)
+                ck_abort_msg(
+                    "masked_fill %s at %s, T=%lld, [%lld]: %g, scalar %g",
+                    k ? "backward" : "forward", tg__cpu_name(l), (long long)T,
+                    (long long)i, g, w);
+        }
+        tg_release(res[0][k]);
+        tg_release(res[1][k]);
+    }
+}
+
+START_TEST(masked_fill_matches_scalar)
+{
+    int levels[3];
+    const int nl = vector_levels(levels);
+    for (int li = 0; li < nl; li++)
+        for (int64_t T = 1; T <= 9; T++) {
+            check_masked_fill(TG_FLOAT32, levels[li], T);
+            check_masked_fill(TG_FLOAT64, levels[li], T);
+        }
+}
+END_TEST
+
+Suite *vmath_suite(void)
+{
+    Suite *s = suite_create("vmath");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, maps_match_scalar);
+    tcase_add_test(tc, softmax_rows_match_scalar);
+    tcase_add_test(tc, softmax_masks_exact);
+    tcase_add_test(tc, masked_fill_matches_scalar);
+    tcase_add_test(tc, unary_ops_match_scalar);
+    tcase_add_test(tc, cross_entropy_matches_scalar);
+    tcase_add_test(tc, arithmetic_same_bits);
+    suite_add_tcase(s, tc);
+    TCase *acc = tcase_create("accuracy");
+    tcase_set_timeout(acc, 300); /* the sweeps, on a loaded machine */
+    tcase_add_test(acc, f32_within_one_ulp);
+    tcase_add_test(acc, f64_within_one_ulp);
+    suite_add_tcase(s, acc);
+    return s;
+}
