@@ -28,6 +28,7 @@
  * thread-local could be after a thread exits). */
 #include "core/internal.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 
 static atomic_uint_fast64_t threads_with_scopes;
@@ -40,6 +41,35 @@ static TG_THREAD_LOCAL int64_t n_marks, cap_marks;
 static TG_THREAD_LOCAL int64_t n_lost; /* innermost scopes never opened */
 static TG_THREAD_LOCAL bool paused;
 
+/* The stack's arrays outlive the outermost scope when the caller keeps them
+ * (a training loop opens and closes one every step), until the thread
+ * exits: then the key's destructor frees them. */
+static pthread_key_t stack_key;
+static bool stack_key_made;
+static pthread_once_t stack_key_once = PTHREAD_ONCE_INIT;
+
+static void free_stack(void)
+{
+    free(slots);
+    free(marks);
+    slots = NULL;
+    marks = NULL;
+    cap_slots = cap_marks = 0;
+}
+
+static void stack_thread_exit(void *arg)
+{
+    (void)arg;
+    free_stack();
+}
+
+static void make_stack_key(void)
+{
+    /* Without a key, an exiting thread's arrays stay: a small leak per
+     * thread, not an error. */
+    stack_key_made = pthread_key_create(&stack_key, stack_thread_exit) == 0;
+}
+
 /* Grows *buf to hold at least need elements of size es. */
 static bool grow(void **buf, int64_t *cap, int64_t need, size_t es)
 {
@@ -51,6 +81,11 @@ static bool grow(void **buf, int64_t *cap, int64_t need, size_t es)
     void *p = tg__realloc(*buf, (size_t)ncap * es);
     if (!p)
         return false;
+    if (!*buf) { /* the thread's first: free it at the thread's exit */
+        pthread_once(&stack_key_once, make_stack_key);
+        if (stack_key_made)
+            pthread_setspecific(stack_key, p);
+    }
     *buf = p;
     *cap = ncap;
     return true;
@@ -95,17 +130,12 @@ tg_tensor *tg__scope_take_newest(void)
     return NULL;
 }
 
-void tg__scope_close(void)
+void tg__scope_close(bool keep_memory)
 {
     TG_ASSERT(n_marks > 0);
     n_marks--;
-    if (n_marks == 0) { /* outermost scope closed: give the memory back */
-        free(slots);
-        free(marks);
-        slots = NULL;
-        marks = NULL;
-        cap_slots = cap_marks = 0;
-    }
+    if (n_marks == 0 && !keep_memory) /* outermost scope closed */
+        free_stack();
 }
 
 bool tg__scope_pause(bool on)

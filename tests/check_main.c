@@ -115,6 +115,7 @@ static const struct {
     {"attention_softmax", attention_softmax_suite},
     {"fuzz_regress", fuzz_regress_suite},
     {"oom", oom_suite},
+    {"steady", steady_suite},
 };
 
 int main(void)
