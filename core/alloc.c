@@ -29,9 +29,9 @@
 #include <string.h>
 
 static atomic_bool counting;
-static _Atomic int64_t counted;  /* allocations since counting began */
-static _Atomic int64_t fail_at;  /* the one that fails; 0: none */
-static atomic_bool keep_failing; /* and every one after it */
+static _Atomic int64_t counted;     /* allocations since counting began */
+static _Atomic int64_t fail_at;     /* the one that fails; 0: none */
+static atomic_bool keep_failing;    /* and every one after it */
 static _Atomic int64_t from_system; /* of them, not a pool's reuse */
 
 void tg__alloc_fail_at(int64_t k, bool every_after)

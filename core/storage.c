@@ -436,8 +436,9 @@ bool tg__pool_on(void)
  * size_class_of(n) says), or plain malloc'd memory when the pool is off. */
 void *tg__pool_get(size_t n)
 {
-    if (!tg__pool_on())
-        return tg__malloc(n);
+    if (!tg__pool_on()) /* calloc, as headers always were: the memory
+                           checkers see a block of exactly n bytes */
+        return tg__calloc(1, n);
     size_t cap;
     int c = size_class_of(n, &cap);
     TG_ASSERT(c >= 0);
