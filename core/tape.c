@@ -423,6 +423,17 @@ static bool room_for_one(void **buf, int64_t *cap, int64_t n, size_t es)
     return true;
 }
 
+/* Room for a walk's first element in *buf: a new array, or the one kept
+ * from the last walk, whose reuse is an allocation point as a pool's is
+ * (tg__alloc_reuse_fails): a test failing the k-th allocation reaches the
+ * same points whether the arrays were kept or not. */
+static bool first_room(void **buf, int64_t *cap, size_t es)
+{
+    if (*buf)
+        return !tg__alloc_reuse_fails();
+    return room_for_one(buf, cap, 0, es);
+}
+
 /* The arrays a walk gathers into: the entries found (newest first once
  * sorted), the depth-first stack, the leaves. A thread keeps its arrays
  * from one backward to the next (grown, never shrunk), so a training step
@@ -507,10 +518,9 @@ static bool collect(tg_tensor *out, walk *w)
     walk_bufs *b = walk_bufs_take(w);
     int64_t n = 0, top = 0, n_leaves = 0;
     /* (leaves never NULL: qsort's pointer must be valid even for none) */
-    bool ok = room_for_one((void **)&b->stack, &b->stack_cap, 0,
-                           sizeof *b->stack) &&
-              room_for_one((void **)&b->leaves, &b->leaf_cap, 0,
-                           sizeof *b->leaves),
+    bool ok = first_room((void **)&b->found, &b->found_cap, sizeof *b->found) &&
+              first_room((void **)&b->stack, &b->stack_cap, sizeof *b->stack) &&
+              first_room((void **)&b->leaves, &b->leaf_cap, sizeof *b->leaves),
          oom = !ok;
     /* A depth-first walk; `seq` bit 63 marks visited entries meanwhile. */
     const uint64_t mark = UINT64_C(1) << 63;
