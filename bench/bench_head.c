@@ -19,7 +19,15 @@
  * loaded machine the steadier number for one thread, since it leaves out
  * waiting for a core); base_rss_kb is the peak RSS before the first step;
  * blas is OpenBLAS's kernel name, and the two thread counts are what the
- * pools report after --threads set them. */
+ * pools report after --threads set them.
+ *
+ * --profile runs the same warm-up, then as many steps as the timed run
+ * would, with the tape's timing mode on (tg_profile_start), and prints
+ * instead a `profile` line (step_ms, matmul_share: the GEMM's per cent)
+ * and one `profile_op` line per op (calls, forward_ms and backward_ms per
+ * step, share in per cent, then op=NAME, last since a name may hold
+ * spaces), longest first. It is a process of its own, so that the timed
+ * steps never run with profiling on. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime, getrusage */
 
 #include <tapegrad.h>
@@ -46,6 +54,7 @@ typedef struct options {
     double seconds; /* timed budget: reps = seconds / (ms per step) */
     int min_reps, max_reps;
     double warmup_seconds; /* at least 2 warm-up steps, and this long */
+    bool profile;          /* --profile: the per-op breakdown, no timing */
 } options;
 
 /* --path's names, by tg_head_path; also the variant= field printed. */
@@ -69,7 +78,7 @@ static void usage(FILE *f)
     fprintf(
         f, "usage: bench_head [--config NAME] [--dtype f32|f64] [--threads N]\n"
            "                  [--path P] [--seconds S] [--min-reps N]\n"
-           "                  [--max-reps N] [--warmup-seconds S]\n"
+           "                  [--max-reps N] [--warmup-seconds S] [--profile]\n"
            "       bench_head --info | --list | --help\n"
            "\n"
            "Times one training step of the causal attention head (forward,\n"
@@ -89,6 +98,11 @@ static void usage(FILE *f)
            "  --min-reps N    at least N timed steps (default 3)\n"
            "  --max-reps N    at most N timed steps (default 5000)\n"
            "  --warmup-seconds S  warm up at least S seconds (default 0.25)\n"
+           "  --profile       instead of the timing line, each op's share of\n"
+           "                  the step from the tape's timing mode\n"
+           "                  (tg_profile_start), over the same number of\n"
+           "                  steps: a `profile` line, then one `profile_op`\n"
+           "                  line per op, longest first\n"
            "  --info          print the BLAS build and kernel, and exit\n"
            "  --list          print the configurations, and exit\n");
 }
@@ -246,16 +260,24 @@ static void bench_free(bench *b)
     tg_head_free(&b->head);
 }
 
-/* One training step; the scope frees the step's temporaries. 0 or -1. */
+/* One training step; the scope frees the step's temporaries. 0 or -1.
+ * While the tape's timing mode is on, the optimizer's step and the end of
+ * the step (zero grads, the scope freeing the temporaries), which are no
+ * ops, are charged to entries of their own by marks: no-ops when it is
+ * off. */
 static int train_step(bench *b)
 {
     tg_scope_begin();
     tg_tensor *out = tg_head_forward(&b->head, b->x);
     tg_tensor *loss = tg_mse_loss(out, b->target);
-    int rc =
-        loss && tg_backward(loss) == 0 && tg_optim_step(b->adamw) == 0 ? 0 : -1;
+    int rc = loss && tg_backward(loss) == 0 ? 0 : -1;
+    if (rc == 0) {
+        rc = tg_optim_step(b->adamw);
+        tg_profile_mark("AdamW step");
+    }
     tg_optim_zero_grad(b->adamw);
     tg_scope_end();
+    tg_profile_mark("zero grads, scope end");
     return rc;
 }
 
@@ -312,6 +334,56 @@ static int measure(bench *b, const options *o, timing *t)
     return rc;
 }
 
+/* --profile: the same warm-up, then as many steps as the timed run would
+ * take, with the tape's timing mode on; prints the step's breakdown. The
+ * profile is a run of its own: the timed run never has it on. */
+enum { MAX_ENTRIES = 64 };
+
+static int profile(bench *b, const options *o)
+{
+    timing t = {0};
+    options warm = *o;
+    warm.seconds = 1e-9; /* the warm-up alone, and min_reps timed steps */
+    warm.min_reps = warm.max_reps = 1;
+    if (measure(b, &warm, &t) < 0)
+        return -1;
+    double step_ms = t.median_ms > 1e-6 ? t.median_ms : 1e-6;
+    double want = o->seconds * 1e3 / step_ms;
+    int reps = want < o->min_reps   ? o->min_reps
+               : want > o->max_reps ? o->max_reps
+                                    : (int)want;
+    tg_profile_entry e[MAX_ENTRIES];
+    tg_profile_start();
+    int rc = 0;
+    for (int i = 0; rc == 0 && i < reps; i++)
+        rc = train_step(b);
+    int n = tg_profile_stop(e, MAX_ENTRIES);
+    if (rc < 0 || n < 0)
+        return -1;
+    double total = 0, gemm = 0;
+    for (int i = 0; i < n; i++) {
+        double ms = e[i].forward_ms + e[i].backward_ms;
+        total += ms;
+        if (strstr(e[i].op, "matmul"))
+            gemm += ms;
+    }
+    const size_config *s = o->size;
+    printf("profile impl=tapegrad variant=%s config=%s dtype=%s threads=%d "
+           "steps=%d step_ms=%.4f matmul_share=%.2f\n",
+           path_names[o->path], s->name, o->dtype == TG_FLOAT32 ? "f32" : "f64",
+           o->threads, reps, total / reps, total > 0 ? 100 * gemm / total : 0);
+    /* The op last: its name may hold spaces ("(backward walk)"). */
+    for (int i = 0; i < n; i++)
+        printf("profile_op calls=%.6g forward_ms=%.4f backward_ms=%.4f "
+               "share=%.2f op=%s\n",
+               (double)e[i].calls / reps, e[i].forward_ms / reps,
+               e[i].backward_ms / reps,
+               total > 0 ? 100 * (e[i].forward_ms + e[i].backward_ms) / total
+                         : 0,
+               e[i].op);
+    return 0;
+}
+
 static const size_config *find_size(const char *name)
 {
     for (int i = 0; i < N_SIZES; i++)
@@ -353,6 +425,9 @@ static int parse(int argc, char **argv, const openblas_api *ob, options *o)
                 printf("%s %d %d %d %d\n", sizes[k].name, sizes[k].B,
                        sizes[k].T, sizes[k].C, sizes[k].hs);
             return 1;
+        } else if (!strcmp(a, "--profile")) {
+            o->profile = true;
+            takes_value = false;
         } else if (!v) {
             fprintf(stderr, "bench_head: %s needs a value (or is unknown)\n",
                     a);
@@ -419,7 +494,7 @@ int main(int argc, char **argv)
     rc = bench_init(&b, &o);
     if (rc == 0) {
         base_rss = peak_rss_kb();
-        rc = measure(&b, &o, &t);
+        rc = o.profile ? profile(&b, &o) : measure(&b, &o, &t);
     }
     if (rc < 0) {
         if (*tg_last_error())
@@ -428,6 +503,10 @@ int main(int argc, char **argv)
                     tg_last_error());
         bench_free(&b);
         return 1;
+    }
+    if (o.profile) {
+        bench_free(&b);
+        return 0;
     }
     const size_config *s = o.size;
     printf("bench impl=tapegrad variant=%s config=%s dtype=%s threads=%d "

@@ -10,12 +10,18 @@
  *           preallocated output
  * and their ratio, the cost of our layer. Operands marked "view" are
  * tg_transpose views that tg_matmul must hand to BLAS as transpose flags.
- * "dW" is the weight gradient of x @ W the way tapegrad's backward computes
- * it today: B products x_b^T @ dq_b, then summed over b; its BLAS column is
- * the one gemm x^T @ dq with K = B*T that needs no sum.
+ * "dW" is the weight gradient of x @ W, sum_b x_b^T @ dq_b, the way
+ * matmul's backward computes it: the batch folded into the rows, one
+ * product of K = B*T through tg_reshape and tg_transpose views; its BLAS
+ * column is that same one gemm.
  *
- * Then the reference: ?gemm's GFLOP/s at 1024^3 on 1 and 2 threads, the
- * "what sgemm reaches here" that the head's efficiency target is a share of.
+ * Then the reference: ?gemm's GFLOP/s at 1024^3 on 1 and 2 threads, ours
+ * (tg_matmul) beside BLAS's, the "what sgemm reaches here" that the head's
+ * efficiency target is a share of.
+ *
+ * And the ceiling: the FMA peak of one core, measured by a loop of 12
+ * independent chains of vector FMAs (AVX2's, or AVX-512's on a CPU that has
+ * it), float32 and float64; every GFLOP/s is also given as its % of it.
  *
  * Configured --without-blas, only our column is printed (the portable
  * kernel has no BLAS to be compared with). */
@@ -38,6 +44,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "fma_peak.h"
 #include "sizes.h"
 
 /* One operand: the shape of its contiguous storage, and whether tg_matmul
@@ -60,7 +67,7 @@ typedef struct gemm_plan {
 typedef struct mm_case {
     const char *name;
     operand a, b;
-    bool sum_batch; /* ours: the result summed over dim 0 (dW) */
+    bool sum_batch; /* ours: the sum over dim 0 of the products (dW) */
     gemm_plan blas;
 } mm_case;
 
@@ -92,7 +99,7 @@ static void head_cases(const size_config *s, mm_case *c)
          {2, {BT, hs}, false},
          false,
          {1, 0, 0, true, false, C, hs, BT, C, hs}},
-        {"dW: sum_b x_b^T @ dq_b",
+        {"dW: x^T @ dq, B folded",
          {3, {B, T, C}, true},
          {3, {B, T, hs}, false},
          true,
@@ -291,6 +298,37 @@ static void set_threads(int n)
 #endif
 }
 
+/* ---- the FMA peak of one core ------------------------------------------ */
+
+/* GFLOP/s of one core's FMA units, float32 and float64 (0: no vector FMA
+ * here). 12 independent accumulators: more than latency (4-5 cycles) x
+ * pipes (2) FMAs in flight, so the loop runs at the units' throughput. */
+static double peak_gflops[2];
+
+/* Measures peak_gflops (by CPU time: a loaded machine takes the core away,
+ * not cycles from the loop; bench/fma_peak.h) and prints the line. */
+static void measure_peak(void)
+{
+    const isa i = pick_isa();
+    if (X86 && strcmp(i.name, "avx512f") != 0 &&
+        strcmp(i.name, "avx2+fma") != 0) {
+        printf("FMA peak: no AVX2 or AVX-512 FMA on this CPU\n");
+        return;
+    }
+    peak_gflops[0] = fma_gflops(i.f32, i.lanes32, 0.5);
+    peak_gflops[1] = fma_gflops(i.f64, i.lanes32 / 2, 0.5);
+    printf("FMA peak of one core (%s, %d chains, CPU time): float32 %.1f "
+           "GFLOP/s, float64 %.1f GFLOP/s\n",
+           i.name, K_ACC, peak_gflops[0], peak_gflops[1]);
+}
+
+/* gflops as a % of the dtype's peak (0 when unmeasured). */
+static double of_peak(double gflops, tg_dtype dt)
+{
+    const double peak = peak_gflops[dt == TG_FLOAT64];
+    return peak > 0 ? 100 * gflops / peak : 0;
+}
+
 /* ---- one case: the operands as tensors and as plain arrays --------------- */
 
 typedef struct prepared {
@@ -340,15 +378,28 @@ static int prepare(prepared *p, const mm_case *c, tg_dtype dt)
     return p->a && p->b && p->pc ? 0 : -1;
 }
 
+/* Our product: tg_matmul(a, b); for dW, the way matmul's backward takes
+ * the gradient of a shared weight (ops/matmul.c): the batch folded into the
+ * rows, one product x2d^T @ dq2d of the (B*T,C) and (B*T,hs) views. */
+static tg_tensor *our_product(const prepared *p)
+{
+    if (!p->c->sum_batch)
+        return tg_matmul(p->a, p->b);
+    tg_tensor *x = tg_transpose(p->a, -2, -1); /* (B,T,C) */
+    tg_tensor *x2d =
+        x ? tg_reshape(x, 2, (const int64_t[]){-1, p->c->a.shape[2]}) : NULL;
+    tg_tensor *x2dT = x2d ? tg_transpose(x2d, 0, 1) : NULL;
+    tg_tensor *dq2d =
+        tg_reshape(p->b, 2, (const int64_t[]){-1, p->c->b.shape[2]});
+    tg_tensor *r = x2dT && dq2d ? tg_matmul(x2dT, dq2d) : NULL;
+    tg_release(x), tg_release(x2d), tg_release(x2dT), tg_release(dq2d);
+    return r;
+}
+
 static int run_ours(void *ctx)
 {
     const prepared *p = ctx;
-    tg_tensor *r = tg_matmul(p->a, p->b);
-    if (r && p->c->sum_batch) {
-        tg_tensor *summed = tg_sum(r, 0, false);
-        tg_release(r);
-        r = summed;
-    }
+    tg_tensor *r = our_product(p);
     if (!r)
         return -1;
     tg_release(r);
@@ -383,12 +434,7 @@ static int run_blas(void *ctx)
  * magnitude, within 1e-3 (float32 sums in another order). */
 static bool same_result(const prepared *p)
 {
-    tg_tensor *r = tg_matmul(p->a, p->b);
-    if (r && p->c->sum_batch) {
-        tg_tensor *summed = tg_sum(r, 0, false);
-        tg_release(r);
-        r = summed;
-    }
+    tg_tensor *r = our_product(p);
     const gemm_plan *g = &p->c->blas;
     int64_t n = (int64_t)g->count * g->m * g->n;
     if (!r || tg_numel(r) != n)
@@ -463,11 +509,14 @@ static int run_size(const size_config *s, const options *o)
             return -1;
         }
         medians blas = time_calls(run_blas, &p, o->seconds);
-        printf(" %10.4f %7.2f %7.2f %8.2f %8.2f\n", blas.wall,
+        printf(" %10.4f %7.2f %7.2f %8.2f %8.2f %6.1f %6.1f\n", blas.wall,
                ours.wall / blas.wall, ours.cpu / blas.cpu,
-               flops / (ours.wall * 1e6), flops / (blas.wall * 1e6));
+               flops / (ours.wall * 1e6), flops / (blas.wall * 1e6),
+               of_peak(flops / (ours.cpu * 1e6), o->dtype),
+               of_peak(flops / (blas.cpu * 1e6), o->dtype));
 #else
-        printf(" %8.2f\n", flops / (ours.wall * 1e6));
+        printf(" %8.2f %6.1f\n", flops / (ours.wall * 1e6),
+               of_peak(flops / (ours.cpu * 1e6), o->dtype));
 #endif
         fflush(stdout);
         prepared_free(&p);
@@ -483,7 +532,16 @@ enum { REF_N = 1024 };
 typedef struct square {
     tg_dtype dtype;
     void *a, *b, *c;
+    tg_tensor *ta, *tb; /* a and b as tensors, for ours */
 } square;
+
+static int run_square_ours(void *ctx)
+{
+    const square *q = ctx;
+    tg_tensor *r = tg_matmul(q->ta, q->tb);
+    tg_release(r);
+    return r ? 0 : -1;
+}
 
 static int run_square(void *ctx)
 {
@@ -503,7 +561,7 @@ static int reference(double seconds)
            REF_N, REF_N, REF_N);
     const double flops = 2.0 * REF_N * REF_N * REF_N;
     for (int d = 0; d < 2; d++) {
-        square q = {d ? TG_FLOAT64 : TG_FLOAT32, NULL, NULL, NULL};
+        square q = {d ? TG_FLOAT64 : TG_FLOAT32, NULL, NULL, NULL, NULL, NULL};
         size_t bytes = (size_t)REF_N * REF_N * tg_dtype_size(q.dtype);
         q.a = malloc(bytes), q.b = malloc(bytes), q.c = malloc(bytes);
         if (!q.a || !q.b || !q.c) {
@@ -519,19 +577,31 @@ static int reference(double seconds)
             else
                 ((double *)q.a)[i] = va, ((double *)q.b)[i] = vb;
         }
-        printf("  %s:", d ? "dgemm" : "sgemm");
-        for (int threads = 1; threads <= 2; threads++) {
-            set_threads(threads);
-            medians m = time_calls(run_square, &q, seconds);
-            printf("  %d thread%s %7.2f GFLOP/s (%.2f ms", threads,
-                   threads > 1 ? "s" : " ", flops / (m.wall * 1e6), m.wall);
-            if (threads == 1) /* by CPU time: one thread's own work */
-                printf("; by CPU time %.2f", flops / (m.cpu * 1e6));
-            printf(")");
-            fflush(stdout);
+        const int64_t shape[2] = {REF_N, REF_N};
+        q.ta = tg_from_data(q.dtype, 2, shape, q.a);
+        q.tb = tg_from_data(q.dtype, 2, shape, q.b);
+        for (int who = 0; q.ta && q.tb && who < 2; who++) {
+            printf("  %s %-5s:", d ? "dgemm" : "sgemm", who ? "BLAS" : "ours");
+            for (int threads = 1; threads <= 2; threads++) {
+                set_threads(threads);
+                medians m =
+                    time_calls(who ? run_square : run_square_ours, &q, seconds);
+                printf("  %d thread%s %7.2f GFLOP/s (%.2f ms", threads,
+                       threads > 1 ? "s" : " ", flops / (m.wall * 1e6), m.wall);
+                if (threads == 1) /* by CPU time: one thread's own work */
+                    printf("; by CPU time %.2f, %.1f%% of peak",
+                           flops / (m.cpu * 1e6),
+                           of_peak(flops / (m.cpu * 1e6), q.dtype));
+                printf(")");
+                fflush(stdout);
+            }
+            printf("\n");
         }
-        printf("\n");
+        const bool ok = q.ta && q.tb;
+        tg_release(q.ta), tg_release(q.tb);
         free(q.a), free(q.b), free(q.c);
+        if (!ok)
+            return -1;
     }
     return 0;
 }
@@ -559,15 +629,17 @@ int main(int argc, char **argv)
            "kernel, with no BLAS to compare against)\n",
            dt);
 #endif
+    measure_peak();
     printf("(v: a tg_transpose view; ms: wall-time medians; cpu: the ratio of "
-           "CPU-time medians; GFLOP/s at the wall median)\n");
+           "CPU-time medians; GFLOP/s at the wall median; %%pk: GFLOP/s at "
+           "the CPU-time median, as a %% of the FMA peak)\n");
 #ifdef TG_HAVE_BLAS
-    printf("%-7s %-24s %-27s %10s %10s %7s %7s %8s %8s\n", "size", "product",
-           "shapes", "ours ms", "BLAS ms", "ours/BL", "cpu", "GF/s us",
-           "GF/s BL");
+    printf("%-7s %-24s %-27s %10s %10s %7s %7s %8s %8s %6s %6s\n", "size",
+           "product", "shapes", "ours ms", "BLAS ms", "ours/BL", "cpu",
+           "GF/s us", "GF/s BL", "%pk us", "%pk BL");
 #else
-    printf("%-7s %-24s %-27s %10s %8s\n", "size", "product", "shapes",
-           "ours ms", "GFLOP/s");
+    printf("%-7s %-24s %-27s %10s %8s %6s\n", "size", "product", "shapes",
+           "ours ms", "GFLOP/s", "%pk us");
 #endif
     for (int i = 0; i < o.n_run; i++)
         if (run_size(o.run[i], &o) < 0) {

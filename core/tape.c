@@ -19,17 +19,29 @@
  * that cannot compute a gradient (out of memory) hands tg__accumulate a
  * NULL, which stops the walk; the leaves then get their old gradients back
  * and the walk's are dropped. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, for tg_profile_start */
+
 #include "core/internal.h"
 
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static TG_THREAD_LOCAL bool grad_disabled; /* grad mode is on by default */
 static TG_THREAD_LOCAL bool in_backward;   /* the engine is walking the tape */
 static TG_THREAD_LOCAL uint64_t next_seq = 1;
 static TG_THREAD_LOCAL bool record_norms; /* tg_tape_record_norms */
+
+/* Profiling (tg_profile_start, at the end of the file): non-NULL while on,
+ * so an op pays one thread-local test when it is off. */
+typedef struct profile profile;
+static TG_THREAD_LOCAL profile *prof;
+static void profile_forward(const char *op);
+static double profile_backward(const char *op, double t0);
+static double profile_now(void);
+static void profile_walk_end(double ops_ms);
 
 /* ---- the tape: one per thread ------------------------------------------ */
 
@@ -210,6 +222,8 @@ tg_tensor *tg__record(const tg_op *op, tg_tensor *out, int n_in,
     if (!out)
         return NULL;
     TG_ASSERT(n_in >= 0 && !out->node);
+    if (prof && !in_backward)
+        profile_forward(op->name);
     /* Every differentiable op passes here, recorded or not: the one place
      * to look at its output. (Ops a backward runs are checked as gradients
      * instead, by tg__accumulate.) */
@@ -732,6 +746,8 @@ int tg_backward_with(tg_tensor *out, tg_tensor *dout)
     bool was = tg_set_grad_enabled(false);
     bool was_paused = tg__scope_pause(true);
     bool was_in_backward = in_backward, was_failed = walk_failed;
+    bool profiled = prof && !was_in_backward; /* a nested walk is its op's */
+    double ops_ms = 0;                        /* the backward functions' */
     in_backward = true;
     if ((walk_failed = !grad_add(out, dout, false)))
         tg__error_wrap("backward");
@@ -741,7 +757,10 @@ int tg_backward_with(tg_tensor *out, tg_tensor *dout)
         if (y->grad && !walk_failed && !tg__anomaly_pending()) {
             if (record_norms) /* only for the printouts: asked for */
                 n->grad_norm = sqrt(tg__sum_squares(y->grad));
+            double t0 = profiled ? profile_now() : 0;
             n->op->backward(n, y->grad);
+            if (profiled)
+                ops_ms += profile_backward(n->op->name, t0);
             if (walk_failed)
                 failed_in(n->op->name);
         }
@@ -771,6 +790,8 @@ int tg_backward_with(tg_tensor *out, tg_tensor *dout)
     settle_leaves(&w, ok);
     walk_bufs_give(&w);
     tg__pool_epoch(); /* a step's end, usually: see core/tensor.c */
+    if (profiled)
+        profile_walk_end(ops_ms);
     return ok ? 0 : -1;
 }
 
@@ -955,4 +976,150 @@ void tg_tape_dot(FILE *f)
     tape_walk_end();
     fprintf(f, "}\n");
     free(seqs);
+}
+
+/* ---- profiling: each op's share of the time ------------------------------
+ *
+ * A table per thread, made by tg_profile_start and freed by tg_profile_stop
+ * (a thread that exits between the two leaks its table). An op's forward
+ * time is charged at its record: now - last, where last is the previous
+ * record, mark or walk end, so that a composed step is timed op by op
+ * without a clock inside any op; the entries then sum to the wall time from
+ * the start to the last charge. An op's backward time is that of its
+ * backward function; the walk's own time goes to WALK_ENTRY. */
+
+enum { PROFILE_MAX = 256 }; /* distinct names; the last slot is OTHER_ENTRY */
+
+static const char WALK_ENTRY[] = "(backward walk)";
+static const char OTHER_ENTRY[] = "(other ops)";
+
+struct profile {
+    int n;
+    double last_ms; /* the previous record, mark or walk end */
+    tg_profile_entry e[PROFILE_MAX];
+};
+
+/* Set when tg_profile_start could not allocate the table, for stop. */
+static TG_THREAD_LOCAL bool prof_failed;
+
+static double profile_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+/* The entry of name (found by address, then by text: marks may pass equal
+ * strings from different places), made when new; past PROFILE_MAX - 1
+ * names, OTHER_ENTRY. */
+static tg_profile_entry *profile_entry(const char *name)
+{
+    profile *p = prof;
+    for (int i = 0; i < p->n; i++)
+        if (p->e[i].op == name || !strcmp(p->e[i].op, name))
+            return &p->e[i];
+    tg_profile_entry *e =
+        &p->e[p->n < PROFILE_MAX - 1 ? p->n : PROFILE_MAX - 1];
+    if (p->n < PROFILE_MAX) {
+        p->n++;
+        *e = (tg_profile_entry){p->n < PROFILE_MAX ? name : OTHER_ENTRY, 0, 0,
+                                0};
+    }
+    return e;
+}
+
+/* op's forward: the time since the previous charge. */
+static void profile_forward(const char *op)
+{
+    double now = profile_now();
+    tg_profile_entry *e = profile_entry(op);
+    e->calls++;
+    e->forward_ms += now - prof->last_ms;
+    prof->last_ms = now;
+}
+
+/* op's backward function, begun at t0: its time, charged and returned. */
+static double profile_backward(const char *op, double t0)
+{
+    double ms = profile_now() - t0;
+    profile_entry(op)->backward_ms += ms;
+    return ms;
+}
+
+/* A walk's end: its time since the last charge, less its backward
+ * functions' ops_ms, to WALK_ENTRY. */
+static void profile_walk_end(double ops_ms)
+{
+    if (!prof) /* a backward function stopped the profile */
+        return;
+    double now = profile_now();
+    tg_profile_entry *e = profile_entry(WALK_ENTRY);
+    e->calls++;
+    e->backward_ms += now - prof->last_ms - ops_ms;
+    prof->last_ms = now;
+}
+
+void tg_profile_start(void)
+{
+    if (!prof)
+        prof = tg__malloc(sizeof *prof);
+    prof_failed = !prof;
+    if (!prof) {
+        tg__error("profile_start: out of memory for the profile's table "
+                  "(%zu bytes); profiling stays off",
+                  sizeof(profile));
+        return;
+    }
+    prof->n = 0;
+    prof->last_ms = profile_now();
+}
+
+void tg_profile_mark(const char *what)
+{
+    if (!prof)
+        return;
+    if (!what) {
+        prof->last_ms = profile_now();
+        return;
+    }
+    profile_forward(what);
+}
+
+/* Longest total first; equal totals by name, so the order is the same
+ * from run to run. */
+static int by_total_desc(const void *a, const void *b)
+{
+    const tg_profile_entry *x = a, *y = b;
+    double tx = x->forward_ms + x->backward_ms;
+    double ty = y->forward_ms + y->backward_ms;
+    return tx > ty ? -1 : tx < ty ? 1 : strcmp(x->op, y->op);
+}
+
+int tg_profile_stop(tg_profile_entry *out, int max)
+{
+    if (max < 0) {
+        tg__error("profile_stop: max is %d, must be >= 0", max);
+        return -1;
+    }
+    if (!out && max > 0) {
+        tg__error("profile_stop: out is NULL with max %d", max);
+        return -1;
+    }
+    profile *p = prof;
+    bool failed = prof_failed;
+    prof = NULL;
+    prof_failed = false;
+    if (failed) {
+        tg__error("profile_stop: the profile never started (out of memory "
+                  "in profile_start)");
+        return -1;
+    }
+    if (!p)
+        return 0;
+    qsort(p->e, (size_t)p->n, sizeof *p->e, by_total_desc);
+    int n = p->n < max ? p->n : max;
+    if (n > 0)
+        memcpy(out, p->e, (size_t)n * sizeof *out);
+    free(p);
+    return n;
 }

@@ -665,6 +665,39 @@ bool tg_tape_record_norms(bool on);
 /** Number of entries on this thread's tape that are still alive. */
 int64_t tg_tape_size(void);
 
+/** One op's time in a profile (tg_profile_start ... tg_profile_stop), on
+ * this thread. Profiling times the ops as they run, without changing any:
+ * the forward time of an op is the time from the previous op's record (or
+ * tg_profile_start, a tg_profile_mark, the end of a backward) to its own
+ * record, so it includes whatever ran between the two calls; its backward
+ * time is the time of its backward function. The entry "(backward walk)"
+ * holds the rest of each backward: from the last record before it (the
+ * seed) to its end, less the ops' backward functions (gathering the tape,
+ * the gradient norms, settling the leaves' gradients). The entries thus sum
+ * to the wall time from tg_profile_start to the last record or mark. */
+typedef struct tg_profile_entry {
+    const char *op;     /**< the op's name (static), or a mark's label */
+    int64_t calls;      /**< forward calls (marks: times marked) */
+    double forward_ms;  /**< total forward time, ms */
+    double backward_ms; /**< total time of its backward function, ms */
+} tg_profile_entry;
+
+/** Clears this thread's profile and turns profiling on. While it is off
+ * (the default) an op pays one thread-local test. If the profile's table
+ * cannot be allocated, profiling stays off and tg_profile_stop says so. */
+void tg_profile_start(void);
+/** Charges the time since the previous record or mark to the entry named
+ * what, as forward time (for work between ops that is no op: an optimizer
+ * step, data loading). what must outlive the profile (a string literal); a
+ * NULL what drops that time (the clock restarts). Does nothing while
+ * profiling is off. */
+void tg_profile_mark(const char *what);
+/** Turns profiling off and writes up to max entries to out, by total time
+ * (forward + backward) longest first. Returns how many it wrote (the
+ * longest max when there were more), or -1 with an error for out NULL with
+ * max > 0, max < 0, or a profile that could not start (out of memory). */
+int tg_profile_stop(tg_profile_entry *out, int max);
+
 /* ===================================================================== */
 /* Gradient check                                                         */
 /* ===================================================================== */

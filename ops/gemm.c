@@ -1,5 +1,7 @@
 /* The GEMM layer (ops/gemm.h): c = alpha * op(a) @ op(b) + beta * c on
- * OpenBLAS when configure found it, on the portable kernel below otherwise.
+ * the packed micro-kernels of this CPU (ops/gemm_packed.c) when it has
+ * AVX2 or AVX-512, else on OpenBLAS when configure found it, else on the
+ * portable kernel below. configure --with-gemm=openblas puts OpenBLAS first.
  *
  * The portable kernel cuts c into BLOCK_M x BLOCK_N blocks. Each block is
  * summed in a contiguous accumulator over the whole of k, BLOCK_K at a time:
@@ -15,9 +17,13 @@
 #include <config.h>
 
 #include "ops/gemm.h"
+#include "ops/gemm_kernels.h"
 
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #ifdef TG_HAVE_BLAS
 #include <cblas.h>
@@ -26,21 +32,7 @@
 
 enum { BLOCK_M = 64, BLOCK_N = 64, BLOCK_K = 64 };
 
-/* One call's arguments (tg__gemm's), alpha and beta rounded to the
- * dtype. */
-typedef struct {
-    tg_dtype dt;
-    bool ta, tb;
-    int64_t m, n, k;
-    double alpha;
-    const void *a;
-    int64_t lda;
-    const void *b;
-    int64_t ldb;
-    double beta;
-    void *c;
-    int64_t ldc;
-} product;
+typedef tg__gemm_product product;
 
 static int64_t min64(int64_t x, int64_t y) { return x < y ? x : y; }
 
@@ -202,8 +194,47 @@ static int blas_ld(int64_t rows, int64_t cols, int64_t ld)
     return (int)(rows == 1 ? cols : ld);
 }
 
+/* OpenBLAS picks its kernel from a table of CPU models; on a CPU it does
+ * not know it may take a pre-AVX2 one (Prescott's SSE3 kernel: a quarter
+ * of the machine), and reads OPENBLAS_CORETYPE only when it loads, too
+ * early for us to set it. So the first product that runs on OpenBLAS says
+ * once which variable to set, when its core is older than the CPU. */
+#ifdef HAVE_OPENBLAS_GET_CORENAME
+char *openblas_get_corename(void);
+
+static void note_old_core(void)
+{
+    static atomic_bool noted;
+    if (atomic_exchange(&noted, true))
+        return;
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
+        return;
+    static const char *const old[] = {
+        "prescott",  "core2",      "penryn",       "dunnington", "nehalem",
+        "atom",      "opteron",    "barcelona",    "bobcat",     "sandybridge",
+        "bulldozer", "piledriver", "katmai",       "coppermine", "northwood",
+        "banias",    "athlon",     "opteron_sse3", "nano",       "generic"};
+    const char *core = openblas_get_corename();
+    for (size_t i = 0; core && i < sizeof old / sizeof old[0]; i++)
+        if (strcasecmp(core, old[i]) == 0) {
+            fprintf(stderr,
+                    "tapegrad: OpenBLAS runs its %s kernel on this AVX2 CPU; "
+                    "set OPENBLAS_CORETYPE=Haswell (or Zen) for its full "
+                    "speed\n",
+                    core);
+            return;
+        }
+#endif
+}
+#else
+static void note_old_core(void) {}
+#endif
+
 static void blas(const product *g)
 {
+    note_old_core();
     const enum CBLAS_TRANSPOSE ta = g->ta ? CblasTrans : CblasNoTrans;
     const enum CBLAS_TRANSPOSE tb = g->tb ? CblasTrans : CblasNoTrans;
     const int m = (int)g->m, n = (int)g->n, k = (int)g->k;
@@ -222,9 +253,41 @@ static void blas(const product *g)
 
 /* ---- the entry points ---------------------------------------------------- */
 
-/* tg__gemm's product, on BLAS when blas_ok (and configured, and the sizes
- * fit its int), else on the portable kernel. */
-static bool gemm(bool blas_ok, tg_dtype dt, bool ta, bool tb, int64_t m,
+/* Which kernel runs a product. */
+typedef enum {
+    USE_DEFAULT,  /* as configured: ours, then OpenBLAS, then portable */
+    USE_OWN,      /* ours at tg__cpu_level(), else the portable one */
+    USE_PORTABLE, /* the portable kernel */
+} choice;
+
+/* The packed micro-kernel of dt at this CPU level, or NULL below AVX2. */
+static const tg__gemm_ukernel *own_kernel(tg_dtype dt)
+{
+    const int level = tg__cpu_level();
+    if (level >= TG_CPU_AVX512)
+        return tg__gemm_ukernel_avx512(dt);
+    if (level >= TG_CPU_AVX2)
+        return tg__gemm_ukernel_avx2(dt);
+    return NULL;
+}
+
+/* Whether OpenBLAS runs the products given USE_DEFAULT: when linked, and
+ * either configured first (--with-gemm=openblas) or our kernels have no
+ * path on this CPU. */
+static bool blas_first(tg_dtype dt)
+{
+#if defined(TG_HAVE_BLAS) && defined(TG_GEMM_OPENBLAS)
+    (void)dt;
+    return true;
+#elif defined(TG_HAVE_BLAS)
+    return own_kernel(dt) == NULL;
+#else
+    (void)dt;
+    return false;
+#endif
+}
+
+static bool gemm(choice use, tg_dtype dt, bool ta, bool tb, int64_t m,
                  int64_t n, int64_t k, double alpha, const void *a, int64_t lda,
                  const void *b, int64_t ldb, double beta, void *c, int64_t ldc)
 {
@@ -235,13 +298,14 @@ static bool gemm(bool blas_ok, tg_dtype dt, bool ta, bool tb, int64_t m,
         return true;
     check_lds(&g);
 #ifdef TG_HAVE_BLAS
-    if (blas_ok && fits_blas(&g)) {
+    if (use == USE_DEFAULT && blas_first(dt) && fits_blas(&g)) {
         blas(&g);
         return true;
     }
-#else
-    (void)blas_ok;
 #endif
+    const tg__gemm_ukernel *uk = use == USE_PORTABLE ? NULL : own_kernel(dt);
+    if (uk)
+        return tg__gemm_packed(uk, &g, tg__gemm_packed_threaded(m, n, k));
     return portable(&g);
 }
 
@@ -249,7 +313,15 @@ bool tg__gemm(tg_dtype dt, bool trans_a, bool trans_b, int64_t m, int64_t n,
               int64_t k, double alpha, const void *a, int64_t lda,
               const void *b, int64_t ldb, double beta, void *c, int64_t ldc)
 {
-    return gemm(true, dt, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
+    return gemm(USE_DEFAULT, dt, trans_a, trans_b, m, n, k, alpha, a, lda, b,
+                ldb, beta, c, ldc);
+}
+
+bool tg__gemm_own(tg_dtype dt, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                  int64_t k, double alpha, const void *a, int64_t lda,
+                  const void *b, int64_t ldb, double beta, void *c, int64_t ldc)
+{
+    return gemm(USE_OWN, dt, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
                 beta, c, ldc);
 }
 
@@ -258,18 +330,19 @@ bool tg__gemm_portable(tg_dtype dt, bool trans_a, bool trans_b, int64_t m,
                        int64_t lda, const void *b, int64_t ldb, double beta,
                        void *c, int64_t ldc)
 {
-    return gemm(false, dt, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
-                beta, c, ldc);
+    return gemm(USE_PORTABLE, dt, trans_a, trans_b, m, n, k, alpha, a, lda, b,
+                ldb, beta, c, ldc);
 }
 
 bool tg__gemm_threaded(int64_t m, int64_t n, int64_t k)
 {
+    /* both dtypes have a kernel at each level, or neither */
+    const tg_dtype dt = TG_FLOAT32;
 #ifdef TG_HAVE_BLAS
     /* OpenBLAS threads a gemm of more than 4 * 65536 multiply-adds: its
      * default GEMM_MULTITHREAD_THRESHOLD times SMP_THRESHOLD_MIN. */
-    return (double)m * (double)n * (double)k > 262144.0;
-#else
-    (void)m, (void)n, (void)k;
-    return false;
+    if (blas_first(dt))
+        return (double)m * (double)n * (double)k > 262144.0;
 #endif
+    return own_kernel(dt) && tg__gemm_packed_threaded(m, n, k);
 }

@@ -1,8 +1,10 @@
 /* The GEMM layer: every matrix product of the library (ops/matmul.c and the
  * tiles of ops/attention.c) goes through tg__gemm, which picks the kernel:
- * OpenBLAS's cblas_?gemm when configure found it (TG_HAVE_BLAS), the
- * portable cache-blocked kernel otherwise, and also for a product whose
- * sizes do not fit BLAS's int. Private to libtapegrad. */
+ * our packed micro-kernels (ops/gemm_kernels.h) when tg__cpu_level() is
+ * AVX2 or AVX-512, else OpenBLAS's cblas_?gemm when configure found it
+ * (TG_HAVE_BLAS; first when configured --with-gemm=openblas), else the
+ * portable cache-blocked kernel, which also takes a product whose sizes do
+ * not fit BLAS's int. Private to libtapegrad. */
 #ifndef TAPEGRAD_GEMM_H
 #define TAPEGRAD_GEMM_H
 
@@ -23,9 +25,16 @@
  * alpha = 0 or k = 0 makes c = beta * c without reading a or b; m = 0 or
  * n = 0 is nothing to do. alpha and beta are rounded to dt first.
  *
- * Threads: OpenBLAS threads a large product itself (see
- * tg__gemm_threaded); the portable kernel runs on the calling thread, so
- * callers may run products on tg__parallel_for's threads.
+ * Sum order: our kernels add each c element's k products in order, kc of
+ * them at a time into c (alpha * sum + beta * c for the first block, + c
+ * after), the same for every transpose and leading dim and every thread
+ * count: threads share c's blocks, never k. (The portable kernel too sums
+ * in k order; OpenBLAS makes no such promise.)
+ *
+ * Threads: our kernels share a large product among tg__parallel_for's
+ * threads and OpenBLAS among its own (see tg__gemm_threaded); called from
+ * one of the pool's threads, ours run on that thread alone. The portable
+ * kernel runs on the calling thread.
  *
  * Returns false, with no error set (the caller names its op and shapes),
  * only when a kernel runs out of memory for its workspace. */
@@ -42,6 +51,13 @@ TG_HIDDEN bool tg__gemm_portable(tg_dtype dt, bool trans_a, bool trans_b,
                                  const void *a, int64_t lda, const void *b,
                                  int64_t ldb, double beta, void *c,
                                  int64_t ldc);
+
+/* The same product on our packed kernels at tg__cpu_level() (the portable
+ * one below AVX2) whatever the build: for the tests and the benchmark. */
+TG_HIDDEN bool tg__gemm_own(tg_dtype dt, bool trans_a, bool trans_b, int64_t m,
+                            int64_t n, int64_t k, double alpha, const void *a,
+                            int64_t lda, const void *b, int64_t ldb,
+                            double beta, void *c, int64_t ldc);
 
 /* Whether tg__gemm runs an (m,n,k) product on threads of its own. A caller
  * that shares its products among its own threads (the pool) should do so

@@ -203,6 +203,11 @@ static void core_table(table_walk *w, env *e)
            "copy_out:", "NULL");
 
     /* autograd and scopes */
+    ROW_RC("profile_stop max < 0",
+           tg_profile_stop((tg_profile_entry[1]){{0}}, -1),
+           "profile_stop:", "max is -1");
+    ROW_RC("profile_stop NULL out", tg_profile_stop(NULL, 3),
+           "profile_stop:", "NULL", "max 3");
     ROW_RC("backward non-scalar", tg_backward(e->x), "backward", "(4,8,32)");
     ROW_RC("backward without grad", tg_backward(e->s), "backward", "require");
     ROW_RC("backward bool", tg_backward(temp(tg_zeros(TG_BOOL, 0, NULL))),

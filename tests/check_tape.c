@@ -6,6 +6,8 @@
  * left to tg_gradcheck. */
 #include "tests.h"
 
+#include "core/error.h" /* tg__alloc_fail_at */
+
 #include <ctype.h>
 #include <math.h>
 #include <stdio.h>
@@ -988,6 +990,117 @@ START_TEST(tape_dot_long_tape_is_fast)
 }
 END_TEST
 
+/* ---- profiling ------------------------------------------------------------ */
+
+/* The entry named op among n, or NULL. */
+static const tg_profile_entry *entry_of(const tg_profile_entry *e, int n,
+                                        const char *op)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(e[i].op, op))
+            return &e[i];
+    return NULL;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+/* A composed graph: each op's entry with its name and call count, the
+ * forward time of an op running from the previous charge (a sleep before
+ * the first op is its forward time), marks as entries, the walk's own
+ * entry, and the entries longest first. */
+START_TEST(profile_names_ops_and_counts)
+{
+    tg_tensor *x = param();
+    tg_tensor *w = tg_from_data(TG_FLOAT64, TG_SHAPE(3, 2), xs); /* no grad */
+    tg_profile_start();
+    sleep_ms(20);
+    tg_tensor *h = tg_matmul(x, w); /* (2,2) */
+    tg_tensor *e1 = tg_exp(h), *e2 = tg_exp(h);
+    tg_tensor *m = tg_mul(e1, e2);
+    tg_tensor *loss = tg_sum_all(m);
+    tg_profile_mark("between");
+    ck_assert_int_eq(tg_backward(loss), 0);
+    tg_profile_entry out[16];
+    int n = tg_profile_stop(out, 16);
+    ck_assert_int_eq(n, 6);
+    const struct {
+        const char *op;
+        int calls;
+        bool backward;
+    } want[] = {{"matmul", 1, true},   {"exp", 2, true},
+                {"mul", 1, true},      {"sum", 1, true},
+                {"between", 1, false}, {"(backward walk)", 1, true}};
+    for (int i = 0; i < COUNT(want); i++) {
+        const tg_profile_entry *e = entry_of(out, n, want[i].op);
+        ck_assert_msg(e, "no entry for %s", want[i].op);
+        ck_assert_int_eq(e->calls, want[i].calls);
+        ck_assert(e->forward_ms >= 0 && e->backward_ms >= 0);
+        if (!want[i].backward)
+            ck_assert(e->backward_ms == 0);
+    }
+    /* the sleep before the first op is its forward time */
+    ck_assert_double_ge(entry_of(out, n, "matmul")->forward_ms, 20);
+    ck_assert(entry_of(out, n, "(backward walk)")->forward_ms == 0);
+    for (int i = 1; i < n; i++)
+        ck_assert_double_ge(out[i - 1].forward_ms + out[i - 1].backward_ms,
+                            out[i].forward_ms + out[i].backward_ms);
+    tg_release(loss);
+    tg_release(m);
+    tg_release(e1);
+    tg_release(e2);
+    tg_release(h);
+    tg_release(w);
+    tg_release(x);
+}
+END_TEST
+
+/* Off (before start, after stop) nothing is recorded; a stop without a
+ * start is empty; max cuts the list to the longest entries; a NULL mark
+ * drops the time before it. */
+START_TEST(profile_off_records_nothing)
+{
+    tg_profile_entry out[8];
+    ck_assert_int_eq(tg_profile_stop(out, 8), 0);
+    tg_tensor *x = param();
+    tg_release(tg_exp(x));
+    tg_profile_start();
+    ck_assert_int_eq(tg_profile_stop(out, 8), 0);
+    tg_release(tg_exp(x)); /* off again */
+    ck_assert_int_eq(tg_profile_stop(NULL, 0), 0);
+
+    tg_profile_start();
+    tg_profile_mark("long");
+    sleep_ms(30);
+    tg_profile_mark("longer");
+    sleep_ms(60);
+    tg_profile_mark(NULL); /* dropped: the exp after it is short */
+    tg_release(tg_exp(x));
+    ck_assert_int_eq(tg_profile_stop(out, 1), 1);
+    ck_assert_str_eq(out[0].op, "longer");
+    ck_assert_double_ge(out[0].forward_ms, 30);
+    tg_release(x);
+}
+END_TEST
+
+/* Out of memory for the table: profiling stays off, and stop says so. */
+START_TEST(profile_out_of_memory)
+{
+    tg__alloc_fail_at(1, false);
+    tg_profile_start();
+    tg__alloc_fail_at(-1, false);
+    ck_assert_ptr_nonnull(strstr(tg_last_error(), "profile_start"));
+    tg_profile_entry out[4];
+    ck_assert_int_eq(tg_profile_stop(out, 4), -1);
+    ck_assert_ptr_nonnull(strstr(tg_last_error(), "profile_stop"));
+    ck_assert_int_eq(tg_profile_stop(out, 4), 0);
+}
+END_TEST
+
 Suite *tape_suite(void)
 {
     Suite *s = suite_create("tape");
@@ -1034,6 +1147,13 @@ Suite *tape_suite(void)
     tcase_add_test(tc, tape_dot_is_a_graph);
     tcase_add_test(tc, tape_dot_text);
     tcase_add_test(tc, tape_dot_long_tape_is_fast);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("profile");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, profile_names_ops_and_counts);
+    tcase_add_test(tc, profile_off_records_nothing);
+    tcase_add_test(tc, profile_out_of_memory);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -31,6 +31,9 @@
  *       take nothing.
  *   tg_set_grad_enabled tg_set_anomaly_mode tg_tape_record_norms
  *       take a bool; every value is valid.
+ *   tg_profile_start tg_profile_mark
+ *       void; start takes nothing (out of memory is reported by
+ *       tg_profile_stop), every label is valid for mark (NULL: none).
  *   tg_dtype_name tg_dtype_size tg_dtype_of
  *       total accessors: an unknown dtype gives "unknown" and 0, a NULL
  *       tensor TG_FLOAT32.

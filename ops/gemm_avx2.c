@@ -1,0 +1,93 @@
+/* The AVX2 + FMA micro-kernels (ops/gemm_kernels.h): 6 x 16 float32 and
+ * 6 x 8 float64 tiles, 12 ymm accumulators, 2 b vectors and 1 broadcast
+ * per step (15 of the 16 registers). Compiled for AVX2 whatever the build's
+ * -march (the target attribute), called only when tg__cpu_level() is at
+ * least TG_CPU_AVX2.
+ *
+ * Blocks for Zen 3 / Haswell-class cores (32K L1d, 512K or 256K L2):
+ * a (kc,nr) b sliver of 256 x 16 floats (or 256 x 8 doubles) is 16K, half
+ * of L1; an (mc,kc) a block of 144 x 256 floats is 144K (96 x 256 doubles:
+ * 192K), within L2. */
+#include <config.h>
+
+#include "ops/gemm_kernels.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+
+#include <immintrin.h>
+
+#define UK_TARGET __attribute__((target("avx2,fma")))
+
+#define UK_NAME         sgemm_6x16
+#define UK_T            float
+#define UK_V            __m256
+#define UK_LANES        8
+#define UK_MR           6
+#define UK_ZERO()       _mm256_setzero_ps()
+#define UK_SET1(x)      _mm256_set1_ps(x)
+#define UK_LOADU(p)     _mm256_loadu_ps(p)
+#define UK_STOREU(p, v) _mm256_storeu_ps(p, v)
+#define UK_BCAST(p)     _mm256_broadcast_ss(p)
+#define UK_MUL(x, y)    _mm256_mul_ps(x, y)
+#define UK_FMA(x, y, z) _mm256_fmadd_ps(x, y, z)
+#include "ops/gemm_ukernel.h"
+#undef UK_NAME
+#undef UK_T
+#undef UK_V
+#undef UK_LANES
+#undef UK_MR
+#undef UK_ZERO
+#undef UK_SET1
+#undef UK_LOADU
+#undef UK_STOREU
+#undef UK_BCAST
+#undef UK_MUL
+#undef UK_FMA
+
+#define UK_NAME         dgemm_6x8
+#define UK_T            double
+#define UK_V            __m256d
+#define UK_LANES        4
+#define UK_MR           6
+#define UK_ZERO()       _mm256_setzero_pd()
+#define UK_SET1(x)      _mm256_set1_pd(x)
+#define UK_LOADU(p)     _mm256_loadu_pd(p)
+#define UK_STOREU(p, v) _mm256_storeu_pd(p, v)
+#define UK_BCAST(p)     _mm256_broadcast_sd(p)
+#define UK_MUL(x, y)    _mm256_mul_pd(x, y)
+#define UK_FMA(x, y, z) _mm256_fmadd_pd(x, y, z)
+#include "ops/gemm_ukernel.h"
+#undef UK_NAME
+#undef UK_T
+#undef UK_V
+#undef UK_LANES
+#undef UK_MR
+#undef UK_ZERO
+#undef UK_SET1
+#undef UK_LOADU
+#undef UK_STOREU
+#undef UK_BCAST
+#undef UK_MUL
+#undef UK_FMA
+
+#undef UK_TARGET
+
+static const tg__gemm_ukernel sgemm = {
+    .mr = 6, .nr = 16, .mc = 144, .kc = 256, .nc = 3072, .run = sgemm_6x16};
+static const tg__gemm_ukernel dgemm = {
+    .mr = 6, .nr = 8, .mc = 96, .kc = 256, .nc = 3072, .run = dgemm_6x8};
+
+const tg__gemm_ukernel *tg__gemm_ukernel_avx2(tg_dtype dt)
+{
+    return dt == TG_FLOAT32 ? &sgemm : &dgemm;
+}
+
+#else
+
+const tg__gemm_ukernel *tg__gemm_ukernel_avx2(tg_dtype dt)
+{
+    (void)dt;
+    return NULL;
+}
+
+#endif

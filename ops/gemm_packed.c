@@ -1,0 +1,318 @@
+/* The driver of the packed micro-kernels (ops/gemm_kernels.h), in the
+ * GotoBLAS / BLIS loop order, for one (mc x nc) block of c at a time:
+ *
+ *     for j0 in 0, nc, 2nc, ...
+ *       for p0 in 0, kc, 2kc, ...        (in order: c's sums run along k)
+ *         Bp = op(b)[p0:p0+kc, j0:j0+nc] packed in nr-column slivers
+ *         for i0 in 0, mc, 2mc, ...
+ *             Ap = op(a)[i0:i0+mc, p0:p0+kc] packed in mr-row panels
+ *             for jr (slivers of Bp), for ir (panels of Ap):
+ *                 c tile (mr,nr) = alpha * Ap_ir @ Bp_jr + beta' * c tile
+ *
+ * with beta' = beta for the first k block and 1 after. Packing reads a and
+ * b in whichever layout they are stored, so the kernel sees the same panels
+ * for every transpose; panels past m or n are padded with zeros, and an
+ * edge tile is run on a scratch tile and copied out, so each element of c
+ * goes through the same arithmetic wherever it lies.
+ *
+ * Threads: c is cut in one rectangle per thread (along n first, so each
+ * packs only its share of b), run on tg__parallel_for's threads; never the
+ * k loop, so the result does not depend on how many
+ * there are. A worker that calls in runs alone (the pool takes one job at
+ * a time), which keeps attention's per-tile products on their thread. */
+#include <config.h>
+
+#include "ops/gemm_kernels.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int64_t min64(int64_t x, int64_t y) { return x < y ? x : y; }
+static int64_t ceil_div(int64_t x, int64_t y) { return (x + y - 1) / y; }
+
+/* ---- packing buffers, kept between calls ---------------------------------- */
+
+/* A few buffers taken and given back by the threads that run products, so
+ * a product allocates nothing once they have grown to its blocks. A thread
+ * that finds all taken (more threads than slots) allocates its own for the
+ * call. The kept ones are reachable from here until exit. */
+enum { N_SLOTS = 8 };
+static struct {
+    atomic_bool taken;
+    void *mem;
+    size_t size;
+} slots[N_SLOTS];
+
+/* A buffer of at least size bytes, 64-byte aligned, and its slot in *slot
+ * (-1 for one of its own); NULL when out of memory. */
+static void *take_buffer(size_t size, int *slot)
+{
+    for (int s = 0; s < N_SLOTS; s++) {
+        bool expected = false;
+        if (!atomic_compare_exchange_strong_explicit(&slots[s].taken, &expected,
+                                                     true, memory_order_acquire,
+                                                     memory_order_relaxed))
+            continue;
+        if (slots[s].size < size) {
+            void *mem;
+            if (tg__posix_memalign(&mem, 64, size) != 0) {
+                atomic_store_explicit(&slots[s].taken, false,
+                                      memory_order_release);
+                return NULL;
+            }
+            free(slots[s].mem);
+            slots[s].mem = mem, slots[s].size = size;
+        }
+        *slot = s;
+        return slots[s].mem;
+    }
+    void *mem;
+    *slot = -1;
+    return tg__posix_memalign(&mem, 64, size) == 0 ? mem : NULL;
+}
+
+static void give_back(void *mem, int slot)
+{
+    if (slot < 0)
+        free(mem);
+    else
+        atomic_store_explicit(&slots[slot].taken, false, memory_order_release);
+}
+
+/* ---- packing ---------------------------------------------------------------- */
+
+/* Ap = op(a)[i0:i0+mb, p0:p0+kb] in mr-row panels: panel r holds
+ * Ap[r][p*mr + i] = op(a)(i0 + r*mr + i, p0 + p), zero past row mb.
+ * op(a)(i,p) is a[i*lda + p], or a[p*lda + i] when transposed. Storage is
+ * read row by row either way (a column walk over rows a page apart misses
+ * the TLB and one cache set at every step). */
+static void pack_a(const tg__gemm_product *g, int mr, int64_t i0, int64_t mb,
+                   int64_t p0, int64_t kb, void *ap)
+{
+    TG_DISPATCH_FLOAT(g->dt, T, {
+        const T *a = g->a;
+        T *dst = ap;
+        if (g->ta) {
+            /* storage row p0+p is column p of op(a): every panel's p-th */
+            for (int64_t p = 0; p < kb; p++) {
+                const T *src = a + (p0 + p) * g->lda + i0;
+                for (int64_t r = 0; r < mb; r += mr) {
+                    const int64_t rows = min64(mr, mb - r);
+                    T *d = dst + r * kb + p * mr;
+                    for (int64_t i = 0; i < rows; i++)
+                        d[i] = src[r + i];
+                    for (int64_t i = rows; i < mr; i++)
+                        d[i] = 0;
+                }
+            }
+            return;
+        }
+        for (int64_t r = 0; r < mb; r += mr, dst += mr * kb) {
+            const int64_t rows = min64(mr, mb - r);
+            const T *src = a + (i0 + r) * g->lda + p0;
+            for (int64_t p = 0; p < kb; p++) {
+                for (int64_t i = 0; i < rows; i++)
+                    dst[p * mr + i] = src[i * g->lda + p];
+                for (int64_t i = rows; i < mr; i++)
+                    dst[p * mr + i] = 0;
+            }
+        }
+    });
+}
+
+enum { PACK_B_SLIVERS = 4 };
+
+/* Bp = op(b)[p0:p0+kb, j0:j0+nb] in nr-column slivers: sliver s holds
+ * Bp[s][p*nr + j] = op(b)(p0 + p, j0 + s*nr + j), zero past column nb.
+ * op(b)(p,j) is b[p*ldb + j], or b[j*ldb + p] when transposed; read row by
+ * row of storage, as pack_a. */
+static void pack_b(const tg__gemm_product *g, int nr, int64_t p0, int64_t kb,
+                   int64_t j0, int64_t nb, void *bp)
+{
+    TG_DISPATCH_FLOAT(g->dt, T, {
+        const T *b = g->b;
+        T *dst = bp;
+        if (!g->tb) {
+            /* PACK_B_SLIVERS slivers at a time: their rows written side by
+             * side, a few streams, for a few lines of each row read */
+            for (int64_t s0 = 0; s0 < nb; s0 += PACK_B_SLIVERS * nr) {
+                const int64_t s_end = min64(nb, s0 + PACK_B_SLIVERS * nr);
+                for (int64_t p = 0; p < kb; p++) {
+                    const T *src = b + (p0 + p) * g->ldb + j0;
+                    for (int64_t s = s0; s < s_end; s += nr) {
+                        const int64_t cols = min64(nr, nb - s);
+                        T *d = dst + s * kb + p * nr;
+                        for (int64_t j = 0; j < cols; j++)
+                            d[j] = src[s + j];
+                        for (int64_t j = cols; j < nr; j++)
+                            d[j] = 0;
+                    }
+                }
+            }
+            return;
+        }
+        for (int64_t s = 0; s < nb; s += nr, dst += nr * kb) {
+            const int64_t cols = min64(nr, nb - s);
+            for (int64_t j = 0; j < nr; j++) {
+                const T *src = b + (j0 + s + j) * g->ldb + p0;
+                for (int64_t p = 0; p < kb; p++)
+                    dst[p * nr + j] = j < cols ? src[p] : 0;
+            }
+        }
+    });
+}
+
+/* ---- the blocks ------------------------------------------------------------- */
+
+/* Where the micro-kernel reads the a panel of rows i0.. (mr of them), k
+ * from p0: packed at ap when packed, else in place, full panels only. */
+typedef struct {
+    const char *base;
+    int64_t rs, cs;
+} a_panel;
+
+/* One block: c (mb,nb) at c = alpha * op(a)[i0:, p0:] @ Bp + beta * c.
+ * With a_packed, a's panels are in ap; else full panels are read in place
+ * and only the last, cut by the edge, was packed (to ap). A tile cut by the
+ * block's edge runs on tile (mr x nr scratch) and is copied out, its c
+ * values copied in first when beta reads them. */
+static void multiply_block(const tg__gemm_ukernel *uk,
+                           const tg__gemm_product *g, int64_t i0, int64_t mb,
+                           int64_t p0, int64_t kb, int64_t nb, bool a_packed,
+                           const char *ap, const char *bp, double beta, char *c,
+                           char *tile)
+{
+    const size_t es = tg_dtype_size(g->dt);
+    const int mr = uk->mr, nr = uk->nr;
+    const int64_t ldc = g->ldc;
+    for (int64_t jr = 0; jr < nb; jr += nr) {
+        const int64_t cols = min64(nr, nb - jr);
+        const char *b_sliver = bp + (size_t)(jr * kb) * es;
+        for (int64_t ir = 0; ir < mb; ir += mr) {
+            const int64_t rows = min64(mr, mb - ir);
+            a_panel pa = {ap + (size_t)(ir * kb) * es, 1, mr};
+            if (!a_packed && rows == mr) {
+                pa.rs = g->ta ? 1 : g->lda, pa.cs = g->ta ? g->lda : 1;
+                pa.base = (const char *)g->a +
+                          (size_t)((i0 + ir) * pa.rs + p0 * pa.cs) * es;
+            } else if (!a_packed) {
+                pa.base = ap; /* the edge panel, packed alone */
+            }
+            char *ct = c + (size_t)(ir * ldc + jr) * es;
+            if (rows == mr && cols == nr) {
+                uk->run(kb, pa.base, pa.rs, pa.cs, b_sliver, g->alpha, beta, ct,
+                        ldc);
+                continue;
+            }
+            for (int64_t i = 0; beta != 0 && i < rows; i++)
+                memcpy(tile + (size_t)(i * nr) * es,
+                       ct + (size_t)(i * ldc) * es, (size_t)cols * es);
+            uk->run(kb, pa.base, pa.rs, pa.cs, b_sliver, g->alpha, beta, tile,
+                    nr);
+            for (int64_t i = 0; i < rows; i++)
+                memcpy(ct + (size_t)(i * ldc) * es,
+                       tile + (size_t)(i * nr) * es, (size_t)cols * es);
+        }
+    }
+}
+
+/* One product's split among threads: c in m_parts x n_parts rectangles of
+ * rows x cols (the last ones cut), rectangle u at (u % m_parts,
+ * u / m_parts). Each is a product of its own, run in (mc,nc) blocks. */
+typedef struct {
+    const tg__gemm_ukernel *uk;
+    const tg__gemm_product *g;
+    int64_t m_parts, rows, cols;
+    atomic_bool failed;
+} job;
+
+/* Up to this many b slivers across c, a is read in place, not packed. */
+enum { A_IN_PLACE_MAX_SLIVERS = 8 };
+
+static void run_parts(void *ctx, int64_t lo, int64_t hi)
+{
+    job *jb = ctx;
+    const tg__gemm_ukernel *uk = jb->uk;
+    const tg__gemm_product *g = jb->g;
+    const size_t es = tg_dtype_size(g->dt);
+    const int64_t kc = min64(uk->kc, g->k);
+    const int64_t mc = min64(uk->mc, jb->rows), nc = min64(uk->nc, jb->cols);
+    const int64_t a_size = ceil_div(mc, uk->mr) * uk->mr * kc;
+    const int64_t b_size = ceil_div(nc, uk->nr) * uk->nr * kc;
+    const int64_t tile_size = (int64_t)uk->mr * uk->nr;
+    int slot;
+    char *ap = take_buffer((size_t)(a_size + b_size + tile_size) * es, &slot);
+    if (!ap) {
+        atomic_store(&jb->failed, true);
+        return;
+    }
+    char *bp = ap + (size_t)a_size * es, *tile = bp + (size_t)b_size * es;
+    /* Packing a pays when each panel then meets many b slivers; with few
+     * (a narrow c), the kernel reads a where it lies. */
+    const bool a_packed = g->n > A_IN_PLACE_MAX_SLIVERS * uk->nr;
+    for (int64_t u = lo; u < hi; u++) {
+        const int64_t i_lo = u % jb->m_parts * jb->rows;
+        const int64_t i_hi = min64(g->m, i_lo + jb->rows);
+        const int64_t j_lo = u / jb->m_parts * jb->cols;
+        const int64_t j_hi = min64(g->n, j_lo + jb->cols);
+        for (int64_t j0 = j_lo; j0 < j_hi; j0 += nc) {
+            const int64_t nb = min64(nc, j_hi - j0);
+            for (int64_t p0 = 0; p0 < g->k; p0 += kc) {
+                const int64_t kb = min64(kc, g->k - p0);
+                const double beta = p0 == 0 ? g->beta : 1;
+                pack_b(g, uk->nr, p0, kb, j0, nb, bp);
+                for (int64_t i0 = i_lo; i0 < i_hi; i0 += mc) {
+                    const int64_t mb = min64(mc, i_hi - i0);
+                    if (a_packed)
+                        pack_a(g, uk->mr, i0, mb, p0, kb, ap);
+                    else if (mb % uk->mr)
+                        pack_a(g, uk->mr, i0 + mb - mb % uk->mr, mb % uk->mr,
+                               p0, kb, ap);
+                    multiply_block(
+                        uk, g, i0, mb, p0, kb, nb, a_packed, ap, bp, beta,
+                        (char *)g->c + (size_t)(i0 * g->ldc + j0) * es, tile);
+                }
+            }
+        }
+    }
+    give_back(ap, slot);
+}
+
+/* Below this many multiply-adds a product stays on its thread: waking the
+ * pool costs more than the half it would save (about 2^22 is 100 us on
+ * one core). */
+#define THREADED_MIN_FMAS 4194304.0
+
+bool tg__gemm_packed_threaded(int64_t m, int64_t n, int64_t k)
+{
+    return (double)m * (double)n * (double)k >= THREADED_MIN_FMAS &&
+           tg__parallel_threads(2, TG_PARALLEL_MIN) > 1;
+}
+
+bool tg__gemm_packed(const tg__gemm_ukernel *uk, const tg__gemm_product *g,
+                     bool threaded)
+{
+    job jb = {.uk = uk, .g = g, .m_parts = 1, .rows = g->m, .cols = g->n};
+    const int64_t threads =
+        threaded ? tg__parallel_threads(2, TG_PARALLEL_MIN) : 1;
+    int64_t n_parts = 1;
+    if (threads > 1) {
+        /* One rectangle per thread, so each packs its b once: split the
+         * columns while each part keeps 4 slivers, then the rows. (The
+         * rectangles' sizes change no sum.) */
+        n_parts = min64(threads, ceil_div(g->n, 4 * uk->nr));
+        jb.m_parts = min64(ceil_div(threads, n_parts), ceil_div(g->m, uk->mr));
+        jb.cols = ceil_div(ceil_div(g->n, n_parts), uk->nr) * uk->nr;
+        jb.rows = ceil_div(ceil_div(g->m, jb.m_parts), uk->mr) * uk->mr;
+        n_parts = ceil_div(g->n, jb.cols);
+        jb.m_parts = ceil_div(g->m, jb.rows);
+    }
+    const int64_t parts = jb.m_parts * n_parts;
+    atomic_init(&jb.failed, false);
+    if (parts > 1)
+        tg__parallel_for(parts, (int64_t)TG_PARALLEL_MIN, run_parts, &jb);
+    else
+        run_parts(&jb, 0, 1);
+    return !atomic_load(&jb.failed);
+}
