@@ -14,7 +14,13 @@
  *
  * The counter is one for the process, not per thread: the worker threads'
  * allocations (attention's tiles) count too. A ground floor beside
- * core/error.c: it calls nothing else of the library. */
+ * core/error.c: it calls nothing else of the library.
+ *
+ * A pool that hands out again memory it kept (core/storage.c) is a point
+ * that can fail too (tg__alloc_reuse_fails), so that which allocation is
+ * k-th does not depend on what the pools hold; but it takes nothing from
+ * the system. A second count, tg__alloc_system_counted, leaves such reuses
+ * out: what a steady training step must keep at 0. */
 #include "core/error.h"
 
 #include <errno.h>
@@ -23,14 +29,16 @@
 #include <string.h>
 
 static atomic_bool counting;
-static _Atomic int64_t counted;  /* allocations since counting began */
-static _Atomic int64_t fail_at;  /* the one that fails; 0: none */
-static atomic_bool keep_failing; /* and every one after it */
+static _Atomic int64_t counted;     /* allocations since counting began */
+static _Atomic int64_t fail_at;     /* the one that fails; 0: none */
+static atomic_bool keep_failing;    /* and every one after it */
+static _Atomic int64_t from_system; /* of them, not a pool's reuse */
 
 void tg__alloc_fail_at(int64_t k, bool every_after)
 {
     atomic_store(&counting, false);
     atomic_store(&counted, 0);
+    atomic_store(&from_system, 0);
     atomic_store(&fail_at, k > 0 ? k : 0);
     atomic_store(&keep_failing, every_after);
     atomic_store(&counting, k >= 0);
@@ -38,7 +46,17 @@ void tg__alloc_fail_at(int64_t k, bool every_after)
 
 int64_t tg__alloc_counted(void) { return atomic_load(&counted); }
 
+int64_t tg__alloc_system_counted(void) { return atomic_load(&from_system); }
+
 bool tg__alloc_fails(void)
+{
+    if (!atomic_load_explicit(&counting, memory_order_relaxed))
+        return false;
+    atomic_fetch_add_explicit(&from_system, 1, memory_order_relaxed);
+    return tg__alloc_reuse_fails();
+}
+
+bool tg__alloc_reuse_fails(void)
 {
     if (!atomic_load_explicit(&counting, memory_order_relaxed))
         return false;

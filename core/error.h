@@ -65,6 +65,10 @@ TG_HIDDEN char *tg__strdup(const char *s);
  * (a block the storage pool hands out again, an mmap, realpath's buffer):
  * counts it, and true when it is to fail. */
 TG_HIDDEN bool tg__alloc_fails(void);
+/* Memory a pool kept and hands out again (core/storage.c): a point that
+ * fails like any allocation (counted by tg__alloc_counted, so the k-th is
+ * the same whatever the pools hold), but not one from the system. */
+TG_HIDDEN bool tg__alloc_reuse_fails(void);
 /* Fault injection, for the tests: starts counting allocations from 0; the
  * k-th from now (k >= 1) fails, and with every_after each one after it as
  * well. k = 0 counts without failing any; k < 0 stops counting (the
@@ -72,6 +76,9 @@ TG_HIDDEN bool tg__alloc_fails(void);
 TG_HIDDEN void tg__alloc_fail_at(int64_t k, bool every_after);
 /* Allocations counted since the last tg__alloc_fail_at. */
 TG_HIDDEN int64_t tg__alloc_counted(void);
+/* Of them, those that took memory from the system: all but the pools'
+ * reuses (tg__alloc_reuse_fails). */
+TG_HIDDEN int64_t tg__alloc_system_counted(void);
 
 /* The file:line of the user's current call (NULL, 0 if unknown), as the
  * call-site macros stored it with tg_set_callsite. */

@@ -125,6 +125,16 @@ TG_HIDDEN void tg__storage_release(tg_storage *s);
  * what the last few epochs did not need. */
 TG_HIDDEN int64_t tg__pool_cached_bytes(void);
 TG_HIDDEN void tg__pool_epoch(void);
+/* Whether the pool is on (not under valgrind, ASan or TG_NO_POOL=1): the
+ * other per-step memory (scope slots, backward's walk arrays) is kept
+ * between steps only then, so that the memory checkers see it come and go. */
+TG_HIDDEN bool tg__pool_on(void);
+/* n bytes (uninitialized) from the pool's size classes, for the headers of
+ * tensors and tape entries; NULL when out of memory (a reuse counts as an
+ * allocation point, tg__alloc_reuse_fails). tg__pool_put gives them back,
+ * with the same n; NULL is ignored. Any thread may put what another got. */
+TG_HIDDEN void *tg__pool_get(size_t n);
+TG_HIDDEN void tg__pool_put(void *p, size_t n);
 /* The leak audit: a tensor made by op (at the current call site); one
  * being freed. */
 TG_HIDDEN void tg__audit_born(tg_tensor *t, const char *op);
@@ -153,10 +163,11 @@ TG_HIDDEN void tg__scope_release(tg_tensor *t);
 /* tg_scope_end (core/tensor.c) in three steps: whether a scope is open;
  * the innermost scope's newest tensor still in a slot, taken out of it (the
  * caller now holds the scope's reference and drops it), or NULL when none
- * is left; then closing the scope. */
+ * is left; then closing the scope (when the outermost closes, its arrays
+ * are freed, or with keep_memory kept for the next). */
 TG_HIDDEN bool tg__scope_is_open(void);
 TG_HIDDEN tg_tensor *tg__scope_take_newest(void);
-TG_HIDDEN void tg__scope_close(void);
+TG_HIDDEN void tg__scope_close(bool keep_memory);
 /* tg_scope_end's first step: when the innermost scope is one tg_scope_begin
  * could not open (out of memory), closes it and returns true (holding no
  * tensors, it has nothing to release). */

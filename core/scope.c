@@ -28,6 +28,7 @@
  * thread-local could be after a thread exits). */
 #include "core/internal.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 
 static atomic_uint_fast64_t threads_with_scopes;
@@ -39,6 +40,40 @@ static TG_THREAD_LOCAL int64_t *marks; /* n_slots at each open scope's begin */
 static TG_THREAD_LOCAL int64_t n_marks, cap_marks;
 static TG_THREAD_LOCAL int64_t n_lost; /* innermost scopes never opened */
 static TG_THREAD_LOCAL bool paused;
+/* The outermost scope closed keeping the arrays: the next outermost one
+ * reuses them, and each reuse is an allocation point, as a pool's is
+ * (tg__alloc_reuse_fails), where a fresh array would have been allocated:
+ * a test failing the k-th allocation reaches the same points either way. */
+static TG_THREAD_LOCAL bool marks_kept, slots_kept;
+
+/* The stack's arrays outlive the outermost scope when the caller keeps them
+ * (a training loop opens and closes one every step), until the thread
+ * exits: then the key's destructor frees them. */
+static pthread_key_t stack_key;
+static bool stack_key_made;
+static pthread_once_t stack_key_once = PTHREAD_ONCE_INIT;
+
+static void free_stack(void)
+{
+    free(slots);
+    free(marks);
+    slots = NULL;
+    marks = NULL;
+    cap_slots = cap_marks = 0;
+}
+
+static void stack_thread_exit(void *arg)
+{
+    (void)arg;
+    free_stack();
+}
+
+static void make_stack_key(void)
+{
+    /* Without a key, an exiting thread's arrays stay: a small leak per
+     * thread, not an error. */
+    stack_key_made = pthread_key_create(&stack_key, stack_thread_exit) == 0;
+}
 
 /* Grows *buf to hold at least need elements of size es. */
 static bool grow(void **buf, int64_t *cap, int64_t need, size_t es)
@@ -51,6 +86,11 @@ static bool grow(void **buf, int64_t *cap, int64_t need, size_t es)
     void *p = tg__realloc(*buf, (size_t)ncap * es);
     if (!p)
         return false;
+    if (!*buf) { /* the thread's first: free it at the thread's exit */
+        pthread_once(&stack_key_once, make_stack_key);
+        if (stack_key_made)
+            pthread_setspecific(stack_key, p);
+    }
     *buf = p;
     *cap = ncap;
     return true;
@@ -62,11 +102,12 @@ void tg_scope_begin(void)
         stack_id = atomic_fetch_add_explicit(&threads_with_scopes, 1,
                                              memory_order_relaxed) +
                    1;
-    if (n_lost > 0 ||
+    if (n_lost > 0 || (marks_kept && tg__alloc_reuse_fails()) ||
         !grow((void **)&marks, &cap_marks, n_marks + 1, sizeof *marks)) {
         n_lost++; /* nested in a lost scope, or lost itself */
         return;
     }
+    marks_kept = false;
     marks[n_marks++] = n_slots;
 }
 
@@ -95,17 +136,16 @@ tg_tensor *tg__scope_take_newest(void)
     return NULL;
 }
 
-void tg__scope_close(void)
+void tg__scope_close(bool keep_memory)
 {
     TG_ASSERT(n_marks > 0);
     n_marks--;
-    if (n_marks == 0) { /* outermost scope closed: give the memory back */
-        free(slots);
-        free(marks);
-        slots = NULL;
-        marks = NULL;
-        cap_slots = cap_marks = 0;
-    }
+    if (n_marks > 0)
+        return;
+    if (!keep_memory) /* outermost scope closed */
+        free_stack();
+    marks_kept = marks != NULL;
+    slots_kept = slots != NULL;
 }
 
 bool tg__scope_pause(bool on)
@@ -133,10 +173,12 @@ bool tg__scope_register(tg_tensor *t, const char *op)
     }
     if (n_marks == 0)
         return true;
-    if (!grow((void **)&slots, &cap_slots, n_slots + 1, sizeof *slots)) {
+    if ((slots_kept && tg__alloc_reuse_fails()) ||
+        !grow((void **)&slots, &cap_slots, n_slots + 1, sizeof *slots)) {
         tg__error("%s: out of memory for the scope's list of tensors", op);
         return false;
     }
+    slots_kept = false;
     t->scope_thread = stack_id;
     t->scope_slot = n_slots;
     slots[n_slots++] = t;

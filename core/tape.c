@@ -32,6 +32,7 @@
 static TG_THREAD_LOCAL bool grad_disabled; /* grad mode is on by default */
 static TG_THREAD_LOCAL bool in_backward;   /* the engine is walking the tape */
 static TG_THREAD_LOCAL uint64_t next_seq = 1;
+static TG_THREAD_LOCAL bool record_norms; /* tg_tape_record_norms */
 
 /* Profiling (tg_profile_start, at the end of the file): non-NULL while on,
  * so an op pays one thread-local test when it is off. */
@@ -174,17 +175,32 @@ bool tg_set_grad_enabled(bool on)
 
 bool tg_is_grad_enabled(void) { return !grad_disabled; }
 
+bool tg_tape_record_norms(bool on)
+{
+    bool was = record_norms;
+    record_norms = on;
+    return was;
+}
+
 /* ---- recording ---------------------------------------------------------- */
 
-/* A node with room for n_in inputs and their metadata, in one block; NULL
- * when out of memory. */
-static tg_node *node_alloc(int n_in)
+/* The bytes of a node with room for n_in inputs and their metadata. */
+static size_t node_size(int n_in)
 {
     size_t per_input = sizeof(int64_t[TG_MAX_DIMS]) + sizeof(tg_tensor *) +
                        sizeof(uint64_t) + sizeof(void *) + sizeof(int);
-    tg_node *n = tg__calloc(1, sizeof *n + (size_t)n_in * per_input);
+    return sizeof(tg_node) + (size_t)n_in * per_input;
+}
+
+/* A node with room for n_in inputs and their metadata, in one block from
+ * the pool (core/storage.c: a steady step reuses last step's entries);
+ * NULL when out of memory. */
+static tg_node *node_alloc(int n_in)
+{
+    tg_node *n = tg__pool_get(node_size(n_in));
     if (!n)
         return NULL;
+    memset(n, 0, node_size(n_in));
     /* 8-byte members first, the ints last, so each array is aligned */
     char *p = (char *)(n + 1);
     n->in_shape = (int64_t(*)[TG_MAX_DIMS])p;
@@ -287,7 +303,7 @@ void tg__node_free(tg_node *n)
     tape_unlink(n);
     n->out->node = NULL;
     node_drop_refs(n);
-    free(n);
+    tg__pool_put(n, node_size(n->n_in));
 }
 
 /* ---- gradient accumulation -------------------------------------------- */
@@ -412,48 +428,129 @@ static bool room_for_one(void **buf, int64_t *cap, int64_t n, size_t es)
 {
     if (n < *cap)
         return true;
-    void *p = tg__realloc(*buf, (size_t)(*cap * 2) * es);
+    int64_t ncap = *cap ? *cap * 2 : 64;
+    void *p = tg__realloc(*buf, (size_t)ncap * es);
     if (!p)
         return false;
     *buf = p;
-    *cap *= 2;
+    *cap = ncap;
     return true;
+}
+
+/* Room for a walk's first element in *buf: a new array, or the one kept
+ * from the last walk, whose reuse is an allocation point as a pool's is
+ * (tg__alloc_reuse_fails): a test failing the k-th allocation reaches the
+ * same points whether the arrays were kept or not. */
+static bool first_room(void **buf, int64_t *cap, size_t es)
+{
+    if (*buf)
+        return !tg__alloc_reuse_fails();
+    return room_for_one(buf, cap, 0, es);
+}
+
+/* The arrays a walk gathers into: the entries found (newest first once
+ * sorted), the depth-first stack, the leaves. A thread keeps its arrays
+ * from one backward to the next (grown, never shrunk), so a training step
+ * allocates none; a backward inside a backward (busy) uses arrays of its
+ * own. Kept only while the pool is (tg__pool_on), so the memory checkers
+ * see them freed; freed at the thread's exit (walk_key's destructor). */
+typedef struct walk_bufs {
+    tg_node **found, **stack;
+    leaf_grad *leaves;
+    int64_t found_cap, stack_cap, leaf_cap;
+    bool busy;
+} walk_bufs;
+
+static TG_THREAD_LOCAL walk_bufs kept;
+static pthread_key_t walk_key;
+static bool walk_key_made;
+static pthread_once_t walk_key_once = PTHREAD_ONCE_INIT;
+
+static void bufs_free(walk_bufs *b)
+{
+    free(b->found);
+    free(b->stack);
+    free(b->leaves);
+    *b = (walk_bufs){0};
+}
+
+static void walk_thread_exit(void *arg)
+{
+    (void)arg;
+    bufs_free(&kept);
+}
+
+static void make_walk_key(void)
+{
+    /* Without a key, an exiting thread's arrays stay: a small leak per
+     * thread, not an error. */
+    walk_key_made = pthread_key_create(&walk_key, walk_thread_exit) == 0;
 }
 
 /* What a walk gathers before it starts: the entries out depends on, newest
  * first, and the leaves they reach (each once) that require grad. */
 typedef struct walk {
+    walk_bufs *bufs; /* &kept, or the arrays of a nested walk */
+    walk_bufs own;
     tg_node **order;
     int64_t count;
     leaf_grad *leaves;
     int64_t n_leaves;
 } walk;
 
-/* Gathers out's walk into w (malloc'd arrays). false with an error, and
- * nothing changed, when an entry on the way was consumed by an earlier
+/* The walk's arrays: this thread's kept ones unless a walk holds them. */
+static walk_bufs *walk_bufs_take(walk *w)
+{
+    w->own = (walk_bufs){0};
+    if (kept.busy)
+        return w->bufs = &w->own;
+    if (!kept.found) {
+        pthread_once(&walk_key_once, make_walk_key);
+        if (walk_key_made)
+            pthread_setspecific(walk_key, &kept);
+    }
+    kept.busy = true;
+    return w->bufs = &kept;
+}
+
+/* Ends a walk: its arrays are kept for the next, or freed. */
+static void walk_bufs_give(walk *w)
+{
+    if (w->bufs == &kept) {
+        kept.busy = false;
+        if (tg__pool_on())
+            return;
+    }
+    bufs_free(w->bufs);
+}
+
+/* Gathers out's walk into w. false with an error, and nothing changed (the
+ * arrays given back), when an entry on the way was consumed by an earlier
  * backward or when out of memory. */
 static bool collect(tg_tensor *out, walk *w)
 {
-    int64_t cap = 64, n = 0, top = 0, stack_cap = 64, leaf_cap = 64;
-    int64_t n_leaves = 0;
-    tg_node **found = tg__malloc(sizeof *found * (size_t)cap);
-    tg_node **stack = tg__malloc(sizeof *stack * (size_t)stack_cap);
-    leaf_grad *leaves = tg__malloc(sizeof *leaves * (size_t)leaf_cap);
-    bool ok = found && stack && leaves, oom = !ok;
+    walk_bufs *b = walk_bufs_take(w);
+    int64_t n = 0, top = 0, n_leaves = 0;
+    /* (leaves never NULL: qsort's pointer must be valid even for none) */
+    bool ok = first_room((void **)&b->found, &b->found_cap, sizeof *b->found) &&
+              first_room((void **)&b->stack, &b->stack_cap, sizeof *b->stack) &&
+              first_room((void **)&b->leaves, &b->leaf_cap, sizeof *b->leaves),
+         oom = !ok;
     /* A depth-first walk; `seq` bit 63 marks visited entries meanwhile. */
     const uint64_t mark = UINT64_C(1) << 63;
     if (ok) {
-        stack[top++] = out->node;
+        b->stack[top++] = out->node;
         out->node->seq |= mark;
     }
     while (ok && top > 0) {
-        tg_node *nd = stack[--top];
-        if (!room_for_one((void **)&found, &cap, n, sizeof *found)) {
+        tg_node *nd = b->stack[--top];
+        if (!room_for_one((void **)&b->found, &b->found_cap, n,
+                          sizeof *b->found)) {
             nd->seq &= ~mark;
             ok = false, oom = true;
             break;
         }
-        found[n++] = nd;
+        b->found[n++] = nd;
         if (nd->consumed) {
             tg__error(
                 "backward: the tape entry of '%s' was consumed by an "
@@ -468,45 +565,47 @@ static bool collect(tg_tensor *out, walk *w)
             if (!x || !x->requires_grad)
                 continue;
             if (!x->node) {
-                ok = room_for_one((void **)&leaves, &leaf_cap, n_leaves,
-                                  sizeof *leaves);
+                ok = room_for_one((void **)&b->leaves, &b->leaf_cap, n_leaves,
+                                  sizeof *b->leaves);
                 if (ok)
-                    leaves[n_leaves++] = (leaf_grad){x, NULL};
+                    b->leaves[n_leaves++] = (leaf_grad){x, NULL};
                 continue;
             }
             if (x->node->seq & mark)
                 continue;
-            ok = room_for_one((void **)&stack, &stack_cap, top, sizeof *stack);
+            ok = room_for_one((void **)&b->stack, &b->stack_cap, top,
+                              sizeof *b->stack);
             if (ok) {
                 x->node->seq |= mark;
-                stack[top++] = x->node;
+                b->stack[top++] = x->node;
             }
         }
         oom = !ok;
     }
     /* Unmark the entries found and those still on the stack. */
-    for (int64_t i = 0; found && i < n; i++)
-        found[i]->seq &= ~mark;
-    for (int64_t i = 0; stack && i < top; i++)
-        stack[i]->seq &= ~mark;
-    free(stack);
+    for (int64_t i = 0; i < n; i++)
+        b->found[i]->seq &= ~mark;
+    for (int64_t i = 0; i < top; i++)
+        b->stack[i]->seq &= ~mark;
     if (!ok) {
         if (oom)
             tg__error("backward: out of memory gathering the tape entries of "
                       "%s",
                       TG_SHP(out));
-        free(found);
-        free(leaves);
+        walk_bufs_give(w);
         return false;
     }
-    qsort(found, (size_t)n, sizeof *found, by_seq_desc);
+    qsort(b->found, (size_t)n, sizeof *b->found, by_seq_desc);
     /* A leaf used by several entries is listed once. */
-    qsort(leaves, (size_t)n_leaves, sizeof *leaves, by_address);
+    qsort(b->leaves, (size_t)n_leaves, sizeof *b->leaves, by_address);
     int64_t unique = 0;
     for (int64_t i = 0; i < n_leaves; i++)
-        if (unique == 0 || leaves[unique - 1].leaf != leaves[i].leaf)
-            leaves[unique++] = leaves[i];
-    *w = (walk){found, n, leaves, unique};
+        if (unique == 0 || b->leaves[unique - 1].leaf != b->leaves[i].leaf)
+            b->leaves[unique++] = b->leaves[i];
+    w->order = b->found;
+    w->count = n;
+    w->leaves = b->leaves;
+    w->n_leaves = unique;
     return true;
 }
 
@@ -656,7 +755,8 @@ int tg_backward_with(tg_tensor *out, tg_tensor *dout)
         tg_node *n = w.order[i];
         tg_tensor *y = n->out;
         if (y->grad && !walk_failed && !tg__anomaly_pending()) {
-            n->grad_norm = sqrt(tg__sum_squares(y->grad));
+            if (record_norms) /* only for the printouts: asked for */
+                n->grad_norm = sqrt(tg__sum_squares(y->grad));
             double t0 = profiled ? profile_now() : 0;
             n->op->backward(n, y->grad);
             if (profiled)
@@ -688,8 +788,7 @@ int tg_backward_with(tg_tensor *out, tg_tensor *dout)
         tg__drop(y);
     }
     settle_leaves(&w, ok);
-    free(w.order);
-    free(w.leaves);
+    walk_bufs_give(&w);
     tg__pool_epoch(); /* a step's end, usually: see core/tensor.c */
     if (profiled)
         profile_walk_end(ops_ms);

@@ -25,11 +25,15 @@ void tg__contiguous_strides(int ndim, const int64_t *shape, int64_t *strides)
     }
 }
 
+/* Headers come from the pool (core/storage.c), as storage does: a training
+ * step makes and frees the same tensors every step, and then takes no
+ * memory from the system for them. */
 static tg_tensor *header_new(tg_dtype dt, int ndim, const int64_t *shape)
 {
-    tg_tensor *t = tg__calloc(1, sizeof *t);
+    tg_tensor *t = tg__pool_get(sizeof *t);
     if (!t)
         return NULL;
+    memset(t, 0, sizeof *t);
     atomic_init(&t->refcount, 1);
     t->dtype = dt;
     t->ndim = ndim;
@@ -38,6 +42,8 @@ static tg_tensor *header_new(tg_dtype dt, int ndim, const int64_t *shape)
     t->scope_slot = -1;
     return t;
 }
+
+static void header_free(tg_tensor *t) { tg__pool_put(t, sizeof *t); }
 
 static bool check_dtype(const char *op, tg_dtype dt)
 {
@@ -67,14 +73,14 @@ tg_tensor *tg__new(const char *op, tg_dtype dt, int ndim, const int64_t *shape,
     if (t)
         t->storage = tg__storage_new((size_t)n * tg_dtype_size(dt), zero_fill);
     if (!t || !t->storage) {
-        free(t);
+        header_free(t);
         tg__error("%s: out of memory for shape %s", op,
                   tg__shape_str(ndim, shape, (char[TG_SHAPE_STR]){0}));
         return NULL;
     }
     if (!tg__scope_register(t, op)) {
         tg__storage_release(t->storage);
-        free(t);
+        header_free(t);
         return NULL;
     }
     tg__contiguous_strides(ndim, shape, t->strides);
@@ -120,7 +126,7 @@ tg_tensor *tg__view(const char *op, const tg_tensor *src, int ndim,
         return NULL;
     }
     if (!tg__scope_register(t, op)) {
-        free(t);
+        header_free(t);
         return NULL;
     }
     if (ndim > 0)
@@ -199,7 +205,7 @@ void tg__drop(tg_tensor *t)
             tg__node_free(d->node); /* releases the node's inputs */
         tg__drop(d->grad);
         tg__storage_release(d->storage);
-        free(d);
+        header_free(d);
     }
     draining = false;
 }
@@ -221,7 +227,9 @@ int tg_scope_end(void)
     tg_tensor *t;
     while ((t = tg__scope_take_newest()))
         tg__drop(t);
-    tg__scope_close();
+    /* the outermost scope's stack is kept for the next step while the
+     * pool is on, as the pool keeps the step's storage */
+    tg__scope_close(tg__pool_on());
     return 0;
 }
 

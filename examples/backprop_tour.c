@@ -481,6 +481,7 @@ int main(int argc, char **argv)
 
     tour S = {0};
     int rc = forward(&S);
+    tg_tape_record_norms(true); /* the printout shows each |dloss/doutput| */
     if (rc == 0)
         rc = tg_backward(S.loss);
     if (rc == 0) {

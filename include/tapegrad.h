@@ -648,12 +648,20 @@ int64_t tg_live_tensors(void);
 void tg_print_live_tensors(FILE *f);
 
 /** This thread's tape, for teaching. Each live entry on one line, oldest
- * first: its number, op, input and output shapes, and after backward the L2
- * norm of the gradient that reached its output. Does nothing for a NULL f. */
+ * first: its number, op, input and output shapes, and after a backward run
+ * while tg_tape_record_norms was on, the L2 norm of the gradient that
+ * reached its output. Does nothing for a NULL f. */
 void tg_tape_print(FILE *f);
 /** The same tape as a Graphviz DOT graph: leaves and ops as nodes, tensors as
- * edges labelled with shapes. Does nothing for a NULL f. */
+ * edges labelled with shapes (and the norms, as tg_tape_print). Does nothing
+ * for a NULL f. */
 void tg_tape_dot(FILE *f);
+/** Whether this thread's backward records, for each entry it walks, the L2
+ * norm |g| = sqrt(sum g_i^2) of its output's gradient, for tg_tape_print and
+ * tg_tape_dot to show. Off by default: the norms read every gradient once
+ * more, a cost a training loop that never prints the tape should not pay.
+ * Returns the previous setting. */
+bool tg_tape_record_norms(bool on);
 /** Number of entries on this thread's tape that are still alive. */
 int64_t tg_tape_size(void);
 

@@ -3,7 +3,8 @@
  * reports success with a piece missing.
  *
  * calloc is interposed: this program defines it, so the library's calls
- * (every tensor header comes from calloc) reach it first, and it hands on
+ * (every tensor header comes from calloc, with the pools off: TG_NO_POOL=1,
+ * set first thing; with them on a header is a pool's block) reach it first, and it hands on
  * to glibc's __libc_calloc unless told to fail the n-th call. Counting is
  * per thread: only the test's own thread is armed. A separate program from
  * check_tapegrad, so that suite (and valgrind's run of it) keeps the real
@@ -185,6 +186,7 @@ int main(void)
          "sanitizer): skipped");
     return 77;
 #else
+    setenv("TG_NO_POOL", "1", 1);
     Suite *s = suite_create("faults");
     TCase *tc = tcase_create("out of memory");
     tcase_add_test(tc, head_forward_fails_when_attn_cannot_be_kept);

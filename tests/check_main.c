@@ -117,6 +117,7 @@ static const struct {
     {"fuzz_regress", fuzz_regress_suite},
     {"oom", oom_suite},
     {"simd", simd_suite},
+    {"steady", steady_suite},
 };
 
 int main(void)

@@ -692,6 +692,40 @@ END_TEST
 /* Printing the tape                                                      */
 /* ===================================================================== */
 
+/* Without tg_tape_record_norms the walk computes no norm, so the printout
+ * after backward is the one before it; with it, each output's |grad|. */
+START_TEST(tape_norms_only_when_asked)
+{
+    tg_tensor *w = tg_full(TG_FLOAT64, TG_SHAPE(2, 3), 2.0);
+    tg_set_requires_grad(w, true);
+    tg_tensor *y = tg_mul(w, w);
+    tg_tensor *loss = tg_sum_all(y);
+    char *before = capture(tg_tape_print);
+    ck_assert_int_eq(tg_backward(loss), 0);
+    char *after = capture(tg_tape_print);
+    ck_assert_str_eq(after, before);
+    tg_release(loss);
+    tg_release(y);
+
+    bool was = tg_tape_record_norms(true);
+    ck_assert(!was);
+    y = tg_mul(w, w);
+    loss = tg_sum_all(y);
+    ck_assert_int_eq(tg_backward(loss), 0);
+    ck_assert(tg_tape_record_norms(was));
+    char *shown = capture(tg_tape_print);
+    /* sum's output gets 1; mul's, six ones: |grad| = sqrt(6) */
+    assert_contains(shown, "|grad| = 1 ");
+    assert_contains(shown, "|grad| = 2.44949");
+    free(shown);
+    free(after);
+    free(before);
+    tg_release(loss);
+    tg_release(y);
+    tg_release(w);
+}
+END_TEST
+
 START_TEST(tape_print_shows_ops_shapes_grads)
 {
     tg_tensor *x = tg_ones(TG_FLOAT64, TG_SHAPE(4, 8, 32));
@@ -718,7 +752,10 @@ START_TEST(tape_print_shows_ops_shapes_grads)
                   "oldest entry first:\n%s", before);
     free(before);
 
+    bool was = tg_tape_record_norms(true);
+    ck_assert(!was); /* off by default */
     ck_assert_int_eq(tg_backward(loss), 0);
+    tg_tape_record_norms(was);
     char *after = capture(tg_tape_print);
     /* |grad| of sum's output is 1; of matmul's, sqrt(4*8*16) ones. */
     assert_contains(after, "|grad| = 1 ");
@@ -890,7 +927,9 @@ START_TEST(tape_dot_text)
     tg_tensor *loss = tg_sum_all(z);
     char *before = capture(tg_tape_dot);
     unsigned long long first = strtoull(strstr(before, "  op") + 4, NULL, 10);
+    bool was = tg_tape_record_norms(true);
     ck_assert_int_eq(tg_backward(loss), 0);
+    tg_tape_record_norms(was);
     tg_release(y); /* its entry goes: mul's first input becomes a tensor */
     char *after = capture(tg_tape_dot);
     char *both = malloc(strlen(before) + strlen(after) + 1);
@@ -1102,6 +1141,7 @@ Suite *tape_suite(void)
     tc = tcase_create("print");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, tape_print_shows_ops_shapes_grads);
+    tcase_add_test(tc, tape_norms_only_when_asked);
     tcase_add_test(tc, tape_print_names_line_of_module_call);
     tcase_add_test(tc, tape_print_one_line_per_entry);
     tcase_add_test(tc, tape_dot_is_a_graph);

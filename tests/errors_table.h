@@ -29,7 +29,7 @@
  *   tg_last_error tg_clear_error tg_scope_begin tg_live_tensors
  *   tg_tape_size tg_plot_available tg_is_grad_enabled tg_anomaly_mode
  *       take nothing.
- *   tg_set_grad_enabled tg_set_anomaly_mode
+ *   tg_set_grad_enabled tg_set_anomaly_mode tg_tape_record_norms
  *       take a bool; every value is valid.
  *   tg_profile_start tg_profile_mark
  *       void; start takes nothing (out of memory is reported by
