@@ -19,6 +19,8 @@
 #define UK_TARGET __attribute__((target("avx2,fma")))
 
 #define UK_NAME         sgemm_6x16
+#define UK_PACK_A       sgemm_6x16_pack_a
+#define UK_PACK_B       sgemm_6x16_pack_b
 #define UK_T            float
 #define UK_V            __m256
 #define UK_LANES        8
@@ -32,6 +34,8 @@
 #define UK_FMA(x, y, z) _mm256_fmadd_ps(x, y, z)
 #include "ops/gemm_ukernel.h"
 #undef UK_NAME
+#undef UK_PACK_A
+#undef UK_PACK_B
 #undef UK_T
 #undef UK_V
 #undef UK_LANES
@@ -45,6 +49,8 @@
 #undef UK_FMA
 
 #define UK_NAME         dgemm_6x8
+#define UK_PACK_A       dgemm_6x8_pack_a
+#define UK_PACK_B       dgemm_6x8_pack_b
 #define UK_T            double
 #define UK_V            __m256d
 #define UK_LANES        4
@@ -58,6 +64,8 @@
 #define UK_FMA(x, y, z) _mm256_fmadd_pd(x, y, z)
 #include "ops/gemm_ukernel.h"
 #undef UK_NAME
+#undef UK_PACK_A
+#undef UK_PACK_B
 #undef UK_T
 #undef UK_V
 #undef UK_LANES
@@ -72,10 +80,22 @@
 
 #undef UK_TARGET
 
-static const tg__gemm_ukernel sgemm = {
-    .mr = 6, .nr = 16, .mc = 144, .kc = 256, .nc = 3072, .run = sgemm_6x16};
-static const tg__gemm_ukernel dgemm = {
-    .mr = 6, .nr = 8, .mc = 96, .kc = 256, .nc = 3072, .run = dgemm_6x8};
+static const tg__gemm_ukernel sgemm = {.mr = 6,
+                                       .nr = 16,
+                                       .mc = 144,
+                                       .kc = 256,
+                                       .nc = 3072,
+                                       .run = sgemm_6x16,
+                                       .pack_a = sgemm_6x16_pack_a,
+                                       .pack_b = sgemm_6x16_pack_b};
+static const tg__gemm_ukernel dgemm = {.mr = 6,
+                                       .nr = 8,
+                                       .mc = 96,
+                                       .kc = 256,
+                                       .nc = 3072,
+                                       .run = dgemm_6x8,
+                                       .pack_a = dgemm_6x8_pack_a,
+                                       .pack_b = dgemm_6x8_pack_b};
 
 const tg__gemm_ukernel *tg__gemm_ukernel_avx2(tg_dtype dt)
 {

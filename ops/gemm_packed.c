@@ -121,6 +121,16 @@ static void pack_a(const tg__gemm_product *g, int mr, int64_t i0, int64_t mb,
     });
 }
 
+/* pack_a by uk's own packer when it has one */
+static void pack_a_of(const tg__gemm_ukernel *uk, const tg__gemm_product *g,
+                      int64_t i0, int64_t mb, int64_t p0, int64_t kb, void *ap)
+{
+    if (uk->pack_a)
+        uk->pack_a(g, i0, mb, p0, kb, ap);
+    else
+        pack_a(g, uk->mr, i0, mb, p0, kb, ap);
+}
+
 enum { PACK_B_SLIVERS = 4 };
 
 /* Bp = op(b)[p0:p0+kb, j0:j0+nb] in nr-column slivers: sliver s holds
@@ -261,14 +271,17 @@ static void run_parts(void *ctx, int64_t lo, int64_t hi)
             for (int64_t p0 = 0; p0 < g->k; p0 += kc) {
                 const int64_t kb = min64(kc, g->k - p0);
                 const double beta = p0 == 0 ? g->beta : 1;
-                pack_b(g, uk->nr, p0, kb, j0, nb, bp);
+                if (uk->pack_b)
+                    uk->pack_b(g, p0, kb, j0, nb, bp);
+                else
+                    pack_b(g, uk->nr, p0, kb, j0, nb, bp);
                 for (int64_t i0 = i_lo; i0 < i_hi; i0 += mc) {
                     const int64_t mb = min64(mc, i_hi - i0);
                     if (a_packed)
-                        pack_a(g, uk->mr, i0, mb, p0, kb, ap);
+                        pack_a_of(uk, g, i0, mb, p0, kb, ap);
                     else if (mb % uk->mr)
-                        pack_a(g, uk->mr, i0 + mb - mb % uk->mr, mb % uk->mr,
-                               p0, kb, ap);
+                        pack_a_of(uk, g, i0 + mb - mb % uk->mr, mb % uk->mr, p0,
+                                  kb, ap);
                     multiply_block(
                         uk, g, i0, mb, p0, kb, nb, a_packed, ap, bp, beta,
                         (char *)g->c + (size_t)(i0 * g->ldc + j0) * es, tile);
