@@ -14,6 +14,7 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 
 #include <immintrin.h>
+#include <string.h>
 
 #define UK_TARGET __attribute__((target("avx512f")))
 

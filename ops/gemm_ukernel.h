@@ -74,20 +74,35 @@ UK_TARGET static void UK_PACK_A(const tg__gemm_product *g, int64_t i0,
     const int64_t lda = g->lda;
     if (g->ta) {
         /* storage row p0+p holds column p of op(a): mr adjacent elements
-         * per panel */
-        for (int64_t p = 0; p < kb; p++) {
-            const UK_T *src = a + (p0 + p) * lda + i0;
+         * per panel. A few rows at a time, panel by panel: the panels are
+         * kb * mr elements apart, often a multiple of 4K, and a store to
+         * each of them per row would keep writing the same few L1 sets;
+         * this way each panel gets PB rows' worth in a row, while the PB
+         * rows read stay in L1. */
+        enum { PB = 16 };
+        for (int64_t q = 0; q < kb; q += PB) {
+            const int64_t q_end = q + PB < kb ? q + PB : kb;
+            /* the next PB rows meanwhile (the walk down the panels is no
+             * stream the hardware prefetchers follow) */
+            for (int64_t p = q_end; p < q_end + PB && p < kb; p++)
+                for (int64_t i = 0; i < mb; i += 64 / (int)sizeof(UK_T))
+                    _mm_prefetch((const char *)(a + (p0 + p) * lda + i0 + i),
+                                 _MM_HINT_T0);
             int64_t r = 0;
             for (; r + UK_MR <= mb; r += UK_MR) {
-                UK_T *d = dst + r * kb + p * UK_MR;
-#pragma GCC unroll 16
-                for (int i = 0; i < UK_MR; i++)
-                    d[i] = src[r + i];
+                const UK_T *src = a + (p0 + q) * lda + i0 + r;
+                UK_T *d = dst + r * kb + q * UK_MR;
+                for (int64_t p = q; p < q_end; p++, src += lda, d += UK_MR) {
+                    memcpy(d, src, sizeof(UK_T) * UK_MR);
+                }
             }
             if (r < mb) {
-                UK_T *d = dst + r * kb + p * UK_MR;
-                for (int i = 0; i < UK_MR; i++)
-                    d[i] = r + i < mb ? src[r + i] : 0;
+                for (int64_t p = q; p < q_end; p++) {
+                    const UK_T *src = a + (p0 + p) * lda + i0;
+                    UK_T *d = dst + r * kb + p * UK_MR;
+                    for (int i = 0; i < UK_MR; i++)
+                        d[i] = r + i < mb ? src[r + i] : 0;
+                }
             }
         }
         return;
@@ -126,9 +141,7 @@ UK_TARGET static void UK_PACK_B(const tg__gemm_product *g, int64_t p0,
                 for (int64_t s = s0; s < s_end; s += NR) {
                     UK_T *d = dst + s * kb + p * NR;
                     if (s + NR <= nb) {
-#pragma GCC unroll 32
-                        for (int j = 0; j < NR; j++)
-                            d[j] = src[s + j];
+                        memcpy(d, src + s, sizeof(UK_T) * NR);
                     } else {
                         for (int j = 0; j < NR; j++)
                             d[j] = s + j < nb ? src[s + j] : 0;
