@@ -34,6 +34,7 @@ UK_TARGET static void UK_NAME(int64_t kc, const void *ap_, int64_t rs_a,
                      _MM_HINT_T0);
         acc[i][0] = acc[i][1] = UK_ZERO();
     }
+#pragma GCC unroll 4
     for (int64_t p = 0; p < kc; p++) {
         const UK_V b0 = UK_LOADU(bp), b1 = UK_LOADU(bp + UK_LANES);
 #pragma GCC unroll 16
