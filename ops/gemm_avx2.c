@@ -17,11 +17,12 @@
 #include <immintrin.h>
 #include <string.h>
 
-#define UK_TARGET __attribute__((target("avx2,fma")))
+#define UK_TARGET   __attribute__((target("avx2,fma")))
+#define AVX2_TARGET UK_TARGET
 
 #define UK_NAME         sgemm_6x16
-#define UK_PACK_A       sgemm_6x16_pack_a
-#define UK_PACK_B       sgemm_6x16_pack_b
+#define UK_PACK_A       sgemm_6x16_pack_a_copy
+#define UK_PACK_B       sgemm_6x16_pack_b_copy
 #define UK_T            float
 #define UK_V            __m256
 #define UK_LANES        8
@@ -48,6 +49,109 @@
 #undef UK_BCAST
 #undef UK_MUL
 #undef UK_FMA
+
+/* The float32 packers: the transposing cases (a row-major into column
+ * panels, b stored transposed into row slivers) 8 x 8 at a time, loaded in
+ * rows and turned by the unpack / shuffle / lane-permute transpose; the
+ * rest, and the cut edges, by the template's copies above. */
+AVX2_TARGET static inline __attribute__((always_inline)) void
+transpose8(__m256 r[8])
+{
+    const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]);
+    const __m256 t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]);
+    const __m256 t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]);
+    const __m256 t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]);
+    const __m256 t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44);
+    const __m256 u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44);
+    const __m256 u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44);
+    const __m256 u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44);
+    const __m256 u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+    r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+    r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+    r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+    r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+/* Full 6-row panels of a row-major a: rows 0..5 of 8 columns p.. loaded,
+ * (two zero rows), transposed; packed row p+q takes lanes 0..5 of row q. */
+AVX2_TARGET static void sgemm_6x16_pack_a(const tg__gemm_product *g, int64_t i0,
+                                          int64_t mb, int64_t p0, int64_t kb,
+                                          void *ap)
+{
+    if (g->ta || mb < 6 || kb < 8) {
+        sgemm_6x16_pack_a_copy(g, i0, mb, p0, kb, ap);
+        return;
+    }
+    const float *a = g->a;
+    float *dst = ap;
+    const int64_t lda = g->lda, full = mb - mb % 6;
+    for (int64_t r = 0; r < full; r += 6, dst += 6 * kb) {
+        const float *src = a + (i0 + r) * lda + p0;
+        int64_t p = 0;
+        for (; p + 8 <= kb; p += 8) {
+            __m256 v[8];
+            for (int i = 0; i < 6; i++)
+                v[i] = _mm256_loadu_ps(src + i * lda + p);
+            v[6] = v[7] = _mm256_setzero_ps();
+            transpose8(v);
+            for (int q = 0; q < 8; q++) {
+                float *d = dst + (p + q) * 6;
+                _mm_storeu_ps(d, _mm256_castps256_ps128(v[q]));
+                _mm_storel_pi((__m64 *)(d + 4), _mm256_extractf128_ps(v[q], 1));
+            }
+        }
+        for (; p < kb; p++)
+            for (int i = 0; i < 6; i++)
+                dst[p * 6 + i] = src[i * lda + p];
+    }
+    if (full < mb) /* the cut panel, with its zeros */
+        sgemm_6x16_pack_a_copy(g, i0 + full, mb - full, p0, kb, dst);
+}
+
+/* Full 16-column slivers of a b stored transposed: its 16 storage rows
+ * j.. read 8 columns p.. at a time, two 8 x 8 transposes; packed row p+q
+ * is row q of the first, then of the second. */
+AVX2_TARGET static void sgemm_6x16_pack_b(const tg__gemm_product *g, int64_t p0,
+                                          int64_t kb, int64_t j0, int64_t nb,
+                                          void *bp)
+{
+    if (!g->tb || nb < 16 || kb < 8) {
+        sgemm_6x16_pack_b_copy(g, p0, kb, j0, nb, bp);
+        return;
+    }
+    const float *b = g->b;
+    float *dst = bp;
+    const int64_t ldb = g->ldb, full = nb - nb % 16;
+    for (int64_t s = 0; s < full; s += 16, dst += 16 * kb) {
+        const float *src = b + (j0 + s) * ldb + p0;
+        int64_t p = 0;
+        for (; p + 8 <= kb; p += 8)
+            for (int h = 0; h < 2; h++) {
+                __m256 v[8];
+                for (int j = 0; j < 8; j++)
+                    v[j] = _mm256_loadu_ps(src + (h * 8 + j) * ldb + p);
+                transpose8(v);
+                for (int q = 0; q < 8; q++)
+                    _mm256_storeu_ps(dst + (p + q) * 16 + h * 8, v[q]);
+            }
+        for (; p < kb; p++)
+            for (int j = 0; j < 16; j++)
+                dst[p * 16 + j] = src[j * ldb + p];
+    }
+    if (full < nb) /* the cut sliver, with its zeros */
+        sgemm_6x16_pack_b_copy(g, p0, kb, j0 + full, nb - full, dst);
+}
 
 #define UK_NAME         dgemm_6x8
 #define UK_PACK_A       dgemm_6x8_pack_a
