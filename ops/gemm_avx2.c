@@ -154,8 +154,8 @@ AVX2_TARGET static void sgemm_6x16_pack_b(const tg__gemm_product *g, int64_t p0,
 }
 
 #define UK_NAME         dgemm_6x8
-#define UK_PACK_A       dgemm_6x8_pack_a
-#define UK_PACK_B       dgemm_6x8_pack_b
+#define UK_PACK_A       dgemm_6x8_pack_a_copy
+#define UK_PACK_B       dgemm_6x8_pack_b_copy
 #define UK_T            double
 #define UK_V            __m256d
 #define UK_LANES        4
@@ -182,6 +182,95 @@ AVX2_TARGET static void sgemm_6x16_pack_b(const tg__gemm_product *g, int64_t p0,
 #undef UK_BCAST
 #undef UK_MUL
 #undef UK_FMA
+
+/* The float64 packers, as the float32 ones with 4 x 4 transposes. */
+AVX2_TARGET static inline __attribute__((always_inline)) void
+transpose4(__m256d r[4])
+{
+    const __m256d t0 = _mm256_unpacklo_pd(r[0], r[1]);
+    const __m256d t1 = _mm256_unpackhi_pd(r[0], r[1]);
+    const __m256d t2 = _mm256_unpacklo_pd(r[2], r[3]);
+    const __m256d t3 = _mm256_unpackhi_pd(r[2], r[3]);
+    r[0] = _mm256_permute2f128_pd(t0, t2, 0x20);
+    r[1] = _mm256_permute2f128_pd(t1, t3, 0x20);
+    r[2] = _mm256_permute2f128_pd(t0, t2, 0x31);
+    r[3] = _mm256_permute2f128_pd(t1, t3, 0x31);
+}
+
+/* Full 6-row panels of a row-major a, 4 columns p.. at a time: rows 0..3
+ * transposed, rows 4 and 5 interleaved in pairs (unpack), packed row p+q
+ * is the q-th of each. */
+AVX2_TARGET static void dgemm_6x8_pack_a(const tg__gemm_product *g, int64_t i0,
+                                         int64_t mb, int64_t p0, int64_t kb,
+                                         void *ap)
+{
+    if (g->ta || mb < 6 || kb < 4) {
+        dgemm_6x8_pack_a_copy(g, i0, mb, p0, kb, ap);
+        return;
+    }
+    const double *a = g->a;
+    double *dst = ap;
+    const int64_t lda = g->lda, full = mb - mb % 6;
+    for (int64_t r = 0; r < full; r += 6, dst += 6 * kb) {
+        const double *src = a + (i0 + r) * lda + p0;
+        int64_t p = 0;
+        for (; p + 4 <= kb; p += 4) {
+            __m256d v[4];
+            for (int i = 0; i < 4; i++)
+                v[i] = _mm256_loadu_pd(src + i * lda + p);
+            transpose4(v);
+            const __m256d r4 = _mm256_loadu_pd(src + 4 * lda + p);
+            const __m256d r5 = _mm256_loadu_pd(src + 5 * lda + p);
+            const __m256d lo = _mm256_unpacklo_pd(r4, r5);
+            const __m256d hi = _mm256_unpackhi_pd(r4, r5);
+            const __m128d tail[4] = {
+                _mm256_castpd256_pd128(lo), _mm256_castpd256_pd128(hi),
+                _mm256_extractf128_pd(lo, 1), _mm256_extractf128_pd(hi, 1)};
+            for (int q = 0; q < 4; q++) {
+                _mm256_storeu_pd(dst + (p + q) * 6, v[q]);
+                _mm_storeu_pd(dst + (p + q) * 6 + 4, tail[q]);
+            }
+        }
+        for (; p < kb; p++)
+            for (int i = 0; i < 6; i++)
+                dst[p * 6 + i] = src[i * lda + p];
+    }
+    if (full < mb) /* the cut panel, with its zeros */
+        dgemm_6x8_pack_a_copy(g, i0 + full, mb - full, p0, kb, dst);
+}
+
+/* Full 8-column slivers of a b stored transposed: two 4 x 4 transposes per
+ * 4 columns p.. of its 8 storage rows. */
+AVX2_TARGET static void dgemm_6x8_pack_b(const tg__gemm_product *g, int64_t p0,
+                                         int64_t kb, int64_t j0, int64_t nb,
+                                         void *bp)
+{
+    if (!g->tb || nb < 8 || kb < 4) {
+        dgemm_6x8_pack_b_copy(g, p0, kb, j0, nb, bp);
+        return;
+    }
+    const double *b = g->b;
+    double *dst = bp;
+    const int64_t ldb = g->ldb, full = nb - nb % 8;
+    for (int64_t s = 0; s < full; s += 8, dst += 8 * kb) {
+        const double *src = b + (j0 + s) * ldb + p0;
+        int64_t p = 0;
+        for (; p + 4 <= kb; p += 4)
+            for (int h = 0; h < 2; h++) {
+                __m256d v[4];
+                for (int j = 0; j < 4; j++)
+                    v[j] = _mm256_loadu_pd(src + (h * 4 + j) * ldb + p);
+                transpose4(v);
+                for (int q = 0; q < 4; q++)
+                    _mm256_storeu_pd(dst + (p + q) * 8 + h * 4, v[q]);
+            }
+        for (; p < kb; p++)
+            for (int j = 0; j < 8; j++)
+                dst[p * 8 + j] = src[j * ldb + p];
+    }
+    if (full < nb) /* the cut sliver, with its zeros */
+        dgemm_6x8_pack_b_copy(g, p0, kb, j0 + full, nb - full, dst);
+}
 
 #undef UK_TARGET
 
