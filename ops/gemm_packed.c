@@ -13,7 +13,9 @@
  * b in whichever layout they are stored, so the kernel sees the same panels
  * for every transpose; panels past m or n are padded with zeros, and an
  * edge tile is run on a scratch tile and copied out, so each element of c
- * goes through the same arithmetic wherever it lies.
+ * goes through the same arithmetic wherever it lies. A kernel may bring
+ * its own packers (tg__gemm_ukernel's pack_a, pack_b: the same copies in
+ * vector registers); pack_a and pack_b below are the portable ones.
  *
  * Threads: c is cut in one rectangle per thread (along n first, so each
  * packs only its share of b), run on tg__parallel_for's threads; never the
