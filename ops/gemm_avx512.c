@@ -14,10 +14,13 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 
 #include <immintrin.h>
+#include <string.h>
 
 #define UK_TARGET __attribute__((target("avx512f")))
 
 #define UK_NAME         sgemm_14x32
+#define UK_PACK_A       sgemm_14x32_pack_a
+#define UK_PACK_B       sgemm_14x32_pack_b
 #define UK_T            float
 #define UK_V            __m512
 #define UK_LANES        16
@@ -31,6 +34,8 @@
 #define UK_FMA(x, y, z) _mm512_fmadd_ps(x, y, z)
 #include "ops/gemm_ukernel.h"
 #undef UK_NAME
+#undef UK_PACK_A
+#undef UK_PACK_B
 #undef UK_T
 #undef UK_V
 #undef UK_LANES
@@ -44,6 +49,8 @@
 #undef UK_FMA
 
 #define UK_NAME         dgemm_14x16
+#define UK_PACK_A       dgemm_14x16_pack_a
+#define UK_PACK_B       dgemm_14x16_pack_b
 #define UK_T            double
 #define UK_V            __m512d
 #define UK_LANES        8
@@ -57,6 +64,8 @@
 #define UK_FMA(x, y, z) _mm512_fmadd_pd(x, y, z)
 #include "ops/gemm_ukernel.h"
 #undef UK_NAME
+#undef UK_PACK_A
+#undef UK_PACK_B
 #undef UK_T
 #undef UK_V
 #undef UK_LANES
@@ -71,10 +80,22 @@
 
 #undef UK_TARGET
 
-static const tg__gemm_ukernel sgemm = {
-    .mr = 14, .nr = 32, .mc = 140, .kc = 192, .nc = 3072, .run = sgemm_14x32};
-static const tg__gemm_ukernel dgemm = {
-    .mr = 14, .nr = 16, .mc = 112, .kc = 192, .nc = 3072, .run = dgemm_14x16};
+static const tg__gemm_ukernel sgemm = {.mr = 14,
+                                       .nr = 32,
+                                       .mc = 140,
+                                       .kc = 192,
+                                       .nc = 3072,
+                                       .run = sgemm_14x32,
+                                       .pack_a = sgemm_14x32_pack_a,
+                                       .pack_b = sgemm_14x32_pack_b};
+static const tg__gemm_ukernel dgemm = {.mr = 14,
+                                       .nr = 16,
+                                       .mc = 112,
+                                       .kc = 192,
+                                       .nc = 3072,
+                                       .run = dgemm_14x16,
+                                       .pack_a = dgemm_14x16_pack_a,
+                                       .pack_b = dgemm_14x16_pack_b};
 
 const tg__gemm_ukernel *tg__gemm_ukernel_avx512(tg_dtype dt)
 {

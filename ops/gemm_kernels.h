@@ -41,6 +41,12 @@ typedef struct {
     void (*run)(int64_t kc, const void *ap, int64_t rs_a, int64_t cs_a,
                 const void *bp, double alpha, double beta, void *c,
                 int64_t ldc);
+    /* The packers of its blocks (ops/gemm_packed.c's layouts), compiled
+     * for its instruction set; NULL for the portable ones. */
+    void (*pack_a)(const tg__gemm_product *g, int64_t i0, int64_t mb,
+                   int64_t p0, int64_t kb, void *ap);
+    void (*pack_b)(const tg__gemm_product *g, int64_t p0, int64_t kb,
+                   int64_t j0, int64_t nb, void *bp);
 } tg__gemm_ukernel;
 
 /* The micro-kernel of dt for this CPU level, or NULL where the level's

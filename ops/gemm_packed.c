@@ -13,7 +13,9 @@
  * b in whichever layout they are stored, so the kernel sees the same panels
  * for every transpose; panels past m or n are padded with zeros, and an
  * edge tile is run on a scratch tile and copied out, so each element of c
- * goes through the same arithmetic wherever it lies.
+ * goes through the same arithmetic wherever it lies. A kernel may bring
+ * its own packers (tg__gemm_ukernel's pack_a, pack_b: the same copies in
+ * vector registers); pack_a and pack_b below are the portable ones.
  *
  * Threads: c is cut in one rectangle per thread (along n first, so each
  * packs only its share of b), run on tg__parallel_for's threads; never the
@@ -119,6 +121,16 @@ static void pack_a(const tg__gemm_product *g, int mr, int64_t i0, int64_t mb,
             }
         }
     });
+}
+
+/* pack_a by uk's own packer when it has one */
+static void pack_a_of(const tg__gemm_ukernel *uk, const tg__gemm_product *g,
+                      int64_t i0, int64_t mb, int64_t p0, int64_t kb, void *ap)
+{
+    if (uk->pack_a)
+        uk->pack_a(g, i0, mb, p0, kb, ap);
+    else
+        pack_a(g, uk->mr, i0, mb, p0, kb, ap);
 }
 
 enum { PACK_B_SLIVERS = 4 };
@@ -249,8 +261,16 @@ static void run_parts(void *ctx, int64_t lo, int64_t hi)
     }
     char *bp = ap + (size_t)a_size * es, *tile = bp + (size_t)b_size * es;
     /* Packing a pays when each panel then meets many b slivers; with few
-     * (a narrow c), the kernel reads a where it lies. */
-    const bool a_packed = g->n > A_IN_PLACE_MAX_SLIVERS * uk->nr;
+     * (a narrow c), the kernel reads a where it lies. Except a float64 a
+     * stored transposed (rows of op(a) down storage's columns), packed
+     * whatever the width: read in place its panels walk storage a row
+     * apart per step, measured 9-23% slower than packing at 4 and 8
+     * slivers (k^T @ dq shapes (256,64,256), (128,32,4096), (384,64,8192)
+     * on Zen 3, 1 thread); float32 panels packed measured 0-13% slower
+     * at 4 to 8 slivers (its kernel does half the work per element
+     * packed), so they stay in place. */
+    const bool a_packed = g->n > A_IN_PLACE_MAX_SLIVERS * uk->nr ||
+                          (g->ta && g->dt == TG_FLOAT64);
     for (int64_t u = lo; u < hi; u++) {
         const int64_t i_lo = u % jb->m_parts * jb->rows;
         const int64_t i_hi = min64(g->m, i_lo + jb->rows);
@@ -261,14 +281,17 @@ static void run_parts(void *ctx, int64_t lo, int64_t hi)
             for (int64_t p0 = 0; p0 < g->k; p0 += kc) {
                 const int64_t kb = min64(kc, g->k - p0);
                 const double beta = p0 == 0 ? g->beta : 1;
-                pack_b(g, uk->nr, p0, kb, j0, nb, bp);
+                if (uk->pack_b)
+                    uk->pack_b(g, p0, kb, j0, nb, bp);
+                else
+                    pack_b(g, uk->nr, p0, kb, j0, nb, bp);
                 for (int64_t i0 = i_lo; i0 < i_hi; i0 += mc) {
                     const int64_t mb = min64(mc, i_hi - i0);
                     if (a_packed)
-                        pack_a(g, uk->mr, i0, mb, p0, kb, ap);
+                        pack_a_of(uk, g, i0, mb, p0, kb, ap);
                     else if (mb % uk->mr)
-                        pack_a(g, uk->mr, i0 + mb - mb % uk->mr, mb % uk->mr,
-                               p0, kb, ap);
+                        pack_a_of(uk, g, i0 + mb - mb % uk->mr, mb % uk->mr, p0,
+                                  kb, ap);
                     multiply_block(
                         uk, g, i0, mb, p0, kb, nb, a_packed, ap, bp, beta,
                         (char *)g->c + (size_t)(i0 * g->ldc + j0) * es, tile);

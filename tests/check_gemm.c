@@ -323,6 +323,40 @@ START_TEST(test_same_bits_any_threads)
 }
 END_TEST
 
+/* c = -1.25 * op(a) @ op(b) at level and at the scalar level (the portable
+ * kernel), compared within the rounding bound. */
+static void check_level(int level, tg_dtype dt, double u, bool ta, bool tb,
+                        int64_t m, int64_t n, int64_t k)
+{
+    uint64_t state = 5;
+    matrix a =
+        ta ? matrix_new(dt, k, m, 0, &state) : matrix_new(dt, m, k, 0, &state);
+    matrix b =
+        tb ? matrix_new(dt, n, k, 0, &state) : matrix_new(dt, k, n, 0, &state);
+    matrix c[2];
+    for (int v = 0; v < 2; v++) {
+        c[v] = matrix_new(dt, m, n, 0, &state);
+        tg__cpu_cap(v ? TG_CPU_SCALAR : level);
+        ck_assert(tg__gemm_own(dt, ta, tb, m, n, k, -1.25, a.data, ta ? m : k,
+                               b.data, tb ? k : n, 0, c[v].data, n));
+    }
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double size = 0;
+            for (int64_t p = 0; p < k; p++)
+                size += fabs(op_at(&a, ta, i, p) * op_at(&b, tb, p, j));
+            const double tol = 4 * (double)(k + 2) * u * 1.25 * size;
+            const double got = get(&c[0], i * n + j);
+            const double want = get(&c[1], i * n + j);
+            if (fabs(got - want) > tol)
+                ck_assert_double_eq_tol(got, want, tol);
+        }
+    free(a.data);
+    free(b.data);
+    free(c[0].data);
+    free(c[1].data);
+}
+
 /* Each vector level against the portable kernel (the scalar level), which
  * sums in the same order but rounds the FMA's product and scales alpha
  * last: within the rounding bound of a k-term sum of |terms|. Loop index:
@@ -337,33 +371,14 @@ START_TEST(test_level_against_portable)
         return;
     }
     const double u = dt == TG_FLOAT32 ? FLT_EPSILON / 2 : DBL_EPSILON / 2;
-    const int64_t m = 61, n = 45, k = 270;
-    uint64_t state = 5;
-    matrix a = matrix_new(dt, k, m, 0, &state);
-    matrix b = matrix_new(dt, k, n, 0, &state);
-    matrix c[2];
-    for (int v = 0; v < 2; v++) {
-        c[v] = matrix_new(dt, m, n, 0, &state);
-        tg__cpu_cap(v ? TG_CPU_SCALAR : level);
-        ck_assert(tg__gemm_own(dt, true, false, m, n, k, -1.25, a.data, m,
-                               b.data, n, 0, c[v].data, n));
-    }
+    /* a read in place (few slivers) and packed (more than 8, rows past the
+     * row block), every transpose: each of the level's packers */
+    static const int64_t sizes[][3] = {{61, 45, 270}, {150, 140, 300}};
+    for (int s = 0; s < 2; s++)
+        for (int t = 0; t < 4; t++)
+            check_level(level, dt, u, t / 2, t % 2, sizes[s][0], sizes[s][1],
+                        sizes[s][2]);
     tg__cpu_cap(old);
-    for (int64_t i = 0; i < m; i++)
-        for (int64_t j = 0; j < n; j++) {
-            double size = 0;
-            for (int64_t p = 0; p < k; p++)
-                size += fabs(op_at(&a, true, i, p) * op_at(&b, false, p, j));
-            const double tol = 4 * (double)(k + 2) * u * 1.25 * size;
-            const double got = get(&c[0], i * n + j);
-            const double want = get(&c[1], i * n + j);
-            if (fabs(got - want) > tol)
-                ck_assert_double_eq_tol(got, want, tol);
-        }
-    free(a.data);
-    free(b.data);
-    free(c[0].data);
-    free(c[1].data);
 }
 END_TEST
 
