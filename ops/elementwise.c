@@ -81,6 +81,24 @@ binary_adjacent_avx512(BINARY_ADJACENT_ARGS)
 }
 #endif
 
+/* binary_adjacent at the CPU's level (outside binary_run's dispatch macro,
+ * whose argument cannot hold the #if). */
+static void binary_adjacent_any(BINARY_ADJACENT_ARGS)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    const int level = tg__cpu_level();
+    if (level == TG_CPU_AVX512) {
+        binary_adjacent_avx512(kind, dt, len, out, a, sx, b, sy);
+        return;
+    }
+    if (level == TG_CPU_AVX2) {
+        binary_adjacent_avx2(kind, dt, len, out, a, sx, b, sy);
+        return;
+    }
+#endif
+    binary_adjacent(kind, dt, len, out, a, sx, b, sy);
+}
+
 static void binary_run(void *job, int64_t start, const int64_t *off,
                        const int64_t *step, int64_t len)
 {
@@ -93,18 +111,7 @@ static void binary_run(void *job, int64_t start, const int64_t *off,
         T *o = TG_DATA(T, j->out) + off[0];
         const T *x = TG_DATA(T, j->a) + off[1], *y = TG_DATA(T, j->b) + off[2];
         if (so == 1 && sx <= 1 && sy <= 1 && sx + sy > 0) {
-#if defined(__x86_64__) && defined(__GNUC__)
-            const int level = tg__cpu_level();
-            if (level == TG_CPU_AVX512) {
-                binary_adjacent_avx512(kind, dt, len, o, x, sx, y, sy);
-                return;
-            }
-            if (level == TG_CPU_AVX2) {
-                binary_adjacent_avx2(kind, dt, len, o, x, sx, y, sy);
-                return;
-            }
-#endif
-            binary_adjacent(kind, dt, len, o, x, sx, y, sy);
+            binary_adjacent_any(kind, dt, len, o, x, sx, y, sy);
         } else {
             BINARY_LOOP(so, sx, sy)
         }
