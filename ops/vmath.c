@@ -15,7 +15,11 @@
 /* The vector level to use: TG_CPU_SCALAR when built without SLEEF. */
 static int level(void)
 {
-#ifdef TG_HAVE_SLEEF
+/* The vector paths need GCC: they compile their files under
+ * `#pragma GCC target`, which also makes sleef.h declare its AVX2 and
+ * AVX-512 entry points; Clang (the fuzzing build) ignores the pragma, so
+ * there the scalar path runs. */
+#if defined(TG_HAVE_SLEEF) && !defined(__clang__)
     return tg__cpu_level();
 #else
     return TG_CPU_SCALAR;
@@ -37,7 +41,7 @@ static double scalar_fn(tg_vfn f, double v)
 
 void tg__vmap(tg_vfn f, tg_dtype dt, int64_t n, const void *x, void *y)
 {
-#ifdef TG_HAVE_SLEEF
+#if defined(TG_HAVE_SLEEF) && !defined(__clang__)
     const int l = level();
     if (l == TG_CPU_AVX512 || l == TG_CPU_AVX2) {
         const bool wide = l == TG_CPU_AVX512;
@@ -63,7 +67,7 @@ void tg__vmap(tg_vfn f, tg_dtype dt, int64_t n, const void *x, void *y)
 
 /* Calls the row kernel `name` of dt at the CPU's level (AVX2 or above:
  * callers check tg__vrows() first; without SLEEF, never called). */
-#ifndef TG_HAVE_SLEEF
+#if !defined(TG_HAVE_SLEEF) || defined(__clang__)
 static void no_rows(int unused, ...) { (void)unused; }
 #define ROW_CALL(name, dt, ...) no_rows(0, dt, __VA_ARGS__)
 #else

@@ -4,7 +4,7 @@
  * ops/vmath.c calls it only when tg__cpu_level() >= TG_CPU_AVX2. */
 #include <config.h>
 
-#ifdef TG_HAVE_SLEEF
+#if defined(TG_HAVE_SLEEF) && !defined(__clang__)
 
 #pragma GCC target("avx2,fma")
 

@@ -5,7 +5,7 @@
  * when tg__cpu_level() is TG_CPU_AVX512. */
 #include <config.h>
 
-#ifdef TG_HAVE_SLEEF
+#if defined(TG_HAVE_SLEEF) && !defined(__clang__)
 
 #pragma GCC target("avx512f,avx512dq,avx512bw,avx512vl")
 
