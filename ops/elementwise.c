@@ -67,37 +67,7 @@ typedef struct binary_job {
     binary_kind kind, tg_dtype dt, int64_t len, void *out, const void *a,      \
         int64_t sx, const void *b, int64_t sy
 
-static void binary_adjacent(BINARY_ADJACENT_ARGS) { BINARY_ADJACENT }
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx2"))) static void
-binary_adjacent_avx2(BINARY_ADJACENT_ARGS)
-{
-    BINARY_ADJACENT
-}
-__attribute__((target("avx512f"))) static void
-binary_adjacent_avx512(BINARY_ADJACENT_ARGS)
-{
-    BINARY_ADJACENT
-}
-#endif
-
-/* binary_adjacent at the CPU's level (outside binary_run's dispatch macro,
- * whose argument cannot hold the #if). */
-static void binary_adjacent_any(BINARY_ADJACENT_ARGS)
-{
-#if defined(__x86_64__) && defined(__GNUC__)
-    const int level = tg__cpu_level();
-    if (level == TG_CPU_AVX512) {
-        binary_adjacent_avx512(kind, dt, len, out, a, sx, b, sy);
-        return;
-    }
-    if (level == TG_CPU_AVX2) {
-        binary_adjacent_avx2(kind, dt, len, out, a, sx, b, sy);
-        return;
-    }
-#endif
-    binary_adjacent(kind, dt, len, out, a, sx, b, sy);
-}
+TG_LEVELS(binary_adjacent, (BINARY_ADJACENT_ARGS), BINARY_ADJACENT)
 
 static void binary_run(void *job, int64_t start, const int64_t *off,
                        const int64_t *step, int64_t len)
@@ -111,7 +81,7 @@ static void binary_run(void *job, int64_t start, const int64_t *off,
         T *o = TG_DATA(T, j->out) + off[0];
         const T *x = TG_DATA(T, j->a) + off[1], *y = TG_DATA(T, j->b) + off[2];
         if (so == 1 && sx <= 1 && sy <= 1 && sx + sy > 0) {
-            binary_adjacent_any(kind, dt, len, o, x, sx, y, sy);
+            TG_BY_LEVEL(binary_adjacent)(kind, dt, len, o, x, sx, y, sy);
         } else {
             BINARY_LOOP(so, sx, sy)
         }
@@ -312,19 +282,7 @@ typedef struct unary_job {
     unary_kind kind, tg_dtype dt, int64_t len, void *out, const void *in,      \
         double p
 
-static void unary_adjacent(UNARY_ADJACENT_ARGS) { UNARY_ADJACENT }
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx2"))) static void
-unary_adjacent_avx2(UNARY_ADJACENT_ARGS)
-{
-    UNARY_ADJACENT
-}
-__attribute__((target("avx512f"))) static void
-unary_adjacent_avx512(UNARY_ADJACENT_ARGS)
-{
-    UNARY_ADJACENT
-}
-#endif
+TG_LEVELS(unary_adjacent, (UNARY_ADJACENT_ARGS), UNARY_ADJACENT)
 #undef UNARY_ADJACENT
 
 /* The simple maps over an adjacent run at the CPU's level; false for the
@@ -334,18 +292,7 @@ static bool unary_simple(unary_kind kind, tg_dtype dt, int64_t len,
 {
     if (kind != NEG && kind != SCALE && kind != ADD_SCALAR && kind != RELU)
         return false;
-#if defined(__x86_64__) && defined(__GNUC__)
-    const int level = tg__cpu_level();
-    if (level == TG_CPU_AVX512) {
-        unary_adjacent_avx512(kind, dt, len, o, v, p);
-        return true;
-    }
-    if (level == TG_CPU_AVX2) {
-        unary_adjacent_avx2(kind, dt, len, o, v, p);
-        return true;
-    }
-#endif
-    unary_adjacent(kind, dt, len, o, v, p);
+    TG_BY_LEVEL(unary_adjacent)(kind, dt, len, o, v, p);
     return true;
 }
 
