@@ -271,6 +271,11 @@ typedef struct unary_job {
             for (int64_t i = 0; i < len; i++)                                  \
                 o[i] = v[i] + s;                                               \
             break;                                                             \
+        case SQRT: /* correctly rounded in every width: the same bits */       \
+            TG_SIMD                                                            \
+            for (int64_t i = 0; i < len; i++)                                  \
+                o[i] = SQRT_OF(v[i]);                                          \
+            break;                                                             \
         default: /* RELU */                                                    \
             TG_SIMD                                                            \
             for (int64_t i = 0; i < len; i++)                                  \
@@ -278,6 +283,12 @@ typedef struct unary_job {
             break;                                                             \
         }                                                                      \
     });
+/* sqrt of float or double without errno (the builtins, which the
+ * vectoriser turns into vsqrtps / vsqrtpd; errno is never read here, and a
+ * negative input gives NaN either way). sqrt is correctly rounded, so the
+ * float result is the double sqrt rounded, as the scalar loop computes it. */
+#define SQRT_OF(x)                                                             \
+    _Generic((x), float : __builtin_sqrtf, default : __builtin_sqrt)(x)
 #define UNARY_ADJACENT_ARGS                                                    \
     unary_kind kind, tg_dtype dt, int64_t len, void *out, const void *in,      \
         double p
@@ -290,7 +301,8 @@ TG_LEVELS(unary_adjacent, (UNARY_ADJACENT_ARGS), UNARY_ADJACENT)
 static bool unary_simple(unary_kind kind, tg_dtype dt, int64_t len,
                          const void *v, void *o, double p)
 {
-    if (kind != NEG && kind != SCALE && kind != ADD_SCALAR && kind != RELU)
+    if (kind != NEG && kind != SCALE && kind != ADD_SCALAR && kind != RELU &&
+        kind != SQRT)
         return false;
     TG_BY_LEVEL(unary_adjacent)(kind, dt, len, o, v, p);
     return true;
