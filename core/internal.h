@@ -482,4 +482,12 @@ TG_HIDDEN void tg__node_free(tg_node *n);
 TG_HIDDEN tg_tensor *tg__sum_to_shape(tg_tensor *g, int ndim,
                                       const int64_t *shape);
 
+/* ------------------------------------------------------------------ */
+/* Random words (core/rng.c)                                          */
+/* ------------------------------------------------------------------ */
+
+/* The legacy generator's next tempered 32-bit word (numpy's next_uint32),
+ * for the integer draws of core/create.c (randint, randperm). */
+TG_HIDDEN uint32_t tg__rng_next32(tg_rng *r);
+
 #endif /* TAPEGRAD_INTERNAL_H */
