@@ -22,13 +22,20 @@ tg_tensor *tg_eye(tg_dtype dt, int64_t n, int64_t m)
     return t;
 }
 
-/* torch.linspace, CPU kernel: step = (stop - start) / (steps - 1) in the
- * tensor's type, the first half counted up from start and the second
- * (from steps / 2 on) down from stop, so that both ends are exact:
+/* torch.linspace's formula: step = (stop - start) / (steps - 1) in the
+ * tensor's type, the first half counted up from start and the second (from
+ * steps / 2 on) down from stop, so that both ends are exact:
  *     x[i] = start + i * step                   i <  steps / 2
  *     x[i] = stop - (steps - 1 - i) * step      i >= steps / 2
- * T is float for float32 (start, stop and step rounded to float first),
- * double for float64. */
+ * each a fused multiply-add, rounded once, in float for float32 (start,
+ * stop and step rounded to float first) and double for float64. torch's
+ * own last bits depend on its build (its vector width, and whether the
+ * compiler fused the multiply-add); ours are the formula's, and within a
+ * few ulps of the range of torch's. */
+/* x * y + z rounded once, in x's type. */
+#define fma_of(x, y, z)                                                        \
+    _Generic((x), float : fmaf, default : fma)((x), (y), (z))
+
 tg_tensor *tg_linspace(tg_dtype dt, double start, double stop, int64_t steps)
 {
     if (dt != TG_FLOAT32 && dt != TG_FLOAT64) {
@@ -51,7 +58,8 @@ tg_tensor *tg_linspace(tg_dtype dt, double start, double stop, int64_t steps)
         const T step = steps > 1 ? (b - a) / (T)(steps - 1) : 0;
         const int64_t half = steps / 2;
         for (int64_t i = 0; i < steps; i++)
-            x[i] = i < half ? a + (T)i * step : b - (T)(steps - 1 - i) * step;
+            x[i] = i < half ? fma_of(step, (T)i, a)
+                            : fma_of(-step, (T)(steps - 1 - i), b);
     });
     if (steps == 1) /* torch: [start] */
         tg__store(dt, t->storage->data, 0, start);

@@ -615,11 +615,13 @@ tg_tensor *tg_outer(tg_tensor *a, tg_tensor *b);
  * dtype. New reference; NULL for a negative size or an unknown dtype. */
 tg_tensor *tg_eye(tg_dtype dt, int64_t n, int64_t m);
 /** torch.linspace(start, stop, steps): 1-D, steps values from start to
- * stop inclusive, the same bits as torch: step = (stop - start) / (steps -
- * 1) in dt's type, x[i] = start + i * step for i < steps / 2 and stop -
- * (steps - 1 - i) * step after, so both ends are exact; steps 1 gives
- * [start], 0 an empty tensor. dt float32 or float64. New reference; NULL
- * for another dtype, a start or stop not finite, or steps < 0. */
+ * stop inclusive, by torch's formula: step = (stop - start) / (steps - 1)
+ * in dt's type, x[i] = start + i * step for i < steps / 2 and stop -
+ * (steps - 1 - i) * step after (each rounded once), so both ends are
+ * exact; within a few ulps of torch's values, whose last bits depend on
+ * its build. steps 1 gives [start], 0 an empty tensor. dt float32 or
+ * float64. New reference; NULL for another dtype, a start or stop not
+ * finite, or steps < 0. */
 tg_tensor *tg_linspace(tg_dtype dt, double start, double stop, int64_t steps);
 /** np.random.randint(low, high, shape) of the legacy generator r (bit for
  * bit): int64 values uniform in [low, high), by masked rejection (no
