@@ -15,7 +15,7 @@
  *   tensor.c <-> tape.c
  *   anomaly.c          (tape.c calls it; it calls tensor.c)
  *   print.c, dtoa.c, npy.c, rng.c, pcg64.c
- *   gradcheck.c
+ *   gradcheck.c, create.c
  *
  * The one circle is tensor <-> tape, and it is the model itself: a tensor
  * owns the tape entry that made it (so freeing the tensor frees the entry,
