@@ -22,7 +22,7 @@ static const tg_dtype float_dtypes[] = {TG_FLOAT32, TG_FLOAT64};
 
 /* A float64 leaf that requires grad, uniform in [lo, hi): C order, or a
  * transposed view (non-contiguous), or a slice of a wider tensor (an offset
- * and a row stride past its width). 2-D shapes. */
+ * and a row stride past its width). 2-D shapes. The caller releases it. */
 typedef enum { PLAIN, TRANSPOSED, SLICED } layout;
 
 static tg_tensor *input(layout how, int64_t r, int64_t c, double lo, double hi,
@@ -46,7 +46,7 @@ static tg_tensor *input(layout how, int64_t r, int64_t c, double lo, double hi,
     if (how != PLAIN)
         ck_assert(!tg_is_contiguous(x));
     tg_set_requires_grad(x, true);
-    return x;
+    return tg_keep(x); /* the caller's, inside a scope too */
 }
 
 /* got and want hold the same int64 values (shapes too). */
@@ -314,6 +314,7 @@ static tg_tensor *call_outer(tg_tensor *const *in, void *ctx)
  * (2,4): leaf views with stride 2); and a broadcast one (stride 0). */
 START_TEST(outer_gradcheck)
 {
+    tg_scope_begin();
     tg_tensor *a = input(PLAIN, 1, 5, -2, 2, 50);
     tg_tensor *b = input(PLAIN, 1, 3, -2, 2, 51);
     tg_tensor *a1 = tg_reshape(a, TG_SHAPE(5)),
@@ -337,11 +338,10 @@ START_TEST(outer_gradcheck)
     tg_set_requires_grad(one1, true);
     assert_gradcheck(call_outer, "broadcast", 2,
                      (tg_tensor *const[]){one1, bd});
-    tg_release(one1);
-    tg_release(one);
-    tg_tensor *all[] = {a, b, a1, b1, ad, bd, base_a, base_b, sa, sb};
-    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
-        tg_release(all[i]);
+    tg_release(a);
+    tg_release(b);
+    tg_release(base_b);
+    tg_scope_end();
 }
 END_TEST
 
