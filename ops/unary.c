@@ -41,21 +41,13 @@ typedef struct map_job {
 static double sigmoid_of(double v)
 {
     double e = exp(-fabs(v));
-    return v >= 0 ? 1 / (1 + e) : e / (1 + e);
-}
-
-/* clamp(v) = min(max(v, lo), hi) as torch.clamp: NaN stays NaN, and with
- * lo > hi every element is hi. */
-static double clamp_of(double v, double lo, double hi)
-{
-    if (isnan(v))
-        return v;
-    return v < lo ? (lo > hi ? hi : lo) : v > hi ? hi : v;
+    return (v >= 0 ? 1 : e) / (1 + e);
 }
 
 /* One contiguous run by the vector math; false when this CPU or build has
  * none (tg__vrows) or the map has no use for it. sigmoid takes e =
- * exp(-|v|) from tg__vmap, computed in place in o, then the formula above. */
+ * exp(-|v|) from tg__vmap, computed in place in o, then the formula above
+ * as a select and one division (no branch: the loop vectorises). */
 static bool map_vector(map_kind kind, tg_dtype dt, int64_t len, const void *v,
                        void *o)
 {
@@ -74,11 +66,17 @@ static bool map_vector(map_kind kind, tg_dtype dt, int64_t len, const void *v,
         tg__vmap(TG_VEXP, dt, len, y, y);
         TG_SIMD
         for (int64_t i = 0; i < len; i++)
-            y[i] = x[i] >= 0 ? 1 / (1 + y[i]) : y[i] / (1 + y[i]);
+            y[i] = (x[i] >= 0 ? 1 : y[i]) / (1 + y[i]);
     });
     return true;
 }
 
+/* y = f(x) over one run: sigmoid and tanh by the vector math on adjacent
+ * runs, else libm in double rounded once; abs and clamp in the tensor's
+ * type (exact), as selects the compiler vectorises.
+ *   clamp: v = v < lo ? lo : v; v = v > hi ? hi : v   (torch's
+ *          min(max(v, lo), hi): NaN fails both tests and stays NaN, and
+ *          with lo > hi every v ends at hi) */
 static void map_run(void *job, int64_t start, const int64_t *off,
                     const int64_t *step, int64_t len)
 {
@@ -89,15 +87,29 @@ static void map_run(void *job, int64_t start, const int64_t *off,
         T *o = TG_DATA(T, j->out) + off[0];
         const T *x = TG_DATA(T, j->x) + off[1];
         const int64_t so = step[0], sx = step[1];
-        const bool done =
-            so == 1 && sx == 1 && map_vector(j->kind, dt, len, x, o);
-        for (int64_t i = 0; !done && i < len; i++) {
-            double v = x[i * sx];
-            double y = j->kind == SIGMOID ? sigmoid_of(v)
-                       : j->kind == TANH  ? tanh(v)
-                       : j->kind == ABS   ? fabs(v)
-                                          : clamp_of(v, j->lo, j->hi);
-            o[i * so] = (T)y;
+        const T lo = (T)j->lo, hi = (T)j->hi;
+        switch (j->kind) {
+        case SIGMOID:
+        case TANH:
+            if (so == 1 && sx == 1 && map_vector(j->kind, dt, len, x, o))
+                break;
+            for (int64_t i = 0; i < len; i++)
+                o[i * so] = (T)(j->kind == SIGMOID ? sigmoid_of(x[i * sx])
+                                                   : tanh(x[i * sx]));
+            break;
+        case ABS:
+            TG_SIMD
+            for (int64_t i = 0; i < len; i++)
+                o[i * so] = (T)fabs(x[i * sx]);
+            break;
+        case CLAMP:
+            TG_SIMD
+            for (int64_t i = 0; i < len; i++) {
+                T v = x[i * sx];
+                v = v < lo ? lo : v;
+                o[i * so] = v > hi ? hi : v;
+            }
+            break;
         }
     });
 }
