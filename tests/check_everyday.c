@@ -248,6 +248,43 @@ START_TEST(arg_over_all)
 }
 END_TEST
 
+/* Past TG_PARALLEL_MIN, where the loops are shared among threads: argmax
+ * along each dim of a (600,400) against a plain loop here, and sigmoid and
+ * tanh against libm in double. */
+START_TEST(large_tensors)
+{
+    enum { R = 600, C = 400 };
+    static double v[R * C], y[R * C];
+    tg_scope_begin();
+    tg_rng rng;
+    tg_rng_seed(&rng, 21);
+    tg_tensor *x = tg_randn(&rng, TG_FLOAT64, TG_SHAPE(R, C));
+    tg_copy_out(x, TG_FLOAT64, v);
+    static int64_t got[R > C ? R : C];
+    tg_copy_out(tg_argmax(x, 1, false), TG_INT64, got);
+    for (int i = 0; i < R; i++) {
+        int best = 0;
+        for (int j = 1; j < C; j++)
+            best = v[i * C + j] > v[i * C + best] ? j : best;
+        ck_assert_int_eq(got[i], best);
+    }
+    tg_copy_out(tg_argmin(x, 0, false), TG_INT64, got);
+    for (int j = 0; j < C; j++) {
+        int best = 0;
+        for (int i = 1; i < R; i++)
+            best = v[i * C + j] < v[best * C + j] ? i : best;
+        ck_assert_int_eq(got[j], best);
+    }
+    tg_copy_out(tg_sigmoid(x), TG_FLOAT64, y);
+    for (int i = 0; i < R * C; i++)
+        ck_assert(fabs(y[i] - 1 / (1 + exp(-v[i]))) <= 1e-15);
+    tg_copy_out(tg_tanh(x), TG_FLOAT64, y);
+    for (int i = 0; i < R * C; i++)
+        ck_assert(fabs(y[i] - tanh(v[i])) <= 1e-15);
+    tg_scope_end();
+}
+END_TEST
+
 /* ---- logical --------------------------------------------------------------- */
 
 START_TEST(logical_ops)
@@ -586,6 +623,7 @@ Suite *everyday_suite(void)
     tc = tcase_create("indices and masks");
     tcase_add_test(tc, arg_along_dims);
     tcase_add_test(tc, arg_over_all);
+    tcase_add_test(tc, large_tensors);
     tcase_add_test(tc, logical_ops);
     suite_add_tcase(s, tc);
 
