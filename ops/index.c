@@ -97,15 +97,18 @@ static tg_tensor *arg(const char *name, tg_tensor *x, int dim, bool keepdim,
     int d = tg__dim_of(name, dim, x);
     if (d < 0)
         return NULL;
-    int64_t shape[TG_MAX_DIMS], kd_shape[TG_MAX_DIMS], rows = 1;
+    /* the result's shape, and keepdim's (d at size 1); any_rows: whether
+     * the result has an element, which an empty dim d leaves nothing for */
+    int64_t shape[TG_MAX_DIMS], kd_shape[TG_MAX_DIMS];
     int ndim = 0;
+    bool any_rows = true;
     for (int i = 0; i < x->ndim; i++) {
         kd_shape[i] = i == d ? 1 : x->shape[i];
-        rows *= kd_shape[i] ? 1 : 0;
+        any_rows = any_rows && kd_shape[i] > 0;
         if (i != d || keepdim)
             shape[ndim++] = kd_shape[i];
     }
-    if (x->shape[d] == 0 && rows) {
+    if (x->shape[d] == 0 && any_rows) {
         tg__error("%s: cannot reduce over the empty dim %d of %s %s", name, dim,
                   tg_dtype_name(x->dtype), TG_SHP(x));
         return NULL;

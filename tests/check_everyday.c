@@ -244,6 +244,8 @@ START_TEST(arg_over_all)
         (int64_t)tg_item(tg_argmax(tg_from_bool(TG_SHAPE(4), b), 0, false)), 2);
     tg_tensor *e = tg_argmax(tg_zeros(TG_FLOAT64, TG_SHAPE(3, 0)), 0, false);
     assert_shape(e, 1, (const int64_t[]){0});
+    e = tg_argmin(tg_zeros(TG_INT64, TG_SHAPE(0, 0)), 1, true);
+    assert_shape(e, 2, (const int64_t[]){0, 1});
     tg_scope_end();
 }
 END_TEST
