@@ -15,7 +15,7 @@
  *   tensor.c <-> tape.c
  *   anomaly.c          (tape.c calls it; it calls tensor.c)
  *   print.c, dtoa.c, npy.c, rng.c, pcg64.c
- *   gradcheck.c
+ *   gradcheck.c, create.c
  *
  * The one circle is tensor <-> tape, and it is the model itself: a tensor
  * owns the tape entry that made it (so freeing the tensor frees the entry,
@@ -503,5 +503,13 @@ TG_HIDDEN void tg__node_free(tg_node *n);
  * error when out of memory. */
 TG_HIDDEN tg_tensor *tg__sum_to_shape(tg_tensor *g, int ndim,
                                       const int64_t *shape);
+
+/* ------------------------------------------------------------------ */
+/* Random words (core/rng.c)                                          */
+/* ------------------------------------------------------------------ */
+
+/* The legacy generator's next tempered 32-bit word (numpy's next_uint32),
+ * for the integer draws of core/create.c (randint, randperm). */
+TG_HIDDEN uint32_t tg__rng_next32(tg_rng *r);
 
 #endif /* TAPEGRAD_INTERNAL_H */

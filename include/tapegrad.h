@@ -582,6 +582,113 @@ tg_tensor *tg_mse_loss(tg_tensor *a, tg_tensor *b);
 tg_tensor *tg_dropout(tg_tensor *t, double p, bool train, tg_rng *rng);
 
 /* ===================================================================== */
+/* Everyday ops: activations, clamp, argmax / argmin, logical masks,      */
+/* outer; eye, linspace, random integers; typed constructors              */
+/* ===================================================================== */
+
+/** logistic sigmoid, 1 / (1 + exp(-t)), computed without overflow for any
+ * |t| (exp(-|t|) only). Gradient: dt = dy * y * (1 - y). New reference, t's
+ * shape; NULL for a t that is not float. */
+tg_tensor *tg_sigmoid(tg_tensor *t);
+/** tanh(t). Gradient: dt = dy * (1 - y^2). New reference, t's shape; NULL
+ * for a t that is not float. */
+tg_tensor *tg_tanh(tg_tensor *t);
+/** torch.clamp: min(max(t, min), max) elementwise, the bounds rounded to
+ * t's dtype; -INFINITY or INFINITY leaves that side open. NaN stays NaN;
+ * with min > max every element is max (as torch). Gradient: dt = dy where
+ * min <= t <= max (both ends inclusive, as torch), 0 elsewhere. New
+ * reference, t's shape; NULL for a t that is not float or a NaN bound. */
+tg_tensor *tg_clamp(tg_tensor *t, double min, double max);
+/** |t|. Gradient: dt = dy * sign(t), 0 at t = 0 (and at NaN), as torch.
+ * New reference, t's shape; NULL for a t that is not float. */
+tg_tensor *tg_abs(tg_tensor *t);
+
+/** The dim of tg_argmax / tg_argmin that means every element, in C order
+ * (torch.argmax(t) with no dim): the result is 0-d, or with keepdim t's
+ * ndim of size-1 dims. */
+#define TG_ALL (-0x7fffffff - 1)
+/** torch.argmax: the index along dim (negatives count from the end; TG_ALL:
+ * the flat C-order index over all elements) of the largest value; ties go
+ * to the first, and NaN counts as the largest (the first NaN wins), as
+ * torch. keepdim keeps dim with size 1. Any dtype (bool: the first true).
+ * An int64 result, new reference, no gradient; NULL on a bad dim, or an
+ * empty dim to reduce (empty t for TG_ALL) when the result is not empty. */
+tg_tensor *tg_argmax(tg_tensor *t, int dim, bool keepdim);
+/** torch.argmin: as tg_argmax, with the smallest value (NaN also wins). */
+tg_tensor *tg_argmin(tg_tensor *t, int dim, bool keepdim);
+
+/** torch.logical_and: a && b elementwise, numpy broadcasting. Operands of
+ * any dtypes, which may differ: nonzero (NaN included) is true, as torch.
+ * A TG_BOOL result, new reference, no gradient; NULL when the shapes do not
+ * broadcast. */
+tg_tensor *tg_logical_and(tg_tensor *a, tg_tensor *b);
+/** torch.logical_or: a || b elementwise, as tg_logical_and. */
+tg_tensor *tg_logical_or(tg_tensor *a, tg_tensor *b);
+/** torch.logical_not: !t elementwise (true where t is zero), any dtype. A
+ * TG_BOOL result of t's shape, new reference. */
+tg_tensor *tg_logical_not(tg_tensor *t);
+
+/** torch.outer: y[i,j] = a[i] * b[j] for 1-D a (n) and b (m), y (n,m).
+ * Gradient: da = dy @ b, db = a @ dy. New reference; NULL unless a and b
+ * are 1-D of the same float dtype. */
+tg_tensor *tg_outer(tg_tensor *a, tg_tensor *b);
+
+/** torch.eye(n, m): (n,m), ones on the main diagonal, zeros elsewhere, any
+ * dtype. New reference; NULL for a negative size or an unknown dtype. */
+tg_tensor *tg_eye(tg_dtype dt, int64_t n, int64_t m);
+/** torch.linspace(start, stop, steps): 1-D, steps values from start to
+ * stop inclusive, by torch's formula: step = (stop - start) / (steps - 1)
+ * in dt's type, x[i] = start + i * step for i < steps / 2 and stop -
+ * (steps - 1 - i) * step after (each rounded once), so both ends are
+ * exact; within a few ulps of torch's values, whose last bits depend on
+ * its build. steps 1 gives [start], 0 an empty tensor. dt float32 or
+ * float64. New reference; NULL for another dtype, a start or stop not
+ * finite, or steps < 0. */
+tg_tensor *tg_linspace(tg_dtype dt, double start, double stop, int64_t steps);
+/** np.random.randint(low, high, shape) of the legacy generator r (bit for
+ * bit): int64 values uniform in [low, high), by masked rejection (no
+ * modulo bias), filled in C order. New reference; NULL for a NULL r, low >=
+ * high, or a bad shape (then nothing is drawn). */
+tg_tensor *tg_randint(tg_rng *r, int64_t low, int64_t high, int ndim,
+                      const int64_t *shape);
+/** np.random.permutation(n) of the legacy generator r (bit for bit): 0..n-1
+ * in an order drawn uniformly from the n! (Fisher-Yates), int64 (n,). New
+ * reference; NULL for a NULL r or n < 0. */
+tg_tensor *tg_randperm(tg_rng *r, int64_t n);
+
+/** Typed tg_from_data: a new tensor holding a copy of data, numel elements
+ * in C order, of the element type the name says. The compiler checks the
+ * pointer's type, so a double[] passed for float32, or an int[] for int64,
+ * is a diagnostic rather than garbage. New reference; NULL on a bad shape
+ * or a NULL data with elements. */
+tg_tensor *tg_from_f32(int ndim, const int64_t *shape, const float *data);
+/** As tg_from_f32, a float64 tensor from double data. */
+tg_tensor *tg_from_f64(int ndim, const int64_t *shape, const double *data);
+/** As tg_from_f32, an int64 tensor from int64_t data. */
+tg_tensor *tg_from_i64(int ndim, const int64_t *shape, const int64_t *data);
+/** As tg_from_f32, a TG_BOOL tensor from bool data. */
+tg_tensor *tg_from_bool(int ndim, const int64_t *shape, const bool *data);
+#ifndef __cplusplus
+/** tg_from(data, ndim, shape): the typed constructor for data's element
+ * type, chosen by the compiler (C11 _Generic): float, double, int64_t or
+ * bool arrays or pointers (const or not). Data of any other type does not
+ * compile. C only. E.g.
+ *
+ *     const float xs[] = {1, 2, 3, 4, 5, 6};
+ *     tg_tensor *x = tg_from(xs, TG_SHAPE(2, 3));   // float32 (2,3) */
+#define tg_from(data, ...)                                                     \
+    _Generic((data),                                                           \
+        float *: tg_from_f32(__VA_ARGS__, (const float *)(data)),              \
+        const float *: tg_from_f32(__VA_ARGS__, (const float *)(data)),        \
+        double *: tg_from_f64(__VA_ARGS__, (const double *)(data)),            \
+        const double *: tg_from_f64(__VA_ARGS__, (const double *)(data)),      \
+        int64_t *: tg_from_i64(__VA_ARGS__, (const int64_t *)(data)),          \
+        const int64_t *: tg_from_i64(__VA_ARGS__, (const int64_t *)(data)),    \
+        bool *: tg_from_bool(__VA_ARGS__, (const bool *)(data)),               \
+        const bool *: tg_from_bool(__VA_ARGS__, (const bool *)(data)))
+#endif
+
+/* ===================================================================== */
 /* Autograd                                                               */
 /* ===================================================================== */
 
@@ -756,14 +863,16 @@ tg_gradcheck_opts tg_gradcheck_defaults(void);
  * input that requires grad, compares dL/dx_i from tg_backward_with(y, u)
  * with (L(x_i + eps) - L(x_i - eps)) / (2 eps). Infinite input elements (a
  * mask) are never perturbed; their gradient must be exactly 0.
- * Inputs (n_inputs of them, borrowed) should be float64 leaves. They are
+ * Inputs (n_inputs of them, borrowed) are float64 leaves (float32 is
+ * refused: its 24 bits cannot hold a central difference). They are
  * perturbed in place and restored. The inputs' accumulated gradients are
  * left as they were.
  * Returns 0 when every element passes, 1 when one does not (the report says
  * which), -1 on error: no function, no inputs, a NULL or non-leaf input, no
  * input requiring grad, options out of range (eps must be > 0 and finite,
  * atol and rtol >= 0: a NaN is an error, and the message names the three),
- * or f returning NULL (f's error is kept; a function that set none gives
+ * a float32 input that requires grad or a float32 output ("check in
+ * float64"), or f returning NULL (f's error is kept; a function that set none gives
  * "gradcheck: the function returned NULL without an error"). opts may be
  * NULL (defaults); report may be NULL. */
 int tg_gradcheck(tg_fn f, void *ctx, int n_inputs, tg_tensor *const *inputs,

@@ -97,6 +97,21 @@ static bool gradcheck_eps(env *e, double eps)
     return f;
 }
 
+/* A float32 (3,) leaf that requires grad, released after the row. */
+static tg_tensor *f32_leaf(void)
+{
+    tg_tensor *t = temp(tg_ones(TG_FLOAT32, TG_SHAPE(3)));
+    tg_set_requires_grad(t, true);
+    return t;
+}
+
+/* A function whose output is float32 (for gradcheck's refusal). */
+static tg_tensor *to_f32_fn(tg_tensor *const *in, void *ctx)
+{
+    (void)ctx;
+    return tg_to(in[0], TG_FLOAT32);
+}
+
 /* tg_fprint(t) into memory: true when it failed and wrote nothing. */
 static bool fprint_failed(const tg_tensor *t)
 {
@@ -256,6 +271,48 @@ static void core_table(table_walk *w, env *e)
     ROW_RC("gradcheck function fails silently",
            tg_gradcheck(silent_null_fn, NULL, 1, &e->x, NULL, NULL),
            "gradcheck: the function returned NULL without an error");
+    ROW_RC(
+        "gradcheck float32 input",
+        tg_gradcheck(exp_fn, NULL, 1, (tg_tensor *[]){f32_leaf()}, NULL, NULL),
+        "gradcheck:", "float32 (3,)", "check in float64");
+    ROW_RC("gradcheck float32 output",
+           tg_gradcheck(to_f32_fn, NULL, 1, &e->x, NULL, NULL),
+           "gradcheck:", "returned float32 (4,8,32)", "check in float64");
+
+    /* eye, linspace, randint, randperm; the typed constructors */
+    ROW("eye negative size", tg_eye(TG_FLOAT64, 2, -1), "eye:", "-1");
+    ROW("eye unknown dtype", tg_eye((tg_dtype)7, 2, 2), "eye:", "dtype 7");
+    ROW("eye count past 2^59",
+        tg_eye(TG_BOOL, (int64_t)1 << 30, (int64_t)1 << 30),
+        "eye:", "more elements");
+    ROW("linspace bool", tg_linspace(TG_BOOL, 0, 1, 3), "linspace:", "bool");
+    ROW("linspace NaN start", tg_linspace(TG_FLOAT64, NAN, 1, 3),
+        "linspace:", "nan");
+    ROW("linspace inf stop", tg_linspace(TG_FLOAT32, 0, INFINITY, 3),
+        "linspace:", "inf");
+    ROW("linspace steps -1", tg_linspace(TG_FLOAT64, 0, 1, -1),
+        "linspace:", "-1");
+    ROW("linspace too long", tg_linspace(TG_FLOAT64, 0, 1, INT64_MAX),
+        "linspace:", "more elements");
+    ROW("randint NULL rng", tg_randint(NULL, 0, 2, TG_SHAPE(2)),
+        "randint:", "NULL");
+    ROW("randint low == high", tg_randint(&e->rng, 3, 3, TG_SHAPE(2)),
+        "randint:", "[3, 3)");
+    ROW("randint ndim 9", tg_randint(&e->rng, 0, 2, 9, nine),
+        "randint:", "ndim 9");
+    ROW("randint negative size", tg_randint(&e->rng, 0, 2, TG_SHAPE(2, -1)),
+        "randint:", "(2,-1)");
+    ROW("randperm NULL rng", tg_randperm(NULL, 3), "randperm:", "NULL");
+    ROW("randperm -1", tg_randperm(&e->rng, -1), "randperm:", "-1");
+    ROW("randperm count past 2^59", tg_randperm(&e->rng, INT64_MAX),
+        "randperm:", "more elements");
+    ROW("from_f32 NULL data", tg_from_f32(TG_SHAPE(2), NULL),
+        "from_f32:", "NULL", "(2,)");
+    ROW("from_f64 negative size", tg_from_f64(TG_SHAPE(-1), (double[]){0}),
+        "from_f64:", "(-1,)");
+    ROW("from_i64 ndim 9", tg_from_i64(9, nine, nine), "from_i64:", "ndim 9");
+    ROW("from_bool NULL data", tg_from_bool(TG_SHAPE(1, 2), NULL),
+        "from_bool:", "NULL", "(1,2)");
 
     /* files and printing */
     ROW("load_npy missing", tg_load_npy("/nonexistent/tapegrad/x.npy"),

@@ -119,6 +119,7 @@ static const struct {
     {"oom", oom_suite},
     {"simd", simd_suite},
     {"steady", steady_suite},
+    {"everyday", everyday_suite},
 };
 
 int main(void)

@@ -463,6 +463,12 @@ static int ops_tour(const char *path, tour_result *r)
     term(terms, &nt,
          tg_cross_entropy(h, tg_from_data(TG_INT64, TG_SHAPE(2, 3), targets)));
     term(terms, &nt, tg_mse_loss(h, b));
+    /* activations, clamp, outer */
+    term(terms, &nt, tg_sigmoid(h));
+    term(terms, &nt, tg_tanh(h));
+    term(terms, &nt, tg_abs(h));
+    term(terms, &nt, tg_clamp(h, -0.5, 0.5));
+    term(terms, &nt, tg_outer(v, b));
 
     tg_tensor *loss = terms[0];
     for (int i = 1; i < nt; i++)
@@ -484,6 +490,14 @@ static int ops_tour(const char *path, tour_result *r)
     }
     /* no tape: comparisons, printing, files */
     if (rc == 0 && (!tg_lt(h, b) || !tg_ge_scalar(h, 0)))
+        rc = -1;
+    /* no tape: indices, masks, creation */
+    if (rc == 0 &&
+        (!tg_argmax(h, 1, false) || !tg_argmin(h, TG_ALL, true) ||
+         !tg_logical_or(tg_logical_not(tg_lt(h, b)), tg_gt_scalar(h, 1)) ||
+         !tg_eye(F64, 3, 4) || !tg_linspace(F64, 0, 1, 5) ||
+         !tg_randint(&rng, 0, 9, TG_SHAPE(2, 3)) || !tg_randperm(&rng, 5) ||
+         !tg_from_i64(TG_SHAPE(6), ids)))
         rc = -1;
     char *text = rc == 0 ? tg_format(h, 4) : NULL;
     if (rc == 0 && !text)
