@@ -110,6 +110,7 @@ static const struct {
     {"nn_ops", nn_ops_suite},
     {"nn", nn_suite},
     {"optim", optim_suite},
+    {"train", train_suite},
     {"plot", plot_suite},
     {"anomaly", anomaly_suite},
     {"attention", attention_suite},

@@ -28,6 +28,7 @@ Suite *errors_nn_suite(void);
 Suite *nn_ops_suite(void);
 Suite *nn_suite(void);
 Suite *optim_suite(void);
+Suite *train_suite(void);
 Suite *plot_suite(void);
 Suite *anomaly_suite(void);
 Suite *attention_suite(void);
