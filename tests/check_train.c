@@ -742,6 +742,15 @@ static void assert_unchanged(const snapshot *before, const tiny_lm *m,
     ck_assert_int_eq(memcmp(before, &now, sizeof now), 0);
 }
 
+static void assert_all_zero(const tg_tensor *t)
+{
+    double v[64];
+    ck_assert_int_le(tg_numel(t), 64);
+    ck_assert_int_eq(tg_copy_out(t, TG_FLOAT64, v), 0);
+    for (int64_t i = 0; i < tg_numel(t); i++)
+        ck_assert_double_eq(v[i], 0);
+}
+
 /* Loading another run's state: each is an error naming the entry, and
  * changes neither the model nor the optimizer. */
 START_TEST(load_checkpoint_mismatch)
@@ -806,6 +815,20 @@ START_TEST(load_checkpoint_mismatch)
     assert_unchanged(&before, &renamed, ro);
     tg_optim_free(ro);
     tiny_lm_free(&renamed);
+    /* another model: wte of another shape */
+    tg_tensor *wte = tg_zeros(TG_FLOAT64, TG_SHAPE(5, LM_C));
+    tg_set_requires_grad(wte, true);
+    tiny_lm narrow;
+    lm_filled(&narrow, 0.5);
+    narrow.ps.items[0].t = wte;
+    tg_optim *no = lm_optim(LM_ADAMW_NANOGPT, &narrow);
+    ck_assert_int_eq(tg_load_checkpoint(&narrow.ps, no, path), -1);
+    ck_assert_msg(strstr(tg_last_error(), "parameter 'wte' has shape (5,8)"),
+                  "%s", tg_last_error());
+    assert_all_zero(wte);
+    tg_optim_free(no);
+    tiny_lm_free(&narrow);
+    tg_release(wte);
     /* a missing file, NULLs */
     tg_optim *good = lm_optim(LM_ADAMW_NANOGPT, &fresh);
     take(&before, &fresh, good);
