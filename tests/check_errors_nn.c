@@ -220,7 +220,8 @@ static tg_optim *made_optim(env *e, bool adamw)
     return o;
 }
 
-/* The list ("x": x, "m": m) of a model, freed after the row. */
+/* The list ("x": x, "m": m) of a model, freed after the row (one a row:
+ * the list is static). */
 static tg_params *model_list(env *e)
 {
     static tg_params ps;
@@ -246,11 +247,12 @@ static bool split_failed(const tg_params *all)
 static bool load_checkpoint_other_kind(env *e)
 {
     const char *path = tmp_path("adam.npz");
-    if (tg_save_checkpoint(model_list(e), made_optim(e, false), path) < 0) {
+    tg_params *model = model_list(e);
+    if (tg_save_checkpoint(model, made_optim(e, false), path) < 0) {
         note("saving a checkpoint: %s", tg_last_error());
         return false;
     }
-    return tg_load_checkpoint(model_list(e), made_optim(e, true), path) < 0;
+    return tg_load_checkpoint(model, made_optim(e, true), path) < 0;
 }
 
 /* ---- plots -------------------------------------------------------------- */
