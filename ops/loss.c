@@ -120,7 +120,8 @@ static void cross_entropy_backward(tg_node *n, tg_tensor *dy)
     const tg_reduction red = (tg_reduction)n->ip[IP_REDUCTION];
     const int last = x->ndim - 1;
     const int64_t V = x->shape[last], xs = x->strides[last];
-    tg_tensor *dx = tg__new("cross_entropy", x->dtype, x->ndim, x->shape, true);
+    tg_tensor *dx =
+        tg__new("cross_entropy", x->dtype, x->ndim, x->shape, false);
     /* the per-row weights for 'none': dy's values (any strides), in double */
     double *dys = NULL;
     if (dx && red == TG_REDUCTION_NONE) {
@@ -149,11 +150,14 @@ static void cross_entropy_backward(tg_node *n, tg_tensor *dy)
     TG_DISPATCH_FLOAT(x->dtype, T, {
         do {
             for (int64_t i = 0; i < L.inner; i++, r++) {
-                if (targets[r] == ignore)
-                    continue; /* dx was zero-filled */
+                T *dxr = TG_DATA(T, dx) + L.off[1] + i * L.step[1];
+                if (targets[r] == ignore) {
+                    for (int64_t k = 0; k < V; k++)
+                        dxr[k * dxs] = 0;
+                    continue;
+                }
                 const double s = dys ? dys[r] : scale;
                 const T *xr = TG_DATA(T, x) + L.off[0] + i * L.step[0];
-                T *dxr = TG_DATA(T, dx) + L.off[1] + i * L.step[1];
                 if (vec) {
                     double e[EXP_BLOCK];
                     for (int64_t k0 = 0; k0 < V; k0 += EXP_BLOCK) {
