@@ -2,10 +2,9 @@
  * gradient clipping and cross_entropy with ignored targets against torch
  * (fixtures from tests/fixtures/gen_train.py); 20 steps of nanoGPT's loop
  * on a tiny model and on nanoGPT's GPT against the same loop in torch; and
- * exact resume: a run
- * saved with tg_save_checkpoint and loaded into fresh objects continues
- * bit for bit as the uninterrupted one (in a new process too:
- * tests/resume.test). */
+ * exact resume: a run saved with tg_save_checkpoint and loaded into fresh
+ * objects continues bit for bit as the uninterrupted one (in a new process
+ * too: tests/resume.test). */
 #include "tests.h"
 #include "tiny_lm.h"
 
