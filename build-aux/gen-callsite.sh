@@ -34,13 +34,15 @@ skip="tg_check_result tg_grad tg_keep tg_params_get tg_retain tg_scope_return"
 # released tensor used, an in-place write refused, a backward that fails):
 # a macro records the call site and calls them as they are (TG_SITE_), for
 # whatever they return. tg_keep, tg_retain and tg_scope_return return their
-# argument: a call site, no tg_check_result. Not tg_fprint: its first
+# argument: a call site, no tg_check_result; tg_grad returns a borrowed
+# tensor, as do the accessors. Not tg_fprint: its first
 # argument is often stdout, which glibc defines as a macro of itself, and
 # clang -Weverything flags that inside a macro's arguments.
 sited="tg_add_ tg_backward tg_backward_retain tg_backward_with tg_copy_
 tg_copy_in tg_copy_out tg_fill_ tg_get tg_item tg_keep tg_mul_
 tg_print tg_release tg_retain tg_scope_end tg_scope_return tg_set
-tg_set_name tg_zero_"
+tg_set_name tg_zero_ tg_ndim tg_size tg_shape tg_stride tg_numel tg_grad
+tg_set_requires_grad tg_zero_grad tg_format tg_name"
 
 headers=
 for f in "$dir"/*.h; do

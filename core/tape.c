@@ -1160,7 +1160,7 @@ void tg_tape_print(FILE *f)
     }
     for (tg_node *e = head; e; e = e->next) {
         char shp[TG_SHAPE_STR];
-        fprintf(f, "#%-3zu %s(", entry_number(&nb, e->seq), e->op->name);
+        fprintf(f, "#%zu %s(", entry_number(&nb, e->seq), e->op->name);
         bool first = true;
         for (int i = 0; i < e->n_in; i++) {
             if (!e->in_tid[i])

@@ -118,6 +118,8 @@ static const struct {
     {"oom", oom_suite},
     {"simd", simd_suite},
     {"steady", steady_suite},
+    {"inplace", inplace_suite},
+    {"retain", retain_suite},
 };
 
 int main(void)

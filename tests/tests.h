@@ -36,6 +36,8 @@ Suite *fuzz_regress_suite(void);
 Suite *oom_suite(void);
 Suite *simd_suite(void);
 Suite *steady_suite(void);
+Suite *inplace_suite(void);
+Suite *retain_suite(void);
 
 /* Path of a committed fixture: TG_FIXTURES "/" name, in a static buffer. */
 const char *fixture_path(const char *name);
