@@ -1209,9 +1209,8 @@ void tg_tape_dot(FILE *f)
         char shp[TG_SHAPE_STR];
         fprintf(f, "  e%zu [shape=box, style=rounded, label=\"#%zu %s", k, k,
                 e->op->name);
-        if (out_name(e)[0])
-            fprintf(f, "\\n%s", out_name(e));
-        fprintf(f, " %s", out_shape(e, shp));
+        fprintf(f, "\\n%s%s%s", out_name(e), out_name(e)[0] ? " " : "",
+                out_shape(e, shp));
         if (e->grad_norm >= 0)
             fprintf(f, "\\n|grad| %.3g", e->grad_norm);
         if (e->file)
