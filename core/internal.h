@@ -117,6 +117,9 @@ struct tg_tensor {
     uint64_t id;
     /* tg_set_name's copy; "" for none. */
     char name[TG_NAME_MAX];
+    /* Of the references, those tape entries not yet consumed hold (for the
+     * leak audit's report of tensors an unfinished tape keeps alive). */
+    _Atomic int32_t tape_holds;
 };
 
 /* True when t was released (its header is poison): see tg__dead_error. */

@@ -277,6 +277,7 @@ tg_tensor *tg__record(const tg_op *op, tg_tensor *out, int n_in,
             memcpy(n->in_name[i], in[i]->name, TG_NAME_MAX);
         atomic_fetch_add_explicit(&in[i]->storage->tape_refs, 1,
                                   memory_order_relaxed);
+        atomic_fetch_add_explicit(&in[i]->tape_holds, 1, memory_order_relaxed);
     }
     n->out = out;
     out->node = n;
@@ -301,6 +302,7 @@ void tg__save(tg_node *n, tg_tensor *t)
     n->saved[k] = tg_retain(t);
     n->saved_version[k] = t->storage->version;
     atomic_fetch_add_explicit(&t->storage->tape_refs, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&t->tape_holds, 1, memory_order_relaxed);
 }
 
 /* A tensor an entry holds goes: its storage's count of tape references
@@ -310,6 +312,7 @@ static void drop_held(tg_tensor *t)
     if (!t)
         return;
     atomic_fetch_sub_explicit(&t->storage->tape_refs, 1, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&t->tape_holds, 1, memory_order_relaxed);
     tg__drop(t);
 }
 

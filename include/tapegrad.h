@@ -18,9 +18,10 @@
  * records nothing on the tape. Running out of memory is such an error
  * everywhere, forward, backward, optimizer steps and file I/O alike: the
  * message names the function and says "out of memory", and nothing is left
- * half done (see tg_backward for what a failed backward leaves). One thing
- * aborts, with file:line on stderr: releasing a tensor that has no
- * references left, a bug in the caller.
+ * half done (see tg_backward for what a failed backward leaves). A tensor
+ * used after its last reference went (a release too many included) is an
+ * error too, also written to stderr, naming your file and line and the
+ * line of that release (see tg_scope_return for how long this is certain).
  *
  * Threads: each thread has its own tape, scopes, grad mode, anomaly mode,
  * call site and last error, so what one thread records, opens, switches or
@@ -284,9 +285,10 @@ double tg_get(const tg_tensor *t, const int64_t *idx);
 /** The value of a one-element tensor. NAN and an error otherwise. */
 double tg_item(const tg_tensor *t);
 /** Writes v (converted to t's dtype) at idx, in place, in whatever tensor (or
- * view) t is. Returns 0, or -1 on a bad or NULL index. Writing into a tensor
- * that autograd saved for backward makes that backward wrong; it is meant for
- * parameters between steps. */
+ * view) t is. Returns 0, or -1 on a bad or NULL index. It is meant for
+ * parameters between steps: it bumps t's version (see tg_add_), so a
+ * backward through an entry that recorded t before the write fails rather
+ * than computing a wrong gradient. */
 int tg_set(tg_tensor *t, const int64_t *idx, double v);
 
 /* ===================================================================== */
@@ -619,8 +621,10 @@ tg_tensor *tg_detach(tg_tensor *t);
  * and infinity (-inf is allowed where an op legitimately makes it: a mask,
  * log_softmax, where). The first offender turns the call into an error
  * (NULL, or -1 from backward) whose message names the op, its shapes, and
- * the file:line of your program that called it. Returns the previous
- * state. */
+ * the file:line of your program that called it. That message is also
+ * written to stderr (once, as "tapegrad: anomaly: ..."), for programs that
+ * do not check every return value: a program that captures stderr sees it
+ * there. Returns the previous state. */
 bool tg_set_anomaly_mode(bool on);
 /** Whether anomaly mode is on. */
 bool tg_anomaly_mode(void);
@@ -648,13 +652,21 @@ int64_t tg_live_tensors(void);
 void tg_print_live_tensors(FILE *f);
 
 /** This thread's tape, for teaching. Each live entry on one line, oldest
- * first: its number, op, input and output shapes, and after a backward run
- * while tg_tape_record_norms was on, the L2 norm of the gradient that
- * reached its output. Does nothing for a NULL f. */
+ * first (and the records tg_tape_keep_record kept), as
+ *     #6 div(#5 (1,4,4), tau ()) -> scores (1,4,4)   |grad| = 0.12   at f.c:58
+ * its number, op, inputs (an entry's output as #k and its name, a leaf by
+ * its name, or t1, t2... when unnamed), output name and shape, after a
+ * backward run while tg_tape_record_norms or tg_tape_keep_record was on the
+ * L2 norm of the gradient that reached its output, and the line of your
+ * program that made it. Entries are numbered 1, 2... in tape order and
+ * unnamed leaves in the order they were made, so the text is the same
+ * every run. Does nothing for a NULL f. */
 void tg_tape_print(FILE *f);
-/** The same tape as a Graphviz DOT graph: leaves and ops as nodes, tensors as
- * edges labelled with shapes (and the norms, as tg_tape_print). Does nothing
- * for a NULL f. */
+/** The same tape as a Graphviz DOT graph: leaves (ellipses: name and shape)
+ * and entries (boxes: number, op, output name and shape, |grad|, call site)
+ * as nodes, numbered as tg_tape_print numbers them (so the file is the same
+ * every run), tensors as edges labelled with shapes. Does nothing for a
+ * NULL f. */
 void tg_tape_dot(FILE *f);
 /** Whether this thread's backward records, for each entry it walks, the L2
  * norm |g| = sqrt(sum g_i^2) of its output's gradient, for tg_tape_print and
