@@ -6,6 +6,8 @@
  * differences. */
 #include "tests.h"
 
+#include "core/error.h" /* tg__alloc_fail_at */
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -306,6 +308,40 @@ START_TEST(jacobian_of_a_constant_is_zero)
 }
 END_TEST
 
+/* Each allocation a Jacobian makes failing in turn: the call gives the
+ * reference result or NULL with "out of memory", and leaves no tape entry
+ * and no tensor behind (the leak audit, when on, counts them). */
+START_TEST(jacobian_out_of_memory)
+{
+    tg_tensor *x = load_fixture("jac_softmax_x.npy");
+    tg_tensor *want = load_fixture("jac_softmax_j.npy");
+    int64_t entries = tg_tape_size(), alive = tg_live_tensors();
+    tg_release(tg_jacobian(softmax0, NULL, x)); /* the thread's tape, pools */
+    tg__alloc_fail_at(0, false);
+    tg_tensor *j = tg_jacobian(softmax0, NULL, x);
+    int64_t n = tg__alloc_counted();
+    tg__alloc_fail_at(-1, false);
+    tg_release(j);
+    ck_assert_int_gt(n, 5);
+    for (int64_t k = 1; k <= n; k++) {
+        tg_clear_error();
+        tg__alloc_fail_at(k, false);
+        j = tg_jacobian(softmax0, NULL, x);
+        tg__alloc_fail_at(-1, false);
+        if (j)
+            assert_close(j, want, 1e-15);
+        else
+            ck_assert_msg(strstr(tg_last_error(), "out of memory"),
+                          "allocation %lld: %s", (long long)k, tg_last_error());
+        tg_release(j);
+        ck_assert_int_eq(tg_tape_size(), entries);
+        ck_assert_int_eq(tg_live_tensors(), alive);
+    }
+    tg_release(want);
+    tg_release(x);
+}
+END_TEST
+
 Suite *retain_suite(void)
 {
     Suite *s = suite_create("retain");
@@ -328,6 +364,7 @@ Suite *retain_suite(void)
     tcase_add_test(tc, jacobian_shape_is_out_then_in);
     tcase_add_test(tc, jacobian_mlp_central_differences);
     tcase_add_test(tc, jacobian_of_a_constant_is_zero);
+    tcase_add_test(tc, jacobian_out_of_memory);
     suite_add_tcase(s, tc);
     return s;
 }
