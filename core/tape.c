@@ -61,8 +61,10 @@ static void profile_walk_end(double ops_ms);
 struct tg_tape {
     pthread_mutex_t lock; /* guards the four below */
     tg_node *head, *tail;
-    bool orphaned;    /* its thread has exited */
-    bool keep_record; /* tg_tape_keep_record: consumed entries stay */
+    bool orphaned; /* its thread has exited */
+    /* tg_tape_keep_record: consumed entries stay. Written under the lock,
+     * read without it first (an entry's free would take the lock twice) */
+    atomic_bool keep_record;
 };
 
 static void drop_records(tg_tape *tp);
@@ -340,8 +342,11 @@ static void node_drop_refs(tg_node *n)
 static bool keep_as_record(tg_node *n)
 {
     tg_tape *tp = n->tape;
+    if (!atomic_load_explicit(&tp->keep_record, memory_order_relaxed))
+        return false;
     pthread_mutex_lock(&tp->lock);
-    bool keep = tp->keep_record && !tp->orphaned;
+    bool keep = atomic_load_explicit(&tp->keep_record, memory_order_relaxed) &&
+                !tp->orphaned;
     if (keep) {
         const tg_tensor *y = n->out;
         n->out_ndim = y->ndim;
@@ -396,8 +401,8 @@ bool tg_tape_keep_record(bool on)
         return false;
     }
     pthread_mutex_lock(&tp->lock);
-    bool was = tp->keep_record;
-    tp->keep_record = on;
+    bool was = atomic_load_explicit(&tp->keep_record, memory_order_relaxed);
+    atomic_store_explicit(&tp->keep_record, on, memory_order_relaxed);
     pthread_mutex_unlock(&tp->lock);
     drop_records(tp); /* on: a fresh record; off: none */
     return was;
@@ -903,7 +908,10 @@ static int backward_walk(tg_tensor *out, tg_tensor *dout, bool retain)
         tg_node *n = w.order[i];
         tg_tensor *y = n->out;
         if (y->grad && !walk_failed && !tg__anomaly_pending()) {
-            if (record_norms || (my_tape && my_tape->keep_record)) /* asked */
+            if (record_norms ||
+                (my_tape &&
+                 atomic_load_explicit(&my_tape->keep_record,
+                                      memory_order_relaxed))) /* asked */
                 n->grad_norm = sqrt(tg__sum_squares(y->grad));
             double t0 = profiled ? profile_now() : 0;
             n->op->backward(n, y->grad);
