@@ -57,9 +57,10 @@ static void header_free(tg_tensor *t) { tg__pool_put(t, sizeof *t); }
  * site), so that a later use through a pointer the caller kept is an error
  * naming both lines instead of a read of freed memory. The pool would hand
  * the header out again at once (a training step reuses the same ones), so
- * the last QUARANTINE released headers stay out of it, in a ring, and go
- * back to the pool as newer ones push them out. The mark is thus certain
- * for a use within the next QUARANTINE releases, and lasts until the pool
+ * the last QUARANTINE headers each thread released stay out of it, in a
+ * ring, and go back to the pool as newer ones push them out. The mark is
+ * thus certain for a use within the thread's next QUARANTINE releases, and
+ * lasts until the pool
  * reuses the header after that (a use then reaches whichever tensor has the
  * header now: C has no safe pointers). With the leak audit on
  * (TG_DEBUG_LEAKS=1) the ring holds QUARANTINE_AUDIT headers, ~1.3 MiB:
@@ -67,25 +68,57 @@ static void header_free(tg_tensor *t) { tg__pool_put(t, sizeof *t); }
  * small otherwise so that a steady training step still takes no memory
  * from the system after two warm-up steps (tests/check_steady.c): it ties
  * up QUARANTINE headers, no more. Its headers go back at exit. */
-enum { QUARANTINE = 16, QUARANTINE_AUDIT = 4096 };
+enum { QUARANTINE = 16, QUARANTINE_AUDIT = 4096 }; /* powers of 2 */
+
+/* Without the audit, each thread's ring is its own (no lock: a release is
+ * a hot path) and goes back to the pool when the thread exits (a key's
+ * destructor) or, for the thread that calls exit, at exit. With the audit
+ * on, which takes a lock per tensor anyway, one ring for the process. */
+static TG_THREAD_LOCAL tg_tensor *my_ring[QUARANTINE];
+static TG_THREAD_LOCAL unsigned my_head, my_len;
+static TG_THREAD_LOCAL bool my_ring_ready;
 
 static pthread_mutex_t ring_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t ring_once = PTHREAD_ONCE_INIT;
-static tg_tensor *ring[QUARANTINE_AUDIT];
-static int ring_cap, ring_head, ring_len;
+static bool audit_ring; /* set once, before any thread reads it */
+static tg_tensor **ring;
+static unsigned ring_head, ring_len;
+static pthread_key_t ring_key;
+static bool ring_key_made;
+
+static void my_ring_flush(void)
+{
+    for (unsigned i = 0; i < my_len; i++)
+        header_free(my_ring[(my_head + i) & (QUARANTINE - 1)]);
+    my_len = my_head = 0;
+}
 
 static void ring_flush(void)
 {
+    my_ring_flush();
     pthread_mutex_lock(&ring_lock);
-    for (int i = 0; i < ring_len; i++)
-        header_free(ring[(ring_head + i) % ring_cap]);
+    for (unsigned i = 0; i < ring_len; i++)
+        header_free(ring[(ring_head + i) & (QUARANTINE_AUDIT - 1)]);
     ring_len = ring_head = 0;
+    free(ring);
+    ring = NULL;
+    audit_ring = false; /* later releases: each thread's own ring */
     pthread_mutex_unlock(&ring_lock);
+}
+
+static void ring_thread_exit(void *arg)
+{
+    (void)arg;
+    my_ring_flush();
 }
 
 static void ring_init(void)
 {
-    ring_cap = tg_live_tensors() >= 0 ? QUARANTINE_AUDIT : QUARANTINE;
+    /* the audit's ring, when it can be had; else the threads' own */
+    if (tg_live_tensors() >= 0)
+        ring = tg__malloc(QUARANTINE_AUDIT * sizeof *ring);
+    audit_ring = ring != NULL;
+    ring_key_made = pthread_key_create(&ring_key, ring_thread_exit) == 0;
     atexit(ring_flush);
 }
 
@@ -93,21 +126,37 @@ static void ring_init(void)
  * released): poison it and put it in the ring, whose oldest goes back. */
 static void header_bury(tg_tensor *t)
 {
-    pthread_once(&ring_once, ring_init);
+    if (!my_ring_ready) {
+        pthread_once(&ring_once, ring_init);
+        if (ring_key_made) /* any non-NULL value: the destructor runs */
+            pthread_setspecific(ring_key, &my_ring_ready);
+        my_ring_ready = true;
+    }
     t->magic = TG_MAGIC_DEAD;
     tg__callsite(&t->released_file, &t->released_line);
     t->storage = NULL;
     t->node = NULL;
     t->grad = NULL;
     tg_tensor *out = NULL;
-    pthread_mutex_lock(&ring_lock);
-    if (ring_len == ring_cap) {
-        out = ring[ring_head];
-        ring[ring_head] = t;
-        ring_head = (ring_head + 1) % ring_cap;
-    } else
-        ring[(ring_head + ring_len++) % ring_cap] = t;
-    pthread_mutex_unlock(&ring_lock);
+    if (!audit_ring) {
+        if (my_len == QUARANTINE) {
+            out = my_ring[my_head];
+            my_ring[my_head] = t;
+            my_head = (my_head + 1) & (QUARANTINE - 1);
+        } else
+            my_ring[(my_head + my_len++) & (QUARANTINE - 1)] = t;
+    } else {
+        pthread_mutex_lock(&ring_lock);
+        if (!ring) /* closed at exit: straight back */
+            out = t;
+        else if (ring_len == QUARANTINE_AUDIT) {
+            out = ring[ring_head];
+            ring[ring_head] = t;
+            ring_head = (ring_head + 1) & (QUARANTINE_AUDIT - 1);
+        } else
+            ring[(ring_head + ring_len++) & (QUARANTINE_AUDIT - 1)] = t;
+        pthread_mutex_unlock(&ring_lock);
+    }
     if (out)
         header_free(out);
 }

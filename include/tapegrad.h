@@ -826,9 +826,9 @@ int tg_save_npy(const tg_tensor *t, const char *path);
  * header is poisoned, and every function given it fails with an error (also
  * written to stderr) naming your file and line and the line where its last
  * reference went; a release too many is the same error, not an abort. The
- * last 16 released headers (4096 with TG_DEBUG_LEAKS=1) are held back from
- * reuse, so a use soon after is always caught; a much later one is caught
- * until the memory is reused for another tensor. */
+ * last 16 headers each thread released (4096 in all with TG_DEBUG_LEAKS=1)
+ * are held back from reuse, so a use soon after is always caught; a much
+ * later one is caught until the memory is reused for another tensor. */
 tg_tensor *tg_scope_return(tg_tensor *t);
 
 /* In-place updates. Each writes t's elements (t's shape never changes; other
