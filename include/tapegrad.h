@@ -18,9 +18,10 @@
  * records nothing on the tape. Running out of memory is such an error
  * everywhere, forward, backward, optimizer steps and file I/O alike: the
  * message names the function and says "out of memory", and nothing is left
- * half done (see tg_backward for what a failed backward leaves). One thing
- * aborts, with file:line on stderr: releasing a tensor that has no
- * references left, a bug in the caller.
+ * half done (see tg_backward for what a failed backward leaves). A tensor
+ * used after its last reference went (a release too many included) is an
+ * error too, also written to stderr, naming your file and line and the
+ * line of that release (see tg_scope_return for how long this is certain).
  *
  * Threads: each thread has its own tape, scopes, grad mode, anomaly mode,
  * call site and last error, so what one thread records, opens, switches or
@@ -284,9 +285,10 @@ double tg_get(const tg_tensor *t, const int64_t *idx);
 /** The value of a one-element tensor. NAN and an error otherwise. */
 double tg_item(const tg_tensor *t);
 /** Writes v (converted to t's dtype) at idx, in place, in whatever tensor (or
- * view) t is. Returns 0, or -1 on a bad or NULL index. Writing into a tensor
- * that autograd saved for backward makes that backward wrong; it is meant for
- * parameters between steps. */
+ * view) t is. Returns 0, or -1 on a bad or NULL index. It is meant for
+ * parameters between steps: it bumps t's version (see tg_add_), so a
+ * backward through an entry that recorded t before the write fails rather
+ * than computing a wrong gradient. */
 int tg_set(tg_tensor *t, const int64_t *idx, double v);
 
 /* ===================================================================== */
@@ -771,8 +773,10 @@ tg_tensor *tg_detach(tg_tensor *t);
  * and infinity (-inf is allowed where an op legitimately makes it: a mask,
  * log_softmax, where). The first offender turns the call into an error
  * (NULL, or -1 from backward) whose message names the op, its shapes, and
- * the file:line of your program that called it. Returns the previous
- * state. */
+ * the file:line of your program that called it. That message is also
+ * written to stderr (once, as "tapegrad: anomaly: ..."), for programs that
+ * do not check every return value: a program that captures stderr sees it
+ * there. Returns the previous state. */
 bool tg_set_anomaly_mode(bool on);
 /** Whether anomaly mode is on. */
 bool tg_anomaly_mode(void);
@@ -800,13 +804,21 @@ int64_t tg_live_tensors(void);
 void tg_print_live_tensors(FILE *f);
 
 /** This thread's tape, for teaching. Each live entry on one line, oldest
- * first: its number, op, input and output shapes, and after a backward run
- * while tg_tape_record_norms was on, the L2 norm of the gradient that
- * reached its output. Does nothing for a NULL f. */
+ * first (and the records tg_tape_keep_record kept), as
+ *     #6 div(#5 (1,4,4), tau ()) -> scores (1,4,4)   |grad| = 0.12   at f.c:58
+ * its number, op, inputs (an entry's output as #k and its name, a leaf by
+ * its name, or t1, t2... when unnamed), output name and shape, after a
+ * backward run while tg_tape_record_norms or tg_tape_keep_record was on the
+ * L2 norm of the gradient that reached its output, and the line of your
+ * program that made it. Entries are numbered 1, 2... in tape order and
+ * unnamed leaves in the order they were made, so the text is the same
+ * every run. Does nothing for a NULL f. */
 void tg_tape_print(FILE *f);
-/** The same tape as a Graphviz DOT graph: leaves and ops as nodes, tensors as
- * edges labelled with shapes (and the norms, as tg_tape_print). Does nothing
- * for a NULL f. */
+/** The same tape as a Graphviz DOT graph: leaves (ellipses: name and shape)
+ * and entries (boxes: number, op, output name and shape, |grad|, call site)
+ * as nodes, numbered as tg_tape_print numbers them (so the file is the same
+ * every run), tensors as edges labelled with shapes. Does nothing for a
+ * NULL f. */
 void tg_tape_dot(FILE *f);
 /** Whether this thread's backward records, for each entry it walks, the L2
  * norm |g| = sqrt(sum g_i^2) of its output's gradient, for tg_tape_print and
@@ -940,6 +952,125 @@ tg_tensor *tg_load_npy(const char *path);
  * beside a temporary ".<name>.XXXXXX"). The library never changes signal
  * handling itself. */
 int tg_save_npy(const tg_tensor *t, const char *path);
+
+/* ===================================================================== */
+/* Scopes that compose, in-place updates, names, the tape for teaching,  */
+/* retained graphs and Jacobians                                          */
+/* ===================================================================== */
+
+/** Moves t from the innermost scope to the one around it: the normal way for
+ * a helper that opened a scope to return its result,
+ *
+ *     tg_tensor *mlp(tg_tensor *x) {
+ *         tg_scope_begin();
+ *         tg_tensor *y = tg_relu(tg_matmul(x, w1));
+ *         tg_scope_return(y);       // y now belongs to the caller's scope
+ *         tg_scope_end();           // the temporaries go; y and its graph stay
+ *         return y;
+ *     }
+ *
+ * so that y (and the graph it holds for backward) is released when the
+ * caller's scope ends. With no scope around the innermost one, t leaves the
+ * scope as with tg_keep (the caller releases it); with no scope open, or for
+ * a t already in an enclosing scope, nothing changes. A t the caller holds
+ * a reference of its own to (tg_keep, tg_retain) hands that reference to the
+ * enclosing scope. Returns t (the same reference, now the enclosing
+ * scope's), or NULL with an error for a released t, a t in another thread's
+ * scope, or out of memory. A released tensor, here and everywhere: its
+ * header is poisoned, and every function given it fails with an error (also
+ * written to stderr) naming your file and line and the line where its last
+ * reference went; a release too many is the same error, not an abort. The
+ * last 16 headers each thread released (4096 in all with TG_DEBUG_LEAKS=1)
+ * are held back from reuse, so a use soon after is always caught; a much
+ * later one is caught until the memory is reused for another tensor. */
+tg_tensor *tg_scope_return(tg_tensor *t);
+
+/* In-place updates. Each writes t's elements (t's shape never changes; other
+ * or src broadcast to it, as torch's t.add_(other)) and records no gradient:
+ * they are for what happens outside the graph, such as an SGD step,
+ *
+ *     tg_add_(w, tg_grad(w), -lr);  // w -= lr * w.grad
+ *
+ * and they may write a leaf that requires grad whether grad mode is on or
+ * not. Each returns 0, or -1 with an error (t unchanged) for: a NULL or
+ * released tensor; a t a tape entry still holds for a backward that has not
+ * run (the message names the op and the line that recorded it: run the
+ * backward first, or release the outputs that hold the graph); a t that is
+ * the output of a recorded op (a non-leaf that requires grad) while grad
+ * mode is on, since the graph would not see the write; a t with a
+ * broadcast (stride 0) dim, whose elements overlap; shapes that do not
+ * broadcast into t's; dtypes that do not match (below). Each write adds one
+ * to the version of t's storage (shared by its views), which a tape entry
+ * notes when it records: a backward finding an input changed since (by
+ * tg_set, say) fails, as PyTorch's does. */
+
+/** t += alpha * other (torch's t.add_(other, alpha=alpha)); t and other the
+ * same float dtype. */
+int tg_add_(tg_tensor *t, tg_tensor *other, double alpha);
+/** t *= other, elementwise; t and other the same float dtype. */
+int tg_mul_(tg_tensor *t, tg_tensor *other);
+/** dst = src, converting src's dtype to dst's (any dtypes; to int64
+ * truncates toward zero, to bool is src != 0). */
+int tg_copy_(tg_tensor *dst, tg_tensor *src);
+/** Copies tg_numel(t) elements of dtype `as` from src, in C order, into t,
+ * converted to t's dtype: the mirror of tg_copy_out. -1 also for a NULL src
+ * (with t non-empty) or an unknown dtype. */
+int tg_copy_in(tg_tensor *t, tg_dtype as, const void *src);
+/** Every element of t = v (converted to t's dtype). */
+int tg_fill_(tg_tensor *t, double v);
+/** Every element of t = 0. */
+int tg_zero_(tg_tensor *t);
+
+/** Names t for the tape's printouts (tg_tape_print, tg_tape_dot) and the
+ * leak audit: name is copied (at most 31 bytes; NULL or "" clears it), into
+ * the tensor itself, so naming allocates nothing. Name a leaf before the
+ * ops that use it (an entry notes its leaf inputs' names when it records);
+ * an op's output any time. Returns 0, or -1 for a NULL or released t. */
+int tg_set_name(tg_tensor *t, const char *name);
+/** t's name ("" for none). Borrowed, valid while t lives; NULL for a NULL or
+ * released t. */
+const char *tg_name(const tg_tensor *t);
+
+/** Whether this thread's backward keeps a record of the entries it
+ * consumed, for teaching: while on, an entry whose output dies after a
+ * backward consumed it stays on the tape as a record (shape, name, call
+ * site and the |grad| that flowed through it; it holds no tensor), so
+ * tg_tape_print and tg_tape_dot show the whole graph after backward, and
+ * backward records the gradients' norms (as tg_tape_record_norms). Off by
+ * default: a training loop would pile records up. Turning it on or off
+ * drops the records kept so far. Returns the previous setting (false, with
+ * an error, when this thread's tape cannot be made: out of memory). */
+bool tg_tape_keep_record(bool on);
+
+/** tg_backward_with that keeps the graph (PyTorch's retain_graph=True): the
+ * entries keep their inputs and saved tensors, so another backward through
+ * them works (the gradients add up in the leaves, as PyTorch's). dout NULL
+ * seeds 1 for a one-element out, as tg_backward. The graph goes when its
+ * outputs are released, or with a last backward that does not retain.
+ * Returns 0, or -1 on the errors of tg_backward_with (and a NULL dout with
+ * an out of more than one element). */
+int tg_backward_retain(tg_tensor *out, tg_tensor *dout);
+
+/** The Jacobian of y = f({x}, ctx) at x, as torch.autograd.functional
+ * .jacobian: J[i..., j...] = dy[i...] / dx[j...], of shape y.shape + x.shape
+ * and x's dtype (float32 or float64), a new reference with no tape entry.
+ * Row by row: f runs once, then one backward per element of y over the
+ * retained graph (tg_backward_retain), the last one consuming it. x is
+ * borrowed and left as it was (f sees a detached leaf that requires grad
+ * and shares x's elements). Elements of y that do not depend on x give
+ * rows of zeros. NULL with an error for a NULL f or x, a non-float x, f
+ * failing (its error kept), a y that is not x's dtype, or y.ndim + x.ndim
+ * past 8. */
+tg_tensor *tg_jacobian(tg_fn f, void *ctx, tg_tensor *x);
+
+/** tg_fprint(stdout, t, -1) and a newline: numpy's print(t). Returns 0, or -1
+ * for a NULL or released t. */
+int tg_print(const tg_tensor *t);
+/** Writes t's shape as Python prints a tuple, "(4, 8, 32)", "(3,)" or "()",
+ * into buf (size bytes; cut to fit, always terminated) and returns buf: for
+ * messages, printf("%s", tg_shape_str(t, buf, sizeof buf)). "(null)" for a
+ * NULL or released t; NULL for a NULL buf or a size of 0. */
+const char *tg_shape_str(const tg_tensor *t, char *buf, size_t size);
 
 #ifdef __cplusplus
 }

@@ -121,6 +121,8 @@ static const struct {
     {"simd", simd_suite},
     {"steady", steady_suite},
     {"everyday", everyday_suite},
+    {"inplace", inplace_suite},
+    {"retain", retain_suite},
 };
 
 int main(void)

@@ -39,6 +39,8 @@ Suite *oom_suite(void);
 Suite *simd_suite(void);
 Suite *steady_suite(void);
 Suite *everyday_suite(void);
+Suite *inplace_suite(void);
+Suite *retain_suite(void);
 
 /* Path of a committed fixture: TG_FIXTURES "/" name, in a static buffer. */
 const char *fixture_path(const char *name);
