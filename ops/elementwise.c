@@ -508,3 +508,98 @@ tg_tensor *tg_sqrt(tg_tensor *t) { return unary(SQRT, 0, t); }
 tg_tensor *tg_pow_scalar(tg_tensor *t, double p) { return unary(POW, p, t); }
 tg_tensor *tg_relu(tg_tensor *t) { return unary(RELU, 0, t); }
 tg_tensor *tg_gelu(tg_tensor *t) { return unary(GELU, 0, t); }
+
+/* ---- gelu, tanh form ----------------------------------------------------- */
+
+/* GPT-2's approximation, torch's gelu(x, approximate='tanh'):
+ *   y = x/2 (1 + tanh(u)),  u = sqrt(2/pi) (x + 0.044715 x^3)
+ * computed in double and rounded once; an op of its own (not a unary_kind),
+ * so the exact form's loops stay as they are. */
+#define GELU_TANH_K 0.79788456080286535588 /* sqrt(2 / pi) */
+#define GELU_TANH_C 0.044715
+
+/* y = x/2 (1 + tanh(u)) over one run; operands {y, x}. Adjacent runs take
+ * tanh from the vector math (SLEEF, within 1 ulp of libm), in place in y
+ * holding u in the tensor's type, as gelu's exact form does with erf. */
+static void gelu_tanh_run(void *job, int64_t start, const int64_t *off,
+                          const int64_t *step, int64_t len)
+{
+    tg_tensor *const *t = job; /* y, x */
+    (void)start;
+    TG_DISPATCH_FLOAT(t[0]->dtype, T, {
+        T *y = TG_DATA(T, t[0]) + off[0];
+        const T *x = TG_DATA(T, t[1]) + off[1];
+        if (step[0] == 1 && step[1] == 1 && tg__vrows()) {
+            for (int64_t i = 0; i < len; i++) {
+                double xi = x[i];
+                y[i] = (T)(GELU_TANH_K * (xi + GELU_TANH_C * xi * xi * xi));
+            }
+            tg__vmap(TG_VTANH, t[0]->dtype, len, y, y);
+            for (int64_t i = 0; i < len; i++)
+                y[i] = (T)(0.5 * (double)x[i] * (1 + (double)y[i]));
+        } else {
+            for (int64_t i = 0; i < len; i++) {
+                double xi = x[i * step[1]];
+                double u = GELU_TANH_K * (xi + GELU_TANH_C * xi * xi * xi);
+                y[i * step[0]] = (T)(0.5 * xi * (1 + tanh(u)));
+            }
+        }
+    });
+}
+
+/* forward:  y = x/2 (1 + tanh(u)),  u = k (x + c x^3),  k = sqrt(2/pi)
+ * backward: du/dx = k (1 + 3 c x^2),  d tanh(u)/du = 1 - tanh(u)^2, so
+ *           dx = dy * (0.5 (1 + tanh u) + 0.5 x (1 - tanh(u)^2) k (1 + 3 c x^2))
+ * over one run; operands {dx, dy, x}. */
+static void gelu_tanh_grad_run(void *job, int64_t start, const int64_t *off,
+                               const int64_t *step, int64_t len)
+{
+    tg_tensor *const *t = job; /* dx, dy, x */
+    (void)start;
+    TG_DISPATCH_FLOAT(t[0]->dtype, T, {
+        T *d = TG_DATA(T, t[0]) + off[0];
+        const T *g = TG_DATA(T, t[1]) + off[1], *v = TG_DATA(T, t[2]) + off[2];
+        for (int64_t i = 0; i < len; i++) {
+            double xi = v[i * step[2]];
+            double th = tanh(GELU_TANH_K * (xi + GELU_TANH_C * xi * xi * xi));
+            double slope = 0.5 * (1 + th) + 0.5 * xi * (1 - th * th) *
+                                                GELU_TANH_K *
+                                                (1 + 3 * GELU_TANH_C * xi * xi);
+            d[i * step[0]] = (T)(g[i * step[1]] * slope);
+        }
+    });
+}
+
+/* Runs one of the two kernels above: dst = f(operands...). */
+static tg_tensor *gelu_tanh_map(tg_run_fn fn, int n, tg_tensor *const *ops)
+{
+    const tg_tensor *x = ops[n - 1];
+    tg_tensor *dst = tg__new("gelu_tanh", x->dtype, x->ndim, x->shape, false);
+    if (!dst)
+        return NULL;
+    tg_tensor *all[3] = {dst, ops[0], n > 1 ? ops[1] : NULL};
+    tg_loop L;
+    tg__loop_init(&L, dst->ndim, dst->shape, n + 1,
+                  (const tg_tensor *const *)all);
+    tg__loop_run(&L, 1, fn, all);
+    return dst;
+}
+
+static void gelu_tanh_backward(tg_node *n, tg_tensor *dy)
+{
+    tg_tensor *dx =
+        gelu_tanh_map(gelu_tanh_grad_run, 2, (tg_tensor *[]){dy, n->in[0]});
+    tg__accumulate(n, 0, dx);
+    tg_release(dx);
+}
+
+static const tg_op gelu_tanh_op = {.name = "gelu_tanh",
+                                   .backward = gelu_tanh_backward};
+
+tg_tensor *tg_gelu_tanh(tg_tensor *t)
+{
+    if (!t || !tg__check_float("gelu_tanh", t))
+        return NULL;
+    return tg__record(&gelu_tanh_op, gelu_tanh_map(gelu_tanh_run, 1, &t), 1,
+                      &t);
+}
