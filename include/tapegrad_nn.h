@@ -577,10 +577,59 @@ void tg_optim_zero_grad(tg_optim *o);
 int tg_save_npz(const tg_params *ps, const char *path);
 /** Loads values by name into the parameters, in place: each entry must have
  * the parameter's shape, and its dtype, except that float32 and float64
- * convert into each other. A missing entry, another shape or dtype, a file
- * that is not a readable .npz, or no memory is an error naming the parameter
- * or the file, and then nothing is changed. 0 or -1. */
+ * convert into each other. Entries may be stored or deflated (numpy.savez
+ * and numpy.savez_compressed both load); the archive is read with libzip.
+ * A missing entry, another shape or dtype, a file that is not a readable
+ * .npz, or no memory is an error naming the parameter or the file, and then
+ * nothing is changed. 0 or -1. */
 int tg_load_npz(const tg_params *ps, const char *path);
+
+/* ---- Reading whole checkpoints, and .safetensors ----------------------- */
+
+/** Reads every entry `<name>.npy` of the .npz at path as a NEW tensor
+ * appended to out under `<name>` (in the archive's order), for loaders that
+ * map names themselves. The tensors belong to out: release them with
+ * tg_params_release, never with tg_params_free alone. All or nothing: on -1
+ * (an entry that is not .npy, a name longer than TG_PARAM_NAME_MAX - 1 or
+ * already in out, any error of tg_load_npz) out is as it was. 0 or -1. */
+int tg_read_npz(const char *path, tg_params *out);
+
+/** Saves every parameter into one .safetensors file (the format of
+ * Hugging Face's safetensors and torch's save_file): 8 bytes of header
+ * length (little-endian), a JSON header written with jansson,
+ * `{"__metadata__":{"format":"pt"},"<name>":{"dtype":"F32","shape":[2,3],
+ * "data_offsets":[begin,end]},...}` padded with spaces to a multiple of 8,
+ * then the data, each tensor's offset a multiple of its element size
+ * (8-byte dtypes first). float32, float64 and int64 parameters are written
+ * as F32, F64 and I64, bit for bit. 0, or -1 for a NULL list or path, a
+ * NULL or bool parameter, a name twice in the list, a file that cannot be
+ * written, or no memory. Atomic as tg_save_npz: a failure leaves the file
+ * that was at path byte for byte as it was. */
+int tg_save_safetensors(const tg_params *ps, const char *path);
+/** Loads values by name into the parameters, in place, as tg_load_npz: each
+ * tensor must have the parameter's shape; a float parameter takes F32, F64,
+ * BF16 or F16 (converted), an int64 one I64. Tensors of the file that no
+ * parameter names are ignored, and so is "__metadata__". The whole file is
+ * checked first: a header that is not JSON or lies (its length past the
+ * file, offsets out of range, overlapping, leaving gaps or not aligned to
+ * the element size, sizes that do not match shape times dtype, an unknown
+ * dtype, a name twice), a missing tensor, another shape or dtype is an
+ * error naming the tensor or the file, and then nothing is changed. 0 or
+ * -1. */
+int tg_load_safetensors(const tg_params *ps, const char *path);
+/** Reads every tensor of the .safetensors file at path as a NEW tensor
+ * appended to out, named as in the file, in the header's order: F32, BF16
+ * and F16 as float32, F64 as float64, I64 as int64. The tensors belong to
+ * out: release them with tg_params_release. All or nothing, with
+ * tg_load_safetensors' checks, plus a name longer than
+ * TG_PARAM_NAME_MAX - 1 or already in out: on -1, out is as it was. 0 or
+ * -1. */
+int tg_read_safetensors(const char *path, tg_params *out);
+/** For a list that owns its tensors (filled by tg_read_safetensors or
+ * tg_read_npz): releases every tensor, then frees the list (as
+ * tg_params_free) and leaves it empty. Never on a module's list, whose
+ * tensors the module owns. NULL-safe. */
+void tg_params_release(tg_params *ps);
 
 #ifdef __cplusplus
 }

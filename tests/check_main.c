@@ -115,6 +115,7 @@ static const struct {
     {"attention", attention_suite},
     {"attention_softmax", attention_softmax_suite},
     {"fuzz_regress", fuzz_regress_suite},
+    {"formats", formats_suite},
     {"oom", oom_suite},
     {"simd", simd_suite},
     {"steady", steady_suite},
