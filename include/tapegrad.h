@@ -551,12 +551,35 @@ tg_tensor *tg_gelu(tg_tensor *t);
  * Gradient: dx = dy * (0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) sqrt(2/pi)
  * (1 + 3 * 0.044715 x^2)). New reference; NULL for a t that is not float. */
 tg_tensor *tg_gelu_tanh(tg_tensor *t);
-/** Mean cross-entropy from logits: logits (..., V) float, targets int64 (...)
- * of class indices; loss = mean over positions of logsumexp(logits) -
- * logits[target], computed stably (max-subtracted). A 0-d result, new
- * reference. Gradient: dlogits = (softmax(logits) - onehot(target)) * dy / N.
- * NULL for 0-d or non-float logits, targets of another dtype or shape, or a
- * target out of [0, V). */
+/** How a loss reduces its per-position values (torch's reduction=). */
+typedef enum tg_reduction {
+    TG_REDUCTION_MEAN, /**< 'mean': the mean over the counted positions */
+    TG_REDUCTION_SUM,  /**< 'sum' */
+    TG_REDUCTION_NONE  /**< 'none': one value per position */
+} tg_reduction;
+/** torch's default ignore_index: a target of -100 is left out. */
+#define TG_IGNORE_INDEX (-100)
+/** Cross-entropy from logits, as torch.nn.functional.cross_entropy(logits,
+ * targets, ignore_index=, reduction=): logits (..., V) float, targets int64
+ * (...) of class indices. Per position, loss_r = logsumexp(logits_r) -
+ * logits_r[t_r], computed stably (max-subtracted); a position whose target
+ * equals ignore_index counts for nothing (loss 0, gradient 0). Reduced:
+ * MEAN divides the sum by the number N of positions not ignored (all
+ * ignored gives 0/0 = NaN, as torch), SUM adds them, both a 0-d result;
+ * NONE returns the (...) losses, 0 at ignored positions. New reference.
+ * Gradient: dlogits_r = (softmax(logits_r) - onehot(t_r)) * w_r, w_r = dy /
+ * N, dy or dy_r, and 0 at ignored positions. NULL for 0-d or non-float
+ * logits, targets of another dtype or shape, an unknown reduction, or a
+ * target out of [0, V) that is not ignore_index (the error names it and its
+ * position). */
+tg_tensor *tg_cross_entropy_with(tg_tensor *logits, tg_tensor *targets,
+                                 int64_t ignore_index, tg_reduction reduction);
+/** Mean cross-entropy from logits: tg_cross_entropy_with(logits, targets,
+ * TG_IGNORE_INDEX, TG_REDUCTION_MEAN), torch's defaults. Targets of -100
+ * are ignored; the mean is over the others. A 0-d result, new reference.
+ * Gradient: dlogits = (softmax(logits) - onehot(target)) * dy / N. NULL for
+ * 0-d or non-float logits, targets of another dtype or shape, or a target
+ * out of [0, V) other than -100. */
 tg_tensor *tg_cross_entropy(tg_tensor *logits, tg_tensor *targets);
 /** Mean squared error: mean((a - b)^2) over all elements (a and b broadcast),
  * a 0-d result, new reference. Gradient: da = 2 (a - b) dy / N, db = -da

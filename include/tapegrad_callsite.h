@@ -38,6 +38,8 @@
 #define tg_contiguous(...) TG_CALL_(tg_contiguous, tg_contiguous(__VA_ARGS__))
 #define tg_cross_entropy(...)                                                  \
     TG_CALL_(tg_cross_entropy, tg_cross_entropy(__VA_ARGS__))
+#define tg_cross_entropy_with(...)                                             \
+    TG_CALL_(tg_cross_entropy_with, tg_cross_entropy_with(__VA_ARGS__))
 #define tg_detach(...)     TG_CALL_(tg_detach, tg_detach(__VA_ARGS__))
 #define tg_div(...)        TG_CALL_(tg_div, tg_div(__VA_ARGS__))
 #define tg_dropout(...)    TG_CALL_(tg_dropout, tg_dropout(__VA_ARGS__))
