@@ -463,6 +463,29 @@ static void nn_table(table_walk *w, env *e)
     ROW_RC("gpt_params zeroed", tg_gpt_params(&(tg_gpt){0}, NULL, "g"),
            "gpt_params:", "not initialised");
 
+    /* pretrained GPT checkpoints (tests/check_gpt2.c has the rows that need
+     * a real state dict: missing, unknown and misshapen tensors) */
+    INIT_ROW("gpt_from_state_dict NULL model", tg_gpt,
+             tg_gpt_from_state_dict(NULL, x_and(e, "v", e->v3), 4, TG_FLOAT64),
+             "gpt_from_state_dict:", "model is NULL");
+    INIT_ROW("gpt_from_state_dict NULL state dict", tg_gpt,
+             tg_gpt_from_state_dict(&mod, NULL, 4, TG_FLOAT64),
+             "gpt_from_state_dict:", "state dict is NULL");
+    INIT_ROW("gpt_from_state_dict int64", tg_gpt,
+             tg_gpt_from_state_dict(&mod, x_and(e, "v", e->v3), 4, TG_INT64),
+             "gpt_from_state_dict:", "int64");
+    INIT_ROW("gpt_from_state_dict no wte", tg_gpt,
+             tg_gpt_from_state_dict(&mod, x_and(e, "v", e->v3), 4, TG_FLOAT64),
+             "gpt_from_state_dict:", "'transformer.wte.weight'",
+             "not a nanoGPT or GPT-2");
+    INIT_ROW("gpt_load_pretrained NULL path", tg_gpt,
+             tg_gpt_load_pretrained(&mod, NULL, 4, TG_FLOAT64),
+             "gpt_load_pretrained:", "path is NULL");
+    INIT_ROW("gpt_load_pretrained missing file", tg_gpt,
+             tg_gpt_load_pretrained(&mod, "/nonexistent/tapegrad/a.safetensors",
+                                    4, TG_FLOAT64),
+             "gpt_load_pretrained:", "/nonexistent/tapegrad/a.safetensors");
+
     /* optimizers */
     OPTIM_ROW("optim_new lr -0.1", tg_adam_config(1e-3), lr, -0.1,
               "optim_new:", "lr -0.1");

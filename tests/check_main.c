@@ -119,6 +119,7 @@ static const struct {
     {"oom", oom_suite},
     {"simd", simd_suite},
     {"steady", steady_suite},
+    {"gpt2", gpt2_suite},
 };
 
 int main(void)

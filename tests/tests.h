@@ -37,6 +37,7 @@ Suite *formats_suite(void);
 Suite *oom_suite(void);
 Suite *simd_suite(void);
 Suite *steady_suite(void);
+Suite *gpt2_suite(void);
 
 /* Path of a committed fixture: TG_FIXTURES "/" name, in a static buffer. */
 const char *fixture_path(const char *name);
