@@ -629,6 +629,14 @@ static bool check_save_args(const tg_params *ps, const char *path)
                       op, path, p->name, tg_dtype_name(tg_dtype_of(p->t)));
             return false;
         }
+        json_t *key = json_string(p->name); /* NULL: not valid UTF-8 */
+        json_decref(key);
+        if (!key) {
+            tg__error("%s: %s: parameter name '%s' is not valid UTF-8, "
+                      "which the JSON header needs",
+                      op, path, p->name);
+            return false;
+        }
         if (strcmp(p->name, METADATA) == 0) {
             tg__error("%s: %s: a parameter may not be named '" METADATA "'", op,
                       path);
