@@ -247,7 +247,8 @@ static bool parse_entry(const st_file *r, const char *name, const json_t *v,
                     tg__shape_str(e->ndim, e->shape, shp),
                     DTYPES[e->dtype].name, (unsigned long long)(numel * es));
     }
-    if (e->begin % es != 0)
+    if (e->end > e->begin &&
+        e->begin % es != 0) /* an empty one fits anywhere */
         return fail(r,
                     "tensor '%s': data_offsets [%llu, %llu] are not aligned "
                     "to its %zu-byte elements",
@@ -626,6 +627,14 @@ static bool check_save_args(const tg_params *ps, const char *path)
             tg__error("%s: %s: parameter '%s' is %s; safetensors are "
                       "written from float32, float64 and int64",
                       op, path, p->name, tg_dtype_name(tg_dtype_of(p->t)));
+            return false;
+        }
+        json_t *key = json_string(p->name); /* NULL: not valid UTF-8 */
+        json_decref(key);
+        if (!key) {
+            tg__error("%s: %s: parameter name '%s' is not valid UTF-8, "
+                      "which the JSON header needs",
+                      op, path, p->name);
             return false;
         }
         if (strcmp(p->name, METADATA) == 0) {

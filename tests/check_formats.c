@@ -5,7 +5,7 @@
  * numpy.savez_compressed archive), each compared with the same arrays
  * saved as plain .npy; round trips bit for bit; and every kind of lying
  * header refused with its reason, nothing half-loaded. */
-#include "core/internal.h" /* a tensor's bytes, for exact int64 compares */
+#include "core/internal.h" /* a tensor's bytes; core/error.h: the counter */
 #include "tests.h"
 
 #include <stdlib.h>
@@ -573,6 +573,80 @@ START_TEST(npz_compressed_corrupt)
 }
 END_TEST
 
+/* ---- out of memory ------------------------------------------------------ */
+
+/* Saves, reads and loads a .safetensors file, and reads and loads a
+ * deflated .npz, with the k-th of our allocations failing (and with
+ * every_after, every one from it on; jansson's and libzip's own are not
+ * counted): each call returns 0 with the right values, or -1 saying "out
+ * of memory" with the parameters as they were and no list grown. Returns
+ * false once k is past the allocations the run makes. */
+static bool run_failing_at(int64_t k, bool every_after)
+{
+    char fixture[4096], npz[4096]; /* fixture_path's buffer is reused */
+    snprintf(fixture, sizeof fixture, "%s",
+             fixture_path("formats_model.safetensors"));
+    snprintf(npz, sizeof npz, "%s", fixture_path("formats_compressed.npz"));
+    tg_tensor *w = tg_full(TG_FLOAT32, TG_SHAPE(5, 4), 7);
+    tg_tensor *lm = tg_full(TG_FLOAT64, TG_SHAPE(3, 4), 7);
+    tg_tensor *a = tg_full(TG_FLOAT32, TG_SHAPE(16, 24), 7);
+    tg_params ps, only_a, back;
+    tg_params_init(&ps);
+    tg_params_init(&only_a);
+    tg_params_init(&back);
+    tg_params_add(&ps, NULL, "transformer.wte.weight", w);
+    tg_params_add(&ps, NULL, "lm_head.weight", lm);
+    tg_params_add(&only_a, NULL, "a", a);
+    tg_tensor *want_lm = model_value_as("lm_head.weight", TG_FLOAT64);
+    tg_tensor *want_a = load_fixture("formats_compressed_a.npy");
+    tg_tensor *sevens = tg_full(TG_FLOAT64, TG_SHAPE(3, 4), 7);
+    tg_tensor *sevens_a = tg_full(TG_FLOAT32, TG_SHAPE(16, 24), 7);
+
+    tg__alloc_fail_at(k, every_after);
+    int rc[5];
+    const char *what[5] = {"save_safetensors", "read_safetensors",
+                           "load_safetensors", "read_npz", "load_npz"};
+    for (int i = 0; i < 5; i++) {
+        switch (i) {
+        case 0: rc[i] = tg_save_safetensors(&ps, tmp("oom.safetensors")); break;
+        case 1: rc[i] = tg_read_safetensors(fixture, &back); break;
+        case 2: rc[i] = tg_load_safetensors(&ps, fixture); break;
+        case 3: rc[i] = tg_read_npz(npz, &back); break;
+        default: rc[i] = tg_load_npz(&only_a, npz); break;
+        }
+        ck_assert_msg(rc[i] == 0 || (rc[i] == -1 &&
+                                     strstr(tg_last_error(), "out of memory")),
+                      "%s with allocation %lld failing: %d, '%s'", what[i],
+                      (long long)k, rc[i], tg_last_error());
+    }
+    bool reached = tg__alloc_counted() >= k;
+    tg__alloc_fail_at(-1, false);
+
+    ck_assert_int_eq(back.n, (rc[1] == 0 ? N_MODEL : 0) + (rc[3] == 0 ? 4 : 0));
+    assert_close(lm, rc[2] == 0 ? want_lm : sevens, 0);
+    assert_close(a, rc[4] == 0 ? want_a : sevens_a, 0);
+    tg_params_release(&back);
+    tg_params_free(&ps);
+    tg_params_free(&only_a);
+    tg_release(w);
+    tg_release(lm);
+    tg_release(a);
+    tg_release(want_lm);
+    tg_release(want_a);
+    tg_release(sevens);
+    tg_release(sevens_a);
+    return reached;
+}
+
+START_TEST(formats_out_of_memory)
+{
+    int64_t k = 1;
+    while (run_failing_at(k, _i == 1))
+        k++;
+    ck_assert_int_gt(k, 10);
+}
+END_TEST
+
 Suite *formats_suite(void)
 {
     Suite *s = suite_create("formats");
@@ -594,5 +668,9 @@ Suite *formats_suite(void)
     tcase_add_test(npz, npz_round_trip_exact);
     tcase_add_test(npz, npz_compressed_corrupt);
     suite_add_tcase(s, npz);
+    TCase *oom = tcase_create("oom");
+    tcase_add_unchecked_fixture(oom, make_tmp_dir, remove_tmp_dir);
+    tcase_add_loop_test(oom, formats_out_of_memory, 0, 2);
+    suite_add_tcase(s, oom);
     return s;
 }
