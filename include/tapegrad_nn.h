@@ -555,8 +555,11 @@ tg_optim *tg_optim_new(const tg_params *ps, tg_optim_config cfg);
 /** Releases the optimizer's references and state. NULL-safe. */
 void tg_optim_free(tg_optim *o);
 /** One update from the current gradients, exactly torch.optim's rule
- * (parameters without a gradient are skipped), in place. 0, or -1 for a NULL
- * optimizer or no memory for the state (then no parameter changed). */
+ * (parameters without a gradient are skipped), in place, each parameter at
+ * its group's rate lr * lr_scale and weight decay. 0, or -1 for a NULL
+ * optimizer, no memory for the state, or a state written (tg_optim_state)
+ * with a negative, infinite or NaN rate or group setting, or a negative
+ * step count (then no parameter changed). */
 int tg_optim_step(tg_optim *o);
 /** tg_zero_grad on every parameter. NULL-safe. */
 void tg_optim_zero_grad(tg_optim *o);

@@ -119,11 +119,15 @@ static void cross_entropy_backward(tg_node *n, tg_tensor *dy)
     tg_tensor *dx = tg__new("cross_entropy", x->dtype, x->ndim, x->shape, true);
     /* the per-row weights for 'none': dy's values (any strides), in double */
     double *dys = NULL;
-    if (dx && red == TG_REDUCTION_NONE &&
-        (!(dys = tg__malloc(sizeof *dys * (size_t)(rows ? rows : 1))) ||
-         tg_copy_out(dy, TG_FLOAT64, dys) != 0)) {
-        tg_release(dx);
-        dx = NULL;
+    if (dx && red == TG_REDUCTION_NONE) {
+        dys = tg__malloc(sizeof *dys * (size_t)(rows ? rows : 1));
+        if (!dys)
+            tg__error("cross_entropy: out of memory for the gradient of %s",
+                      TG_SHP(dy));
+        if (!dys || tg_copy_out(dy, TG_FLOAT64, dys) != 0) {
+            tg_release(dx);
+            dx = NULL;
+        }
     }
     if (!dx) {
         free(dys);

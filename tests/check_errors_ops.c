@@ -332,6 +332,19 @@ static void ops_table(table_walk *w, env *e)
         "cross_entropy:", "()");
     ROW("cross_entropy bool logits", tg_cross_entropy(e->mask, e->ids),
         "cross_entropy:", "bool (4,8,32)");
+    ROW("cross_entropy target -101",
+        tg_cross_entropy(e->x, int64_full(TG_SHAPE(4, 8), -101)),
+        "cross_entropy:", "-101", "not ignore_index -100");
+    ROW("cross_entropy_with -100 not ignored",
+        tg_cross_entropy_with(e->x, int64_full(TG_SHAPE(4, 8), -100), 3,
+                              TG_REDUCTION_NONE),
+        "cross_entropy:", "target -100 at position (0,0)", "ignore_index 3");
+    ROW("cross_entropy_with reduction 7",
+        tg_cross_entropy_with(e->x, e->ids, -100, (tg_reduction)7),
+        "cross_entropy:", "reduction 7");
+    ROW("cross_entropy_with targets shape",
+        tg_cross_entropy_with(e->x, e->v3, -100, TG_REDUCTION_SUM),
+        "cross_entropy:", "int64", "(3,)");
     ROW("mse_loss unbroadcastable", tg_mse_loss(e->x, e->v3),
         "mse_loss:", "(4,8,32)", "(3,)");
     ROW("mse_loss float64 / float32", tg_mse_loss(e->x, e->x32),
@@ -417,6 +430,10 @@ static void ops_null_table(table_walk *w, env *e)
     NULL_ROW("gelu", tg_gelu(NUL));
     NULL_ROW("cross_entropy (logits)", tg_cross_entropy(NUL, e->ids));
     NULL_ROW("cross_entropy (targets)", tg_cross_entropy(e->x, NUL));
+    NULL_ROW("cross_entropy_with (logits)",
+             tg_cross_entropy_with(NUL, e->ids, -100, TG_REDUCTION_SUM));
+    NULL_ROW("cross_entropy_with (targets)",
+             tg_cross_entropy_with(e->x, NUL, -100, TG_REDUCTION_NONE));
     NULL_ROW("mse_loss (a)", tg_mse_loss(NUL, e->x));
     NULL_ROW("mse_loss (b)", tg_mse_loss(e->x, NUL));
 }

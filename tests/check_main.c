@@ -111,6 +111,7 @@ static const struct {
     {"nn", nn_suite},
     {"modules", modules_suite},
     {"optim", optim_suite},
+    {"train", train_suite},
     {"plot", plot_suite},
     {"anomaly", anomaly_suite},
     {"attention", attention_suite},

@@ -29,6 +29,7 @@ Suite *nn_ops_suite(void);
 Suite *nn_suite(void);
 Suite *modules_suite(void);
 Suite *optim_suite(void);
+Suite *train_suite(void);
 Suite *plot_suite(void);
 Suite *anomaly_suite(void);
 Suite *attention_suite(void);
