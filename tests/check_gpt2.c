@@ -8,6 +8,8 @@
  * mapping itself (prefixes, the q/k/v split, tying) and its errors. */
 #include "tests.h"
 
+#include "core/error.h" /* tg__alloc_fail_at: fault injection */
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -331,28 +333,46 @@ START_TEST(head_split)
 }
 END_TEST
 
-/* The same nanoGPT weights named without "transformer.", or under
- * "_orig_mod." (torch.compile), give the same model, bit for bit. */
+/* The same weights under other names give the same model, bit for bit:
+ * nanoGPT's without "transformer." or under "_orig_mod." (torch.compile),
+ * and GPT-2's as GPT2LMHeadModel saves them ("transformer." and a copy of
+ * wte as lm_head.weight). */
 START_TEST(prefixes)
 {
-    tg_gpt g;
-    load_model(&g, "nanogpt_nobias", TG_FLOAT64);
-    tg_tensor *want = logits_of(&g);
-    tg_gpt_free(&g);
-    const char *adds[] = {"", "_orig_mod.transformer."};
-    for (int k = 0; k < 2; k++) {
+    static const struct {
+        const char *tag, *strip, *add;
+        bool lm_head;
+    } cases[] = {
+        {"nanogpt_nobias", "transformer.", "", false},
+        {"nanogpt_nobias", "transformer.", "_orig_mod.transformer.", false},
+        {"hf", "", "transformer.", true},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        tg_gpt g;
+        load_model(&g, cases[k].tag, TG_FLOAT64);
+        tg_tensor *want = logits_of(&g);
+        tg_gpt_free(&g);
         tg_params sd;
-        read_sd(&sd, "nanogpt_nobias");
-        rename_all(&sd, "transformer.", adds[k]);
+        read_sd(&sd, cases[k].tag);
+        if (cases[k].lm_head) {
+            tg_tensor *wte = sd.items[find_name(&sd, "wte.weight")].t;
+            ck_assert_int_eq(
+                tg_params_add(&sd, NULL, "lm_head.weight", tg_scale(wte, 1.0)),
+                0);
+        }
+        rename_all(&sd, cases[k].strip, cases[k].add);
+        if (cases[k].lm_head) /* never prefixed */
+            strcpy(sd.items[sd.n - 1].name, "lm_head.weight");
         ck_assert_msg(tg_gpt_from_state_dict(&g, &sd, N_HEAD, TG_FLOAT64) == 0,
                       "%s", tg_last_error());
+        ck_assert(g.cfg.tie_weights);
         tg_tensor *got = logits_of(&g);
         ck_assert_double_eq(max_diff(got, want, NULL), 0);
         tg_release(got);
         tg_gpt_free(&g);
         tg_params_release(&sd);
+        tg_release(want);
     }
-    tg_release(want);
 }
 END_TEST
 
@@ -475,6 +495,58 @@ START_TEST(errors)
 }
 END_TEST
 
+/* With allocation k failing (and, with every_after, every one after it):
+ * tg_gpt_load_pretrained either builds the model, equal to want's
+ * parameters bit for bit, or fails with "out of memory", the model zeroed
+ * and nothing leaked (the suite's leak audit). False once k is past the
+ * allocations a load makes. */
+static bool load_failing_at(int64_t k, bool every_after, const char *path,
+                            const tg_params *want)
+{
+    tg_gpt g, zero;
+    memset(&zero, 0, sizeof zero);
+    tg__alloc_fail_at(k, every_after);
+    int rc = tg_gpt_load_pretrained(&g, path, N_HEAD, TG_FLOAT64);
+    bool reached = tg__alloc_counted() >= k;
+    tg__alloc_fail_at(-1, false);
+    if (rc < 0) {
+        ck_assert_msg(strstr(tg_last_error(), "out of memory"),
+                      "allocation %lld failing: '%s'", (long long)k,
+                      tg_last_error());
+        ck_assert_msg(!memcmp(&g, &zero, sizeof g), "the model is not zeroed");
+        return reached;
+    }
+    tg_params ps;
+    tg_params_init(&ps);
+    ck_assert_int_eq(tg_gpt_params(&g, &ps, NULL), 0);
+    ck_assert_int_eq(ps.n, want->n);
+    for (int i = 0; i < ps.n; i++)
+        ck_assert(tg_allclose(ps.items[i].t, want->items[i].t, 0, 0));
+    tg_params_free(&ps);
+    tg_gpt_free(&g);
+    return reached;
+}
+
+START_TEST(load_out_of_memory)
+{
+    char path[4096]; /* fixture_path's buffer is reused */
+    snprintf(path, sizeof path, "%s", gpt2_path("hf", ".safetensors"));
+    tg_gpt want;
+    load_model(&want, "hf", TG_FLOAT64);
+    tg_params want_ps;
+    tg_params_init(&want_ps);
+    ck_assert_int_eq(tg_gpt_params(&want, &want_ps, NULL), 0);
+    int64_t k = 1;
+    while (load_failing_at(k, _i == 1, path, &want_ps))
+        k++;
+    ck_assert_int_gt(k, 100);
+    printf("gpt2 load out of memory%s: %lld allocations, each failing\n",
+           _i ? " (and every one after)" : "", (long long)k - 1);
+    tg_params_free(&want_ps);
+    tg_gpt_free(&want);
+}
+END_TEST
+
 Suite *gpt2_suite(void)
 {
     Suite *s = suite_create("gpt2");
@@ -492,6 +564,7 @@ Suite *gpt2_suite(void)
     suite_add_tcase(s, mapping);
     TCase *errors_tc = tcase_create("errors");
     tcase_add_test(errors_tc, errors);
+    tcase_add_loop_test(errors_tc, load_out_of_memory, 0, 2);
     suite_add_tcase(s, errors_tc);
     return s;
 }
