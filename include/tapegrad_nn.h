@@ -764,8 +764,11 @@ void tg_params_release(tg_params *ps);
  * (TG_GPT_BIAS_ALL: nanoGPT's bias=True, GPT-2) when ln_f.bias is there,
  * else none (TG_GPT_BIAS_NONE: bias=False); n_head, which the shapes do not
  * give, from the caller. lm_head is tied to wte (tie_weights) when the file
- * has no lm_head.weight (safetensors files drop the tied copy) or one equal
- * to wte; else it is a separate (C,V) weight. GELU: the exact (erf) form
+ * has no lm_head.weight (safetensors files keep one name of two shared
+ * tensors) or one equal to wte; else it is a separate (C,V) weight. A file
+ * with lm_head.weight and no wte.weight is a tied model saved under the
+ * other name (safetensors' save_model keeps the first in sorted order,
+ * "lm_head.weight"): that tensor is the token table. GELU: the exact (erf) form
  * for nanoGPT's Linear layout, the tanh form (gelu_tanh) for GPT-2's
  * Conv1D. Layer norms' eps 1e-5, no dropout; the model starts in training
  * mode as tg_gpt_init leaves it (without dropout this changes nothing).
@@ -774,7 +777,8 @@ void tg_params_release(tg_params *ps);
  *
  * g is overwritten (not freed first: pass a zeroed or freed model); free it
  * with tg_gpt_free. sd is only read. 0, or -1 with g zeroed and nothing
- * built, for: a NULL g or sd, dt not float32 or float64, no wte.weight, a
+ * built, for: a NULL g or sd, dt not float32 or float64, no wpe.weight
+ * under a known prefix, neither wte.weight nor lm_head.weight, a
  * tensor missing (a bias missing in a biased model too) or of the wrong
  * shape ("tensor 'h.0.attn.c_proj.weight' has shape (16,8), the model
  * needs (16,16)"), not float, or unknown to the mapping (a bias in a model

@@ -42,12 +42,9 @@ find(const source *s, const char *prefix, const char *fmt, ...)
     return -1;
 }
 
-/* One tensor the model needs: the file's entry, the shape it must have
- * there, and where it goes. */
+/* One tensor the model needs: its place in the state dict. */
 typedef struct entry {
-    int index;        /* in the state dict */
-    int64_t shape[2]; /* in the file's layout */
-    int ndim;
+    int index;
 } entry;
 
 /* Errors unless the entry called prefix + name exists with the given shape
@@ -58,9 +55,6 @@ static bool expect(const source *s, entry *e, const char *prefix,
     char full[2 * TG_PARAM_NAME_MAX];
     snprintf(full, sizeof full, "%s%s", prefix, name);
     e->index = find(s, prefix, "%s", name);
-    e->ndim = ndim;
-    e->shape[0] = d0;
-    e->shape[1] = d1;
     if (e->index < 0) {
         tg__error("gpt_from_state_dict: missing tensor '%s'", full);
         return false;
@@ -68,7 +62,7 @@ static bool expect(const source *s, entry *e, const char *prefix,
     tg_tensor *t = s->sd->items[e->index].t;
     s->used[e->index] = true;
     char want[TG_SHAPE_STR];
-    tg__shape_str(ndim, e->shape, want);
+    tg__shape_str(ndim, (const int64_t[]){d0, d1}, want);
     if (!t) {
         tg__error("gpt_from_state_dict: tensor '%s' is NULL", full);
         return false;
@@ -132,9 +126,11 @@ static bool expect_block(const source *s, const plan *p, int i,
 #undef V
 }
 
-/* The name prefix of the file: nanoGPT's "transformer.", none (GPT-2's
- * GPT2Model), or either below "_orig_mod." (a torch.compile'd model's
- * state dict, which nanoGPT's train.py strips the same way). */
+/* The name prefix of the file, found by wpe (the one tensor every such file
+ * has under the prefix: wte may be saved as lm_head.weight, see
+ * token_table): nanoGPT's "transformer.", none (GPT-2's GPT2Model), or
+ * either below "_orig_mod." (a torch.compile'd model's state dict, which
+ * nanoGPT's train.py strips the same way). */
 static bool find_prefix(source *s)
 {
     static const char *const prefixes[][2] = {
@@ -143,13 +139,13 @@ static bool find_prefix(source *s)
         {"_orig_mod.transformer.", "_orig_mod."},
         {"_orig_mod.", "_orig_mod."}};
     for (size_t k = 0; k < sizeof prefixes / sizeof prefixes[0]; k++)
-        if (find(s, prefixes[k][0], "wte.weight") >= 0) {
+        if (find(s, prefixes[k][0], "wpe.weight") >= 0) {
             s->prefix = prefixes[k][0];
             s->outer = prefixes[k][1];
             return true;
         }
-    tg__error("gpt_from_state_dict: no 'transformer.wte.weight' or "
-              "'wte.weight' among the %d tensors: not a nanoGPT or GPT-2 "
+    tg__error("gpt_from_state_dict: no 'transformer.wpe.weight' or "
+              "'wpe.weight' among the %d tensors: not a nanoGPT or GPT-2 "
               "state dict",
               s->sd->n);
     return false;
@@ -189,18 +185,37 @@ static void skip_buffers(const source *s, int n_layer)
     }
 }
 
+/* Where the token table is: wte.weight; or, when the file has none,
+ * lm_head.weight, the same tensor in a tied model, under the name that
+ * safetensors' save_model keeps of the two (the first in sorted order:
+ * "lm_head.weight" < "transformer.wte.weight"). -1 with an error when
+ * neither is there; *as_lm_head tells which. */
+static int token_table(const source *s, bool *as_lm_head)
+{
+    int w = find(s, s->prefix, "wte.weight");
+    int lm = find(s, s->outer, "lm_head.weight");
+    *as_lm_head = w < 0 && lm >= 0;
+    if (w < 0 && lm < 0)
+        tg__error("gpt_from_state_dict: missing tensor '%swte.weight' (nor "
+                  "is there a tied '%slm_head.weight')",
+                  s->prefix, s->outer);
+    return w >= 0 ? w : lm;
+}
+
 /* Reads the config off the shapes and checks every entry (all before the
  * model is touched). */
 static bool make_plan(source *s, int n_head, tg_dtype dt, plan *p)
 {
-    if (!find_prefix(s))
+    bool as_lm_head;
+    int w = find_prefix(s) ? token_table(s, &as_lm_head) : -1;
+    if (w < 0)
         return false;
-    int w = find(s, s->prefix, "wte.weight");
+    const char *wte_name = s->sd->items[w].name;
     tg_tensor *wte = s->sd->items[w].t;
     if (!wte || tg_ndim(wte) != 2) {
-        tg__error("gpt_from_state_dict: tensor '%swte.weight' must be "
-                  "(vocab_size, n_embd), got %s",
-                  s->prefix, wte ? TG_SHP(wte) : "NULL");
+        tg__error("gpt_from_state_dict: tensor '%s' must be (vocab_size, "
+                  "n_embd), got %s",
+                  wte_name, wte ? TG_SHP(wte) : "NULL");
         return false;
     }
     int64_t V = tg_size(wte, 0), C = tg_size(wte, 1);
@@ -222,8 +237,8 @@ static bool make_plan(source *s, int n_head, tg_dtype dt, plan *p)
     }
     if (n_head <= 0 || C % n_head) {
         tg__error("gpt_from_state_dict: n_head %d does not divide n_embd "
-                  "%lld (from '%swte.weight' %s)",
-                  n_head, (long long)C, s->prefix, TG_SHP(wte));
+                  "%lld (from '%s' %s)",
+                  n_head, (long long)C, wte_name, TG_SHP(wte));
         return false;
     }
     int ca = find(s, s->prefix, "h.0.attn.c_attn.weight");
@@ -250,7 +265,8 @@ static bool make_plan(source *s, int n_head, tg_dtype dt, plan *p)
         tg__error("gpt_from_state_dict: out of memory for %d blocks", n_layer);
         return false;
     }
-    if (!expect(s, &p->wte, s->prefix, "wte.weight", 2, V, C) ||
+    if (!expect(s, &p->wte, as_lm_head ? s->outer : s->prefix,
+                as_lm_head ? "lm_head.weight" : "wte.weight", 2, V, C) ||
         !expect(s, &p->wpe, s->prefix, "wpe.weight", 2, T, C))
         return false;
     for (int i = 0; i < n_layer; i++)
@@ -262,7 +278,7 @@ static bool make_plan(source *s, int n_head, tg_dtype dt, plan *p)
     /* lm_head is an nn.Linear (V,C) in both families; tied when the file
      * drops it (safetensors keeps one of two shared tensors) or holds a
      * copy of wte */
-    p->has_lm_head = find(s, s->outer, "lm_head.weight") >= 0;
+    p->has_lm_head = !as_lm_head && find(s, s->outer, "lm_head.weight") >= 0;
     if (p->has_lm_head &&
         !expect(s, &p->lm_head, s->outer, "lm_head.weight", 2, V, C))
         return false;

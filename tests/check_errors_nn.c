@@ -572,7 +572,7 @@ static void nn_table(table_walk *w, env *e)
              "gpt_from_state_dict:", "int64");
     INIT_ROW("gpt_from_state_dict no wte", tg_gpt,
              tg_gpt_from_state_dict(&mod, x_and(e, "v", e->v3), 4, TG_FLOAT64),
-             "gpt_from_state_dict:", "'transformer.wte.weight'",
+             "gpt_from_state_dict:", "'transformer.wpe.weight'",
              "not a nanoGPT or GPT-2");
     INIT_ROW("gpt_load_pretrained NULL path", tg_gpt,
              tg_gpt_load_pretrained(&mod, NULL, 4, TG_FLOAT64),
