@@ -690,17 +690,18 @@ int tg_load_npz(const tg_params *ps, const char *path);
  * already in out, any error of tg_load_npz) out is as it was. 0 or -1. */
 int tg_read_npz(const char *path, tg_params *out);
 
-/** Saves every parameter into one .safetensors file (the format of
- * Hugging Face's safetensors and torch's save_file): 8 bytes of header
- * length (little-endian), a JSON header written with jansson,
+/** Saves every parameter into one .safetensors file (the format of Hugging
+ * Face's safetensors library, safetensors.torch.save_file): 8 bytes of
+ * header length (little-endian), a JSON header written with jansson,
  * `{"__metadata__":{"format":"pt"},"<name>":{"dtype":"F32","shape":[2,3],
- * "data_offsets":[begin,end]},...}` padded with spaces to a multiple of 8,
- * then the data, each tensor's offset a multiple of its element size
- * (8-byte dtypes first). float32, float64 and int64 parameters are written
- * as F32, F64 and I64, bit for bit. 0, or -1 for a NULL list or path, a
- * NULL or bool parameter, a name twice in the list, a file that cannot be
- * written, or no memory. Atomic as tg_save_npz: a failure leaves the file
- * that was at path byte for byte as it was. */
+ * "data_offsets":[begin,end]},...}` in the list's order, padded with spaces
+ * so that the data starts at a multiple of 8, then the data, each tensor's
+ * offset a multiple of its element size (8-byte dtypes first). float32,
+ * float64 and int64 parameters are written as F32, F64 and I64, bit for
+ * bit. 0, or -1 for a NULL list or path, a NULL or bool parameter, a name
+ * twice in the list, named "__metadata__" or not valid UTF-8, a file that
+ * cannot be written, or no memory. Atomic as tg_save_npz: a failure leaves
+ * the file that was at path byte for byte as it was. */
 int tg_save_safetensors(const tg_params *ps, const char *path);
 /** Loads values by name into the parameters, in place, as tg_load_npz: each
  * tensor must have the parameter's shape; a float parameter takes F32, F64,

@@ -336,6 +336,8 @@ static bool open_archive(npz_reader *r, zip_source_t *src)
         int code = zip_error_code_zip(&ze);
         if (code == ZIP_ER_NOZIP)
             fail(r, "not a zip file (no end of central directory record)");
+        else if (code == ZIP_ER_EXISTS) /* which one is meant? */
+            fail(r, "corrupt zip: two entries have the same name");
         else if (code == ZIP_ER_MEMORY)
             fail(r, "out of memory");
         else
@@ -401,25 +403,15 @@ static void close_archive(npz_reader *r)
 }
 
 /* The index of the entry "<name>.npy", or -1 (with an error) when there is
- * none or more than one. */
+ * none. (An archive with two of one name never opens: ZIP_CHECKCONS.) */
 static int64_t find_entry(const npz_reader *r, const char *name)
 {
     char want[ENTRY_NAME_MAX];
     snprintf(want, sizeof want, "%s" NPY_SUFFIX, name);
-    int64_t found = -1;
-    for (uint64_t k = 0; k < r->n_entries; k++) {
-        const char *have = zip_get_name(r->za, k, ZIP_FL_ENC_RAW);
-        if (!have || strcmp(have, want) != 0)
-            continue;
-        if (found >= 0) {
-            fail(r, "two entries are named '%s'", want);
-            return -1;
-        }
-        found = (int64_t)k;
-    }
-    if (found < 0)
+    zip_int64_t k = zip_name_locate(r->za, want, ZIP_FL_ENC_RAW);
+    if (k < 0)
         fail(r, "no entry '%s' for parameter '%s'", want, name);
-    return found;
+    return k;
 }
 
 /* Whether entry st may be read: stored or deflated, not encrypted, and

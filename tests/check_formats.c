@@ -541,6 +541,52 @@ START_TEST(npz_round_trip_exact)
 }
 END_TEST
 
+/* Two entries of one name: which one is meant is unknowable, so the
+ * archive is refused, by both readers, and nothing is loaded. */
+START_TEST(npz_duplicate_entry)
+{
+    tg_tensor *a = tg_full(TG_FLOAT64, TG_SHAPE(2), 1);
+    tg_tensor *b = tg_full(TG_FLOAT64, TG_SHAPE(2), 2);
+    tg_params ps;
+    tg_params_init(&ps);
+    tg_params_add(&ps, NULL, "a", a);
+    tg_params_add(&ps, NULL, "b", b);
+    const char *path = tmp("dup.npz");
+    ck_assert_int_eq(tg_save_npz(&ps, path), 0);
+    size_t n;
+    unsigned char *z = read_bytes(path, &n);
+    int renamed = 0; /* "b.npy" to "a.npy", in its local and central header */
+    for (size_t i = 0; i + 5 <= n; i++)
+        if (memcmp(z + i, "b.npy", 5) == 0) {
+            z[i] = 'a';
+            renamed++;
+        }
+    ck_assert_int_eq(renamed, 2);
+    FILE *f = fopen(path, "wb");
+    fwrite(z, 1, n, f);
+    fclose(f);
+    free(z);
+    tg_params back;
+    tg_params_init(&back);
+    ck_assert_int_eq(tg_read_npz(path, &back), -1);
+    ck_assert_msg(strstr(tg_last_error(), "read_npz: ") &&
+                      strstr(tg_last_error(), "two entries have the same name"),
+                  "%s", tg_last_error());
+    ck_assert_int_eq(back.n, 0);
+    tg_params_free(&ps);
+    tg_params_init(&ps);
+    tg_params_add(&ps, NULL, "a", a);
+    tg_set(a, (int64_t[]){0}, 5);
+    ck_assert_int_eq(tg_load_npz(&ps, path), -1);
+    ck_assert_msg(strstr(tg_last_error(), "two entries have the same name"),
+                  "%s", tg_last_error());
+    ck_assert_double_eq(tg_get(a, (int64_t[]){0}), 5);
+    tg_params_free(&ps);
+    tg_release(a);
+    tg_release(b);
+}
+END_TEST
+
 /* A deflated entry whose data is damaged fails (inflate or CRC), and the
  * parameters stay. */
 START_TEST(npz_compressed_corrupt)
@@ -667,6 +713,7 @@ Suite *formats_suite(void)
     tcase_add_test(npz, load_npz_compressed_by_name);
     tcase_add_test(npz, npz_round_trip_exact);
     tcase_add_test(npz, npz_compressed_corrupt);
+    tcase_add_test(npz, npz_duplicate_entry);
     suite_add_tcase(s, npz);
     TCase *oom = tcase_create("oom");
     tcase_add_unchecked_fixture(oom, make_tmp_dir, remove_tmp_dir);
