@@ -565,6 +565,30 @@ int tg_optim_step(tg_optim *o);
 void tg_optim_zero_grad(tg_optim *o);
 
 /* ---- Learning rate, parameter groups, schedules, state ------------- */
+/* nanoGPT's training loop (train.py) with these:
+ *
+ *     tg_params decay, no_decay;               // dim >= 2 decays
+ *     tg_params_init(&decay), tg_params_init(&no_decay);
+ *     tg_params_split_decay(&model, &decay, &no_decay);
+ *     tg_optim_config cfg = tg_adamw_config(6e-4, 0);
+ *     cfg.beta2 = 0.95;
+ *     tg_optim *o = tg_optim_new_groups(
+ *         (tg_param_group[]){{&decay, 0.1, 1}, {&no_decay, 0, 1}}, 2, cfg);
+ *     if (resuming) tg_load_checkpoint(&model, o, "ckpt.npz");
+ *     for (int it = start; it < max_iters; it++) {
+ *         tg_optim_set_lr(o, tg_lr_warmup_cosine(it, 6e-4, 6e-5, 2000,
+ *                                                600000));
+ *         ... loss, tg_backward(loss) ...
+ *         tg_clip_grad_norm(&model, 1.0);
+ *         tg_optim_step(o);
+ *         tg_optim_zero_grad(o);
+ *         if (it % eval_interval == 0)
+ *             tg_save_checkpoint(&model, o, "ckpt.npz");
+ *     }
+ *
+ * A run saved at iteration N and loaded into fresh objects continues bit
+ * for bit as the run that never stopped (the start iteration is the
+ * caller's to keep). */
 
 /** The base learning rate from the next step on (each group's rate is lr
  * times its lr_scale); the moments and step counts are kept. 0, or -1 for a

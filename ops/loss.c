@@ -36,9 +36,9 @@ enum { EXP_BLOCK = 256 };
     } while (0)
 
 /* For each row r of logits whose target is not `ignore`:
- *   lse[r] = log sum_k exp(row_r[k])   and   loss[r] = lse[r] - row_r[t_r];
- * an ignored row gets lse[r] = loss[r] = 0. Returns the sum of loss[r] over
- * the rows, in double, in row order. */
+ *   lse[r] = log sum_k exp(row_r[k])   and   loss[r] = lse[r] - row_r[t_r]
+ * (loss may be NULL: not kept); an ignored row gets lse[r] = loss[r] = 0.
+ * Returns the sum of loss[r] over the rows, in double, in row order. */
 static double cross_entropy_rows(const tg_tensor *logits,
                                  const int64_t *targets, int64_t ignore,
                                  double *lse, double *loss)
@@ -57,7 +57,9 @@ static double cross_entropy_rows(const tg_tensor *logits,
         do {
             for (int64_t i = 0; i < L.inner; i++, r++) {
                 if (targets[r] == ignore) {
-                    lse[r] = loss[r] = 0;
+                    lse[r] = 0;
+                    if (loss)
+                        loss[r] = 0;
                     continue;
                 }
                 const T *xr = TG_DATA(T, logits) + L.off[0] + i * L.step[0];
@@ -80,8 +82,10 @@ static double cross_entropy_rows(const tg_tensor *logits,
                         s += exp(xr[k * xs] - m);
                 }
                 lse[r] = m + log(s); /* s >= 1: the max adds exp(0) */
-                loss[r] = lse[r] - xr[targets[r] * xs];
-                total += loss[r];
+                const double row_loss = lse[r] - xr[targets[r] * xs];
+                if (loss)
+                    loss[r] = row_loss;
+                total += row_loss;
             }
         } while (tg__loop_next(&L));
     });
@@ -116,7 +120,8 @@ static void cross_entropy_backward(tg_node *n, tg_tensor *dy)
     const tg_reduction red = (tg_reduction)n->ip[IP_REDUCTION];
     const int last = x->ndim - 1;
     const int64_t V = x->shape[last], xs = x->strides[last];
-    tg_tensor *dx = tg__new("cross_entropy", x->dtype, x->ndim, x->shape, true);
+    tg_tensor *dx =
+        tg__new("cross_entropy", x->dtype, x->ndim, x->shape, false);
     /* the per-row weights for 'none': dy's values (any strides), in double */
     double *dys = NULL;
     if (dx && red == TG_REDUCTION_NONE) {
@@ -145,11 +150,14 @@ static void cross_entropy_backward(tg_node *n, tg_tensor *dy)
     TG_DISPATCH_FLOAT(x->dtype, T, {
         do {
             for (int64_t i = 0; i < L.inner; i++, r++) {
-                if (targets[r] == ignore)
-                    continue; /* dx was zero-filled */
+                T *dxr = TG_DATA(T, dx) + L.off[1] + i * L.step[1];
+                if (targets[r] == ignore) {
+                    for (int64_t k = 0; k < V; k++)
+                        dxr[k * dxs] = 0;
+                    continue;
+                }
                 const double s = dys ? dys[r] : scale;
                 const T *xr = TG_DATA(T, x) + L.off[0] + i * L.step[0];
-                T *dxr = TG_DATA(T, dx) + L.off[1] + i * L.step[1];
                 if (vec) {
                     double e[EXP_BLOCK];
                     for (int64_t k0 = 0; k0 < V; k0 += EXP_BLOCK) {
@@ -237,12 +245,16 @@ static tg_tensor *cross_entropy_forward(tg_tensor *logits, tg_tensor *flat,
 {
     int64_t rows = tg_numel(flat);
     tg_tensor *lse = tg__new("cross_entropy", TG_FLOAT64, 1, &rows, false);
-    tg_tensor *per_row = tg__new("cross_entropy", TG_FLOAT64, 1, &rows, false);
+    /* each row's loss, kept for 'none' only */
+    tg_tensor *per_row =
+        red == TG_REDUCTION_NONE
+            ? tg__new("cross_entropy", TG_FLOAT64, 1, &rows, false)
+            : NULL;
     tg_tensor *loss = NULL;
-    if (lse && per_row) {
-        double total =
-            cross_entropy_rows(logits, TG_DATA(int64_t, flat), ignore,
-                               TG_DATA(double, lse), TG_DATA(double, per_row));
+    if (lse && (per_row || red != TG_REDUCTION_NONE)) {
+        double total = cross_entropy_rows(
+            logits, TG_DATA(int64_t, flat), ignore, TG_DATA(double, lse),
+            per_row ? TG_DATA(double, per_row) : NULL);
         if (red == TG_REDUCTION_NONE) {
             loss = tg__new("cross_entropy", logits->dtype, logits->ndim - 1,
                            logits->shape, false);
