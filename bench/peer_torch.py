@@ -25,7 +25,8 @@ Run it with /usr/bin/python3 (Debian's python3-torch)."""
 import argparse
 import os
 import sys
-import time
+
+from peer_timing import median, time_steps
 
 SIZES = {  # (B, T, C, head_size), as bench_head's
     "tiny": (4, 8, 32, 16),
@@ -71,12 +72,6 @@ def openblas():
             lib.openblas_set_num_threads.argtypes = [ctypes.c_int]
             return lib
     return None
-
-
-def median(sorted_ms):
-    n = len(sorted_ms)
-    mid = n // 2
-    return sorted_ms[mid] if n % 2 else (sorted_ms[mid - 1] + sorted_ms[mid]) / 2
 
 
 def step_flops(B, T, C, hs):
@@ -137,26 +132,7 @@ def main():
         adamw.zero_grad(set_to_none=True)
 
     base_rss = peak_rss_kb()
-    clock = time.perf_counter_ns
-    start, after_first, warmup = clock(), 0.0, 0
-    while warmup < 2 or (clock() - start) * 1e-9 < args.warmup_seconds:
-        t0 = clock()
-        train_step()
-        if warmup > 0:
-            after_first += (clock() - t0) * 1e-6
-        warmup += 1
-    step_ms = after_first / (warmup - 1)  # the first step allocates state
-    want = args.seconds * 1e3 / max(step_ms, 1e-6)
-    reps = int(min(max(want, args.min_reps), max(args.max_reps, args.min_reps)))
-    ms, cpu = [], []  # wall, and CPU time of the process (all threads)
-    for _ in range(reps):
-        c0 = time.process_time_ns()  # a system call: outside the wall interval
-        t0 = clock()
-        train_step()
-        ms.append((clock() - t0) * 1e-6)
-        cpu.append((time.process_time_ns() - c0) * 1e-6)
-    ms.sort()
-    cpu.sort()
+    warmup, reps, ms, cpu = time_steps(train_step, args)
     med = median(ms)
     print(f"bench impl={args.impl} variant=composed config={args.config} "
           f"dtype={args.dtype} threads={args.threads} B={B} T={T} C={C} "

@@ -21,7 +21,8 @@ Threads as bench/peer_torch.py sets them. Run it with /usr/bin/python3."""
 import argparse
 import os
 import sys
-import time
+
+from peer_timing import median, time_steps
 
 
 def parse_args():
@@ -41,12 +42,6 @@ def parse_args():
     p.add_argument("--impl", default="torch",
                    help="the impl= label of the output line (default torch)")
     return p.parse_args()
-
-
-def median(sorted_ms):
-    n = len(sorted_ms)
-    mid = n // 2
-    return sorted_ms[mid] if n % 2 else (sorted_ms[mid - 1] + sorted_ms[mid]) / 2
 
 
 def main():
@@ -126,26 +121,7 @@ def main():
         adamw.step()
         adamw.zero_grad(set_to_none=True)
 
-    clock = time.perf_counter_ns
-    start, after_first, warmup = clock(), 0.0, 0
-    while warmup < 2 or (clock() - start) * 1e-9 < args.warmup_seconds:
-        t0 = clock()
-        train_step()
-        if warmup > 0:
-            after_first += (clock() - t0) * 1e-6
-        warmup += 1
-    step_ms = after_first / (warmup - 1)
-    want = args.seconds * 1e3 / max(step_ms, 1e-6)
-    reps = int(min(max(want, args.min_reps), max(args.max_reps, args.min_reps)))
-    ms, cpu = [], []
-    for _ in range(reps):
-        c0 = time.process_time_ns()
-        t0 = clock()
-        train_step()
-        ms.append((clock() - t0) * 1e-6)
-        cpu.append((time.process_time_ns() - c0) * 1e-6)
-    ms.sort()
-    cpu.sort()
+    warmup, reps, ms, cpu = time_steps(train_step, args)
     med = median(ms)
     print(f"bench impl={args.impl} variant=tiny_gpt B={B} T={T} C={C} "
           f"heads={n_head} layers={args.layers} vocab={V} "

@@ -389,6 +389,28 @@ TG_HIDDEN const char *tg__cpu_name(int level);
 #endif
 #define TG_INLINE static inline __attribute__((always_inline))
 
+/* TG_LEVELS(name, (params), body...) writes those wrappers: static void
+ * name(params) { body }, and where TG_HAVE_TARGETS also name##_avx2 and
+ * name##_avx512 with the same body under TG_TARGET_AVX2, TG_TARGET_AVX512.
+ * TG_BY_LEVEL(name) is the one for tg__cpu_level(). */
+#if TG_HAVE_TARGETS
+#define TG_LEVELS(name, params, ...)                                           \
+    static void name params{                                                   \
+        __VA_ARGS__} TG_TARGET_AVX2 static void name##_avx2 params{            \
+        __VA_ARGS__} TG_TARGET_AVX512 static void name##_avx512 params         \
+    {                                                                          \
+        __VA_ARGS__                                                            \
+    }
+#define TG_BY_LEVEL(name)                                                      \
+    (tg__cpu_level() == TG_CPU_AVX512 ? name##_avx512                          \
+     : tg__cpu_level() == TG_CPU_AVX2 ? name##_avx2                            \
+                                      : name)
+#else
+#define TG_LEVELS(name, params, ...)                                           \
+    static void name params { __VA_ARGS__ }
+#define TG_BY_LEVEL(name) (name)
+#endif
+
 /* Before a loop whose iterations are independent: vectorise it (GCC's -O2
  * cost model skips loops of unknown length). Never on a sum, whose order of
  * additions it would change. Nothing without OpenMP. */

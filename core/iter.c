@@ -268,28 +268,11 @@ TG_INLINE void add_body(void *job, const int64_t *off, const int64_t *step,
     });
 }
 
-static void add_run(void *job, int64_t start, const int64_t *off,
-                    const int64_t *step, int64_t len)
-{
-    (void)start;
-    add_body(job, off, step, len);
-}
-#if TG_HAVE_TARGETS
-TG_TARGET_AVX2 static void add_run_avx2(void *job, int64_t start,
-                                        const int64_t *off, const int64_t *step,
-                                        int64_t len)
-{
-    (void)start;
-    add_body(job, off, step, len);
-}
-TG_TARGET_AVX512 static void add_run_avx512(void *job, int64_t start,
-                                            const int64_t *off,
-                                            const int64_t *step, int64_t len)
-{
-    (void)start;
-    add_body(job, off, step, len);
-}
-#endif
+TG_LEVELS(add_run,
+          (void *job, int64_t start, const int64_t *off, const int64_t *step,
+           int64_t len),
+          (void)start;
+          add_body(job, off, step, len);)
 
 /* sum[j] += src[j, k], for k in C order (operands {src, acc}: acc is the
  * layout of the buffer sum); sum_into per level, each element its own sum
@@ -348,22 +331,8 @@ TG_INLINE void sum_into_body(const tg_tensor *src, const tg_tensor *acc,
     });
 }
 
-static void sum_into(const tg_tensor *src, const tg_tensor *acc, double *sum)
-{
-    sum_into_body(src, acc, sum);
-}
-#if TG_HAVE_TARGETS
-TG_TARGET_AVX2 static void sum_into_avx2(const tg_tensor *src,
-                                         const tg_tensor *acc, double *sum)
-{
-    sum_into_body(src, acc, sum);
-}
-TG_TARGET_AVX512 static void sum_into_avx512(const tg_tensor *src,
-                                             const tg_tensor *acc, double *sum)
-{
-    sum_into_body(src, acc, sum);
-}
-#endif
+TG_LEVELS(sum_into, (const tg_tensor *src, const tg_tensor *acc, double *sum),
+          sum_into_body(src, acc, sum);)
 
 /* dst += src, where dst is broadcast along some dims of src: each dst
  * element gets the sum of the m src elements over those dims,
@@ -396,16 +365,8 @@ static bool add_summing(tg_tensor *dst, const tg_tensor *src)
     if (!sum)
         return false;
 
-        /* sum[j] += src[j, k], for k in C order */
-#if TG_HAVE_TARGETS
-    switch (tg__cpu_level()) {
-    case TG_CPU_AVX512: sum_into_avx512(src, &acc, sum); break;
-    case TG_CPU_AVX2: sum_into_avx2(src, &acc, sum); break;
-    default: sum_into(src, &acc, sum);
-    }
-#else
-    sum_into(src, &acc, sum);
-#endif
+    /* sum[j] += src[j, k], for k in C order */
+    TG_BY_LEVEL(sum_into)(src, &acc, sum);
 
     /* dst[j] += (T)sum[j] (operands {dst, acc}) */
     tg_loop L;
@@ -438,16 +399,7 @@ bool tg__add_into(tg_tensor *dst, const tg_tensor *src)
     tg_loop L;
     tg__loop_init(&L, src->ndim, src->shape, 2,
                   (const tg_tensor *const[]){src, dst});
-#if TG_HAVE_TARGETS
-    const int level = tg__cpu_level();
-    tg__loop_run(&L, 1,
-                 level == TG_CPU_AVX512 ? add_run_avx512
-                 : level == TG_CPU_AVX2 ? add_run_avx2
-                                        : add_run,
-                 &(pair_job){dst, src});
-#else
-    tg__loop_run(&L, 1, add_run, &(pair_job){dst, src});
-#endif
+    tg__loop_run(&L, 1, TG_BY_LEVEL(add_run), &(pair_job){dst, src});
     return true;
 }
 

@@ -546,6 +546,11 @@ tg_tensor *tg_layer_norm(tg_tensor *x, tg_tensor *gamma, tg_tensor *beta,
  * Gradient: dx = dy * (Phi(x) + x * phi(x)). New reference; NULL for a t
  * that is not float. */
 tg_tensor *tg_gelu(tg_tensor *t);
+/** GELU, tanh form as torch's gelu(approximate='tanh') and GPT-2:
+ * y = x/2 * (1 + tanh(u)), u = sqrt(2/pi) * (x + 0.044715 x^3).
+ * Gradient: dx = dy * (0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) sqrt(2/pi)
+ * (1 + 3 * 0.044715 x^2)). New reference; NULL for a t that is not float. */
+tg_tensor *tg_gelu_tanh(tg_tensor *t);
 /** Mean cross-entropy from logits: logits (..., V) float, targets int64 (...)
  * of class indices; loss = mean over positions of logsumexp(logits) -
  * logits[target], computed stably (max-subtracted). A 0-d result, new
@@ -558,6 +563,23 @@ tg_tensor *tg_cross_entropy(tg_tensor *logits, tg_tensor *targets);
  * (summed over broadcast dims). NULL when a and b do not broadcast or are not
  * the same float dtype. */
 tg_tensor *tg_mse_loss(tg_tensor *a, tg_tensor *b);
+
+/* ===================================================================== */
+/* Dropout                                                                */
+/* ===================================================================== */
+
+/** Inverted dropout, as torch.nn.functional.dropout: in training (train
+ * true and p > 0) each element is kept with probability 1 - p and scaled,
+ *
+ *     y = x * mask,   mask = (u >= p) / (1 - p),   u ~ U[0, 1)
+ *
+ * drawing u from rng, one tg_rng_uniform per element in t's row-major (C)
+ * order, so a seed reproduces the mask. Gradient through the same mask:
+ * dx = dy * mask. With train false or p == 0 it draws nothing and returns
+ * t's values unchanged: a view of t (dx = dy). New reference; NULL for a
+ * t that is not float, p outside [0, 1) or NaN, or a NULL rng when it must
+ * draw. */
+tg_tensor *tg_dropout(tg_tensor *t, double p, bool train, tg_rng *rng);
 
 /* ===================================================================== */
 /* Autograd                                                               */

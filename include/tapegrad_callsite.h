@@ -40,6 +40,7 @@
     TG_CALL_(tg_cross_entropy, tg_cross_entropy(__VA_ARGS__))
 #define tg_detach(...)     TG_CALL_(tg_detach, tg_detach(__VA_ARGS__))
 #define tg_div(...)        TG_CALL_(tg_div, tg_div(__VA_ARGS__))
+#define tg_dropout(...)    TG_CALL_(tg_dropout, tg_dropout(__VA_ARGS__))
 #define tg_embedding(...)  TG_CALL_(tg_embedding, tg_embedding(__VA_ARGS__))
 #define tg_eq(...)         TG_CALL_(tg_eq, tg_eq(__VA_ARGS__))
 #define tg_eq_scalar(...)  TG_CALL_(tg_eq_scalar, tg_eq_scalar(__VA_ARGS__))
@@ -52,6 +53,7 @@
 #define tg_ge(...)         TG_CALL_(tg_ge, tg_ge(__VA_ARGS__))
 #define tg_ge_scalar(...)  TG_CALL_(tg_ge_scalar, tg_ge_scalar(__VA_ARGS__))
 #define tg_gelu(...)       TG_CALL_(tg_gelu, tg_gelu(__VA_ARGS__))
+#define tg_gelu_tanh(...)  TG_CALL_(tg_gelu_tanh, tg_gelu_tanh(__VA_ARGS__))
 #define tg_gt(...)         TG_CALL_(tg_gt, tg_gt(__VA_ARGS__))
 #define tg_gt_scalar(...)  TG_CALL_(tg_gt_scalar, tg_gt_scalar(__VA_ARGS__))
 #define tg_layer_norm(...) TG_CALL_(tg_layer_norm, tg_layer_norm(__VA_ARGS__))
@@ -121,6 +123,8 @@
     TG_CALL_(tg_gpt_forward, tg_gpt_forward(__VA_ARGS__))
 #define tg_gpt_generate(...)                                                   \
     TG_CALL_(tg_gpt_generate, tg_gpt_generate(__VA_ARGS__))
+#define tg_gpt_generate_with(...)                                              \
+    TG_CALL_(tg_gpt_generate_with, tg_gpt_generate_with(__VA_ARGS__))
 #define tg_gpt_loss(...) TG_CALL_(tg_gpt_loss, tg_gpt_loss(__VA_ARGS__))
 #define tg_head_forward(...)                                                   \
     TG_CALL_(tg_head_forward, tg_head_forward(__VA_ARGS__))

@@ -12,6 +12,26 @@
  *     tg_tensor *tg_X_forward(tg_X *m, <inputs>);     a new reference
  *     int  tg_X_params(tg_X *m, tg_params *ps, const char *prefix);
  *
+ * Each also has a config form, for the options beyond the sizes:
+ *
+ *     tg_X_config tg_X_config_default(<sizes>);     today's module, as a value
+ *     int  tg_X_init_with(tg_X *m, tg_dtype dt, const tg_X_config *cfg,
+ *                         tg_rng *rng);              0 or -1
+ *
+ * Start from the default, change the fields you need, pass a pointer; the
+ * plain _init is _init_with of the default config. Modules with dropout
+ * (head, mha, mlp, block, gpt) also have a train/eval switch:
+ *
+ *     int  tg_X_train(tg_X *m, bool on, tg_rng *rng);    0 or -1
+ *
+ * It sets the module and every module inside it to training (on) or
+ * evaluation (off: dropout does nothing). rng is borrowed, not copied: the
+ * modules keep the pointer and draw their dropout masks from it in every
+ * training forward, so it must outlive training (NULL is fine for eval, and
+ * for models without dropout). Modules start in training mode with no rng,
+ * as torch's start in train(); a training forward that must drop without an
+ * rng fails, naming the module and tg_X_train.
+ *
  * _params appends the module's parameters, named "prefix.name" (nested
  * modules extend the prefix: "blocks.0.attn.heads.1.w_q"), so optimizers,
  * zero_grad, gradcheck and checkpoints can walk any model. Initialisation
@@ -98,21 +118,56 @@ typedef enum tg_head_path {
 
 /** Causal self-attention head, exactly the lesson's:
  *
- *     q, k, v = x @ W_q, x @ W_k, x @ W_v                      (B,T,hs) each
- *     scores  = q @ k^T / sqrt(hs)                             (B,T,T)
+ *     q, k, v = x @ W_q, x @ W_k, x @ W_v   (+ b_q, b_k, b_v)  (B,T,hs) each
+ *     scores  = q @ k^T * scale   (scale = 1/sqrt(hs))         (B,T,T)
  *     scores  = masked_fill(scores, future, -inf)              causal
- *     attn    = softmax(scores, -1);  out = attn @ v           (B,T,hs)
+ *     attn    = softmax(scores, -1);  out = dropout(attn) @ v  (B,T,hs)
  *
- * W_* are (C, hs), drawn N(0, 1/C). Options (set after init): scaled
- * (default true; false drops 1/sqrt(hs)), causal (default true), path
- * (default TG_HEAD_COMPOSED). */
+ * W_* are (C, hs), drawn N(0, 1/C); b_* (hs) start at 0, as nanoGPT's
+ * _init_weights sets every bias (no draw). Options (set after init, or
+ * through tg_head_config): scaled (default true; false drops the scale),
+ * scale, causal (default true), path (default TG_HEAD_COMPOSED),
+ * attn_dropout (default 0: TG_HEAD_TILED never forms attn, so it refuses a
+ * training forward with attn_dropout > 0). */
 typedef struct tg_head {
     int n_embd, head_size;
     bool scaled, causal;
     tg_head_path path; /**< how the attention is computed (tg_head_path) */
     tg_tensor *w_q, *w_k, *w_v;
-    tg_tensor *attn; /**< last forward's weights (B,T,T), detached; or NULL */
+    tg_tensor *attn; /**< last forward's weights (B,T,T), detached, before
+                        dropout; or NULL */
+    tg_tensor *b_q, *b_k, *b_v; /**< (hs) each, or all NULL (no q/k/v bias) */
+    double scale;        /**< the scores' factor when scaled (1/sqrt(hs)) */
+    double attn_dropout; /**< on attn in training, in [0, 1) (0) */
+    bool training;       /**< tg_head_train; true after init */
+    tg_rng *rng;         /**< borrowed, for dropout (tg_head_train) */
 } tg_head;
+
+/** A head's options: tg_head_config_default(n_embd, head_size) gives
+ * today's head, then change fields. */
+typedef struct tg_head_config {
+    int n_embd, head_size;
+    bool qkv_bias;       /**< b_q, b_k, b_v (default false) */
+    bool causal;         /**< the future mask (default true) */
+    double scale;        /**< scores *= scale: 1/sqrt(head_size) by default; any
+                      finite value, 0 too (uniform weights) */
+    double attn_dropout; /**< in [0, 1) (default 0) */
+    tg_head_path path;   /**< default TG_HEAD_COMPOSED */
+} tg_head_config;
+
+/** The default head config: no q/k/v bias, causal, scale 1/sqrt(head_size),
+ * no dropout, TG_HEAD_COMPOSED. Sizes are checked by the init. */
+tg_head_config tg_head_config_default(int n_embd, int head_size);
+/** A head of cfg for x (B,T,n_embd) of dtype dt, drawing W_q, W_k, W_v in
+ * that order (the biases start at 0). 0, or -1 with h zeroed: the module
+ * errors above, a NULL cfg, a non-finite scale, attn_dropout outside [0, 1)
+ * or an unknown path. */
+int tg_head_init_with(tg_head *h, tg_dtype dt, const tg_head_config *cfg,
+                      tg_rng *rng);
+/** Training (on) or evaluation (off) mode, and the borrowed rng its dropout
+ * draws from (see the top of this file). 0, or -1 for a NULL or zeroed
+ * head. */
+int tg_head_train(tg_head *h, bool on, tg_rng *rng);
 
 /** A head for x (B,T,n_embd) of dtype dt, drawing W_q, W_k, W_v (n_embd,
  * head_size) in that order. 0, or -1 with h zeroed (see the module errors
@@ -128,7 +183,8 @@ void tg_head_free(tg_head *h);
  * keeping the weights: a forward that returns its output has always set
  * h->attn). On NULL h->attn is as it was. */
 tg_tensor *tg_head_forward(tg_head *h, tg_tensor *x);
-/** Appends prefix.w_q, prefix.w_k, prefix.w_v to ps. 0 or -1. */
+/** Appends prefix.w_q, prefix.w_k, prefix.w_v (and prefix.b_q, .b_k, .b_v
+ * when the head has them) to ps. 0 or -1. */
 int tg_head_params(tg_head *h, tg_params *ps, const char *prefix);
 
 /** y = x @ weight + bias: weight (in, out) drawn U(-1/sqrt(in), 1/sqrt(in))
@@ -138,6 +194,18 @@ typedef struct tg_linear {
     tg_tensor *weight, *bias; /**< bias NULL when built without */
 } tg_linear;
 
+/** A linear layer's options. */
+typedef struct tg_linear_config {
+    int in, out;
+    bool bias; /**< default true */
+} tg_linear_config;
+
+/** {in, out, bias true}; sizes are checked by the init. */
+tg_linear_config tg_linear_config_default(int in, int out);
+/** A linear layer of cfg, dtype dt, drawing weight then bias (when it has
+ * one). 0, or -1 with l zeroed (also for a NULL cfg). */
+int tg_linear_init_with(tg_linear *l, tg_dtype dt, const tg_linear_config *cfg,
+                        tg_rng *rng);
 /** A linear layer in -> out of dtype dt, drawing weight then bias. 0, or -1
  * with l zeroed. */
 int tg_linear_init(tg_linear *l, tg_dtype dt, int in, int out, bool bias,
@@ -175,9 +243,23 @@ int tg_embed_params(tg_embed *e, tg_params *ps, const char *prefix);
 /** Layer norm over the last dim with gamma = 1, beta = 0 to start. */
 typedef struct tg_layernorm {
     int dim;
-    double eps; /**< 1e-5, as torch */
-    tg_tensor *gamma, *beta;
+    double eps;              /**< 1e-5, as torch */
+    tg_tensor *gamma, *beta; /**< beta NULL without a bias */
 } tg_layernorm;
+
+/** A layer norm's options, as torch.nn.LayerNorm(dim, eps, bias=...). */
+typedef struct tg_layernorm_config {
+    int dim;
+    double eps; /**< >= 0 (default 1e-5) */
+    bool bias;  /**< beta (default true); without, y = xhat * gamma */
+} tg_layernorm_config;
+
+/** {dim, 1e-5, bias true}; checked by the init. */
+tg_layernorm_config tg_layernorm_config_default(int dim);
+/** A layer norm of cfg, dtype dt (needs no rng). 0, or -1 with n zeroed:
+ * also for a NULL cfg, or eps negative or NaN. */
+int tg_layernorm_init_with(tg_layernorm *n, tg_dtype dt,
+                           const tg_layernorm_config *cfg);
 
 /** A layer norm over a last dim of size dim, dtype dt (needs no rng). 0, or
  * -1 with n zeroed. */
@@ -187,16 +269,45 @@ void tg_layernorm_free(tg_layernorm *n);
 /** tg_layer_norm(x, gamma, beta, eps): x (..., dim) -> the same shape, a new
  * reference. NULL for a last dim other than dim, or another dtype. */
 tg_tensor *tg_layernorm_forward(tg_layernorm *n, tg_tensor *x);
-/** Appends prefix.gamma, prefix.beta to ps. 0 or -1. */
+/** Appends prefix.gamma, prefix.beta (when it has one) to ps. 0 or -1. */
 int tg_layernorm_params(tg_layernorm *n, tg_params *ps, const char *prefix);
 
 /** Multi-head attention: n_heads heads of size n_embd / n_heads in parallel,
- * outputs concatenated on the last dim and projected (a biased linear). */
+ * outputs concatenated on the last dim and projected (a biased linear),
+ * then dropout (resid_dropout, in training): nanoGPT's CausalSelfAttention,
+ * whose c_attn is the heads' q/k/v, split. */
 typedef struct tg_mha {
     int n_heads;
     tg_head *heads;
     tg_linear proj;
+    double resid_dropout; /**< after proj, in training, in [0, 1) (0) */
+    bool training;        /**< tg_mha_train; true after init */
+    tg_rng *rng;          /**< borrowed, for dropout (tg_mha_train) */
 } tg_mha;
+
+/** Multi-head attention's options. */
+typedef struct tg_mha_config {
+    int n_embd, n_heads;
+    bool bias;     /**< the projection's (default true) */
+    bool qkv_bias; /**< each head's b_q, b_k, b_v (default false) */
+    bool causal;   /**< default true */
+    double scale;  /**< each head's; 1/sqrt(n_embd / n_heads) by default */
+    double attn_dropout;  /**< each head's, on its weights (default 0) */
+    double resid_dropout; /**< after the projection (default 0) */
+} tg_mha_config;
+
+/** The default: projection bias, no q/k/v bias, causal, scale
+ * 1/sqrt(n_embd / n_heads) (0 when n_heads does not divide n_embd, which
+ * the init refuses), no dropout. */
+tg_mha_config tg_mha_config_default(int n_embd, int n_heads);
+/** The module of cfg: heads (each as tg_head_init_with), then the
+ * projection, drawn in that order. 0, or -1 with m zeroed (also for a NULL
+ * cfg or resid_dropout outside [0, 1)). */
+int tg_mha_init_with(tg_mha *m, tg_dtype dt, const tg_mha_config *cfg,
+                     tg_rng *rng);
+/** Training or evaluation, for m and its heads (see the top of this file).
+ * 0, or -1 for a NULL or zeroed module. */
+int tg_mha_train(tg_mha *m, bool on, tg_rng *rng);
 
 /** n_heads heads (n_heads must divide n_embd), then the projection, drawn
  * in that order. 0, or -1 with m zeroed (an error inside a head or the
@@ -207,15 +318,39 @@ void tg_mha_free(tg_mha *m);
 /** x (B,T,C) -> (B,T,C), a new reference; NULL unless x is 3-D with C =
  * n_embd in the module's dtype. */
 tg_tensor *tg_mha_forward(tg_mha *m, tg_tensor *x);
-/** Appends prefix.heads.0.w_q, .w_k, .w_v, then heads 1, 2... and
- * prefix.proj.weight, .bias to ps. 0 or -1. */
+/** Appends prefix.heads.0.w_q, .w_k, .w_v (.b_q, .b_k, .b_v), then heads 1,
+ * 2... and prefix.proj.weight (.bias) to ps. 0 or -1. */
 int tg_mha_params(tg_mha *m, tg_params *ps, const char *prefix);
 
-/** Feed-forward: linear (C -> 4C), relu or gelu, linear (4C -> C). */
+/** Feed-forward: linear (C -> 4C), relu or gelu, linear (4C -> C), then
+ * dropout (in training). */
 typedef struct tg_mlp {
     bool gelu; /**< else relu */
     tg_linear fc, proj;
+    bool gelu_tanh; /**< gelu's tanh form (tg_gelu_tanh), else exact */
+    double dropout; /**< after proj, in training, in [0, 1) (0) */
+    bool training;  /**< tg_mlp_train; true after init */
+    tg_rng *rng;    /**< borrowed, for dropout (tg_mlp_train) */
 } tg_mlp;
+
+/** The MLP's options. */
+typedef struct tg_mlp_config {
+    int n_embd;
+    bool bias;      /**< fc's and proj's (default true) */
+    bool gelu;      /**< else relu (default true) */
+    bool gelu_tanh; /**< with gelu: the tanh form (default false: exact) */
+    double dropout; /**< after proj (default 0) */
+} tg_mlp_config;
+
+/** {n_embd, bias, exact gelu, no dropout}; checked by the init. */
+tg_mlp_config tg_mlp_config_default(int n_embd);
+/** The MLP of cfg: fc (n_embd -> 4 n_embd) then proj. 0, or -1 with m
+ * zeroed (also for a NULL cfg or dropout outside [0, 1)). */
+int tg_mlp_init_with(tg_mlp *m, tg_dtype dt, const tg_mlp_config *cfg,
+                     tg_rng *rng);
+/** Training or evaluation (see the top of this file). 0, or -1 for a NULL or
+ * zeroed module. */
+int tg_mlp_train(tg_mlp *m, bool on, tg_rng *rng);
 
 /** fc (n_embd -> 4 n_embd) then proj, both biased. 0, or -1 with m zeroed
  * (errors in the layers are named by tg_linear_init). */
@@ -225,8 +360,8 @@ void tg_mlp_free(tg_mlp *m);
 /** proj(act(fc(x))): x (..., C) -> (..., C), a new reference. NULL for x of
  * another last dim or dtype (checked, and named, by the fc layer: "linear"). */
 tg_tensor *tg_mlp_forward(tg_mlp *m, tg_tensor *x);
-/** Appends prefix.fc.weight, .bias and prefix.proj.weight, .bias to ps. 0 or
- * -1. */
+/** Appends prefix.fc.weight (.bias) and prefix.proj.weight (.bias) to ps. 0
+ * or -1. */
 int tg_mlp_params(tg_mlp *m, tg_params *ps, const char *prefix);
 
 /** Pre-norm transformer block:
@@ -239,6 +374,30 @@ typedef struct tg_block {
     tg_mlp mlp;
 } tg_block;
 
+/** A block's options: its layer norms', attention's and MLP's. */
+typedef struct tg_block_config {
+    int n_embd, n_heads;
+    bool bias;      /**< layer norms' beta, projections' and MLP's biases
+                      (default true; false is nanoGPT's bias=False) */
+    bool qkv_bias;  /**< the heads' b_q, b_k, b_v (default false; nanoGPT's
+                      bias=True has them) */
+    double ln_eps;  /**< default 1e-5 */
+    bool gelu;      /**< else relu (default true) */
+    bool gelu_tanh; /**< default false (exact) */
+    double scale;   /**< the heads' score scale, 1/sqrt(n_embd / n_heads) */
+    double attn_dropout, resid_dropout; /**< default 0 */
+} tg_block_config;
+
+/** The default block config (values as above); checked by the init. */
+tg_block_config tg_block_config_default(int n_embd, int n_heads);
+/** The block of cfg: ln1, ln2, attn, mlp, initialised in that order. 0, or
+ * -1 with b zeroed (also for a NULL cfg; errors in the parts are named by
+ * the part's init). */
+int tg_block_init_with(tg_block *b, tg_dtype dt, const tg_block_config *cfg,
+                       tg_rng *rng);
+/** Training or evaluation, for b's attention and MLP (see the top of this
+ * file). 0, or -1 for a NULL or zeroed block. */
+int tg_block_train(tg_block *b, bool on, tg_rng *rng);
 /** ln1, ln2, attn, mlp, initialised in that order. 0, or -1 with b zeroed
  * (the error is named by the part's init: layernorm_init, mha_init...). */
 int tg_block_init(tg_block *b, tg_dtype dt, int n_embd, int n_heads, bool gelu,
@@ -252,12 +411,39 @@ tg_tensor *tg_block_forward(tg_block *b, tg_tensor *x);
  * or -1. */
 int tg_block_params(tg_block *b, tg_params *ps, const char *prefix);
 
+/** Which biases a GPT's modules carry (tg_gpt_config.bias). */
+typedef enum tg_gpt_bias {
+    /** Layer norms, attention projections and MLPs biased, the heads' q/k/v
+     * not (0: the model as it always was). */
+    TG_GPT_BIAS_LINEAR = 0,
+    /** Those and q/k/v too: nanoGPT's bias=True (and GPT-2's). */
+    TG_GPT_BIAS_ALL,
+    /** None anywhere, layer norms without beta: nanoGPT's bias=False. */
+    TG_GPT_BIAS_NONE
+} tg_gpt_bias;
+
 /** A tiny GPT: token + position embeddings, n_layer blocks, a final layer
- * norm, and a linear head to vocabulary logits. */
+ * norm, and a linear head to vocabulary logits. Every field after dtype is
+ * an option whose zero is the model as it always was, so a config written
+ * with designated initializers, {.vocab_size = ..., .dtype = ...}, keeps
+ * its meaning. nanoGPT's GPTConfig(bias=True, dropout=p) is
+ * {.gelu = true, .bias = TG_GPT_BIAS_ALL, .tie_weights = true,
+ * .embd_dropout = p, .attn_dropout = p, .resid_dropout = p}. */
 typedef struct tg_gpt_config {
     int vocab_size, block_size, n_embd, n_head, n_layer;
     bool gelu;
     tg_dtype dtype;
+    tg_gpt_bias bias;     /**< which biases (TG_GPT_BIAS_LINEAR) */
+    bool tie_weights;     /**< lm_head is tok.weight: logits = x @ tok.weight^T,
+                         one tensor, listed (and saved) once as tok.weight */
+    bool gelu_tanh;       /**< with gelu: the tanh form (GPT-2's); else exact */
+    double ln_eps;        /**< every layer norm's eps; 0 means 1e-5 */
+    bool has_attn_scale;  /**< use attn_scale, else 1/sqrt(n_embd / n_head) */
+    double attn_scale;    /**< the heads' score scale (any finite value, 0 too)
+                            when has_attn_scale */
+    double embd_dropout;  /**< on tok + pos, in training, in [0, 1) */
+    double attn_dropout;  /**< on every head's weights, in training */
+    double resid_dropout; /**< after each attention projection and MLP */
 } tg_gpt_config;
 
 /** A tiny GPT built from cfg by tg_gpt_init. */
@@ -266,14 +452,21 @@ typedef struct tg_gpt {
     tg_embed tok, pos;
     tg_block *blocks;
     tg_layernorm ln_f;
-    tg_linear lm_head;
+    tg_linear lm_head; /**< zeroed (weight NULL) when cfg.tie_weights */
+    bool training;     /**< tg_gpt_train; true after init */
+    tg_rng *rng;       /**< borrowed, for dropout (tg_gpt_train) */
 } tg_gpt;
 
 /** The model of cfg (every size positive, n_head dividing n_embd, dtype
- * float32 or float64), drawn tok, pos, blocks, ln_f, lm_head in that
- * order. 0, or -1 with g zeroed (errors in the parts are named by the
- * part's init). */
+ * float32 or float64, a known bias, ln_eps >= 0, a finite attn_scale,
+ * dropouts in [0, 1)), drawn tok, pos, blocks, ln_f, lm_head in that order
+ * (no lm_head draw when tied). 0, or -1 with g zeroed (errors in the parts
+ * are named by the part's init). */
 int tg_gpt_init(tg_gpt *g, tg_gpt_config cfg, tg_rng *rng);
+/** Training or evaluation for the whole model (the embedding dropout and
+ * every block), see the top of this file. 0, or -1 for a NULL or zeroed
+ * model. */
+int tg_gpt_train(tg_gpt *g, bool on, tg_rng *rng);
 /** Frees every part; g is zeroed. NULL-safe. */
 void tg_gpt_free(tg_gpt *g);
 /** ids int64 (B,T), 1 <= T <= block_size, values in [0, vocab) -> logits
@@ -290,8 +483,38 @@ tg_tensor *tg_gpt_loss(tg_gpt *g, tg_tensor *ids, tg_tensor *targets);
  * n_new >= 0, temperature > 0 and rng is not NULL. */
 tg_tensor *tg_gpt_generate(tg_gpt *g, tg_tensor *ids, int n_new,
                            double temperature, tg_rng *rng);
+/** How tg_gpt_generate_with picks each token from the last position's
+ * logits, as nanoGPT's generate (then the nucleus, as Hugging Face's
+ * top_p): logits / temperature; keep the top_k largest (ties with the k-th
+ * kept too); softmax; keep the fewest most likely tokens whose
+ * probabilities sum to at least top_p (the nucleus); draw from what is
+ * kept, renormalised. */
+typedef struct tg_gpt_sampling {
+    double temperature; /**< > 0 (1) */
+    int top_k;          /**< 1..vocab_size, or TG_TOP_K_ALL (the default) */
+    double top_p;       /**< in (0, 1]; 1 keeps every token (the default) */
+} tg_gpt_sampling;
+
+/** tg_gpt_sampling.top_k for no top-k filter. */
+#define TG_TOP_K_ALL (-1)
+
+/** {temperature 1, TG_TOP_K_ALL, top_p 1}: plain sampling. */
+tg_gpt_sampling tg_gpt_sampling_default(void);
+/** Extends ids (1,T0) by n_new tokens drawn as s says, one tg_rng_uniform
+ * from rng per token (inverse CDF over the kept tokens in id order), the
+ * context cropped to block_size, with grad mode off; the model runs in
+ * whatever mode it is in (tg_gpt_train(g, false, NULL) first for no
+ * dropout, as nanoGPT's model.eval()). A new (1, T0 + n_new) int64 tensor;
+ * NULL unless ids is int64 (1,T0) with T0 >= 1, n_new >= 0, rng is not
+ * NULL, s is not NULL, temperature > 0, top_k is TG_TOP_K_ALL or in
+ * 1..vocab_size, and top_p is in (0, 1]. With top_k = 1 it is greedy
+ * (argmax). tg_gpt_generate(g, ids, n, t, rng) is this with {t,
+ * TG_TOP_K_ALL, 1}, token for token. */
+tg_tensor *tg_gpt_generate_with(tg_gpt *g, tg_tensor *ids, int n_new,
+                                const tg_gpt_sampling *s, tg_rng *rng);
 /** Appends prefix.tok.weight, prefix.pos.weight, prefix.blocks.0.*, ...,
- * prefix.ln_f.*, prefix.lm_head.weight to ps. 0 or -1. */
+ * prefix.ln_f.*, prefix.lm_head.weight (not when tied: tok.weight is it)
+ * to ps. 0 or -1. */
 int tg_gpt_params(tg_gpt *g, tg_params *ps, const char *prefix);
 
 /* ===================================================================== */

@@ -7,25 +7,60 @@
 #include <stdio.h>
 #include <string.h>
 
+tg_block_config tg_block_config_default(int n_embd, int n_heads)
+{
+    tg_mha_config a = tg_mha_config_default(n_embd, n_heads);
+    return (tg_block_config){.n_embd = n_embd,
+                             .n_heads = n_heads,
+                             .bias = true,
+                             .ln_eps = 1e-5,
+                             .gelu = true,
+                             .scale = a.scale};
+}
+
 /* Initialises ln1, ln2, attn, mlp in the struct's order; only attn (heads,
  * then proj) and mlp (fc, then proj) draw from rng. On error the block is
  * left zeroed. */
-int tg_block_init(tg_block *b, tg_dtype dt, int n_embd, int n_heads, bool gelu,
-                  tg_rng *rng)
+int tg_block_init_with(tg_block *b, tg_dtype dt, const tg_block_config *cfg,
+                       tg_rng *rng)
 {
-    if (!b) {
-        tg__error("block_init: the block is NULL");
+    if (!b || !cfg) {
+        tg__error("block_init: %s is NULL", b ? "the config" : "the block");
+        if (b)
+            memset(b, 0, sizeof *b);
         return -1;
     }
     memset(b, 0, sizeof *b);
-    if (tg_layernorm_init(&b->ln1, dt, n_embd) < 0 ||
-        tg_layernorm_init(&b->ln2, dt, n_embd) < 0 ||
-        tg_mha_init(&b->attn, dt, n_embd, n_heads, rng) < 0 ||
-        tg_mlp_init(&b->mlp, dt, n_embd, gelu, rng) < 0) {
+    tg_layernorm_config ln = tg_layernorm_config_default(cfg->n_embd);
+    ln.eps = cfg->ln_eps;
+    ln.bias = cfg->bias;
+    tg_mha_config attn = tg_mha_config_default(cfg->n_embd, cfg->n_heads);
+    attn.bias = cfg->bias;
+    attn.qkv_bias = cfg->qkv_bias;
+    attn.scale = cfg->scale;
+    attn.attn_dropout = cfg->attn_dropout;
+    attn.resid_dropout = cfg->resid_dropout;
+    tg_mlp_config mlp = tg_mlp_config_default(cfg->n_embd);
+    mlp.bias = cfg->bias;
+    mlp.gelu = cfg->gelu;
+    mlp.gelu_tanh = cfg->gelu_tanh;
+    mlp.dropout = cfg->resid_dropout;
+    if (tg_layernorm_init_with(&b->ln1, dt, &ln) < 0 ||
+        tg_layernorm_init_with(&b->ln2, dt, &ln) < 0 ||
+        tg_mha_init_with(&b->attn, dt, &attn, rng) < 0 ||
+        tg_mlp_init_with(&b->mlp, dt, &mlp, rng) < 0) {
         tg_block_free(b);
         return tg__error_wrap("block_init");
     }
     return 0;
+}
+
+int tg_block_init(tg_block *b, tg_dtype dt, int n_embd, int n_heads, bool gelu,
+                  tg_rng *rng)
+{
+    tg_block_config cfg = tg_block_config_default(n_embd, n_heads);
+    cfg.gelu = gelu;
+    return tg_block_init_with(b, dt, &cfg, rng);
 }
 
 void tg_block_free(tg_block *b)
@@ -81,6 +116,16 @@ tg_tensor *tg_block_forward(tg_block *b, tg_tensor *x)
     tg_release(norm2);
     tg_release(fed);
     return out;
+}
+
+/* attn and mlp (the layer norms have no dropout). */
+int tg_block_train(tg_block *b, bool on, tg_rng *rng)
+{
+    if (!check_module("block_train", b))
+        return -1;
+    tg_mha_train(&b->attn, on, rng);
+    tg_mlp_train(&b->mlp, on, rng);
+    return 0;
 }
 
 /* ln1.*, attn.*, ln2.*, mlp.*: the order the forward uses them. */

@@ -3,6 +3,7 @@
 #include "core/shared.h"
 #include "nn/nn.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,12 +24,43 @@ static bool check_config(tg_gpt_config c)
                   tg_dtype_name(c.dtype));
         return false;
     }
-    return true;
+    if ((unsigned)c.bias > TG_GPT_BIAS_NONE) {
+        tg__error("gpt_init: bias %d is not a tg_gpt_bias (0..%d)", (int)c.bias,
+                  TG_GPT_BIAS_NONE);
+        return false;
+    }
+    if (!(c.ln_eps >= 0) || (c.has_attn_scale && !isfinite(c.attn_scale))) {
+        tg__error("gpt_init: need ln_eps >= 0 and a finite attn_scale, got "
+                  "%g and %g",
+                  c.ln_eps, c.attn_scale);
+        return false;
+    }
+    return tg__check_dropout("gpt_init", "embd_dropout", c.embd_dropout) &&
+           tg__check_dropout("gpt_init", "attn_dropout", c.attn_dropout) &&
+           tg__check_dropout("gpt_init", "resid_dropout", c.resid_dropout);
+}
+
+/* The blocks' config from the model's: its bias mode, activation, eps (0:
+ * torch's 1e-5), scale and dropouts. */
+static tg_block_config block_config(const tg_gpt_config *c)
+{
+    tg_block_config b = tg_block_config_default(c->n_embd, c->n_head);
+    b.bias = c->bias != TG_GPT_BIAS_NONE;
+    b.qkv_bias = c->bias == TG_GPT_BIAS_ALL;
+    b.ln_eps = c->ln_eps > 0 ? c->ln_eps : 1e-5;
+    b.gelu = c->gelu;
+    b.gelu_tanh = c->gelu_tanh;
+    if (c->has_attn_scale)
+        b.scale = c->attn_scale;
+    b.attn_dropout = c->attn_dropout;
+    b.resid_dropout = c->resid_dropout;
+    return b;
 }
 
 /* Initialises tok (V,C), pos (block_size,C), blocks 0..n_layer-1, ln_f and
- * lm_head (C -> V, no bias), in the struct's order, each drawing from rng as
- * its own init says. On error the model is left zeroed. */
+ * lm_head (C -> V, no bias; not at all when tied to tok), in the struct's
+ * order, each drawing from rng as its own init says. On error the model is
+ * left zeroed. */
 int tg_gpt_init(tg_gpt *g, tg_gpt_config cfg, tg_rng *rng)
 {
     if (!g) {
@@ -44,17 +76,21 @@ int tg_gpt_init(tg_gpt *g, tg_gpt_config cfg, tg_rng *rng)
         return -1;
     }
     g->cfg = cfg;
+    g->training = true;
     tg_dtype dt = cfg.dtype;
+    tg_block_config bc = block_config(&cfg);
+    tg_layernorm_config lc = tg_layernorm_config_default(cfg.n_embd);
+    lc.eps = bc.ln_eps;
+    lc.bias = bc.bias;
     if (tg_embed_init(&g->tok, dt, cfg.vocab_size, cfg.n_embd, rng) < 0 ||
         tg_embed_init(&g->pos, dt, cfg.block_size, cfg.n_embd, rng) < 0)
         goto fail;
     for (int i = 0; i < cfg.n_layer; i++)
-        if (tg_block_init(&g->blocks[i], dt, cfg.n_embd, cfg.n_head, cfg.gelu,
-                          rng) < 0)
+        if (tg_block_init_with(&g->blocks[i], dt, &bc, rng) < 0)
             goto fail;
-    if (tg_layernorm_init(&g->ln_f, dt, cfg.n_embd) < 0 ||
-        tg_linear_init(&g->lm_head, dt, cfg.n_embd, cfg.vocab_size, false,
-                       rng) < 0)
+    if (tg_layernorm_init_with(&g->ln_f, dt, &lc) < 0 ||
+        (!cfg.tie_weights && tg_linear_init(&g->lm_head, dt, cfg.n_embd,
+                                            cfg.vocab_size, false, rng) < 0))
         goto fail;
     return 0;
 fail:
@@ -79,7 +115,7 @@ void tg_gpt_free(tg_gpt *g)
 /* Errors unless g is initialised (op names the caller). */
 static bool check_module(const char *op, const tg_gpt *g)
 {
-    if (g && g->lm_head.weight)
+    if (g && g->tok.weight)
         return true;
     tg__error("%s: %s", op,
               g ? "the model is not initialised" : "the model is NULL");
@@ -106,9 +142,20 @@ static bool check_ids(const char *op, const tg_gpt *g, const tg_tensor *ids)
     return true;
 }
 
-/* x = tok[ids] + pos[0:T]                      (B,T,C) + (T,C) -> (B,T,C)
+/* logits = x @ tok.weight^T: the token table read backwards, (B,T,C) @
+ * (C,V). The same tensor as the embedding, so backward adds both uses'
+ * gradients into one tok.weight grad. */
+static tg_tensor *tied_logits(tg_gpt *g, tg_tensor *x)
+{
+    tg_tensor *wt = tg_transpose(g->tok.weight, 0, 1); /* (C,V), a view */
+    tg_tensor *logits = tg_matmul(x, wt);
+    tg_release(wt);
+    return logits;
+}
+
+/* x = dropout(tok[ids] + pos[0:T])             (B,T,C) + (T,C) -> (B,T,C)
  * x = block_i(x), i = 0..n_layer-1                               (B,T,C)
- * logits = ln_f(x) @ W_lm                                        (B,T,V) */
+ * logits = ln_f(x) @ W_lm   (W_lm = tok.weight^T when tied)      (B,T,V) */
 tg_tensor *tg_gpt_forward(tg_gpt *g, tg_tensor *ids)
 {
     if (!check_ids("gpt", g, ids))
@@ -118,10 +165,26 @@ tg_tensor *tg_gpt_forward(tg_gpt *g, tg_tensor *ids)
     tg_tensor *x = tg_add(tok, pos);
     tg_release(tok);
     tg_release(pos);
+    x = tg__module_dropout("gpt", "tg_gpt_train", x, g->cfg.embd_dropout,
+                           g->training, g->rng);
     for (int i = 0; i < g->cfg.n_layer; i++)
         x = tg__then(x, tg_block_forward(&g->blocks[i], x));
     x = tg__then(x, tg_layernorm_forward(&g->ln_f, x));
+    if (g->cfg.tie_weights)
+        return tg__then(x, x ? tied_logits(g, x) : NULL);
     return tg__then(x, tg_linear_forward(&g->lm_head, x));
+}
+
+/* The embedding dropout here, and every block. */
+int tg_gpt_train(tg_gpt *g, bool on, tg_rng *rng)
+{
+    if (!check_module("gpt_train", g))
+        return -1;
+    g->training = on;
+    g->rng = rng;
+    for (int i = 0; i < g->cfg.n_layer; i++)
+        tg_block_train(&g->blocks[i], on, rng);
+    return 0;
 }
 
 /* mean over (b,t) of logsumexp(logits[b,t]) - logits[b,t,targets[b,t]]:
@@ -165,7 +228,7 @@ static int next_token_probs(tg_gpt *g, const int64_t *ctx, int64_t T,
 
 /* Inverse CDF: the first i with u < p_0 + ... + p_i, i.e. numpy's
  * searchsorted(cumsum(p), u, side='right'). When rounding leaves the total
- * at or below u, the last i with p_i > 0. */
+ * at or below u, the last i with p_i > 0. A p_i = 0 is never chosen. */
 static int64_t sample(const double *p, int64_t V, double u)
 {
     double cdf = 0;
@@ -180,9 +243,63 @@ static int64_t sample(const double *p, int64_t V, double u)
     return last;
 }
 
+tg_gpt_sampling tg_gpt_sampling_default(void)
+{
+    return (tg_gpt_sampling){
+        .temperature = 1, .top_k = TG_TOP_K_ALL, .top_p = 1};
+}
+
+/* One token's probability, for sorting. */
+typedef struct ranked {
+    double p;
+    int64_t id;
+} ranked;
+
+/* Larger probability first; equal ones in id order (qsort is not stable). */
+static int by_prob_desc(const void *a, const void *b)
+{
+    const ranked *x = a, *y = b;
+    return x->p > y->p   ? -1
+           : x->p < y->p ? 1
+                         : (x->id > y->id) - (x->id < y->id);
+}
+
+/* Zeroes the probabilities outside top-k and the nucleus, in place, given
+ * order (V ids, scratch). Since softmax is monotone, the k largest logits
+ * are the k largest probabilities: keep p_i >= the k-th largest (ties with
+ * it too, as nanoGPT's logits < v[:, [-1]] test). Then, over the kept ones
+ * renormalised, keep the fewest most likely whose sum reaches top_p (the
+ * token that crosses it included). Returns the sum of what is kept. */
+static double filter(double *p, int64_t V, const tg_gpt_sampling *s,
+                     ranked *order)
+{
+    for (int64_t i = 0; i < V; i++)
+        order[i] = (ranked){p[i], i};
+    qsort(order, (size_t)V, sizeof *order, by_prob_desc);
+    if (s->top_k != TG_TOP_K_ALL) {
+        double kth = order[s->top_k - 1].p;
+        for (int64_t i = 0; i < V; i++)
+            if (p[i] < kth)
+                p[i] = 0;
+    }
+    double kept = 0;
+    for (int64_t r = 0; r < V; r++)
+        kept += p[order[r].id];
+    if (s->top_p < 1) {
+        double cum = 0;
+        int64_t r = 0;
+        for (; r < V && cum < s->top_p * kept; r++)
+            cum += p[order[r].id];
+        for (; r < V; r++)
+            p[order[r].id] = 0;
+        kept = cum;
+    }
+    return kept;
+}
+
 /* Errors unless ids is int64 (1,T0), T0 >= 1, and the options make sense. */
 static bool check_generate(const tg_gpt *g, const tg_tensor *ids, int n_new,
-                           double temperature, const tg_rng *rng)
+                           const tg_gpt_sampling *s, const tg_rng *rng)
 {
     if (!check_module("gpt_generate", g) || !ids)
         return false;
@@ -192,46 +309,81 @@ static bool check_generate(const tg_gpt *g, const tg_tensor *ids, int n_new,
                   tg_dtype_name(tg_dtype_of(ids)), TG_SHP(ids));
         return false;
     }
-    if (!rng || n_new < 0 || !(temperature > 0)) {
+    if (!s) {
+        tg__error("gpt_generate: the sampling options are NULL");
+        return false;
+    }
+    if (!rng || n_new < 0 || !(s->temperature > 0)) {
         tg__error("gpt_generate: need an rng, n_new >= 0 and temperature > 0, "
                   "got %s, %d, %g",
-                  rng ? "an rng" : "NULL", n_new, temperature);
+                  rng ? "an rng" : "NULL", n_new, s->temperature);
+        return false;
+    }
+    if (s->top_k != TG_TOP_K_ALL &&
+        (s->top_k < 1 || s->top_k > g->cfg.vocab_size)) {
+        tg__error("gpt_generate: top_k must be in 1..%d (the vocabulary) or "
+                  "TG_TOP_K_ALL, got %d",
+                  g->cfg.vocab_size, s->top_k);
+        return false;
+    }
+    if (!(s->top_p > 0 && s->top_p <= 1)) {
+        tg__error("gpt_generate: top_p must be in (0, 1], got %g", s->top_p);
         return false;
     }
     return true;
 }
 
 /* Repeats n_new times: look at the last block_size tokens at most, take the
- * last position's distribution softmax(logits / temperature), draw the next
- * token from it with one tg_rng_uniform, append. No tape is recorded.
+ * last position's distribution softmax(logits / temperature), keep what
+ * top_k and top_p allow, draw the next token from it with one
+ * tg_rng_uniform (u scaled by the kept total), append. Unfiltered, u is
+ * used as drawn, as tg_gpt_generate always did. No tape is recorded.
  * Returns the ids extended to (1, T0 + n_new). */
-tg_tensor *tg_gpt_generate(tg_gpt *g, tg_tensor *ids, int n_new,
-                           double temperature, tg_rng *rng)
+tg_tensor *tg_gpt_generate_with(tg_gpt *g, tg_tensor *ids, int n_new,
+                                const tg_gpt_sampling *s, tg_rng *rng)
 {
-    if (!check_generate(g, ids, n_new, temperature, rng))
+    if (!check_generate(g, ids, n_new, s, rng))
         return NULL;
     int64_t T0 = tg_size(ids, 1), n = T0 + n_new, V = g->cfg.vocab_size;
+    bool filtered = s->top_k != TG_TOP_K_ALL || s->top_p < 1;
     int64_t *tokens = tg__malloc(sizeof *tokens * (size_t)n);
     double *probs = tg__malloc(sizeof *probs * (size_t)V);
-    int rc = tokens && probs ? tg_copy_out(ids, TG_INT64, tokens) : -1;
-    if (!tokens || !probs)
+    ranked *order = filtered ? tg__malloc(sizeof *order * (size_t)V) : NULL;
+    bool have = tokens && probs && (order || !filtered);
+    int rc = have ? tg_copy_out(ids, TG_INT64, tokens) : -1;
+    if (!have)
         tg__error("gpt_generate: out of memory for %lld tokens", (long long)n);
     bool was = tg_set_grad_enabled(false);
     for (int64_t t = T0; t < n && rc == 0; t++) {
         int64_t T = t < g->cfg.block_size ? t : g->cfg.block_size;
-        rc = next_token_probs(g, tokens + t - T, T, temperature, probs);
-        if (rc == 0)
-            tokens[t] = sample(probs, V, tg_rng_uniform(rng));
+        rc = next_token_probs(g, tokens + t - T, T, s->temperature, probs);
+        if (rc != 0)
+            break;
+        double u = tg_rng_uniform(rng);
+        if (filtered)
+            u *= filter(probs, V, s, order);
+        tokens[t] = sample(probs, V, u);
     }
     tg_set_grad_enabled(was);
     tg_tensor *out =
         rc == 0 ? tg_from_data(TG_INT64, TG_SHAPE(1, n), tokens) : NULL;
     free(tokens);
     free(probs);
+    free(order);
     return out;
 }
 
-/* tok.weight, pos.weight, blocks.<i>.*, ln_f.gamma/beta, lm_head.weight. */
+tg_tensor *tg_gpt_generate(tg_gpt *g, tg_tensor *ids, int n_new,
+                           double temperature, tg_rng *rng)
+{
+    tg_gpt_sampling s = tg_gpt_sampling_default();
+    s.temperature = temperature;
+    return tg_gpt_generate_with(g, ids, n_new, &s, rng);
+}
+
+/* tok.weight, pos.weight, blocks.<i>.*, ln_f.gamma/beta, lm_head.weight
+ * (which is tok.weight when tied: listed once, so an optimizer updates it
+ * once and a checkpoint saves it once). */
 int tg_gpt_params(tg_gpt *g, tg_params *ps, const char *prefix)
 {
     if (!check_module("gpt_params", g))
@@ -249,8 +401,9 @@ int tg_gpt_params(tg_gpt *g, tg_params *ps, const char *prefix)
             return tg__error_wrap(op);
     if (!tg__param_prefix(op, name, prefix, "ln_f", -1) ||
         tg_layernorm_params(&g->ln_f, ps, name) < 0 ||
-        !tg__param_prefix(op, name, prefix, "lm_head", -1) ||
-        tg_linear_params(&g->lm_head, ps, name) < 0)
+        (!g->cfg.tie_weights &&
+         (!tg__param_prefix(op, name, prefix, "lm_head", -1) ||
+          tg_linear_params(&g->lm_head, ps, name) < 0)))
         return tg__error_wrap(op);
     return 0;
 }

@@ -43,13 +43,52 @@ static tg_tensor *projection(tg_rng *rng, tg_dtype dt, int n_embd, int hs)
     return w;
 }
 
-/* Draws w_q, w_k, w_v in that order (the struct's), so a seed reproduces the
- * head. On error the head is left zeroed. */
-int tg_head_init(tg_head *h, tg_dtype dt, int n_embd, int head_size,
-                 tg_rng *rng)
+tg_head_config tg_head_config_default(int n_embd, int head_size)
 {
-    if (!h || !rng) {
-        tg__error("head_init: %s is NULL", h ? "rng" : "the head");
+    return (tg_head_config){.n_embd = n_embd,
+                            .head_size = head_size,
+                            .causal = true,
+                            .scale = head_size > 0 ? 1.0 / sqrt(head_size) : 0,
+                            .path = TG_HEAD_COMPOSED};
+}
+
+/* Errors unless cfg's options make sense (the sizes are checked apart). */
+static bool check_options(const tg_head_config *cfg)
+{
+    if (!isfinite(cfg->scale)) {
+        tg__error("head_init: scale must be finite, got %g", cfg->scale);
+        return false;
+    }
+    if (!tg__check_dropout("head_init", "attn_dropout", cfg->attn_dropout))
+        return false;
+    if ((unsigned)cfg->path > TG_HEAD_TILED) {
+        tg__error("head_init: path %d is not a tg_head_path (0..%d)",
+                  (int)cfg->path, TG_HEAD_TILED);
+        return false;
+    }
+    return true;
+}
+
+/* A leaf (hs) of zeros that requires grad, owned by the head: a q/k/v bias
+ * at its start (nanoGPT's _init_weights zeroes every bias). */
+static tg_tensor *zero_bias(tg_dtype dt, int hs)
+{
+    tg_tensor *b = tg_keep(tg_zeros(dt, TG_SHAPE(hs)));
+    tg_set_requires_grad(b, true);
+    return b;
+}
+
+/* Draws w_q, w_k, w_v in that order (the struct's), so a seed reproduces the
+ * head; the biases draw nothing. On error the head is left zeroed. */
+int tg_head_init_with(tg_head *h, tg_dtype dt, const tg_head_config *cfg,
+                      tg_rng *rng)
+{
+    if (!h || !rng || !cfg) {
+        tg__error("head_init: %s is NULL", !h     ? "the head"
+                                           : !rng ? "rng"
+                                                  : "the config");
+        if (h)
+            memset(h, 0, sizeof *h);
         return -1;
     }
     memset(h, 0, sizeof *h);
@@ -58,16 +97,25 @@ int tg_head_init(tg_head *h, tg_dtype dt, int n_embd, int head_size,
                   tg_dtype_name(dt));
         return -1;
     }
+    int n_embd = cfg->n_embd, head_size = cfg->head_size;
     if (n_embd <= 0 || head_size <= 0) {
         tg__error("head_init: sizes must be positive, got n_embd %d, "
                   "head_size %d",
                   n_embd, head_size);
         return -1;
     }
+    if (!check_options(cfg))
+        return -1;
     h->n_embd = n_embd;
     h->head_size = head_size;
-    h->scaled = h->causal = true;
+    h->scaled = true;
+    h->causal = cfg->causal;
+    h->scale = cfg->scale;
+    h->path = cfg->path;
+    h->attn_dropout = cfg->attn_dropout;
+    h->training = true;
     tg_tensor **w[3] = {&h->w_q, &h->w_k, &h->w_v};
+    tg_tensor **b[3] = {&h->b_q, &h->b_k, &h->b_v};
     for (int i = 0; i < 3; i++) {
         *w[i] = projection(rng, dt, n_embd, head_size);
         if (!*w[i]) {
@@ -75,6 +123,32 @@ int tg_head_init(tg_head *h, tg_dtype dt, int n_embd, int head_size,
             return tg__error_wrap("head_init");
         }
     }
+    for (int i = 0; cfg->qkv_bias && i < 3; i++) {
+        *b[i] = zero_bias(dt, head_size);
+        if (!*b[i]) {
+            tg_head_free(h);
+            return tg__error_wrap("head_init");
+        }
+    }
+    return 0;
+}
+
+int tg_head_init(tg_head *h, tg_dtype dt, int n_embd, int head_size,
+                 tg_rng *rng)
+{
+    tg_head_config cfg = tg_head_config_default(n_embd, head_size);
+    return tg_head_init_with(h, dt, &cfg, rng);
+}
+
+int tg_head_train(tg_head *h, bool on, tg_rng *rng)
+{
+    if (!h || !h->w_q) {
+        tg__error("head_train: %s",
+                  h ? "the head is not initialised" : "the head is NULL");
+        return -1;
+    }
+    h->training = on;
+    h->rng = rng;
     return 0;
 }
 
@@ -85,6 +159,9 @@ void tg_head_free(tg_head *h)
     tg_release(h->w_q);
     tg_release(h->w_k);
     tg_release(h->w_v);
+    tg_release(h->b_q);
+    tg_release(h->b_k);
+    tg_release(h->b_v);
     tg_release(h->attn);
     memset(h, 0, sizeof *h);
 }
@@ -126,12 +203,10 @@ static tg_tensor *future_mask(int64_t T)
     return future;
 }
 
-/* 1/sqrt(hs), the lesson's division by hs**0.5 (exactly so when hs is a
- * power of 4, its 16: * 0.25; within rounding otherwise); 1 unscaled. */
-static double scale_of(const tg_head *h)
-{
-    return h->scaled ? 1.0 / sqrt(h->head_size) : 1.0;
-}
+/* h->scale, by default 1/sqrt(hs), the lesson's division by hs**0.5
+ * (exactly so when hs is a power of 4, its 16: * 0.25; within rounding
+ * otherwise); 1 unscaled. */
+static double scale_of(const tg_head *h) { return h->scaled ? h->scale : 1.0; }
 
 /* attn = softmax(q @ k^T [* 1/sqrt(hs)] [future -> -inf], -1)     (B,T,T)
  * from q, k (B,T,hs). The future becomes -inf, so softmax gives it weight
@@ -157,8 +232,15 @@ static tg_tensor *attention_weights(const tg_head *h, tg_tensor *q,
     return tg__then(scores, tg_softmax(scores, -1));
 }
 
-/* q, k, v = x @ W_q, x @ W_k, x @ W_v                           (B,T,hs)
- * out = attn @ v                                        (B,T,T) @ (B,T,hs)
+/* x @ w (+ b)                                  (B,T,C) @ (C,hs) -> (B,T,hs) */
+static tg_tensor *project(tg_tensor *x, tg_tensor *w, tg_tensor *b)
+{
+    tg_tensor *y = tg_matmul(x, w);
+    return b ? tg__then(y, tg_add(y, b)) : y;
+}
+
+/* q, k, v = x @ W_q + b_q, x @ W_k + b_k, x @ W_v + b_v         (B,T,hs)
+ * out = dropout(attn) @ v                               (B,T,T) @ (B,T,hs)
  * and h->attn becomes a detached reference to attn (the previous one is
  * released). TG_HEAD_TILED instead computes out from q, k, v in one
  * tg_attention op, which never forms attn: h->attn is released, NULL.
@@ -169,15 +251,26 @@ tg_tensor *tg_head_forward(tg_head *h, tg_tensor *x)
 {
     if (!check_input(h, x))
         return NULL;
-    tg_tensor *q = tg_matmul(x, h->w_q);
-    tg_tensor *k = tg_matmul(x, h->w_k);
-    tg_tensor *v = tg_matmul(x, h->w_v);
+    bool drop = h->training && h->attn_dropout > 0;
+    if (drop && h->path == TG_HEAD_TILED) {
+        tg__error("head: attention dropout %g in training needs the weights, "
+                  "which TG_HEAD_TILED never forms (another path, or eval)",
+                  h->attn_dropout);
+        return NULL;
+    }
+    tg_tensor *q = project(x, h->w_q, h->b_q);
+    tg_tensor *k = project(x, h->w_k, h->b_k);
+    tg_tensor *v = project(x, h->w_v, h->b_v);
     tg_tensor *attn = NULL, *kept = NULL, *out;
     if (h->path == TG_HEAD_TILED) {
         out = tg_attention(q, k, v, h->causal, scale_of(h));
     } else {
         attn = attention_weights(h, q, k, tg_size(x, 1));
-        out = tg_matmul(attn, v);
+        tg_tensor *dropped =
+            tg__module_dropout("head", "tg_head_train", tg_retain(attn),
+                               h->attn_dropout, h->training, h->rng);
+        out = tg_matmul(dropped, v);
+        tg_release(dropped);
         kept = out ? tg_keep(tg_detach(attn)) : NULL;
         if (out && !kept) {
             tg__error_wrap("head_forward: keeping the attention weights");
@@ -205,7 +298,10 @@ int tg_head_params(tg_head *h, tg_params *ps, const char *prefix)
     }
     if (tg_params_add(ps, prefix, "w_q", h->w_q) < 0 ||
         tg_params_add(ps, prefix, "w_k", h->w_k) < 0 ||
-        tg_params_add(ps, prefix, "w_v", h->w_v) < 0)
+        tg_params_add(ps, prefix, "w_v", h->w_v) < 0 ||
+        (h->b_q && (tg_params_add(ps, prefix, "b_q", h->b_q) < 0 ||
+                    tg_params_add(ps, prefix, "b_k", h->b_k) < 0 ||
+                    tg_params_add(ps, prefix, "b_v", h->b_v) < 0)))
         return tg__error_wrap("head_params");
     return 0;
 }

@@ -1,5 +1,6 @@
 /* Layer norm over the last dim with learned gain and shift, as
- * torch.nn.LayerNorm(dim): gamma = 1 and beta = 0 to start, eps = 1e-5. */
+ * torch.nn.LayerNorm(dim): gamma = 1 and beta = 0 to start, eps = 1e-5; or
+ * with another eps, or no beta (torch's bias=False), by its config. */
 #include "nn/nn.h"
 
 #include <string.h>
@@ -13,12 +14,21 @@ static tg_tensor *constant_param(tg_dtype dt, int dim, double value)
     return p;
 }
 
+tg_layernorm_config tg_layernorm_config_default(int dim)
+{
+    return (tg_layernorm_config){.dim = dim, .eps = 1e-5, .bias = true};
+}
+
 /* No random draws: the start is the identity map (up to normalising). On
  * error the module is left zeroed. */
-int tg_layernorm_init(tg_layernorm *n, tg_dtype dt, int dim)
+int tg_layernorm_init_with(tg_layernorm *n, tg_dtype dt,
+                           const tg_layernorm_config *cfg)
 {
-    if (!n) {
-        tg__error("layernorm_init: the layer norm is NULL");
+    if (!n || !cfg) {
+        tg__error("layernorm_init: %s is NULL",
+                  n ? "the config" : "the layer norm");
+        if (n)
+            memset(n, 0, sizeof *n);
         return -1;
     }
     memset(n, 0, sizeof *n);
@@ -27,19 +37,30 @@ int tg_layernorm_init(tg_layernorm *n, tg_dtype dt, int dim)
                   tg_dtype_name(dt));
         return -1;
     }
-    if (dim <= 0) {
-        tg__error("layernorm_init: dim must be positive, got %d", dim);
+    if (cfg->dim <= 0) {
+        tg__error("layernorm_init: dim must be positive, got %d", cfg->dim);
         return -1;
     }
-    n->gamma = constant_param(dt, dim, 1.0);
-    n->beta = constant_param(dt, dim, 0.0);
-    if (!n->gamma || !n->beta) {
+    if (!(cfg->eps >= 0)) {
+        tg__error("layernorm_init: eps must be >= 0, got %g", cfg->eps);
+        return -1;
+    }
+    n->gamma = constant_param(dt, cfg->dim, 1.0);
+    if (n->gamma && cfg->bias)
+        n->beta = constant_param(dt, cfg->dim, 0.0);
+    if (!n->gamma || (cfg->bias && !n->beta)) {
         tg_layernorm_free(n);
         return -1;
     }
-    n->dim = dim;
-    n->eps = 1e-5;
+    n->dim = cfg->dim;
+    n->eps = cfg->eps;
     return 0;
+}
+
+int tg_layernorm_init(tg_layernorm *n, tg_dtype dt, int dim)
+{
+    tg_layernorm_config cfg = tg_layernorm_config_default(dim);
+    return tg_layernorm_init_with(n, dt, &cfg);
 }
 
 void tg_layernorm_free(tg_layernorm *n)
@@ -63,7 +84,7 @@ static bool check_module(const char *op, const tg_layernorm *n)
 }
 
 /* y = (x - mean) / sqrt(var + eps) * gamma + beta over the last dim, var
- * biased.                                             (...,dim) -> (...,dim) */
+ * biased (no + beta without a bias: tg_layer_norm takes a NULL beta as 0).                                             (...,dim) -> (...,dim) */
 tg_tensor *tg_layernorm_forward(tg_layernorm *n, tg_tensor *x)
 {
     if (!check_module("layernorm", n) || !x)
@@ -82,7 +103,7 @@ int tg_layernorm_params(tg_layernorm *n, tg_params *ps, const char *prefix)
     if (!check_module("layernorm_params", n))
         return -1;
     if (tg_params_add(ps, prefix, "gamma", n->gamma) < 0 ||
-        tg_params_add(ps, prefix, "beta", n->beta) < 0)
+        (n->beta && tg_params_add(ps, prefix, "beta", n->beta) < 0))
         return tg__error_wrap("layernorm_params");
     return 0;
 }

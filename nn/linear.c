@@ -26,14 +26,23 @@ static tg_tensor *uniform(tg_rng *rng, tg_dtype dt, int ndim,
     return p;
 }
 
+tg_linear_config tg_linear_config_default(int in, int out)
+{
+    return (tg_linear_config){.in = in, .out = out, .bias = true};
+}
+
 /* Draws weight (in,out), then bias (out), both U(-1/sqrt(in), 1/sqrt(in)),
  * torch's default (kaiming_uniform with a = sqrt(5) comes to this bound). On
  * error the layer is left zeroed. */
-int tg_linear_init(tg_linear *l, tg_dtype dt, int in, int out, bool bias,
-                   tg_rng *rng)
+int tg_linear_init_with(tg_linear *l, tg_dtype dt, const tg_linear_config *cfg,
+                        tg_rng *rng)
 {
-    if (!l || !rng) {
-        tg__error("linear_init: %s is NULL", l ? "rng" : "the layer");
+    if (!l || !rng || !cfg) {
+        tg__error("linear_init: %s is NULL", !l     ? "the layer"
+                                             : !rng ? "rng"
+                                                    : "the config");
+        if (l)
+            memset(l, 0, sizeof *l);
         return -1;
     }
     memset(l, 0, sizeof *l);
@@ -42,6 +51,7 @@ int tg_linear_init(tg_linear *l, tg_dtype dt, int in, int out, bool bias,
                   tg_dtype_name(dt));
         return -1;
     }
+    int in = cfg->in, out = cfg->out;
     if (in <= 0 || out <= 0) {
         tg__error("linear_init: sizes must be positive, got in %d, out %d", in,
                   out);
@@ -51,13 +61,21 @@ int tg_linear_init(tg_linear *l, tg_dtype dt, int in, int out, bool bias,
     l->out = out;
     double bound = 1.0 / sqrt(in);
     l->weight = uniform(rng, dt, TG_SHAPE(in, out), bound);
-    if (l->weight && bias)
+    if (l->weight && cfg->bias)
         l->bias = uniform(rng, dt, TG_SHAPE(out), bound);
-    if (!l->weight || (bias && !l->bias)) {
+    if (!l->weight || (cfg->bias && !l->bias)) {
         tg_linear_free(l);
         return -1;
     }
     return 0;
+}
+
+int tg_linear_init(tg_linear *l, tg_dtype dt, int in, int out, bool bias,
+                   tg_rng *rng)
+{
+    tg_linear_config cfg = tg_linear_config_default(in, out);
+    cfg.bias = bias;
+    return tg_linear_init_with(l, dt, &cfg, rng);
 }
 
 void tg_linear_free(tg_linear *l)

@@ -2,42 +2,74 @@
  * the same x, their outputs are joined on the channel dim, and a biased
  * linear mixes them:
  *     out = cat(head_0(x), ..., head_{n-1}(x), -1) @ W_proj + b_proj   (B,T,C)
- */
+ * then dropout(out) in training (nanoGPT's resid_dropout). */
 #include "nn/nn.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+tg_mha_config tg_mha_config_default(int n_embd, int n_heads)
+{
+    bool divides = n_embd > 0 && n_heads > 0 && n_embd % n_heads == 0;
+    return (tg_mha_config){.n_embd = n_embd,
+                           .n_heads = n_heads,
+                           .bias = true,
+                           .causal = true,
+                           .scale = divides ? 1.0 / sqrt(n_embd / n_heads) : 0};
+}
+
 /* Draws heads 0..n_heads-1 (each w_q, w_k, w_v), then proj (weight, bias):
  * the struct's order. On error the module is left zeroed. */
-int tg_mha_init(tg_mha *m, tg_dtype dt, int n_embd, int n_heads, tg_rng *rng)
+int tg_mha_init_with(tg_mha *m, tg_dtype dt, const tg_mha_config *cfg,
+                     tg_rng *rng)
 {
-    if (!m) {
-        tg__error("mha_init: the module is NULL");
+    if (!m || !cfg) {
+        tg__error("mha_init: %s is NULL", m ? "the config" : "the module");
+        if (m)
+            memset(m, 0, sizeof *m);
         return -1;
     }
     memset(m, 0, sizeof *m);
+    int n_embd = cfg->n_embd, n_heads = cfg->n_heads;
     if (n_embd <= 0 || n_heads <= 0 || n_embd % n_heads != 0) {
         tg__error("mha_init: n_heads %d does not divide n_embd %d", n_heads,
                   n_embd);
         return -1;
     }
+    if (!tg__check_dropout("mha_init", "resid_dropout", cfg->resid_dropout))
+        return -1;
     m->heads = tg__calloc((size_t)n_heads, sizeof *m->heads);
     if (!m->heads) {
         tg__error("mha_init: out of memory for %d heads", n_heads);
         return -1;
     }
     m->n_heads = n_heads;
+    m->resid_dropout = cfg->resid_dropout;
+    m->training = true;
+    tg_head_config hc = tg_head_config_default(n_embd, n_embd / n_heads);
+    hc.qkv_bias = cfg->qkv_bias;
+    hc.causal = cfg->causal;
+    hc.scale = cfg->scale;
+    hc.attn_dropout = cfg->attn_dropout;
     for (int i = 0; i < n_heads; i++)
-        if (tg_head_init(&m->heads[i], dt, n_embd, n_embd / n_heads, rng) < 0)
+        if (tg_head_init_with(&m->heads[i], dt, &hc, rng) < 0)
             goto fail;
-    if (tg_linear_init(&m->proj, dt, n_embd, n_embd, true, rng) < 0)
+    tg_linear_config pc = tg_linear_config_default(n_embd, n_embd);
+    pc.bias = cfg->bias;
+    if (tg_linear_init_with(&m->proj, dt, &pc, rng) < 0)
         goto fail;
     return 0;
 fail:
     tg_mha_free(m);
     return tg__error_wrap("mha_init");
+}
+
+int tg_mha_init(tg_mha *m, tg_dtype dt, int n_embd, int n_heads, tg_rng *rng)
+{
+    tg_mha_config cfg = tg_mha_config_default(n_embd, n_heads);
+    return tg_mha_init_with(m, dt, &cfg, rng);
 }
 
 void tg_mha_free(tg_mha *m)
@@ -93,7 +125,7 @@ static tg_tensor *all_heads(tg_mha *m, tg_tensor *x)
     return joined;
 }
 
-/* proj(cat(heads))                                      (B,T,C) -> (B,T,C) */
+/* dropout(proj(cat(heads)))                             (B,T,C) -> (B,T,C) */
 tg_tensor *tg_mha_forward(tg_mha *m, tg_tensor *x)
 {
     if (!check_input(m, x))
@@ -101,7 +133,20 @@ tg_tensor *tg_mha_forward(tg_mha *m, tg_tensor *x)
     tg_tensor *joined = all_heads(m, x);
     tg_tensor *out = tg_linear_forward(&m->proj, joined);
     tg_release(joined);
-    return out;
+    return tg__module_dropout("mha", "tg_mha_train", out, m->resid_dropout,
+                              m->training, m->rng);
+}
+
+/* m and each head. */
+int tg_mha_train(tg_mha *m, bool on, tg_rng *rng)
+{
+    if (!check_module("mha_train", m))
+        return -1;
+    m->training = on;
+    m->rng = rng;
+    for (int i = 0; i < m->n_heads; i++)
+        tg_head_train(&m->heads[i], on, rng);
+    return 0;
 }
 
 /* heads.<i>.w_q/w_k/w_v for each head, then proj.weight, proj.bias. */

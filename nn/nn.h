@@ -15,4 +15,38 @@
 TG_HIDDEN const char *tg__param_prefix(const char *op, char *buf,
                                        const char *prefix, const char *name,
                                        int index);
+
+/* One dropout step of a module's forward: x itself when not training or p
+ * is 0 (so a model without dropout records exactly the ops it always did),
+ * else tg_dropout(x, p) drawing from rng; x is given up either way (as
+ * tg__then does). NULL, with an error naming op and the switch to call,
+ * when it must draw and has no rng. */
+static inline tg_tensor *tg__module_dropout(const char *op,
+                                            const char *train_fn, tg_tensor *x,
+                                            double p, bool training,
+                                            tg_rng *rng)
+{
+    if (!x || !training || p == 0)
+        return x;
+    if (!rng) {
+        tg__error("%s: dropout %g in training needs an rng: call %s(m, "
+                  "true, rng) first (or false for eval)",
+                  op, p, train_fn);
+        tg_release(x);
+        return NULL;
+    }
+    tg_tensor *y = tg_dropout(x, p, true, rng);
+    tg_release(x);
+    return y;
+}
+
+/* Errors (naming op and what) unless p is a dropout probability, in
+ * [0, 1). */
+static inline bool tg__check_dropout(const char *op, const char *what, double p)
+{
+    if (p >= 0 && p < 1)
+        return true;
+    tg__error("%s: %s must be in [0, 1), got %g", op, what, p);
+    return false;
+}
 #endif /* TAPEGRAD_NN_PRIVATE_H */

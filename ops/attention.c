@@ -121,9 +121,10 @@ static int64_t pool_work(const problem *pr)
  * problem.failed, which the caller reads after the loop. */
 static _Thread_local bool tiles_oom;
 
-/* Tiles for one piece of a parallel loop (each piece has its own); NULL
- * when out of memory. */
-static scratch *scratch_new(void) { return tg__malloc(sizeof(scratch)); }
+/* Tiles for one piece of a parallel loop (each piece has its own), from
+ * the storage pool, so that a training step's calls reuse the last step's
+ * (no system allocation in a steady step); NULL when out of memory. */
+static scratch *scratch_new(void) { return tg__pool_get(sizeof(scratch)); }
 
 /* ---- tile products ------------------------------------------------------ */
 
@@ -145,7 +146,7 @@ static void end_piece(const problem *pr, scratch *w)
     if (!w || tiles_oom)
         atomic_store(pr->failed, true);
     tiles_oom = false;
-    free(w);
+    tg__pool_put(w, sizeof(scratch));
 }
 
 /* S = Q_i K_j^T * scale, -inf where key j0+c > query i0+r when causal:
@@ -393,14 +394,14 @@ static void backward_range(void *ctx, int64_t lo, int64_t hi)
     scratch *w = scratch_new();
     const size_t row_bytes =
         (size_t)TILE * (size_t)j->pr->tk * tg_dtype_size(j->pr->dt);
-    rows_scratch rs = {tg__malloc(row_bytes ? row_bytes : 1),
-                       tg__malloc(row_bytes ? row_bytes : 1)};
+    const size_t rs_bytes = row_bytes ? row_bytes : 1;
+    rows_scratch rs = {tg__pool_get(rs_bytes), tg__pool_get(rs_bytes)};
     if (!rs.P || !rs.dP)
         tiles_oom = true;
     for (int64_t b = lo; w && !tiles_oom && b < hi; b++)
         backward_entry(j->pr, j->g, b, w, &rs);
-    free(rs.P);
-    free(rs.dP);
+    tg__pool_put(rs.P, rs_bytes);
+    tg__pool_put(rs.dP, rs_bytes);
     end_piece(j->pr, w);
 }
 

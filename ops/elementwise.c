@@ -67,37 +67,7 @@ typedef struct binary_job {
     binary_kind kind, tg_dtype dt, int64_t len, void *out, const void *a,      \
         int64_t sx, const void *b, int64_t sy
 
-static void binary_adjacent(BINARY_ADJACENT_ARGS) { BINARY_ADJACENT }
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx2"))) static void
-binary_adjacent_avx2(BINARY_ADJACENT_ARGS)
-{
-    BINARY_ADJACENT
-}
-__attribute__((target("avx512f"))) static void
-binary_adjacent_avx512(BINARY_ADJACENT_ARGS)
-{
-    BINARY_ADJACENT
-}
-#endif
-
-/* binary_adjacent at the CPU's level (outside binary_run's dispatch macro,
- * whose argument cannot hold the #if). */
-static void binary_adjacent_any(BINARY_ADJACENT_ARGS)
-{
-#if defined(__x86_64__) && defined(__GNUC__)
-    const int level = tg__cpu_level();
-    if (level == TG_CPU_AVX512) {
-        binary_adjacent_avx512(kind, dt, len, out, a, sx, b, sy);
-        return;
-    }
-    if (level == TG_CPU_AVX2) {
-        binary_adjacent_avx2(kind, dt, len, out, a, sx, b, sy);
-        return;
-    }
-#endif
-    binary_adjacent(kind, dt, len, out, a, sx, b, sy);
-}
+TG_LEVELS(binary_adjacent, (BINARY_ADJACENT_ARGS), BINARY_ADJACENT)
 
 static void binary_run(void *job, int64_t start, const int64_t *off,
                        const int64_t *step, int64_t len)
@@ -111,7 +81,7 @@ static void binary_run(void *job, int64_t start, const int64_t *off,
         T *o = TG_DATA(T, j->out) + off[0];
         const T *x = TG_DATA(T, j->a) + off[1], *y = TG_DATA(T, j->b) + off[2];
         if (so == 1 && sx <= 1 && sy <= 1 && sx + sy > 0) {
-            binary_adjacent_any(kind, dt, len, o, x, sx, y, sy);
+            TG_BY_LEVEL(binary_adjacent)(kind, dt, len, o, x, sx, y, sy);
         } else {
             BINARY_LOOP(so, sx, sy)
         }
@@ -301,6 +271,11 @@ typedef struct unary_job {
             for (int64_t i = 0; i < len; i++)                                  \
                 o[i] = v[i] + s;                                               \
             break;                                                             \
+        case SQRT: /* correctly rounded in every width: the same bits */       \
+            TG_SIMD                                                            \
+            for (int64_t i = 0; i < len; i++)                                  \
+                o[i] = SQRT_OF(v[i]);                                          \
+            break;                                                             \
         default: /* RELU */                                                    \
             TG_SIMD                                                            \
             for (int64_t i = 0; i < len; i++)                                  \
@@ -308,23 +283,17 @@ typedef struct unary_job {
             break;                                                             \
         }                                                                      \
     });
+/* sqrt of float or double without errno (the builtins, which the
+ * vectoriser turns into vsqrtps / vsqrtpd; errno is never read here, and a
+ * negative input gives NaN either way). sqrt is correctly rounded, so the
+ * float result is the double sqrt rounded, as the scalar loop computes it. */
+#define SQRT_OF(x)                                                             \
+    _Generic((x), float : __builtin_sqrtf, default : __builtin_sqrt)(x)
 #define UNARY_ADJACENT_ARGS                                                    \
     unary_kind kind, tg_dtype dt, int64_t len, void *out, const void *in,      \
         double p
 
-static void unary_adjacent(UNARY_ADJACENT_ARGS) { UNARY_ADJACENT }
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx2"))) static void
-unary_adjacent_avx2(UNARY_ADJACENT_ARGS)
-{
-    UNARY_ADJACENT
-}
-__attribute__((target("avx512f"))) static void
-unary_adjacent_avx512(UNARY_ADJACENT_ARGS)
-{
-    UNARY_ADJACENT
-}
-#endif
+TG_LEVELS(unary_adjacent, (UNARY_ADJACENT_ARGS), UNARY_ADJACENT)
 #undef UNARY_ADJACENT
 
 /* The simple maps over an adjacent run at the CPU's level; false for the
@@ -332,20 +301,10 @@ unary_adjacent_avx512(UNARY_ADJACENT_ARGS)
 static bool unary_simple(unary_kind kind, tg_dtype dt, int64_t len,
                          const void *v, void *o, double p)
 {
-    if (kind != NEG && kind != SCALE && kind != ADD_SCALAR && kind != RELU)
+    if (kind != NEG && kind != SCALE && kind != ADD_SCALAR && kind != RELU &&
+        kind != SQRT)
         return false;
-#if defined(__x86_64__) && defined(__GNUC__)
-    const int level = tg__cpu_level();
-    if (level == TG_CPU_AVX512) {
-        unary_adjacent_avx512(kind, dt, len, o, v, p);
-        return true;
-    }
-    if (level == TG_CPU_AVX2) {
-        unary_adjacent_avx2(kind, dt, len, o, v, p);
-        return true;
-    }
-#endif
-    unary_adjacent(kind, dt, len, o, v, p);
+    TG_BY_LEVEL(unary_adjacent)(kind, dt, len, o, v, p);
     return true;
 }
 
@@ -549,3 +508,98 @@ tg_tensor *tg_sqrt(tg_tensor *t) { return unary(SQRT, 0, t); }
 tg_tensor *tg_pow_scalar(tg_tensor *t, double p) { return unary(POW, p, t); }
 tg_tensor *tg_relu(tg_tensor *t) { return unary(RELU, 0, t); }
 tg_tensor *tg_gelu(tg_tensor *t) { return unary(GELU, 0, t); }
+
+/* ---- gelu, tanh form ----------------------------------------------------- */
+
+/* GPT-2's approximation, torch's gelu(x, approximate='tanh'):
+ *   y = x/2 (1 + tanh(u)),  u = sqrt(2/pi) (x + 0.044715 x^3)
+ * computed in double and rounded once; an op of its own (not a unary_kind),
+ * so the exact form's loops stay as they are. */
+#define GELU_TANH_K 0.79788456080286535588 /* sqrt(2 / pi) */
+#define GELU_TANH_C 0.044715
+
+/* y = x/2 (1 + tanh(u)) over one run; operands {y, x}. Adjacent runs take
+ * tanh from the vector math (SLEEF, within 1 ulp of libm), in place in y
+ * holding u in the tensor's type, as gelu's exact form does with erf. */
+static void gelu_tanh_run(void *job, int64_t start, const int64_t *off,
+                          const int64_t *step, int64_t len)
+{
+    tg_tensor *const *t = job; /* y, x */
+    (void)start;
+    TG_DISPATCH_FLOAT(t[0]->dtype, T, {
+        T *y = TG_DATA(T, t[0]) + off[0];
+        const T *x = TG_DATA(T, t[1]) + off[1];
+        if (step[0] == 1 && step[1] == 1 && tg__vrows()) {
+            for (int64_t i = 0; i < len; i++) {
+                double xi = x[i];
+                y[i] = (T)(GELU_TANH_K * (xi + GELU_TANH_C * xi * xi * xi));
+            }
+            tg__vmap(TG_VTANH, t[0]->dtype, len, y, y);
+            for (int64_t i = 0; i < len; i++)
+                y[i] = (T)(0.5 * (double)x[i] * (1 + (double)y[i]));
+        } else {
+            for (int64_t i = 0; i < len; i++) {
+                double xi = x[i * step[1]];
+                double u = GELU_TANH_K * (xi + GELU_TANH_C * xi * xi * xi);
+                y[i * step[0]] = (T)(0.5 * xi * (1 + tanh(u)));
+            }
+        }
+    });
+}
+
+/* forward:  y = x/2 (1 + tanh(u)),  u = k (x + c x^3),  k = sqrt(2/pi)
+ * backward: du/dx = k (1 + 3 c x^2),  d tanh(u)/du = 1 - tanh(u)^2, so
+ *           dx = dy * (0.5 (1 + tanh u) + 0.5 x (1 - tanh(u)^2) k (1 + 3 c x^2))
+ * over one run; operands {dx, dy, x}. */
+static void gelu_tanh_grad_run(void *job, int64_t start, const int64_t *off,
+                               const int64_t *step, int64_t len)
+{
+    tg_tensor *const *t = job; /* dx, dy, x */
+    (void)start;
+    TG_DISPATCH_FLOAT(t[0]->dtype, T, {
+        T *d = TG_DATA(T, t[0]) + off[0];
+        const T *g = TG_DATA(T, t[1]) + off[1], *v = TG_DATA(T, t[2]) + off[2];
+        for (int64_t i = 0; i < len; i++) {
+            double xi = v[i * step[2]];
+            double th = tanh(GELU_TANH_K * (xi + GELU_TANH_C * xi * xi * xi));
+            double slope = 0.5 * (1 + th) + 0.5 * xi * (1 - th * th) *
+                                                GELU_TANH_K *
+                                                (1 + 3 * GELU_TANH_C * xi * xi);
+            d[i * step[0]] = (T)(g[i * step[1]] * slope);
+        }
+    });
+}
+
+/* Runs one of the two kernels above: dst = f(operands...). */
+static tg_tensor *gelu_tanh_map(tg_run_fn fn, int n, tg_tensor *const *ops)
+{
+    const tg_tensor *x = ops[n - 1];
+    tg_tensor *dst = tg__new("gelu_tanh", x->dtype, x->ndim, x->shape, false);
+    if (!dst)
+        return NULL;
+    tg_tensor *all[3] = {dst, ops[0], n > 1 ? ops[1] : NULL};
+    tg_loop L;
+    tg__loop_init(&L, dst->ndim, dst->shape, n + 1,
+                  (const tg_tensor *const *)all);
+    tg__loop_run(&L, 1, fn, all);
+    return dst;
+}
+
+static void gelu_tanh_backward(tg_node *n, tg_tensor *dy)
+{
+    tg_tensor *dx =
+        gelu_tanh_map(gelu_tanh_grad_run, 2, (tg_tensor *[]){dy, n->in[0]});
+    tg__accumulate(n, 0, dx);
+    tg_release(dx);
+}
+
+static const tg_op gelu_tanh_op = {.name = "gelu_tanh",
+                                   .backward = gelu_tanh_backward};
+
+tg_tensor *tg_gelu_tanh(tg_tensor *t)
+{
+    if (!t || !tg__check_float("gelu_tanh", t))
+        return NULL;
+    return tg__record(&gelu_tanh_op, gelu_tanh_map(gelu_tanh_run, 1, &t), 1,
+                      &t);
+}

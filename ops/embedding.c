@@ -97,21 +97,8 @@ TG_INLINE void scatter_rows_body(void *job, int64_t lo, int64_t hi)
     });
 }
 
-static void scatter_rows(void *job, int64_t lo, int64_t hi)
-{
-    scatter_rows_body(job, lo, hi);
-}
-#if TG_HAVE_TARGETS
-TG_TARGET_AVX2 static void scatter_rows_avx2(void *job, int64_t lo, int64_t hi)
-{
-    scatter_rows_body(job, lo, hi);
-}
-TG_TARGET_AVX512 static void scatter_rows_avx512(void *job, int64_t lo,
-                                                 int64_t hi)
-{
-    scatter_rows_body(job, lo, hi);
-}
-#endif
+TG_LEVELS(scatter_rows, (void *job, int64_t lo, int64_t hi),
+          scatter_rows_body(job, lo, hi);)
 
 /* True when t is laid out in C order (its rows one after another). */
 static bool c_order(const tg_tensor *t)
@@ -144,15 +131,9 @@ static void embedding_backward(tg_node *n, tg_tensor *dy)
     if (c_order(dy)) {
         embed_job job = {
             .dy = dy, .out = dw, .ids = ids, .n = tg_numel(dy) / (C ? C : 1)};
-        void (*fn)(void *, int64_t, int64_t) = scatter_rows;
-#if TG_HAVE_TARGETS
-        const int level = tg__cpu_level();
-        fn = level == TG_CPU_AVX512 ? scatter_rows_avx512
-             : level == TG_CPU_AVX2 ? scatter_rows_avx2
-                                    : scatter_rows;
-#endif
         if (job.n > 0)
-            tg__parallel_for(w->shape[0], job.n * C, fn, &job);
+            tg__parallel_for(w->shape[0], job.n * C, TG_BY_LEVEL(scatter_rows),
+                             &job);
     } else {
         tg_loop L;
         tg__rows_loop(&L, dy, last, 1, (const tg_tensor *const[]){dy});

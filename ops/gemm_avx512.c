@@ -33,20 +33,6 @@
 #define UK_MUL(x, y)    _mm512_mul_ps(x, y)
 #define UK_FMA(x, y, z) _mm512_fmadd_ps(x, y, z)
 #include "ops/gemm_ukernel.h"
-#undef UK_NAME
-#undef UK_PACK_A
-#undef UK_PACK_B
-#undef UK_T
-#undef UK_V
-#undef UK_LANES
-#undef UK_MR
-#undef UK_ZERO
-#undef UK_SET1
-#undef UK_LOADU
-#undef UK_STOREU
-#undef UK_BCAST
-#undef UK_MUL
-#undef UK_FMA
 
 #define UK_NAME         dgemm_14x16
 #define UK_PACK_A       dgemm_14x16_pack_a
@@ -63,20 +49,6 @@
 #define UK_MUL(x, y)    _mm512_mul_pd(x, y)
 #define UK_FMA(x, y, z) _mm512_fmadd_pd(x, y, z)
 #include "ops/gemm_ukernel.h"
-#undef UK_NAME
-#undef UK_PACK_A
-#undef UK_PACK_B
-#undef UK_T
-#undef UK_V
-#undef UK_LANES
-#undef UK_MR
-#undef UK_ZERO
-#undef UK_SET1
-#undef UK_LOADU
-#undef UK_STOREU
-#undef UK_BCAST
-#undef UK_MUL
-#undef UK_FMA
 
 #undef UK_TARGET
 

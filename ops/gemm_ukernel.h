@@ -7,7 +7,11 @@
  *     UK_ZERO(), UK_SET1(x), UK_LOADU(p), UK_STOREU(p, v), UK_BCAST(p)
  *     (*p to every lane), UK_MUL(x, y), UK_FMA(x, y, z) (x * y + z, one
  *     rounding)
- * and undefines them after. No include guard: included once per kernel.
+ *     UK_PACK_A, UK_PACK_B  the packers' names (below)
+ *     UK_TRANSPOSE(v), UK_PACK_A_T, UK_PACK_B_T  optional: the transposing
+ *     packers (at the end)
+ * It undefines them all at its end but UK_TARGET, so the next kernel of the
+ * file defines its own. No include guard: included once per kernel.
  *
  * a's element (i,p) is at ap[i*rs_a + p*cs_a]: a packed panel (rs_a = 1,
  * cs_a = mr), or mr full rows of op(a) read where they are stored.
@@ -169,3 +173,116 @@ UK_TARGET static void UK_PACK_B(const tg__gemm_product *g, int64_t p0,
                 dst[p * NR + j] = s + j < nb ? src[j * ldb + p] : 0;
     }
 }
+
+#ifdef UK_TRANSPOSE
+/* The transposing packers, for a file that has a register transpose:
+ * UK_TRANSPOSE(v) turns UK_V v[UK_LANES] (lanes x lanes) over in place,
+ * and UK_PACK_A_T, UK_PACK_B_T name the packers, which hand every case
+ * they do not speed up (and the cut panels) to the copies above.
+ *
+ * a row-major (not ta): a panel's column p is mr elements of mr storage
+ * rows. Lanes columns at a time, the panel's rows in chunks of lanes
+ * (zeros below the last), loaded as rows and transposed: packed row p+q
+ * takes the q-th vector's first rows of the chunk. */
+UK_TARGET static void UK_PACK_A_T(const tg__gemm_product *g, int64_t i0,
+                                  int64_t mb, int64_t p0, int64_t kb, void *ap)
+{
+    enum { CHUNKS = (UK_MR + UK_LANES - 1) / UK_LANES };
+    if (g->ta || mb < UK_MR || kb < UK_LANES) {
+        UK_PACK_A(g, i0, mb, p0, kb, ap);
+        return;
+    }
+    const UK_T *a = g->a;
+    UK_T *dst = ap;
+    const int64_t lda = g->lda, full = mb - mb % UK_MR;
+    for (int64_t r = 0; r < full; r += UK_MR, dst += UK_MR * kb) {
+        const UK_T *src = a + (i0 + r) * lda + p0;
+        int64_t p = 0;
+        for (; p + UK_LANES <= kb; p += UK_LANES) {
+#pragma GCC unroll 4
+            for (int c = 0; c < CHUNKS; c++) {
+                const int rows = UK_MR - c * UK_LANES < UK_LANES
+                                     ? UK_MR - c * UK_LANES
+                                     : UK_LANES;
+                UK_V v[UK_LANES];
+#pragma GCC unroll 16
+                for (int i = 0; i < UK_LANES; i++)
+                    v[i] = i < rows
+                               ? UK_LOADU(src + (c * UK_LANES + i) * lda + p)
+                               : UK_ZERO();
+                UK_TRANSPOSE(v);
+#pragma GCC unroll 16
+                for (int q = 0; q < UK_LANES; q++) {
+                    UK_T *d = dst + (p + q) * UK_MR + c * UK_LANES;
+                    if (rows == UK_LANES) {
+                        UK_STOREU(d, v[q]);
+                    } else { /* a short chunk: its rows, not the zeros */
+                        UK_T t[UK_LANES];
+                        UK_STOREU(t, v[q]);
+                        memcpy(d, t, sizeof(UK_T) * (size_t)rows);
+                    }
+                }
+            }
+        }
+        for (; p < kb; p++)
+            for (int i = 0; i < UK_MR; i++)
+                dst[p * UK_MR + i] = src[i * lda + p];
+    }
+    if (full < mb) /* the cut panel, with its zeros */
+        UK_PACK_A(g, i0 + full, mb - full, p0, kb, dst);
+}
+
+/* b stored transposed (tb): a sliver's nr = 2 lanes columns are storage
+ * rows. Lanes columns p.. of each half's lanes rows, transposed: packed
+ * row p+q is the q-th vector of the first half, then of the second. */
+UK_TARGET static void UK_PACK_B_T(const tg__gemm_product *g, int64_t p0,
+                                  int64_t kb, int64_t j0, int64_t nb, void *bp)
+{
+    enum { NR = 2 * UK_LANES };
+    if (!g->tb || nb < NR || kb < UK_LANES) {
+        UK_PACK_B(g, p0, kb, j0, nb, bp);
+        return;
+    }
+    const UK_T *b = g->b;
+    UK_T *dst = bp;
+    const int64_t ldb = g->ldb, full = nb - nb % NR;
+    for (int64_t s = 0; s < full; s += NR, dst += NR * kb) {
+        const UK_T *src = b + (j0 + s) * ldb + p0;
+        int64_t p = 0;
+        for (; p + UK_LANES <= kb; p += UK_LANES)
+            for (int h = 0; h < 2; h++) {
+                UK_V v[UK_LANES];
+#pragma GCC unroll 16
+                for (int j = 0; j < UK_LANES; j++)
+                    v[j] = UK_LOADU(src + (h * UK_LANES + j) * ldb + p);
+                UK_TRANSPOSE(v);
+#pragma GCC unroll 16
+                for (int q = 0; q < UK_LANES; q++)
+                    UK_STOREU(dst + (p + q) * NR + h * UK_LANES, v[q]);
+            }
+        for (; p < kb; p++)
+            for (int j = 0; j < NR; j++)
+                dst[p * NR + j] = src[j * ldb + p];
+    }
+    if (full < nb) /* the cut sliver, with its zeros */
+        UK_PACK_B(g, p0, kb, j0 + full, nb - full, dst);
+}
+#endif
+
+#undef UK_NAME
+#undef UK_PACK_A
+#undef UK_PACK_B
+#undef UK_PACK_A_T
+#undef UK_PACK_B_T
+#undef UK_TRANSPOSE
+#undef UK_T
+#undef UK_V
+#undef UK_LANES
+#undef UK_MR
+#undef UK_ZERO
+#undef UK_SET1
+#undef UK_LOADU
+#undef UK_STOREU
+#undef UK_BCAST
+#undef UK_MUL
+#undef UK_FMA

@@ -112,37 +112,10 @@ TG_INLINE void ln_forward_body(void *job, int64_t start, const int64_t *off,
     });
 }
 
-static void ln_forward_scalar(void *job, int64_t start, const int64_t *off,
-                              const int64_t *step, int64_t len)
-{
-    ln_forward_body(job, start, off, step, len);
-}
-#if TG_HAVE_TARGETS
-TG_TARGET_AVX2 static void ln_forward_avx2(void *job, int64_t start,
-                                           const int64_t *off,
-                                           const int64_t *step, int64_t len)
-{
-    ln_forward_body(job, start, off, step, len);
-}
-TG_TARGET_AVX512 static void ln_forward_avx512(void *job, int64_t start,
-                                               const int64_t *off,
-                                               const int64_t *step, int64_t len)
-{
-    ln_forward_body(job, start, off, step, len);
-}
-#endif
-
-/* The forward for the level tg__cpu_level() names. */
-static tg_run_fn ln_forward_run(void)
-{
-#if TG_HAVE_TARGETS
-    switch (tg__cpu_level()) {
-    case TG_CPU_AVX512: return ln_forward_avx512;
-    case TG_CPU_AVX2: return ln_forward_avx2;
-    }
-#endif
-    return ln_forward_scalar;
-}
+TG_LEVELS(ln_forward,
+          (void *job, int64_t start, const int64_t *off, const int64_t *step,
+           int64_t len),
+          ln_forward_body(job, start, off, step, len);)
 
 /* y = (x - mean) * rstd * gamma + beta along each row of x (gamma, beta may
  * be NULL: 1 and 0); stats[2r], stats[2r+1] get row r's mean and rstd. */
@@ -158,7 +131,7 @@ static void layer_norm_rows(const tg_tensor *x, const tg_tensor *gamma,
                   .y = y,
                   .stats = stats,
                   .eps = eps};
-    tg__loop_run(&L, x->shape[x->ndim - 1], ln_forward_run(), &job);
+    tg__loop_run(&L, x->shape[x->ndim - 1], TG_BY_LEVEL(ln_forward), &job);
 }
 
 /* The backward over blocks [lo, hi) of BLOCK rows (the last one maybe
@@ -245,21 +218,8 @@ TG_INLINE void ln_backward_body(void *job, int64_t lo, int64_t hi)
     });
 }
 
-static void ln_backward_scalar(void *job, int64_t lo, int64_t hi)
-{
-    ln_backward_body(job, lo, hi);
-}
-#if TG_HAVE_TARGETS
-TG_TARGET_AVX2 static void ln_backward_avx2(void *job, int64_t lo, int64_t hi)
-{
-    ln_backward_body(job, lo, hi);
-}
-TG_TARGET_AVX512 static void ln_backward_avx512(void *job, int64_t lo,
-                                                int64_t hi)
-{
-    ln_backward_body(job, lo, hi);
-}
-#endif
+TG_LEVELS(ln_backward, (void *job, int64_t lo, int64_t hi),
+          ln_backward_body(job, lo, hi);)
 
 /* dx (x's shape) from dy, and sums[0,k] += dy_k * xhat_k, sums[1,k] +=
  * dy_k over the rows (the parameter gradients, in double); sums is (2,C).
@@ -285,14 +245,7 @@ static bool layer_norm_rows_backward(const tg_tensor *x, const tg_tensor *gamma,
                   .stats = stats,
                   .sums = TG_DATA(double, parts_t),
                   .rows = rows};
-    void (*run)(void *, int64_t, int64_t) = ln_backward_scalar;
-#if TG_HAVE_TARGETS
-    switch (tg__cpu_level()) {
-    case TG_CPU_AVX512: run = ln_backward_avx512; break;
-    case TG_CPU_AVX2: run = ln_backward_avx2; break;
-    }
-#endif
-    tg__parallel_for(blocks, numel, run, &job);
+    tg__parallel_for(blocks, numel, TG_BY_LEVEL(ln_backward), &job);
     /* sums += parts[0] + parts[1] + ..., in block order */
     for (int64_t b = 0; b < blocks; b++) {
         const double *part = parts + b * 2 * C;

@@ -85,25 +85,55 @@ typedef struct rows_job {
     double divisor;
 } rows_job;
 
-/* y[pos] = (sum_k x[pos, k along d]) / divisor, over a run of rows. */
-static void sum_run(void *job, int64_t start, const int64_t *off,
-                    const int64_t *step, int64_t len)
+/* Rows summed side by side: COLS sums at a time in a double buffer. */
+enum { COLS = 256 };
+
+/* y[pos] = (sum_k x[pos, k along d]) / divisor, over a run of rows. Each
+ * row's sum adds its elements in order k = 0, 1, ..., in double. When the
+ * run's rows start at adjacent elements (d not the last dim: a sum down
+ * columns), COLS rows are summed side by side, k outer and the rows inner:
+ * every row still adds in order k (the same bits), but the reads go along
+ * memory and the inner loop is vectorised at each level (sum_run_avx2...),
+ * where one row at a time would stride by d's stride. */
+TG_INLINE void sum_body(const rows_job *j, const int64_t *off,
+                        const int64_t *step, int64_t len)
 {
-    const rows_job *j = job;
     const int64_t n = j->n, stride = j->stride;
-    (void)start;
     TG_DISPATCH_FLOAT(j->x->dtype, T, {
         const T *xs = TG_DATA(T, j->x) + off[0];
         T *ys = TG_DATA(T, j->y) + off[1];
-        for (int64_t i = 0; i < len; i++) {
-            const T *row = xs + i * step[0];
-            double s = 0;
-            for (int64_t k = 0; k < n; k++)
-                s += row[k * stride];
-            ys[i * step[1]] = (T)(s / j->divisor);
+        if (step[0] == 1 && stride != 1) {
+            double acc[COLS];
+            for (int64_t i0 = 0; i0 < len; i0 += COLS) {
+                const int64_t m = len - i0 < COLS ? len - i0 : COLS;
+                for (int64_t i = 0; i < m; i++)
+                    acc[i] = 0;
+                for (int64_t k = 0; k < n; k++) {
+                    const T *col = xs + i0 + k * stride;
+                    TG_SIMD
+                    for (int64_t i = 0; i < m; i++)
+                        acc[i] += col[i];
+                }
+                for (int64_t i = 0; i < m; i++)
+                    ys[(i0 + i) * step[1]] = (T)(acc[i] / j->divisor);
+            }
+        } else {
+            for (int64_t i = 0; i < len; i++) {
+                const T *row = xs + i * step[0];
+                double s = 0;
+                for (int64_t k = 0; k < n; k++)
+                    s += row[k * stride];
+                ys[i * step[1]] = (T)(s / j->divisor);
+            }
         }
     });
 }
+
+TG_LEVELS(sum_run,
+          (void *job, int64_t start, const int64_t *off, const int64_t *step,
+           int64_t len),
+          (void)start;
+          sum_body(job, off, step, len);)
 
 /* y[pos] = (sum_k x[pos, k along d]) / divisor, for every row of x along d.
  * y is keepdim-shaped. */
@@ -116,7 +146,7 @@ static void sum_rows(const tg_tensor *x, int d, tg_tensor *y, double divisor)
                     .n = x->shape[d],
                     .stride = x->strides[d],
                     .divisor = divisor};
-    tg__loop_run(&L, job.n, sum_run, &job);
+    tg__loop_run(&L, job.n, TG_BY_LEVEL(sum_run), &job);
 }
 
 /* sum / mean over dim: records op (sum_op or mean_op). */

@@ -26,12 +26,18 @@
  * a loop over p's shape, run in pieces (on several threads for a large
  * parameter: every element is updated on its own, so the bits are the
  * same). */
+typedef void (*roots_float_fn)(float *root, const float *v, int64_t n);
+typedef void (*roots_double_fn)(double *root, const double *v, int64_t n);
+
 typedef struct update_job {
     const tg_update_config *c;
     tg_tensor *p, *m, *v;
     const tg_tensor *g;
     bool first; /* SGD: the momentum buffer's first step */
     int64_t t;  /* Adam: the step, from 1 */
+    /* Adam: sqrt over a block, the level's (TG_BY_LEVEL(roots_float)) */
+    roots_float_fn roots_f;
+    roots_double_fn roots_d;
 } update_job;
 
 static void run_update(update_job *job, tg_run_fn fn)
@@ -200,9 +206,6 @@ TG_TARGET_AVX512 static void roots_double_avx512(double *root, const double *v,
 }
 #endif
 
-typedef void (*roots_float_fn)(float *root, const float *v, int64_t n);
-typedef void (*roots_double_fn)(double *root, const double *v, int64_t n);
-
 /* root = sqrt(v) elementwise with rf or rd, for either float type. */
 #define roots(root, v, n)                                                      \
     _Generic((root), float * : rf, double * : rd)(root, v, n)
@@ -275,84 +278,37 @@ TG_INLINE void adam_body(void *job, const int64_t *off, const int64_t *step,
 #undef roots
 
 /* The runs for tg__loop_run, one per level. */
-static void sgd_run(void *job, int64_t start, const int64_t *off,
-                    const int64_t *step, int64_t len)
-{
-    (void)start;
-    sgd_body(job, off, step, len);
-}
-
-static void adam_run(void *job, int64_t start, const int64_t *off,
-                     const int64_t *step, int64_t len)
-{
-    (void)start;
-    adam_body(job, off, step, len, roots_float, roots_double);
-}
-
-#if TG_HAVE_TARGETS
-TG_TARGET_AVX2 static void sgd_run_avx2(void *job, int64_t start,
-                                        const int64_t *off, const int64_t *step,
-                                        int64_t len)
-{
-    (void)start;
-    sgd_body(job, off, step, len);
-}
-
-TG_TARGET_AVX512 static void sgd_run_avx512(void *job, int64_t start,
-                                            const int64_t *off,
-                                            const int64_t *step, int64_t len)
-{
-    (void)start;
-    sgd_body(job, off, step, len);
-}
-
-TG_TARGET_AVX2 static void adam_run_avx2(void *job, int64_t start,
-                                         const int64_t *off,
-                                         const int64_t *step, int64_t len)
-{
-    (void)start;
-    adam_body(job, off, step, len, roots_float_avx2, roots_double_avx2);
-}
-
-TG_TARGET_AVX512 static void adam_run_avx512(void *job, int64_t start,
-                                             const int64_t *off,
-                                             const int64_t *step, int64_t len)
-{
-    (void)start;
-    adam_body(job, off, step, len, roots_float_avx512, roots_double_avx512);
-}
-
-/* The run of the level tg__cpu_level() names, of the three given. */
-static tg_run_fn by_level(tg_run_fn scalar, tg_run_fn avx2, tg_run_fn avx512)
-{
-    switch (tg__cpu_level()) {
-    case TG_CPU_AVX512: return avx512;
-    case TG_CPU_AVX2: return avx2;
-    }
-    return scalar;
-}
-#endif
+TG_LEVELS(sgd_run,
+          (void *job, int64_t start, const int64_t *off, const int64_t *step,
+           int64_t len),
+          (void)start;
+          sgd_body(job, off, step, len);)
+TG_LEVELS(adam_run,
+          (void *job, int64_t start, const int64_t *off, const int64_t *step,
+           int64_t len),
+          (void)start;
+          const update_job *j = job;
+          adam_body(job, off, step, len, j->roots_f, j->roots_d);)
 
 void tg__sgd_update(const tg_update_config *c, tg_tensor *p, const tg_tensor *g,
                     tg_tensor *buf, bool first)
 {
     update_job job = {.c = c, .p = p, .g = g, .m = buf, .first = first};
-#if TG_HAVE_TARGETS
-    run_update(&job, by_level(sgd_run, sgd_run_avx2, sgd_run_avx512));
-#else
-    run_update(&job, sgd_run);
-#endif
+    run_update(&job, TG_BY_LEVEL(sgd_run));
 }
 
 void tg__adam_update(const tg_update_config *c, tg_tensor *p,
                      const tg_tensor *g, tg_tensor *m, tg_tensor *v, int64_t t)
 {
-    update_job job = {.c = c, .p = p, .g = g, .m = m, .v = v, .t = t};
-#if TG_HAVE_TARGETS
-    run_update(&job, by_level(adam_run, adam_run_avx2, adam_run_avx512));
-#else
-    run_update(&job, adam_run);
-#endif
+    update_job job = {.c = c,
+                      .p = p,
+                      .g = g,
+                      .m = m,
+                      .v = v,
+                      .t = t,
+                      .roots_f = TG_BY_LEVEL(roots_float),
+                      .roots_d = TG_BY_LEVEL(roots_double)};
+    run_update(&job, TG_BY_LEVEL(adam_run));
 }
 
 typedef struct scale_job {

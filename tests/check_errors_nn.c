@@ -809,6 +809,276 @@ static void nn_null_table(table_walk *w, env *e)
                 tg_plot_heatmap(tmp_path("h"), NUL, "t", "x", "y", false));
 }
 
+/* ---- module configs, train/eval, sampling (issue 11) -------------------- */
+
+/* h made as made_head, then set to drop its attention weights (p 0.5) in
+ * training along `path`, drawing from rng (NULL: none). */
+static tg_head *dropping_head(env *e, tg_head_path path, tg_rng *rng)
+{
+    tg_head *h = made_head(e);
+    h->attn_dropout = 0.5;
+    h->path = path;
+    tg_head_train(h, true, rng);
+    return h;
+}
+
+/* GPT_CFG with dropout 0.1 everywhere, made and freed after the row, in
+ * training without an rng. */
+static void free_gpt_drop(void *g) { tg_gpt_free(g); }
+static tg_gpt *dropping_gpt(env *e)
+{
+    static tg_gpt g;
+    tg_gpt_config c = GPT_CFG;
+    c.embd_dropout = c.attn_dropout = c.resid_dropout = 0.1;
+    if (tg_gpt_init(&g, c, &e->rng) < 0)
+        note("making a dropping gpt: %s", tg_last_error());
+    after_row(free_gpt_drop, &g);
+    return &g;
+}
+
+/* GPT_CFG with one of the new options set to a bad value: bias (0), ln_eps
+ * (1), attn_scale (2, with has_attn_scale), embd_dropout (3), attn_dropout
+ * (4), resid_dropout (5). */
+static tg_gpt_config gpt_cfg_option(int which, double value)
+{
+    tg_gpt_config c = GPT_CFG;
+    switch (which) {
+    case 0: c.bias = (tg_gpt_bias)value; break;
+    case 1: c.ln_eps = value; break;
+    case 2:
+        c.has_attn_scale = true;
+        c.attn_scale = value;
+        break;
+    case 3: c.embd_dropout = value; break;
+    case 4: c.attn_dropout = value; break;
+    default: c.resid_dropout = value; break;
+    }
+    return c;
+}
+
+/* Sampling options with one field changed: temperature (0), top_k (1),
+ * top_p (2). */
+static const tg_gpt_sampling *sampling_with(int which, double value)
+{
+    static tg_gpt_sampling s;
+    s = tg_gpt_sampling_default();
+    if (which == 0)
+        s.temperature = value;
+    else if (which == 1)
+        s.top_k = (int)value;
+    else
+        s.top_p = value;
+    return &s;
+}
+
+/* Module configs with one field made bad. */
+static const tg_linear_config *linear_cfg_out(int out)
+{
+    static tg_linear_config c;
+    c = tg_linear_config_default(32, out);
+    return &c;
+}
+static const tg_layernorm_config *layernorm_cfg_eps(double eps)
+{
+    static tg_layernorm_config c;
+    c = tg_layernorm_config_default(32);
+    c.eps = eps;
+    return &c;
+}
+/* head: scale (0), attn_dropout (1), path (2) */
+static const tg_head_config *head_cfg_with(int which, double value)
+{
+    static tg_head_config c;
+    c = tg_head_config_default(32, 16);
+    if (which == 0)
+        c.scale = value;
+    else if (which == 1)
+        c.attn_dropout = value;
+    else
+        c.path = (tg_head_path)value;
+    return &c;
+}
+/* mha: resid_dropout (0), attn_dropout (1) */
+static const tg_mha_config *mha_cfg_with(int which, double value)
+{
+    static tg_mha_config c;
+    c = tg_mha_config_default(32, 4);
+    if (which == 0)
+        c.resid_dropout = value;
+    else
+        c.attn_dropout = value;
+    return &c;
+}
+static const tg_mlp_config *mlp_cfg_dropout(double p)
+{
+    static tg_mlp_config c;
+    c = tg_mlp_config_default(32);
+    c.dropout = p;
+    return &c;
+}
+static const tg_block_config *block_cfg_with(int n_heads, double ln_eps)
+{
+    static tg_block_config c;
+    c = tg_block_config_default(32, n_heads);
+    c.ln_eps = ln_eps;
+    return &c;
+}
+
+static void modules_table(table_walk *w, env *e)
+{
+    /* configs: a NULL config, and each option out of its range */
+    INIT_ROW("linear_init_with NULL config", tg_linear,
+             tg_linear_init_with(&mod, TG_FLOAT64, NULL, &e->rng),
+             "linear_init:", "config is NULL");
+    INIT_ROW("linear_init_with out 0", tg_linear,
+             tg_linear_init_with(&mod, TG_FLOAT64, linear_cfg_out(0), &e->rng),
+             "linear_init:", "out 0");
+    INIT_ROW("layernorm_init_with NULL config", tg_layernorm,
+             tg_layernorm_init_with(&mod, TG_FLOAT64, NULL),
+             "layernorm_init:", "config is NULL");
+    INIT_ROW("layernorm_init_with eps -1", tg_layernorm,
+             tg_layernorm_init_with(&mod, TG_FLOAT64, layernorm_cfg_eps(-1)),
+             "layernorm_init:", "eps", "-1");
+    INIT_ROW("layernorm_init_with eps NaN", tg_layernorm,
+             tg_layernorm_init_with(&mod, TG_FLOAT64, layernorm_cfg_eps(NAN)),
+             "layernorm_init:", "eps", "nan");
+    INIT_ROW("head_init_with NULL config", tg_head,
+             tg_head_init_with(&mod, TG_FLOAT64, NULL, &e->rng),
+             "head_init:", "config is NULL");
+    INIT_ROW("head_init_with scale inf", tg_head,
+             tg_head_init_with(&mod, TG_FLOAT64, head_cfg_with(0, INFINITY),
+                               &e->rng),
+             "head_init:", "scale", "inf");
+    INIT_ROW("head_init_with attn_dropout 1", tg_head,
+             tg_head_init_with(&mod, TG_FLOAT64, head_cfg_with(1, 1), &e->rng),
+             "head_init:", "attn_dropout", "[0, 1)");
+    INIT_ROW("head_init_with path 7", tg_head,
+             tg_head_init_with(&mod, TG_FLOAT64, head_cfg_with(2, 7), &e->rng),
+             "head_init:", "path 7");
+    INIT_ROW("mha_init_with NULL config", tg_mha,
+             tg_mha_init_with(&mod, TG_FLOAT64, NULL, &e->rng),
+             "mha_init:", "config is NULL");
+    INIT_ROW("mha_init_with resid_dropout -0.5", tg_mha,
+             tg_mha_init_with(&mod, TG_FLOAT64, mha_cfg_with(0, -0.5), &e->rng),
+             "mha_init:", "resid_dropout", "-0.5");
+    INIT_ROW("mha_init_with attn_dropout 2", tg_mha,
+             tg_mha_init_with(&mod, TG_FLOAT64, mha_cfg_with(1, 2), &e->rng),
+             "mha_init: head_init:", "attn_dropout", "2");
+    INIT_ROW("mlp_init_with NULL config", tg_mlp,
+             tg_mlp_init_with(&mod, TG_FLOAT64, NULL, &e->rng),
+             "mlp_init:", "config is NULL");
+    INIT_ROW("mlp_init_with dropout 1.5", tg_mlp,
+             tg_mlp_init_with(&mod, TG_FLOAT64, mlp_cfg_dropout(1.5), &e->rng),
+             "mlp_init:", "dropout", "1.5");
+    INIT_ROW("block_init_with NULL config", tg_block,
+             tg_block_init_with(&mod, TG_FLOAT64, NULL, &e->rng),
+             "block_init:", "config is NULL");
+    INIT_ROW(
+        "block_init_with ln_eps -1", tg_block,
+        tg_block_init_with(&mod, TG_FLOAT64, block_cfg_with(4, -1), &e->rng),
+        "block_init: layernorm_init:", "eps", "-1");
+    INIT_ROW(
+        "block_init_with 3 heads of 32", tg_block,
+        tg_block_init_with(&mod, TG_FLOAT64, block_cfg_with(3, 1e-5), &e->rng),
+        "block_init: mha_init:", "3", "32");
+    INIT_ROW("gpt_init bias 7", tg_gpt,
+             tg_gpt_init(&mod, gpt_cfg_option(0, 7), &e->rng),
+             "gpt_init:", "bias 7", "tg_gpt_bias");
+    INIT_ROW("gpt_init ln_eps -1", tg_gpt,
+             tg_gpt_init(&mod, gpt_cfg_option(1, -1), &e->rng),
+             "gpt_init:", "ln_eps", "-1");
+    INIT_ROW("gpt_init attn_scale inf", tg_gpt,
+             tg_gpt_init(&mod, gpt_cfg_option(2, INFINITY), &e->rng),
+             "gpt_init:", "attn_scale", "inf");
+    INIT_ROW("gpt_init embd_dropout 1", tg_gpt,
+             tg_gpt_init(&mod, gpt_cfg_option(3, 1), &e->rng),
+             "gpt_init:", "embd_dropout", "[0, 1)");
+    INIT_ROW("gpt_init attn_dropout -1", tg_gpt,
+             tg_gpt_init(&mod, gpt_cfg_option(4, -1), &e->rng),
+             "gpt_init:", "attn_dropout", "-1");
+    INIT_ROW("gpt_init resid_dropout NaN", tg_gpt,
+             tg_gpt_init(&mod, gpt_cfg_option(5, NAN), &e->rng),
+             "gpt_init:", "resid_dropout", "nan");
+
+    /* train/eval: a NULL or zeroed module; a training forward that must drop
+     * without an rng, or along a path that never forms the weights */
+    ROW_RC("head_train NULL", tg_head_train(NULL, true, &e->rng),
+           "head_train:", "NULL");
+    ROW_RC("head_train zeroed", tg_head_train(&(tg_head){0}, false, NULL),
+           "head_train:", "not initialised");
+    ROW_RC("mha_train NULL", tg_mha_train(NULL, true, &e->rng),
+           "mha_train:", "NULL");
+    ROW_RC("mha_train zeroed", tg_mha_train(&(tg_mha){0}, false, NULL),
+           "mha_train:", "not initialised");
+    ROW_RC("mlp_train NULL", tg_mlp_train(NULL, true, &e->rng),
+           "mlp_train:", "NULL");
+    ROW_RC("mlp_train zeroed", tg_mlp_train(&(tg_mlp){0}, false, NULL),
+           "mlp_train:", "not initialised");
+    ROW_RC("block_train NULL", tg_block_train(NULL, true, &e->rng),
+           "block_train:", "NULL");
+    ROW_RC("block_train zeroed", tg_block_train(&(tg_block){0}, false, NULL),
+           "block_train:", "not initialised");
+    ROW_RC("gpt_train NULL", tg_gpt_train(NULL, true, &e->rng),
+           "gpt_train:", "NULL");
+    ROW_RC("gpt_train zeroed", tg_gpt_train(&(tg_gpt){0}, false, NULL),
+           "gpt_train:", "not initialised");
+    ROW("head_forward dropout without rng",
+        tg_head_forward(dropping_head(e, TG_HEAD_COMPOSED, NULL), e->x),
+        "head:", "dropout 0.5", "tg_head_train");
+    ROW("head_forward dropout tiled",
+        tg_head_forward(dropping_head(e, TG_HEAD_TILED, &e->rng), e->x),
+        "head:", "dropout 0.5", "TG_HEAD_TILED");
+    ROW("gpt_forward dropout without rng",
+        tg_gpt_forward(dropping_gpt(e), e->ids), "gpt:", "dropout 0.1",
+        "tg_gpt_train");
+
+    /* sampling */
+    ROW("gpt_generate_with NULL model",
+        tg_gpt_generate_with(NULL, e->ids, 2, sampling_with(0, 1), &e->rng),
+        "gpt_generate:", "NULL");
+    ROW("gpt_generate_with NULL options",
+        tg_gpt_generate_with(made_gpt(e), int64_full(TG_SHAPE(1, 3), 0), 2,
+                             NULL, &e->rng),
+        "gpt_generate:", "sampling options are NULL");
+    ROW("gpt_generate_with temperature -1",
+        tg_gpt_generate_with(made_gpt(e), int64_full(TG_SHAPE(1, 3), 0), 2,
+                             sampling_with(0, -1), &e->rng),
+        "gpt_generate:", "temperature > 0", "-1");
+    ROW("gpt_generate_with top_k 0",
+        tg_gpt_generate_with(made_gpt(e), int64_full(TG_SHAPE(1, 3), 0), 2,
+                             sampling_with(1, 0), &e->rng),
+        "gpt_generate:", "top_k", "1..16");
+    ROW("gpt_generate_with top_k 17",
+        tg_gpt_generate_with(made_gpt(e), int64_full(TG_SHAPE(1, 3), 0), 2,
+                             sampling_with(1, 17), &e->rng),
+        "gpt_generate:", "top_k", "got 17");
+    ROW("gpt_generate_with top_p 0",
+        tg_gpt_generate_with(made_gpt(e), int64_full(TG_SHAPE(1, 3), 0), 2,
+                             sampling_with(2, 0), &e->rng),
+        "gpt_generate:", "top_p", "(0, 1]");
+    ROW("gpt_generate_with top_p 1.5",
+        tg_gpt_generate_with(made_gpt(e), int64_full(TG_SHAPE(1, 3), 0), 2,
+                             sampling_with(2, 1.5), &e->rng),
+        "gpt_generate:", "top_p", "1.5");
+    ROW("gpt_generate_with NULL rng",
+        tg_gpt_generate_with(made_gpt(e), int64_full(TG_SHAPE(1, 3), 0), 2,
+                             sampling_with(0, 1), NULL),
+        "gpt_generate:", "NULL");
+}
+
+static void modules_null_table(table_walk *w, env *e)
+{
+    NULL_ROW("gpt_generate_with",
+             tg_gpt_generate_with(made_gpt(e), NUL, 2, sampling_with(0, 1),
+                                  &e->rng));
+}
+
+START_TEST(bad_module_options) { check_row(modules_table, _i); }
+END_TEST
+
+START_TEST(null_module_options) { check_null_row(modules_null_table, _i); }
+END_TEST
+
 START_TEST(bad_input) { check_row(nn_table, _i); }
 END_TEST
 
@@ -862,6 +1132,12 @@ Suite *errors_nn_suite(void)
     tc = tcase_create("null");
     tcase_add_loop_test(tc, null_input, 0, table_rows(nn_null_table));
     tcase_add_test(tc, quiet_on_null);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("module options");
+    tcase_add_loop_test(tc, bad_module_options, 0, table_rows(modules_table));
+    tcase_add_loop_test(tc, null_module_options, 0,
+                        table_rows(modules_null_table));
     suite_add_tcase(s, tc);
     return s;
 }

@@ -437,6 +437,37 @@ START_TEST(matmul_message_exact)
 }
 END_TEST
 
+/* ---- dropout and gelu's tanh form (issue 11) ---------------------------- */
+
+static void dropout_table(table_walk *w, env *e)
+{
+    ROW("dropout p 1", tg_dropout(e->x, 1, true, &e->rng), "dropout:", "[0, 1)",
+        "got 1 (x (4,8,32))");
+    ROW("dropout p -0.5 in eval", tg_dropout(e->x, -0.5, false, &e->rng),
+        "dropout:", "[0, 1)", "-0.5");
+    ROW("dropout p NaN", tg_dropout(e->x, NAN, true, &e->rng),
+        "dropout:", "nan");
+    ROW("dropout NULL rng", tg_dropout(e->x, 0.5, true, NULL),
+        "dropout:", "needs an rng", "(4,8,32)");
+    ROW("dropout bool", tg_dropout(e->mask, 0.5, true, &e->rng),
+        "dropout:", "bool");
+    ROW("gelu_tanh bool", tg_gelu_tanh(e->mask), "gelu_tanh:", "bool");
+    ROW("gelu_tanh int64", tg_gelu_tanh(e->ids), "gelu_tanh:", "int64");
+}
+
+static void dropout_null_table(table_walk *w, env *e)
+{
+    NULL_ROW("dropout", tg_dropout(NUL, 0.5, true, &e->rng));
+    NULL_ROW("dropout eval", tg_dropout(NUL, 0.5, false, NULL));
+    NULL_ROW("gelu_tanh", tg_gelu_tanh(NUL));
+}
+
+START_TEST(dropout_bad_input) { check_row(dropout_table, _i); }
+END_TEST
+
+START_TEST(dropout_null_input) { check_null_row(dropout_null_table, _i); }
+END_TEST
+
 Suite *errors_ops_suite(void)
 {
     Suite *s = suite_create("errors_ops");
@@ -447,6 +478,12 @@ Suite *errors_ops_suite(void)
 
     tc = tcase_create("null");
     tcase_add_loop_test(tc, null_input, 0, table_rows(ops_null_table));
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("dropout");
+    tcase_add_loop_test(tc, dropout_bad_input, 0, table_rows(dropout_table));
+    tcase_add_loop_test(tc, dropout_null_input, 0,
+                        table_rows(dropout_null_table));
     suite_add_tcase(s, tc);
     return s;
 }

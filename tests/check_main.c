@@ -109,6 +109,7 @@ static const struct {
     {"errors_nn", errors_nn_suite},
     {"nn_ops", nn_ops_suite},
     {"nn", nn_suite},
+    {"modules", modules_suite},
     {"optim", optim_suite},
     {"plot", plot_suite},
     {"anomaly", anomaly_suite},

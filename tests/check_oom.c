@@ -407,6 +407,8 @@ static int ops_tour(const char *path, tour_result *r)
     tg_tensor *h = tg_add(tg_matmul(x, w), b); /* (2,3,5) */
     term(terms, &nt, tg_gelu(h));
     term(terms, &nt, tg_relu(h));
+    term(terms, &nt, tg_gelu_tanh(h));
+    term(terms, &nt, tg_dropout(h, 0.3, true, &rng)); /* its mask, kept */
     term(terms, &nt, tg_exp(tg_scale(h, 0.1)));
     term(terms, &nt, tg_log(tg_add_scalar(tg_mul(h, h), 1)));
     term(terms, &nt, tg_sqrt(tg_add_scalar(tg_pow_scalar(h, 2), 1)));

@@ -1,6 +1,7 @@
 /* The vector paths (core/cpu.c's levels) against the scalar one, forced by
  * tg__cpu_cap (a white-box test): the optimizers' updates (ops/update.c),
- * the gradient adds (core/iter.c), layer norm (ops/layernorm.c) and the
+ * the gradient adds (core/iter.c), the simple maps (sqrt, neg, scale,
+ * add_scalar, relu: ops/elementwise.c), layer norm (ops/layernorm.c) and the
  * embedding's scatter-add (ops/embedding.c), on edge inputs (NaN, +-inf,
  * denormals, -0, huge and tiny values) and lengths 1..17 and across the
  * kernels' blocks, in float32 and float64. Every result must be the same
@@ -261,6 +262,47 @@ START_TEST(test_add_levels)
             }
             tg_release(want);
         }
+}
+END_TEST
+
+/* ---- the simple maps (ops/elementwise.c) -------------------------------- */
+
+/* The maps compiled per level: sqrt, neg, scale, add_scalar, relu of the
+ * values (kept whole: NaN, +-inf, -0, negatives for sqrt) at a level. */
+static tg_tensor *mapped(tg_dtype dt, int64_t n, int which, int level)
+{
+    tg_tensor *x = seq(dt, n, 11, true, ALL);
+    const int old = tg__cpu_cap(level);
+    tg_tensor *y = which == 0   ? tg_sqrt(x)
+                   : which == 1 ? tg_neg(x)
+                   : which == 2 ? tg_scale(x, 0.3)
+                   : which == 3 ? tg_add_scalar(x, -1.7)
+                                : tg_relu(x);
+    tg__cpu_cap(old);
+    tg_release(x);
+    ck_assert_ptr_nonnull(y);
+    return y;
+}
+
+/* _i: the map (0..4), float32 then float64 (5..9). */
+START_TEST(test_unary_levels)
+{
+    static const char *const names[] = {"sqrt", "neg", "scale", "add_scalar",
+                                        "relu"};
+    const tg_dtype dt = _i >= 5 ? TG_FLOAT64 : TG_FLOAT32;
+    for (int li = 0; li < N_LENGTHS; li++) {
+        tg_tensor *want = mapped(dt, lengths[li], _i % 5, TG_CPU_SCALAR);
+        for (int l = 0; l < N_LEVELS; l++) {
+            char what[96];
+            snprintf(what, sizeof what, "%s of %lld %s at %s", names[_i % 5],
+                     (long long)lengths[li], tg_dtype_name(dt),
+                     tg__cpu_name(levels[l]));
+            tg_tensor *got = mapped(dt, lengths[li], _i % 5, levels[l]);
+            assert_same(want, got, what);
+            tg_release(got);
+        }
+        tg_release(want);
+    }
 }
 END_TEST
 
@@ -546,6 +588,7 @@ Suite *simd_suite(void)
     tcase_add_test(core, test_cap);
     tcase_add_loop_test(core, test_update_levels, 0, 2 * N_STEPS);
     tcase_add_loop_test(core, test_add_levels, 0, 6);
+    tcase_add_loop_test(core, test_unary_levels, 0, 10);
     tcase_add_loop_test(core, test_layer_norm_levels, 0, 2);
     tcase_add_test(core, test_layer_norm_threads);
     tcase_add_test(core, test_layer_norm_runs);

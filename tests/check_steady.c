@@ -22,12 +22,13 @@ typedef struct model {
     tg_tensor *x, *target;
 } model;
 
-static void model_init(model *m, tg_dtype dt)
+static void model_init(model *m, tg_dtype dt, tg_head_path path)
 {
     tg_rng rng;
     tg_rng_seed(&rng, 7);
     tg_params_init(&m->params);
     ck_assert_int_eq(tg_head_init(&m->head, dt, C, HS, &rng), 0);
+    m->head.path = path;
     ck_assert_int_eq(tg_head_params(&m->head, &m->params, "head"), 0);
     m->adamw = tg_optim_new(&m->params, tg_adamw_config(1e-2, 0.01));
     m->x = tg_randn(&rng, dt, TG_SHAPE(B, T, C));
@@ -58,12 +59,12 @@ static double step(model *m)
     return l;
 }
 
-static void steady_step_allocates_nothing(tg_dtype dt)
+static void steady_step_allocates_nothing(tg_dtype dt, tg_head_path path)
 {
     if (!tg__pool_on())
         return; /* every step allocates, so the checkers see each block */
     model m;
-    model_init(&m, dt);
+    model_init(&m, dt, path);
     double first = step(&m);
     step(&m);
     tg__alloc_fail_at(0, false); /* count, fail none */
@@ -74,9 +75,10 @@ static void steady_step_allocates_nothing(tg_dtype dt)
     int64_t fourth = tg__alloc_system_counted() - third;
     tg__alloc_fail_at(-1, false);
     ck_assert_msg(third == 0 && fourth == 0,
-                  "%s: steps 3 and 4 took %lld and %lld allocations from the "
-                  "system",
-                  tg_dtype_name(dt), (long long)third, (long long)fourth);
+                  "%s, path %d: steps 3 and 4 took %lld and %lld allocations "
+                  "from the system",
+                  tg_dtype_name(dt), (int)path, (long long)third,
+                  (long long)fourth);
     /* The count is on: the pools' reuses are its allocation points. */
     ck_assert_int_gt(points, 10);
     /* The steps trained: AdamW lowers the loss of this fixed batch. */
@@ -86,10 +88,26 @@ static void steady_step_allocates_nothing(tg_dtype dt)
     model_free(&m);
 }
 
-START_TEST(steady_step_f32) { steady_step_allocates_nothing(TG_FLOAT32); }
+START_TEST(steady_step_f32)
+{
+    steady_step_allocates_nothing(TG_FLOAT32, TG_HEAD_COMPOSED);
+}
 END_TEST
 
-START_TEST(steady_step_f64) { steady_step_allocates_nothing(TG_FLOAT64); }
+START_TEST(steady_step_f64)
+{
+    steady_step_allocates_nothing(TG_FLOAT64, TG_HEAD_COMPOSED);
+}
+END_TEST
+
+/* The fused softmax and the tiled attention op (its tiles come from the
+ * pool too). */
+START_TEST(steady_step_fused_paths)
+{
+    steady_step_allocates_nothing(TG_FLOAT32, TG_HEAD_FUSED_SOFTMAX);
+    steady_step_allocates_nothing(TG_FLOAT32, TG_HEAD_TILED);
+    steady_step_allocates_nothing(TG_FLOAT64, TG_HEAD_TILED);
+}
 END_TEST
 
 /* The pool's reuse is an allocation point like any other: made to fail, a
@@ -97,7 +115,7 @@ END_TEST
 START_TEST(steady_reuse_can_fail)
 {
     model m;
-    model_init(&m, TG_FLOAT64);
+    model_init(&m, TG_FLOAT64, TG_HEAD_COMPOSED);
     step(&m);
     step(&m);
     tg__alloc_fail_at(1, false);
@@ -120,6 +138,7 @@ Suite *steady_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, steady_step_f32);
     tcase_add_test(tc, steady_step_f64);
+    tcase_add_test(tc, steady_step_fused_paths);
     tcase_add_test(tc, steady_reuse_can_fail);
     suite_add_tcase(s, tc);
     return s;

@@ -52,6 +52,11 @@
  *       size and norm.
  *   tg_gradcheck_defaults tg_sgd_config tg_adam_config tg_adamw_config
  *       build plain values; tg_gradcheck and tg_optim_new check them.
+ *   tg_linear_config_default tg_layernorm_config_default
+ *   tg_head_config_default tg_mha_config_default tg_mlp_config_default
+ *   tg_block_config_default tg_gpt_sampling_default
+ *       build plain values; the _init_with functions and
+ *       tg_gpt_generate_with check them.
  *
  * A table is a function of (w, e) whose body is its rows, one statement
  * each, in this form:

@@ -27,6 +27,7 @@ Suite *errors_ops_suite(void);
 Suite *errors_nn_suite(void);
 Suite *nn_ops_suite(void);
 Suite *nn_suite(void);
+Suite *modules_suite(void);
 Suite *optim_suite(void);
 Suite *plot_suite(void);
 Suite *anomaly_suite(void);

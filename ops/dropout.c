@@ -1,0 +1,93 @@
+/* Inverted dropout (torch.nn.functional.dropout): in training each element
+ * is zeroed with probability p and the survivors are scaled by 1 / (1 - p),
+ * so the expected value of every element is unchanged and evaluation needs
+ * no rescaling. The mask is drawn from the caller's tg_rng, one uniform per
+ * element in row-major order, and kept on the tape for the backward. */
+#include "core/internal.h"
+
+#include <math.h>
+
+/* y = x * mask over one run; operands {y, x, mask}. */
+static void masked_scale_run(void *job, int64_t start, const int64_t *off,
+                             const int64_t *step, int64_t len)
+{
+    tg_tensor *const *t = job; /* y, x, mask */
+    (void)start;
+    TG_DISPATCH_FLOAT(t[0]->dtype, T, {
+        T *y = TG_DATA(T, t[0]) + off[0];
+        const T *x = TG_DATA(T, t[1]) + off[1], *m = TG_DATA(T, t[2]) + off[2];
+        for (int64_t i = 0; i < len; i++)
+            y[i * step[0]] = x[i * step[1]] * m[i * step[2]];
+    });
+}
+
+/* mask[i] = (u_i >= p) / (1 - p) in t's dtype and shape, contiguous, u_i
+ * the i-th tg_rng_uniform of rng (C order): kept with probability 1 - p. */
+static tg_tensor *draw_mask(const tg_tensor *t, double p, tg_rng *rng)
+{
+    tg_tensor *u = tg_rand(rng, TG_FLOAT64, t->ndim, t->shape);
+    tg_tensor *mask =
+        u ? tg__new("dropout", t->dtype, t->ndim, t->shape, false) : NULL;
+    if (mask) {
+        const double *ud = TG_DATA(double, u), keep = 1.0 / (1.0 - p);
+        int64_t n = tg_numel(mask);
+        TG_DISPATCH_FLOAT(mask->dtype, T, {
+            T *m = TG_DATA(T, mask);
+            for (int64_t i = 0; i < n; i++)
+                m[i] = ud[i] >= p ? (T)keep : (T)0;
+        });
+    }
+    tg_release(u);
+    return mask;
+}
+
+/* forward:  y = x * mask,  mask = (u >= p) / (1 - p)              (any shape)
+ * backward: dx = dy * mask   (the same mask, saved forward: a dropped element
+ *           gets gradient 0, a kept one dy / (1 - p))
+ * Off (eval, or p = 0) the forward is y = x, a view, with no mask saved:
+ *           dx = dy */
+static void dropout_backward(tg_node *n, tg_tensor *dy)
+{
+    tg_tensor *dx = n->saved[0] ? tg_mul(dy, n->saved[0]) : tg_retain(dy);
+    tg__accumulate(n, 0, dx);
+    tg_release(dx);
+}
+
+static const tg_op dropout_op = {.name = "dropout",
+                                 .backward = dropout_backward};
+
+tg_tensor *tg_dropout(tg_tensor *t, double p, bool train, tg_rng *rng)
+{
+    if (!t || !tg__check_float("dropout", t))
+        return NULL;
+    if (!(p >= 0 && p < 1)) {
+        tg__error("dropout: p must be in [0, 1), got %g (x %s)", p, TG_SHP(t));
+        return NULL;
+    }
+    if (!train || p == 0) /* a new header on t's storage, owned like any
+                             result (by the open scope, if any) */
+        return tg__record(
+            &dropout_op,
+            tg__view("dropout", t, t->ndim, t->shape, t->strides, t->offset), 1,
+            &t);
+    if (!rng) {
+        tg__error("dropout: training with p = %g needs an rng, got NULL "
+                  "(x %s)",
+                  p, TG_SHP(t));
+        return NULL;
+    }
+    tg_tensor *mask = draw_mask(t, p, rng);
+    tg_tensor *y =
+        mask ? tg__new("dropout", t->dtype, t->ndim, t->shape, false) : NULL;
+    if (y) {
+        tg_tensor *ops[3] = {y, t, mask};
+        tg_loop L;
+        tg__loop_init(&L, y->ndim, y->shape, 3, (const tg_tensor *const *)ops);
+        tg__loop_run(&L, 1, masked_scale_run, ops);
+    }
+    y = tg__record(&dropout_op, y, 1, &t);
+    if (y && y->node)
+        tg__save(y->node, mask);
+    tg_release(mask);
+    return y;
+}

@@ -1,0 +1,194 @@
+/* The kernels of ops/vmath_isa.h for one dtype, written once: vmath_isa.h
+ * includes this file twice, for float32 and float64, after defining
+ *
+ *   R(name)      name with the dtype's and the ISA's suffixes
+ *                (R(tg__vmap) is tg__vmap_f32_avx2)
+ *   RT, RV, RN   the element and vector types, the lanes
+ *   RLD RST RSET RSUB RMUL RDIV RMAX RHMAX   the vector operations
+ *   RNEGINF_ALL(v), RZERO_AT_NEGINF(e, x)   as NEGINF_ALL_F... (isa.h)
+ *   REXP RLOG RTANH RERF                    SLEEF's u10 functions
+ * and the sums, always in double lanes (VD): float32 lanes are widened in
+ * two halves, float64 lanes are added as they are:
+ *   RSUM_ADD(lo, hi, v)       lo, hi += v's lanes (a softmax row's sum)
+ *   RSUM_TOTAL(lo, hi)        the sum of lo's and hi's lanes
+ *   RDOT_ADD(acc, a, b)       acc += a * b, lane by lane, in double
+ *   RLSM_DX(dy, e, vsum)      dy - e * vsum in double, back in RV
+ * It undefines them all at its end. No include guard. */
+
+/* ---- maps --------------------------------------------------------------- */
+
+void R(tg__vmap)(tg_vfn f, int64_t n, const RT *x, RT *y)
+{
+    int64_t i = 0;
+    for (; i + RN <= n; i += RN) {
+        RV v = RLD(x + i);
+        switch (f) {
+        case TG_VEXP: v = REXP(v); break;
+        case TG_VLOG: v = RLOG(v); break;
+        case TG_VTANH: v = RTANH(v); break;
+        case TG_VERF: v = RERF(v); break;
+        }
+        RST(y + i, v);
+    }
+    if (i < n) { /* the tail through one padded vector */
+        RT buf[RN] = {0};
+        memcpy(buf, x + i, (size_t)(n - i) * sizeof(RT));
+        R(tg__vmap)(f, RN, buf, buf);
+        memcpy(y + i, buf, (size_t)(n - i) * sizeof(RT));
+    }
+}
+
+/* ---- softmax forward ---------------------------------------------------- */
+
+/* e = exp(x - m), 0 where x = -inf; a vector entirely -inf (the masked
+ * half of a causal row) is 0 without calling exp() at all. */
+static inline RV R(shifted_exp)(RV x, RV m)
+{
+    if (RNEGINF_ALL(x))
+        return RSET(0);
+    return RZERO_AT_NEGINF(REXP(RSUB(x, m)), x);
+}
+
+/* The max of a row, NaN ignored (max(x, m) keeps m, its second operand,
+ * when x is NaN): a NaN still reaches every output through the sum. */
+static RT R(row_max)(int64_t n, const RT *x)
+{
+    RV vm = RSET(-INFINITY);
+    int64_t k = 0;
+    for (; k + RN <= n; k += RN)
+        vm = RMAX(RLD(x + k), vm);
+    RT m = RHMAX(vm);
+    for (; k < n; k++)
+        m = x[k] > m ? x[k] : m;
+    return m;
+}
+
+/* forward, per row (ops/softmax.c derives it):
+ *   m = max_k x_k                               pass 1
+ *   e_k = exp(x_k - m), s = sum_k e_k           pass 2 (e_k kept in y)
+ *   softmax:      y_k = e_k / s                 pass 3
+ *   log_softmax:  y_k = x_k - m - log s
+ * e_k in the dtype (SLEEF, 1 ulp), s summed in double lanes; the division
+ * in the dtype (s rounded once). A row whose max (NaN ignored) is -inf is
+ * NaN throughout if it holds a NaN, else masked (0, or -inf for
+ * log_softmax). Each pass reads entry k before it writes entry k, so y may
+ * be x. */
+void R(tg__softmax_row)(int64_t n, const RT *x, RT *y, bool as_log)
+{
+    const RT m = R(row_max)(n, x);
+    if (m == -INFINITY) {
+        bool has_nan = false;
+        for (int64_t k = 0; k < n; k++)
+            has_nan |= isnan(x[k]);
+        const RT fill = has_nan ? (RT)NAN : as_log ? (RT)-INFINITY : (RT)0;
+        for (int64_t k = 0; k < n; k++)
+            y[k] = fill;
+        return;
+    }
+    const RV vm = RSET(m);
+    VD s_lo = SETD(0), s_hi = SETD(0);
+    int64_t k = 0;
+    for (; k + RN <= n; k += RN) {
+        RV e = R(shifted_exp)(RLD(x + k), vm);
+        if (!as_log)
+            RST(y + k, e);
+        RSUM_ADD(s_lo, s_hi, e);
+    }
+    if (k < n) {
+        RT buf[RN];
+        for (int i = 0; i < RN; i++)
+            buf[i] = k + i < n ? x[k + i] : -INFINITY;
+        RV e = R(shifted_exp)(RLD(buf), vm);
+        RST(buf, e);
+        if (!as_log)
+            memcpy(y + k, buf, (size_t)(n - k) * sizeof(RT));
+        RSUM_ADD(s_lo, s_hi, e);
+    }
+    const double s = RSUM_TOTAL(s_lo, s_hi);
+    if (as_log) {
+        /* y_k = x_k - m - log s, in double, rounded once */
+        const double lse = log(s);
+        for (k = 0; k < n; k++)
+            y[k] = (RT)((double)x[k] - m - lse);
+        return;
+    }
+    const RT st = (RT)s;
+    const RV vs = RSET(st);
+    for (k = 0; k + RN <= n; k += RN)
+        RST(y + k, RDIV(RLD(y + k), vs));
+    for (; k < n; k++)
+        y[k] = y[k] / st;
+}
+
+/* ---- softmax backward --------------------------------------------------- */
+
+/* dx = y * (dy - dot),  dot = sum_k y_k dy_k   (ops/softmax.c derives it).
+ * The dot in double lanes; dx in the dtype's lanes with dot rounded to it
+ * once (as torch computes it): the error is at most an ulp of y * dot. */
+void R(tg__softmax_bwd_row)(int64_t n, const RT *y, const RT *dy, RT *dx)
+{
+    VD acc = SETD(0);
+    int64_t k = 0;
+    for (; k + RN <= n; k += RN)
+        RDOT_ADD(acc, RLD(y + k), RLD(dy + k));
+    double dot = HSUMD(acc);
+    for (; k < n; k++)
+        dot += (double)y[k] * dy[k];
+    const RT dott = (RT)dot;
+    const RV vdot = RSET(dott);
+    for (k = 0; k + RN <= n; k += RN)
+        RST(dx + k, RMUL(RLD(y + k), RSUB(RLD(dy + k), vdot)));
+    for (; k < n; k++)
+        dx[k] = y[k] * (dy[k] - dott);
+}
+
+/* dx = dy - exp(y) * sum_{k: y_k > -inf} dy_k, and dx = 0 where y = -inf
+ * (ops/softmax.c derives it). The masked entries drop out of the sum by
+ * the same blend that zeroes their dx. */
+void R(tg__log_softmax_bwd_row)(int64_t n, const RT *y, const RT *dy, RT *dx)
+{
+    double sum = 0;
+    for (int64_t k = 0; k < n; k++)
+        sum += y[k] != -INFINITY ? (double)dy[k] : 0;
+    const VD vsum = SETD(sum);
+    int64_t k = 0;
+    for (; k + RN <= n; k += RN) {
+        const RV yv = RLD(y + k);
+        const RV e = RZERO_AT_NEGINF(REXP(yv), yv);
+        RST(dx + k, RZERO_AT_NEGINF(RLSM_DX(RLD(dy + k), e, vsum), yv));
+    }
+    if (k < n) {
+        RT yb[RN], dyb[RN], dxb[RN];
+        for (int i = 0; i < RN; i++) {
+            yb[i] = k + i < n ? y[k + i] : -INFINITY;
+            dyb[i] = k + i < n ? dy[k + i] : 0;
+        }
+        const RV yv = RLD(yb);
+        const RV e = RZERO_AT_NEGINF(REXP(yv), yv);
+        RST(dxb, RZERO_AT_NEGINF(RLSM_DX(RLD(dyb), e, vsum), yv));
+        memcpy(dx + k, dxb, (size_t)(n - k) * sizeof(RT));
+    }
+}
+
+#undef R
+#undef RT
+#undef RV
+#undef RN
+#undef RLD
+#undef RST
+#undef RSET
+#undef RSUB
+#undef RMUL
+#undef RDIV
+#undef RMAX
+#undef RHMAX
+#undef RNEGINF_ALL
+#undef RZERO_AT_NEGINF
+#undef REXP
+#undef RLOG
+#undef RTANH
+#undef RERF
+#undef RSUM_ADD
+#undef RSUM_TOTAL
+#undef RDOT_ADD
+#undef RLSM_DX
