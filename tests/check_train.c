@@ -1,10 +1,10 @@
 /* Training as nanoGPT trains: learning-rate schedules, parameter groups,
  * gradient clipping and cross_entropy with ignored targets against torch
  * (fixtures from tests/fixtures/gen_train.py); 20 steps of nanoGPT's loop
- * on a tiny model against the same loop in torch; and exact resume: a run
- * saved with tg_save_checkpoint and loaded into fresh objects continues
- * bit for bit as the uninterrupted one (in a new process too:
- * tests/resume.test). */
+ * on a tiny model and on nanoGPT's GPT against the same loop in torch; and
+ * exact resume: a run saved with tg_save_checkpoint and loaded into fresh
+ * objects continues bit for bit as the uninterrupted one (in a new process
+ * too: tests/resume.test). */
 #include "tests.h"
 #include "tiny_lm.h"
 
@@ -537,6 +537,125 @@ START_TEST(nanogpt_loop_matches_torch)
 }
 END_TEST
 
+/* nanoGPT's GPT (bias on, lm_head tied to wte; tests/check_modules.c's
+ * model against the same fixtures) trained 20 iterations by the loop of
+ * train.py: AdamW with nanoGPT's groups (the tied table once, decaying),
+ * warmup + cosine, clipping to 1, on the windows ngpt_ids / ngpt_targets
+ * shifted by the iteration. Losses, norms and every final parameter within
+ * 1e-12 of torch's. */
+START_TEST(nanogpt_gpt_loop_matches_torch)
+{
+    const tg_gpt_config cfg = {.vocab_size = 11,
+                               .block_size = 6,
+                               .n_embd = 8,
+                               .n_head = 2,
+                               .n_layer = 2,
+                               .gelu = true,
+                               .dtype = TG_FLOAT64,
+                               .bias = TG_GPT_BIAS_ALL,
+                               .tie_weights = true};
+    tg_rng rng;
+    tg_rng_seed(&rng, 0);
+    tg_gpt g, want;
+    ck_assert_int_eq(tg_gpt_init(&g, cfg, &rng), 0);
+    ck_assert_int_eq(tg_gpt_init(&want, cfg, &rng), 0);
+    tg_params ps, want_ps, decay, no_decay;
+    tg_params_init(&ps);
+    tg_params_init(&want_ps);
+    tg_params_init(&decay);
+    tg_params_init(&no_decay);
+    ck_assert_int_eq(tg_gpt_params(&g, &ps, NULL), 0);
+    ck_assert_int_eq(tg_gpt_params(&want, &want_ps, NULL), 0);
+    ck_assert_msg(tg_load_npz(&ps, fixture_path("ngpt_bias_params.npz")) == 0,
+                  "%s", tg_last_error());
+    ck_assert_msg(tg_load_npz(&want_ps, fixture_path("train_gpt_final.npz")) ==
+                      0,
+                  "%s", tg_last_error());
+    ck_assert_int_eq(tg_params_split_decay(&ps, &decay, &no_decay), 0);
+    tg_optim_config oc = tg_adamw_config(1e-2, 0);
+    oc.beta2 = 0.95;
+    tg_optim *o = tg_optim_new_groups(
+        (tg_param_group[]){{&decay, 0.1, 1}, {&no_decay, 0, 1}}, 2, oc);
+    ck_assert_ptr_nonnull(o);
+    double want_loss[20], want_norm[20];
+    load_values("train_gpt_losses.npy", want_loss, 20);
+    load_values("train_gpt_norms.npy", want_norm, 20);
+    int64_t ids0[10], targets0[10];
+    tg_tensor *t = load_fixture("ngpt_ids.npy");
+    tg_copy_out(t, TG_INT64, ids0);
+    tg_release(t);
+    t = load_fixture("ngpt_targets.npy");
+    tg_copy_out(t, TG_INT64, targets0);
+    tg_release(t);
+    double worst_loss = 0;
+    for (int it = 0; it < 20; it++) {
+        ck_assert_int_eq(
+            tg_optim_set_lr(o, tg_lr_warmup_cosine(it, 1e-2, 1e-3, 5, 15)), 0);
+        int64_t ids[10], targets[10];
+        for (int k = 0; k < 10; k++) {
+            ids[k] = (ids0[k] + it) % 11;
+            targets[k] = (targets0[k] + it) % 11;
+        }
+        tg_scope_begin();
+        tg_tensor *loss =
+            tg_gpt_loss(&g, tg_from_data(TG_INT64, TG_SHAPE(2, 5), ids),
+                        tg_from_data(TG_INT64, TG_SHAPE(2, 5), targets));
+        ck_assert_msg(loss != NULL, "%s", tg_last_error());
+        ck_assert_int_eq(tg_backward(loss), 0);
+        double l = tg_item(loss);
+        tg_scope_end();
+        double norm = tg_clip_grad_norm(&ps, 1.0);
+        ck_assert_int_eq(tg_optim_step(o), 0);
+        tg_optim_zero_grad(o);
+        ck_assert_msg(fabs(l - want_loss[it]) <= 1e-12,
+                      "it %d: loss %.17g, torch %.17g", it, l, want_loss[it]);
+        ck_assert_msg(fabs(norm - want_norm[it]) <= 1e-12,
+                      "it %d: norm %.17g, torch %.17g", it, norm,
+                      want_norm[it]);
+        worst_loss = fmax(worst_loss, fabs(l - want_loss[it]));
+    }
+    /* The key biases b_k get gradient 0 in exact arithmetic (q . b_k adds
+     * the same to every score of a row, which softmax ignores): both runs
+     * move them by rounding noise only, Adam's lr * g / (sqrt(v) + eps)
+     * with |g| ~ 1e-17 against eps = 1e-8, some 1e-11 in 20 steps. They are
+     * held to 1e-10; every other value to 1e-12. */
+    double worst_param = 0, worst_b_k = 0;
+    for (int i = 0; i < ps.n; i++) {
+        tg_tensor *got = ps.items[i].t,
+                  *w = tg_params_get(&want_ps, ps.items[i].name);
+        const bool b_k = strstr(ps.items[i].name, ".b_k") != NULL;
+        int64_t n = tg_numel(got);
+        double *a = malloc(sizeof(double) * (size_t)n);
+        double *b = malloc(sizeof(double) * (size_t)n);
+        tg_copy_out(got, TG_FLOAT64, a);
+        tg_copy_out(w, TG_FLOAT64, b);
+        for (int64_t k = 0; k < n; k++) {
+            double d = fabs(a[k] - b[k]);
+            ck_assert_msg(d <= (b_k ? 1e-10 : 1e-12),
+                          "%s[%lld]: %.17g, torch %.17g", ps.items[i].name,
+                          (long long)k, a[k], b[k]);
+            if (b_k)
+                worst_b_k = fmax(worst_b_k, d);
+            else
+                worst_param = fmax(worst_param, d);
+        }
+        free(a);
+        free(b);
+    }
+    if (getenv("TG_TRAIN_VERBOSE"))
+        printf("nanoGPT's GPT, 20 iterations vs torch: max |dloss| %.3g, max "
+               "|dparam| %.3g (b_k %.3g)\n",
+               worst_loss, worst_param, worst_b_k);
+    tg_optim_free(o);
+    tg_params_free(&decay);
+    tg_params_free(&no_decay);
+    tg_params_free(&ps);
+    tg_params_free(&want_ps);
+    tg_gpt_free(&g);
+    tg_gpt_free(&want);
+}
+END_TEST
+
 /* ---- exact resume ----------------------------------------------------------- */
 
 static char tmp_dir[] = "/tmp/tg_train_XXXXXX";
@@ -879,6 +998,7 @@ Suite *train_suite(void)
     TCase *loop = tcase_create("loop");
     tcase_add_unchecked_fixture(loop, make_tmp_dir, remove_tmp_dir);
     tcase_add_test(loop, nanogpt_loop_matches_torch);
+    tcase_add_test(loop, nanogpt_gpt_loop_matches_torch);
     tcase_add_loop_test(loop, resume_is_exact, 0, 3);
     tcase_add_test(loop, state_names);
     tcase_add_test(loop, load_checkpoint_mismatch);
