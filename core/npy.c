@@ -572,3 +572,14 @@ tg_tensor *tg__npy_parse(const char *name, const void *bytes, size_t len)
     fclose(in.f);
     return t;
 }
+
+int tg__npy_elements(const char *op, const tg_tensor *t, void *dst)
+{
+    tg_tensor *c = tg__copy(op, t);
+    if (!c)
+        return -1;
+    memcpy(dst, c->storage->data,
+           (size_t)tg_numel(c) * tg_dtype_size(c->dtype));
+    tg_release(c);
+    return 0;
+}

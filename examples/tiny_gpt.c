@@ -20,6 +20,15 @@
  * ~800 the validation loss flattens near 2.07 while the training loss keeps
  * falling. That gap is memorisation; more steps will not close it, more
  * text will. The defaults stop there, ~1-2 minutes on two cores.
+ *
+ * --init-from FILE.safetensors --n-head H starts from a nanoGPT or Hugging
+ * Face GPT-2 checkpoint instead (tg_gpt_load_pretrained: the sizes come
+ * from the file, the number of heads from H). With --eval-ids IDS.npy, an
+ * int64 (B, T+1) array of token windows, it only evaluates: the mean
+ * cross-entropy of predicting ids[:, 1:] from ids[:, :-1], printed as the
+ * last line, "loss: <%.17g>" (with --dtype f64, PyTorch's float64 loss of
+ * the same model to rounding). Without, it trains (--steps 0: samples) on
+ * the text, whose byte ids must fit the file's vocabulary.
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime, fdopen */
 
@@ -44,6 +53,10 @@
 
 typedef struct options {
     const char *text_path, *save_path;
+    const char *init_from, *eval_ids; /* --init-from, --eval-ids */
+    int n_head;                       /* --n-head, for --init-from */
+    bool block_given;                 /* --block on the command line */
+    tg_dtype dtype;                   /* --dtype (float32) */
     int steps, batch, block, embd, heads, layers;
     int eval_every, eval_batches, sample_len;
     double lr, temperature;
@@ -298,8 +311,9 @@ static int print_sample(tg_gpt *g, const corpus *cp, const options *o,
     int64_t *out = ids ? malloc((size_t)n * sizeof *out) : NULL;
     int rc = -1;
     if (out && tg_copy_out(ids, TG_INT64, out) == 0) {
-        for (int64_t i = 1; i < n; i++)
-            putchar(cp->byte_of[out[i]]);
+        for (int64_t i = 1; i < n;
+             i++) /* a loaded model's vocab may be larger */
+            putchar(out[i] < cp->vocab ? cp->byte_of[out[i]] : '?');
         putchar('\n');
         rc = 0;
     }
@@ -309,7 +323,38 @@ static int print_sample(tg_gpt *g, const corpus *cp, const options *o,
     return rc;
 }
 
-static int train(const options *o, const corpus *cp)
+/* The model of --init-from, checked against the text's vocabulary and
+ * --block (whose default becomes the file's block size). 0, or -1 with g
+ * zeroed. */
+static int load_model(tg_gpt *g, options *o, const corpus *cp)
+{
+    if (tg_gpt_load_pretrained(g, o->init_from, o->n_head, o->dtype) < 0)
+        return -1;
+    const tg_gpt_config *c = &g->cfg;
+    if (cp->vocab > c->vocab_size)
+        report("%s has a vocabulary of %d tokens, the text %d distinct "
+               "bytes",
+               o->init_from, c->vocab_size, cp->vocab);
+    else if (o->block_given && o->block > c->block_size)
+        report("--block %d is larger than the block size of %s (%d)", o->block,
+               o->init_from, c->block_size);
+    else if (cp->n - cp->n_train <= (o->block_given ? o->block : c->block_size))
+        report("the last 10%% of the text must be longer than the block (%d)",
+               o->block_given ? o->block : c->block_size);
+    else {
+        if (!o->block_given)
+            o->block = c->block_size;
+        o->embd = c->n_embd;
+        o->heads = c->n_head;
+        o->layers = c->n_layer;
+        printf("model: from %s\n", o->init_from);
+        return 0;
+    }
+    tg_gpt_free(g);
+    return -1;
+}
+
+static int train(options *o, const corpus *cp)
 {
     tg_rng rng;
     tg_rng_seed(&rng, (uint32_t)o->seed);
@@ -320,8 +365,9 @@ static int train(const options *o, const corpus *cp)
                          .n_head = o->heads,
                          .n_layer = o->layers,
                          .gelu = true,
-                         .dtype = TG_FLOAT32};
-    if (tg_gpt_init(&g, cfg, &rng) < 0)
+                         .dtype = o->dtype};
+    if (o->init_from ? load_model(&g, o, cp) < 0
+                     : tg_gpt_init(&g, cfg, &rng) < 0)
         return -1;
     tg_params ps;
     tg_params_init(&ps);
@@ -336,7 +382,7 @@ static int train(const options *o, const corpus *cp)
     double unigram = unigram_baseline(cp);
     printf("model: %d layers, %d heads, n_embd %d, block %d, vocab %d: "
            "%lld parameters\n",
-           o->layers, o->heads, o->embd, o->block, cp->vocab,
+           o->layers, o->heads, o->embd, o->block, g.cfg.vocab_size,
            (long long)tg_params_numel(&ps));
     printf("training: %d steps of batch %d, AdamW lr %g, clip 1.0\n\n",
            o->steps, o->batch, o->lr);
@@ -393,6 +439,71 @@ done:
     return rc;
 }
 
+/* ---- evaluating a checkpoint (--eval-ids) ------------------------------ */
+
+/* Windows evaluated per forward: bounds the (B,T,V) logits' memory. */
+#define EVAL_WINDOWS 16
+
+/* The mean cross-entropy of windows [b0, b0 + nb) of ids (B, T+1): inputs
+ * ids[:, :-1], targets ids[:, 1:], into *mean. 0 or -1. */
+static int window_loss(tg_gpt *g, tg_tensor *ids, int64_t b0, int64_t nb,
+                       double *mean)
+{
+    int64_t T = tg_size(ids, 1) - 1;
+    tg_scope_begin();
+    tg_tensor *rows = tg_narrow(ids, 0, b0, nb);
+    tg_tensor *x = tg_contiguous(tg_narrow(rows, 1, 0, T));
+    tg_tensor *y = tg_contiguous(tg_narrow(rows, 1, 1, T));
+    tg_tensor *loss = tg_gpt_loss(g, x, y);
+    if (loss)
+        *mean = tg_item(loss);
+    tg_scope_end();
+    return loss ? 0 : -1;
+}
+
+/* --init-from with --eval-ids: the mean cross-entropy over every position
+ * of every window, the last line of the output. 0 or -1. */
+static int eval_checkpoint(const options *o)
+{
+    tg_gpt g;
+    if (tg_gpt_load_pretrained(&g, o->init_from, o->n_head, o->dtype) < 0)
+        return -1;
+    tg_gpt_train(&g, false, NULL);
+    bool was = tg_set_grad_enabled(false);
+    tg_tensor *ids = tg_load_npy(o->eval_ids);
+    int rc = -1;
+    if (ids && (tg_dtype_of(ids) != TG_INT64 || tg_ndim(ids) != 2 ||
+                tg_size(ids, 0) < 1 || tg_size(ids, 1) < 2))
+        report("%s must hold int64 windows (B, T+1) with B >= 1 and T >= 1, "
+               "not %s of %d dims",
+               o->eval_ids, tg_dtype_name(tg_dtype_of(ids)), tg_ndim(ids));
+    else if (ids) {
+        const tg_gpt_config *c = &g.cfg;
+        int64_t B = tg_size(ids, 0), T = tg_size(ids, 1) - 1;
+        printf("model: %s: %d layers, %d heads, n_embd %d, block %d, vocab "
+               "%d, %s\n",
+               o->init_from, c->n_layer, c->n_head, c->n_embd, c->block_size,
+               c->vocab_size, tg_dtype_name(c->dtype));
+        printf("windows: %s, %lld of %lld tokens\n", o->eval_ids, (long long)B,
+               (long long)T);
+        /* the mean over all B T positions: each chunk's mean weighted by
+         * its share of the windows */
+        double total = 0, mean = 0;
+        rc = 0;
+        for (int64_t b0 = 0; b0 < B && rc == 0; b0 += EVAL_WINDOWS) {
+            int64_t nb = B - b0 < EVAL_WINDOWS ? B - b0 : EVAL_WINDOWS;
+            rc = window_loss(&g, ids, b0, nb, &mean);
+            total += B <= EVAL_WINDOWS ? mean : mean * (double)nb / (double)B;
+        }
+        if (rc == 0)
+            printf("loss: %.17g\n", total);
+    }
+    tg_release(ids);
+    tg_set_grad_enabled(was);
+    tg_gpt_free(&g);
+    return rc;
+}
+
 /* ---- options ---------------------------------------------------------- */
 
 static const options defaults = {
@@ -409,6 +520,7 @@ static const options defaults = {
     .lr = 2e-3,
     .temperature = 0.8,
     .seed = 1337,
+    .dtype = TG_FLOAT32,
 };
 
 static void usage(FILE *f)
@@ -436,6 +548,14 @@ static void usage(FILE *f)
             "  --seed N          seeds the model, the batches, the sample "
             "(%ld)\n"
             "  --save PATH       save the trained parameters as .npz\n"
+            "  --dtype f32|f64   the model's float type (f32)\n"
+            "  --init-from FILE  start from a nanoGPT / GPT-2 .safetensors\n"
+            "                    checkpoint (sizes from the file)\n"
+            "  --n-head H        its number of heads (needed with "
+            "--init-from)\n"
+            "  --eval-ids IDS    with --init-from: print the mean loss over\n"
+            "                    the int64 (B, T+1) windows of IDS.npy as\n"
+            "                    the last line, \"loss: X\", and stop\n"
             "  --help            this text\n",
             MAX_TEXT_MIB, defaults.text_path, defaults.steps, defaults.batch,
             defaults.block, defaults.embd, defaults.heads, defaults.layers,
@@ -481,6 +601,7 @@ static int parse_args(int argc, char **argv, options *o)
                 {"--block", &o->block, 1},
                 {"--embd", &o->embd, 1},
                 {"--heads", &o->heads, 1},
+                {"--n-head", &o->n_head, 1},
                 {"--layers", &o->layers, 1},
                 {"--eval-every", &o->eval_every, 1},
                 {"--eval-batches", &o->eval_batches, 1},
@@ -525,14 +646,39 @@ static int parse_args(int argc, char **argv, options *o)
         } else if (!strcmp(arg, "--save")) {
             known = true;
             o->save_path = value;
+        } else if (!strcmp(arg, "--init-from")) {
+            known = true;
+            o->init_from = value;
+        } else if (!strcmp(arg, "--eval-ids")) {
+            known = true;
+            o->eval_ids = value;
+        } else if (!strcmp(arg, "--dtype")) {
+            known = true;
+            ok = !strcmp(value, "f32") || !strcmp(value, "f64");
+            o->dtype = !strcmp(value, "f64") ? TG_FLOAT64 : TG_FLOAT32;
+            if (!ok)
+                fprintf(stderr,
+                        "tiny_gpt: --dtype wants f32 or f64, not "
+                        "'%s'\n",
+                        value);
         }
+        o->block_given |= !strcmp(arg, "--block");
         if (!known)
             fprintf(stderr, "tiny_gpt: unknown option '%s' (see --help)\n",
                     arg);
         if (!known || !ok)
             return 2;
     }
-    if (o->embd % o->heads) {
+    if (o->init_from && !o->n_head) {
+        fprintf(stderr, "tiny_gpt: --init-from needs --n-head (the file's "
+                        "shapes do not give the number of heads)\n");
+        return 2;
+    }
+    if (o->eval_ids && !o->init_from) {
+        fprintf(stderr, "tiny_gpt: --eval-ids needs --init-from\n");
+        return 2;
+    }
+    if (!o->init_from && o->embd % o->heads) {
         fprintf(stderr, "tiny_gpt: --embd %d is not a multiple of --heads %d\n",
                 o->embd, o->heads);
         return 2;
@@ -547,6 +693,14 @@ int main(int argc, char **argv)
     if (parsed)
         return parsed == 1 ? 0 : 2;
 
+    if (o.eval_ids) {
+        if (eval_checkpoint(&o) == 0)
+            return 0;
+        if (!reported)
+            report("%s", tg_last_error()[0] ? tg_last_error()
+                                            : "failed (no message)");
+        return 1;
+    }
     corpus cp = {0};
     if (load_corpus(&cp, o.text_path, o.block) < 0) {
         free(cp.ids);

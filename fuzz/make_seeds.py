@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
-"""Writes the seed corpus of fuzz/fuzz_npy.c into fuzz/corpus/npy/: small
-.npy files, valid ones of every dtype and format version the loader takes and
-broken ones of each kind it must reject. Standard library only (no numpy):
+"""Writes the seed corpora of the fuzzers: fuzz/fuzz_npy.c's into
+fuzz/corpus/npy/ (small .npy files, valid ones of every dtype and format
+version the loader takes and broken ones of each kind it must reject), and
+likewise fuzz/fuzz_safetensors.c's into fuzz/corpus/safetensors/ and
+fuzz/fuzz_npz.c's into fuzz/corpus/npz/ (stored and deflated archives,
+written with zipfile at a fixed date). Standard library only (no numpy):
 the headers are written as numpy writes them, byte for byte.
 
     python3 fuzz/make_seeds.py        # from the top of the source tree
@@ -11,8 +14,11 @@ leaves be: the inputs it crashed on, as fuzz_regress_*.npy (also in
 tests/fixtures/, where tests/check_fuzz_regress.c loads them), and the inputs
 that reached new code, named by their SHA-1 as libFuzzer names them, kept
 after `fuzz_npy -merge=1` minimized the corpus."""
+import io
+import json
 import os
 import struct
+import zipfile
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "npy")
 
@@ -112,12 +118,99 @@ SEEDS = {
 }
 
 
-def main():
-    os.makedirs(OUT, exist_ok=True)
-    for name, data in SEEDS.items():
-        with open(os.path.join(OUT, name + ".npy"), "wb") as f:
+def safetensors(header, data=b"", pad=True, hlen=None):
+    """8 bytes of header length, the JSON (padded with spaces to a multiple
+    of 8 as the reference writer pads it), the data."""
+    text = header if isinstance(header, bytes) else json.dumps(
+        header, separators=(",", ":")).encode()
+    if pad:
+        text += b" " * ((8 - (8 + len(text)) % 8) % 8)
+    return struct.pack("<Q", len(text) if hlen is None else hlen) + text + data
+
+
+def t(dtype, shape, begin, end):
+    return {"dtype": dtype, "shape": list(shape), "data_offsets": [begin, end]}
+
+
+META = {"format": "pt"}
+
+SAFETENSORS_SEEDS = {
+    "ok_f32": safetensors({"__metadata__": META, "w": t("F32", (2, 3), 0, 24)},
+                          f4(1, 2, 3, 4, 5, 6)),
+    "ok_mixed": safetensors({"b": t("F64", (2,), 0, 16),
+                             "i": t("I64", (1,), 16, 24),
+                             "w": t("F32", (1,), 24, 28),
+                             "h": t("BF16", (2,), 28, 32),
+                             "f": t("F16", (2,), 32, 36)},
+                            f8(1, -2) + i8(1 << 60) + f4(0.5) +
+                            b"\x80\x3f\x00\xc0" + b"\x00\x3c\x01\x00"),
+    "ok_scalar_and_empty": safetensors({"s": t("F32", (), 0, 4),
+                                        "e": t("F64", (0, 3), 4, 4)}, f4(2)),
+    "ok_no_tensors": safetensors({"__metadata__": {}}),
+    "ok_unpadded": safetensors({"a": t("I64", (1,), 0, 8)}, i8(5), pad=False),
+    "bad_empty": b"",
+    "bad_short": b"\x02\x00\x00",
+    "bad_hlen_past_eof": safetensors({"a": t("F32", (1,), 0, 4)}, f4(1),
+                                     hlen=1 << 40),
+    "bad_json": safetensors(b'{"a":{"dtype":"F32",'),
+    "bad_not_object": safetensors(b"[1,2,3]"),
+    "bad_duplicate": safetensors(b'{"a":{"dtype":"F32","shape":[1],'
+                                 b'"data_offsets":[0,4]},"a":{"dtype":"F32",'
+                                 b'"shape":[1],"data_offsets":[0,4]}}', f4(1)),
+    "bad_out_of_range": safetensors({"a": t("F32", (2,), 0, 8)}, f4(1)),
+    "bad_overlap": safetensors({"a": t("F32", (2,), 0, 8),
+                                "b": t("F32", (2,), 4, 12)}, f4(1, 2, 3)),
+    "bad_gap": safetensors({"a": t("F32", (1,), 0, 4),
+                            "b": t("F32", (1,), 8, 12)}, f4(1, 2, 3)),
+    "bad_unaligned": safetensors({"h": t("BF16", (1,), 0, 2),
+                                  "a": t("F32", (1,), 2, 6)}, b"\0" * 6),
+    "bad_size_mismatch": safetensors({"a": t("F32", (3,), 0, 8)}, f4(1, 2)),
+    "bad_unknown_dtype": safetensors({"a": t("X9", (1,), 0, 4)}, f4(1)),
+    "bad_i32": safetensors({"a": t("I32", (1,), 0, 4)}, f4(1)),
+    "bad_leftover": safetensors({"a": t("F32", (1,), 0, 4)}, f4(1, 2)),
+    "bad_huge_shape": safetensors({"a": t("F32", (1 << 40, 1 << 40), 0, 4)},
+                                  f4(1)),
+    "bad_9_dims": safetensors({"a": t("F32", (1,) * 9, 0, 4)}, f4(1)),
+    "bad_negative_dim": safetensors({"a": t("F32", (-1,), 0, 4)}, f4(1)),
+}
+
+
+def npz(entries, method=zipfile.ZIP_STORED):
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as z:
+        for name, data in entries.items():
+            info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = method
+            z.writestr(info, data)
+    return out.getvalue()
+
+
+NPZ_SEEDS = {
+    "ok_stored": npz({"w.npy": SEEDS["ok_f4_2x3"], "b.npy": SEEDS["ok_i8_2"]}),
+    "ok_deflated": npz({"w.npy": SEEDS["ok_f8_4"],
+                        "m.npy": SEEDS["ok_b1_3"]}, zipfile.ZIP_DEFLATED),
+    "ok_empty_archive": npz({}),
+    "bad_empty": b"",
+    "bad_not_npy": npz({"w.npy": b"not a .npy file"}),
+    "bad_not_named_npy": npz({"w.txt": SEEDS["ok_f4_2x3"]}),
+    "bad_truncated": npz({"w.npy": SEEDS["ok_f4_2x3"]})[:-30],
+    "bad_bzip2": npz({"w.npy": SEEDS["ok_f4_2x3"]}, zipfile.ZIP_BZIP2),
+}
+
+
+def write_all(folder, seeds, suffix):
+    out = os.path.join(os.path.dirname(OUT), folder)
+    os.makedirs(out, exist_ok=True)
+    for name, data in seeds.items():
+        with open(os.path.join(out, name + suffix), "wb") as f:
             f.write(data)
-    print("wrote %d seeds to %s" % (len(SEEDS), OUT))
+    print("wrote %d seeds to %s" % (len(seeds), out))
+
+
+def main():
+    write_all("npy", SEEDS, ".npy")
+    write_all("safetensors", SAFETENSORS_SEEDS, ".safetensors")
+    write_all("npz", NPZ_SEEDS, ".npz")
 
 
 if __name__ == "__main__":

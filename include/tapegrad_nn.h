@@ -697,10 +697,126 @@ int tg_load_checkpoint(const tg_params *model, tg_optim *o, const char *path);
 int tg_save_npz(const tg_params *ps, const char *path);
 /** Loads values by name into the parameters, in place: each entry must have
  * the parameter's shape, and its dtype, except that float32 and float64
- * convert into each other. A missing entry, another shape or dtype, a file
- * that is not a readable .npz, or no memory is an error naming the parameter
- * or the file, and then nothing is changed. 0 or -1. */
+ * convert into each other. Entries may be stored or deflated (numpy.savez
+ * and numpy.savez_compressed both load); the archive is read with libzip.
+ * A missing entry, another shape or dtype, a file that is not a readable
+ * .npz, or no memory is an error naming the parameter or the file, and then
+ * nothing is changed. 0 or -1. */
 int tg_load_npz(const tg_params *ps, const char *path);
+
+/* ---- Reading whole checkpoints, and .safetensors ----------------------- */
+
+/** Reads every entry `<name>.npy` of the .npz at path as a NEW tensor
+ * appended to out under `<name>` (in the archive's order), for loaders that
+ * map names themselves. The tensors belong to out: release them with
+ * tg_params_release, never with tg_params_free alone. All or nothing: on -1
+ * (an entry that is not .npy, a name longer than TG_PARAM_NAME_MAX - 1 or
+ * already in out, any error of tg_load_npz) out is as it was. 0 or -1. */
+int tg_read_npz(const char *path, tg_params *out);
+
+/** Saves every parameter into one .safetensors file (the format of Hugging
+ * Face's safetensors library, safetensors.torch.save_file): 8 bytes of
+ * header length (little-endian), a JSON header written with jansson,
+ * `{"__metadata__":{"format":"pt"},"<name>":{"dtype":"F32","shape":[2,3],
+ * "data_offsets":[begin,end]},...}` in the list's order, padded with spaces
+ * so that the data starts at a multiple of 8, then the data, each tensor's
+ * offset a multiple of its element size (8-byte dtypes first). float32,
+ * float64 and int64 parameters are written as F32, F64 and I64, bit for
+ * bit. 0, or -1 for a NULL list or path, a NULL or bool parameter, a name
+ * twice in the list, named "__metadata__" or not valid UTF-8, a file that
+ * cannot be written, or no memory. Atomic as tg_save_npz: a failure leaves
+ * the file that was at path byte for byte as it was. */
+int tg_save_safetensors(const tg_params *ps, const char *path);
+/** Loads values by name into the parameters, in place, as tg_load_npz: each
+ * tensor must have the parameter's shape; a float parameter takes F32, F64,
+ * BF16 or F16 (converted), an int64 one I64. Tensors of the file that no
+ * parameter names are ignored, and so is "__metadata__". The whole file is
+ * checked first: a header that is not JSON or lies (its length past the
+ * file, offsets out of range, overlapping, leaving gaps or not aligned to
+ * the element size, sizes that do not match shape times dtype, an unknown
+ * dtype, a name twice), a missing tensor, another shape or dtype is an
+ * error naming the tensor or the file, and then nothing is changed. 0 or
+ * -1. */
+int tg_load_safetensors(const tg_params *ps, const char *path);
+/** Reads every tensor of the .safetensors file at path as a NEW tensor
+ * appended to out, named as in the file, in the header's order: F32, BF16
+ * and F16 as float32, F64 as float64, I64 as int64. The tensors belong to
+ * out: release them with tg_params_release. All or nothing, with
+ * tg_load_safetensors' checks, plus a name longer than
+ * TG_PARAM_NAME_MAX - 1 or already in out: on -1, out is as it was. 0 or
+ * -1. */
+int tg_read_safetensors(const char *path, tg_params *out);
+/** For a list that owns its tensors (filled by tg_read_safetensors or
+ * tg_read_npz): releases every tensor, then frees the list (as
+ * tg_params_free) and leaves it empty. Never on a module's list, whose
+ * tensors the module owns. NULL-safe. */
+void tg_params_release(tg_params *ps);
+
+/* ===================================================================== */
+/* Pretrained GPT checkpoints (nanoGPT, Hugging Face GPT-2)               */
+/* ===================================================================== */
+
+/** Builds g from a state dict of nanoGPT's GPT or Hugging Face's GPT-2 (the
+ * tensors of tg_read_safetensors or tg_read_npz), n_head heads, dtype dt.
+ *
+ * Naming: nanoGPT's "transformer.<name>" (its model.state_dict()), GPT-2's
+ * "<name>" with no prefix (GPT2Model, as the Hugging Face files hold it),
+ * either under "_orig_mod." too (a torch.compile'd model's); "lm_head.weight"
+ * is never prefixed. Layout: nanoGPT's layers are torch.nn.Linear, weight
+ * (out,in); GPT-2's are Conv1D, weight (in,out): told apart by
+ * h.0.attn.c_attn.weight, (3C,C) or (C,3C). Ours is (in,out) (y = x @ W), so
+ * Linear weights are transposed, Conv1D ones copied. With C = n_embd, hs =
+ * C / n_head, L the layer:
+ *
+ *     wte.weight (V,C)             tok.weight                 V = vocab_size
+ *     wpe.weight (T,C)             pos.weight                 T = block_size
+ *     h.L.ln_1.weight, .bias (C)   blocks.L.ln1.gamma, .beta
+ *     h.L.attn.c_attn.weight       blocks.L.attn.heads.H.w_q, w_k, w_v (C,hs):
+ *       (3C,C) | (C,3C)              q, k, v are its outputs [0,C), [C,2C),
+ *                                    [2C,3C); head H their [H hs, (H+1) hs)
+ *     h.L.attn.c_attn.bias (3C)    blocks.L.attn.heads.H.b_q, b_k, b_v (hs),
+ *                                    split the same way
+ *     h.L.attn.c_proj.weight, .bias  blocks.L.attn.proj.weight (C,C), .bias
+ *     h.L.ln_2.weight, .bias       blocks.L.ln2.gamma, .beta
+ *     h.L.mlp.c_fc.weight, .bias   blocks.L.mlp.fc.weight (C,4C), .bias (4C)
+ *     h.L.mlp.c_proj.weight, .bias blocks.L.mlp.proj.weight (4C,C), .bias
+ *     ln_f.weight, .bias           ln_f.gamma, .beta
+ *     lm_head.weight (V,C)         lm_head.weight (C,V), transposed; or tied
+ *     h.L.attn.bias, h.L.attn.masked_bias   the causal-mask buffers: ignored
+ *
+ * The config comes from the shapes: vocab_size and n_embd from wte,
+ * block_size from wpe, n_layer from the largest L, biases everywhere
+ * (TG_GPT_BIAS_ALL: nanoGPT's bias=True, GPT-2) when ln_f.bias is there,
+ * else none (TG_GPT_BIAS_NONE: bias=False); n_head, which the shapes do not
+ * give, from the caller. lm_head is tied to wte (tie_weights) when the file
+ * has no lm_head.weight (safetensors files keep one name of two shared
+ * tensors) or one equal to wte; else it is a separate (C,V) weight. A file
+ * with lm_head.weight and no wte.weight is a tied model saved under the
+ * other name (safetensors' save_model keeps the first in sorted order,
+ * "lm_head.weight"): that tensor is the token table. GELU: the exact (erf) form
+ * for nanoGPT's Linear layout, the tanh form (gelu_tanh) for GPT-2's
+ * Conv1D. Layer norms' eps 1e-5, no dropout; the model starts in training
+ * mode as tg_gpt_init leaves it (without dropout this changes nothing).
+ * Values convert to dt (float32 or float64 files, and what
+ * tg_read_safetensors widens: BF16, F16).
+ *
+ * g is overwritten (not freed first: pass a zeroed or freed model); free it
+ * with tg_gpt_free. sd is only read. 0, or -1 with g zeroed and nothing
+ * built, for: a NULL g or sd, dt not float32 or float64, no wpe.weight
+ * under a known prefix, neither wte.weight nor lm_head.weight, a
+ * tensor missing (a bias missing in a biased model too) or of the wrong
+ * shape ("tensor 'h.0.attn.c_proj.weight' has shape (16,8), the model
+ * needs (16,16)"), not float, or unknown to the mapping (a bias in a model
+ * without, "lm_head.bias", any other name), n_head not dividing n_embd, or
+ * no memory. */
+int tg_gpt_from_state_dict(tg_gpt *g, const tg_params *sd, int n_head,
+                           tg_dtype dt);
+/** Reads path (a .safetensors file; a .npz when its name ends in ".npz")
+ * and builds g from it as tg_gpt_from_state_dict, releasing the file's
+ * tensors. 0, or -1 with g zeroed: the errors of tg_read_safetensors /
+ * tg_read_npz and tg_gpt_from_state_dict, prefixed with the path. */
+int tg_gpt_load_pretrained(tg_gpt *g, const char *path, int n_head,
+                           tg_dtype dt);
 
 #ifdef __cplusplus
 }

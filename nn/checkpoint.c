@@ -1,24 +1,31 @@
-/* Checkpoints: every parameter as an entry "<name>.npy" of one .npz, which
- * is a zip archive of .npy files, stored (method 0, uncompressed) as
- * numpy.savez writes it, so numpy.load reads ours and we read numpy's.
+/* Checkpoints: every parameter as an entry "<name>.npy" of one .npz,
+ * which is a zip archive of .npy files, stored (method 0, uncompressed) as
+ * numpy.savez writes it, so numpy.load reads ours and we read numpy's
+ * (numpy.savez_compressed's deflated entries too).
  *
+ * Writing is our own, below: libzip writes an archive through its own
+ * temporary and rename (zip_close), which would give up core/file.c's rules
+ * (a replaced file keeps its mode and owner, a symbolic link stays one, the
+ * directory is synced, a refused save leaves no temporary), or else builds
+ * the whole archive in memory first, twice the checkpoint's size; and it
+ * dates its entries, where ours are the same bytes for the same values.
  * A zip file, all integers little-endian:
  *   per entry:  local header (30 bytes, "PK\3\4"), name, extra, data
  *   then:       central directory: per entry a header (46 bytes, "PK\1\2")
  *               repeating crc, sizes and name, plus the local header offset
  *   last:       end record (22 bytes, "PK\5\6"): entry count, directory
  *               size and offset, and an optional comment
- * We write no extras, no comment and a fixed date (1980-01-01), so a
- * checkpoint of the same values is the same bytes. Sizes and offsets are 32
- * bits without the zip64 extension, which we neither write nor read: a
+ * We write no extras, no comment and a fixed date (1980-01-01). Sizes and
+ * offsets are 32 bits without the zip64 extension, which we do not write: a
  * checkpoint past 4 GiB is refused.
  *
- * A file being loaded may come from anyone, so every size and offset in it
- * is bounds-checked against the file before use, entries are CRC-checked,
- * and each .npy goes through the same parser as tg_load_npy. All entries are
- * read and checked before any parameter is written. */
+ * Reading is libzip's (see "Loading"). A file being loaded may come from
+ * anyone: every entry's size is bounded before use, entries are
+ * CRC-checked, and each .npy goes through the same parser as tg_load_npy.
+ * All entries are read and checked before any parameter is written. */
 #include "core/npy.h"
 #include "core/shared.h"
+#include "nn/formats.h"
 #include "nn/nn.h"
 
 #include <errno.h>
@@ -26,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
+#include <zip.h>
 
 enum {
     LOCAL_SIG = 0x04034b50,
@@ -34,13 +42,11 @@ enum {
     LOCAL_LEN = 30,
     CENTRAL_LEN = 46,
     END_LEN = 22,
-    COMMENT_MAX = 0xffff,
     ENTRIES_MAX = 0xffff,       /* a count this high means zip64 */
     VERSION = 20,               /* zip 2.0: enough for stored entries */
     MADE_BY = 3 << 8 | VERSION, /* 3: Unix, as Python's zipfile */
     DOS_DATE_1980 = 1 << 5 | 1, /* (year - 1980) << 9 | month << 5 | day */
     STORED = 0,
-    FLAG_ENCRYPTED = 1,
     FLAG_UTF8 = 1 << 11, /* the name is UTF-8 (non-ASCII) */
 };
 #define ZIP_MAX        UINT32_C(0xffffffff) /* sizes and offsets, without zip64 */
@@ -59,13 +65,6 @@ static void put32(unsigned char *b, uint32_t v)
 {
     put16(b, v & 0xffff);
     put16(b + 2, v >> 16);
-}
-
-static unsigned get16(const unsigned char *b) { return b[0] | b[1] << 8; }
-
-static uint32_t get32(const unsigned char *b)
-{
-    return get16(b) | (uint32_t)get16(b + 2) << 16;
 }
 
 /* ---- CRC-32 ------------------------------------------------------------ */
@@ -146,7 +145,7 @@ static unsigned char *npy_bytes(const char *path, const tg_tensor *t,
         return NULL;
     }
     memcpy(buf, header, hlen);
-    if (tg_copy_out(t, tg_dtype_of(t), buf + hlen) != 0) {
+    if (tg__npy_elements("save_npz", t, buf + hlen) != 0) {
         free(buf);
         return NULL;
     }
@@ -293,26 +292,29 @@ int tg_save_npz(const tg_params *ps, const char *path)
 /* Loading                                                                */
 /* ===================================================================== */
 
-/* One central directory record, as read (fields not yet trusted). */
-typedef struct zip_entry {
-    const char *name; /* into the directory; not NUL-terminated */
-    unsigned name_len, flags, method;
-    uint32_t crc, csize, usize, offset;
-} zip_entry;
+/* The archive is read with libzip, which finds the central directory,
+ * checks it against the local headers (ZIP_CHECKCONS), inflates deflated
+ * entries (numpy.savez_compressed) and checks each entry's CRC as its last
+ * byte is read. Before an entry's buffer is allocated its claimed size is
+ * bounded by what its compressed bytes can hold, so a lying directory costs
+ * no memory; each entry then goes through tg_load_npy's own parser. All
+ * entries are read and checked before any parameter is written. */
 
-typedef struct zip_reader {
-    const char *path;
-    FILE *f;
-    uint64_t size;       /* bytes in the file */
-    unsigned char *dir;  /* the central directory */
-    uint32_t dir_offset; /* where it starts: entries' data lie before */
-    zip_entry *entries;
-    unsigned n_entries;
-    crc_table crc;
-} zip_reader;
+/* Deflate's best ratio: a 258-byte match coded in one bit or so, about 1032
+ * to 1; a larger claim than comp_size * this (plus a block's slack) lies. */
+#define DEFLATE_RATIO_MAX 1032
+#define DEFLATE_SLACK     64
 
-/* Sets the error "load_npz: <path>: <problem>" and returns false. */
-__attribute__((format(printf, 2, 3))) static bool fail(const zip_reader *r,
+typedef struct npz_reader {
+    const char *op;   /* "load_npz" or "read_npz", for messages */
+    const char *path; /* the file, or the name of the bytes in memory */
+    zip_t *za;
+    uint64_t n_entries;
+    uint64_t size; /* bytes in the archive */
+} npz_reader;
+
+/* Sets the error "<op>: <path>: <problem>" and returns false. */
+__attribute__((format(printf, 2, 3))) static bool fail(const npz_reader *r,
                                                        const char *fmt, ...)
 {
     char problem[512];
@@ -320,238 +322,198 @@ __attribute__((format(printf, 2, 3))) static bool fail(const zip_reader *r,
     va_start(ap, fmt);
     vsnprintf(problem, sizeof problem, fmt, ap);
     va_end(ap);
-    tg__error("load_npz: %s: %s", r->path, problem);
+    tg__error("%s: %s: %s", r->op, r->path, problem);
     return false;
 }
 
-/* Reads len bytes at offset off, which must lie within the file. */
-static bool read_at(const zip_reader *r, uint64_t off, size_t len, void *buf,
-                    const char *what)
+/* Opens the archive on src, which it then owns (freed here on failure). */
+static bool open_archive(npz_reader *r, zip_source_t *src)
 {
-    if (off > r->size || len > r->size - off)
-        return fail(r,
-                    "%s at byte %llu (%zu bytes) runs past the end of the "
-                    "file (%llu bytes)",
-                    what, (unsigned long long)off, len,
-                    (unsigned long long)r->size);
-    if (fseeko(r->f, (off_t)off, SEEK_SET) != 0 ||
-        fread(buf, 1, len, r->f) != len)
-        return fail(r, "cannot read %s: %s", what,
-                    ferror(r->f) ? strerror(errno) : "unexpected end of file");
+    zip_error_t ze;
+    zip_error_init(&ze);
+    r->za = zip_open_from_source(src, ZIP_RDONLY | ZIP_CHECKCONS, &ze);
+    if (!r->za) {
+        int code = zip_error_code_zip(&ze);
+        if (code == ZIP_ER_NOZIP)
+            fail(r, "not a zip file (no end of central directory record)");
+        else if (code == ZIP_ER_EXISTS) /* which one is meant? */
+            fail(r, "corrupt zip: two entries have the same name");
+        else if (code == ZIP_ER_MEMORY)
+            fail(r, "out of memory");
+        else
+            fail(r, "corrupt zip: %s", zip_error_strerror(&ze));
+        zip_error_fini(&ze);
+        zip_source_free(src);
+        return false;
+    }
+    zip_error_fini(&ze);
+    zip_int64_t n = zip_get_num_entries(r->za, 0);
+    r->n_entries = n > 0 ? (uint64_t)n : 0;
     return true;
 }
 
-/* Finds the end record: the last "PK\5\6" in the final 22 + 65535 bytes
- * whose comment length reaches exactly to the end of the file. */
-static bool find_end(const zip_reader *r, unsigned char *end, uint64_t *at)
+/* libzip takes an empty file for an empty archive; numpy writes none. */
+static bool refuse_empty(const npz_reader *r)
 {
-    size_t tail = r->size < END_LEN + COMMENT_MAX ? (size_t)r->size
-                                                  : END_LEN + COMMENT_MAX;
-    if (tail < END_LEN)
-        return fail(r, "not a zip file: %zu bytes is too short", tail);
-    unsigned char *buf = tg__malloc(tail);
-    if (!buf)
+    return r->size > 0 || fail(r, "not a zip file: it is empty (0 bytes)");
+}
+
+/* Opens path (a regular file, never blocking: core/shared.h) as r->za. */
+static bool open_file(npz_reader *r)
+{
+    int64_t size;
+    FILE *f = tg__file_open_regular(r->op, r->path, &size);
+    if (!f)
+        return false;
+    r->size = (uint64_t)size;
+    zip_error_t ze;
+    zip_error_init(&ze);
+    zip_source_t *src =
+        refuse_empty(r) ? zip_source_filep_create(f, 0, -1, &ze) : NULL;
+    zip_error_fini(&ze);
+    if (!src) {
+        if (r->size > 0)
+            fail(r, "out of memory");
+        fclose(f);
+        return false;
+    }
+    return open_archive(r, src); /* src closes f */
+}
+
+/* Opens len bytes at bytes as r->za; the bytes are not copied. */
+static bool open_memory(npz_reader *r, const void *bytes, size_t len)
+{
+    r->size = len;
+    if (!refuse_empty(r))
+        return false;
+    zip_error_t ze;
+    zip_error_init(&ze);
+    zip_source_t *src = zip_source_buffer_create(bytes, len, 0, &ze);
+    zip_error_fini(&ze);
+    if (!src)
         return fail(r, "out of memory");
-    bool ok = read_at(r, r->size - tail, tail, buf, "the end record");
-    bool found = false;
-    for (size_t i = tail - END_LEN + 1; ok && !found && i-- > 0;) {
-        found = get32(buf + i) == END_SIG &&
-                get16(buf + i + 20) == tail - END_LEN - i;
-        if (found) {
-            memcpy(end, buf + i, END_LEN);
-            *at = r->size - tail + i;
-        }
-    }
-    free(buf);
-    if (ok && !found)
-        return fail(r, "not a zip file (no end of central directory record)");
-    return ok;
+    return open_archive(r, src);
 }
 
-/* Reads the end record and the whole central directory into r->dir. */
-static bool read_directory(zip_reader *r, uint32_t *dir_size)
+static void close_archive(npz_reader *r)
 {
-    unsigned char end[END_LEN] = {0};
-    uint64_t end_at = 0;
-    if (!find_end(r, end, &end_at))
-        return false;
-    unsigned disk = get16(end + 4), dir_disk = get16(end + 6);
-    unsigned n_disk = get16(end + 8), n = get16(end + 10);
-    *dir_size = get32(end + 12);
-    r->dir_offset = get32(end + 16);
-    if (n == ENTRIES_MAX || *dir_size == ZIP_MAX || r->dir_offset == ZIP_MAX)
-        return fail(r, "zip64 archives (past 4 GiB or 65535 entries) are not "
-                       "supported");
-    if (disk != 0 || dir_disk != 0 || n_disk != n)
-        return fail(r, "multi-disk zip archives are not supported");
-    if ((uint64_t)r->dir_offset + *dir_size > end_at)
-        return fail(r,
-                    "corrupt zip: the central directory (%lu bytes at "
-                    "byte %lu) overlaps the end record at byte %llu",
-                    (unsigned long)*dir_size, (unsigned long)r->dir_offset,
-                    (unsigned long long)end_at);
-    r->n_entries = n;
-    r->dir = tg__malloc(*dir_size ? *dir_size : 1);
-    if (!r->dir)
-        return fail(r, "out of memory for the central directory");
-    return read_at(r, r->dir_offset, *dir_size, r->dir,
-                   "the central directory");
+    if (r->za)
+        zip_discard(r->za);
+    r->za = NULL;
 }
 
-/* Splits the central directory into r->entries, checking that every record
- * lies within it and that the records fill it exactly. */
-static bool index_entries(zip_reader *r, uint32_t dir_size)
+/* The index of the entry "<name>.npy", or -1 (with an error) when there is
+ * none. (An archive with two of one name never opens: ZIP_CHECKCONS.) */
+static int64_t find_entry(const npz_reader *r, const char *name)
 {
-    r->entries =
-        tg__calloc(r->n_entries ? r->n_entries : 1, sizeof *r->entries);
-    if (!r->entries)
-        return fail(r, "out of memory for %u entries", r->n_entries);
-    size_t pos = 0;
-    for (unsigned k = 0; k < r->n_entries; k++) {
-        const unsigned char *h = r->dir + pos;
-        if (dir_size - pos < CENTRAL_LEN || get32(h) != CENTRAL_SIG)
-            return fail(r,
-                        "corrupt zip: central directory record %u of %u "
-                        "is missing",
-                        k + 1, r->n_entries);
-        size_t rec = CENTRAL_LEN + (size_t)get16(h + 28) + get16(h + 30) +
-                     get16(h + 32); /* name, extra field, comment */
-        if (dir_size - pos < rec)
-            return fail(r,
-                        "corrupt zip: central directory record %u runs "
-                        "past the directory",
-                        k + 1);
-        r->entries[k] = (zip_entry){.name = (const char *)h + CENTRAL_LEN,
-                                    .name_len = get16(h + 28),
-                                    .flags = get16(h + 8),
-                                    .method = get16(h + 10),
-                                    .crc = get32(h + 16),
-                                    .csize = get32(h + 20),
-                                    .usize = get32(h + 24),
-                                    .offset = get32(h + 42)};
-        pos += rec;
-    }
-    if (pos != dir_size)
+    char want[ENTRY_NAME_MAX];
+    snprintf(want, sizeof want, "%s" NPY_SUFFIX, name);
+    zip_int64_t k = zip_name_locate(r->za, want, ZIP_FL_ENC_RAW);
+    if (k < 0)
+        fail(r, "no entry '%s' for parameter '%s'", want, name);
+    return k;
+}
+
+/* Whether entry st may be read: stored or deflated, not encrypted, and
+ * claiming no more bytes than its compressed ones can hold; else false
+ * with the error set. */
+static bool check_entry(const npz_reader *r, const zip_stat_t *st,
+                        const char *entry)
+{
+    const zip_uint64_t need =
+        ZIP_STAT_SIZE | ZIP_STAT_COMP_SIZE | ZIP_STAT_COMP_METHOD;
+    if ((st->valid & need) != need)
+        return fail(r, "corrupt zip: entry '%s' has no sizes", entry);
+    if ((st->valid & ZIP_STAT_ENCRYPTION_METHOD) &&
+        st->encryption_method != ZIP_EM_NONE)
+        return fail(r, "entry '%s' is encrypted", entry);
+    if (st->comp_method != ZIP_CM_STORE && st->comp_method != ZIP_CM_DEFLATE)
         return fail(r,
-                    "corrupt zip: %zu stray bytes after the central "
-                    "directory's %u records",
-                    dir_size - pos, r->n_entries);
+                    "entry '%s' is compressed with zip method %u; numpy "
+                    "writes stored (0) or deflated (8) entries",
+                    entry, (unsigned)st->comp_method);
+    uint64_t most = st->comp_size;
+    if (st->comp_method == ZIP_CM_DEFLATE)
+        most = st->comp_size > r->size
+                   ? UINT64_MAX
+                   : st->comp_size * DEFLATE_RATIO_MAX + DEFLATE_SLACK;
+    if (st->comp_size > r->size || st->size > most || st->size >= SIZE_MAX)
+        return fail(r,
+                    "corrupt zip: entry '%s' claims %llu bytes from %llu "
+                    "compressed, in a file of %llu",
+                    entry, (unsigned long long)st->size,
+                    (unsigned long long)st->comp_size,
+                    (unsigned long long)r->size);
     return true;
 }
 
-/* The entry "<name>.npy", or NULL (with an error) when there is none or
- * more than one. */
-static const zip_entry *find_entry(const zip_reader *r, const char *name)
+/* What went wrong reading zf: a CRC mismatch by name. */
+static void fail_read(const npz_reader *r, zip_file_t *zf, const char *entry)
 {
-    size_t len = strlen(name);
-    const zip_entry *found = NULL;
-    for (unsigned k = 0; k < r->n_entries; k++) {
-        const zip_entry *e = &r->entries[k];
-        if (e->name_len != len + NPY_SUFFIX_LEN ||
-            memcmp(e->name, name, len) != 0 ||
-            memcmp(e->name + len, NPY_SUFFIX, NPY_SUFFIX_LEN) != 0)
-            continue;
-        if (found) {
-            fail(r, "two entries are named '%s" NPY_SUFFIX "'", name);
-            return NULL;
-        }
-        found = e;
-    }
-    if (!found)
-        fail(r, "no entry '%s" NPY_SUFFIX "' for parameter '%s'", name, name);
-    return found;
+    zip_error_t *ze = zip_file_get_error(zf);
+    if (zip_error_code_zip(ze) == ZIP_ER_CRC)
+        fail(r, "corrupt zip: entry '%s' fails its CRC check", entry);
+    else if (zip_error_code_zip(ze) == ZIP_ER_OK)
+        fail(r, "corrupt zip: entry '%s' does not hold the size it claims",
+             entry);
+    else
+        fail(r, "cannot read entry '%s': %s", entry, zip_error_strerror(ze));
 }
 
-/* Where e's data starts, after its local header, name and extra field, all
- * of which must lie before the central directory; the local name must be
- * the central one. */
-static bool locate_data(const zip_reader *r, const zip_entry *e,
-                        const char *name, uint64_t *data_at)
+/* Entry k (named entry) inflated and CRC-checked: a new buffer of *len
+ * bytes, or NULL. */
+static unsigned char *read_entry(const npz_reader *r, uint64_t k,
+                                 const char *entry, size_t *len)
 {
-    unsigned char h[LOCAL_LEN];
-    char local_name[ENTRY_NAME_MAX];
-    if ((uint64_t)e->offset + LOCAL_LEN > r->dir_offset)
-        return fail(r,
-                    "corrupt zip: entry '%s" NPY_SUFFIX "' starts past "
-                    "the entries",
-                    name);
-    if (!read_at(r, e->offset, LOCAL_LEN, h, "a local header"))
-        return false;
-    unsigned name_len = get16(h + 26), extra_len = get16(h + 28);
-    if (get32(h) != LOCAL_SIG || name_len != e->name_len ||
-        name_len > sizeof local_name ||
-        !read_at(r, e->offset + LOCAL_LEN, name_len, local_name,
-                 "a local name") ||
-        memcmp(local_name, e->name, name_len) != 0)
-        return fail(r,
-                    "corrupt zip: the local header of entry '%s" NPY_SUFFIX
-                    "' does not match the central directory",
-                    name);
-    *data_at = (uint64_t)e->offset + LOCAL_LEN + name_len + extra_len;
-    if (*data_at + e->usize > r->dir_offset)
-        return fail(r,
-                    "corrupt zip: entry '%s" NPY_SUFFIX "' (%lu bytes) "
-                    "runs into the central directory",
-                    name, (unsigned long)e->usize);
-    return true;
-}
-
-/* Reads entry e (holding parameter name) and checks its CRC. A new buffer
- * of e->usize bytes, or NULL. */
-static unsigned char *read_entry(const zip_reader *r, const zip_entry *e,
-                                 const char *name)
-{
-    if (e->method != STORED) {
-        fail(r,
-             "entry '%s" NPY_SUFFIX "' is compressed; save with "
-             "numpy.savez, not savez_compressed",
-             name);
+    zip_stat_t st;
+    zip_stat_init(&st);
+    if (zip_stat_index(r->za, k, 0, &st) != 0) {
+        fail(r, "cannot read entry '%s': %s", entry, zip_strerror(r->za));
         return NULL;
     }
-    if (e->flags & FLAG_ENCRYPTED) {
-        fail(r, "entry '%s" NPY_SUFFIX "' is encrypted", name);
+    if (!check_entry(r, &st, entry))
         return NULL;
-    }
-    if (e->csize != e->usize) {
-        fail(r,
-             "corrupt zip: stored entry '%s" NPY_SUFFIX "' has sizes %lu "
-             "and %lu",
-             name, (unsigned long)e->csize, (unsigned long)e->usize);
-        return NULL;
-    }
-    uint64_t data_at = 0;
-    if (!locate_data(r, e, name, &data_at))
-        return NULL;
-    unsigned char *buf = tg__malloc(e->usize ? e->usize : 1);
+    unsigned char *buf = tg__malloc(st.size ? (size_t)st.size : 1);
     if (!buf) {
-        fail(r, "out of memory for entry '%s" NPY_SUFFIX "'", name);
+        fail(r, "out of memory for entry '%s' (%llu bytes)", entry,
+             (unsigned long long)st.size);
         return NULL;
     }
-    if (!read_at(r, data_at, e->usize, buf, "an entry's data")) {
+    zip_file_t *zf = zip_fopen_index(r->za, k, 0);
+    if (!zf) {
+        fail(r, "cannot read entry '%s': %s", entry, zip_strerror(r->za));
         free(buf);
         return NULL;
     }
-    if (crc_update(&r->crc, 0, buf, e->usize) != e->crc) {
-        fail(r, "corrupt zip: entry '%s" NPY_SUFFIX "' fails its CRC check",
-             name);
+    /* One byte more than the size: the end of the data is where libzip
+     * checks the CRC, and a byte there means the size lied. */
+    unsigned char past;
+    zip_int64_t got = zip_fread(zf, buf, st.size);
+    bool ok = got == (zip_int64_t)st.size && zip_fread(zf, &past, 1) == 0;
+    if (!ok)
+        fail_read(r, zf, entry);
+    if (zip_fclose(zf) != 0 && ok)
+        ok = fail(r, "corrupt zip: entry '%s' fails its checks", entry);
+    if (!ok) {
         free(buf);
         return NULL;
     }
+    *len = (size_t)st.size;
     return buf;
 }
 
-/* Parses entry e as .npy. The parser's error "load_npy: <where>: <problem>"
- * becomes "load_npz: <path>, entry '<name>.npy': <problem>". */
-static tg_tensor *parse_entry(const zip_reader *r, const zip_entry *e,
-                              const char *name)
+/* Parses entry k (named entry) as .npy. The parser's error "load_npy:
+ * <where>: <problem>" becomes "<op>: <path>, entry '<entry>': <problem>". */
+static tg_tensor *parse_entry(const npz_reader *r, uint64_t k,
+                              const char *entry)
 {
-    unsigned char *buf = read_entry(r, e, name);
+    size_t len = 0;
+    unsigned char *buf = read_entry(r, k, entry, &len);
     if (!buf)
         return NULL;
     char where[4096 + ENTRY_NAME_MAX];
-    snprintf(where, sizeof where, "%s, entry '%s" NPY_SUFFIX "'", r->path,
-             name);
-    tg_tensor *t = tg__npy_parse(where, buf, e->usize);
+    snprintf(where, sizeof where, "%s, entry '%s'", r->path, entry);
+    tg_tensor *t = tg__npy_parse(where, buf, len);
     free(buf);
     if (!t) {
         static const char prefix[] = "load_npy: ";
@@ -560,17 +522,19 @@ static tg_tensor *parse_entry(const zip_reader *r, const zip_entry *e,
         if (strncmp(err, prefix, sizeof prefix - 1) == 0)
             err += sizeof prefix - 1;
         snprintf(msg, sizeof msg, "%s", err);
-        tg__error("load_npz: %s", msg);
+        tg__error("%s: %s", r->op, msg);
     }
     return t;
 }
 
 /* The value for parameter p, checked: the same shape, and a float dtype
  * for a float parameter (float32 and float64 convert) or else the same. */
-static tg_tensor *load_value(const zip_reader *r, const tg_param *p)
+static tg_tensor *load_value(const npz_reader *r, const tg_param *p)
 {
-    const zip_entry *e = find_entry(r, p->name);
-    tg_tensor *t = e ? parse_entry(r, e, p->name) : NULL;
+    int64_t k = find_entry(r, p->name);
+    char entry[ENTRY_NAME_MAX];
+    snprintf(entry, sizeof entry, "%s" NPY_SUFFIX, p->name);
+    tg_tensor *t = k >= 0 ? parse_entry(r, (uint64_t)k, entry) : NULL;
     if (!t)
         return NULL;
     tg_dtype have = tg_dtype_of(t), want = tg_dtype_of(p->t);
@@ -581,50 +545,42 @@ static tg_tensor *load_value(const zip_reader *r, const tg_param *p)
         nd == tg_ndim(p->t) &&
         memcmp(tg_shape(t), tg_shape(p->t), sizeof(int64_t) * (size_t)nd) == 0;
     if (!same_shape)
-        fail(r,
-             "parameter '%s' has shape %s but entry '%s" NPY_SUFFIX "' has "
-             "shape %s",
-             p->name, TG_SHP(p->t), p->name, TG_SHP(t));
+        fail(r, "parameter '%s' has shape %s but entry '%s' has shape %s",
+             p->name, TG_SHP(p->t), entry, TG_SHP(t));
     else if (!floats && have != want)
-        fail(r, "parameter '%s' is %s but entry '%s" NPY_SUFFIX "' is %s",
-             p->name, tg_dtype_name(want), p->name, tg_dtype_name(have));
+        fail(r, "parameter '%s' is %s but entry '%s' is %s", p->name,
+             tg_dtype_name(want), entry, tg_dtype_name(have));
     else
         return t;
     tg_release(t);
     return NULL;
 }
 
-/* Opens path and reads its directory into r. */
-static bool open_zip(zip_reader *r)
-{
-    int64_t size;
-    r->f = tg__file_open_regular("load_npz", r->path, &size);
-    if (!r->f)
-        return false;
-    r->size = (uint64_t)size;
-    crc_init(&r->crc);
-    uint32_t dir_size = 0;
-    return read_directory(r, &dir_size) && index_entries(r, dir_size);
-}
-
-int tg_load_npz(const tg_params *ps, const char *path)
+static bool check_load_args(const tg_params *ps, const char *path)
 {
     if (!ps || !path) {
         tg__error("load_npz: %s is NULL", ps ? "path" : "the parameter list");
-        return -1;
+        return false;
     }
     for (int i = 0; i < ps->n; i++)
         if (!ps->items[i].t) {
             tg__error("load_npz: %s: parameter '%s' is NULL", path,
                       ps->items[i].name);
-            return -1;
+            return false;
         }
-    zip_reader r = {.path = path};
+    return true;
+}
+
+int tg_load_npz(const tg_params *ps, const char *path)
+{
+    if (!check_load_args(ps, path))
+        return -1;
+    npz_reader r = {.op = "load_npz", .path = path};
     tg_tensor **values = tg__calloc((size_t)ps->n + 1, sizeof *values);
     bool ok = values != NULL;
     if (!ok)
         tg__error("load_npz: %s: out of memory", path);
-    ok = ok && open_zip(&r);
+    ok = ok && open_file(&r);
     for (int i = 0; ok && i < ps->n; i++)
         ok = (values[i] = load_value(&r, &ps->items[i])) != NULL;
     for (int i = 0; ok && i < ps->n; i++)
@@ -632,9 +588,89 @@ int tg_load_npz(const tg_params *ps, const char *path)
     for (int i = 0; values && i < ps->n; i++)
         tg_release(values[i]);
     free(values);
-    free(r.entries);
-    free(r.dir);
-    if (r.f)
-        fclose(r.f);
+    close_archive(&r);
     return ok ? 0 : -1;
+}
+
+/* ---- Reading every entry ----------------------------------------------- */
+
+/* Every entry of the open archive as a new tensor appended to out. */
+static int read_all(npz_reader *r, tg_params *out)
+{
+    size_t n = (size_t)r->n_entries;
+    tg_tensor **ts = tg__calloc(n + 1, sizeof *ts);
+    char(*names)[TG_PARAM_NAME_MAX] = tg__calloc(n + 1, sizeof *names);
+    bool ok = ts && names;
+    if (!ok)
+        fail(r, "out of memory for %zu entries", n);
+    for (size_t k = 0; ok && k < n; k++) {
+        const char *entry = zip_get_name(r->za, k, ZIP_FL_ENC_RAW);
+        size_t len = entry ? strlen(entry) : 0;
+        if (len <= NPY_SUFFIX_LEN ||
+            strcmp(entry + len - NPY_SUFFIX_LEN, NPY_SUFFIX) != 0)
+            ok = fail(r, "entry '%s' is not named <name>" NPY_SUFFIX,
+                      entry ? entry : "");
+        else if (len - NPY_SUFFIX_LEN >= TG_PARAM_NAME_MAX)
+            ok = fail(r, "entry '%s': the name is longer than %d characters",
+                      entry, TG_PARAM_NAME_MAX - 1);
+        else {
+            memcpy(names[k], entry, len - NPY_SUFFIX_LEN);
+            ok = (ts[k] = parse_entry(r, k, entry)) != NULL;
+        }
+    }
+    int rc = ok ? tg__params_adopt(r->op, r->path, out, n, names, ts) : -1;
+    for (size_t k = 0; !ok && ts && k < n; k++)
+        tg_release(ts[k]);
+    free(ts);
+    free(names);
+    return rc;
+}
+
+int tg_read_npz(const char *path, tg_params *out)
+{
+    if (!path || !out) {
+        tg__error("read_npz: %s is NULL", out ? "path" : "the parameter list");
+        return -1;
+    }
+    npz_reader r = {.op = "read_npz", .path = path};
+    int rc = open_file(&r) ? read_all(&r, out) : -1;
+    close_archive(&r);
+    return rc;
+}
+
+int tg__npz_read_mem(const char *name, const void *bytes, size_t len,
+                     tg_params *out)
+{
+    npz_reader r = {.op = "read_npz", .path = name};
+    int rc = open_memory(&r, bytes, len) ? read_all(&r, out) : -1;
+    close_archive(&r);
+    return rc;
+}
+
+/* ---- Lists that own their tensors ------------------------------------- */
+
+int tg__params_adopt(const char *op, const char *path, tg_params *out, size_t n,
+                     char (*names)[TG_PARAM_NAME_MAX], tg_tensor **ts)
+{
+    int n0 = out->n;
+    for (size_t k = 0; k < n; k++)
+        if (tg_params_add(out, NULL, names[k], ts[k]) != 0) {
+            char why[1024];
+            snprintf(why, sizeof why, "%s", tg_last_error());
+            tg__error("%s: %s: %s", op, path, why);
+            out->n = n0; /* the list as it was; the tensors are released */
+            for (size_t j = 0; j < n; j++)
+                tg_release(ts[j]);
+            return -1;
+        }
+    return 0;
+}
+
+void tg_params_release(tg_params *ps)
+{
+    if (!ps)
+        return;
+    for (int i = 0; i < ps->n; i++)
+        tg_release(ps->items[i].t);
+    tg_params_free(ps);
 }

@@ -202,6 +202,49 @@ static bool load_npz_mismatch(env *e, tg_tensor *into, tg_dtype saved_dt,
     return f;
 }
 
+/* ---- checkpoint formats: .safetensors, whole-file reads ---------------- */
+
+/* A .safetensors file: the header text (its true length), then data_len
+ * bytes of data. Removed after the row. */
+static const char *st_file(const char *name, const char *text, size_t data_len)
+{
+    const char *path = tmp_path(name);
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        note("st_file: cannot write %s", path);
+        return path;
+    }
+    uint64_t n = strlen(text);
+    for (int i = 0; i < 8; i++)
+        fputc((int)(n >> (8 * i)) & 0xff, f);
+    fputs(text, f);
+    for (size_t i = 0; i < data_len; i++)
+        fputc(0, f);
+    fclose(f);
+    return path;
+}
+
+/* Saves ("x": zeros (4,8,32), "v": (3,) float64) as .safetensors, then
+ * loads that into ("x": e->x, "v": into): the mismatch at "v" must fail the
+ * whole load and leave e->x as it was. */
+static bool load_safetensors_mismatch(env *e, tg_tensor *into)
+{
+    tg_tensor *zeros = tg_zeros(TG_FLOAT64, TG_SHAPE(4, 8, 32));
+    tg_tensor *v = tg_zeros(TG_FLOAT64, TG_SHAPE(3));
+    tg_params saved;
+    params_of(&saved, 2, (const char *[]){"x", "v"}, (tg_tensor *[]){zeros, v});
+    const char *path = tmp_path("mismatch.safetensors");
+    bool f = false;
+    if (tg_save_safetensors(&saved, path) < 0)
+        note("load_safetensors mismatch: saving failed: %s", tg_last_error());
+    else
+        f = tg_load_safetensors(x_and(e, "v", into), path) < 0;
+    tg_params_free(&saved);
+    tg_release(zeros);
+    tg_release(v);
+    return f;
+}
+
 /* ---- learning rate, groups, state, checkpoints with the optimizer -------- */
 
 static void free_optim(void *o) { tg_optim_free(o); }
@@ -516,6 +559,29 @@ static void nn_table(table_walk *w, env *e)
     ROW_RC("gpt_params zeroed", tg_gpt_params(&(tg_gpt){0}, NULL, "g"),
            "gpt_params:", "not initialised");
 
+    /* pretrained GPT checkpoints (tests/check_gpt2.c has the rows that need
+     * a real state dict: missing, unknown and misshapen tensors) */
+    INIT_ROW("gpt_from_state_dict NULL model", tg_gpt,
+             tg_gpt_from_state_dict(NULL, x_and(e, "v", e->v3), 4, TG_FLOAT64),
+             "gpt_from_state_dict:", "model is NULL");
+    INIT_ROW("gpt_from_state_dict NULL state dict", tg_gpt,
+             tg_gpt_from_state_dict(&mod, NULL, 4, TG_FLOAT64),
+             "gpt_from_state_dict:", "state dict is NULL");
+    INIT_ROW("gpt_from_state_dict int64", tg_gpt,
+             tg_gpt_from_state_dict(&mod, x_and(e, "v", e->v3), 4, TG_INT64),
+             "gpt_from_state_dict:", "int64");
+    INIT_ROW("gpt_from_state_dict no wte", tg_gpt,
+             tg_gpt_from_state_dict(&mod, x_and(e, "v", e->v3), 4, TG_FLOAT64),
+             "gpt_from_state_dict:", "'transformer.wpe.weight'",
+             "not a nanoGPT or GPT-2");
+    INIT_ROW("gpt_load_pretrained NULL path", tg_gpt,
+             tg_gpt_load_pretrained(&mod, NULL, 4, TG_FLOAT64),
+             "gpt_load_pretrained:", "path is NULL");
+    INIT_ROW("gpt_load_pretrained missing file", tg_gpt,
+             tg_gpt_load_pretrained(&mod, "/nonexistent/tapegrad/a.safetensors",
+                                    4, TG_FLOAT64),
+             "gpt_load_pretrained:", "/nonexistent/tapegrad/a.safetensors");
+
     /* optimizers */
     OPTIM_ROW("optim_new lr -0.1", tg_adam_config(1e-3), lr, -0.1,
               "optim_new:", "lr -0.1");
@@ -658,6 +724,85 @@ static void nn_table(table_walk *w, env *e)
            "int64");
     ROW_IF("load_npz missing entry",
            load_npz_mismatch(e, e->v3, TG_FLOAT64, "w"), "load_npz:", "'v'");
+
+    /* .safetensors and whole-file reads */
+    ROW_RC("save_safetensors NULL list",
+           tg_save_safetensors(NULL, tmp_path("a.safetensors")),
+           "save_safetensors:", "NULL");
+    ROW_RC("save_safetensors NULL path",
+           tg_save_safetensors(x_and(e, "v", e->v3), NULL),
+           "save_safetensors:", "NULL");
+    ROW_RC("save_safetensors missing dir",
+           tg_save_safetensors(x_and(e, "v", e->v3),
+                               "/nonexistent/tapegrad/a.safetensors"),
+           "save_safetensors:", "/nonexistent/tapegrad/a.safetensors");
+    ROW_RC("save_safetensors NULL parameter",
+           tg_save_safetensors(x_and(e, "v", NULL), tmp_path("a.safetensors")),
+           "save_safetensors:", "'v'", "NULL");
+    ROW_RC(
+        "save_safetensors bool parameter",
+        tg_save_safetensors(x_and(e, "v", temp(tg_zeros(TG_BOOL, TG_SHAPE(2)))),
+                            tmp_path("a.safetensors")),
+        "save_safetensors:", "'v'", "bool");
+    ROW_RC("load_safetensors NULL list",
+           tg_load_safetensors(NULL, tmp_path("a.safetensors")),
+           "load_safetensors:", "NULL");
+    ROW_RC("load_safetensors NULL path",
+           tg_load_safetensors(x_and(e, "v", e->v3), NULL),
+           "load_safetensors:", "NULL");
+    ROW_RC("load_safetensors missing file",
+           tg_load_safetensors(x_and(e, "v", e->v3),
+                               "/nonexistent/tapegrad/a.safetensors"),
+           "load_safetensors:", "/nonexistent/tapegrad/a.safetensors");
+    ROW_RC("load_safetensors device",
+           tg_load_safetensors(x_and(e, "v", e->v3), "/dev/zero"),
+           "load_safetensors:", "/dev/zero", "not a regular file");
+    ROW_RC("load_safetensors NULL parameter",
+           tg_load_safetensors(x_and(e, "v", NULL), tmp_path("a.safetensors")),
+           "load_safetensors:", "'v'", "NULL");
+    ROW_RC("load_safetensors bad JSON",
+           tg_load_safetensors(x_and(e, "v", e->v3),
+                               st_file("json.safetensors", "{\"v\":", 0)),
+           "load_safetensors:", "json.safetensors", "bad JSON header");
+    ROW_IF("load_safetensors shape", load_safetensors_mismatch(e, e->m),
+           "load_safetensors:", "'v' has shape (16,32)", "(3,)");
+    ROW_RC("read_safetensors NULL path",
+           tg_read_safetensors(NULL, empty_list()),
+           "read_safetensors:", "NULL");
+    ROW_RC("read_safetensors NULL list",
+           tg_read_safetensors(tmp_path("a.safetensors"), NULL),
+           "read_safetensors:", "NULL");
+    ROW_RC("read_safetensors missing file",
+           tg_read_safetensors("/nonexistent/tapegrad/a.safetensors",
+                               empty_list()),
+           "read_safetensors:", "/nonexistent/tapegrad/a.safetensors");
+    ROW_RC(
+        "read_safetensors offsets out of range",
+        tg_read_safetensors(st_file("range.safetensors",
+                                    "{\"w\":{\"dtype\":\"F64\",\"shape\":[2],"
+                                    "\"data_offsets\":[0,16]}}",
+                                    8),
+                            empty_list()),
+        "read_safetensors:", "range.safetensors",
+        "'w': data_offsets [0, 16] out of range");
+    ROW_RC(
+        "read_safetensors unknown dtype",
+        tg_read_safetensors(st_file("dtype.safetensors",
+                                    "{\"w\":{\"dtype\":\"F12\",\"shape\":[1],"
+                                    "\"data_offsets\":[0,8]}}",
+                                    8),
+                            empty_list()),
+        "read_safetensors:", "'w'", "unknown dtype 'F12'");
+    ROW_RC("read_npz NULL path", tg_read_npz(NULL, empty_list()),
+           "read_npz:", "NULL");
+    ROW_RC("read_npz NULL list", tg_read_npz(tmp_path("a.npz"), NULL),
+           "read_npz:", "NULL");
+    ROW_RC("read_npz missing file",
+           tg_read_npz("/nonexistent/tapegrad/a.npz", empty_list()),
+           "read_npz:", "/nonexistent/tapegrad/a.npz");
+    ROW_RC("read_npz not a zip",
+           tg_read_npz(st_file("text.npz", "{}", 30), empty_list()),
+           "read_npz:", "text.npz", "not a zip file");
 
     /* plots */
     ROW_RC("plot_heatmap under a file",

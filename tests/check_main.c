@@ -117,12 +117,14 @@ static const struct {
     {"attention", attention_suite},
     {"attention_softmax", attention_softmax_suite},
     {"fuzz_regress", fuzz_regress_suite},
+    {"formats", formats_suite},
     {"oom", oom_suite},
     {"simd", simd_suite},
     {"steady", steady_suite},
     {"everyday", everyday_suite},
     {"inplace", inplace_suite},
     {"retain", retain_suite},
+    {"gpt2", gpt2_suite},
 };
 
 int main(void)

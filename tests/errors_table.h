@@ -48,6 +48,7 @@
  *   tg_set_callsite tg_print_live_tensors tg_tape_print tg_tape_dot
  *       void; any file name is recorded as given, a NULL FILE does nothing.
  *   tg_params_init tg_params_free tg_params_zero_grad tg_optim_free
+ *   tg_params_release
  *   tg_optim_zero_grad tg_head_free tg_linear_free tg_embed_free
  *   tg_layernorm_free tg_mha_free tg_mlp_free tg_block_free tg_gpt_free
  *       void and NULL-safe (a zeroed module frees to nothing).

@@ -35,12 +35,14 @@ Suite *anomaly_suite(void);
 Suite *attention_suite(void);
 Suite *attention_softmax_suite(void);
 Suite *fuzz_regress_suite(void);
+Suite *formats_suite(void);
 Suite *oom_suite(void);
 Suite *simd_suite(void);
 Suite *steady_suite(void);
 Suite *everyday_suite(void);
 Suite *inplace_suite(void);
 Suite *retain_suite(void);
+Suite *gpt2_suite(void);
 
 /* Path of a committed fixture: TG_FIXTURES "/" name, in a static buffer. */
 const char *fixture_path(const char *name);

@@ -1,0 +1,466 @@
+/* nanoGPT and Hugging Face GPT-2 state dicts into a tg_gpt: the names
+ * mapped, the fused q/k/v split into heads, the weights transposed to ours
+ * (x @ W, W (in,out)) where the file's layout needs it. The mapping is
+ * documented in include/tapegrad_nn.h, beside the declarations. */
+#include "core/shared.h"
+#include "nn/nn.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The two layouts of a linear layer's weight in such files. */
+typedef enum layout {
+    LINEAR, /* torch.nn.Linear (nanoGPT): (out,in), y = x @ W^T + b */
+    CONV1D  /* Hugging Face's Conv1D (GPT-2): (in,out), y = x @ W + b */
+} layout;
+
+/* The state dict as the loader reads it: names below a prefix, and which
+ * entries a mapping (or the ignored buffers) has used, so that whatever is
+ * left over is an unknown name. */
+typedef struct source {
+    const tg_params *sd;
+    const char *prefix; /* before every name but lm_head's */
+    const char *outer;  /* before lm_head.weight */
+    bool *used;         /* sd->n flags */
+} source;
+
+/* Where the name prefix + fmt... sits in the state dict, or -1. */
+__attribute__((format(printf, 3, 4))) static int
+find(const source *s, const char *prefix, const char *fmt, ...)
+{
+    char name[2 * TG_PARAM_NAME_MAX];
+    int len = snprintf(name, sizeof name, "%s", prefix);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name + len, sizeof name - (size_t)len, fmt, ap);
+    va_end(ap);
+    for (int i = 0; i < s->sd->n; i++)
+        if (!strcmp(s->sd->items[i].name, name))
+            return i;
+    return -1;
+}
+
+/* One tensor the model needs: its place in the state dict. */
+typedef struct entry {
+    int index;
+} entry;
+
+/* Errors unless the entry called prefix + name exists with the given shape
+ * and a float dtype; marks it used. */
+static bool expect(const source *s, entry *e, const char *prefix,
+                   const char *name, int ndim, int64_t d0, int64_t d1)
+{
+    char full[2 * TG_PARAM_NAME_MAX];
+    snprintf(full, sizeof full, "%s%s", prefix, name);
+    e->index = find(s, prefix, "%s", name);
+    if (e->index < 0) {
+        tg__error("gpt_from_state_dict: missing tensor '%s'", full);
+        return false;
+    }
+    tg_tensor *t = s->sd->items[e->index].t;
+    s->used[e->index] = true;
+    char want[TG_SHAPE_STR];
+    tg__shape_str(ndim, (const int64_t[]){d0, d1}, want);
+    if (!t) {
+        tg__error("gpt_from_state_dict: tensor '%s' is NULL", full);
+        return false;
+    }
+    if (tg_ndim(t) != ndim || tg_size(t, 0) != d0 ||
+        (ndim == 2 && tg_size(t, 1) != d1)) {
+        tg__error("gpt_from_state_dict: tensor '%s' has shape %s, the model "
+                  "needs %s",
+                  full, TG_SHP(t), want);
+        return false;
+    }
+    if (tg_dtype_of(t) != TG_FLOAT32 && tg_dtype_of(t) != TG_FLOAT64) {
+        tg__error("gpt_from_state_dict: tensor '%s' is %s, not float", full,
+                  tg_dtype_name(tg_dtype_of(t)));
+        return false;
+    }
+    return true;
+}
+
+/* The entries of one block, in the file's names below "h.<i>.". */
+typedef struct block_entries {
+    entry ln_1_w, ln_1_b, ln_2_w, ln_2_b;
+    entry c_attn_w, c_attn_b, attn_proj_w, attn_proj_b;
+    entry c_fc_w, c_fc_b, mlp_proj_w, mlp_proj_b;
+} block_entries;
+
+/* The whole model's entries and what the shapes say. */
+typedef struct plan {
+    tg_gpt_config cfg;
+    layout lay;
+    entry wte, wpe, ln_f_w, ln_f_b, lm_head;
+    bool has_lm_head;
+    block_entries *blocks;
+} plan;
+
+/* Errors unless block i's entries exist with the shapes of C = n_embd in
+ * the layout (and biases exactly when the model has them). */
+static bool expect_block(const source *s, const plan *p, int i,
+                         block_entries *b)
+{
+    char pre[TG_PARAM_NAME_MAX + 32];
+    snprintf(pre, sizeof pre, "%sh.%d.", s->prefix, i);
+    int64_t C = p->cfg.n_embd, F = 4 * C;
+    bool lin = p->lay == LINEAR, bias = p->cfg.bias != TG_GPT_BIAS_NONE;
+    /* a Linear's (out,in) is a Conv1D's (in,out) transposed */
+#define W(e, name, in, out)                                                    \
+    expect(s, &b->e, pre, name, 2, lin ? (out) : (in), lin ? (in) : (out))
+#define V(e, name, n) (!bias || expect(s, &b->e, pre, name, 1, n, 0))
+    return expect(s, &b->ln_1_w, pre, "ln_1.weight", 1, C, 0) &&
+           V(ln_1_b, "ln_1.bias", C) &&
+           W(c_attn_w, "attn.c_attn.weight", C, 3 * C) &&
+           V(c_attn_b, "attn.c_attn.bias", 3 * C) &&
+           W(attn_proj_w, "attn.c_proj.weight", C, C) &&
+           V(attn_proj_b, "attn.c_proj.bias", C) &&
+           expect(s, &b->ln_2_w, pre, "ln_2.weight", 1, C, 0) &&
+           V(ln_2_b, "ln_2.bias", C) && W(c_fc_w, "mlp.c_fc.weight", C, F) &&
+           V(c_fc_b, "mlp.c_fc.bias", F) &&
+           W(mlp_proj_w, "mlp.c_proj.weight", F, C) &&
+           V(mlp_proj_b, "mlp.c_proj.bias", C);
+#undef W
+#undef V
+}
+
+/* The name prefix of the file, found by wpe (the one tensor every such file
+ * has under the prefix: wte may be saved as lm_head.weight, see
+ * token_table): nanoGPT's "transformer.", none (GPT-2's GPT2Model), or
+ * either below "_orig_mod." (a torch.compile'd model's state dict, which
+ * nanoGPT's train.py strips the same way). */
+static bool find_prefix(source *s)
+{
+    static const char *const prefixes[][2] = {
+        {"transformer.", ""},
+        {"", ""},
+        {"_orig_mod.transformer.", "_orig_mod."},
+        {"_orig_mod.", "_orig_mod."}};
+    for (size_t k = 0; k < sizeof prefixes / sizeof prefixes[0]; k++)
+        if (find(s, prefixes[k][0], "wpe.weight") >= 0) {
+            s->prefix = prefixes[k][0];
+            s->outer = prefixes[k][1];
+            return true;
+        }
+    tg__error("gpt_from_state_dict: no 'transformer.wpe.weight' or "
+              "'wpe.weight' among the %d tensors: not a nanoGPT or GPT-2 "
+              "state dict",
+              s->sd->n);
+    return false;
+}
+
+/* n_layer: one more than the largest i of a name "<prefix>h.<i>.". */
+static int count_layers(const source *s)
+{
+    size_t len = strlen(s->prefix);
+    long n = 0;
+    for (int i = 0; i < s->sd->n; i++) {
+        const char *name = s->sd->items[i].name;
+        if (strncmp(name, s->prefix, len) || strncmp(name + len, "h.", 2))
+            continue;
+        char *end;
+        long k = strtol(name + len + 2, &end, 10);
+        if (end != name + len + 2 && *end == '.' && k >= 0 && k < 100000 &&
+            k + 1 > n)
+            n = k + 1;
+    }
+    return (int)n;
+}
+
+/* Marks the causal-mask buffers as used: nanoGPT's "attn.bias" (1,1,T,T)
+ * when it runs without flash attention, GPT-2's "attn.bias" and
+ * "attn.masked_bias". Ours builds its mask, so their values do not
+ * matter. */
+static void skip_buffers(const source *s, int n_layer)
+{
+    for (int i = 0; i < n_layer; i++) {
+        int a = find(s, s->prefix, "h.%d.attn.bias", i);
+        int m = find(s, s->prefix, "h.%d.attn.masked_bias", i);
+        if (a >= 0)
+            s->used[a] = true;
+        if (m >= 0)
+            s->used[m] = true;
+    }
+}
+
+/* Where the token table is: wte.weight; or, when the file has none,
+ * lm_head.weight, the same tensor in a tied model, under the name that
+ * safetensors' save_model keeps of the two (the first in sorted order:
+ * "lm_head.weight" < "transformer.wte.weight"). -1 with an error when
+ * neither is there; *as_lm_head tells which. */
+static int token_table(const source *s, bool *as_lm_head)
+{
+    int w = find(s, s->prefix, "wte.weight");
+    int lm = find(s, s->outer, "lm_head.weight");
+    *as_lm_head = w < 0 && lm >= 0;
+    if (w < 0 && lm < 0)
+        tg__error("gpt_from_state_dict: missing tensor '%swte.weight' (nor "
+                  "is there a tied '%slm_head.weight')",
+                  s->prefix, s->outer);
+    return w >= 0 ? w : lm;
+}
+
+/* Reads the config off the shapes and checks every entry (all before the
+ * model is touched). */
+static bool make_plan(source *s, int n_head, tg_dtype dt, plan *p)
+{
+    bool as_lm_head;
+    int w = find_prefix(s) ? token_table(s, &as_lm_head) : -1;
+    if (w < 0)
+        return false;
+    const char *wte_name = s->sd->items[w].name;
+    tg_tensor *wte = s->sd->items[w].t;
+    if (!wte || tg_ndim(wte) != 2) {
+        tg__error("gpt_from_state_dict: tensor '%s' must be (vocab_size, "
+                  "n_embd), got %s",
+                  wte_name, wte ? TG_SHP(wte) : "NULL");
+        return false;
+    }
+    int64_t V = tg_size(wte, 0), C = tg_size(wte, 1);
+    int wp = find(s, s->prefix, "wpe.weight");
+    tg_tensor *wpe = wp >= 0 ? s->sd->items[wp].t : NULL;
+    int64_t T = wpe && tg_ndim(wpe) == 2 ? tg_size(wpe, 0) : 1;
+    int n_layer = count_layers(s);
+    if (n_layer == 0) {
+        tg__error("gpt_from_state_dict: no blocks ('%sh.0.*') in the state "
+                  "dict",
+                  s->prefix);
+        return false;
+    }
+    if (V > 1 << 30 || C > 1 << 30 || T > 1 << 30) {
+        tg__error("gpt_from_state_dict: sizes too large: vocab_size %lld, "
+                  "n_embd %lld, block_size %lld",
+                  (long long)V, (long long)C, (long long)T);
+        return false;
+    }
+    if (n_head <= 0 || C % n_head) {
+        tg__error("gpt_from_state_dict: n_head %d does not divide n_embd "
+                  "%lld (from '%s' %s)",
+                  n_head, (long long)C, wte_name, TG_SHP(wte));
+        return false;
+    }
+    int ca = find(s, s->prefix, "h.0.attn.c_attn.weight");
+    tg_tensor *c_attn = ca >= 0 ? s->sd->items[ca].t : NULL;
+    p->lay = c_attn && tg_ndim(c_attn) == 2 && tg_size(c_attn, 0) == C &&
+                     tg_size(c_attn, 1) == 3 * C
+                 ? CONV1D
+                 : LINEAR;
+    bool bias = find(s, s->prefix, "ln_f.bias") >= 0;
+    p->cfg = (tg_gpt_config){
+        .vocab_size = (int)V,
+        .block_size = (int)T,
+        .n_embd = (int)C,
+        .n_head = n_head,
+        .n_layer = n_layer,
+        .gelu = true,
+        .dtype = dt,
+        .bias = bias ? TG_GPT_BIAS_ALL : TG_GPT_BIAS_NONE,
+        .tie_weights = true,
+        .gelu_tanh = p->lay == CONV1D,
+    };
+    p->blocks = tg__calloc((size_t)n_layer, sizeof *p->blocks);
+    if (!p->blocks) {
+        tg__error("gpt_from_state_dict: out of memory for %d blocks", n_layer);
+        return false;
+    }
+    if (!expect(s, &p->wte, as_lm_head ? s->outer : s->prefix,
+                as_lm_head ? "lm_head.weight" : "wte.weight", 2, V, C) ||
+        !expect(s, &p->wpe, s->prefix, "wpe.weight", 2, T, C))
+        return false;
+    for (int i = 0; i < n_layer; i++)
+        if (!expect_block(s, p, i, &p->blocks[i]))
+            return false;
+    if (!expect(s, &p->ln_f_w, s->prefix, "ln_f.weight", 1, C, 0) ||
+        (bias && !expect(s, &p->ln_f_b, s->prefix, "ln_f.bias", 1, C, 0)))
+        return false;
+    /* lm_head is an nn.Linear (V,C) in both families; tied when the file
+     * drops it (safetensors keeps one of two shared tensors) or holds a
+     * copy of wte */
+    p->has_lm_head = !as_lm_head && find(s, s->outer, "lm_head.weight") >= 0;
+    if (p->has_lm_head &&
+        !expect(s, &p->lm_head, s->outer, "lm_head.weight", 2, V, C))
+        return false;
+    p->cfg.tie_weights =
+        !p->has_lm_head ||
+        tg_allclose(s->sd->items[p->lm_head.index].t, wte, 0, 0);
+    skip_buffers(s, n_layer);
+    for (int i = 0; i < s->sd->n; i++)
+        if (!s->used[i]) {
+            tg__error("gpt_from_state_dict: unknown tensor '%s' (not a "
+                      "name of a %s model with%s biases)",
+                      s->sd->items[i].name,
+                      p->lay == LINEAR ? "nanoGPT" : "GPT-2",
+                      bias ? "" : "out");
+            return false;
+        }
+    return true;
+}
+
+/* dst = src[start : start + len] along dim (the whole of src when len is
+ * 0), transposed when transpose is set: a view of the file's tensor copied
+ * into the parameter in place, converting the dtype. 0 or -1 (no memory
+ * for the view). */
+static int copy_part(tg_tensor *dst, tg_tensor *src, int dim, int64_t start,
+                     int64_t len, bool transpose)
+{
+    tg_tensor *part = len ? tg_narrow(src, dim, start, len) : tg_retain(src);
+    tg_tensor *view = part && transpose ? tg_transpose(part, 0, 1) : NULL;
+    tg_tensor *from = transpose ? view : part;
+    if (from)
+        tg__copy_into(dst, from);
+    tg_release(view);
+    tg_release(part);
+    return from ? 0 : -1;
+}
+
+/* A weight of the file into ours (in,out): a Linear's (out,in) transposed,
+ * a Conv1D's as it is. */
+static int copy_weight(const plan *p, const source *s, tg_tensor *dst,
+                       const entry *e)
+{
+    return copy_part(dst, s->sd->items[e->index].t, 0, 0, 0, p->lay == LINEAR);
+}
+
+static int copy_vector(const source *s, tg_tensor *dst, const entry *e)
+{
+    return copy_part(dst, s->sd->items[e->index].t, 0, 0, 0, false);
+}
+
+/* Head h of the fused c_attn: q, k, v are the output columns [0,C),
+ * [C,2C), [2C,3C) (nanoGPT's split(n_embd, dim=2)), and within each, head h
+ * is [h hs, (h+1) hs) (its view(B,T,nh,hs)). In the file's layout the
+ * output dim is 0 for a Linear (3C,C), 1 for a Conv1D (C,3C); ours is (C,hs)
+ * and the bias (3C) splits the same way. */
+static int copy_head(const plan *p, const source *s, const block_entries *b,
+                     tg_head *head, int h)
+{
+    int64_t C = p->cfg.n_embd, hs = C / p->cfg.n_head;
+    tg_tensor *w = s->sd->items[b->c_attn_w.index].t;
+    int out_dim = p->lay == LINEAR ? 0 : 1;
+    bool lin = p->lay == LINEAR;
+    tg_tensor *const ws[3] = {head->w_q, head->w_k, head->w_v};
+    tg_tensor *const bs[3] = {head->b_q, head->b_k, head->b_v};
+    for (int j = 0; j < 3; j++) {
+        int64_t start = j * C + h * hs;
+        if (copy_part(ws[j], w, out_dim, start, hs, lin) < 0 ||
+            (bs[j] && copy_part(bs[j], s->sd->items[b->c_attn_b.index].t, 0,
+                                start, hs, false) < 0))
+            return -1;
+    }
+    return 0;
+}
+
+static int copy_block(const plan *p, const source *s, const block_entries *e,
+                      tg_block *b)
+{
+    bool bias = p->cfg.bias != TG_GPT_BIAS_NONE;
+    if (copy_vector(s, b->ln1.gamma, &e->ln_1_w) < 0 ||
+        copy_vector(s, b->ln2.gamma, &e->ln_2_w) < 0 ||
+        copy_weight(p, s, b->attn.proj.weight, &e->attn_proj_w) < 0 ||
+        copy_weight(p, s, b->mlp.fc.weight, &e->c_fc_w) < 0 ||
+        copy_weight(p, s, b->mlp.proj.weight, &e->mlp_proj_w) < 0)
+        return -1;
+    if (bias && (copy_vector(s, b->ln1.beta, &e->ln_1_b) < 0 ||
+                 copy_vector(s, b->ln2.beta, &e->ln_2_b) < 0 ||
+                 copy_vector(s, b->attn.proj.bias, &e->attn_proj_b) < 0 ||
+                 copy_vector(s, b->mlp.fc.bias, &e->c_fc_b) < 0 ||
+                 copy_vector(s, b->mlp.proj.bias, &e->mlp_proj_b) < 0))
+        return -1;
+    for (int h = 0; h < p->cfg.n_head; h++)
+        if (copy_head(p, s, e, &b->attn.heads[h], h) < 0)
+            return -1;
+    return 0;
+}
+
+/* Every value of the file into the model built from the plan. */
+static int copy_all(const plan *p, const source *s, tg_gpt *g)
+{
+    if (copy_vector(s, g->tok.weight, &p->wte) < 0 ||
+        copy_vector(s, g->pos.weight, &p->wpe) < 0 ||
+        copy_vector(s, g->ln_f.gamma, &p->ln_f_w) < 0 ||
+        (g->ln_f.beta && copy_vector(s, g->ln_f.beta, &p->ln_f_b) < 0))
+        return -1;
+    /* ours is (C,V): the nn.Linear (V,C) transposed */
+    if (!p->cfg.tie_weights &&
+        copy_part(g->lm_head.weight, s->sd->items[p->lm_head.index].t, 0, 0, 0,
+                  true) < 0)
+        return -1;
+    for (int i = 0; i < p->cfg.n_layer; i++)
+        if (copy_block(p, s, &p->blocks[i], &g->blocks[i]) < 0)
+            return -1;
+    return 0;
+}
+
+/* Checks every name and shape first (make_plan), then builds the model of
+ * the config they give (drawing its initial values from a fixed seed, all
+ * overwritten) and copies the values in, with no tape. */
+int tg_gpt_from_state_dict(tg_gpt *g, const tg_params *sd, int n_head,
+                           tg_dtype dt)
+{
+    if (!g) {
+        tg__error("gpt_from_state_dict: the model is NULL");
+        return -1;
+    }
+    memset(g, 0, sizeof *g);
+    if (!sd) {
+        tg__error("gpt_from_state_dict: the state dict is NULL");
+        return -1;
+    }
+    if (dt != TG_FLOAT32 && dt != TG_FLOAT64) {
+        tg__error("gpt_from_state_dict: dtype must be float32 or float64, "
+                  "got %s",
+                  tg_dtype_name(dt));
+        return -1;
+    }
+    source s = {.sd = sd, .used = tg__calloc((size_t)sd->n + 1, sizeof(bool))};
+    plan p = {0};
+    int rc = -1;
+    if (!s.used)
+        tg__error("gpt_from_state_dict: out of memory for %d names", sd->n);
+    else if (make_plan(&s, n_head, dt, &p)) {
+        tg_rng rng;
+        tg_rng_seed(&rng, 0);
+        bool was = tg_set_grad_enabled(false);
+        if (tg_gpt_init(g, p.cfg, &rng) == 0) {
+            rc = copy_all(&p, &s, g);
+            if (rc < 0) {
+                tg_gpt_free(g);
+                tg__error_wrap("gpt_from_state_dict");
+            }
+        } else {
+            tg__error_wrap("gpt_from_state_dict");
+        }
+        tg_set_grad_enabled(was);
+    }
+    free(p.blocks);
+    free(s.used);
+    return rc;
+}
+
+/* A .npz (tg_read_npz) by its name, else .safetensors. */
+int tg_gpt_load_pretrained(tg_gpt *g, const char *path, int n_head, tg_dtype dt)
+{
+    if (g)
+        memset(g, 0, sizeof *g);
+    if (!g || !path) {
+        tg__error("gpt_load_pretrained: %s is NULL",
+                  g ? "the path" : "the model");
+        return -1;
+    }
+    size_t len = strlen(path);
+    bool npz = len >= 4 && !strcmp(path + len - 4, ".npz");
+    tg_params sd;
+    tg_params_init(&sd);
+    int rc = (npz ? tg_read_npz(path, &sd) : tg_read_safetensors(path, &sd));
+    if (rc == 0)
+        rc = tg_gpt_from_state_dict(g, &sd, n_head, dt);
+    tg_params_release(&sd);
+    if (rc < 0) {
+        char what[TG_PARAM_NAME_MAX + 64];
+        snprintf(what, sizeof what, "gpt_load_pretrained: %s", path);
+        return tg__error_wrap(what);
+    }
+    return 0;
+}

@@ -1,0 +1,709 @@
+/* Checkpoints as .safetensors, the format of Hugging Face's safetensors
+ * library (and of nanoGPT and GPT-2 exports):
+ *
+ *   8 bytes   N, the header's length, unsigned little-endian
+ *   N bytes   a JSON object, UTF-8, padded with spaces:
+ *             {"__metadata__": {"format": "pt"},
+ *              "<name>": {"dtype": "F32", "shape": [2, 3],
+ *                         "data_offsets": [begin, end]}, ...}
+ *   the rest  the data buffer: each tensor's elements, little-endian, C
+ *             order, at [begin, end) of the buffer
+ *
+ * The header is parsed and written with jansson. A file being loaded may
+ * come from anyone, so before any tensor is made the whole header is held to
+ * what the reference library accepts: JSON without duplicate keys, a length
+ * within the file, every shape of at most TG_MAX_DIMS dims whose size times
+ * the dtype's is exactly end - begin, and spans that tile the data buffer
+ * with no gap and no overlap, each beginning at a multiple of its element
+ * size. "__metadata__" is ignored on read and written with "format": "pt". */
+#include "core/npy.h"
+#include "core/shared.h"
+#include "nn/formats.h"
+#include "nn/nn.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "safetensors.c copies little-endian bytes as they are"
+#endif
+
+#define LEN_BYTES  8
+#define HEADER_MAX UINT64_C(100000000) /* the reference library's limit */
+#define METADATA   "__metadata__"
+#define NUMEL_MAX  (INT64_C(1) << 59) /* tapegrad's bound on a tensor */
+
+/* The dtypes of the format that we read, and how each becomes ours. */
+typedef enum { ST_F32, ST_F64, ST_I64, ST_BF16, ST_F16 } st_dtype;
+static const struct {
+    const char *name;
+    size_t size;   /* bytes per element in the file */
+    tg_dtype into; /* what it is read as */
+} DTYPES[] = {
+    [ST_F32] = {"F32", 4, TG_FLOAT32}, [ST_F64] = {"F64", 8, TG_FLOAT64},
+    [ST_I64] = {"I64", 8, TG_INT64},   [ST_BF16] = {"BF16", 2, TG_FLOAT32},
+    [ST_F16] = {"F16", 2, TG_FLOAT32},
+};
+#define N_DTYPES ((int)(sizeof DTYPES / sizeof DTYPES[0]))
+/* The format's other dtypes, named as such in the error. */
+static const char *const OTHER_DTYPES[] = {
+    "BOOL", "U8", "I8", "I16", "U16", "I32", "U32", "U64", "F8_E4M3", "F8_E5M2",
+};
+
+/* One tensor of the header, checked. */
+typedef struct st_entry {
+    const char *name; /* the header's key: lives as long as the JSON */
+    st_dtype dtype;
+    int ndim;
+    int64_t shape[TG_MAX_DIMS];
+    uint64_t begin, end; /* into the data buffer */
+} st_entry;
+
+typedef struct st_file {
+    const char *op, *path; /* for messages */
+    FILE *f;               /* the file, or NULL for bytes in memory */
+    const unsigned char *mem;
+    uint64_t size;    /* bytes in all */
+    uint64_t data_at; /* where the data buffer starts: 8 + N */
+    json_t *root;
+    st_entry *entries;
+    size_t n;
+} st_file;
+
+/* Sets the error "<op>: <path>: <problem>" and returns false. */
+__attribute__((format(printf, 2, 3))) static bool fail(const st_file *r,
+                                                       const char *fmt, ...)
+{
+    char problem[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(problem, sizeof problem, fmt, ap);
+    va_end(ap);
+    tg__error("%s: %s: %s", r->op, r->path, problem);
+    return false;
+}
+
+/* Reads len bytes at off, which the caller has checked lie in the file. */
+static bool read_at(const st_file *r, uint64_t off, size_t len, void *buf)
+{
+    if (!r->f) {
+        memcpy(buf, r->mem + off, len);
+        return true;
+    }
+    if (fseeko(r->f, (off_t)off, SEEK_SET) != 0 ||
+        fread(buf, 1, len, r->f) != len)
+        return fail(r, "cannot read %zu bytes at byte %llu: %s", len,
+                    (unsigned long long)off,
+                    ferror(r->f) ? strerror(errno) : "unexpected end of file");
+    return true;
+}
+
+/* ---- The header --------------------------------------------------------- */
+
+/* Reads N and the JSON object it measures into r->root. */
+static bool read_header(st_file *r)
+{
+    unsigned char len_bytes[LEN_BYTES];
+    if (r->size < LEN_BYTES)
+        return fail(r,
+                    "not a .safetensors file: %llu bytes is too short for "
+                    "the header length",
+                    (unsigned long long)r->size);
+    if (!read_at(r, 0, LEN_BYTES, len_bytes))
+        return false;
+    uint64_t n = 0;
+    for (int i = LEN_BYTES; i-- > 0;)
+        n = n << 8 | len_bytes[i];
+    if (n > r->size - LEN_BYTES)
+        return fail(r,
+                    "header length %llu is larger than the file (%llu "
+                    "bytes after the length)",
+                    (unsigned long long)n,
+                    (unsigned long long)(r->size - LEN_BYTES));
+    if (n > HEADER_MAX)
+        return fail(r, "header length %llu is over the format's limit of %llu",
+                    (unsigned long long)n, (unsigned long long)HEADER_MAX);
+    r->data_at = LEN_BYTES + n;
+    char *text = tg__malloc(n ? (size_t)n : 1);
+    if (!text)
+        return fail(r, "out of memory for the %llu-byte header",
+                    (unsigned long long)n);
+    bool ok = read_at(r, LEN_BYTES, (size_t)n, text);
+    json_error_t je;
+    r->root =
+        ok ? json_loadb(text, (size_t)n, JSON_REJECT_DUPLICATES, &je) : NULL;
+    free(text);
+    if (ok && !r->root)
+        return fail(r, "bad JSON header: %s (line %d, column %d)", je.text,
+                    je.line, je.column);
+    if (ok && !json_is_object(r->root))
+        return fail(r, "bad JSON header: not an object");
+    return ok;
+}
+
+/* A non-negative integer of the header, or false. */
+static bool get_count(const json_t *v, uint64_t *out)
+{
+    if (!json_is_integer(v) || json_integer_value(v) < 0)
+        return false;
+    *out = (uint64_t)json_integer_value(v);
+    return true;
+}
+
+static bool parse_dtype(const st_file *r, const char *name, const json_t *v,
+                        st_dtype *dt)
+{
+    const char *s = json_string_value(v);
+    if (!s)
+        return fail(r, "tensor '%s': \"dtype\" is missing or not a string",
+                    name);
+    for (int i = 0; i < N_DTYPES; i++)
+        if (strcmp(s, DTYPES[i].name) == 0) {
+            *dt = (st_dtype)i;
+            return true;
+        }
+    for (size_t i = 0; i < sizeof OTHER_DTYPES / sizeof *OTHER_DTYPES; i++)
+        if (strcmp(s, OTHER_DTYPES[i]) == 0)
+            return fail(r,
+                        "tensor '%s' has dtype %s, which tapegrad does not "
+                        "read (F32, F64, I64, BF16, F16)",
+                        name, s);
+    return fail(r, "tensor '%s' has an unknown dtype '%.40s'", name, s);
+}
+
+/* The shape: at most TG_MAX_DIMS dims, each >= 0; *numel their product,
+ * within tapegrad's 2^59 elements. */
+static bool parse_shape(const st_file *r, st_entry *e, const json_t *v,
+                        uint64_t *numel)
+{
+    size_t nd = json_array_size(v);
+    if (!json_is_array(v) || nd > TG_MAX_DIMS)
+        return fail(r, "tensor '%s': \"shape\" is %s (at most %d dims)",
+                    e->name,
+                    json_is_array(v) ? "too long" : "missing or not an array",
+                    TG_MAX_DIMS);
+    e->ndim = (int)nd;
+    *numel = 1;
+    bool zero = false;
+    for (size_t d = 0; d < nd; d++) {
+        uint64_t n;
+        if (!get_count(json_array_get(v, d), &n) || n > (uint64_t)NUMEL_MAX)
+            return fail(r,
+                        "tensor '%s': \"shape\" dim %zu is not an integer in "
+                        "[0, 2^59]",
+                        e->name, d);
+        e->shape[d] = (int64_t)n;
+        zero = zero || n == 0;
+        *numel = *numel > (uint64_t)NUMEL_MAX / (n ? n : 1) ? UINT64_MAX
+                                                            : *numel * n;
+    }
+    if (zero)
+        *numel = 0;
+    if (*numel > (uint64_t)NUMEL_MAX)
+        return fail(r, "tensor '%s' has more than 2^59 elements", e->name);
+    return true;
+}
+
+/* One tensor's entry: dtype, shape and offsets, consistent with each other
+ * and within the data buffer. */
+static bool parse_entry(const st_file *r, const char *name, const json_t *v,
+                        st_entry *e)
+{
+    *e = (st_entry){.name = name};
+    if (!json_is_object(v))
+        return fail(r, "tensor '%s': not a JSON object", name);
+    uint64_t numel = 0;
+    if (!parse_dtype(r, name, json_object_get(v, "dtype"), &e->dtype) ||
+        !parse_shape(r, e, json_object_get(v, "shape"), &numel))
+        return false;
+    const json_t *offs = json_object_get(v, "data_offsets");
+    if (!json_is_array(offs) || json_array_size(offs) != 2 ||
+        !get_count(json_array_get(offs, 0), &e->begin) ||
+        !get_count(json_array_get(offs, 1), &e->end) || e->end < e->begin)
+        return fail(r,
+                    "tensor '%s': \"data_offsets\" is not [begin, end] with "
+                    "0 <= begin <= end",
+                    name);
+    uint64_t data_len = r->size - r->data_at;
+    if (e->end > data_len)
+        return fail(r,
+                    "tensor '%s': data_offsets [%llu, %llu] out of range: "
+                    "the data buffer holds %llu bytes",
+                    name, (unsigned long long)e->begin,
+                    (unsigned long long)e->end, (unsigned long long)data_len);
+    size_t es = DTYPES[e->dtype].size;
+    if (e->end - e->begin != numel * es) {
+        char shp[TG_SHAPE_STR];
+        return fail(r,
+                    "tensor '%s': data_offsets [%llu, %llu] hold %llu bytes "
+                    "but shape %s of %s needs %llu",
+                    name, (unsigned long long)e->begin,
+                    (unsigned long long)e->end,
+                    (unsigned long long)(e->end - e->begin),
+                    tg__shape_str(e->ndim, e->shape, shp),
+                    DTYPES[e->dtype].name, (unsigned long long)(numel * es));
+    }
+    if (e->end > e->begin &&
+        e->begin % es != 0) /* an empty one fits anywhere */
+        return fail(r,
+                    "tensor '%s': data_offsets [%llu, %llu] are not aligned "
+                    "to its %zu-byte elements",
+                    name, (unsigned long long)e->begin,
+                    (unsigned long long)e->end, es);
+    return true;
+}
+
+static int by_offset(const void *a, const void *b)
+{
+    const st_entry *x = *(const st_entry *const *)a;
+    const st_entry *y = *(const st_entry *const *)b;
+    if (x->begin != y->begin)
+        return x->begin < y->begin ? -1 : 1;
+    return x->end < y->end ? -1 : x->end > y->end;
+}
+
+/* The spans, in offset order, tile the data buffer: each begins where the
+ * one before ends, and the last ends at the end of the file. */
+static bool check_spans(const st_file *r)
+{
+    const st_entry **order = tg__calloc(r->n + 1, sizeof *order);
+    if (!order)
+        return fail(r, "out of memory for %zu tensors", r->n);
+    for (size_t i = 0; i < r->n; i++)
+        order[i] = &r->entries[i];
+    qsort(order, r->n, sizeof *order, by_offset);
+    uint64_t at = 0, data_len = r->size - r->data_at;
+    const char *prev = NULL;
+    bool ok = true;
+    for (size_t i = 0; ok && i < r->n; i++) {
+        const st_entry *e = order[i];
+        if (e->begin < at)
+            ok = fail(r,
+                      "tensors '%s' and '%s' overlap: data_offsets [%llu, "
+                      "%llu] begin before byte %llu",
+                      prev, e->name, (unsigned long long)e->begin,
+                      (unsigned long long)e->end, (unsigned long long)at);
+        else if (e->begin > at)
+            ok = fail(r,
+                      "a gap of %llu bytes in the data buffer before tensor "
+                      "'%s' (data_offsets [%llu, %llu])",
+                      (unsigned long long)(e->begin - at), e->name,
+                      (unsigned long long)e->begin, (unsigned long long)e->end);
+        at = e->end;
+        prev = e->name;
+    }
+    if (ok && at != data_len)
+        ok = fail(r,
+                  "the tensors cover %llu bytes of a %llu-byte data "
+                  "buffer",
+                  (unsigned long long)at, (unsigned long long)data_len);
+    free(order);
+    return ok;
+}
+
+/* Reads and checks the header into r->entries (every tensor but
+ * "__metadata__", in the header's order). */
+static bool parse_header(st_file *r)
+{
+    if (!read_header(r))
+        return false;
+    size_t n = json_object_size(r->root);
+    r->entries = tg__calloc(n + 1, sizeof *r->entries);
+    if (!r->entries)
+        return fail(r, "out of memory for %zu tensors", n);
+    const char *name;
+    json_t *v;
+    json_object_foreach(r->root, name, v)
+    {
+        if (strcmp(name, METADATA) == 0)
+            continue;
+        if (!parse_entry(r, name, v, &r->entries[r->n]))
+            return false;
+        r->n++;
+    }
+    return check_spans(r);
+}
+
+static void close_file(st_file *r)
+{
+    json_decref(r->root);
+    free(r->entries);
+    if (r->f)
+        fclose(r->f);
+}
+
+static bool open_file(st_file *r)
+{
+    int64_t size;
+    r->f = tg__file_open_regular(r->op, r->path, &size);
+    if (!r->f)
+        return false;
+    r->size = (uint64_t)size;
+    return parse_header(r);
+}
+
+/* ---- Tensors -------------------------------------------------------------- */
+
+/* bfloat16 is float32's top half: sign, 8 exponent bits, 7 mantissa bits. */
+static float bf16_to_float(uint16_t h)
+{
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/* IEEE half: sign, 5 exponent bits (bias 15), 10 mantissa bits. Normal:
+ * (-1)^s 2^(e-15) (1 + m/1024); subnormal (e = 0): (-1)^s 2^-14 m/1024;
+ * e = 31: infinity (m = 0) or NaN. Every half is a float exactly. */
+static float f16_to_float(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 0x1f,
+             m = h & 0x3ff, bits;
+    if (e == 0x1f)
+        bits = sign | 0x7f800000u | m << 13;
+    else if (e != 0)
+        bits = sign | (e + 127 - 15) << 23 | m << 13;
+    else {
+        float f = (float)m * 0x1p-24f; /* exact: m < 2^10 */
+        return sign ? -f : f;
+    }
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/* Entry e as a new tensor: F32, F64 and I64 as they are, BF16 and F16
+ * widened to float32. */
+static tg_tensor *read_tensor(const st_file *r, const st_entry *e)
+{
+    size_t nbytes = (size_t)(e->end - e->begin);
+    size_t es = DTYPES[e->dtype].size, numel = nbytes / es;
+    bool half = e->dtype == ST_BF16 || e->dtype == ST_F16;
+    size_t out_bytes = half ? numel * sizeof(float) : nbytes;
+    unsigned char *buf = tg__malloc(out_bytes ? out_bytes : 1);
+    if (!buf) {
+        fail(r, "out of memory for tensor '%s' (%zu bytes)", e->name,
+             out_bytes);
+        return NULL;
+    }
+    tg_tensor *t = NULL;
+    /* Halves are read into the buffer's upper half, then widened from the
+     * front: element i's float lands at or before its half is read. */
+    unsigned char *at = half ? buf + out_bytes - nbytes : buf;
+    if (read_at(r, r->data_at + e->begin, nbytes, at)) {
+        for (size_t i = 0; half && i < numel; i++) {
+            uint16_t h;
+            memcpy(&h, at + 2 * i, 2);
+            float f = e->dtype == ST_BF16 ? bf16_to_float(h) : f16_to_float(h);
+            memcpy(buf + 4 * i, &f, 4);
+        }
+        t = tg_from_data(DTYPES[e->dtype].into, e->ndim, e->shape, buf);
+        if (!t)
+            tg__error_wrap(r->op);
+    }
+    free(buf);
+    return t;
+}
+
+/* ---- Loading by name -------------------------------------------------- */
+
+static const st_entry *find(const st_file *r, const char *name)
+{
+    for (size_t i = 0; i < r->n; i++)
+        if (strcmp(r->entries[i].name, name) == 0)
+            return &r->entries[i];
+    fail(r, "no tensor '%s' for parameter '%s'", name, name);
+    return NULL;
+}
+
+/* The value for parameter p, checked: the same shape; a float dtype for a
+ * float parameter (converted), I64 for an int64 one. */
+static tg_tensor *load_value(const st_file *r, const tg_param *p)
+{
+    const st_entry *e = find(r, p->name);
+    if (!e)
+        return NULL;
+    tg_dtype want = tg_dtype_of(p->t), have = DTYPES[e->dtype].into;
+    bool floats = (have == TG_FLOAT32 || have == TG_FLOAT64) &&
+                  (want == TG_FLOAT32 || want == TG_FLOAT64);
+    char shp[TG_SHAPE_STR];
+    if (e->ndim != tg_ndim(p->t) ||
+        memcmp(e->shape, tg_shape(p->t), sizeof(int64_t) * (size_t)e->ndim)) {
+        fail(r, "parameter '%s' has shape %s but tensor '%s' has shape %s",
+             p->name, TG_SHP(p->t), e->name,
+             tg__shape_str(e->ndim, e->shape, shp));
+        return NULL;
+    }
+    if (!floats && have != want) {
+        fail(r, "parameter '%s' is %s but tensor '%s' is %s", p->name,
+             tg_dtype_name(want), e->name, DTYPES[e->dtype].name);
+        return NULL;
+    }
+    return read_tensor(r, e);
+}
+
+int tg_load_safetensors(const tg_params *ps, const char *path)
+{
+    static const char op[] = "load_safetensors";
+    if (!ps || !path) {
+        tg__error("%s: %s is NULL", op, ps ? "path" : "the parameter list");
+        return -1;
+    }
+    for (int i = 0; i < ps->n; i++)
+        if (!ps->items[i].t) {
+            tg__error("%s: %s: parameter '%s' is NULL", op, path,
+                      ps->items[i].name);
+            return -1;
+        }
+    st_file r = {.op = op, .path = path};
+    tg_tensor **values = tg__calloc((size_t)ps->n + 1, sizeof *values);
+    bool ok = values != NULL;
+    if (!ok)
+        tg__error("%s: %s: out of memory", op, path);
+    ok = ok && open_file(&r);
+    for (int i = 0; ok && i < ps->n; i++)
+        ok = (values[i] = load_value(&r, &ps->items[i])) != NULL;
+    for (int i = 0; ok && i < ps->n; i++)
+        tg__copy_into(ps->items[i].t, values[i]);
+    for (int i = 0; values && i < ps->n; i++)
+        tg_release(values[i]);
+    free(values);
+    close_file(&r);
+    return ok ? 0 : -1;
+}
+
+/* ---- Reading every tensor -------------------------------------------- */
+
+static int read_all(const st_file *r, tg_params *out)
+{
+    tg_tensor **ts = tg__calloc(r->n + 1, sizeof *ts);
+    char(*names)[TG_PARAM_NAME_MAX] = tg__calloc(r->n + 1, sizeof *names);
+    bool ok = ts && names;
+    if (!ok)
+        fail(r, "out of memory for %zu tensors", r->n);
+    for (size_t i = 0; ok && i < r->n; i++) {
+        const char *name = r->entries[i].name;
+        if (strlen(name) >= TG_PARAM_NAME_MAX)
+            ok = fail(r,
+                      "tensor '%.60s...': the name is longer than %d "
+                      "characters",
+                      name, TG_PARAM_NAME_MAX - 1);
+        else {
+            strcpy(names[i], name);
+            ok = (ts[i] = read_tensor(r, &r->entries[i])) != NULL;
+        }
+    }
+    int rc = ok ? tg__params_adopt(r->op, r->path, out, r->n, names, ts) : -1;
+    for (size_t i = 0; !ok && ts && i < r->n; i++)
+        tg_release(ts[i]);
+    free(ts);
+    free(names);
+    return rc;
+}
+
+int tg_read_safetensors(const char *path, tg_params *out)
+{
+    if (!path || !out) {
+        tg__error("read_safetensors: %s is NULL",
+                  out ? "path" : "the parameter list");
+        return -1;
+    }
+    st_file r = {.op = "read_safetensors", .path = path};
+    int rc = open_file(&r) ? read_all(&r, out) : -1;
+    close_file(&r);
+    return rc;
+}
+
+int tg__safetensors_read_mem(const char *name, const void *bytes, size_t len,
+                             tg_params *out)
+{
+    st_file r = {
+        .op = "read_safetensors", .path = name, .mem = bytes, .size = len};
+    int rc = parse_header(&r) ? read_all(&r, out) : -1;
+    close_file(&r);
+    return rc;
+}
+
+/* ---- Saving ------------------------------------------------------------- */
+
+/* The parameters in the data buffer's order: 8-byte dtypes before 4-byte
+ * ones (each in the list's order), so every offset is a multiple of its
+ * element size, as the reference library lays them out. */
+static void data_order(const tg_params *ps, int *order)
+{
+    int k = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < ps->n; i++)
+            if ((tg_dtype_size(tg_dtype_of(ps->items[i].t)) == 8) == !pass)
+                order[k++] = i;
+}
+
+static const char *save_dtype(tg_dtype dt)
+{
+    return dt == TG_FLOAT32   ? "F32"
+           : dt == TG_FLOAT64 ? "F64"
+           : dt == TG_INT64   ? "I64"
+                              : NULL;
+}
+
+/* {"dtype": ..., "shape": [...], "data_offsets": [begin, end]}, or NULL. */
+static json_t *entry_json(const tg_tensor *t, uint64_t begin, uint64_t end)
+{
+    json_t *shape = json_array();
+    for (int d = 0; shape && d < tg_ndim(t); d++)
+        if (json_array_append_new(shape, json_integer(tg_shape(t)[d])) != 0) {
+            json_decref(shape);
+            shape = NULL;
+        }
+    if (!shape)
+        return NULL;
+    return json_pack("{s:s, s:o, s:[I,I]}", "dtype", save_dtype(tg_dtype_of(t)),
+                     "shape", shape, "data_offsets", (json_int_t)begin,
+                     (json_int_t)end);
+}
+
+/* The header's JSON, padded with spaces so that 8 + its length is a
+ * multiple of 8 (the data then starts aligned): a new string of *len bytes,
+ * or NULL. Entries in the list's order, as torch's save_file keeps its
+ * dict's; their data in the order of `order`. */
+static char *header_text(const tg_params *ps, const int *order, size_t *len)
+{
+    uint64_t *begin = tg__calloc((size_t)ps->n + 1, sizeof *begin);
+    json_t *root =
+        begin ? json_pack("{s:{s:s}}", METADATA, "format", "pt") : NULL;
+    uint64_t at = 0;
+    for (int k = 0; root && k < ps->n; k++) {
+        const tg_tensor *t = ps->items[order[k]].t;
+        begin[order[k]] = at;
+        at += (uint64_t)tg_numel(t) * tg_dtype_size(tg_dtype_of(t));
+    }
+    for (int i = 0; root && i < ps->n; i++) {
+        const tg_param *p = &ps->items[i];
+        uint64_t nbytes =
+            (uint64_t)tg_numel(p->t) * tg_dtype_size(tg_dtype_of(p->t));
+        json_t *e = entry_json(p->t, begin[i], begin[i] + nbytes);
+        if (!e || json_object_set_new(root, p->name, e) != 0) {
+            json_decref(root);
+            root = NULL;
+        }
+    }
+    free(begin);
+    char *text =
+        root ? json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(root);
+    if (!text)
+        return NULL;
+    size_t n = strlen(text), padded = n + (8 - (LEN_BYTES + n) % 8) % 8;
+    char *out = tg__malloc(padded + 1);
+    if (out) {
+        memcpy(out, text, n);
+        memset(out + n, ' ', padded - n);
+        out[padded] = '\0';
+        *len = padded;
+    }
+    free(text);
+    return out;
+}
+
+static bool check_save_args(const tg_params *ps, const char *path)
+{
+    static const char op[] = "save_safetensors";
+    if (!ps || !path) {
+        tg__error("%s: %s is NULL", op, ps ? "path" : "the parameter list");
+        return false;
+    }
+    for (int i = 0; i < ps->n; i++) {
+        const tg_param *p = &ps->items[i];
+        if (!p->t) {
+            tg__error("%s: %s: parameter '%s' is NULL", op, path, p->name);
+            return false;
+        }
+        if (!save_dtype(tg_dtype_of(p->t))) {
+            tg__error("%s: %s: parameter '%s' is %s; safetensors are "
+                      "written from float32, float64 and int64",
+                      op, path, p->name, tg_dtype_name(tg_dtype_of(p->t)));
+            return false;
+        }
+        json_t *key = json_string(p->name); /* NULL: not valid UTF-8 */
+        json_decref(key);
+        if (!key) {
+            tg__error("%s: %s: parameter name '%s' is not valid UTF-8, "
+                      "which the JSON header needs",
+                      op, path, p->name);
+            return false;
+        }
+        if (strcmp(p->name, METADATA) == 0) {
+            tg__error("%s: %s: a parameter may not be named '" METADATA "'", op,
+                      path);
+            return false;
+        }
+        for (int j = 0; j < i; j++)
+            if (strcmp(ps->items[j].name, p->name) == 0) {
+                tg__error("%s: %s: two parameters are named '%s'", op, path,
+                          p->name);
+                return false;
+            }
+    }
+    return true;
+}
+
+/* Writes each tensor's bytes in the data buffer's order. */
+static bool write_data(tg__file *out, const char *path, const tg_params *ps,
+                       const int *order)
+{
+    for (int k = 0; k < ps->n; k++) {
+        const tg_tensor *t = ps->items[order[k]].t;
+        size_t nbytes = (size_t)tg_numel(t) * tg_dtype_size(tg_dtype_of(t));
+        unsigned char *buf = tg__malloc(nbytes ? nbytes : 1);
+        if (!buf) {
+            tg__error("save_safetensors: %s: out of memory for '%s' %s", path,
+                      ps->items[order[k]].name, TG_SHP(t));
+            return false;
+        }
+        bool ok = tg__npy_elements("save_safetensors", t, buf) == 0 &&
+                  tg__file_write(out, buf, nbytes);
+        free(buf);
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+int tg_save_safetensors(const tg_params *ps, const char *path)
+{
+    if (!check_save_args(ps, path))
+        return -1;
+    int *order = tg__calloc((size_t)ps->n + 1, sizeof *order);
+    size_t hlen = 0;
+    char *header = NULL;
+    if (order) {
+        data_order(ps, order);
+        header = header_text(ps, order, &hlen);
+    }
+    if (!header) {
+        tg__error("save_safetensors: %s: out of memory for the header", path);
+        free(order);
+        return -1;
+    }
+    unsigned char len_bytes[LEN_BYTES];
+    for (int i = 0; i < LEN_BYTES; i++)
+        len_bytes[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
+    tg__file *out = tg__file_begin("save_safetensors", path);
+    bool ok = out && tg__file_write(out, len_bytes, LEN_BYTES) &&
+              tg__file_write(out, header, hlen) &&
+              write_data(out, path, ps, order);
+    free(header);
+    free(order);
+    if (!out)
+        return -1;
+    if (!ok) {
+        tg__file_abort(out);
+        return -1;
+    }
+    return tg__file_commit(out);
+}
