@@ -21,6 +21,26 @@ static void report_at_exit(void)
     fprintf(stderr, "tapegrad: %lld tensor(s) still alive at exit:\n",
             (long long)n_live);
     tg_print_live_tensors(stderr);
+    /* Those only a tape holds are not leaks of their own: an output that
+     * was never backpropagated nor released keeps its graph (its entry's
+     * inputs and saved tensors) alive; release the output, or run its
+     * backward, and they go. */
+    int64_t by_tape = 0;
+    pthread_mutex_lock(&lock);
+    for (const tg_tensor *t = live; t; t = t->live_next) {
+        int64_t refs = atomic_load_explicit(&t->refcount, memory_order_relaxed);
+        by_tape +=
+            refs > 0 &&
+            refs == atomic_load_explicit(&t->tape_holds, memory_order_relaxed);
+    }
+    pthread_mutex_unlock(&lock);
+    if (by_tape > 0)
+        fprintf(stderr,
+                "tapegrad: %lld of them are kept alive only by an unfinished "
+                "tape: the entries of an output never backpropagated nor "
+                "released hold them; release that output (or run its "
+                "backward)\n",
+                (long long)by_tape);
 }
 
 static void read_environment(void)
@@ -85,10 +105,21 @@ void tg_print_live_tensors(FILE *f)
     for (const tg_tensor *t = live; t; t = t->live_next) {
         /* a count other threads may be changing meanwhile: a snapshot */
         int64_t refs = atomic_load_explicit(&t->refcount, memory_order_relaxed);
-        fprintf(f, "  %s %s made by '%s' at %s:%d (%lld reference%s)\n",
-                tg_dtype_name(t->dtype), TG_SHP(t), t->born_op,
+        int64_t held =
+            atomic_load_explicit(&t->tape_holds, memory_order_relaxed);
+        char name[TG_NAME_MAX + 4] = "";
+        if (t->name[0])
+            snprintf(name, sizeof name, " '%s'", t->name);
+        char tape[96] = "";
+        if (held > 0)
+            snprintf(tape, sizeof tape,
+                     held == refs ? ", all held by an unfinished tape"
+                                  : ", %lld held by an unfinished tape",
+                     (long long)held);
+        fprintf(f, "  %s %s%s made by '%s' at %s:%d (%lld reference%s%s)\n",
+                tg_dtype_name(t->dtype), TG_SHP(t), name, t->born_op,
                 t->born_file ? t->born_file : "?", t->born_line,
-                (long long)refs, refs == 1 ? "" : "s");
+                (long long)refs, refs == 1 ? "" : "s", tape);
     }
     pthread_mutex_unlock(&lock);
 }

@@ -127,6 +127,10 @@ int tg__dim(const char *op, int dim, int ndim)
 
 int tg__dim_of(const char *op, int dim, const tg_tensor *t)
 {
+    if (tg__is_dead(t)) {
+        tg__dead_error(op, t);
+        return -1;
+    }
     int d = dim < 0 ? dim + t->ndim : dim;
     if (d < 0 || d >= t->ndim) {
         tg__error("%s: dim %d is out of range for a %d-d tensor of shape %s",
@@ -158,8 +162,27 @@ size_t tg_dtype_size(tg_dtype dt)
     return 0;
 }
 
+bool tg__dead_error(const char *op, const tg_tensor *t)
+{
+    char shp[TG_SHAPE_STR];
+    tg__shape_str(t->ndim, t->shape, shp);
+    char used[300] = "", freed[300] = "";
+    if (site_file)
+        snprintf(used, sizeof used, "%s:%d: ", site_file, site_line);
+    if (t->released_file)
+        snprintf(freed, sizeof freed, " (its last reference went at %s:%d)",
+                 t->released_file, t->released_line);
+    tg__error("%s%s: a %s %s tensor used after it was released%s; keep it "
+              "with tg_retain, tg_keep or tg_scope_return",
+              used, op, tg_dtype_name(t->dtype), shp, freed);
+    fprintf(stderr, "tapegrad: %s\n", last_error);
+    return false;
+}
+
 bool tg__check_float(const char *op, const tg_tensor *t)
 {
+    if (tg__is_dead(t))
+        return tg__dead_error(op, t);
     if (t->dtype == TG_FLOAT32 || t->dtype == TG_FLOAT64)
         return true;
     tg__error("%s: expected a float32 or float64 tensor, got %s %s", op,
@@ -170,6 +193,10 @@ bool tg__check_float(const char *op, const tg_tensor *t)
 bool tg__check_same_float(const char *op, const tg_tensor *a,
                           const tg_tensor *b)
 {
+    if (tg__is_dead(a))
+        return tg__dead_error(op, a);
+    if (tg__is_dead(b))
+        return tg__dead_error(op, b);
     if (!tg__check_float(op, a) || !tg__check_float(op, b))
         return false;
     if (a->dtype == b->dtype)

@@ -82,6 +82,15 @@ static bool check_inputs(tg_fn f, int n, tg_tensor *const *inputs)
                 i, TG_SHP(inputs[i]), inputs[i]->node->op->name);
             return false;
         }
+        /* float32's 24 bits cannot hold a central difference: with eps
+         * 1e-6 the perturbation is a few ulps of x, and (L(x+eps) -
+         * L(x-eps)) / 2eps keeps almost none of its digits. */
+        if (inputs[i]->requires_grad && inputs[i]->dtype == TG_FLOAT32) {
+            tg__error("gradcheck: input %d is float32 %s; central differences "
+                      "need float64: check in float64 (tg_to(x, TG_FLOAT64))",
+                      i, TG_SHP(inputs[i]));
+            return false;
+        }
         any |= inputs[i]->requires_grad;
     }
     if (!any)
@@ -122,6 +131,12 @@ static tg_tensor *analytic_pass(tg_fn f, void *ctx, tg_tensor *const *inputs,
         return NULL;
     if (!tg__check_float("gradcheck", y))
         goto fail;
+    if (y->dtype == TG_FLOAT32) { /* as float32 inputs, check_inputs */
+        tg__error("gradcheck: the function returned float32 %s; central "
+                  "differences need float64: check in float64",
+                  TG_SHP(y));
+        goto fail;
+    }
     int64_t m = tg_numel(y);
     double *u = tg__malloc(sizeof *u * (size_t)(m ? m : 1));
     double *yv = tg__malloc(sizeof *yv * (size_t)(m ? m : 1));

@@ -14,8 +14,8 @@
  *   audit.c, scope.c   the leak audit; the scope stack
  *   tensor.c <-> tape.c
  *   anomaly.c          (tape.c calls it; it calls tensor.c)
- *   print.c, dtoa.c, npy.c, rng.c, pcg64.c
- *   gradcheck.c
+ *   print.c, dtoa.c, npy.c, rng.c, pcg64.c, inplace.c
+ *   gradcheck.c, create.c, jacobian.c
  *
  * The one circle is tensor <-> tape, and it is the model itself: a tensor
  * owns the tape entry that made it (so freeing the tensor frees the entry,
@@ -55,10 +55,27 @@ typedef struct tg_storage {
     _Atomic int64_t refcount;
     size_t nbytes;
     void *data;
+    /* The version counter PyTorch keeps: every in-place write to any view
+     * of this storage adds one (core/inplace.c, tg_set), and a tape entry
+     * notes the versions of its inputs and saved tensors when it records,
+     * so that backward can refuse a tensor written since. One writer at a
+     * time (include/tapegrad.h, "Threads"): plain. */
+    uint64_t version;
+    /* References to views of this storage held by tape entries not yet
+     * consumed by a backward (tg__record, tg__save; node_drop_refs gives
+     * them back, on whichever thread): an in-place write refuses while it
+     * is > 0. */
+    _Atomic int64_t tape_refs;
 } tg_storage;
 
 typedef struct tg_node tg_node;
 typedef struct tg_tape tg_tape; /* one thread's live entries (core/tape.c) */
+
+/* A live header's magic; tg__header_free writes TG_MAGIC_DEAD over it. */
+#define TG_MAGIC_LIVE 0x7467u /* "tg" */
+#define TG_MAGIC_DEAD 0xdeadu
+/* Bytes of a tensor's name, the NUL included (tg_set_name cuts longer). */
+#define TG_NAME_MAX 32
 
 struct tg_tensor {
     tg_dtype dtype;
@@ -86,7 +103,38 @@ struct tg_tensor {
     const char *born_op, *born_file;
     int born_line;
     tg_tensor *live_prev, *live_next;
+
+    /* Poison: TG_MAGIC_LIVE while alive. A released header keeps its shape
+     * and gets TG_MAGIC_DEAD and the call site of the release that freed it,
+     * so that a later use is an error naming both lines (tg__dead_error);
+     * core/tensor.c keeps the last released headers out of the pool a while
+     * (its quarantine), so the mark survives until then. */
+    uint32_t magic;
+    int released_line;
+    const char *released_file;
+    /* Creation order on this thread (1, 2, ...): the tape's printouts number
+     * leaves by it, so a drawing is the same run to run. */
+    uint64_t id;
+    /* tg_set_name's copy; "" for none. */
+    char name[TG_NAME_MAX];
+    /* Of the references, those tape entries not yet consumed hold (for the
+     * leak audit's report of tensors an unfinished tape keeps alive). */
+    _Atomic int32_t tape_holds;
 };
+
+/* True when t was released (its header is poison): see tg__dead_error. */
+static inline bool tg__is_dead(const tg_tensor *t)
+{
+    return t->magic != TG_MAGIC_LIVE;
+}
+/* For a use of a released tensor t by op: sets the error, and writes it to
+ * stderr too (the use is a bug a return value may not reach), naming the
+ * caller's file:line and the release's. Returns false, for
+ * `if (tg__is_dead(t)) return tg__dead_error("op", t);`. (core/error.c) */
+TG_HIDDEN bool tg__dead_error(const char *op, const tg_tensor *t);
+/* NULL or released: the usual first test of a function given t; a released
+ * t also sets the error (tg__dead_error). */
+#define TG_BAD(op, t) (!(t) || (tg__is_dead(t) && !tg__dead_error(op, t)))
 
 /* Base address of element 0 of t (storage + offset), as T *. */
 #define TG_DATA(T, t) ((T *)(t)->storage->data + (t)->offset)
@@ -463,8 +511,17 @@ struct tg_node {
     /* What the tape prints, kept after the inputs are released. */
     int *in_ndim;                     /* these four: n_in entries each, */
     int64_t (*in_shape)[TG_MAX_DIMS]; /* allocated with the node */
-    uint64_t *in_seq;   /* producer entry of each input; 0: leaf */
-    const void **in_id; /* identity of leaf inputs (never read) */
+    uint64_t *in_seq;     /* producer entry of each input; 0: leaf */
+    uint64_t *in_tid;     /* each input's tensor id (tg_tensor.id); 0: none */
+    uint64_t *in_version; /* its storage's version when recorded */
+    char (*in_name)[TG_NAME_MAX]; /* a leaf input's name when recorded */
+    uint64_t saved_version[TG_NODE_MAX_SAVED];
+    /* The output's, for a record kept after the output died
+     * (tg_tape_keep_record): out is NULL then. */
+    int out_ndim;
+    int64_t out_shape[TG_MAX_DIMS];
+    uint64_t out_tid;
+    char out_name[TG_NAME_MAX];
     double
         grad_norm; /* of the gradient that reached out; < 0 before backward */
     bool consumed; /* backward ran and released in/saved */
@@ -495,6 +552,11 @@ TG_HIDDEN void tg__save(tg_node *n, tg_tensor *t);
 TG_HIDDEN void tg__accumulate(tg_node *n, int i, tg_tensor *g);
 /* True when input i of n needs a gradient (skip computing it otherwise). */
 TG_HIDDEN bool tg__needs_grad(const tg_node *n, int i);
+/* The op of the first entry on this thread's tape that holds (for its
+ * backward) a tensor over storage s, with its call site; NULL when none
+ * does. For the in-place calls' refusal (core/inplace.c). */
+TG_HIDDEN const char *tg__tape_holder(const tg_storage *s, int *line,
+                                      const char **file);
 /* Unlinks and frees the node of a dying tensor. */
 TG_HIDDEN void tg__node_free(tg_node *n);
 
@@ -503,5 +565,13 @@ TG_HIDDEN void tg__node_free(tg_node *n);
  * error when out of memory. */
 TG_HIDDEN tg_tensor *tg__sum_to_shape(tg_tensor *g, int ndim,
                                       const int64_t *shape);
+
+/* ------------------------------------------------------------------ */
+/* Random words (core/rng.c)                                          */
+/* ------------------------------------------------------------------ */
+
+/* The legacy generator's next tempered 32-bit word (numpy's next_uint32),
+ * for the integer draws of core/create.c (randint, randperm). */
+TG_HIDDEN uint32_t tg__rng_next32(tg_rng *r);
 
 #endif /* TAPEGRAD_INTERNAL_H */

@@ -56,6 +56,9 @@ bool tg__broadcast(const char *op, int n, const tg_tensor *const *ts, int *ndim,
     char msg[4 * TG_SHAPE_STR];
     int nd = 0;
     for (int i = 0; i < n; i++)
+        if (ts[i] && tg__is_dead(ts[i]))
+            return tg__dead_error(op, ts[i]);
+    for (int i = 0; i < n; i++)
         if (ts[i]->ndim > nd)
             nd = ts[i]->ndim;
     /* Right-align the shapes; a dim of size 1 stretches to the other's. */

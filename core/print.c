@@ -343,7 +343,7 @@ static double *shown_values(printer *p, int64_t *n_out)
 
 char *tg_format(const tg_tensor *t, int precision)
 {
-    if (!t)
+    if (TG_BAD("format", t))
         return NULL;
     if (precision < 0)
         precision = DEFAULT_PRECISION;
@@ -387,7 +387,7 @@ char *tg_format(const tg_tensor *t, int precision)
 
 int tg_fprint(FILE *f, const tg_tensor *t, int precision)
 {
-    if (!t)
+    if (TG_BAD("fprint", t))
         return -1;
     if (!f) {
         tg__error("fprint: NULL file");
@@ -401,6 +401,33 @@ int tg_fprint(FILE *f, const tg_tensor *t, int precision)
     if (rc)
         tg__error("fprint: write failed for shape %s", TG_SHP(t));
     return rc;
+}
+
+int tg_print(const tg_tensor *t)
+{
+    if (TG_BAD("print", t))
+        return -1;
+    if (tg_fprint(stdout, t, -1) < 0)
+        return tg__error_wrap("print");
+    return putchar('\n') == EOF ? -1 : 0;
+}
+
+const char *tg_shape_str(const tg_tensor *t, char *buf, size_t size)
+{
+    if (!buf || size == 0)
+        return NULL;
+    if (!t || tg__is_dead(t)) {
+        snprintf(buf, size, "(null)");
+        return buf;
+    }
+    /* numpy's tuple: "(4, 8, 32)", "(3,)", "()" */
+    size_t n = (size_t)snprintf(buf, size, "(");
+    for (int d = 0; d < t->ndim && n < size; d++)
+        n += (size_t)snprintf(buf + n, size - n, d ? ", %lld" : "%lld",
+                              (long long)t->shape[d]);
+    if (n < size)
+        snprintf(buf + n, size - n, t->ndim == 1 ? ",)" : ")");
+    return buf;
 }
 
 /* ===================================================================== */

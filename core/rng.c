@@ -154,3 +154,7 @@ tg_tensor *tg_rand(tg_rng *r, tg_dtype dt, int ndim, const int64_t *shape)
 {
     return fill("rand", r, next_double, dt, ndim, shape);
 }
+
+/* The next tempered 32-bit word, for core/create.c's integer draws
+ * (numpy's next_uint32 of the legacy generator). */
+uint32_t tg__rng_next32(tg_rng *r) { return next32(r); }

@@ -205,7 +205,65 @@ void tg__unscope(tg_tensor *t)
 
 tg_tensor *tg_keep(tg_tensor *t)
 {
-    if (t)
+    if (TG_BAD("keep", t))
+        return NULL;
+    tg__unscope(t);
+    return t;
+}
+
+/* The innermost scope's region of the stack is [marks[top], n_slots) and
+ * the enclosing one's ends at marks[top]. t moves to the enclosing scope by
+ * taking slot marks[top] (its occupant u, if any, moves to t's old slot, or
+ * to a new slot at the end when t had none) and moving the mark up by one:
+ * O(1), whatever the scope holds. Only the order in which the inner scope
+ * releases changes, which no result depends on. */
+tg_tensor *tg_scope_return(tg_tensor *t)
+{
+    if (TG_BAD("scope_return", t))
+        return NULL;
+    if (n_lost > 0) { /* the innermost scope never opened: nothing to move */
+        tg__error("scope_return: out of memory: tg_scope_begin could not "
+                  "open the innermost scope");
+        return NULL;
+    }
+    if (n_marks == 0) /* no scope: the caller has the reference already */
+        return t;
+    bool mine = t->scope_thread == stack_id && t->scope_slot >= 0;
+    if (!mine && t->scope_slot >= 0) {
+        tg__error("scope_return: the %s tensor is held by another thread's "
+                  "scope",
+                  TG_SHP(t));
+        return NULL;
+    }
+    if (mine && t->scope_slot < marks[n_marks - 1])
+        return t;       /* already an enclosing scope's */
+    if (n_marks == 1) { /* no enclosing scope: the caller's, as tg_keep */
         tg__unscope(t);
+        return t;
+    }
+    int64_t m = marks[n_marks - 1];
+    if (!mine) {
+        /* the caller's own reference: one more slot */
+        if ((slots_kept && tg__alloc_reuse_fails()) ||
+            !grow((void **)&slots, &cap_slots, n_slots + 1, sizeof *slots)) {
+            tg__error("scope_return: out of memory for the scope's list of "
+                      "tensors");
+            return NULL;
+        }
+        slots_kept = false;
+        slots[n_slots] = NULL;
+        t->scope_slot = n_slots++;
+        t->scope_thread = stack_id;
+        slots[t->scope_slot] = t;
+    }
+    tg_tensor *u = slots[m];
+    if (u != t) {
+        slots[t->scope_slot] = u;
+        if (u)
+            u->scope_slot = t->scope_slot;
+        slots[m] = t;
+        t->scope_slot = m;
+    }
+    marks[n_marks - 1] = m + 1;
     return t;
 }

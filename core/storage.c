@@ -382,6 +382,8 @@ tg_storage *tg__storage_new(size_t nbytes, bool zero_fill)
     if (zero_fill && !zeroed)
         memset(b->s.data, 0, nbytes);
     b->s.nbytes = nbytes;
+    b->s.version = 0;
+    atomic_init(&b->s.tape_refs, 0);
     atomic_init(&b->s.refcount, 1);
     return &b->s;
 }

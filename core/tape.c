@@ -59,10 +59,15 @@ static void profile_walk_end(double ops_ms);
  * the thread's exit (a pthread key's destructor) or the unlinking of its
  * last entry then. */
 struct tg_tape {
-    pthread_mutex_t lock; /* guards the three below */
+    pthread_mutex_t lock; /* guards the four below */
     tg_node *head, *tail;
     bool orphaned; /* its thread has exited */
+    /* tg_tape_keep_record: consumed entries stay. Written under the lock,
+     * read without it first (an entry's free would take the lock twice) */
+    atomic_bool keep_record;
 };
+
+static void drop_records(tg_tape *tp);
 
 static TG_THREAD_LOCAL tg_tape *my_tape; /* NULL until this thread records */
 static pthread_key_t tape_key;           /* its destructor: thread_exit */
@@ -81,6 +86,7 @@ static void thread_exit(void *arg)
 {
     tg_tape *tp = arg;
     my_tape = NULL;
+    drop_records(tp);
     pthread_mutex_lock(&tp->lock);
     tp->orphaned = true;
     bool last = !tp->head;
@@ -188,7 +194,8 @@ bool tg_tape_record_norms(bool on)
 static size_t node_size(int n_in)
 {
     size_t per_input = sizeof(int64_t[TG_MAX_DIMS]) + sizeof(tg_tensor *) +
-                       sizeof(uint64_t) + sizeof(void *) + sizeof(int);
+                       3 * sizeof(uint64_t) + sizeof(char[TG_NAME_MAX]) +
+                       sizeof(int);
     return sizeof(tg_node) + (size_t)n_in * per_input;
 }
 
@@ -209,8 +216,12 @@ static tg_node *node_alloc(int n_in)
     p += (size_t)n_in * sizeof(tg_tensor *);
     n->in_seq = (uint64_t *)p;
     p += (size_t)n_in * sizeof(uint64_t);
-    n->in_id = (const void **)p;
-    p += (size_t)n_in * sizeof(void *);
+    n->in_tid = (uint64_t *)p;
+    p += (size_t)n_in * sizeof(uint64_t);
+    n->in_version = (uint64_t *)p;
+    p += (size_t)n_in * sizeof(uint64_t);
+    n->in_name = (char(*)[TG_NAME_MAX])p;
+    p += (size_t)n_in * sizeof(char[TG_NAME_MAX]);
     n->in_ndim = (int *)p;
     n->n_in = n_in;
     return n;
@@ -232,8 +243,14 @@ tg_tensor *tg__record(const tg_op *op, tg_tensor *out, int n_in,
     if (grad_disabled)
         return out;
     bool any = false;
-    for (int i = 0; i < n_in; i++)
+    for (int i = 0; i < n_in; i++) {
+        if (in[i] && tg__is_dead(in[i])) {
+            tg__dead_error(op->name, in[i]);
+            tg_release(out);
+            return NULL;
+        }
         any |= in[i] && in[i]->requires_grad;
+    }
     if (!any)
         return out;
 
@@ -256,7 +273,13 @@ tg_tensor *tg__record(const tg_op *op, tg_tensor *out, int n_in,
         n->in_ndim[i] = in[i]->ndim;
         memcpy(n->in_shape[i], in[i]->shape, sizeof in[i]->shape);
         n->in_seq[i] = in[i]->node ? in[i]->node->seq : 0;
-        n->in_id[i] = in[i];
+        n->in_tid[i] = in[i]->id;
+        n->in_version[i] = in[i]->storage->version;
+        if (in[i]->name[0] && !in[i]->node) /* a leaf's, for the printouts */
+            memcpy(n->in_name[i], in[i]->name, TG_NAME_MAX);
+        atomic_fetch_add_explicit(&in[i]->storage->tape_refs, 1,
+                                  memory_order_relaxed);
+        atomic_fetch_add_explicit(&in[i]->tape_holds, 1, memory_order_relaxed);
     }
     n->out = out;
     out->node = n;
@@ -279,6 +302,20 @@ void tg__save(tg_node *n, tg_tensor *t)
         k++;
     TG_ASSERT(k < TG_NODE_MAX_SAVED);
     n->saved[k] = tg_retain(t);
+    n->saved_version[k] = t->storage->version;
+    atomic_fetch_add_explicit(&t->storage->tape_refs, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&t->tape_holds, 1, memory_order_relaxed);
+}
+
+/* A tensor an entry holds goes: its storage's count of tape references
+ * with it. */
+static void drop_held(tg_tensor *t)
+{
+    if (!t)
+        return;
+    atomic_fetch_sub_explicit(&t->storage->tape_refs, 1, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&t->tape_holds, 1, memory_order_relaxed);
+    tg__drop(t);
 }
 
 /* Releases what an entry holds for its backward. */
@@ -289,21 +326,101 @@ static void node_drop_refs(tg_node *n)
     for (int i = 0; i < n->n_in; i++) {
         tg_tensor *t = n->in[i];
         n->in[i] = NULL;
-        tg__drop(t);
+        drop_held(t);
     }
     for (int k = 0; k < TG_NODE_MAX_SAVED; k++) {
         tg_tensor *t = n->saved[k];
         n->saved[k] = NULL;
-        tg__drop(t);
+        drop_held(t);
     }
+}
+
+/* When n's tape keeps a record (tg_tape_keep_record), the consumed entry n
+ * of a dying output stays on it with what the printouts read of the
+ * output, and out NULL. Under the tape's lock: a walk over the tape sees
+ * either the live entry or the record. */
+static bool keep_as_record(tg_node *n)
+{
+    tg_tape *tp = n->tape;
+    if (!atomic_load_explicit(&tp->keep_record, memory_order_relaxed))
+        return false;
+    pthread_mutex_lock(&tp->lock);
+    bool keep = atomic_load_explicit(&tp->keep_record, memory_order_relaxed) &&
+                !tp->orphaned;
+    if (keep) {
+        const tg_tensor *y = n->out;
+        n->out_ndim = y->ndim;
+        memcpy(n->out_shape, y->shape, sizeof y->shape);
+        n->out_tid = y->id;
+        memcpy(n->out_name, y->name, TG_NAME_MAX);
+        n->out = NULL;
+    }
+    pthread_mutex_unlock(&tp->lock);
+    return keep;
 }
 
 void tg__node_free(tg_node *n)
 {
-    tape_unlink(n);
     n->out->node = NULL;
+    if (n->consumed && keep_as_record(n))
+        return; /* (a consumed entry holds nothing) */
+    tape_unlink(n);
     node_drop_refs(n);
     tg__pool_put(n, node_size(n->n_in));
+}
+
+/* Frees the records on tp (entries whose output died after a backward
+ * consumed them, kept by tg_tape_keep_record). */
+static void drop_records(tg_tape *tp)
+{
+    pthread_mutex_lock(&tp->lock);
+    tg_node *n = tp->head;
+    while (n) {
+        tg_node *next = n->next;
+        if (!n->out) {
+            if (n->prev)
+                n->prev->next = n->next;
+            else
+                tp->head = n->next;
+            if (n->next)
+                n->next->prev = n->prev;
+            else
+                tp->tail = n->prev;
+            tg__pool_put(n, node_size(n->n_in));
+        }
+        n = next;
+    }
+    pthread_mutex_unlock(&tp->lock);
+}
+
+bool tg_tape_keep_record(bool on)
+{
+    tg_tape *tp = this_tape();
+    if (!tp) {
+        tg__error("tape_keep_record: out of memory for this thread's tape");
+        return false;
+    }
+    pthread_mutex_lock(&tp->lock);
+    bool was = atomic_load_explicit(&tp->keep_record, memory_order_relaxed);
+    atomic_store_explicit(&tp->keep_record, on, memory_order_relaxed);
+    pthread_mutex_unlock(&tp->lock);
+    drop_records(tp); /* on: a fresh record; off: none */
+    return was;
+}
+
+const char *tg__tape_holder(const tg_storage *s, int *line, const char **file)
+{
+    const char *op = NULL;
+    for (tg_node *e = tape_walk_begin(); e && !op; e = e->next) {
+        for (int i = 0; i < e->n_in && !op; i++)
+            if (e->in[i] && e->in[i]->storage == s)
+                op = e->op->name, *file = e->file, *line = e->line;
+        for (int k = 0; k < TG_NODE_MAX_SAVED && !op; k++)
+            if (e->saved[k] && e->saved[k]->storage == s)
+                op = e->op->name, *file = e->file, *line = e->line;
+    }
+    tape_walk_end();
+    return op;
 }
 
 /* ---- gradient accumulation -------------------------------------------- */
@@ -524,6 +641,35 @@ static void walk_bufs_give(walk *w)
     bufs_free(w->bufs);
 }
 
+/* Whether every tensor entry n holds for its backward is as it was when n
+ * recorded: the version of its storage unchanged (PyTorch's check). An
+ * error naming the op, its call site and the tensor otherwise. Every input
+ * counts, not only those the op's backward reads (which the entry does not
+ * say): stricter than PyTorch for an op such as add, whose backward reads
+ * no input; the in-place calls refuse these writes earlier anyway
+ * (core/inplace.c), so what is left is tg_set. */
+static bool versions_hold(const tg_node *n)
+{
+    const tg_tensor *t = NULL;
+    uint64_t then = 0;
+    for (int i = 0; !t && i < n->n_in; i++)
+        if (n->in[i] && n->in[i]->storage->version != n->in_version[i])
+            t = n->in[i], then = n->in_version[i];
+    for (int k = 0; !t && k < TG_NODE_MAX_SAVED; k++)
+        if (n->saved[k] && n->saved[k]->storage->version != n->saved_version[k])
+            t = n->saved[k], then = n->saved_version[k];
+    if (!t)
+        return true;
+    tg__error("backward: a %s %s tensor that '%s' (recorded at %s:%d) holds "
+              "for its backward was modified in place after it was recorded "
+              "(version %llu, now %llu): run the forward again after the "
+              "update",
+              tg_dtype_name(t->dtype), TG_SHP(t), n->op->name,
+              n->file ? n->file : "?", n->line, (unsigned long long)then,
+              (unsigned long long)t->storage->version);
+    return false;
+}
+
 /* Gathers out's walk into w. false with an error, and nothing changed (the
  * arrays given back), when an entry on the way was consumed by an earlier
  * backward or when out of memory. */
@@ -557,6 +703,10 @@ static bool collect(tg_tensor *out, walk *w)
                 "earlier backward; run the forward again to backpropagate "
                 "a second time",
                 nd->op->name);
+            ok = false;
+            break;
+        }
+        if (!versions_hold(nd)) {
             ok = false;
             break;
         }
@@ -709,9 +859,12 @@ static void failed_in(const char *op)
         tg__error("backward: the backward of '%s' failed (%s)", op, inner);
 }
 
-int tg_backward_with(tg_tensor *out, tg_tensor *dout)
+/* The walk of tg_backward_with, and with retain of tg_backward_retain:
+ * then each entry keeps what it holds and stays unconsumed, for another
+ * walk. */
+static int backward_walk(tg_tensor *out, tg_tensor *dout, bool retain)
 {
-    if (!out || !dout)
+    if (TG_BAD("backward", out) || TG_BAD("backward", dout))
         return -1;
     if (!tg__check_float("backward", out))
         return -1;
@@ -755,7 +908,10 @@ int tg_backward_with(tg_tensor *out, tg_tensor *dout)
         tg_node *n = w.order[i];
         tg_tensor *y = n->out;
         if (y->grad && !walk_failed && !tg__anomaly_pending()) {
-            if (record_norms) /* only for the printouts: asked for */
+            if (record_norms ||
+                (my_tape &&
+                 atomic_load_explicit(&my_tape->keep_record,
+                                      memory_order_relaxed))) /* asked */
                 n->grad_norm = sqrt(tg__sum_squares(y->grad));
             double t0 = profiled ? profile_now() : 0;
             n->op->backward(n, y->grad);
@@ -769,8 +925,10 @@ int tg_backward_with(tg_tensor *out, tg_tensor *dout)
             tg_release(y->grad);
             y->grad = NULL;
         }
-        node_drop_refs(n);
-        n->consumed = true;
+        if (!retain) {
+            node_drop_refs(n);
+            n->consumed = true;
+        }
     }
     in_backward = was_in_backward;
     tg__scope_pause(was_paused);
@@ -795,9 +953,35 @@ int tg_backward_with(tg_tensor *out, tg_tensor *dout)
     return ok ? 0 : -1;
 }
 
+int tg_backward_with(tg_tensor *out, tg_tensor *dout)
+{
+    return backward_walk(out, dout, false);
+}
+
+int tg_backward_retain(tg_tensor *out, tg_tensor *dout)
+{
+    if (dout || TG_BAD("backward_retain", out))
+        return backward_walk(out, dout, true);
+    if (tg_numel(out) != 1) {
+        tg__error("backward_retain: a NULL dout needs a one-element output, "
+                  "got shape %s",
+                  TG_SHP(out));
+        return -1;
+    }
+    if (!tg__check_float("backward_retain", out))
+        return -1;
+    tg_tensor *seed = tg_ones_like(out);
+    if (!seed)
+        return tg__error_wrap("backward_retain");
+    tg__unscope(seed);
+    int rc = backward_walk(out, seed, true);
+    tg_release(seed);
+    return rc;
+}
+
 int tg_backward(tg_tensor *loss)
 {
-    if (!loss)
+    if (TG_BAD("backward", loss))
         return -1;
     if (tg_numel(loss) != 1) {
         tg__error("backward: loss must have one element, got shape %s; use "
@@ -820,7 +1004,7 @@ int tg_backward(tg_tensor *loss)
 
 void tg_set_requires_grad(tg_tensor *t, bool on)
 {
-    if (!t)
+    if (TG_BAD("set_requires_grad", t))
         return;
     if (t->node) {
         tg__error("set_requires_grad: %s is the output of '%s', not a leaf; "
@@ -855,7 +1039,7 @@ void tg_zero_grad(tg_tensor *t)
 
 tg_tensor *tg_detach(tg_tensor *t)
 {
-    if (!t)
+    if (TG_BAD("detach", t))
         return NULL;
     return tg__view("detach", t, t->ndim, t->shape, t->strides, t->offset);
 }
@@ -866,23 +1050,146 @@ int64_t tg_tape_size(void)
 {
     int64_t n = 0;
     for (tg_node *e = tape_walk_begin(); e; e = e->next)
-        n++;
+        n += e->out != NULL; /* records (tg_tape_keep_record) do not count */
     tape_walk_end();
     return n;
+}
+
+/* Orders numbers, for qsort and bsearch. */
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* What the printouts number. Entries are numbered 1, 2, ... in the order
+ * the tape holds them (creation order), leaves 1, 2, ... in the order the
+ * tensors were made (tg_tensor.id): so a program that runs the same way
+ * prints and draws the same text every run (the old drawing named leaves
+ * by address). Both lookups are binary searches in sorted arrays, so a
+ * tape of N entries is drawn in O(N log N) (a walk along the tape per
+ * input was O(N^2): a 20,000-entry tape took seconds). */
+typedef struct numbering {
+    uint64_t *seqs;   /* the entries' seq, sorted (the tape's order) */
+    uint64_t *leaves; /* the leaf inputs' tensor ids, sorted, once each */
+    size_t n_seqs, n_leaves;
+} numbering;
+
+/* The number of entry seq (1-based), 0 when it is no longer on the tape. */
+static size_t entry_number(const numbering *nb, uint64_t seq)
+{
+    const uint64_t *p =
+        bsearch(&seq, nb->seqs, nb->n_seqs, sizeof *nb->seqs, cmp_u64);
+    return p ? (size_t)(p - nb->seqs) + 1 : 0;
+}
+
+/* Whether input i of e is drawn as a leaf: no producer on the tape. */
+static bool is_leaf_input(const numbering *nb, const tg_node *e, int i)
+{
+    return !e->in_seq[i] || !entry_number(nb, e->in_seq[i]);
+}
+
+static size_t leaf_number(const numbering *nb, uint64_t tid)
+{
+    const uint64_t *p =
+        bsearch(&tid, nb->leaves, nb->n_leaves, sizeof *nb->leaves, cmp_u64);
+    return p ? (size_t)(p - nb->leaves) + 1 : 0;
+}
+
+/* Numbers the tape from head on (the caller's walk holds it). false when
+ * out of memory for the arrays. */
+static bool number_tape(const tg_node *head, numbering *nb)
+{
+    *nb = (numbering){0};
+    size_t n_in = 0;
+    for (const tg_node *e = head; e; e = e->next, nb->n_seqs++)
+        n_in += (size_t)e->n_in;
+    nb->seqs = tg__malloc((nb->n_seqs ? nb->n_seqs : 1) * sizeof *nb->seqs);
+    nb->leaves = tg__malloc((n_in ? n_in : 1) * sizeof *nb->leaves);
+    if (!nb->seqs || !nb->leaves) {
+        free(nb->seqs);
+        free(nb->leaves);
+        return false;
+    }
+    size_t i = 0;
+    for (const tg_node *e = head; e; e = e->next)
+        nb->seqs[i++] = e->seq;
+    qsort(nb->seqs, nb->n_seqs, sizeof *nb->seqs, cmp_u64);
+    for (const tg_node *e = head; e; e = e->next)
+        for (int k = 0; k < e->n_in; k++)
+            if (e->in_tid[k] && is_leaf_input(nb, e, k))
+                nb->leaves[nb->n_leaves++] = e->in_tid[k];
+    qsort(nb->leaves, nb->n_leaves, sizeof *nb->leaves, cmp_u64);
+    size_t unique = 0;
+    for (size_t k = 0; k < nb->n_leaves; k++)
+        if (unique == 0 || nb->leaves[unique - 1] != nb->leaves[k])
+            nb->leaves[unique++] = nb->leaves[k];
+    nb->n_leaves = unique;
+    return true;
+}
+
+static void numbering_free(numbering *nb)
+{
+    free(nb->seqs);
+    free(nb->leaves);
+}
+
+/* An entry's output as the printouts show it: name (or ""), shape. */
+static const char *out_name(const tg_node *e)
+{
+    return e->out ? e->out->name : e->out_name;
+}
+
+static const char *out_shape(const tg_node *e, char *buf)
+{
+    return e->out ? tg__shape_str(e->out->ndim, e->out->shape, buf)
+                  : tg__shape_str(e->out_ndim, e->out_shape, buf);
+}
+
+/* The name of the entry numbered k's output, or NULL: for its inputs. */
+static const char *producer_name(const tg_node *head, const numbering *nb,
+                                 uint64_t seq)
+{
+    if (!entry_number(nb, seq))
+        return NULL;
+    for (const tg_node *e = head; e; e = e->next)
+        if (e->seq == seq)
+            return out_name(e)[0] ? out_name(e) : NULL;
+    return NULL;
 }
 
 void tg_tape_print(FILE *f)
 {
     if (!f)
         return;
-    for (tg_node *e = tape_walk_begin(); e; e = e->next) {
-        fprintf(f, "#%-4llu %-14s", (unsigned long long)e->seq, e->op->name);
-        for (int i = 0; i < e->n_in; i++)
-            if (e->in_id[i])
-                fprintf(f, " %s",
-                        tg__shape_str(e->in_ndim[i], e->in_shape[i],
-                                      (char[TG_SHAPE_STR]){0}));
-        fprintf(f, " -> %s", TG_SHP(e->out));
+    tg_node *head = tape_walk_begin();
+    numbering nb;
+    if (!number_tape(head, &nb)) {
+        tape_walk_end();
+        fprintf(f, "(tape_print: out of memory)\n");
+        return;
+    }
+    for (tg_node *e = head; e; e = e->next) {
+        char shp[TG_SHAPE_STR];
+        fprintf(f, "#%zu %s(", entry_number(&nb, e->seq), e->op->name);
+        bool first = true;
+        for (int i = 0; i < e->n_in; i++) {
+            if (!e->in_tid[i])
+                continue;
+            tg__shape_str(e->in_ndim[i], e->in_shape[i], shp);
+            fputs(first ? "" : ", ", f);
+            first = false;
+            if (!is_leaf_input(&nb, e, i)) {
+                const char *nm = producer_name(head, &nb, e->in_seq[i]);
+                fprintf(f, "#%zu%s%s %s", entry_number(&nb, e->in_seq[i]),
+                        nm ? " " : "", nm ? nm : "", shp);
+            } else if (e->in_name[i][0])
+                fprintf(f, "%s %s", e->in_name[i], shp);
+            else
+                fprintf(f, "t%zu %s", leaf_number(&nb, e->in_tid[i]), shp);
+        }
+        fprintf(f, ") -> %s%s%s", out_name(e), out_name(e)[0] ? " " : "",
+                out_shape(e, shp));
         if (e->grad_norm >= 0)
             fprintf(f, "   |grad| = %.6g", e->grad_norm);
         if (e->file)
@@ -890,52 +1197,7 @@ void tg_tape_print(FILE *f)
         fputc('\n', f);
     }
     tape_walk_end();
-}
-
-/* Orders entry numbers, for qsort and bsearch. */
-static int cmp_seq(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* The numbers of the live entries from head on (the caller's walk holds
- * the tape), sorted (malloc'd, *n of them), so that whether an input's
- * producer is still on the tape is a binary search:
- * O(N log N) for the whole drawing, where a walk along the tape per input
- * was O(N^2) (a 20,000-entry tape took seconds). The tape is in creation
- * order, so the numbers come sorted already; the sort only makes sure.
- * NULL (and *n 0) when memory runs out. */
-static uint64_t *live_seqs(const tg_node *head, size_t *n)
-{
-    *n = 0;
-    for (const tg_node *e = head; e; e = e->next)
-        ++*n;
-    uint64_t *seqs = tg__malloc((*n ? *n : 1) * sizeof *seqs);
-    if (!seqs) {
-        *n = 0;
-        return NULL;
-    }
-    size_t i = 0;
-    for (const tg_node *e = head; e; e = e->next)
-        seqs[i++] = e->seq;
-    qsort(seqs, *n, sizeof *seqs, cmp_seq);
-    return seqs;
-}
-
-/* True when the entry numbered seq is still on the tape: a binary search
- * of seqs, or without them (no memory for the array) a walk along the
- * tape, slow but the same answer. */
-static bool on_tape(const tg_node *head, const uint64_t *seqs, size_t n,
-                    uint64_t seq)
-{
-    if (!seqs) {
-        for (const tg_node *e = head; e; e = e->next)
-            if (e->seq == seq)
-                return true;
-        return false;
-    }
-    return bsearch(&seq, seqs, n, sizeof *seqs, cmp_seq) != NULL;
+    numbering_free(&nb);
 }
 
 void tg_tape_dot(FILE *f)
@@ -943,39 +1205,49 @@ void tg_tape_dot(FILE *f)
     if (!f)
         return;
     tg_node *head = tape_walk_begin();
-    size_t n_seqs;
-    uint64_t *seqs = live_seqs(head, &n_seqs);
+    numbering nb;
+    if (!number_tape(head, &nb)) {
+        tape_walk_end();
+        fprintf(f, "// tape_dot: out of memory\ndigraph tape {}\n");
+        return;
+    }
     fprintf(f, "digraph tape {\n  rankdir=BT;\n"
                "  node [fontname=\"Helvetica\", fontsize=10];\n");
+    /* each leaf declared where it is first used */
+    bool *drawn = tg__calloc(nb.n_leaves ? nb.n_leaves : 1, sizeof *drawn);
     for (tg_node *e = head; e; e = e->next) {
-        fprintf(f, "  op%llu [shape=box, style=rounded, label=\"%s\\n#%llu",
-                (unsigned long long)e->seq, e->op->name,
-                (unsigned long long)e->seq);
+        size_t k = entry_number(&nb, e->seq);
+        char shp[TG_SHAPE_STR];
+        fprintf(f, "  e%zu [shape=box, style=rounded, label=\"#%zu %s", k, k,
+                e->op->name);
+        fprintf(f, "\\n%s%s%s", out_name(e), out_name(e)[0] ? " " : "",
+                out_shape(e, shp));
         if (e->grad_norm >= 0)
             fprintf(f, "\\n|grad| %.3g", e->grad_norm);
+        if (e->file)
+            fprintf(f, "\\n%s:%d", e->file, e->line);
         fprintf(f, "\"];\n");
         for (int i = 0; i < e->n_in; i++) {
-            if (!e->in_id[i])
+            if (!e->in_tid[i])
                 continue;
-            char shp[TG_SHAPE_STR];
             tg__shape_str(e->in_ndim[i], e->in_shape[i], shp);
-            if (e->in_seq[i] && on_tape(head, seqs, n_seqs, e->in_seq[i])) {
-                fprintf(f, "  op%llu -> op%llu [label=\"%s\"];\n",
-                        (unsigned long long)e->in_seq[i],
-                        (unsigned long long)e->seq, shp);
-                continue;
-            }
-            /* A leaf (or a tensor whose entry is gone): one node per tensor,
-             * named by its address so a tensor used twice is drawn once. */
-            fprintf(f, "  t%p [shape=ellipse, label=\"%s\"];\n", e->in_id[i],
-                    shp);
-            fprintf(f, "  t%p -> op%llu;\n", e->in_id[i],
-                    (unsigned long long)e->seq);
+            if (is_leaf_input(&nb, e, i)) {
+                size_t j = leaf_number(&nb, e->in_tid[i]);
+                if (!drawn || !drawn[j - 1])
+                    fprintf(f, "  t%zu [shape=ellipse, label=\"%s%s%s\"];\n", j,
+                            e->in_name[i], e->in_name[i][0] ? "\\n" : "", shp);
+                if (drawn)
+                    drawn[j - 1] = true;
+                fprintf(f, "  t%zu -> e%zu;\n", j, k);
+            } else
+                fprintf(f, "  e%zu -> e%zu [label=\"%s\"];\n",
+                        entry_number(&nb, e->in_seq[i]), k, shp);
         }
     }
     tape_walk_end();
     fprintf(f, "}\n");
-    free(seqs);
+    free(drawn);
+    numbering_free(&nb);
 }
 
 /* ---- profiling: each op's share of the time ------------------------------

@@ -6,6 +6,7 @@
 #include "core/internal.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,9 @@ void tg__contiguous_strides(int ndim, const int64_t *shape, int64_t *strides)
     }
 }
 
+/* This thread's tensors in creation order (tg_tensor.id). */
+static TG_THREAD_LOCAL uint64_t next_id = 1;
+
 /* Headers come from the pool (core/storage.c), as storage does: a training
  * step makes and frees the same tensors every step, and then takes no
  * memory from the system for them. */
@@ -35,6 +39,8 @@ static tg_tensor *header_new(tg_dtype dt, int ndim, const int64_t *shape)
         return NULL;
     memset(t, 0, sizeof *t);
     atomic_init(&t->refcount, 1);
+    t->magic = TG_MAGIC_LIVE;
+    t->id = next_id++;
     t->dtype = dt;
     t->ndim = ndim;
     if (ndim > 0) /* a 0-d shape may be NULL, and memcpy(x, NULL, 0) is UB */
@@ -44,6 +50,116 @@ static tg_tensor *header_new(tg_dtype dt, int ndim, const int64_t *shape)
 }
 
 static void header_free(tg_tensor *t) { tg__pool_put(t, sizeof *t); }
+
+/* ---- poison: the quarantine of released headers -------------------------
+ *
+ * A released tensor's header is poisoned (TG_MAGIC_DEAD, the release's call
+ * site), so that a later use through a pointer the caller kept is an error
+ * naming both lines instead of a read of freed memory. The pool would hand
+ * the header out again at once (a training step reuses the same ones), so
+ * the last QUARANTINE headers each thread released stay out of it, in a
+ * ring, and go back to the pool as newer ones push them out. The mark is
+ * thus certain for a use within the thread's next QUARANTINE releases, and
+ * lasts until the pool
+ * reuses the header after that (a use then reaches whichever tensor has the
+ * header now: C has no safe pointers). With the leak audit on
+ * (TG_DEBUG_LEAKS=1) the ring holds QUARANTINE_AUDIT headers, ~1.3 MiB:
+ * the debugging run is the one that should catch every use. The ring is
+ * small otherwise so that a steady training step still takes no memory
+ * from the system after two warm-up steps (tests/check_steady.c): it ties
+ * up QUARANTINE headers, no more. Its headers go back at exit. */
+enum { QUARANTINE = 16, QUARANTINE_AUDIT = 4096 }; /* powers of 2 */
+
+/* Without the audit, each thread's ring is its own (no lock: a release is
+ * a hot path) and goes back to the pool when the thread exits (a key's
+ * destructor) or, for the thread that calls exit, at exit. With the audit
+ * on, which takes a lock per tensor anyway, one ring for the process. */
+static TG_THREAD_LOCAL tg_tensor *my_ring[QUARANTINE];
+static TG_THREAD_LOCAL unsigned my_head, my_len;
+static TG_THREAD_LOCAL bool my_ring_ready;
+
+static pthread_mutex_t ring_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t ring_once = PTHREAD_ONCE_INIT;
+static bool audit_ring; /* set once, before any thread reads it */
+static tg_tensor **ring;
+static unsigned ring_head, ring_len;
+static pthread_key_t ring_key;
+static bool ring_key_made;
+
+static void my_ring_flush(void)
+{
+    for (unsigned i = 0; i < my_len; i++)
+        header_free(my_ring[(my_head + i) & (QUARANTINE - 1)]);
+    my_len = my_head = 0;
+}
+
+static void ring_flush(void)
+{
+    my_ring_flush();
+    pthread_mutex_lock(&ring_lock);
+    for (unsigned i = 0; i < ring_len; i++)
+        header_free(ring[(ring_head + i) & (QUARANTINE_AUDIT - 1)]);
+    ring_len = ring_head = 0;
+    free(ring);
+    ring = NULL;
+    audit_ring = false; /* later releases: each thread's own ring */
+    pthread_mutex_unlock(&ring_lock);
+}
+
+static void ring_thread_exit(void *arg)
+{
+    (void)arg;
+    my_ring_flush();
+}
+
+static void ring_init(void)
+{
+    /* the audit's ring, when it can be had; else the threads' own */
+    if (tg_live_tensors() >= 0)
+        ring = tg__malloc(QUARANTINE_AUDIT * sizeof *ring);
+    audit_ring = ring != NULL;
+    ring_key_made = pthread_key_create(&ring_key, ring_thread_exit) == 0;
+    atexit(ring_flush);
+}
+
+/* t's last reference is gone (its storage, entry and gradient already
+ * released): poison it and put it in the ring, whose oldest goes back. */
+static void header_bury(tg_tensor *t)
+{
+    if (!my_ring_ready) {
+        pthread_once(&ring_once, ring_init);
+        if (ring_key_made) /* any non-NULL value: the destructor runs */
+            pthread_setspecific(ring_key, &my_ring_ready);
+        my_ring_ready = true;
+    }
+    t->magic = TG_MAGIC_DEAD;
+    tg__callsite(&t->released_file, &t->released_line);
+    t->storage = NULL;
+    t->node = NULL;
+    t->grad = NULL;
+    tg_tensor *out = NULL;
+    if (!audit_ring) {
+        if (my_len == QUARANTINE) {
+            out = my_ring[my_head];
+            my_ring[my_head] = t;
+            my_head = (my_head + 1) & (QUARANTINE - 1);
+        } else
+            my_ring[(my_head + my_len++) & (QUARANTINE - 1)] = t;
+    } else {
+        pthread_mutex_lock(&ring_lock);
+        if (!ring) /* closed at exit: straight back */
+            out = t;
+        else if (ring_len == QUARANTINE_AUDIT) {
+            out = ring[ring_head];
+            ring[ring_head] = t;
+            ring_head = (ring_head + 1) & (QUARANTINE_AUDIT - 1);
+        } else
+            ring[(ring_head + ring_len++) & (QUARANTINE_AUDIT - 1)] = t;
+        pthread_mutex_unlock(&ring_lock);
+    }
+    if (out)
+        header_free(out);
+}
 
 static bool check_dtype(const char *op, tg_dtype dt)
 {
@@ -156,6 +272,10 @@ tg_tensor *tg__copy(const char *op, const tg_tensor *t)
 
 tg_tensor *tg_retain(tg_tensor *t)
 {
+    if (t && tg__is_dead(t)) {
+        tg__dead_error("retain", t);
+        return NULL;
+    }
     if (t) {
         int64_t was =
             atomic_fetch_add_explicit(&t->refcount, 1, memory_order_relaxed);
@@ -173,6 +293,12 @@ void tg_release(tg_tensor *t)
 {
     if (!t)
         return;
+    /* A release too many: an error naming the caller's line (the call-site
+     * macro records it) and the release that freed t, never an abort. */
+    if (tg__is_dead(t)) {
+        tg__dead_error("release", t);
+        return;
+    }
     /* before the scope looks at t, whose slot is stale once it is freed */
     TG_ASSERT(atomic_load_explicit(&t->refcount, memory_order_relaxed) > 0);
     tg__scope_release(t);
@@ -205,7 +331,7 @@ void tg__drop(tg_tensor *t)
             tg__node_free(d->node); /* releases the node's inputs */
         tg__drop(d->grad);
         tg__storage_release(d->storage);
-        header_free(d);
+        header_bury(d);
     }
     draining = false;
 }
@@ -327,21 +453,24 @@ tg_tensor *tg_full_like(const tg_tensor *t, double value)
 
 /* ---- accessors --------------------------------------------------------- */
 
-int tg_ndim(const tg_tensor *t) { return t ? t->ndim : -1; }
+int tg_ndim(const tg_tensor *t) { return TG_BAD("ndim", t) ? -1 : t->ndim; }
 
 int64_t tg_size(const tg_tensor *t, int dim)
 {
-    if (!t)
+    if (TG_BAD("size", t))
         return -1;
     int d = tg__dim_of("size", dim, t);
     return d < 0 ? -1 : t->shape[d];
 }
 
-const int64_t *tg_shape(const tg_tensor *t) { return t ? t->shape : NULL; }
+const int64_t *tg_shape(const tg_tensor *t)
+{
+    return TG_BAD("shape", t) ? NULL : t->shape;
+}
 
 int64_t tg_stride(const tg_tensor *t, int dim)
 {
-    if (!t)
+    if (TG_BAD("stride", t))
         return 0;
     int d = tg__dim_of("stride", dim, t);
     return d < 0 ? 0 : t->strides[d];
@@ -349,7 +478,7 @@ int64_t tg_stride(const tg_tensor *t, int dim)
 
 int64_t tg_numel(const tg_tensor *t)
 {
-    if (!t)
+    if (TG_BAD("numel", t))
         return -1;
     /* Counted when t was made (tg__new, tg__view), so it fits; counting
      * again, rather than multiplying, keeps the product of an empty
@@ -364,7 +493,7 @@ tg_dtype tg_dtype_of(const tg_tensor *t) { return t ? t->dtype : TG_FLOAT32; }
 
 bool tg_is_contiguous(const tg_tensor *t)
 {
-    if (!t)
+    if (TG_BAD("is_contiguous", t))
         return false;
     if (tg_numel(t) == 0) /* no element sits anywhere, as numpy and torch */
         return true;
@@ -379,8 +508,8 @@ bool tg_is_contiguous(const tg_tensor *t)
 
 int tg_copy_out(const tg_tensor *t, tg_dtype as, void *dst)
 {
-    if (!t || !dst) {
-        if (!t)
+    if (TG_BAD("copy_out", t) || !dst) {
+        if (!t || tg__is_dead(t))
             return -1;
         tg__error("copy_out: dst is NULL");
         return -1;
@@ -419,7 +548,7 @@ static int64_t index_offset(const char *op, const tg_tensor *t,
 
 double tg_get(const tg_tensor *t, const int64_t *idx)
 {
-    if (!t)
+    if (TG_BAD("get", t))
         return NAN;
     if (!idx && t->ndim > 0) {
         tg__error("get: idx is NULL for %s", TG_SHP(t));
@@ -431,7 +560,7 @@ double tg_get(const tg_tensor *t, const int64_t *idx)
 
 int tg_set(tg_tensor *t, const int64_t *idx, double v)
 {
-    if (!t)
+    if (TG_BAD("set", t))
         return -1;
     if (!idx && t->ndim > 0) {
         tg__error("set: idx is NULL for %s", TG_SHP(t));
@@ -441,12 +570,13 @@ int tg_set(tg_tensor *t, const int64_t *idx, double v)
     if (off < 0)
         return -1;
     tg__store(t->dtype, t->storage->data, off, v);
+    t->storage->version++; /* a backward that saved t will refuse it */
     return 0;
 }
 
 double tg_item(const tg_tensor *t)
 {
-    if (!t)
+    if (TG_BAD("item", t))
         return NAN;
     if (tg_numel(t) != 1) {
         tg__error("item: tensor %s has %lld elements, not 1", TG_SHP(t),
@@ -454,4 +584,21 @@ double tg_item(const tg_tensor *t)
         return NAN;
     }
     return tg__load(t->dtype, t->storage->data, t->offset);
+}
+
+/* ---- names ------------------------------------------------------------- */
+
+int tg_set_name(tg_tensor *t, const char *name)
+{
+    if (TG_BAD("set_name", t))
+        return -1;
+    /* copied into the header (cut to TG_NAME_MAX - 1 bytes): nothing is
+     * allocated, named or not */
+    snprintf(t->name, sizeof t->name, "%s", name ? name : "");
+    return 0;
+}
+
+const char *tg_name(const tg_tensor *t)
+{
+    return TG_BAD("name", t) ? NULL : t->name;
 }

@@ -12,7 +12,7 @@
  *     loss    = mean((out[:, T-1, :D] - value under the key)^2)
  *
  * Adam trains W_q, W_k, W_v in float64, its learning rate stepped down
- * twice. Every --check-every steps, tg_gradcheck compares the gradient
+ * twice (tg_optim_set_lr: the moments carry on). Every --check-every steps, tg_gradcheck compares the gradient
  * backward computes with central differences, (L(w + eps) - L(w - eps)) /
  * (2 eps), for every one of the head's weights: the table prints the worst
  * relative disagreement. At the end, pictures: the loss curve, and one
@@ -103,8 +103,7 @@ static int check_gradients(tg_head *h, const recall_batch *batch,
 typedef struct run {
     tg_head head;
     tg_params params;       /* W_q, W_k, W_v, named head.w_q ... */
-    tg_optim *adam;         /* Adam of the current learning-rate phase */
-    double adam_lr;         /* its rate */
+    tg_optim *adam;         /* Adam, its rate set at each step */
     tg_rng rng;             /* draws the weights, then every batch */
     recall_batch show;      /* one sequence whose attention we picture */
     recall_batch check;     /* the small batch of the gradient checks */
@@ -124,7 +123,8 @@ static int run_setup(run *r, const options *o)
         return -1;
     if (tg_head_init(&r->head, TG_FLOAT64, recall_n_embd(RECALL_TASK),
                      HEAD_SIZE, &r->rng) < 0 ||
-        tg_head_params(&r->head, &r->params, "head") < 0)
+        tg_head_params(&r->head, &r->params, "head") < 0 ||
+        !(r->adam = tg_optim_new(&r->params, tg_adam_config(o->lr))))
         return -1;
     if (recall_batch_new(&r->show, RECALL_TASK, 1, &r->rng) < 0 ||
         recall_batch_new(&r->check, RECALL_TASK, CHECK_BATCH, &r->rng) < 0)
@@ -166,24 +166,13 @@ static double phase_lr(const options *o, int step)
                                      : o->lr / 100;
 }
 
-/* A fresh Adam at each new rate, since a tg_optim keeps the rate it was
- * made with. Its moment estimates restart, and Adam's first step moves
- * every weight by about the full rate, whichever way its gradient points:
- * the bump in the loss curve at the first change of rate. */
-static int set_lr(run *r, double lr)
-{
-    if (r->adam && lr == r->adam_lr)
-        return 0;
-    tg_optim_free(r->adam);
-    r->adam = tg_optim_new(&r->params, tg_adam_config(lr));
-    r->adam_lr = lr;
-    return r->adam ? 0 : -1;
-}
-
 /* One step of Adam on a fresh batch. Returns 0, or -1 on error. */
 static int train_step(run *r, const options *o, int step)
 {
-    if (set_lr(r, phase_lr(o, step)) < 0)
+    /* The rate of this step's phase; Adam keeps its moment estimates
+     * across a change (rebuilding it would restart them, and its first
+     * step would then move every weight by about the full rate). */
+    if (tg_optim_set_lr(r->adam, phase_lr(o, step)) < 0)
         return -1;
     tg_scope_begin(); /* everything this step makes dies at its end */
     recall_batch batch;
@@ -207,8 +196,9 @@ static int train_step(run *r, const options *o, int step)
             rc = -1;
         r->n_failed += verdict == 1;
         if (rc == 0 && !o->quiet)
-            printf("%6d  %7.0e  %10.3e   %10.1e%s\n", step, r->adam_lr,
-                   r->losses[step], rel, verdict ? "  FAILED" : "");
+            printf("%6d  %7.0e  %10.3e   %10.1e%s\n", step,
+                   tg_optim_get_lr(r->adam), r->losses[step], rel,
+                   verdict ? "  FAILED" : "");
     }
     if (rc == 0)
         rc = tg_optim_step(r->adam);

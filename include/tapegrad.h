@@ -18,9 +18,10 @@
  * records nothing on the tape. Running out of memory is such an error
  * everywhere, forward, backward, optimizer steps and file I/O alike: the
  * message names the function and says "out of memory", and nothing is left
- * half done (see tg_backward for what a failed backward leaves). One thing
- * aborts, with file:line on stderr: releasing a tensor that has no
- * references left, a bug in the caller.
+ * half done (see tg_backward for what a failed backward leaves). A tensor
+ * used after its last reference went (a release too many included) is an
+ * error too, also written to stderr, naming your file and line and the
+ * line of that release (see tg_scope_return for how long this is certain).
  *
  * Threads: each thread has its own tape, scopes, grad mode, anomaly mode,
  * call site and last error, so what one thread records, opens, switches or
@@ -284,9 +285,10 @@ double tg_get(const tg_tensor *t, const int64_t *idx);
 /** The value of a one-element tensor. NAN and an error otherwise. */
 double tg_item(const tg_tensor *t);
 /** Writes v (converted to t's dtype) at idx, in place, in whatever tensor (or
- * view) t is. Returns 0, or -1 on a bad or NULL index. Writing into a tensor
- * that autograd saved for backward makes that backward wrong; it is meant for
- * parameters between steps. */
+ * view) t is. Returns 0, or -1 on a bad or NULL index. It is meant for
+ * parameters between steps: it bumps t's version (see tg_add_), so a
+ * backward through an entry that recorded t before the write fails rather
+ * than computing a wrong gradient. */
 int tg_set(tg_tensor *t, const int64_t *idx, double v);
 
 /* ===================================================================== */
@@ -551,12 +553,35 @@ tg_tensor *tg_gelu(tg_tensor *t);
  * Gradient: dx = dy * (0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) sqrt(2/pi)
  * (1 + 3 * 0.044715 x^2)). New reference; NULL for a t that is not float. */
 tg_tensor *tg_gelu_tanh(tg_tensor *t);
-/** Mean cross-entropy from logits: logits (..., V) float, targets int64 (...)
- * of class indices; loss = mean over positions of logsumexp(logits) -
- * logits[target], computed stably (max-subtracted). A 0-d result, new
- * reference. Gradient: dlogits = (softmax(logits) - onehot(target)) * dy / N.
- * NULL for 0-d or non-float logits, targets of another dtype or shape, or a
- * target out of [0, V). */
+/** How a loss reduces its per-position values (torch's reduction=). */
+typedef enum tg_reduction {
+    TG_REDUCTION_MEAN, /**< 'mean': the mean over the counted positions */
+    TG_REDUCTION_SUM,  /**< 'sum' */
+    TG_REDUCTION_NONE  /**< 'none': one value per position */
+} tg_reduction;
+/** torch's default ignore_index: a target of -100 is left out. */
+#define TG_IGNORE_INDEX (-100)
+/** Cross-entropy from logits, as torch.nn.functional.cross_entropy(logits,
+ * targets, ignore_index=, reduction=): logits (..., V) float, targets int64
+ * (...) of class indices. Per position, loss_r = logsumexp(logits_r) -
+ * logits_r[t_r], computed stably (max-subtracted); a position whose target
+ * equals ignore_index counts for nothing (loss 0, gradient 0). Reduced:
+ * MEAN divides the sum by the number N of positions not ignored (all
+ * ignored gives 0/0 = NaN, as torch), SUM adds them, both a 0-d result;
+ * NONE returns the (...) losses, 0 at ignored positions. New reference.
+ * Gradient: dlogits_r = (softmax(logits_r) - onehot(t_r)) * w_r, w_r = dy /
+ * N, dy or dy_r, and 0 at ignored positions. NULL for 0-d or non-float
+ * logits, targets of another dtype or shape, an unknown reduction, or a
+ * target out of [0, V) that is not ignore_index (the error names it and its
+ * position). */
+tg_tensor *tg_cross_entropy_with(tg_tensor *logits, tg_tensor *targets,
+                                 int64_t ignore_index, tg_reduction reduction);
+/** Mean cross-entropy from logits: tg_cross_entropy_with(logits, targets,
+ * TG_IGNORE_INDEX, TG_REDUCTION_MEAN), torch's defaults. Targets of -100
+ * are ignored; the mean is over the others. A 0-d result, new reference.
+ * Gradient: dlogits = (softmax(logits) - onehot(target)) * dy / N. NULL for
+ * 0-d or non-float logits, targets of another dtype or shape, or a target
+ * out of [0, V) other than -100. */
 tg_tensor *tg_cross_entropy(tg_tensor *logits, tg_tensor *targets);
 /** Mean squared error: mean((a - b)^2) over all elements (a and b broadcast),
  * a 0-d result, new reference. Gradient: da = 2 (a - b) dy / N, db = -da
@@ -580,6 +605,113 @@ tg_tensor *tg_mse_loss(tg_tensor *a, tg_tensor *b);
  * t that is not float, p outside [0, 1) or NaN, or a NULL rng when it must
  * draw. */
 tg_tensor *tg_dropout(tg_tensor *t, double p, bool train, tg_rng *rng);
+
+/* ===================================================================== */
+/* Everyday ops: activations, clamp, argmax / argmin, logical masks,      */
+/* outer; eye, linspace, random integers; typed constructors              */
+/* ===================================================================== */
+
+/** logistic sigmoid, 1 / (1 + exp(-t)), computed without overflow for any
+ * |t| (exp(-|t|) only). Gradient: dt = dy * y * (1 - y). New reference, t's
+ * shape; NULL for a t that is not float. */
+tg_tensor *tg_sigmoid(tg_tensor *t);
+/** tanh(t). Gradient: dt = dy * (1 - y^2). New reference, t's shape; NULL
+ * for a t that is not float. */
+tg_tensor *tg_tanh(tg_tensor *t);
+/** torch.clamp: min(max(t, min), max) elementwise, the bounds rounded to
+ * t's dtype; -INFINITY or INFINITY leaves that side open. NaN stays NaN;
+ * with min > max every element is max (as torch). Gradient: dt = dy where
+ * min <= t <= max (both ends inclusive, as torch), 0 elsewhere. New
+ * reference, t's shape; NULL for a t that is not float or a NaN bound. */
+tg_tensor *tg_clamp(tg_tensor *t, double min, double max);
+/** |t|. Gradient: dt = dy * sign(t), 0 at t = 0 (and at NaN), as torch.
+ * New reference, t's shape; NULL for a t that is not float. */
+tg_tensor *tg_abs(tg_tensor *t);
+
+/** The dim of tg_argmax / tg_argmin that means every element, in C order
+ * (torch.argmax(t) with no dim): the result is 0-d, or with keepdim t's
+ * ndim of size-1 dims. */
+#define TG_ALL (-0x7fffffff - 1)
+/** torch.argmax: the index along dim (negatives count from the end; TG_ALL:
+ * the flat C-order index over all elements) of the largest value; ties go
+ * to the first, and NaN counts as the largest (the first NaN wins), as
+ * torch. keepdim keeps dim with size 1. Any dtype (bool: the first true).
+ * An int64 result, new reference, no gradient; NULL on a bad dim, or an
+ * empty dim to reduce (empty t for TG_ALL) when the result is not empty. */
+tg_tensor *tg_argmax(tg_tensor *t, int dim, bool keepdim);
+/** torch.argmin: as tg_argmax, with the smallest value (NaN also wins). */
+tg_tensor *tg_argmin(tg_tensor *t, int dim, bool keepdim);
+
+/** torch.logical_and: a && b elementwise, numpy broadcasting. Operands of
+ * any dtypes, which may differ: nonzero (NaN included) is true, as torch.
+ * A TG_BOOL result, new reference, no gradient; NULL when the shapes do not
+ * broadcast. */
+tg_tensor *tg_logical_and(tg_tensor *a, tg_tensor *b);
+/** torch.logical_or: a || b elementwise, as tg_logical_and. */
+tg_tensor *tg_logical_or(tg_tensor *a, tg_tensor *b);
+/** torch.logical_not: !t elementwise (true where t is zero), any dtype. A
+ * TG_BOOL result of t's shape, new reference. */
+tg_tensor *tg_logical_not(tg_tensor *t);
+
+/** torch.outer: y[i,j] = a[i] * b[j] for 1-D a (n) and b (m), y (n,m).
+ * Gradient: da = dy @ b, db = a @ dy. New reference; NULL unless a and b
+ * are 1-D of the same float dtype. */
+tg_tensor *tg_outer(tg_tensor *a, tg_tensor *b);
+
+/** torch.eye(n, m): (n,m), ones on the main diagonal, zeros elsewhere, any
+ * dtype. New reference; NULL for a negative size or an unknown dtype. */
+tg_tensor *tg_eye(tg_dtype dt, int64_t n, int64_t m);
+/** torch.linspace(start, stop, steps): 1-D, steps values from start to
+ * stop inclusive, by torch's formula: step = (stop - start) / (steps - 1)
+ * in dt's type, x[i] = start + i * step for i < steps / 2 and stop -
+ * (steps - 1 - i) * step after (each rounded once), so both ends are
+ * exact; within a few ulps of torch's values, whose last bits depend on
+ * its build. steps 1 gives [start], 0 an empty tensor. dt float32 or
+ * float64. New reference; NULL for another dtype, a start or stop not
+ * finite, or steps < 0. */
+tg_tensor *tg_linspace(tg_dtype dt, double start, double stop, int64_t steps);
+/** np.random.randint(low, high, shape) of the legacy generator r (bit for
+ * bit): int64 values uniform in [low, high), by masked rejection (no
+ * modulo bias), filled in C order. New reference; NULL for a NULL r, low >=
+ * high, or a bad shape (then nothing is drawn). */
+tg_tensor *tg_randint(tg_rng *r, int64_t low, int64_t high, int ndim,
+                      const int64_t *shape);
+/** np.random.permutation(n) of the legacy generator r (bit for bit): 0..n-1
+ * in an order drawn uniformly from the n! (Fisher-Yates), int64 (n,). New
+ * reference; NULL for a NULL r or n < 0. */
+tg_tensor *tg_randperm(tg_rng *r, int64_t n);
+
+/** Typed tg_from_data: a new tensor holding a copy of data, numel elements
+ * in C order, of the element type the name says. The compiler checks the
+ * pointer's type, so a double[] passed for float32, or an int[] for int64,
+ * is a diagnostic rather than garbage. New reference; NULL on a bad shape
+ * or a NULL data with elements. */
+tg_tensor *tg_from_f32(int ndim, const int64_t *shape, const float *data);
+/** As tg_from_f32, a float64 tensor from double data. */
+tg_tensor *tg_from_f64(int ndim, const int64_t *shape, const double *data);
+/** As tg_from_f32, an int64 tensor from int64_t data. */
+tg_tensor *tg_from_i64(int ndim, const int64_t *shape, const int64_t *data);
+/** As tg_from_f32, a TG_BOOL tensor from bool data. */
+tg_tensor *tg_from_bool(int ndim, const int64_t *shape, const bool *data);
+#ifndef __cplusplus
+/** tg_from(data, ndim, shape): the typed constructor for data's element
+ * type, chosen by the compiler (C11 _Generic): float, double, int64_t or
+ * bool arrays or pointers (const or not). Data of any other type does not
+ * compile. C only. E.g.
+ *
+ *     const float xs[] = {1, 2, 3, 4, 5, 6};
+ *     tg_tensor *x = tg_from(xs, TG_SHAPE(2, 3));   // float32 (2,3) */
+#define tg_from(data, ...)                                                     \
+    _Generic((data),                                                           \
+        float *: tg_from_f32(__VA_ARGS__, (const float *)(data)),              \
+        const float *: tg_from_f32(__VA_ARGS__, (const float *)(data)),        \
+        double *: tg_from_f64(__VA_ARGS__, (const double *)(data)),            \
+        const double *: tg_from_f64(__VA_ARGS__, (const double *)(data)),      \
+        int64_t *: tg_from_i64(__VA_ARGS__, (const int64_t *)(data)),          \
+        const int64_t *: tg_from_i64(__VA_ARGS__, (const int64_t *)(data)),    \
+        bool *: tg_from_bool(__VA_ARGS__, (const bool *)(data)),               \
+        const bool *: tg_from_bool(__VA_ARGS__, (const bool *)(data)))
+#endif
 
 /* ===================================================================== */
 /* Autograd                                                               */
@@ -641,8 +773,10 @@ tg_tensor *tg_detach(tg_tensor *t);
  * and infinity (-inf is allowed where an op legitimately makes it: a mask,
  * log_softmax, where). The first offender turns the call into an error
  * (NULL, or -1 from backward) whose message names the op, its shapes, and
- * the file:line of your program that called it. Returns the previous
- * state. */
+ * the file:line of your program that called it. That message is also
+ * written to stderr (once, as "tapegrad: anomaly: ..."), for programs that
+ * do not check every return value: a program that captures stderr sees it
+ * there. Returns the previous state. */
 bool tg_set_anomaly_mode(bool on);
 /** Whether anomaly mode is on. */
 bool tg_anomaly_mode(void);
@@ -670,13 +804,21 @@ int64_t tg_live_tensors(void);
 void tg_print_live_tensors(FILE *f);
 
 /** This thread's tape, for teaching. Each live entry on one line, oldest
- * first: its number, op, input and output shapes, and after a backward run
- * while tg_tape_record_norms was on, the L2 norm of the gradient that
- * reached its output. Does nothing for a NULL f. */
+ * first (and the records tg_tape_keep_record kept), as
+ *     #6 div(#5 (1,4,4), tau ()) -> scores (1,4,4)   |grad| = 0.12   at f.c:58
+ * its number, op, inputs (an entry's output as #k and its name, a leaf by
+ * its name, or t1, t2... when unnamed), output name and shape, after a
+ * backward run while tg_tape_record_norms or tg_tape_keep_record was on the
+ * L2 norm of the gradient that reached its output, and the line of your
+ * program that made it. Entries are numbered 1, 2... in tape order and
+ * unnamed leaves in the order they were made, so the text is the same
+ * every run. Does nothing for a NULL f. */
 void tg_tape_print(FILE *f);
-/** The same tape as a Graphviz DOT graph: leaves and ops as nodes, tensors as
- * edges labelled with shapes (and the norms, as tg_tape_print). Does nothing
- * for a NULL f. */
+/** The same tape as a Graphviz DOT graph: leaves (ellipses: name and shape)
+ * and entries (boxes: number, op, output name and shape, |grad|, call site)
+ * as nodes, numbered as tg_tape_print numbers them (so the file is the same
+ * every run), tensors as edges labelled with shapes. Does nothing for a
+ * NULL f. */
 void tg_tape_dot(FILE *f);
 /** Whether this thread's backward records, for each entry it walks, the L2
  * norm |g| = sqrt(sum g_i^2) of its output's gradient, for tg_tape_print and
@@ -756,14 +898,16 @@ tg_gradcheck_opts tg_gradcheck_defaults(void);
  * input that requires grad, compares dL/dx_i from tg_backward_with(y, u)
  * with (L(x_i + eps) - L(x_i - eps)) / (2 eps). Infinite input elements (a
  * mask) are never perturbed; their gradient must be exactly 0.
- * Inputs (n_inputs of them, borrowed) should be float64 leaves. They are
+ * Inputs (n_inputs of them, borrowed) are float64 leaves (float32 is
+ * refused: its 24 bits cannot hold a central difference). They are
  * perturbed in place and restored. The inputs' accumulated gradients are
  * left as they were.
  * Returns 0 when every element passes, 1 when one does not (the report says
  * which), -1 on error: no function, no inputs, a NULL or non-leaf input, no
  * input requiring grad, options out of range (eps must be > 0 and finite,
  * atol and rtol >= 0: a NaN is an error, and the message names the three),
- * or f returning NULL (f's error is kept; a function that set none gives
+ * a float32 input that requires grad or a float32 output ("check in
+ * float64"), or f returning NULL (f's error is kept; a function that set none gives
  * "gradcheck: the function returned NULL without an error"). opts may be
  * NULL (defaults); report may be NULL. */
 int tg_gradcheck(tg_fn f, void *ctx, int n_inputs, tg_tensor *const *inputs,
@@ -808,6 +952,125 @@ tg_tensor *tg_load_npy(const char *path);
  * beside a temporary ".<name>.XXXXXX"). The library never changes signal
  * handling itself. */
 int tg_save_npy(const tg_tensor *t, const char *path);
+
+/* ===================================================================== */
+/* Scopes that compose, in-place updates, names, the tape for teaching,  */
+/* retained graphs and Jacobians                                          */
+/* ===================================================================== */
+
+/** Moves t from the innermost scope to the one around it: the normal way for
+ * a helper that opened a scope to return its result,
+ *
+ *     tg_tensor *mlp(tg_tensor *x) {
+ *         tg_scope_begin();
+ *         tg_tensor *y = tg_relu(tg_matmul(x, w1));
+ *         tg_scope_return(y);       // y now belongs to the caller's scope
+ *         tg_scope_end();           // the temporaries go; y and its graph stay
+ *         return y;
+ *     }
+ *
+ * so that y (and the graph it holds for backward) is released when the
+ * caller's scope ends. With no scope around the innermost one, t leaves the
+ * scope as with tg_keep (the caller releases it); with no scope open, or for
+ * a t already in an enclosing scope, nothing changes. A t the caller holds
+ * a reference of its own to (tg_keep, tg_retain) hands that reference to the
+ * enclosing scope. Returns t (the same reference, now the enclosing
+ * scope's), or NULL with an error for a released t, a t in another thread's
+ * scope, or out of memory. A released tensor, here and everywhere: its
+ * header is poisoned, and every function given it fails with an error (also
+ * written to stderr) naming your file and line and the line where its last
+ * reference went; a release too many is the same error, not an abort. The
+ * last 16 headers each thread released (4096 in all with TG_DEBUG_LEAKS=1)
+ * are held back from reuse, so a use soon after is always caught; a much
+ * later one is caught until the memory is reused for another tensor. */
+tg_tensor *tg_scope_return(tg_tensor *t);
+
+/* In-place updates. Each writes t's elements (t's shape never changes; other
+ * or src broadcast to it, as torch's t.add_(other)) and records no gradient:
+ * they are for what happens outside the graph, such as an SGD step,
+ *
+ *     tg_add_(w, tg_grad(w), -lr);  // w -= lr * w.grad
+ *
+ * and they may write a leaf that requires grad whether grad mode is on or
+ * not. Each returns 0, or -1 with an error (t unchanged) for: a NULL or
+ * released tensor; a t a tape entry still holds for a backward that has not
+ * run (the message names the op and the line that recorded it: run the
+ * backward first, or release the outputs that hold the graph); a t that is
+ * the output of a recorded op (a non-leaf that requires grad) while grad
+ * mode is on, since the graph would not see the write; a t with a
+ * broadcast (stride 0) dim, whose elements overlap; shapes that do not
+ * broadcast into t's; dtypes that do not match (below). Each write adds one
+ * to the version of t's storage (shared by its views), which a tape entry
+ * notes when it records: a backward finding an input changed since (by
+ * tg_set, say) fails, as PyTorch's does. */
+
+/** t += alpha * other (torch's t.add_(other, alpha=alpha)); t and other the
+ * same float dtype. */
+int tg_add_(tg_tensor *t, tg_tensor *other, double alpha);
+/** t *= other, elementwise; t and other the same float dtype. */
+int tg_mul_(tg_tensor *t, tg_tensor *other);
+/** dst = src, converting src's dtype to dst's (any dtypes; to int64
+ * truncates toward zero, to bool is src != 0). */
+int tg_copy_(tg_tensor *dst, tg_tensor *src);
+/** Copies tg_numel(t) elements of dtype `as` from src, in C order, into t,
+ * converted to t's dtype: the mirror of tg_copy_out. -1 also for a NULL src
+ * (with t non-empty) or an unknown dtype. */
+int tg_copy_in(tg_tensor *t, tg_dtype as, const void *src);
+/** Every element of t = v (converted to t's dtype). */
+int tg_fill_(tg_tensor *t, double v);
+/** Every element of t = 0. */
+int tg_zero_(tg_tensor *t);
+
+/** Names t for the tape's printouts (tg_tape_print, tg_tape_dot) and the
+ * leak audit: name is copied (at most 31 bytes; NULL or "" clears it), into
+ * the tensor itself, so naming allocates nothing. Name a leaf before the
+ * ops that use it (an entry notes its leaf inputs' names when it records);
+ * an op's output any time. Returns 0, or -1 for a NULL or released t. */
+int tg_set_name(tg_tensor *t, const char *name);
+/** t's name ("" for none). Borrowed, valid while t lives; NULL for a NULL or
+ * released t. */
+const char *tg_name(const tg_tensor *t);
+
+/** Whether this thread's backward keeps a record of the entries it
+ * consumed, for teaching: while on, an entry whose output dies after a
+ * backward consumed it stays on the tape as a record (shape, name, call
+ * site and the |grad| that flowed through it; it holds no tensor), so
+ * tg_tape_print and tg_tape_dot show the whole graph after backward, and
+ * backward records the gradients' norms (as tg_tape_record_norms). Off by
+ * default: a training loop would pile records up. Turning it on or off
+ * drops the records kept so far. Returns the previous setting (false, with
+ * an error, when this thread's tape cannot be made: out of memory). */
+bool tg_tape_keep_record(bool on);
+
+/** tg_backward_with that keeps the graph (PyTorch's retain_graph=True): the
+ * entries keep their inputs and saved tensors, so another backward through
+ * them works (the gradients add up in the leaves, as PyTorch's). dout NULL
+ * seeds 1 for a one-element out, as tg_backward. The graph goes when its
+ * outputs are released, or with a last backward that does not retain.
+ * Returns 0, or -1 on the errors of tg_backward_with (and a NULL dout with
+ * an out of more than one element). */
+int tg_backward_retain(tg_tensor *out, tg_tensor *dout);
+
+/** The Jacobian of y = f({x}, ctx) at x, as torch.autograd.functional
+ * .jacobian: J[i..., j...] = dy[i...] / dx[j...], of shape y.shape + x.shape
+ * and x's dtype (float32 or float64), a new reference with no tape entry.
+ * Row by row: f runs once, then one backward per element of y over the
+ * retained graph (tg_backward_retain), the last one consuming it. x is
+ * borrowed and left as it was (f sees a detached leaf that requires grad
+ * and shares x's elements). Elements of y that do not depend on x give
+ * rows of zeros. NULL with an error for a NULL f or x, a non-float x, f
+ * failing (its error kept), a y that is not x's dtype, or y.ndim + x.ndim
+ * past 8. */
+tg_tensor *tg_jacobian(tg_fn f, void *ctx, tg_tensor *x);
+
+/** tg_fprint(stdout, t, -1) and a newline: numpy's print(t). Returns 0, or -1
+ * for a NULL or released t. */
+int tg_print(const tg_tensor *t);
+/** Writes t's shape as Python prints a tuple, "(4, 8, 32)", "(3,)" or "()",
+ * into buf (size bytes; cut to fit, always terminated) and returns buf: for
+ * messages, printf("%s", tg_shape_str(t, buf, sizeof buf)). "(null)" for a
+ * NULL or released t; NULL for a NULL buf or a size of 0. */
+const char *tg_shape_str(const tg_tensor *t, char *buf, size_t size);
 
 #ifdef __cplusplus
 }

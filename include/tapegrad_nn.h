@@ -555,11 +555,131 @@ tg_optim *tg_optim_new(const tg_params *ps, tg_optim_config cfg);
 /** Releases the optimizer's references and state. NULL-safe. */
 void tg_optim_free(tg_optim *o);
 /** One update from the current gradients, exactly torch.optim's rule
- * (parameters without a gradient are skipped), in place. 0, or -1 for a NULL
- * optimizer or no memory for the state (then no parameter changed). */
+ * (parameters without a gradient are skipped), in place, each parameter at
+ * its group's rate lr * lr_scale and weight decay. 0, or -1 for a NULL
+ * optimizer, no memory for the state, or a state written (tg_optim_state)
+ * with a negative, infinite or NaN rate or group setting, or a negative
+ * step count (then no parameter changed). */
 int tg_optim_step(tg_optim *o);
 /** tg_zero_grad on every parameter. NULL-safe. */
 void tg_optim_zero_grad(tg_optim *o);
+
+/* ---- Learning rate, parameter groups, schedules, state ------------- */
+/* nanoGPT's training loop (train.py) with these:
+ *
+ *     tg_params decay, no_decay;               // dim >= 2 decays
+ *     tg_params_init(&decay), tg_params_init(&no_decay);
+ *     tg_params_split_decay(&model, &decay, &no_decay);
+ *     tg_optim_config cfg = tg_adamw_config(6e-4, 0);
+ *     cfg.beta2 = 0.95;
+ *     tg_optim *o = tg_optim_new_groups(
+ *         (tg_param_group[]){{&decay, 0.1, 1}, {&no_decay, 0, 1}}, 2, cfg);
+ *     if (resuming) tg_load_checkpoint(&model, o, "ckpt.npz");
+ *     for (int it = start; it < max_iters; it++) {
+ *         tg_optim_set_lr(o, tg_lr_warmup_cosine(it, 6e-4, 6e-5, 2000,
+ *                                                600000));
+ *         ... loss, tg_backward(loss) ...
+ *         tg_clip_grad_norm(&model, 1.0);
+ *         tg_optim_step(o);
+ *         tg_optim_zero_grad(o);
+ *         if (it % eval_interval == 0)
+ *             tg_save_checkpoint(&model, o, "ckpt.npz");
+ *     }
+ *
+ * A run saved at iteration N and loaded into fresh objects continues bit
+ * for bit as the run that never stopped (the start iteration is the
+ * caller's to keep). */
+
+/** The base learning rate from the next step on (each group's rate is lr
+ * times its lr_scale); the moments and step counts are kept. 0, or -1 for a
+ * NULL optimizer or an lr that is negative, infinite or NaN (then nothing
+ * changes). */
+int tg_optim_set_lr(tg_optim *o, double lr);
+/** The base learning rate; NaN with an error for a NULL optimizer. */
+double tg_optim_get_lr(const tg_optim *o);
+
+/** A parameter group, as an entry of torch's param_groups: its parameters
+ * (the list is copied by tg_optim_new_groups), its weight decay (replacing
+ * the config's) and a scale on the learning rate: its parameters step with
+ * lr * lr_scale (1 for the base rate). */
+typedef struct tg_param_group {
+    const tg_params *params;
+    double weight_decay;
+    double lr_scale;
+} tg_param_group;
+
+/** An optimizer over n groups (g[0..n), n >= 0), each with its own weight
+ * decay and lr scale; cfg gives the kind, the base lr and the rest
+ * (cfg.weight_decay is not used). New, free with tg_optim_free. NULL on the
+ * errors of tg_optim_new, a NULL g with n > 0, a NULL group list, a
+ * weight_decay or lr_scale that is negative, infinite or NaN, or a
+ * parameter in two groups (the error names it and both groups).
+ * tg_optim_new(ps, cfg) is one group {ps, cfg.weight_decay, 1}. */
+tg_optim *tg_optim_new_groups(const tg_param_group *g, int n,
+                              tg_optim_config cfg);
+
+/** Appends the parameters of all with 2 or more dims (matmul weights,
+ * embeddings) to decay and the others (biases, layer-norm gains) to
+ * no_decay, under their names: nanoGPT's two AdamW groups. 0, or -1 for a
+ * NULL or repeated list, a NULL parameter, a name already in the list it
+ * goes to, or no memory; then both lists are as they were. */
+int tg_params_split_decay(const tg_params *all, tg_params *decay,
+                          tg_params *no_decay);
+
+/** A constant schedule: lr at every iteration it >= 0. NaN with an error
+ * for it < 0 or an lr negative, infinite or NaN (as the others). */
+double tg_lr_constant(int it, double lr);
+/** torch's StepLR: lr multiplied by gamma at every multiple of step_size,
+ * i.e. lr * gamma ... * gamma, it / step_size times, rounded as torch's
+ * chained updates round. NaN with an error for it < 0, step_size <= 0, or
+ * lr or gamma negative, infinite or NaN. */
+double tg_lr_step(int it, double lr, int step_size, double gamma);
+/** nanoGPT's get_lr(it), exactly: linear warmup max_lr * (it + 1) /
+ * (warmup_iters + 1) for it < warmup_iters, then cosine decay
+ * min_lr + 0.5 * (1 + cos(pi * r)) * (max_lr - min_lr), r = (it -
+ * warmup_iters) / (lr_decay_iters - warmup_iters), up to lr_decay_iters,
+ * and min_lr after. NaN with an error for it < 0, a rate negative, infinite
+ * or NaN, warmup_iters < 0 or lr_decay_iters <= warmup_iters. */
+double tg_lr_warmup_cosine(int it, double max_lr, double min_lr,
+                           int warmup_iters, int lr_decay_iters);
+
+/** Appends the optimizer's whole state to out, as named tensors the
+ * optimizer owns (borrowed, as modules' parameters; valid until
+ * tg_optim_free), so that it saves with tg_save_npz next to the parameters
+ * and loads back by name. Buffers are made (zero) for parameters that
+ * never stepped, so a fresh optimizer's list can take a saved one. With
+ * P = prefix (none when NULL or ""):
+ *   P.kind, P.momentum, P.beta1, P.beta2, P.eps   float64 (), the config
+ *   P.lr                                          float64 (), the base rate
+ *   P.n_groups                                    int64 ()
+ *   P.groups.G.n_params                           int64 ()
+ *   P.groups.G.weight_decay, P.groups.G.lr_scale  float64 ()
+ *   P.state.NAME.step                             int64 () steps taken
+ *   P.state.NAME.exp_avg, .exp_avg_sq             Adam(W): NAME's shape
+ *   P.state.NAME.momentum_buffer                  SGD with momentum
+ * for each group G and parameter NAME. Writing into the rate, group
+ * settings, steps and buffers changes the optimizer (tg_optim_step checks
+ * the scalars); kind, config, n_groups and n_params are only read back by
+ * tg_load_checkpoint, which checks them. 0, or -1 for a NULL optimizer or
+ * list, a name longer than TG_PARAM_NAME_MAX - 1, a name already in out,
+ * or no memory (out is then as it was). */
+int tg_optim_state(tg_optim *o, tg_params *out, const char *prefix);
+
+/** One .npz (tg_save_npz) holding the model's parameters under their names
+ * and the optimizer's state under the prefix "optim" (tg_optim_state): all
+ * a run needs to go on exactly where it stopped. 0, or -1 for a NULL
+ * argument, a name clash, or the errors of tg_save_npz (atomic as it). */
+int tg_save_checkpoint(const tg_params *model, tg_optim *o, const char *path);
+/** Loads a tg_save_checkpoint file into the model's parameters and o (a
+ * fresh optimizer made as the saved one was, or any such): the run then
+ * continues bit for bit as the uninterrupted one. All or nothing: a missing
+ * entry, another shape or dtype (the errors of tg_load_npz, naming the
+ * entry), or another optimizer's state (another kind or config, number of
+ * groups or of parameters in a group, naming the entry), or a negative
+ * rate, setting or step count, is an error and changes nothing. Needs
+ * memory for a second copy of the parameters and state while it loads.
+ * 0 or -1. */
+int tg_load_checkpoint(const tg_params *model, tg_optim *o, const char *path);
 
 /* ===================================================================== */
 /* Checkpoints                                                            */

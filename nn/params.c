@@ -98,12 +98,15 @@ void tg_params_zero_grad(const tg_params *ps)
         tg_zero_grad(ps->items[i].t);
 }
 
-/* torch.nn.utils.clip_grad_norm_ (norm_type 2):
- *   norm = sqrt(sum over all parameters' gradients of g^2)
+/* torch.nn.utils.clip_grad_norm_ (norm_type 2), in its order:
+ *   n_i  = sqrt(sum of g_i^2)            each parameter's gradient apart
+ *   norm = sqrt(sum_i n_i^2)             the norm of those norms
  *   coef = max_norm / (norm + 1e-6);  if coef < 1: g *= coef for every g
- * (a NaN coef, from a NaN norm, scales too, as torch's clamp lets NaN
- * through). Parameters without a gradient are skipped. Returns norm (before
- * clipping); 0 for an empty list or one without gradients. */
+ * (summing all squares at once is the same norm in exact arithmetic, but
+ * rounds differently: an ulp from torch's). A NaN coef, from a NaN norm,
+ * scales too, as torch's clamp lets NaN through. Parameters without a
+ * gradient are skipped. Returns norm (before clipping); 0 for an empty
+ * list or one without gradients. */
 double tg_clip_grad_norm(const tg_params *ps, double max_norm)
 {
     if (!ps)
@@ -111,8 +114,10 @@ double tg_clip_grad_norm(const tg_params *ps, double max_norm)
     double ss = 0;
     for (int i = 0; i < ps->n; i++) {
         tg_tensor *g = tg_grad(ps->items[i].t);
-        if (g)
-            ss += tg__sum_squares(g);
+        if (g) {
+            double n_i = sqrt(tg__sum_squares(g));
+            ss += n_i * n_i;
+        }
     }
     double norm = sqrt(ss);
     double coef = max_norm / (norm + 1e-6);

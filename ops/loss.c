@@ -1,10 +1,11 @@
-/* Losses, each a 0-d mean: cross-entropy from logits and int64 class
- * targets, and mean squared error.
+/* Losses: cross-entropy from logits and int64 class targets (positions
+ * whose target is ignore_index left out; reduced to a mean, a sum, or kept
+ * per position), and mean squared error (a 0-d mean).
  *
  * cross_entropy walks the rows of the logits along the last dim (positions
  * in C order, matching a contiguous copy of the targets) and computes each
- * row's log-sum-exp in double with the row max subtracted, so large logits
- * do not overflow. The forward keeps every row's log-sum-exp for the
+ * counted row's log-sum-exp in double with the row max subtracted, so large
+ * logits do not overflow. The forward keeps every row's log-sum-exp for the
  * backward, which is then one pass.
  *
  * Masking: a logit at -inf weighs exp(-inf) = 0, so a masked class that is
@@ -16,6 +17,7 @@
 #include <stdio.h>
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- cross-entropy ------------------------------------------------------ */
@@ -33,10 +35,13 @@ enum { EXP_BLOCK = 256 };
         tg__vmap(TG_VEXP, TG_FLOAT64, (n), (e), (e));                          \
     } while (0)
 
-/* Sum over the rows r of logits of lse[r] - row_r[targets[r]], where
- * lse[r] = log sum_k exp(row_r[k]) is also written out. */
+/* For each row r of logits whose target is not `ignore`:
+ *   lse[r] = log sum_k exp(row_r[k])   and   loss[r] = lse[r] - row_r[t_r]
+ * (loss may be NULL: not kept); an ignored row gets lse[r] = loss[r] = 0.
+ * Returns the sum of loss[r] over the rows, in double, in row order. */
 static double cross_entropy_rows(const tg_tensor *logits,
-                                 const int64_t *targets, double *lse)
+                                 const int64_t *targets, int64_t ignore,
+                                 double *lse, double *loss)
 {
     const int last = logits->ndim - 1;
     const int64_t V = logits->shape[last], xs = logits->strides[last];
@@ -51,6 +56,12 @@ static double cross_entropy_rows(const tg_tensor *logits,
     TG_DISPATCH_FLOAT(logits->dtype, T, {
         do {
             for (int64_t i = 0; i < L.inner; i++, r++) {
+                if (targets[r] == ignore) {
+                    lse[r] = 0;
+                    if (loss)
+                        loss[r] = 0;
+                    continue;
+                }
                 const T *xr = TG_DATA(T, logits) + L.off[0] + i * L.step[0];
                 double m = -INFINITY;
                 for (int64_t k = 0; k < V; k++)
@@ -71,19 +82,33 @@ static double cross_entropy_rows(const tg_tensor *logits,
                         s += exp(xr[k * xs] - m);
                 }
                 lse[r] = m + log(s); /* s >= 1: the max adds exp(0) */
-                total += lse[r] - xr[targets[r] * xs];
+                const double row_loss = lse[r] - xr[targets[r] * xs];
+                if (loss)
+                    loss[r] = row_loss;
+                total += row_loss;
             }
         } while (tg__loop_next(&L));
     });
     return total;
 }
 
-/* forward:  loss = (1/N) sum_r (lse_r - x[r,t_r]),  lse_r = log sum_k exp(x[r,k])
- *           over the N rows r of the logits x (...,V), t the targets (...)
+/* The entry's parameters: ip[0] the ignored target, ip[1] the reduction;
+ * p[0] the number N of counted (not ignored) positions. */
+enum { IP_IGNORE, IP_REDUCTION };
+
+/* forward:  loss_r = lse_r - x[r,t_r],  lse_r = log sum_k exp(x[r,k]),
+ *           over the rows r of the logits x (...,V), t the targets (...);
+ *           an ignored row (t_r == ignore_index) has loss_r = 0. Then
+ *             mean: y = (1/N) sum_r loss_r  (N the counted rows)   ()
+ *             sum:  y = sum_r loss_r                               ()
+ *             none: y_r = loss_r                                   (...)
  * backward: d lse_r / d x[r,k] = exp(x[r,k] - lse_r) = softmax(x[r])_k and
- *           d x[r,t_r] / d x[r,k] = [k == t_r], so with dy the loss's gradient
- *           dlogits[r,k] = (softmax(x[r])_k - [k == t_r]) * dy / N
- *           (a non-target logit at -inf has softmax 0: gradient exactly 0) */
+ *           d x[r,t_r] / d x[r,k] = [k == t_r], so with w_r the weight of
+ *           loss_r in y times its gradient (mean: dy / N; sum: dy; none:
+ *           dy_r), for a counted row
+ *             dlogits[r,k] = (softmax(x[r])_k - [k == t_r]) * w_r
+ *           and an ignored row gets 0 (a non-target logit at -inf has
+ *           softmax 0: gradient exactly 0) */
 static void cross_entropy_backward(tg_node *n, tg_tensor *dy)
 {
     if (!tg__needs_grad(n, 0))
@@ -91,16 +116,33 @@ static void cross_entropy_backward(tg_node *n, tg_tensor *dy)
     const tg_tensor *x = n->in[0];
     const int64_t *targets = TG_DATA(int64_t, n->saved[0]);
     const double *lse = TG_DATA(double, n->saved[1]);
+    const int64_t ignore = n->ip[IP_IGNORE], rows = tg_numel(n->saved[0]);
+    const tg_reduction red = (tg_reduction)n->ip[IP_REDUCTION];
     const int last = x->ndim - 1;
     const int64_t V = x->shape[last], xs = x->strides[last];
     tg_tensor *dx =
         tg__new("cross_entropy", x->dtype, x->ndim, x->shape, false);
+    /* the per-row weights for 'none': dy's values (any strides), in double */
+    double *dys = NULL;
+    if (dx && red == TG_REDUCTION_NONE) {
+        dys = tg__malloc(sizeof *dys * (size_t)(rows ? rows : 1));
+        if (!dys)
+            tg__error("cross_entropy: out of memory for the gradient of %s",
+                      TG_SHP(dy));
+        if (!dys || tg_copy_out(dy, TG_FLOAT64, dys) != 0) {
+            tg_release(dx);
+            dx = NULL;
+        }
+    }
     if (!dx) {
+        free(dys);
         tg__accumulate(n, 0, NULL);
         return;
     }
+    const double scale = red == TG_REDUCTION_MEAN  ? tg_item(dy) / n->p[0]
+                         : red == TG_REDUCTION_SUM ? tg_item(dy)
+                                                   : 0;
     const int64_t dxs = dx->strides[last];
-    const double scale = tg_item(dy) / (double)tg_numel(n->saved[0]);
     int64_t r = 0;
     tg_loop L;
     tg__rows_loop(&L, x, last, 2, (const tg_tensor *const[]){x, dx});
@@ -108,8 +150,14 @@ static void cross_entropy_backward(tg_node *n, tg_tensor *dy)
     TG_DISPATCH_FLOAT(x->dtype, T, {
         do {
             for (int64_t i = 0; i < L.inner; i++, r++) {
-                const T *xr = TG_DATA(T, x) + L.off[0] + i * L.step[0];
                 T *dxr = TG_DATA(T, dx) + L.off[1] + i * L.step[1];
+                if (targets[r] == ignore) {
+                    for (int64_t k = 0; k < V; k++)
+                        dxr[k * dxs] = 0;
+                    continue;
+                }
+                const double s = dys ? dys[r] : scale;
+                const T *xr = TG_DATA(T, x) + L.off[0] + i * L.step[0];
                 if (vec) {
                     double e[EXP_BLOCK];
                     for (int64_t k0 = 0; k0 < V; k0 += EXP_BLOCK) {
@@ -118,17 +166,17 @@ static void cross_entropy_backward(tg_node *n, tg_tensor *dy)
                         SHIFTED_EXP_BLOCK(e, xr + k0, nb, lse[r]);
                         for (int64_t k = 0; k < nb; k++)
                             dxr[k0 + k] =
-                                (T)((e[k] - (k0 + k == targets[r])) * scale);
+                                (T)((e[k] - (k0 + k == targets[r])) * s);
                     }
                     continue;
                 }
                 for (int64_t k = 0; k < V; k++)
                     dxr[k * dxs] =
-                        (T)((exp(xr[k * xs] - lse[r]) - (k == targets[r])) *
-                            scale);
+                        (T)((exp(xr[k * xs] - lse[r]) - (k == targets[r])) * s);
             }
         } while (tg__loop_next(&L));
     });
+    free(dys);
     tg__accumulate(n, 0, dx);
     tg_release(dx);
 }
@@ -154,27 +202,90 @@ static bool check_targets(const tg_tensor *logits, const tg_tensor *targets)
     return true;
 }
 
-/* The 0-d loss and the per-row log-sum-exp (for the entry) of valid input. */
-static tg_tensor *cross_entropy_forward(tg_tensor *logits, tg_tensor *flat)
+/* The targets as a contiguous int64 tensor (new), after checking each lies
+ * in [0, V) or equals ignore; *counted gets the number not ignored. NULL
+ * and an error naming the first bad target and its position. */
+static tg_tensor *checked_targets(tg_tensor *targets, int64_t V, int64_t ignore,
+                                  const tg_tensor *logits, int64_t *counted)
+{
+    tg_tensor *flat = tg_contiguous(targets);
+    if (!flat)
+        return NULL;
+    const int64_t *t = TG_DATA(int64_t, flat);
+    *counted = 0;
+    for (int64_t p = 0, n = tg_numel(flat); p < n; p++) {
+        if (t[p] == ignore)
+            continue;
+        if (t[p] >= 0 && t[p] < V) {
+            ++*counted;
+            continue;
+        }
+        int64_t pos[TG_MAX_DIMS], rest = p; /* p as a multi-index */
+        for (int d = targets->ndim - 1; d >= 0; d--) {
+            pos[d] = rest % targets->shape[d];
+            rest /= targets->shape[d];
+        }
+        tg__error("cross_entropy: target %lld at position %s of %s is out of "
+                  "range [0, %lld) for logits %s and is not ignore_index "
+                  "%lld",
+                  (long long)t[p],
+                  tg__shape_str(targets->ndim, pos, (char[TG_SHAPE_STR]){0}),
+                  TG_SHP(targets), (long long)V, TG_SHP(logits),
+                  (long long)ignore);
+        tg_release(flat);
+        return NULL;
+    }
+    return flat;
+}
+
+/* The loss (reduced as red) of valid input, with its tape entry. */
+static tg_tensor *cross_entropy_forward(tg_tensor *logits, tg_tensor *flat,
+                                        int64_t ignore, int64_t counted,
+                                        tg_reduction red)
 {
     int64_t rows = tg_numel(flat);
     tg_tensor *lse = tg__new("cross_entropy", TG_FLOAT64, 1, &rows, false);
-    if (!lse)
-        return NULL;
-    double total = cross_entropy_rows(logits, TG_DATA(int64_t, flat),
-                                      TG_DATA(double, lse));
-    tg_tensor *loss =
-        tg__record(&cross_entropy_op,
-                   tg_scalar(logits->dtype, total / (double)rows), 1, &logits);
+    /* each row's loss, kept for 'none' only */
+    tg_tensor *per_row =
+        red == TG_REDUCTION_NONE
+            ? tg__new("cross_entropy", TG_FLOAT64, 1, &rows, false)
+            : NULL;
+    tg_tensor *loss = NULL;
+    if (lse && (per_row || red != TG_REDUCTION_NONE)) {
+        double total = cross_entropy_rows(
+            logits, TG_DATA(int64_t, flat), ignore, TG_DATA(double, lse),
+            per_row ? TG_DATA(double, per_row) : NULL);
+        if (red == TG_REDUCTION_NONE) {
+            loss = tg__new("cross_entropy", logits->dtype, logits->ndim - 1,
+                           logits->shape, false);
+            const double *l = TG_DATA(double, per_row);
+            if (loss)
+                TG_DISPATCH_FLOAT(logits->dtype, T, {
+                    for (int64_t r = 0; r < rows; r++)
+                        TG_DATA(T, loss)[r] = (T)l[r];
+                });
+        } else {
+            /* mean over no counted position: 0/0, NaN (as torch) */
+            double v =
+                red == TG_REDUCTION_SUM ? total : total / (double)counted;
+            loss = tg_scalar(logits->dtype, v);
+        }
+    }
+    loss = tg__record(&cross_entropy_op, loss, 1, &logits);
     if (loss && loss->node) {
         tg__save(loss->node, flat);
         tg__save(loss->node, lse);
+        loss->node->ip[IP_IGNORE] = ignore;
+        loss->node->ip[IP_REDUCTION] = red;
+        loss->node->p[0] = (double)counted;
     }
+    tg_release(per_row);
     tg_release(lse);
     return loss;
 }
 
-tg_tensor *tg_cross_entropy(tg_tensor *logits, tg_tensor *targets)
+tg_tensor *tg_cross_entropy_with(tg_tensor *logits, tg_tensor *targets,
+                                 int64_t ignore_index, tg_reduction reduction)
 {
     if (!logits || !targets || !tg__check_float("cross_entropy", logits))
         return NULL;
@@ -183,16 +294,27 @@ tg_tensor *tg_cross_entropy(tg_tensor *logits, tg_tensor *targets)
                   TG_SHP(logits));
         return NULL;
     }
+    if (reduction != TG_REDUCTION_MEAN && reduction != TG_REDUCTION_SUM &&
+        reduction != TG_REDUCTION_NONE) {
+        tg__error("cross_entropy: unknown reduction %d", (int)reduction);
+        return NULL;
+    }
     if (!check_targets(logits, targets))
         return NULL;
-    char range_of[TG_SHAPE_STR + 8];
-    snprintf(range_of, sizeof range_of, "logits %s", TG_SHP(logits));
-    tg_tensor *flat =
-        tg__checked_ids("cross_entropy", "targets", "target", targets,
-                        logits->shape[logits->ndim - 1], range_of);
-    tg_tensor *loss = flat ? cross_entropy_forward(logits, flat) : NULL;
+    int64_t counted;
+    tg_tensor *flat = checked_targets(targets, logits->shape[logits->ndim - 1],
+                                      ignore_index, logits, &counted);
+    tg_tensor *loss = flat ? cross_entropy_forward(logits, flat, ignore_index,
+                                                   counted, reduction)
+                           : NULL;
     tg_release(flat);
     return loss;
+}
+
+tg_tensor *tg_cross_entropy(tg_tensor *logits, tg_tensor *targets)
+{
+    return tg_cross_entropy_with(logits, targets, TG_IGNORE_INDEX,
+                                 TG_REDUCTION_MEAN);
 }
 
 /* ---- mean squared error ------------------------------------------------- */

@@ -245,6 +245,59 @@ static bool load_safetensors_mismatch(env *e, tg_tensor *into)
     return f;
 }
 
+/* ---- learning rate, groups, state, checkpoints with the optimizer -------- */
+
+static void free_optim(void *o) { tg_optim_free(o); }
+
+/* Adam (or AdamW when adamw) over ("x": x, "m": m), freed after the row. */
+static tg_optim *made_optim(env *e, bool adamw)
+{
+    static tg_params ps;
+    params_of(&ps, 2, (const char *[]){"x", "m"}, (tg_tensor *[]){e->x, e->m});
+    tg_optim *o = tg_optim_new(&ps, adamw ? tg_adamw_config(1e-3, 0.1)
+                                          : tg_adam_config(1e-3));
+    tg_params_free(&ps);
+    if (!o)
+        note("making an optimizer: %s", tg_last_error());
+    after_row(free_optim, o);
+    return o;
+}
+
+/* The list ("x": x, "m": m) of a model, freed after the row (one a row:
+ * the list is static). */
+static tg_params *model_list(env *e)
+{
+    static tg_params ps;
+    params_of(&ps, 2, (const char *[]){"x", "m"}, (tg_tensor *[]){e->x, e->m});
+    after_row(free_list, &ps);
+    return &ps;
+}
+
+/* True when tg_params_split_decay(all, ...) into two empty lists failed. */
+static bool split_failed(const tg_params *all)
+{
+    tg_params d, nd;
+    tg_params_init(&d);
+    tg_params_init(&nd);
+    int rc = tg_params_split_decay(all, &d, &nd);
+    tg_params_free(&d);
+    tg_params_free(&nd);
+    return rc < 0;
+}
+
+/* True when a checkpoint saved with Adam fails to load into AdamW over the
+ * same parameters (the same names: the kind tells them apart). */
+static bool load_checkpoint_other_kind(env *e)
+{
+    const char *path = tmp_path("adam.npz");
+    tg_params *model = model_list(e);
+    if (tg_save_checkpoint(model, made_optim(e, false), path) < 0) {
+        note("saving a checkpoint: %s", tg_last_error());
+        return false;
+    }
+    return tg_load_checkpoint(model, made_optim(e, true), path) < 0;
+}
+
 /* ---- plots -------------------------------------------------------------- */
 
 static const double ys[3] = {1, 2, 3};
@@ -539,6 +592,71 @@ static void nn_table(table_walk *w, env *e)
                tg_optim_new(x_and(e, "second", e->x), tg_adam_config(1e-3))),
            "optim_new:", "'x'", "'second'");
     ROW_RC("optim_step NULL", tg_optim_step(NULL), "optim_step:", "NULL");
+    ROW_RC("optim_set_lr NULL", tg_optim_set_lr(NULL, 0.1),
+           "optim_set_lr:", "NULL");
+    ROW_RC("optim_set_lr -1", tg_optim_set_lr(made_optim(e, false), -1),
+           "optim_set_lr:", "lr -1");
+    ROW_RC("optim_set_lr NaN", tg_optim_set_lr(made_optim(e, false), NAN),
+           "optim_set_lr:", "lr nan");
+    ROW_IF("optim_get_lr NULL", isnan(tg_optim_get_lr(NULL)),
+           "optim_get_lr:", "NULL");
+    ROW_IF("optim_new_groups NULL array",
+           optim_failed(tg_optim_new_groups(NULL, 2, tg_adam_config(1e-3))),
+           "optim_new:", "NULL");
+    ROW_IF("optim_new_groups a parameter in two groups",
+           optim_failed(tg_optim_new_groups(
+               (tg_param_group[]){
+                   {x_and(e, "second", e->m), 0.1, 1},
+                   {added(empty_list(), NULL, "again", e->x), 0, 1}},
+               2, tg_adamw_config(1e-3, 0))),
+           "optim_new:", "'again' of group 1", "'x' of group 0");
+    ROW_IF("optim_new_groups weight_decay -1",
+           optim_failed(tg_optim_new_groups(
+               (tg_param_group[]){{x_and(e, "second", e->m), -1, 1}}, 1,
+               tg_adamw_config(1e-3, 0))),
+           "optim_new:", "group 0", "weight_decay -1");
+    ROW_IF("optim_new_groups lr_scale inf",
+           optim_failed(tg_optim_new_groups(
+               (tg_param_group[]){{x_and(e, "second", e->m), 0, INFINITY}}, 1,
+               tg_adamw_config(1e-3, 0))),
+           "optim_new:", "group 0", "lr_scale inf");
+    ROW_IF("params_split_decay NULL list", split_failed(NULL),
+           "params_split_decay:", "NULL");
+    ROW_IF("params_split_decay NULL parameter",
+           split_failed(x_and(e, "second", NULL)),
+           "params_split_decay:", "'second'", "NULL");
+    ROW_IF("lr_constant it -1", isnan(tg_lr_constant(-1, 0.1)),
+           "lr_constant:", "it -1");
+    ROW_IF("lr_step step_size 0", isnan(tg_lr_step(3, 0.1, 0, 0.5)),
+           "lr_step:", "step_size 0");
+    ROW_IF("lr_warmup_cosine decay at warmup",
+           isnan(tg_lr_warmup_cosine(3, 1e-3, 1e-4, 10, 10)),
+           "lr_warmup_cosine:", "lr_decay_iters");
+    ROW_RC("optim_state NULL optimizer",
+           tg_optim_state(NULL, empty_list(), "o"), "optim_state:", "NULL");
+    ROW_RC("optim_state NULL list",
+           tg_optim_state(made_optim(e, false), NULL, "o"),
+           "optim_state:", "NULL");
+    ROW_RC("optim_state long prefix",
+           tg_optim_state(made_optim(e, false), empty_list(), make_long_name()),
+           "optim_state:", "longer than 127");
+    ROW_RC("save_checkpoint NULL optimizer",
+           tg_save_checkpoint(model_list(e), NULL, tmp_path("c.npz")),
+           "save_checkpoint:", "NULL");
+    ROW_RC("save_checkpoint missing dir",
+           tg_save_checkpoint(model_list(e), made_optim(e, false),
+                              "/nonexistent/tapegrad/c.npz"),
+           "save_checkpoint:", "/nonexistent/tapegrad/c.npz");
+    ROW_RC("load_checkpoint NULL path",
+           tg_load_checkpoint(model_list(e), made_optim(e, false), NULL),
+           "load_checkpoint:", "NULL");
+    ROW_RC("load_checkpoint missing file",
+           tg_load_checkpoint(model_list(e), made_optim(e, false),
+                              "/nonexistent/tapegrad/c.npz"),
+           "load_checkpoint:", "/nonexistent/tapegrad/c.npz");
+    ROW_IF("load_checkpoint another optimizer's state",
+           load_checkpoint_other_kind(e), "load_checkpoint:", "'optim.kind'",
+           "another optimizer's");
 
     /* checkpoints */
     ROW_RC("save_npz NULL list", tg_save_npz(NULL, tmp_path("a.npz")),

@@ -1,6 +1,7 @@
 /* Bad input to the ops floor (ops/): views, elementwise, comparisons, where,
  * matmul, reductions, softmax, attention, cat and chunk, embedding and
- * gather, layer_norm and gelu, losses; and the same with NULL tensors. What
+ * gather, layer_norm and gelu, losses; sigmoid, tanh, abs, clamp, argmax,
+ * argmin, logical and / or / not, outer; and the same with NULL tensors. What
  * each row checks is in errors_table.h. */
 #include "errors_table.h"
 
@@ -332,12 +333,59 @@ static void ops_table(table_walk *w, env *e)
         "cross_entropy:", "()");
     ROW("cross_entropy bool logits", tg_cross_entropy(e->mask, e->ids),
         "cross_entropy:", "bool (4,8,32)");
+    ROW("cross_entropy target -101",
+        tg_cross_entropy(e->x, int64_full(TG_SHAPE(4, 8), -101)),
+        "cross_entropy:", "-101", "not ignore_index -100");
+    ROW("cross_entropy_with -100 not ignored",
+        tg_cross_entropy_with(e->x, int64_full(TG_SHAPE(4, 8), -100), 3,
+                              TG_REDUCTION_NONE),
+        "cross_entropy:", "target -100 at position (0,0)", "ignore_index 3");
+    ROW("cross_entropy_with reduction 7",
+        tg_cross_entropy_with(e->x, e->ids, -100, (tg_reduction)7),
+        "cross_entropy:", "reduction 7");
+    ROW("cross_entropy_with targets shape",
+        tg_cross_entropy_with(e->x, e->v3, -100, TG_REDUCTION_SUM),
+        "cross_entropy:", "int64", "(3,)");
     ROW("mse_loss unbroadcastable", tg_mse_loss(e->x, e->v3),
         "mse_loss:", "(4,8,32)", "(3,)");
     ROW("mse_loss float64 / float32", tg_mse_loss(e->x, e->x32),
         "mse_loss:", "float64", "float32");
     ROW("mse_loss bool", tg_mse_loss(e->mask, e->mask),
         "mse_loss:", "bool (4,8,32)");
+
+    /* sigmoid, tanh, abs, clamp; argmax and argmin; logical; outer */
+    ROW("sigmoid bool", tg_sigmoid(e->mask), "sigmoid:", "bool (4,8,32)");
+    ROW("tanh int64", tg_tanh(e->ids), "tanh:", "int64 (4,8)");
+    ROW("abs bool", tg_abs(e->mask), "abs:", "bool (4,8,32)");
+    ROW("clamp int64", tg_clamp(e->ids, 0, 1), "clamp:", "int64 (4,8)");
+    ROW("clamp NaN min", tg_clamp(e->x, NAN, 1), "clamp:", "NaN",
+        "float64 (4,8,32)");
+    ROW("clamp NaN max", tg_clamp(e->x, -INFINITY, NAN), "clamp:", "NaN",
+        "INFINITY");
+    ROW("argmax dim 3", tg_argmax(e->x, 3, false), "argmax:", "dim 3",
+        "(4,8,32)");
+    ROW("argmin dim -4", tg_argmin(e->ids, -4, true), "argmin:", "dim -4",
+        "(4,8)");
+    ROW("argmax empty dim",
+        tg_argmax(temp(tg_zeros(TG_FLOAT64, TG_SHAPE(0, 3))), 0, false),
+        "argmax:", "empty dim 0", "(0,3)");
+    ROW("argmin all of empty",
+        tg_argmin(temp(tg_zeros(TG_INT64, TG_SHAPE(2, 0))), TG_ALL, true),
+        "argmin:", "empty", "int64 (2,0)");
+    ROW("logical_and unbroadcastable", tg_logical_and(e->mask, e->v3),
+        "logical_and:", "(4,8,32)", "(3,)");
+    ROW("logical_or unbroadcastable", tg_logical_or(e->m, e->ids),
+        "logical_or:", "(16,32)", "(4,8)");
+    ROW("logical_and count past 2^59", tg_logical_and(column(), row()),
+        "logical_and:", "(4294967296,1)", "(1,4294967296)");
+    ROW("outer 2-D", tg_outer(e->m, e->v3), "outer:", "1-D", "(16,32)");
+    ROW("outer 0-d", tg_outer(e->v3, e->s), "outer:", "1-D", "()");
+    ROW("outer float64 / float32",
+        tg_outer(e->v3, temp(tg_ones(TG_FLOAT32, TG_SHAPE(2)))),
+        "outer:", "float64", "float32 (2,)");
+    ROW("outer bool",
+        tg_outer(temp(tg_select(temp(tg_select(e->mask, 0, 0)), 0, 0)), e->v3),
+        "outer:", "bool");
 }
 
 static void ops_null_table(table_walk *w, env *e)
@@ -417,8 +465,27 @@ static void ops_null_table(table_walk *w, env *e)
     NULL_ROW("gelu", tg_gelu(NUL));
     NULL_ROW("cross_entropy (logits)", tg_cross_entropy(NUL, e->ids));
     NULL_ROW("cross_entropy (targets)", tg_cross_entropy(e->x, NUL));
+    NULL_ROW("cross_entropy_with (logits)",
+             tg_cross_entropy_with(NUL, e->ids, -100, TG_REDUCTION_SUM));
+    NULL_ROW("cross_entropy_with (targets)",
+             tg_cross_entropy_with(e->x, NUL, -100, TG_REDUCTION_NONE));
     NULL_ROW("mse_loss (a)", tg_mse_loss(NUL, e->x));
     NULL_ROW("mse_loss (b)", tg_mse_loss(e->x, NUL));
+
+    /* sigmoid, tanh, abs, clamp; argmax and argmin; logical; outer */
+    NULL_ROW("sigmoid", tg_sigmoid(NUL));
+    NULL_ROW("tanh", tg_tanh(NUL));
+    NULL_ROW("abs", tg_abs(NUL));
+    NULL_ROW("clamp", tg_clamp(NUL, 0, 1));
+    NULL_ROW("clamp NaN bound", tg_clamp(NUL, NAN, 1));
+    NULL_ROW("argmax", tg_argmax(NUL, 0, false));
+    NULL_ROW("argmin", tg_argmin(NUL, TG_ALL, false));
+    NULL_ROW("logical_and (a)", tg_logical_and(NUL, e->mask));
+    NULL_ROW("logical_and (b)", tg_logical_and(e->mask, NUL));
+    NULL_ROW("logical_or", tg_logical_or(e->mask, NUL));
+    NULL_ROW("logical_not", tg_logical_not(NUL));
+    NULL_ROW("outer (a)", tg_outer(NUL, e->v3));
+    NULL_ROW("outer (b)", tg_outer(e->v3, NUL));
 }
 
 START_TEST(bad_input) { check_row(ops_table, _i); }

@@ -111,6 +111,7 @@ static const struct {
     {"nn", nn_suite},
     {"modules", modules_suite},
     {"optim", optim_suite},
+    {"train", train_suite},
     {"plot", plot_suite},
     {"anomaly", anomaly_suite},
     {"attention", attention_suite},
@@ -120,6 +121,9 @@ static const struct {
     {"oom", oom_suite},
     {"simd", simd_suite},
     {"steady", steady_suite},
+    {"everyday", everyday_suite},
+    {"inplace", inplace_suite},
+    {"retain", retain_suite},
 };
 
 int main(void)

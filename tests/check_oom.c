@@ -56,9 +56,10 @@ typedef enum {
 } step;
 
 static const char *const step_names[] = {
-    "head_init",  "gpt_init",   "params",    "optim_new", "inputs",
-    "forward",    "backward",   "scope_end", "forward2",  "backward2",
-    "scope_end2", "optim_step", "save_npz",  "load_npz",  "success"};
+    "head_init",       "gpt_init",        "params",     "optim_new",
+    "inputs",          "forward",         "backward",   "scope_end",
+    "forward2",        "backward2",       "scope_end2", "optim_step",
+    "save_checkpoint", "load_checkpoint", "success"};
 
 /* How a run ended. */
 typedef struct outcome {
@@ -174,8 +175,17 @@ static void program(const char *path, outcome *o)
     if (tg_head_params(&h, &ps, "head") != 0 ||
         tg_gpt_params(&g, &ps, "gpt") != 0)
         goto done;
-    s = OPTIM_NEW;
-    if (!(opt = tg_optim_new(&ps, tg_adamw_config(1e-2, 0.1))))
+    s = OPTIM_NEW; /* nanoGPT's two groups */
+    tg_params decay, no_decay;
+    tg_params_init(&decay);
+    tg_params_init(&no_decay);
+    if (tg_params_split_decay(&ps, &decay, &no_decay) == 0)
+        opt = tg_optim_new_groups(
+            (tg_param_group[]){{&decay, 0.1, 1}, {&no_decay, 0, 1}}, 2,
+            tg_adamw_config(1e-2, 0));
+    tg_params_free(&decay);
+    tg_params_free(&no_decay);
+    if (!opt)
         goto done;
     s = INPUTS;
     in[0] = tg_randn(&rng, TG_FLOAT32, TG_SHAPE(B, T, C));
@@ -218,11 +228,11 @@ static void program(const char *path, outcome *o)
                    tg_last_error());
         goto done;
     }
-    s = SAVE;
-    if (tg_save_npz(&ps, path) != 0)
+    s = SAVE; /* the parameters and the optimizer's state */
+    if (tg_save_checkpoint(&ps, opt, path) != 0)
         goto done;
     s = LOAD;
-    if (tg_load_npz(&ps, path) != 0)
+    if (tg_load_checkpoint(&ps, opt, path) != 0)
         goto done;
     s = N_STEPS;
 
@@ -462,7 +472,18 @@ static int ops_tour(const char *path, tour_result *r)
     term(terms, &nt, tg_layer_norm(h, gamma, beta, 1e-5));
     term(terms, &nt,
          tg_cross_entropy(h, tg_from_data(TG_INT64, TG_SHAPE(2, 3), targets)));
+    term(terms, &nt,
+         tg_cross_entropy_with(h,
+                               tg_from_data(TG_INT64, TG_SHAPE(2, 3),
+                                            (int64_t[]){1, -100, 4, 0, 2, 3}),
+                               -100, TG_REDUCTION_NONE));
     term(terms, &nt, tg_mse_loss(h, b));
+    /* activations, clamp, outer */
+    term(terms, &nt, tg_sigmoid(h));
+    term(terms, &nt, tg_tanh(h));
+    term(terms, &nt, tg_abs(h));
+    term(terms, &nt, tg_clamp(h, -0.5, 0.5));
+    term(terms, &nt, tg_outer(v, b));
 
     tg_tensor *loss = terms[0];
     for (int i = 1; i < nt; i++)
@@ -484,6 +505,14 @@ static int ops_tour(const char *path, tour_result *r)
     }
     /* no tape: comparisons, printing, files */
     if (rc == 0 && (!tg_lt(h, b) || !tg_ge_scalar(h, 0)))
+        rc = -1;
+    /* no tape: indices, masks, creation */
+    if (rc == 0 &&
+        (!tg_argmax(h, 1, false) || !tg_argmin(h, TG_ALL, true) ||
+         !tg_logical_or(tg_logical_not(tg_lt(h, b)), tg_gt_scalar(h, 1)) ||
+         !tg_eye(F64, 3, 4) || !tg_linspace(F64, 0, 1, 5) ||
+         !tg_randint(&rng, 0, 9, TG_SHAPE(2, 3)) || !tg_randperm(&rng, 5) ||
+         !tg_from_i64(TG_SHAPE(6), ids)))
         rc = -1;
     char *text = rc == 0 ? tg_format(h, 4) : NULL;
     if (rc == 0 && !text)

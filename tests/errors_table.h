@@ -30,7 +30,12 @@
  *   tg_tape_size tg_plot_available tg_is_grad_enabled tg_anomaly_mode
  *       take nothing.
  *   tg_set_grad_enabled tg_set_anomaly_mode tg_tape_record_norms
- *       take a bool; every value is valid.
+ *   tg_tape_keep_record
+ *       take a bool; every value is valid (keep_record's one failure is
+ *       out of memory for the tape, which tests/check_retain.c covers).
+ *   tg_shape_str
+ *       total: a NULL or released tensor writes "(null)", a NULL buf gives
+ *       NULL (run by quiet_on_null).
  *   tg_profile_start tg_profile_mark
  *       void; start takes nothing (out of memory is reported by
  *       tg_profile_stop), every label is valid for mark (NULL: none).
@@ -38,8 +43,8 @@
  *       total accessors: an unknown dtype gives "unknown" and 0, a NULL
  *       tensor TG_FLOAT32.
  *   tg_release
- *       NULL-safe; releasing a dead tensor asserts, which is not an error
- *       value (release_twice_aborts).
+ *       NULL-safe; releasing a dead tensor is an error, with no return
+ *       value to carry it (release_twice_names_both_lines).
  *   tg_set_callsite tg_print_live_tensors tg_tape_print tg_tape_dot
  *       void; any file name is recorded as given, a NULL FILE does nothing.
  *   tg_params_init tg_params_free tg_params_zero_grad tg_optim_free

@@ -29,6 +29,7 @@ Suite *nn_ops_suite(void);
 Suite *nn_suite(void);
 Suite *modules_suite(void);
 Suite *optim_suite(void);
+Suite *train_suite(void);
 Suite *plot_suite(void);
 Suite *anomaly_suite(void);
 Suite *attention_suite(void);
@@ -38,6 +39,9 @@ Suite *formats_suite(void);
 Suite *oom_suite(void);
 Suite *simd_suite(void);
 Suite *steady_suite(void);
+Suite *everyday_suite(void);
+Suite *inplace_suite(void);
+Suite *retain_suite(void);
 
 /* Path of a committed fixture: TG_FIXTURES "/" name, in a static buffer. */
 const char *fixture_path(const char *name);

@@ -1,0 +1,103 @@
+/* tg_jacobian: the full Jacobian by reverse mode, one row per backward.
+ *
+ * With y = f(x), m = numel(y) and n = numel(x), row i of J (flattened to
+ * (m, n)) is the gradient of y_i with respect to x: a backward seeded with
+ * the one-hot e_i, dx = J^T e_i = J[i, :]. f runs once; the graph it
+ * records is walked m times, each walk but the last retaining it
+ * (tg_backward_retain). The result is reshaped to y.shape + x.shape, as
+ * torch.autograd.functional.jacobian returns it.
+ *
+ * At gradcheck's floor: it calls the tape, the tensor and the copies
+ * below. */
+#include "core/internal.h"
+
+#include <string.h>
+
+/* Row i of j (m rows of n elements) = x's gradient (none: zeros). */
+static void take_row(tg_tensor *j, int64_t i, int64_t n, const tg_tensor *g)
+{
+    size_t es = tg_dtype_size(j->dtype);
+    char *row = (char *)j->storage->data + (size_t)(i * n) * es;
+    if (!g) {
+        memset(row, 0, (size_t)n * es);
+        return;
+    }
+    int rc = tg_copy_out(g, j->dtype, row);
+    TG_ASSERT(rc == 0);
+}
+
+tg_tensor *tg_jacobian(tg_fn f, void *ctx, tg_tensor *x)
+{
+    if (!f) {
+        tg__error("jacobian: f is NULL");
+        return NULL;
+    }
+    if (TG_BAD("jacobian", x) || !tg__check_float("jacobian", x))
+        return NULL;
+    /* a leaf of our own over x's elements, so x's gradient stays as it was */
+    tg_tensor *xl =
+        tg__view("jacobian", x, x->ndim, x->shape, x->strides, x->offset);
+    if (!xl)
+        return NULL;
+    tg__unscope(xl);
+    xl->requires_grad = true;
+    bool was = tg_set_grad_enabled(true);
+    tg_tensor *y = f((tg_tensor *const[]){xl}, ctx);
+    tg_set_grad_enabled(was);
+    tg_tensor *j = NULL, *seed = NULL;
+    if (!y) {
+        if (!tg_last_error()[0])
+            tg__error("jacobian: the function returned NULL without an error");
+        goto done;
+    }
+    tg__unscope(y);
+    if (y->dtype != x->dtype) {
+        tg__error("jacobian: f returned %s %s for a %s x; it must keep x's "
+                  "dtype",
+                  tg_dtype_name(y->dtype), TG_SHP(y), tg_dtype_name(x->dtype));
+        goto done;
+    }
+    if (y->ndim + x->ndim > TG_MAX_DIMS) {
+        tg__error("jacobian: y %s and x %s give a Jacobian of %d dims, past "
+                  "%d",
+                  TG_SHP(y), TG_SHP(x), y->ndim + x->ndim, TG_MAX_DIMS);
+        goto done;
+    }
+    int64_t shape[TG_MAX_DIMS];
+    memcpy(shape, y->shape, sizeof(int64_t) * (size_t)y->ndim);
+    memcpy(shape + y->ndim, x->shape, sizeof(int64_t) * (size_t)x->ndim);
+    j = tg__new("jacobian", x->dtype, y->ndim + x->ndim, shape, true);
+    if (!j)
+        goto done;
+    int64_t m = tg_numel(y), n = tg_numel(x);
+    if (!y->requires_grad) /* y does not depend on x: J = 0 */
+        goto done;
+    seed = tg__new("jacobian", y->dtype, y->ndim, y->shape, true);
+    if (!seed) {
+        tg_release(j);
+        j = NULL;
+        goto done;
+    }
+    tg__unscope(seed);
+    for (int64_t i = 0; i < m; i++) {
+        /* seed = e_i */
+        if (i > 0)
+            tg__store(seed->dtype, seed->storage->data, i - 1, 0);
+        tg__store(seed->dtype, seed->storage->data, i, 1);
+        int rc =
+            i + 1 < m ? tg_backward_retain(y, seed) : tg_backward_with(y, seed);
+        if (rc != 0) {
+            tg__error_wrap("jacobian");
+            tg_release(j);
+            j = NULL;
+            goto done;
+        }
+        take_row(j, i, n, xl->grad);
+        tg_zero_grad(xl);
+    }
+done:
+    tg_release(seed);
+    tg_release(y);
+    tg_release(xl);
+    return j;
+}
