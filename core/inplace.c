@@ -181,16 +181,28 @@ int tg_copy_in(tg_tensor *t, tg_dtype as, const void *src)
         tg__error("copy_in: src is NULL for %s", TG_SHP(t));
         return -1;
     }
-    /* the elements in C order, as tg_copy_out writes them */
+    /* the elements in C order, as tg_copy_out writes them: the same dtype
+     * byte for byte (through a double an int64 above 2^53 would round),
+     * another converted */
     tg_loop L;
     tg__loop_init(&L, t->ndim, t->shape, 1, (const tg_tensor *const[]){t});
     size_t es = tg_dtype_size(t->dtype);
     char *base = (char *)t->storage->data;
+    const char *from = src;
     int64_t k = 0;
     do {
-        void *dst = base + (size_t)(t->offset + L.off[0]) * es;
-        for (int64_t i = 0; i < L.inner; i++)
-            tg__store(t->dtype, dst, i * L.step[0], tg__load(as, src, k++));
+        char *dst = base + (size_t)(t->offset + L.off[0]) * es;
+        if (as == t->dtype && L.step[0] == 1 && L.inner > 0)
+            memcpy(dst, from + (size_t)k * es, (size_t)L.inner * es);
+        else if (as == t->dtype)
+            for (int64_t i = 0; i < L.inner; i++)
+                memcpy(dst + (size_t)(i * L.step[0]) * es,
+                       from + (size_t)(k + i) * es, es);
+        else
+            for (int64_t i = 0; i < L.inner; i++)
+                tg__store(t->dtype, dst, i * L.step[0],
+                          tg__load(as, src, k + i));
+        k += L.inner;
     } while (tg__loop_next(&L));
     t->storage->version++;
     return 0;

@@ -57,12 +57,14 @@ typedef struct tg_storage {
     void *data;
     /* The version counter PyTorch keeps: every in-place write to any view
      * of this storage adds one (core/inplace.c, tg_set), and a tape entry
-     * notes the versions of its inputs and saved tensors when it records,
+     * notes the versions of its inputs and saved tensors (and of its output
+     * when its backward reads it: tg_op.reads_out) when it records,
      * so that backward can refuse a tensor written since. One writer at a
      * time (include/tapegrad.h, "Threads"): plain. */
     uint64_t version;
     /* References to views of this storage held by tape entries not yet
-     * consumed by a backward (tg__record, tg__save; node_drop_refs gives
+     * consumed by a backward (tg__record, tg__save, and an output its
+     * entry's backward reads: tg_op.reads_out; node_drop_refs gives
      * them back, on whichever thread): an in-place write refuses while it
      * is > 0. */
     _Atomic int64_t tape_refs;
@@ -112,8 +114,10 @@ struct tg_tensor {
     uint32_t magic;
     int released_line;
     const char *released_file;
-    /* Creation order on this thread (1, 2, ...): the tape's printouts number
-     * leaves by it, so a drawing is the same run to run. */
+    /* Creation order in the process (1, 2, ...), over every thread: the
+     * tape's printouts number leaves by it, so two tensors never share a
+     * number, and a single-threaded program's drawing is the same run to
+     * run. */
     uint64_t id;
     /* tg_set_name's copy; "" for none. */
     char name[TG_NAME_MAX];
@@ -494,6 +498,14 @@ typedef struct tg_op {
     const char *name;
     void (*backward)(tg_node *n, tg_tensor *dy);
     bool makes_neg_inf; /* -inf in its output is a mask, not an anomaly */
+    /* Its backward reads the output (n->out: sigmoid's y (1 - y), exp's
+     * dy * y...). The entry then holds the output's storage as it holds a
+     * saved tensor: counted in tape_refs, so that an in-place write to it
+     * (through tg_detach, or with grad mode off) is refused, and its
+     * version noted, so that a write that bypasses the guard (tg_set) fails
+     * the backward. Ops that do not read it leave their output writable
+     * with grad mode off. */
+    bool reads_out;
 } tg_op;
 
 struct tg_node {
@@ -516,6 +528,10 @@ struct tg_node {
     uint64_t *in_version; /* its storage's version when recorded */
     char (*in_name)[TG_NAME_MAX]; /* a leaf input's name when recorded */
     uint64_t saved_version[TG_NODE_MAX_SAVED];
+    /* op->reads_out: the output's storage version when recorded, and
+     * whether the entry still counts it in tape_refs (until consumed) */
+    uint64_t out_version;
+    bool holds_out;
     /* The output's, for a record kept after the output died
      * (tg_tape_keep_record): out is NULL then. */
     int out_ndim;

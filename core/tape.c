@@ -284,6 +284,12 @@ tg_tensor *tg__record(const tg_op *op, tg_tensor *out, int n_in,
     n->out = out;
     out->node = n;
     out->requires_grad = true;
+    if (op->reads_out) { /* held as a saved tensor is (see tg_op) */
+        n->out_version = out->storage->version;
+        n->holds_out = true;
+        atomic_fetch_add_explicit(&out->storage->tape_refs, 1,
+                                  memory_order_relaxed);
+    }
     tape_append(tp, n);
     return out;
 }
@@ -332,6 +338,11 @@ static void node_drop_refs(tg_node *n)
         tg_tensor *t = n->saved[k];
         n->saved[k] = NULL;
         drop_held(t);
+    }
+    if (n->holds_out) { /* (no reference: the output owns the entry) */
+        n->holds_out = false;
+        atomic_fetch_sub_explicit(&n->out->storage->tape_refs, 1,
+                                  memory_order_relaxed);
     }
 }
 
@@ -418,6 +429,8 @@ const char *tg__tape_holder(const tg_storage *s, int *line, const char **file)
         for (int k = 0; k < TG_NODE_MAX_SAVED && !op; k++)
             if (e->saved[k] && e->saved[k]->storage == s)
                 op = e->op->name, *file = e->file, *line = e->line;
+        if (!op && e->holds_out && e->out->storage == s)
+            op = e->op->name, *file = e->file, *line = e->line;
     }
     tape_walk_end();
     return op;
@@ -646,8 +659,9 @@ static void walk_bufs_give(walk *w)
  * error naming the op, its call site and the tensor otherwise. Every input
  * counts, not only those the op's backward reads (which the entry does not
  * say): stricter than PyTorch for an op such as add, whose backward reads
- * no input; the in-place calls refuse these writes earlier anyway
- * (core/inplace.c), so what is left is tg_set. */
+ * no input; the output counts when the backward reads it (tg_op.reads_out,
+ * as PyTorch saves sigmoid's result). The in-place calls refuse these
+ * writes earlier anyway (core/inplace.c), so what is left is tg_set. */
 static bool versions_hold(const tg_node *n)
 {
     const tg_tensor *t = NULL;
@@ -658,6 +672,8 @@ static bool versions_hold(const tg_node *n)
     for (int k = 0; !t && k < TG_NODE_MAX_SAVED; k++)
         if (n->saved[k] && n->saved[k]->storage->version != n->saved_version[k])
             t = n->saved[k], then = n->saved_version[k];
+    if (!t && n->holds_out && n->out->storage->version != n->out_version)
+        t = n->out, then = n->out_version;
     if (!t)
         return true;
     tg__error("backward: a %s %s tensor that '%s' (recorded at %s:%d) holds "
@@ -1066,20 +1082,32 @@ static int cmp_u64(const void *a, const void *b)
  * the tape holds them (creation order), leaves 1, 2, ... in the order the
  * tensors were made (tg_tensor.id): so a program that runs the same way
  * prints and draws the same text every run (the old drawing named leaves
- * by address). Both lookups are binary searches in sorted arrays, so a
- * tape of N entries is drawn in O(N log N) (a walk along the tape per
- * input was O(N^2): a 20,000-entry tape took seconds). */
+ * by address). Every lookup is a binary search in a sorted array: an
+ * entry's number and the entry itself (for its output's name) by seq, a
+ * leaf's number by id; so a tape of N entries is printed and drawn in
+ * O(N log N) (a walk along the tape per input was O(N^2): a 20,000-entry
+ * tape took seconds). */
+typedef struct numbered {
+    uint64_t seq; /* first: the key cmp_u64 compares */
+    const tg_node *node;
+} numbered;
+
 typedef struct numbering {
-    uint64_t *seqs;   /* the entries' seq, sorted (the tape's order) */
+    numbered *seqs;   /* the entries by seq, sorted (the tape's order) */
     uint64_t *leaves; /* the leaf inputs' tensor ids, sorted, once each */
     size_t n_seqs, n_leaves;
 } numbering;
 
+/* The entry seq on the tape, or NULL when it is no longer there. */
+static const numbered *entry_of(const numbering *nb, uint64_t seq)
+{
+    return bsearch(&seq, nb->seqs, nb->n_seqs, sizeof *nb->seqs, cmp_u64);
+}
+
 /* The number of entry seq (1-based), 0 when it is no longer on the tape. */
 static size_t entry_number(const numbering *nb, uint64_t seq)
 {
-    const uint64_t *p =
-        bsearch(&seq, nb->seqs, nb->n_seqs, sizeof *nb->seqs, cmp_u64);
+    const numbered *p = entry_of(nb, seq);
     return p ? (size_t)(p - nb->seqs) + 1 : 0;
 }
 
@@ -1113,7 +1141,7 @@ static bool number_tape(const tg_node *head, numbering *nb)
     }
     size_t i = 0;
     for (const tg_node *e = head; e; e = e->next)
-        nb->seqs[i++] = e->seq;
+        nb->seqs[i++] = (numbered){e->seq, e};
     qsort(nb->seqs, nb->n_seqs, sizeof *nb->seqs, cmp_u64);
     for (const tg_node *e = head; e; e = e->next)
         for (int k = 0; k < e->n_in; k++)
@@ -1146,16 +1174,11 @@ static const char *out_shape(const tg_node *e, char *buf)
                   : tg__shape_str(e->out_ndim, e->out_shape, buf);
 }
 
-/* The name of the entry numbered k's output, or NULL: for its inputs. */
-static const char *producer_name(const tg_node *head, const numbering *nb,
-                                 uint64_t seq)
+/* The name of entry seq's output, or NULL: for its consumers' inputs. */
+static const char *producer_name(const numbering *nb, uint64_t seq)
 {
-    if (!entry_number(nb, seq))
-        return NULL;
-    for (const tg_node *e = head; e; e = e->next)
-        if (e->seq == seq)
-            return out_name(e)[0] ? out_name(e) : NULL;
-    return NULL;
+    const numbered *p = entry_of(nb, seq);
+    return p && out_name(p->node)[0] ? out_name(p->node) : NULL;
 }
 
 void tg_tape_print(FILE *f)
@@ -1180,7 +1203,7 @@ void tg_tape_print(FILE *f)
             fputs(first ? "" : ", ", f);
             first = false;
             if (!is_leaf_input(&nb, e, i)) {
-                const char *nm = producer_name(head, &nb, e->in_seq[i]);
+                const char *nm = producer_name(&nb, e->in_seq[i]);
                 fprintf(f, "#%zu%s%s %s", entry_number(&nb, e->in_seq[i]),
                         nm ? " " : "", nm ? nm : "", shp);
             } else if (e->in_name[i][0])

@@ -26,8 +26,11 @@ void tg__contiguous_strides(int ndim, const int64_t *shape, int64_t *strides)
     }
 }
 
-/* This thread's tensors in creation order (tg_tensor.id). */
-static TG_THREAD_LOCAL uint64_t next_id = 1;
+/* The process's tensors in creation order (tg_tensor.id): one counter for
+ * every thread, so that two tensors alive at once never share an id (the
+ * printouts number leaves by it), and a single-threaded program still gets
+ * the same ids every run. A relaxed increment: only uniqueness matters. */
+static _Atomic uint64_t next_id = 1;
 
 /* Headers come from the pool (core/storage.c), as storage does: a training
  * step makes and frees the same tensors every step, and then takes no
@@ -40,7 +43,7 @@ static tg_tensor *header_new(tg_dtype dt, int ndim, const int64_t *shape)
     memset(t, 0, sizeof *t);
     atomic_init(&t->refcount, 1);
     t->magic = TG_MAGIC_LIVE;
-    t->id = next_id++;
+    t->id = atomic_fetch_add_explicit(&next_id, 1, memory_order_relaxed);
     t->dtype = dt;
     t->ndim = ndim;
     if (ndim > 0) /* a 0-d shape may be NULL, and memcpy(x, NULL, 0) is UB */
@@ -80,7 +83,11 @@ static TG_THREAD_LOCAL bool my_ring_ready;
 
 static pthread_mutex_t ring_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t ring_once = PTHREAD_ONCE_INIT;
-static bool audit_ring; /* set once, before any thread reads it */
+/* Set once, in ring_init (pthread_once: before any thread reads it), and
+ * never cleared: after ring_flush at exit, ring is NULL and header_bury
+ * sends each header straight back under ring_lock, so a thread still
+ * releasing while another runs exit never reads a flag being written. */
+static bool audit_ring;
 static tg_tensor **ring;
 static unsigned ring_head, ring_len;
 static pthread_key_t ring_key;
@@ -101,8 +108,7 @@ static void ring_flush(void)
         header_free(ring[(ring_head + i) & (QUARANTINE_AUDIT - 1)]);
     ring_len = ring_head = 0;
     free(ring);
-    ring = NULL;
-    audit_ring = false; /* later releases: each thread's own ring */
+    ring = NULL; /* later releases: straight back (header_bury) */
     pthread_mutex_unlock(&ring_lock);
 }
 
@@ -520,11 +526,23 @@ int tg_copy_out(const tg_tensor *t, tg_dtype as, void *dst)
     tg__loop_init(&L, t->ndim, t->shape, 1, (const tg_tensor *const[]){t});
     const char *base = (const char *)t->storage->data;
     size_t es = tg_dtype_size(t->dtype);
+    /* the same dtype byte for byte (through a double an int64 above 2^53
+     * would round), another converted */
+    char *to = dst;
     int64_t k = 0;
     do {
-        const void *src = base + (size_t)(t->offset + L.off[0]) * es;
-        for (int64_t i = 0; i < L.inner; i++)
-            tg__store(as, dst, k++, tg__load(t->dtype, src, i * L.step[0]));
+        const char *src = base + (size_t)(t->offset + L.off[0]) * es;
+        if (as == t->dtype && L.step[0] == 1 && L.inner > 0)
+            memcpy(to + (size_t)k * es, src, (size_t)L.inner * es);
+        else if (as == t->dtype)
+            for (int64_t i = 0; i < L.inner; i++)
+                memcpy(to + (size_t)(k + i) * es,
+                       src + (size_t)(i * L.step[0]) * es, es);
+        else
+            for (int64_t i = 0; i < L.inner; i++)
+                tg__store(as, dst, k + i,
+                          tg__load(t->dtype, src, i * L.step[0]));
+        k += L.inner;
     } while (tg__loop_next(&L));
     return 0;
 }

@@ -53,8 +53,8 @@ static void attention_backward(tg_node *n, tg_tensor *dy);
 
 /* Parameters: p[0] the scale, ip[0] causal. Saved: L (...,Tq) float64.
  * Backward reads the output as n->out. */
-static const tg_op attention_op = {.name = "attention",
-                                   .backward = attention_backward};
+static const tg_op attention_op = {
+    .name = "attention", .backward = attention_backward, .reads_out = true};
 
 /* One call: nb entries of q (tq,d), k (tk,d), v (tk,dv), out (tq,dv) and
  * lse (tq, float64), each contiguous; entry b starts at b * rows * cols. */

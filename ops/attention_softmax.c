@@ -33,8 +33,10 @@ static void attention_softmax_backward(tg_node *n, tg_tensor *dy);
 /* Parameters: p[0] the scale, ip[0] causal. Backward reads the output attn
  * as n->out. makes_neg_inf stays false: the -inf of the mask never reaches
  * the output (masked entries weigh 0), so anomaly mode checks it in full. */
-static const tg_op attention_softmax_op = {
-    .name = "attention_softmax", .backward = attention_softmax_backward};
+static const tg_op attention_softmax_op = {.name = "attention_softmax",
+                                           .backward =
+                                               attention_softmax_backward,
+                                           .reads_out = true};
 
 /* One call over the rows along the last dim, of dst alone (in place) or of
  * src into dst. */

@@ -150,7 +150,7 @@ static const tg_op binary_ops[] = {
     [ADD] = {.name = "add", .backward = add_backward},
     [SUB] = {.name = "sub", .backward = sub_backward},
     [MUL] = {.name = "mul", .backward = mul_backward},
-    [DIV] = {.name = "div", .backward = div_backward},
+    [DIV] = {.name = "div", .backward = div_backward, .reads_out = true},
 };
 
 static tg_tensor *binary(binary_kind kind, tg_tensor *a, tg_tensor *b)
@@ -474,9 +474,9 @@ static const tg_op unary_ops[] = {
     [NEG] = {.name = "neg", .backward = unary_backward},
     [SCALE] = {.name = "scale", .backward = unary_backward},
     [ADD_SCALAR] = {.name = "add_scalar", .backward = unary_backward},
-    [EXP] = {.name = "exp", .backward = unary_backward},
+    [EXP] = {.name = "exp", .backward = unary_backward, .reads_out = true},
     [LOG] = {.name = "log", .backward = unary_backward},
-    [SQRT] = {.name = "sqrt", .backward = unary_backward},
+    [SQRT] = {.name = "sqrt", .backward = unary_backward, .reads_out = true},
     [POW] = {.name = "pow", .backward = unary_backward},
     [RELU] = {.name = "relu", .backward = unary_backward},
     [GELU] = {.name = "gelu", .backward = unary_backward},

@@ -32,11 +32,12 @@ static void softmax_backward(tg_node *n, tg_tensor *dy);
 static void log_softmax_backward(tg_node *n, tg_tensor *dy);
 
 /* Parameters: ip[0] the dim. Backward reads the output y as n->out. */
-static const tg_op softmax_op = {.name = "softmax",
-                                 .backward = softmax_backward};
+static const tg_op softmax_op = {
+    .name = "softmax", .backward = softmax_backward, .reads_out = true};
 static const tg_op log_softmax_op = {.name = "log_softmax",
                                      .backward = log_softmax_backward,
-                                     .makes_neg_inf = true};
+                                     .makes_neg_inf = true,
+                                     .reads_out = true};
 
 /* Rows up to this long keep their exp() terms for the second pass, in a
  * stack buffer; longer ones compute them twice. */

@@ -19,8 +19,10 @@ typedef enum { SIGMOID, TANH, ABS, CLAMP } map_kind;
 static void map_backward(tg_node *n, tg_tensor *dy);
 
 static const tg_op map_ops[] = {
-    [SIGMOID] = {.name = "sigmoid", .backward = map_backward},
-    [TANH] = {.name = "tanh", .backward = map_backward},
+    [SIGMOID] = {.name = "sigmoid",
+                 .backward = map_backward,
+                 .reads_out = true},
+    [TANH] = {.name = "tanh", .backward = map_backward, .reads_out = true},
     [ABS] = {.name = "abs", .backward = map_backward},
     [CLAMP] = {.name = "clamp", .backward = map_backward},
 };

@@ -9,6 +9,8 @@
 #include <math.h>
 #include <string.h>
 
+#define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
 static void teardown(void)
 {
     while (tg_scope_end() == 0)
@@ -98,6 +100,33 @@ START_TEST(copy_in_round_trips_copy_out)
     /* base[j][i] = in[i*3 + j] */
     ck_assert_double_eq(tg_get(base, (const int64_t[]){0, 1}), 40);
     ck_assert_double_eq(tg_get(base, (const int64_t[]){2, 0}), 3);
+    tg_scope_end();
+}
+END_TEST
+
+/* int64 in and out of an int64 tensor, contiguous and through a transposed
+ * view, bit for bit: values above 2^53 have no double, so a copy through
+ * one would round 2^60 + 1 to 2^60. */
+START_TEST(copy_in_out_int64_exact)
+{
+    tg_scope_begin();
+    const int64_t big = (INT64_C(1) << 60) + 1;
+    const int64_t in[6] = {big, -big, INT64_MAX, INT64_MIN + 1, big + 122, 7};
+    tg_tensor *flat = tg_zeros(TG_INT64, TG_SHAPE(6));
+    ck_assert_int_eq(tg_copy_in(flat, TG_INT64, in), 0);
+    int64_t out[6] = {0};
+    ck_assert_int_eq(tg_copy_out(flat, TG_INT64, out), 0);
+    ck_assert_mem_eq(in, out, sizeof in);
+    tg_tensor *base = tg_zeros(TG_INT64, TG_SHAPE(3, 2));
+    tg_tensor *t = tg_transpose(base, 0, 1); /* (2,3), strided */
+    ck_assert_int_eq(tg_copy_in(t, TG_INT64, in), 0);
+    int64_t back[6] = {0}, raw[6] = {0};
+    ck_assert_int_eq(tg_copy_out(t, TG_INT64, back), 0);
+    ck_assert_mem_eq(in, back, sizeof in);
+    /* base[j][i] = in[i*3 + j], read contiguously */
+    ck_assert_int_eq(tg_copy_out(base, TG_INT64, raw), 0);
+    ck_assert(raw[0] == big && raw[1] == INT64_MIN + 1 && raw[2] == -big &&
+              raw[3] == big + 122 && raw[4] == INT64_MAX && raw[5] == 7);
     tg_scope_end();
 }
 END_TEST
@@ -208,6 +237,96 @@ START_TEST(non_leaf_only_with_grad_mode_off)
 }
 END_TEST
 
+/* Ops whose backward reads their output (sigmoid's dx = dy y (1 - y)): the
+ * entry holds the output as it holds a saved tensor. */
+static tg_tensor *out_sigmoid(tg_tensor *x) { return tg_sigmoid(x); }
+static tg_tensor *out_tanh(tg_tensor *x) { return tg_tanh(x); }
+static tg_tensor *out_exp(tg_tensor *x) { return tg_exp(x); }
+static tg_tensor *out_sqrt(tg_tensor *x) { return tg_sqrt(tg_abs(x)); }
+static tg_tensor *out_div(tg_tensor *x) { return tg_div(x, sample(3)); }
+static tg_tensor *out_softmax(tg_tensor *x) { return tg_softmax(x, 1); }
+static tg_tensor *out_log_softmax(tg_tensor *x) { return tg_log_softmax(x, 0); }
+static tg_tensor *out_attention_softmax(tg_tensor *x)
+{
+    return tg_attention_softmax(tg_reshape(x, TG_SHAPE(1, 2, 3)), 0.5, true);
+}
+
+static const struct {
+    const char *op;
+    tg_tensor *(*f)(tg_tensor *);
+} reads_out[] = {{"sigmoid", out_sigmoid},
+                 {"tanh", out_tanh},
+                 {"exp", out_exp},
+                 {"sqrt", out_sqrt},
+                 {"div", out_div},
+                 {"softmax", out_softmax},
+                 {"log_softmax", out_log_softmax},
+                 {"attention_softmax", out_attention_softmax}};
+
+/* The output of such an op: an in-place write through tg_detach or with
+ * grad mode off is refused, naming the op, while its entry lives; a write
+ * that bypasses the guard (tg_set) fails the backward, which would
+ * otherwise compute the gradient from the new values with no error; once
+ * the backward has run, the output is free to write. */
+START_TEST(output_read_by_backward_is_held)
+{
+    const char *op = reads_out[_i].op;
+    tg_tensor *x = sample(0);
+    tg_set_requires_grad(x, true);
+    tg_scope_begin();
+    tg_tensor *y = reads_out[_i].f(x);
+    ck_assert_ptr_nonnull(y);
+    char want[128];
+    snprintf(want, sizeof want, "by the tape entry of '%s'", op);
+    ck_assert_int_eq(tg_fill_(tg_detach(y), 0.5), -1);
+    ck_assert_msg(strstr(tg_last_error(), want), "%s", tg_last_error());
+    bool was = tg_set_grad_enabled(false);
+    ck_assert_int_eq(tg_fill_(y, 0.5), -1);
+    tg_set_grad_enabled(was);
+    ck_assert_msg(strstr(tg_last_error(), want), "%s", tg_last_error());
+
+    int64_t zero[3] = {0, 0, 0};
+    ck_assert_int_eq(tg_set(y, zero, 0.5), 0);
+    tg_tensor *loss = tg_sum_all(y);
+    ck_assert_int_eq(tg_backward(loss), -1);
+    snprintf(want, sizeof want, "that '%s' (recorded at", op);
+    ck_assert_msg(strstr(tg_last_error(), want), "%s", tg_last_error());
+    ck_assert_ptr_nonnull(strstr(tg_last_error(), "modified in place"));
+    ck_assert_ptr_null(tg_grad(x));
+    tg_scope_end();
+
+    /* a fresh forward: the backward runs, and then the output is free */
+    tg_scope_begin();
+    y = reads_out[_i].f(x);
+    ck_assert_int_eq(tg_backward(tg_sum_all(y)), 0);
+    ck_assert_int_eq(tg_fill_(tg_detach(y), 0.5), 0);
+    tg_scope_end();
+    tg_release(x);
+}
+END_TEST
+
+/* The review's case in numbers: after the refused write the gradient of
+ * sum(sigmoid(x)) is y (1 - y) of the forward's y, not of a value written
+ * into y since. */
+START_TEST(sigmoid_gradient_uses_its_forward_output)
+{
+    const double xs[3] = {0.5, -1, 2};
+    tg_tensor *x = tg_from_data(TG_FLOAT64, TG_SHAPE(3), xs);
+    tg_set_requires_grad(x, true);
+    tg_scope_begin();
+    tg_tensor *y = tg_sigmoid(x);
+    ck_assert_int_eq(tg_fill_(tg_detach(y), 0.5), -1);
+    ck_assert_int_eq(tg_backward(tg_sum_all(y)), 0);
+    for (int i = 0; i < 3; i++) {
+        double s = 1 / (1 + exp(-xs[i]));
+        ck_assert_double_eq_tol(tg_get(tg_grad(x), (const int64_t[]){i}),
+                                s * (1 - s), 1e-15);
+    }
+    tg_scope_end();
+    tg_release(x);
+}
+END_TEST
+
 /* tg_set writes without the guard: the version counter catches it when the
  * backward starts, before the walk, so the tape and gradients stay. */
 START_TEST(version_counter_refuses_backward)
@@ -244,6 +363,7 @@ Suite *inplace_suite(void)
     tcase_add_test(tc, mul_through_transposed_view);
     tcase_add_test(tc, copy_converts_and_broadcasts);
     tcase_add_test(tc, copy_in_round_trips_copy_out);
+    tcase_add_test(tc, copy_in_out_int64_exact);
     tcase_add_test(tc, fill_and_zero_a_slice);
     tcase_add_test(tc, overlapping_source_reads_old_values);
     tcase_add_test(tc, manual_sgd_step);
@@ -254,6 +374,9 @@ Suite *inplace_suite(void)
     tcase_add_test(tc, refuses_a_tensor_the_tape_holds);
     tcase_add_test(tc, non_leaf_only_with_grad_mode_off);
     tcase_add_test(tc, version_counter_refuses_backward);
+    tcase_add_loop_test(tc, output_read_by_backward_is_held, 0,
+                        COUNT(reads_out));
+    tcase_add_test(tc, sigmoid_gradient_uses_its_forward_output);
     suite_add_tcase(s, tc);
     return s;
 }
