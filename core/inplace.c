@@ -14,15 +14,20 @@
  * the update too: release it first, or compute it with grad mode off), and
  * it points at the line of the mistake, which is what a student needs.
  *
+ * The two guards are one pair, tg__write_check and tg__write_done
+ * (core/shared.h), which every other write of a tensor the user holds makes
+ * too: the optimizer step (nn/optim.c) and the checkpoint loaders.
+ *
  * A floor of its own beside print.c: it calls the tape (tg__tape_holder)
  * and the tensor below it. */
 #include "core/internal.h"
 
 #include <string.h>
 
-/* The checks every call makes on the tensor it writes; false with an error
+/* The checks every call makes on the tensor it writes (core/shared.h: the
+ * optimizer step and the loaders make them too); false with an error
  * naming op. */
-static bool writable(const char *op, tg_tensor *t)
+bool tg__write_check(const char *op, tg_tensor *t)
 {
     if (TG_BAD(op, t))
         return false;
@@ -58,6 +63,8 @@ static bool writable(const char *op, tg_tensor *t)
         }
     return true;
 }
+
+void tg__write_done(tg_tensor *t) { t->storage->version++; }
 
 /* other must broadcast to t's shape exactly (t's shape never changes). */
 static bool fits_into(const char *op, const tg_tensor *t,
@@ -106,7 +113,7 @@ typedef enum { ADD_, MUL_ } update_kind;
 static int update(const char *op, update_kind kind, tg_tensor *t,
                   tg_tensor *other, double alpha)
 {
-    if (!writable(op, t) || TG_BAD(op, other))
+    if (!tg__write_check(op, t) || TG_BAD(op, other))
         return -1;
     if (!tg__check_same_float(op, t, other) || !fits_into(op, t, other))
         return -1;
@@ -137,7 +144,7 @@ static int update(const char *op, update_kind kind, tg_tensor *t,
         } while (tg__loop_next(&L));
     });
     tg_release(copy);
-    t->storage->version++;
+    tg__write_done(t);
     return 0;
 }
 
@@ -153,7 +160,7 @@ int tg_mul_(tg_tensor *t, tg_tensor *other)
 
 int tg_copy_(tg_tensor *dst, tg_tensor *src)
 {
-    if (!writable("copy_", dst) || TG_BAD("copy_", src) ||
+    if (!tg__write_check("copy_", dst) || TG_BAD("copy_", src) ||
         !fits_into("copy_", dst, src))
         return -1;
     tg_tensor *copy;
@@ -165,13 +172,13 @@ int tg_copy_(tg_tensor *dst, tg_tensor *src)
     }
     tg__copy_into(dst, from);
     tg_release(copy);
-    dst->storage->version++;
+    tg__write_done(dst);
     return 0;
 }
 
 int tg_copy_in(tg_tensor *t, tg_dtype as, const void *src)
 {
-    if (!writable("copy_in", t))
+    if (!tg__write_check("copy_in", t))
         return -1;
     if (tg_dtype_size(as) == 0) {
         tg__error("copy_in: unknown dtype %d", (int)as);
@@ -204,13 +211,13 @@ int tg_copy_in(tg_tensor *t, tg_dtype as, const void *src)
                           tg__load(as, src, k + i));
         k += L.inner;
     } while (tg__loop_next(&L));
-    t->storage->version++;
+    tg__write_done(t);
     return 0;
 }
 
 int tg_fill_(tg_tensor *t, double v)
 {
-    if (!writable("fill_", t))
+    if (!tg__write_check("fill_", t))
         return -1;
     tg_loop L;
     tg__loop_init(&L, t->ndim, t->shape, 1, (const tg_tensor *const[]){t});
@@ -221,13 +228,13 @@ int tg_fill_(tg_tensor *t, double v)
         for (int64_t i = 0; i < L.inner; i++)
             tg__store(t->dtype, dst, i * L.step[0], v);
     } while (tg__loop_next(&L));
-    t->storage->version++;
+    tg__write_done(t);
     return 0;
 }
 
 int tg_zero_(tg_tensor *t)
 {
-    if (!writable("zero_", t))
+    if (!tg__write_check("zero_", t))
         return -1;
     return tg_fill_(t, 0);
 }

@@ -16,6 +16,24 @@ TG_HIDDEN void tg__drop(tg_tensor *t);
  * (core/iter.c) */
 TG_HIDDEN void tg__copy_into(tg_tensor *dst, const tg_tensor *src);
 
+/* ---- Writing a tensor in place (core/inplace.c) ------------------------
+ * The in-place calls' two guards, for every other write of a tensor the
+ * user holds (the optimizer step, the checkpoint loaders):
+ *
+ *   for each t: if (!tg__write_check(op, t)) return -1;   (all first, so
+ *   for each t: write it; tg__write_done(t);               a refusal
+ *                                                          changes nothing)
+ *
+ * tg__write_check is false, with an error "<op>: ..." naming the tape entry
+ * and its call site, when a live tape entry holds t's storage for a
+ * backward still to run (that backward would read the new values), when t
+ * is the output of an op on the tape with grad mode on, or when t is a
+ * broadcast view (its elements overlap); and for a NULL or released t.
+ * tg__write_done adds one to the version of t's storage, which the tape
+ * entries compare when a backward starts. */
+TG_HIDDEN bool tg__write_check(const char *op, tg_tensor *t);
+TG_HIDDEN void tg__write_done(tg_tensor *t);
+
 /* Sum of g's squared elements, in double: in fixed blocks shared among the
  * threads, so the same bits with any thread count. For the tape's |grad|
  * and clip_grad_norm. (core/tape.c) */

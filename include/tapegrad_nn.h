@@ -559,7 +559,10 @@ void tg_optim_free(tg_optim *o);
  * its group's rate lr * lr_scale and weight decay. 0, or -1 for a NULL
  * optimizer, no memory for the state, or a state written (tg_optim_state)
  * with a negative, infinite or NaN rate or group setting, or a negative
- * step count (then no parameter changed). */
+ * step count, or a parameter with a gradient that tg_add_ would refuse (a
+ * tape entry of a backward still to run holds it: tg_backward_retain's
+ * graph; the error names the parameter and the entry) (then no parameter
+ * changed). Each step adds one to its parameters' versions (tg_set). */
 int tg_optim_step(tg_optim *o);
 /** tg_zero_grad on every parameter. NULL-safe. */
 void tg_optim_zero_grad(tg_optim *o);
@@ -676,7 +679,8 @@ int tg_save_checkpoint(const tg_params *model, tg_optim *o, const char *path);
  * entry, another shape or dtype (the errors of tg_load_npz, naming the
  * entry), or another optimizer's state (another kind or config, number of
  * groups or of parameters in a group, naming the entry), or a negative
- * rate, setting or step count, is an error and changes nothing. Needs
+ * rate, setting or step count, or a tensor tg_copy_ would refuse (held by
+ * a backward still to run), is an error and changes nothing. Needs
  * memory for a second copy of the parameters and state while it loads.
  * 0 or -1. */
 int tg_load_checkpoint(const tg_params *model, tg_optim *o, const char *path);

@@ -377,6 +377,21 @@ int tg_optim_step(tg_optim *o)
     }
     if (!check_live(o, "optim_step"))
         return -1;
+    /* Every parameter it would write must be free to write (core/shared.h):
+     * one a backward still to run holds would have that backward read the
+     * stepped values. All of them first, so a refusal changes nothing. */
+    for (int i = 0; i < o->n; i++) {
+        tg_tensor *p = o->params[i].t;
+        if (tg_grad(p) && !tg__write_check("optim_step", p)) {
+            /* again, for the message to name the parameter (only now: a
+             * step must not format a name per parameter) */
+            char op[TG_PARAM_NAME_MAX + 40];
+            snprintf(op, sizeof op, "optim_step: parameter '%s'",
+                     o->params[i].name);
+            tg__write_check(op, p);
+            return -1;
+        }
+    }
     /* Buffers first, so running out of memory leaves every parameter as it
      * was rather than some of them stepped. */
     for (int i = 0; i < o->n; i++)
@@ -405,6 +420,7 @@ int tg_optim_step(tg_optim *o)
             tg__sgd_update(&u, p, g, s->m, step == 1);
         else
             tg__adam_update(&u, p, g, s->m, s->v, step);
+        tg__write_done(p);
     }
     return 0;
 }
@@ -635,8 +651,12 @@ int tg_load_checkpoint(const tg_params *model, tg_optim *o, const char *path)
         return tg__error_wrap(op);
     }
     bool ok = check_loaded(o, &all, &scratch);
-    for (int i = 0; ok && i < all.n; i++)
+    for (int i = 0; ok && i < all.n; i++) /* all free to write, first */
+        ok = tg__write_check(op, all.items[i].t);
+    for (int i = 0; ok && i < all.n; i++) {
         tg__copy_into(all.items[i].t, scratch.items[i].t);
+        tg__write_done(all.items[i].t);
+    }
     free_scratch(&scratch);
     tg_params_free(&all);
     return ok ? 0 : -1;

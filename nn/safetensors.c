@@ -468,8 +468,12 @@ int tg_load_safetensors(const tg_params *ps, const char *path)
     ok = ok && open_file(&r);
     for (int i = 0; ok && i < ps->n; i++)
         ok = (values[i] = load_value(&r, &ps->items[i])) != NULL;
-    for (int i = 0; ok && i < ps->n; i++)
+    for (int i = 0; ok && i < ps->n; i++) /* all free to write, first */
+        ok = tg__write_check(op, ps->items[i].t);
+    for (int i = 0; ok && i < ps->n; i++) {
         tg__copy_into(ps->items[i].t, values[i]);
+        tg__write_done(ps->items[i].t);
+    }
     for (int i = 0; values && i < ps->n; i++)
         tg_release(values[i]);
     free(values);

@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void teardown(void)
 {
@@ -202,6 +203,92 @@ START_TEST(retain_backward_twice)
 }
 END_TEST
 
+/* A retained graph holds w for the backward still to run, and every write
+ * of w outside the in-place calls refuses too, with the same message: the
+ * optimizer step (checking every parameter before it writes any, so a is
+ * not stepped either) and the three loaders. The second backward then
+ * computes from the w it was recorded with: dL/dw = 2 w, added twice. Once
+ * the graph is consumed, the step and the loads go through. */
+START_TEST(step_and_loads_refuse_a_held_parameter)
+{
+    tg_tensor *a = tg_from_data(TG_FLOAT64, TG_SHAPE(2), (double[]){3, -4});
+    tg_tensor *w = tg_from_data(TG_FLOAT64, TG_SHAPE(2), (double[]){1, 2});
+    tg_tensor *v = tg_from_data(TG_FLOAT64, TG_SHAPE(2), (double[]){5, 6});
+    tg_set_requires_grad(a, true);
+    tg_set_requires_grad(w, true);
+    tg_params ps, file_ps;
+    tg_params_init(&ps);
+    tg_params_init(&file_ps);
+    ck_assert_int_eq(tg_params_add(&ps, NULL, "a", a), 0);
+    ck_assert_int_eq(tg_params_add(&ps, NULL, "w", w), 0);
+    ck_assert_int_eq(tg_params_add(&file_ps, NULL, "a", a), 0);
+    ck_assert_int_eq(tg_params_add(&file_ps, NULL, "w", v), 0);
+    char npz[] = "/tmp/tg_retain_XXXXXX", st[] = "/tmp/tg_retain_XXXXXX",
+         ckpt[] = "/tmp/tg_retain_XXXXXX";
+    char *paths[] = {npz, st, ckpt};
+    for (int i = 0; i < 3; i++) {
+        int fd = mkstemp(paths[i]);
+        ck_assert_int_ge(fd, 0);
+        close(fd);
+    }
+    ck_assert_int_eq(tg_save_npz(&file_ps, npz), 0);
+    ck_assert_int_eq(tg_save_safetensors(&file_ps, st), 0);
+    tg_optim *o = tg_optim_new(&ps, tg_sgd_config(0.5, 0, 0));
+    ck_assert_ptr_nonnull(o);
+    ck_assert_int_eq(tg_save_checkpoint(&file_ps, o, ckpt), 0);
+
+    tg_scope_begin();
+    ck_assert_int_eq(tg_backward(tg_sum_all(tg_mul(a, a))), 0); /* 2 a */
+    tg_tensor *loss = tg_sum_all(tg_mul(w, w));
+    ck_assert_int_eq(tg_backward_retain(loss, NULL), 0);
+    const double a0[2] = {3, -4}, w0[2] = {1, 2};
+    double got[2];
+    ck_assert_int_eq(tg_optim_step(o), -1);
+    ck_assert_msg(strstr(tg_last_error(), "optim_step: parameter 'w': the "
+                                          "float64 (2,) tensor is held") &&
+                      strstr(tg_last_error(), "tape entry of 'mul'"),
+                  "%s", tg_last_error());
+    ck_assert_int_eq(tg_load_npz(&ps, npz), -1);
+    ck_assert_ptr_nonnull(strstr(tg_last_error(), "load_npz: the float64"));
+    ck_assert_int_eq(tg_load_safetensors(&ps, st), -1);
+    ck_assert_ptr_nonnull(
+        strstr(tg_last_error(), "load_safetensors: the float64"));
+    ck_assert_int_eq(tg_load_checkpoint(&ps, o, ckpt), -1);
+    ck_assert_ptr_nonnull(
+        strstr(tg_last_error(), "load_checkpoint: the float64"));
+    tg_copy_out(a, TG_FLOAT64, got);
+    ck_assert_mem_eq(got, a0, sizeof got);
+    tg_copy_out(w, TG_FLOAT64, got);
+    ck_assert_mem_eq(got, w0, sizeof got);
+    ck_assert_int_eq(tg_backward(loss), 0);
+    for (int i = 0; i < 2; i++)
+        ck_assert_double_eq(tg_get(tg_grad(w), (const int64_t[]){i}),
+                            2 * (2 * w0[i]));
+    tg_scope_end();
+
+    /* consumed: free to write; sgd w - 0.5 * 4 w = -w */
+    ck_assert_int_eq(tg_optim_step(o), 0);
+    tg_copy_out(w, TG_FLOAT64, got);
+    ck_assert(got[0] == -w0[0] && got[1] == -w0[1]);
+    tg_copy_out(a, TG_FLOAT64, got);
+    ck_assert(got[0] == 0 && got[1] == 0); /* a - 0.5 * 2 a */
+    ck_assert_int_eq(tg_load_safetensors(&ps, st), 0);
+    ck_assert_double_eq(tg_get(w, (const int64_t[]){1}), 6);
+    ck_assert_int_eq(tg_load_npz(&ps, npz), 0);
+    ck_assert_int_eq(tg_load_checkpoint(&ps, o, ckpt), 0);
+    ck_assert_double_eq(tg_get(w, (const int64_t[]){0}), 5);
+    ck_assert_double_eq(tg_get(a, (const int64_t[]){1}), -4);
+    for (int i = 0; i < 3; i++)
+        unlink(paths[i]);
+    tg_optim_free(o);
+    tg_params_free(&file_ps);
+    tg_params_free(&ps);
+    tg_release(v);
+    tg_release(w);
+    tg_release(a);
+}
+END_TEST
+
 /* ---- jacobian ------------------------------------------------------------ */
 
 static tg_tensor *softmax0(tg_tensor *const *in, void *ctx)
@@ -360,6 +447,7 @@ Suite *retain_suite(void)
     tc = tcase_create("retain");
     tcase_add_checked_fixture(tc, NULL, teardown);
     tcase_add_test(tc, retain_backward_twice);
+    tcase_add_test(tc, step_and_loads_refuse_a_held_parameter);
     tcase_add_test(tc, jacobian_softmax_closed_form);
     tcase_add_test(tc, jacobian_shape_is_out_then_in);
     tcase_add_test(tc, jacobian_mlp_central_differences);
