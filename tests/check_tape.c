@@ -10,6 +10,7 @@
 
 #include <ctype.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -825,6 +826,53 @@ START_TEST(tape_print_one_line_per_entry)
 }
 END_TEST
 
+/* Tensors made on different threads have different ids, which the
+ * printouts number leaves by: w, the first tensor of one thread, and x, the
+ * first of another, multiplied on the second, are t1 and t2, not twice t1
+ * (one counter per thread gave both the id 1). */
+static void *make_w(void *arg)
+{
+    (void)arg;
+    tg_tensor *w = tg_from_data(TG_FLOAT64, TG_SHAPE(2), (double[]){1, 2});
+    tg_set_requires_grad(w, true);
+    return w;
+}
+
+static void *mul_and_print(void *arg)
+{
+    tg_tensor *x = tg_from_data(TG_FLOAT64, TG_SHAPE(2), (double[]){3, 4});
+    tg_tensor *y = tg_mul(arg, x);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (f) {
+        tg_tape_print(f);
+        tg_tape_dot(f);
+        fclose(f);
+    }
+    tg_release(y);
+    tg_release(x);
+    return text;
+}
+
+START_TEST(tape_numbers_leaves_of_two_threads_apart)
+{
+    pthread_t a, b;
+    void *w, *text;
+    ck_assert_int_eq(pthread_create(&a, NULL, make_w, NULL), 0);
+    ck_assert_int_eq(pthread_join(a, &w), 0);
+    ck_assert_ptr_nonnull(w);
+    ck_assert_int_eq(pthread_create(&b, NULL, mul_and_print, w), 0);
+    ck_assert_int_eq(pthread_join(b, &text), 0);
+    ck_assert_ptr_nonnull(text);
+    assert_contains(text, "#1 mul(t1 (2,), t2 (2,)) -> (2,)");
+    assert_contains(text, "t1 -> e1;");
+    assert_contains(text, "t2 -> e1;");
+    free(text);
+    tg_release(w);
+}
+END_TEST
+
 START_TEST(tape_dot_is_a_graph)
 {
     tg_tensor *x = param();
@@ -1128,6 +1176,7 @@ Suite *tape_suite(void)
     tcase_add_test(tc, tape_dot_is_a_graph);
     tcase_add_test(tc, tape_dot_text);
     tcase_add_test(tc, tape_dot_long_tape_is_fast);
+    tcase_add_test(tc, tape_numbers_leaves_of_two_threads_apart);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("profile");
