@@ -295,8 +295,12 @@ static void core_table(table_walk *w, env *e)
     ROW_RC("add_ mixed dtypes", tg_add_(e->x32, e->x, 1), "add_", "float32",
            "float64");
     ROW_RC("add_ bool", tg_add_(e->mask, e->mask, 1), "add_", "bool");
-    ROW_RC("add_ non-leaf", tg_add_(temp(tg_exp(e->x)), e->x, 1),
-           "add_:", "output of 'exp'");
+    ROW_RC("add_ non-leaf", tg_add_(temp(tg_neg(e->x)), e->x, 1),
+           "add_:", "output of 'neg'");
+    /* exp's backward reads its output: the entry holds it, detached too */
+    ROW_RC("add_ output exp's backward reads",
+           tg_add_(temp(tg_detach(temp(tg_exp(e->x)))), e->x, 1),
+           "add_:", "held for a backward", "'exp'");
     ROW_RC("add_ broadcast view",
            tg_add_(temp(tg_expand(e->v3, TG_SHAPE(2, 3))), e->v3, 1),
            "add_:", "broadcast along dim 0");
