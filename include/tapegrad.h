@@ -995,14 +995,18 @@ tg_tensor *tg_scope_return(tg_tensor *t);
  * not. Each returns 0, or -1 with an error (t unchanged) for: a NULL or
  * released tensor; a t a tape entry still holds for a backward that has not
  * run (the message names the op and the line that recorded it: run the
- * backward first, or release the outputs that hold the graph); a t that is
+ * backward first, or release the outputs that hold the graph), which
+ * includes, through any view and with grad mode off too, the output of an
+ * op whose backward reads it (sigmoid, tanh, exp, sqrt, div, softmax,
+ * log_softmax, attention_softmax, attention); a t that is
  * the output of a recorded op (a non-leaf that requires grad) while grad
  * mode is on, since the graph would not see the write; a t with a
  * broadcast (stride 0) dim, whose elements overlap; shapes that do not
  * broadcast into t's; dtypes that do not match (below). Each write adds one
  * to the version of t's storage (shared by its views), which a tape entry
- * notes when it records: a backward finding an input changed since (by
- * tg_set, say) fails, as PyTorch's does. */
+ * notes when it records: a backward finding an input, or an output its
+ * backward reads, changed since (by tg_set, say) fails, as PyTorch's does.
+ * tg_optim_step and the checkpoint loaders make the same checks. */
 
 /** t += alpha * other (torch's t.add_(other, alpha=alpha)); t and other the
  * same float dtype. */
