@@ -546,7 +546,35 @@ static bool check_load_args(const tg_params *ps, const char *path)
     return true;
 }
 
-int tg_load_npz(const tg_params *ps, const char *path)
+/* Every entry of the open archive is one of ps's parameters, or under
+ * "<prefix>.". */
+static bool entries_expected(const npz_reader *r, const tg_params *ps,
+                             const char *prefix)
+{
+    const size_t plen = strlen(prefix);
+    for (uint64_t k = 0; k < r->n_entries; k++) {
+        const char *entry = zip_get_name(r->za, k, ZIP_FL_ENC_RAW);
+        char name[TG_PARAM_NAME_MAX];
+        size_t len = entry ? strlen(entry) : 0;
+        if (len > NPY_SUFFIX_LEN && len - NPY_SUFFIX_LEN < sizeof name &&
+            strcmp(entry + len - NPY_SUFFIX_LEN, NPY_SUFFIX) == 0) {
+            memcpy(name, entry, len - NPY_SUFFIX_LEN);
+            name[len - NPY_SUFFIX_LEN] = '\0';
+            if (tg_params_get(ps, name) ||
+                (strncmp(name, prefix, plen) == 0 && name[plen] == '.'))
+                continue;
+        }
+        return fail(r,
+                    "entry '%s' is no parameter of the model (a checkpoint "
+                    "of another model?)",
+                    entry ? entry : "");
+    }
+    return true;
+}
+
+/* strict: refuse entries ps does not have but those under "<prefix>."
+ * (prefix NULL: not strict). */
+static int load_npz(const tg_params *ps, const char *path, const char *prefix)
 {
     if (!check_load_args(ps, path))
         return -1;
@@ -558,6 +586,7 @@ int tg_load_npz(const tg_params *ps, const char *path)
     ok = ok && open_file(&r);
     for (int i = 0; ok && i < ps->n; i++)
         ok = (values[i] = load_value(&r, &ps->items[i])) != NULL;
+    ok = ok && (!prefix || entries_expected(&r, ps, prefix));
     for (int i = 0; ok && i < ps->n; i++) /* all free to write, first */
         ok = tg__write_check("load_npz", ps->items[i].t);
     for (int i = 0; ok && i < ps->n; i++) {
@@ -569,6 +598,17 @@ int tg_load_npz(const tg_params *ps, const char *path)
     free(values);
     close_archive(&r);
     return ok ? 0 : -1;
+}
+
+int tg_load_npz(const tg_params *ps, const char *path)
+{
+    return load_npz(ps, path, NULL);
+}
+
+int tg__load_npz_strict(const tg_params *ps, const char *path,
+                        const char *prefix)
+{
+    return load_npz(ps, path, prefix);
 }
 
 /* ---- Reading every entry ----------------------------------------------- */
