@@ -421,28 +421,32 @@ static int make_parent_dir(const char *path)
 /* A checkpoint is one .npz (tg_save_checkpoint): the parameters under their
  * names, the AdamW state under "optim.", and three entries of ours:
  *
- *   run.config  int64 (9)  vocab, block, embd, heads, layers, bias, tie,
- *                          dtype, the dropout's bits: the model to rebuild
+ *   run.config  int64 (8)  vocab, block, embd, heads, layers, bias, tie,
+ *                          dtype: the model to rebuild
  *   run.state   int64 (3 + 624)  the next iteration, then the training
  *                          generator (MT19937: mti, has_gauss, mt[624]),
  *                          which draws the batches and the dropout masks
- *   run.gauss   float64 (1)  the generator's cached normal
+ *   run.real    float64 (2)  the generator's cached normal; the dropout
+ *                          (with the sizes, the model to rebuild)
+ *
+ * (The dropout goes in float64, not as its bits in int64: int64 entries
+ * pass through a double on their way in and out, exact only to 2^53.)
  *
  * With those, a resumed run draws the same batches and masks, steps at the
  * same rates from the same moments, and prints the same losses, bit for
  * bit, as the run that never stopped. */
-#define N_CONFIG 9
+#define N_CONFIG 8
 #define N_STATE  (3 + 624)
 
 typedef struct run_state {
-    tg_tensor *config, *state, *gauss;
+    tg_tensor *config, *state, *real;
 } run_state;
 
 static void run_state_free(run_state *r)
 {
     tg_release(r->config);
     tg_release(r->state);
-    tg_release(r->gauss);
+    tg_release(r->real);
     *r = (run_state){0};
 }
 
@@ -451,8 +455,8 @@ static int run_state_init(run_state *r)
 {
     r->config = tg_zeros(TG_INT64, TG_SHAPE(N_CONFIG));
     r->state = tg_zeros(TG_INT64, TG_SHAPE(N_STATE));
-    r->gauss = tg_zeros(TG_FLOAT64, TG_SHAPE(1));
-    if (r->config && r->state && r->gauss)
+    r->real = tg_zeros(TG_FLOAT64, TG_SHAPE(2));
+    if (r->config && r->state && r->real)
         return 0;
     run_state_free(r);
     return -1;
@@ -460,12 +464,9 @@ static int run_state_init(run_state *r)
 
 static void config_to_ints(const tg_gpt_config *c, int64_t v[N_CONFIG])
 {
-    double p = c->resid_dropout;
-    int64_t bits;
-    memcpy(&bits, &p, sizeof bits);
     int64_t w[N_CONFIG] = {c->vocab_size,  c->block_size, c->n_embd,
                            c->n_head,      c->n_layer,    c->bias,
-                           c->tie_weights, c->dtype,      bits};
+                           c->tie_weights, c->dtype};
     memcpy(v, w, sizeof w);
 }
 
@@ -479,7 +480,7 @@ static int checkpoint_list(tg_params *ck, const tg_params *ps,
             return -1;
     return tg_params_add(ck, NULL, "run.config", r->config) < 0 ||
                    tg_params_add(ck, NULL, "run.state", r->state) < 0 ||
-                   tg_params_add(ck, NULL, "run.gauss", r->gauss) < 0
+                   tg_params_add(ck, NULL, "run.real", r->real) < 0
                ? -1
                : 0;
 }
@@ -490,6 +491,7 @@ static int save_checkpoint(const options *o, const tg_gpt *g,
                            const tg_rng *rng, int it, run_state *r)
 {
     int64_t config[N_CONFIG], state[N_STATE];
+    double real[2] = {rng->gauss, g->cfg.resid_dropout};
     config_to_ints(&g->cfg, config);
     state[0] = it;
     state[1] = rng->mti;
@@ -503,7 +505,7 @@ static int save_checkpoint(const options *o, const tg_gpt *g,
     int rc = make_parent_dir(path) < 0 ||
                      tg_copy_in(r->config, TG_INT64, config) < 0 ||
                      tg_copy_in(r->state, TG_INT64, state) < 0 ||
-                     tg_copy_in(r->gauss, TG_FLOAT64, &rng->gauss) < 0 ||
+                     tg_copy_in(r->real, TG_FLOAT64, real) < 0 ||
                      checkpoint_list(&ck, ps, r) < 0 ||
                      tg_save_checkpoint(&ck, opt, path) < 0
                  ? -1
@@ -521,19 +523,22 @@ static int resume_config(const options *o, const corpus *cp, tg_gpt_config *cfg)
     if (tg_read_npz(o->resume, &all) < 0)
         return -1;
     tg_tensor *t = tg_params_get(&all, "run.config");
+    tg_tensor *r = tg_params_get(&all, "run.real");
     int64_t v[N_CONFIG];
+    double real[2];
     int rc = -1;
     if (!t || tg_dtype_of(t) != TG_INT64 || tg_numel(t) != N_CONFIG ||
-        tg_copy_out(t, TG_INT64, v) < 0)
+        tg_copy_out(t, TG_INT64, v) < 0 || !r || tg_dtype_of(r) != TG_FLOAT64 ||
+        tg_numel(r) != 2 || tg_copy_out(r, TG_FLOAT64, real) < 0)
         report("%s is not a checkpoint of tiny_gpt (no run.config of %d "
-               "int64): give a DIR/ckpt.npz written with --out-dir",
+               "int64, run.real of 2 float64): give a DIR/ckpt.npz written "
+               "with --out-dir",
                o->resume, N_CONFIG);
     else if (v[0] != cp->vocab)
         report("%s was trained on a text of %lld distinct bytes, %s has %d",
                o->resume, (long long)v[0], o->text_path, cp->vocab);
     else {
-        double p;
-        memcpy(&p, &v[8], sizeof p);
+        double p = real[1];
         *cfg = (tg_gpt_config){.vocab_size = (int)v[0],
                                .block_size = (int)v[1],
                                .n_embd = (int)v[2],
@@ -559,10 +564,11 @@ static int resume_from(const options *o, const tg_params *ps, tg_optim *opt,
 {
     tg_params ck;
     int64_t state[N_STATE];
+    double real[2];
     int rc = checkpoint_list(&ck, ps, r) < 0 ||
                      tg_load_checkpoint(&ck, opt, o->resume) < 0 ||
                      tg_copy_out(r->state, TG_INT64, state) < 0 ||
-                     tg_copy_out(r->gauss, TG_FLOAT64, &rng->gauss) < 0
+                     tg_copy_out(r->real, TG_FLOAT64, real) < 0
                  ? -1
                  : 0;
     tg_params_free(&ck);
@@ -577,6 +583,7 @@ static int resume_from(const options *o, const tg_params *ps, tg_optim *opt,
     *start = (int)state[0];
     rng->mti = (int)state[1];
     rng->has_gauss = (int)state[2];
+    rng->gauss = real[0];
     for (int i = 0; i < 624; i++)
         rng->mt[i] = (uint32_t)state[3 + i];
     return 0;
