@@ -725,6 +725,12 @@ static int train(options *o, const corpus *cp)
         (o->resume && resume_from(o, &ps, opt, &rng, &start, &rs) < 0))
         goto done;
 
+    /* refused now rather than after the training */
+    if (o->top_k != TG_TOP_K_ALL && o->top_k > g.cfg.vocab_size) {
+        report("--top-k %d is larger than the vocabulary (%d)", o->top_k,
+               g.cfg.vocab_size);
+        goto done;
+    }
     const int64_t *val = cp->ids + cp->n_train;
     int64_t n_val = cp->n - cp->n_train;
     double unigram = unigram_baseline(cp);
@@ -750,7 +756,9 @@ static int train(options *o, const corpus *cp)
                o->steps, o->batch, o->lr, o->beta2, o->weight_decay,
                (long long)tg_params_numel(&decay), o->grad_clip);
     if (o->resume)
-        printf("resumed from %s at step %d\n", o->resume, start);
+        printf("resumed from %s at step %d (the model is the checkpoint's; "
+               "the training options are this command's)\n",
+               o->resume, start);
     printf("\nbaselines (nats/char): uniform log V = %.4f, unigram on "
            "validation = %.4f\n\n",
            log(cp->vocab), unigram);
