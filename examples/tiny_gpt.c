@@ -435,6 +435,36 @@ static int make_parent_dir(const char *path)
     return -1;
 }
 
+/* The estimates made at each evaluation. */
+typedef struct curves {
+    double *step, *train, *val;
+    int n, cap;
+} curves;
+
+static int curves_add(curves *c, double step, double train, double val)
+{
+    if (c->n == c->cap) {
+        int cap = c->cap ? 2 * c->cap : 64;
+        double *s = realloc(c->step, (size_t)cap * sizeof *s);
+        if (s)
+            c->step = s;
+        double *t = s ? realloc(c->train, (size_t)cap * sizeof *t) : NULL;
+        if (t)
+            c->train = t;
+        double *v = t ? realloc(c->val, (size_t)cap * sizeof *v) : NULL;
+        if (!v) {
+            report("out of memory for the loss curves");
+            return -1;
+        }
+        c->val = v;
+        c->cap = cap;
+    }
+    c->step[c->n] = step;
+    c->train[c->n] = train;
+    c->val[c->n++] = val;
+    return 0;
+}
+
 /* ---- checkpoints (--out-dir, --resume) -------------------------------- */
 
 /* A checkpoint is one .npz (tg_save_checkpoint): the parameters under their
@@ -447,6 +477,10 @@ static int make_parent_dir(const char *path)
  *                          which draws the batches and the dropout masks
  *   run.real    float64 (2)  the generator's cached normal; the dropout
  *                          (with the sizes, the model to rebuild)
+ *
+ *   run.curves  float64 (3, n)  the evaluations so far: steps, train and
+ *                          validation losses, so that the plot of a
+ *                          resumed run shows the whole run
  *
  * (The dropout goes in float64, not as its bits in int64: int64 entries
  * pass through a double on their way in and out, exact only to 2^53.)
@@ -504,10 +538,29 @@ static int checkpoint_list(tg_params *ck, const tg_params *ps,
                : 0;
 }
 
+/* Appends cv as run.curves (3, n) to ck, a new tensor owned by the open
+ * scope. 0 or -1. */
+static int curves_entry(tg_params *ck, const curves *cv)
+{
+    size_t n = (size_t)cv->n;
+    double *buf = malloc(3 * n * sizeof *buf);
+    if (!buf) {
+        report("out of memory for the loss curves");
+        return -1;
+    }
+    memcpy(buf, cv->step, n * sizeof *buf);
+    memcpy(buf + n, cv->train, n * sizeof *buf);
+    memcpy(buf + 2 * n, cv->val, n * sizeof *buf);
+    tg_tensor *t = tg_from_data(TG_FLOAT64, TG_SHAPE(3, cv->n), buf);
+    free(buf);
+    return tg_params_add(ck, NULL, "run.curves", t);
+}
+
 /* Writes DIR/ckpt.npz for iteration it (the next to run), atomically. */
 static int save_checkpoint(const options *o, const tg_gpt *g,
                            const tg_params *ps, tg_optim *opt,
-                           const tg_rng *rng, int it, run_state *r)
+                           const tg_rng *rng, int it, run_state *r,
+                           const curves *cv)
 {
     int64_t config[N_CONFIG], state[N_STATE];
     double real[2] = {rng->gauss, g->cfg.resid_dropout};
@@ -521,21 +574,25 @@ static int save_checkpoint(const options *o, const tg_gpt *g,
     snprintf(path, sizeof path, "%s/ckpt.npz", o->out_dir);
     tg_params ck;
     tg_params_init(&ck);
+    tg_scope_begin(); /* run.curves */
     int rc = make_parent_dir(path) < 0 ||
                      tg_copy_in(r->config, TG_INT64, config) < 0 ||
                      tg_copy_in(r->state, TG_INT64, state) < 0 ||
                      tg_copy_in(r->real, TG_FLOAT64, real) < 0 ||
                      checkpoint_list(&ck, ps, r) < 0 ||
+                     curves_entry(&ck, cv) < 0 ||
                      tg_save_checkpoint(&ck, opt, path) < 0
                  ? -1
                  : 0;
+    tg_scope_end();
     tg_params_free(&ck);
     return rc;
 }
 
 /* The model config saved in --resume's checkpoint into *cfg (its vocab
  * must be the text's). 0, or -1 with a message. */
-static int resume_config(const options *o, const corpus *cp, tg_gpt_config *cfg)
+static int resume_config(const options *o, const corpus *cp, tg_gpt_config *cfg,
+                         curves *cv)
 {
     tg_params all;
     tg_params_init(&all);
@@ -558,6 +615,18 @@ static int resume_config(const options *o, const corpus *cp, tg_gpt_config *cfg)
                o->resume, (long long)v[0], o->text_path, cp->vocab);
     else {
         double p = real[1];
+        /* the curves so far, when the checkpoint has them */
+        tg_tensor *c = tg_params_get(&all, "run.curves");
+        int64_t n = c && tg_ndim(c) == 2 && tg_size(c, 0) == 3 &&
+                            tg_dtype_of(c) == TG_FLOAT64
+                        ? tg_size(c, 1)
+                        : 0;
+        double *buf = n ? malloc(3 * (size_t)n * sizeof *buf) : NULL;
+        if (buf && tg_copy_out(c, TG_FLOAT64, buf) == 0)
+            for (int64_t i = 0; i < n; i++)
+                if (curves_add(cv, buf[i], buf[n + i], buf[2 * n + i]) < 0)
+                    break;
+        free(buf);
         *cfg = (tg_gpt_config){.vocab_size = (int)v[0],
                                .block_size = (int)v[1],
                                .n_embd = (int)v[2],
@@ -609,36 +678,6 @@ static int resume_from(const options *o, const tg_params *ps, tg_optim *opt,
 }
 
 /* ---- the loss curves --------------------------------------------------- */
-
-/* The estimates made at each evaluation. */
-typedef struct curves {
-    double *step, *train, *val;
-    int n, cap;
-} curves;
-
-static int curves_add(curves *c, double step, double train, double val)
-{
-    if (c->n == c->cap) {
-        int cap = c->cap ? 2 * c->cap : 64;
-        double *s = realloc(c->step, (size_t)cap * sizeof *s);
-        if (s)
-            c->step = s;
-        double *t = s ? realloc(c->train, (size_t)cap * sizeof *t) : NULL;
-        if (t)
-            c->train = t;
-        double *v = t ? realloc(c->val, (size_t)cap * sizeof *v) : NULL;
-        if (!v) {
-            report("out of memory for the loss curves");
-            return -1;
-        }
-        c->val = v;
-        c->cap = cap;
-    }
-    c->step[c->n] = step;
-    c->train[c->n] = train;
-    c->val[c->n++] = val;
-    return 0;
-}
 
 /* Train and val loss against the steps, the unigram baseline flat, into
  * <stem>.png (and .dat, .gp) through the plot module. 0 or -1. */
@@ -693,8 +732,8 @@ static int train(options *o, const corpus *cp)
     int rc = -1, start = 0;
     if (o->resume) {
         /* the model is the checkpoint's, whatever the model options say */
-        if (resume_config(o, cp, &cfg) < 0)
-            return -1;
+        if (resume_config(o, cp, &cfg, &cv) < 0)
+            goto done;
         o->block = cfg.block_size;
         o->embd = cfg.n_embd;
         o->heads = cfg.n_head;
@@ -704,12 +743,12 @@ static int train(options *o, const corpus *cp)
             report("the last 10%% of the text must be longer than the block "
                    "(%d)",
                    o->block);
-            return -1;
+            goto done;
         }
     }
     if (o->init_from ? load_model(&g, o, cp) < 0
                      : tg_gpt_init(&g, cfg, &rng) < 0)
-        return -1;
+        goto done;
     /* nanoGPT's AdamW: betas (0.9, beta2), weight decay on the matmul
      * weights and embeddings (dim >= 2), none on biases and gains */
     tg_optim_config ocfg = tg_adamw_config(o->lr, 0);
@@ -725,6 +764,9 @@ static int train(options *o, const corpus *cp)
         (o->resume && resume_from(o, &ps, opt, &rng, &start, &rs) < 0))
         goto done;
 
+    /* the resumed run evaluates its first step again */
+    while (cv.n > 0 && cv.step[cv.n - 1] >= start)
+        cv.n--;
     /* refused now rather than after the training */
     if (o->top_k != TG_TOP_K_ALL && o->top_k > g.cfg.vocab_size) {
         report("--top-k %d is larger than the vocabulary (%d)", o->top_k,
@@ -784,7 +826,7 @@ static int train(options *o, const corpus *cp)
             printf("%6d  %10.4f  %10.4f  %9.1f  %7.1fs\n", step, train_loss,
                    val_loss, ms, t - t0);
             if (o->out_dir) {
-                if (save_checkpoint(o, &g, &ps, opt, &rng, step, &rs) < 0)
+                if (save_checkpoint(o, &g, &ps, opt, &rng, step, &rs, &cv) < 0)
                     goto done;
                 printf("%6s  saved %s/ckpt.npz\n", "", o->out_dir);
             }
