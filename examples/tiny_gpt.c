@@ -470,13 +470,16 @@ static int curves_add(curves *c, double step, double train, double val)
 /* A checkpoint is one .npz (tg_save_checkpoint): the parameters under their
  * names, the AdamW state under "optim.", and three entries of ours:
  *
- *   run.config  int64 (8)  vocab, block, embd, heads, layers, bias, tie,
- *                          dtype: the model to rebuild
+ *   run.config  int64 (11)  vocab, block, embd, heads, layers, bias, tie,
+ *                          dtype, gelu_tanh: the model to rebuild; whether
+ *                          it came from --init-from (then its vocabulary
+ *                          may be larger than the text's); the window
+ *                          length (--block, the model's or shorter)
  *   run.state   int64 (3 + 624)  the next iteration, then the training
  *                          generator (MT19937: mti, has_gauss, mt[624]),
  *                          which draws the batches and the dropout masks
- *   run.real    float64 (2)  the generator's cached normal; the dropout
- *                          (with the sizes, the model to rebuild)
+ *   run.real    float64 (3)  the generator's cached normal; the dropout
+ *                          and the layer norms' eps (the model too)
  *
  *   run.curves  float64 (3, n)  the evaluations so far: steps, train and
  *                          validation losses, so that the plot of a
@@ -488,7 +491,7 @@ static int curves_add(curves *c, double step, double train, double val)
  * With those, a resumed run draws the same batches and masks, steps at the
  * same rates from the same moments, and prints the same losses, bit for
  * bit, as the run that never stopped. */
-#define N_CONFIG 8
+#define N_CONFIG 11
 #define N_STATE  (3 + 624)
 
 typedef struct run_state {
@@ -508,18 +511,20 @@ static int run_state_init(run_state *r)
 {
     r->config = tg_zeros(TG_INT64, TG_SHAPE(N_CONFIG));
     r->state = tg_zeros(TG_INT64, TG_SHAPE(N_STATE));
-    r->real = tg_zeros(TG_FLOAT64, TG_SHAPE(2));
+    r->real = tg_zeros(TG_FLOAT64, TG_SHAPE(3));
     if (r->config && r->state && r->real)
         return 0;
     run_state_free(r);
     return -1;
 }
 
-static void config_to_ints(const tg_gpt_config *c, int64_t v[N_CONFIG])
+static void config_to_ints(const tg_gpt_config *c, const options *o,
+                           int64_t v[N_CONFIG])
 {
     int64_t w[N_CONFIG] = {c->vocab_size,  c->block_size, c->n_embd,
                            c->n_head,      c->n_layer,    c->bias,
-                           c->tie_weights, c->dtype};
+                           c->tie_weights, c->dtype,      c->gelu_tanh,
+                           !!o->init_from, o->block};
     memcpy(v, w, sizeof w);
 }
 
@@ -563,8 +568,8 @@ static int save_checkpoint(const options *o, const tg_gpt *g,
                            const curves *cv)
 {
     int64_t config[N_CONFIG], state[N_STATE];
-    double real[2] = {rng->gauss, g->cfg.resid_dropout};
-    config_to_ints(&g->cfg, config);
+    double real[3] = {rng->gauss, g->cfg.resid_dropout, g->cfg.ln_eps};
+    config_to_ints(&g->cfg, o, config);
     state[0] = it;
     state[1] = rng->mti;
     state[2] = rng->has_gauss;
@@ -591,7 +596,7 @@ static int save_checkpoint(const options *o, const tg_gpt *g,
 
 /* The model config saved in --resume's checkpoint into *cfg (its vocab
  * must be the text's). 0, or -1 with a message. */
-static int resume_config(const options *o, const corpus *cp, tg_gpt_config *cfg,
+static int resume_config(options *o, const corpus *cp, tg_gpt_config *cfg,
                          curves *cv)
 {
     tg_params all;
@@ -601,20 +606,25 @@ static int resume_config(const options *o, const corpus *cp, tg_gpt_config *cfg,
     tg_tensor *t = tg_params_get(&all, "run.config");
     tg_tensor *r = tg_params_get(&all, "run.real");
     int64_t v[N_CONFIG];
-    double real[2];
+    double real[3];
     int rc = -1;
     if (!t || tg_dtype_of(t) != TG_INT64 || tg_numel(t) != N_CONFIG ||
         tg_copy_out(t, TG_INT64, v) < 0 || !r || tg_dtype_of(r) != TG_FLOAT64 ||
-        tg_numel(r) != 2 || tg_copy_out(r, TG_FLOAT64, real) < 0)
+        tg_numel(r) != 3 || tg_copy_out(r, TG_FLOAT64, real) < 0)
         report("%s is not a checkpoint of tiny_gpt (no run.config of %d "
-               "int64, run.real of 2 float64): give a DIR/ckpt.npz written "
+               "int64, run.real of 3 float64): give a DIR/ckpt.npz written "
                "with --out-dir",
                o->resume, N_CONFIG);
-    else if (v[0] != cp->vocab)
-        report("%s was trained on a text of %lld distinct bytes, %s has %d",
-               o->resume, (long long)v[0], o->text_path, cp->vocab);
+    else if (v[10] < 1 || v[10] > v[1])
+        report("%s holds a window of %lld tokens for a block of %lld",
+               o->resume, (long long)v[10], (long long)v[1]);
+    else if (v[9] ? v[0] < cp->vocab : v[0] != cp->vocab)
+        report("%s was trained on a %s of %lld distinct bytes, %s has %d",
+               o->resume, v[9] ? "vocabulary" : "text", (long long)v[0],
+               o->text_path, cp->vocab);
     else {
         double p = real[1];
+        o->block = (int)v[10]; /* the windows, <= the model's block size */
         /* the curves so far, when the checkpoint has them */
         tg_tensor *c = tg_params_get(&all, "run.curves");
         int64_t n = c && tg_ndim(c) == 2 && tg_size(c, 0) == 3 &&
@@ -636,6 +646,8 @@ static int resume_config(const options *o, const corpus *cp, tg_gpt_config *cfg,
                                .bias = (tg_gpt_bias)v[5],
                                .tie_weights = v[6] != 0,
                                .dtype = (tg_dtype)v[7],
+                               .gelu_tanh = v[8] != 0,
+                               .ln_eps = real[2],
                                .embd_dropout = p,
                                .attn_dropout = p,
                                .resid_dropout = p};
@@ -652,7 +664,7 @@ static int resume_from(const options *o, const tg_params *ps, tg_optim *opt,
 {
     tg_params ck;
     int64_t state[N_STATE];
-    double real[2];
+    double real[3];
     int rc = checkpoint_list(&ck, ps, r) < 0 ||
                      tg_load_checkpoint(&ck, opt, o->resume) < 0 ||
                      tg_copy_out(r->state, TG_INT64, state) < 0 ||
@@ -734,7 +746,6 @@ static int train(options *o, const corpus *cp)
         /* the model is the checkpoint's, whatever the model options say */
         if (resume_config(o, cp, &cfg, &cv) < 0)
             goto done;
-        o->block = cfg.block_size;
         o->embd = cfg.n_embd;
         o->heads = cfg.n_head;
         o->layers = cfg.n_layer;
