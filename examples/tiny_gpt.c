@@ -92,6 +92,7 @@ typedef struct options {
     double beta2;        /* AdamW's */
     double grad_clip;    /* the gradient norm's bound; 0: no clipping */
     bool decay_lr;       /* warmup + cosine, else a constant lr */
+    int stop_at;         /* --stop-at: end this run there; -1: --steps */
     int warmup_iters;    /* -1: steps / 20 */
     int lr_decay_iters;  /* -1: steps */
     double min_lr;       /* -1: lr / 10 */
@@ -820,8 +821,11 @@ static int train(options *o, const corpus *cp)
 
     double t0 = now_seconds(), t_last = t0, val_loss = NAN, t_train = 0;
     int last_step = start;
-    for (int step = start; step <= o->steps; step++) {
-        if (step % o->eval_every == 0 || step == o->steps) {
+    /* --stop-at ends this run early (a checkpoint there, with --out-dir);
+     * the schedule still runs to --steps, so --resume goes on exactly */
+    int end = o->stop_at >= 0 && o->stop_at < o->steps ? o->stop_at : o->steps;
+    for (int step = start; step <= end; step++) {
+        if (step % o->eval_every == 0 || step == end) {
             double t = now_seconds();
             t_train += t - t_last;
             double train_loss;
@@ -846,7 +850,7 @@ static int train(options *o, const corpus *cp)
             t_last = now_seconds(); /* the step time leaves evaluation out */
         }
         double loss;
-        if (step < o->steps &&
+        if (step < end &&
             (train_step(&g, &ps, opt, cp, o, step, &rng, &loss) < 0 ||
              !loss_is_finite(loss, step, o)))
             goto done;
@@ -855,11 +859,11 @@ static int train(options *o, const corpus *cp)
     printf("\nfinal validation loss %.4f vs unigram %.4f (%+.4f nats/char) "
            "and uniform %.4f\n",
            val_loss, unigram, val_loss - unigram, log(cp->vocab));
-    if (o->steps > start && t_train > 0)
+    if (end > start && t_train > 0)
         printf("training: %.0f tokens/s (%d steps of %d x %d tokens in "
                "%.1f s, evaluation left out)\n",
-               (double)(o->steps - start) * o->batch * o->block / t_train,
-               o->steps - start, o->batch, o->block, t_train);
+               (double)(end - start) * o->batch * o->block / t_train,
+               end - start, o->batch, o->block, t_train);
     if (plot_curves(o, &cv, unigram) < 0)
         goto done;
     const char *rule = "------------------------------------------------";
@@ -980,6 +984,7 @@ static const options defaults = {
     .beta2 = 0.99,
     .grad_clip = 1.0,
     .decay_lr = true,
+    .stop_at = -1,
     .warmup_iters = -1,
     .lr_decay_iters = -1,
     .min_lr = -1,
@@ -1015,6 +1020,9 @@ static void usage(FILE *f)
         "\n"
         "Training (AdamW, betas (0.9, beta2)):\n"
         "  --steps N         optimisation steps, nanoGPT's max_iters (%d)\n"
+        "  --stop-at N       end this run after step N (a checkpoint\n"
+        "                    there with --out-dir), the schedule still\n"
+        "                    --steps long: --resume goes on from it\n"
         "  --batch N         windows per step (%d)\n"
         "  --lr X            the peak learning rate (%g)\n"
         "  --decay-lr, --no-decay-lr\n"
@@ -1146,6 +1154,7 @@ static int parse_args(int argc, char **argv, options *o)
                 {"--eval-every", &o->eval_every, 1},
                 {"--eval-batches", &o->eval_batches, 1},
                 {"--sample", &o->sample_len, 0},
+                {"--stop-at", &o->stop_at, 0},
                 {"--warmup-iters", &o->warmup_iters, 0},
                 {"--lr-decay-iters", &o->lr_decay_iters, 1},
                 {"--top-k", &o->top_k, 1}};
