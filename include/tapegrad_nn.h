@@ -674,7 +674,8 @@ int tg_save_checkpoint(const tg_params *model, tg_optim *o, const char *path);
  * fresh optimizer made as the saved one was, or any such): the run then
  * continues bit for bit as the uninterrupted one. All or nothing: a missing
  * entry, another shape or dtype (the errors of tg_load_npz, naming the
- * entry), or another optimizer's state (another kind or config, number of
+ * entry), an entry this model and optimizer do not have (the checkpoint of
+ * another model: named), or another optimizer's state (another kind or config, number of
  * groups or of parameters in a group, naming the entry), or a negative
  * rate, setting or step count, is an error and changes nothing. Needs
  * memory for a second copy of the parameters and state while it loads.
@@ -701,7 +702,10 @@ int tg_save_npz(const tg_params *ps, const char *path);
  * and numpy.savez_compressed both load); the archive is read with libzip.
  * A missing entry, another shape or dtype, a file that is not a readable
  * .npz, or no memory is an error naming the parameter or the file, and then
- * nothing is changed. 0 or -1. */
+ * nothing is changed. Entries no parameter asks for are left in the file:
+ * a subset of a checkpoint loads (a pretrained part into a larger model),
+ * while tg_load_checkpoint refuses a checkpoint with anything its model and
+ * optimizer do not have. 0 or -1. */
 int tg_load_npz(const tg_params *ps, const char *path);
 
 /* ---- Reading whole checkpoints, and .safetensors ----------------------- */

@@ -1,6 +1,6 @@
 /* Private to libtapegrad: the checkpoint readers' in-memory entries, for the
  * fuzzers (fuzz/fuzz_safetensors.c, fuzz/fuzz_npz.c) and the regression
- * tests. Each runs exactly the code the public reader runs on a file (the
+ * tests; and the strict load of a whole checkpoint, for nn/optim.c. Each runs exactly the code the public reader runs on a file (the
  * file is only where the bytes come from), so an input that breaks one
  * breaks the other. */
 #ifndef TAPEGRAD_FORMATS_H
@@ -25,5 +25,13 @@ TG_HIDDEN int tg__npz_read_mem(const char *name, const void *bytes, size_t len,
 TG_HIDDEN int tg__params_adopt(const char *op, const char *path, tg_params *out,
                                size_t n, char (*names)[TG_PARAM_NAME_MAX],
                                tg_tensor **ts);
+
+/* tg_load_npz, and also refusing (an error naming it, nothing changed) an
+ * entry that no parameter of ps asks for, but those under "<prefix>."
+ * (which the caller checks itself: an optimizer's groups): a whole
+ * checkpoint must be this model's (tg_load_checkpoint), where a plain load
+ * takes a subset. */
+TG_HIDDEN int tg__load_npz_strict(const tg_params *ps, const char *path,
+                                  const char *prefix);
 
 #endif /* TAPEGRAD_FORMATS_H */

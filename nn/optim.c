@@ -15,6 +15,7 @@
  * (int64 0-d) and its buffers. The per-element updates, in torch's order of
  * operations, are kernels in ops/update.c. */
 #include "core/shared.h"
+#include "nn/formats.h"
 #include "nn/nn.h"
 #include "ops/update.h"
 
@@ -607,7 +608,7 @@ static int load_scratch(const tg_params *all, tg_params *scratch,
             return -1;
         }
     }
-    if (tg_load_npz(scratch, path) < 0) {
+    if (tg__load_npz_strict(scratch, path, CKPT_PREFIX) < 0) {
         free_scratch(scratch);
         return -1;
     }

@@ -79,7 +79,7 @@ static int64_t arg_every(const tg_tensor *x, bool min)
 static tg_tensor *arg(const char *name, tg_tensor *x, int dim, bool keepdim,
                       bool min)
 {
-    if (!x)
+    if (TG_BAD(name, x)) /* NULL, or released: its error */
         return NULL;
     if (dim == TG_ALL) {
         if (tg_numel(x) == 0) {

@@ -25,7 +25,7 @@ static void outer_kernel(tg_tensor *y, const tg_tensor *a, const tg_tensor *b)
 
 tg_tensor *tg_outer(tg_tensor *a, tg_tensor *b)
 {
-    if (!a || !b)
+    if (TG_BAD("outer", a) || TG_BAD("outer", b))
         return NULL;
     if (a->ndim != 1 || b->ndim != 1) {
         tg__error("outer: need two 1-D tensors, got %s and %s", TG_SHP(a),

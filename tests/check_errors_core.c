@@ -323,6 +323,12 @@ static void core_table(table_walk *w, env *e)
         "used after it was released");
     ROW("add released", tg_add(e->v3, released()), "add",
         "used after it was released");
+    ROW("argmax TG_ALL released", tg_argmax(released(), TG_ALL, false),
+        "argmax", "used after it was released");
+    ROW("argmin TG_ALL released", tg_argmin(released(), TG_ALL, true), "argmin",
+        "used after it was released");
+    ROW("outer released", tg_outer(released(), e->v3), "outer",
+        "used after it was released");
     ROW("scope_return released", tg_scope_return(released()), "scope_return",
         "used after it was released");
     ROW("keep released", tg_keep(released()), "keep",

@@ -1,5 +1,5 @@
 /* nanoGPT and Hugging Face GPT-2 checkpoints (nn/gpt_load.c) against
- * PyTorch: the models of tests/fixtures/make_gpt2.py (nanoGPT's model.py
+ * PyTorch: the models of tests/fixtures/gen_gpt2.py (nanoGPT's model.py
  * with bias=True and bias=False, GPT-2's Conv1D layout with tanh GELU; wte
  * tied to lm_head; dropout 0; float64) loaded from their .safetensors
  * files give PyTorch's logits, loss and every gradient within 1e-12, and
@@ -160,7 +160,7 @@ START_TEST(logits_loss_grads)
 }
 END_TEST
 
-/* nanoGPT's training loop, as make_gpt2.py runs it: configure_optimizers'
+/* nanoGPT's training loop, as gen_gpt2.py runs it: configure_optimizers'
  * two AdamW groups (dim >= 2 decays 0.1, the rest 0; betas 0.9, 0.95),
  * get_lr(it) set before each step, clip_grad_norm_(1.0), one batch
  * train_ids[it] per step. Each step's loss (before its update) against

@@ -934,6 +934,21 @@ START_TEST(load_checkpoint_mismatch)
     assert_unchanged(&before, &renamed, ro);
     tg_optim_free(ro);
     tiny_lm_free(&renamed);
+    /* another model: one parameter fewer, so the checkpoint has an entry
+     * this model does not (a plain tg_load_npz would take the subset) */
+    tiny_lm fewer;
+    lm_filled(&fewer, 0.5);
+    fewer.ps.n--;
+    tg_optim *fo = lm_optim(LM_ADAMW_NANOGPT, &fewer);
+    take(&before, &fewer, fo);
+    ck_assert_int_eq(tg_load_checkpoint(&fewer.ps, fo, path), -1);
+    ck_assert_msg(strstr(tg_last_error(), "load_checkpoint: ") &&
+                      strstr(tg_last_error(), "no parameter of the model"),
+                  "%s", tg_last_error());
+    assert_unchanged(&before, &fewer, fo);
+    tg_optim_free(fo);
+    fewer.ps.n++;
+    tiny_lm_free(&fewer);
     /* another model: wte of another shape */
     tg_tensor *wte = tg_zeros(TG_FLOAT64, TG_SHAPE(5, LM_C));
     tg_set_requires_grad(wte, true);
