@@ -661,17 +661,22 @@ static int resume_config(options *o, const corpus *cp, tg_gpt_config *cfg,
 /* Loads --resume into the model, the optimizer and rng; the iteration to
  * go on from into *start. 0, or -1. */
 static int resume_from(const options *o, const tg_params *ps, tg_optim *opt,
-                       tg_rng *rng, int *start, run_state *r)
+                       tg_rng *rng, int *start, run_state *r, const curves *cv)
 {
     tg_params ck;
     int64_t state[N_STATE];
     double real[3];
+    /* run.curves, which resume_config has read, goes in the list too, as
+     * tg_load_checkpoint refuses an entry that nothing in it takes */
+    tg_scope_begin();
     int rc = checkpoint_list(&ck, ps, r) < 0 ||
+                     (cv->n > 0 && curves_entry(&ck, cv) < 0) ||
                      tg_load_checkpoint(&ck, opt, o->resume) < 0 ||
                      tg_copy_out(r->state, TG_INT64, state) < 0 ||
                      tg_copy_out(r->real, TG_FLOAT64, real) < 0
                  ? -1
                  : 0;
+    tg_scope_end();
     tg_params_free(&ck);
     if (rc < 0)
         return -1;
@@ -773,7 +778,7 @@ static int train(options *o, const corpus *cp)
               2, ocfg)) ||
         tg_gpt_train(&g, true, &rng) < 0 ||
         ((o->out_dir || o->resume) && run_state_init(&rs) < 0) ||
-        (o->resume && resume_from(o, &ps, opt, &rng, &start, &rs) < 0))
+        (o->resume && resume_from(o, &ps, opt, &rng, &start, &rs, &cv) < 0))
         goto done;
 
     /* the resumed run evaluates its first step again */
