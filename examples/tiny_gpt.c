@@ -38,7 +38,7 @@
  * The default text (the GPL, 35 KB) is small for 111k parameters: the
  * validation loss flattens near 2.01 while the training loss keeps falling.
  * That gap is memorisation; more steps will not close it, more text will.
- * The defaults stop there, ~40 seconds on two cores.
+ * The defaults stop there, 20-40 seconds on two cores.
  *
  * --init-from FILE.safetensors --n-head H starts from a nanoGPT or Hugging
  * Face GPT-2 checkpoint instead (tg_gpt_load_pretrained: the sizes come
