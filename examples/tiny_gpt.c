@@ -14,12 +14,31 @@
  *   log V     a model that knows nothing: every byte equally likely;
  *   unigram   one that knows only how often each byte occurs, not which
  *             follows which. Beating it means the model uses context.
- * Training is AdamW with the gradient norm clipped to 1, in float32.
  *
- * The default text (the GPL, 35 KB) is small for 111k parameters: by step
- * ~800 the validation loss flattens near 2.07 while the training loss keeps
- * falling. That gap is memorisation; more steps will not close it, more
- * text will. The defaults stop there, ~1-2 minutes on two cores.
+ * The loop is nanoGPT's train.py: AdamW with betas (0.9, --beta2) in two
+ * parameter groups (weight decay on the tensors of 2 or more dims, none on
+ * biases and layer-norm gains: tg_params_split_decay); the learning rate of
+ * get_lr, a linear warmup then a cosine down to --min-lr
+ * (tg_lr_warmup_cosine, set before every step); the gradient norm clipped
+ * to --grad-clip; dropout in training mode, none in the estimates, which run
+ * in evaluation mode; a checkpoint at every evaluation (--out-dir) holding
+ * what --resume needs to go on bit for bit: the parameters, the optimizer's
+ * moments and step counts, the iteration and the generator that draws the
+ * batches and the dropout masks. At the end it plots train and validation
+ * loss (the plot module, gnuplot) and samples with --top-k / --top-p.
+ *
+ * The model options are nanoGPT's too (--dropout, --bias / --no-bias,
+ * --tie / --no-tie), but the defaults keep the model as it was: biases
+ * everywhere but q/k/v, lm_head its own matrix, no dropout. Tying is worse
+ * here, as our embeddings start N(0, 1) as torch.nn.Embedding's (nanoGPT
+ * draws them with std 0.02): tied, the first logits are sums of 64 unit
+ * squares and the loss starts near 40, ending at 2.17 (2.01 untied). And
+ * dropout does not pay in 800 steps: 0.05 ends at 2.015.
+ *
+ * The default text (the GPL, 35 KB) is small for 111k parameters: the
+ * validation loss flattens near 2.01 while the training loss keeps falling.
+ * That gap is memorisation; more steps will not close it, more text will.
+ * The defaults stop there, 20-40 seconds on two cores.
  *
  * --init-from FILE.safetensors --n-head H starts from a nanoGPT or Hugging
  * Face GPT-2 checkpoint instead (tg_gpt_load_pretrained: the sizes come
@@ -34,6 +53,7 @@
 
 #include <tapegrad.h>
 #include <tapegrad_nn.h>
+#include <tapegrad_plot.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -54,13 +74,31 @@
 typedef struct options {
     const char *text_path, *save_path;
     const char *init_from, *eval_ids; /* --init-from, --eval-ids */
+    const char *out_dir, *resume;     /* --out-dir, --resume */
+    const char *plot;                 /* --plot stem, NULL for --no-plot */
     int n_head;                       /* --n-head, for --init-from */
     bool block_given;                 /* --block on the command line */
+    bool model_given;                 /* --dropout, --bias, --tie... given */
     tg_dtype dtype;                   /* --dtype (float32) */
     int steps, batch, block, embd, heads, layers;
     int eval_every, eval_batches, sample_len;
     double lr, temperature;
     long seed;
+    /* nanoGPT's model and training knobs */
+    double dropout;      /* embedding, attention and residual dropout */
+    tg_gpt_bias bias;    /* --bias: ALL, --no-bias: NONE */
+    bool tie;            /* --tie: lm_head is the token table */
+    double weight_decay; /* on the tensors of 2 or more dims only */
+    double beta2;        /* AdamW's */
+    double grad_clip;    /* the gradient norm's bound; 0: no clipping */
+    bool decay_lr;       /* warmup + cosine, else a constant lr */
+    int stop_at;         /* --stop-at: end this run there; -1: --steps */
+    int warmup_iters;    /* -1: steps / 20 */
+    int lr_decay_iters;  /* -1: steps */
+    double min_lr;       /* -1: lr / 10 */
+    bool print_losses;   /* "step N loss X" for every step */
+    int top_k;           /* TG_TOP_K_ALL, or 1..vocab */
+    double top_p;        /* (0, 1] */
 } options;
 
 /* The text as token ids, and the table back to bytes. */
@@ -226,15 +264,20 @@ static double unigram_baseline(const corpus *cp)
 
 /* ---- training --------------------------------------------------------- */
 
-/* The mean loss over n_batches random batches of ids[0, n), with grad off,
- * into *mean (NaN or inf when the model has diverged). The batches come
- * from a generator seeded the same way at every call, so successive
- * estimates differ only because the model changed. 0, or -1 on error. */
+/* The mean loss over n_batches random batches of ids[0, n), with grad off
+ * and the model in evaluation mode (no dropout: nanoGPT's model.eval() in
+ * estimate_loss), into *mean (NaN or inf when the model has diverged). The
+ * batches come from a generator seeded the same way at every call, so
+ * successive estimates differ only because the model changed, and the
+ * training generator is not touched (a resumed run draws what the
+ * uninterrupted one draws). Training mode is restored, with rng. 0, or -1
+ * on error. */
 static int estimate_loss(tg_gpt *g, const int64_t *ids, int64_t n,
-                         const options *o, double *mean)
+                         const options *o, tg_rng *train_rng, double *mean)
 {
     tg_rng rng;
     tg_rng_seed(&rng, (uint32_t)o->seed + 1);
+    tg_gpt_train(g, false, NULL);
     bool was = tg_set_grad_enabled(false);
     double total = 0;
     int rc = 0;
@@ -250,16 +293,34 @@ static int estimate_loss(tg_gpt *g, const int64_t *ids, int64_t n,
         tg_scope_end();
     }
     tg_set_grad_enabled(was);
+    if (tg_gpt_train(g, true, train_rng) < 0)
+        rc = -1;
     *mean = total / o->eval_batches;
     return rc;
 }
 
-/* One optimisation step, its batch loss (before the update) into
- * *loss_value. 0, or -1 on error. */
+/* nanoGPT's get_lr(it): a linear warmup to lr over warmup_iters, a cosine
+ * down to min_lr at lr_decay_iters, min_lr after (tg_lr_warmup_cosine);
+ * or lr throughout without --decay-lr. */
+static double lr_at(int it, const options *o)
+{
+    if (!o->decay_lr)
+        return o->lr;
+    return tg_lr_warmup_cosine(it, o->lr, o->min_lr, o->warmup_iters,
+                               o->lr_decay_iters);
+}
+
+/* One optimisation step, number step: the schedule's lr, a batch drawn
+ * from rng (dropout masks from it too, the model holds it), the gradient
+ * norm clipped to --grad-clip, the update. Its batch loss (before the
+ * update) into *loss_value, and on stdout as "step N loss X" with
+ * --print-losses. 0, or -1 on error. */
 static int train_step(tg_gpt *g, const tg_params *ps, tg_optim *opt,
-                      const corpus *cp, const options *o, tg_rng *rng,
+                      const corpus *cp, const options *o, int step, tg_rng *rng,
                       double *loss_value)
 {
+    if (tg_optim_set_lr(opt, lr_at(step, o)) < 0)
+        return -1;
     int rc = -1;
     tg_scope_begin();
     tg_tensor *x, *y;
@@ -267,10 +328,13 @@ static int train_step(tg_gpt *g, const tg_params *ps, tg_optim *opt,
         tg_tensor *loss = tg_gpt_loss(g, x, y);
         if (loss && tg_backward(loss) == 0) {
             /* one unlucky batch must not throw the weights far: rescale
-             * the whole gradient to norm <= 1 before the update */
-            tg_clip_grad_norm(ps, 1.0);
+             * the whole gradient to norm <= grad_clip before the update */
+            if (o->grad_clip > 0)
+                tg_clip_grad_norm(ps, o->grad_clip);
             if (tg_optim_step(opt) == 0) {
                 *loss_value = tg_item(loss);
+                if (o->print_losses)
+                    printf("step %d loss %.17g\n", step, *loss_value);
                 rc = 0;
             }
         }
@@ -293,8 +357,9 @@ static bool loss_is_finite(double loss, int step, const options *o)
     return false;
 }
 
-/* Prints n_new bytes sampled from the model, starting from a newline (or
- * id 0 when the text has none). Returns 0 or -1. */
+/* Prints n_new bytes sampled from the model in evaluation mode (--top-k,
+ * --top-p, --temperature; one uniform from rng per byte), starting from a
+ * newline (or id 0 when the text has none). Returns 0 or -1. */
 static int print_sample(tg_gpt *g, const corpus *cp, const options *o,
                         tg_rng *rng)
 {
@@ -302,11 +367,12 @@ static int print_sample(tg_gpt *g, const corpus *cp, const options *o,
     for (int i = 0; i < cp->vocab; i++)
         if (cp->byte_of[i] == '\n')
             start = i;
+    tg_gpt_train(g, false, NULL);
     bool was = tg_set_grad_enabled(false);
     tg_scope_begin();
+    tg_gpt_sampling s = {o->temperature, o->top_k, o->top_p};
     tg_tensor *prompt = tg_from_data(TG_INT64, TG_SHAPE(1, 1), &start);
-    tg_tensor *ids =
-        tg_gpt_generate(g, prompt, o->sample_len, o->temperature, rng);
+    tg_tensor *ids = tg_gpt_generate_with(g, prompt, o->sample_len, &s, rng);
     int64_t n = ids ? tg_numel(ids) : 0;
     int64_t *out = ids ? malloc((size_t)n * sizeof *out) : NULL;
     int rc = -1;
@@ -354,66 +420,443 @@ static int load_model(tg_gpt *g, options *o, const corpus *cp)
     return -1;
 }
 
+/* Creates the directory of path's last '/' (one level), if any. */
+static int make_parent_dir(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash || slash == path)
+        return 0;
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    struct stat st;
+    if (mkdir(dir, 0777) == 0 ||
+        (errno == EEXIST && stat(dir, &st) == 0 && S_ISDIR(st.st_mode)))
+        return 0;
+    report("cannot create the directory %s: %s", dir, strerror(errno));
+    return -1;
+}
+
+/* The estimates made at each evaluation. */
+typedef struct curves {
+    double *step, *train, *val;
+    int n, cap;
+} curves;
+
+static int curves_add(curves *c, double step, double train, double val)
+{
+    if (c->n == c->cap) {
+        int cap = c->cap ? 2 * c->cap : 64;
+        double *s = realloc(c->step, (size_t)cap * sizeof *s);
+        if (s)
+            c->step = s;
+        double *t = s ? realloc(c->train, (size_t)cap * sizeof *t) : NULL;
+        if (t)
+            c->train = t;
+        double *v = t ? realloc(c->val, (size_t)cap * sizeof *v) : NULL;
+        if (!v) {
+            report("out of memory for the loss curves");
+            return -1;
+        }
+        c->val = v;
+        c->cap = cap;
+    }
+    c->step[c->n] = step;
+    c->train[c->n] = train;
+    c->val[c->n++] = val;
+    return 0;
+}
+
+/* ---- checkpoints (--out-dir, --resume) -------------------------------- */
+
+/* A checkpoint is one .npz (tg_save_checkpoint): the parameters under their
+ * names, the AdamW state under "optim.", and three entries of ours:
+ *
+ *   run.config  int64 (11)  vocab, block, embd, heads, layers, bias, tie,
+ *                          dtype, gelu_tanh: the model to rebuild; whether
+ *                          it came from --init-from (then its vocabulary
+ *                          may be larger than the text's); the window
+ *                          length (--block, the model's or shorter)
+ *   run.state   int64 (3 + 624)  the next iteration, then the training
+ *                          generator (MT19937: mti, has_gauss, mt[624]),
+ *                          which draws the batches and the dropout masks
+ *   run.real    float64 (3)  the generator's cached normal; the dropout
+ *                          and the layer norms' eps (the model too)
+ *
+ *   run.curves  float64 (3, n)  the evaluations so far: steps, train and
+ *                          validation losses, so that the plot of a
+ *                          resumed run shows the whole run
+ *
+ * (The dropout goes in float64, not as its bits in int64: int64 entries
+ * pass through a double on their way in and out, exact only to 2^53.)
+ *
+ * With those, a resumed run draws the same batches and masks, steps at the
+ * same rates from the same moments, and prints the same losses, bit for
+ * bit, as the run that never stopped. */
+#define N_CONFIG 11
+#define N_STATE  (3 + 624)
+
+typedef struct run_state {
+    tg_tensor *config, *state, *real;
+} run_state;
+
+static void run_state_free(run_state *r)
+{
+    tg_release(r->config);
+    tg_release(r->state);
+    tg_release(r->real);
+    *r = (run_state){0};
+}
+
+/* Zeroed entries of the right shapes. 0 or -1. */
+static int run_state_init(run_state *r)
+{
+    r->config = tg_zeros(TG_INT64, TG_SHAPE(N_CONFIG));
+    r->state = tg_zeros(TG_INT64, TG_SHAPE(N_STATE));
+    r->real = tg_zeros(TG_FLOAT64, TG_SHAPE(3));
+    if (r->config && r->state && r->real)
+        return 0;
+    run_state_free(r);
+    return -1;
+}
+
+static void config_to_ints(const tg_gpt_config *c, const options *o,
+                           int64_t v[N_CONFIG])
+{
+    int64_t w[N_CONFIG] = {c->vocab_size,  c->block_size, c->n_embd,
+                           c->n_head,      c->n_layer,    c->bias,
+                           c->tie_weights, c->dtype,      c->gelu_tanh,
+                           !!o->init_from, o->block};
+    memcpy(v, w, sizeof w);
+}
+
+/* The model's list, the run's entries after it. 0 or -1. */
+static int checkpoint_list(tg_params *ck, const tg_params *ps,
+                           const run_state *r)
+{
+    tg_params_init(ck);
+    for (int i = 0; i < ps->n; i++)
+        if (tg_params_add(ck, NULL, ps->items[i].name, ps->items[i].t) < 0)
+            return -1;
+    return tg_params_add(ck, NULL, "run.config", r->config) < 0 ||
+                   tg_params_add(ck, NULL, "run.state", r->state) < 0 ||
+                   tg_params_add(ck, NULL, "run.real", r->real) < 0
+               ? -1
+               : 0;
+}
+
+/* Appends cv as run.curves (3, n) to ck, a new tensor owned by the open
+ * scope. 0 or -1. */
+static int curves_entry(tg_params *ck, const curves *cv)
+{
+    size_t n = (size_t)cv->n;
+    double *buf = malloc(3 * n * sizeof *buf);
+    if (!buf) {
+        report("out of memory for the loss curves");
+        return -1;
+    }
+    memcpy(buf, cv->step, n * sizeof *buf);
+    memcpy(buf + n, cv->train, n * sizeof *buf);
+    memcpy(buf + 2 * n, cv->val, n * sizeof *buf);
+    tg_tensor *t = tg_from_data(TG_FLOAT64, TG_SHAPE(3, cv->n), buf);
+    free(buf);
+    return tg_params_add(ck, NULL, "run.curves", t);
+}
+
+/* Writes DIR/ckpt.npz for iteration it (the next to run), atomically. */
+static int save_checkpoint(const options *o, const tg_gpt *g,
+                           const tg_params *ps, tg_optim *opt,
+                           const tg_rng *rng, int it, run_state *r,
+                           const curves *cv)
+{
+    int64_t config[N_CONFIG], state[N_STATE];
+    double real[3] = {rng->gauss, g->cfg.resid_dropout, g->cfg.ln_eps};
+    config_to_ints(&g->cfg, o, config);
+    state[0] = it;
+    state[1] = rng->mti;
+    state[2] = rng->has_gauss;
+    for (int i = 0; i < 624; i++)
+        state[3 + i] = rng->mt[i];
+    char path[4096];
+    snprintf(path, sizeof path, "%s/ckpt.npz", o->out_dir);
+    tg_params ck;
+    tg_params_init(&ck);
+    tg_scope_begin(); /* run.curves */
+    int rc = make_parent_dir(path) < 0 ||
+                     tg_copy_in(r->config, TG_INT64, config) < 0 ||
+                     tg_copy_in(r->state, TG_INT64, state) < 0 ||
+                     tg_copy_in(r->real, TG_FLOAT64, real) < 0 ||
+                     checkpoint_list(&ck, ps, r) < 0 ||
+                     curves_entry(&ck, cv) < 0 ||
+                     tg_save_checkpoint(&ck, opt, path) < 0
+                 ? -1
+                 : 0;
+    tg_scope_end();
+    tg_params_free(&ck);
+    return rc;
+}
+
+/* The model config saved in --resume's checkpoint into *cfg (its vocab
+ * must be the text's). 0, or -1 with a message. */
+static int resume_config(options *o, const corpus *cp, tg_gpt_config *cfg,
+                         curves *cv)
+{
+    tg_params all;
+    tg_params_init(&all);
+    if (tg_read_npz(o->resume, &all) < 0)
+        return -1;
+    tg_tensor *t = tg_params_get(&all, "run.config");
+    tg_tensor *r = tg_params_get(&all, "run.real");
+    int64_t v[N_CONFIG];
+    double real[3];
+    int rc = -1;
+    if (!t || tg_dtype_of(t) != TG_INT64 || tg_numel(t) != N_CONFIG ||
+        tg_copy_out(t, TG_INT64, v) < 0 || !r || tg_dtype_of(r) != TG_FLOAT64 ||
+        tg_numel(r) != 3 || tg_copy_out(r, TG_FLOAT64, real) < 0)
+        report("%s is not a checkpoint of tiny_gpt (no run.config of %d "
+               "int64, run.real of 3 float64): give a DIR/ckpt.npz written "
+               "with --out-dir",
+               o->resume, N_CONFIG);
+    else if (v[10] < 1 || v[10] > v[1])
+        report("%s holds a window of %lld tokens for a block of %lld",
+               o->resume, (long long)v[10], (long long)v[1]);
+    else if (v[9] ? v[0] < cp->vocab : v[0] != cp->vocab)
+        report("%s was trained on a %s of %lld distinct bytes, %s has %d",
+               o->resume, v[9] ? "vocabulary" : "text", (long long)v[0],
+               o->text_path, cp->vocab);
+    else {
+        double p = real[1];
+        o->block = (int)v[10]; /* the windows, <= the model's block size */
+        /* the curves so far, when the checkpoint has them */
+        tg_tensor *c = tg_params_get(&all, "run.curves");
+        int64_t n = c && tg_ndim(c) == 2 && tg_size(c, 0) == 3 &&
+                            tg_dtype_of(c) == TG_FLOAT64
+                        ? tg_size(c, 1)
+                        : 0;
+        double *buf = n ? malloc(3 * (size_t)n * sizeof *buf) : NULL;
+        if (buf && tg_copy_out(c, TG_FLOAT64, buf) == 0)
+            for (int64_t i = 0; i < n; i++)
+                if (curves_add(cv, buf[i], buf[n + i], buf[2 * n + i]) < 0)
+                    break;
+        free(buf);
+        *cfg = (tg_gpt_config){.vocab_size = (int)v[0],
+                               .block_size = (int)v[1],
+                               .n_embd = (int)v[2],
+                               .n_head = (int)v[3],
+                               .n_layer = (int)v[4],
+                               .gelu = true,
+                               .bias = (tg_gpt_bias)v[5],
+                               .tie_weights = v[6] != 0,
+                               .dtype = (tg_dtype)v[7],
+                               .gelu_tanh = v[8] != 0,
+                               .ln_eps = real[2],
+                               .embd_dropout = p,
+                               .attn_dropout = p,
+                               .resid_dropout = p};
+        rc = 0;
+    }
+    tg_params_release(&all);
+    return rc;
+}
+
+/* Loads --resume into the model, the optimizer and rng; the iteration to
+ * go on from into *start. 0, or -1. */
+static int resume_from(const options *o, const tg_params *ps, tg_optim *opt,
+                       tg_rng *rng, int *start, run_state *r, const curves *cv)
+{
+    tg_params ck;
+    int64_t state[N_STATE];
+    double real[3];
+    /* run.curves, which resume_config has read, goes in the list too, as
+     * tg_load_checkpoint refuses an entry that nothing in it takes */
+    tg_scope_begin();
+    int rc = checkpoint_list(&ck, ps, r) < 0 ||
+                     (cv->n > 0 && curves_entry(&ck, cv) < 0) ||
+                     tg_load_checkpoint(&ck, opt, o->resume) < 0 ||
+                     tg_copy_out(r->state, TG_INT64, state) < 0 ||
+                     tg_copy_out(r->real, TG_FLOAT64, real) < 0
+                 ? -1
+                 : 0;
+    tg_scope_end();
+    tg_params_free(&ck);
+    if (rc < 0)
+        return -1;
+    if (state[0] < 0 || state[0] > o->steps || state[1] < 0 || state[1] > 624) {
+        report("%s holds iteration %lld, beyond --steps %d (or a broken "
+               "generator state)",
+               o->resume, (long long)state[0], o->steps);
+        return -1;
+    }
+    *start = (int)state[0];
+    rng->mti = (int)state[1];
+    rng->has_gauss = (int)state[2];
+    rng->gauss = real[0];
+    for (int i = 0; i < 624; i++)
+        rng->mt[i] = (uint32_t)state[3 + i];
+    return 0;
+}
+
+/* ---- the loss curves --------------------------------------------------- */
+
+/* Train and val loss against the steps, the unigram baseline flat, into
+ * <stem>.png (and .dat, .gp) through the plot module. 0 or -1. */
+static int plot_curves(const options *o, const curves *c, double unigram)
+{
+    if (!o->plot || c->n == 0)
+        return 0;
+    if (make_parent_dir(o->plot) < 0)
+        return -1;
+    double ux[2] = {c->step[0], c->step[c->n - 1]}, uy[2] = {unigram, unigram};
+    tg_series s[3] = {{"train", c->step, c->train, c->n},
+                      {"validation", c->step, c->val, c->n},
+                      {"unigram baseline (validation)", ux, uy, 2}};
+    if (tg_plot_lines(o->plot, s, 3, "tiny_gpt: loss per character", "step",
+                      "cross-entropy (nats/char)", false, false) < 0)
+        return -1;
+    if (tg_plot_available())
+        printf("loss curves: %s.png\n", o->plot);
+    else
+        printf("no gnuplot: the loss curves' data and script are %s.dat and "
+               "%s.gp\n",
+               o->plot, o->plot);
+    return 0;
+}
+
+/* ---- the run ------------------------------------------------------------ */
+
 static int train(options *o, const corpus *cp)
 {
     tg_rng rng;
     tg_rng_seed(&rng, (uint32_t)o->seed);
-    tg_gpt g;
+    tg_gpt g = {0};
     tg_gpt_config cfg = {.vocab_size = cp->vocab,
                          .block_size = o->block,
                          .n_embd = o->embd,
                          .n_head = o->heads,
                          .n_layer = o->layers,
                          .gelu = true,
-                         .dtype = o->dtype};
+                         .dtype = o->dtype,
+                         .bias = o->bias,
+                         .tie_weights = o->tie,
+                         .embd_dropout = o->dropout,
+                         .attn_dropout = o->dropout,
+                         .resid_dropout = o->dropout};
+    tg_params ps, decay, no_decay;
+    tg_params_init(&ps);
+    tg_params_init(&decay);
+    tg_params_init(&no_decay);
+    tg_optim *opt = NULL;
+    run_state rs = {0};
+    curves cv = {0};
+    int rc = -1, start = 0;
+    if (o->resume) {
+        /* the model is the checkpoint's, whatever the model options say */
+        if (resume_config(o, cp, &cfg, &cv) < 0)
+            goto done;
+        o->embd = cfg.n_embd;
+        o->heads = cfg.n_head;
+        o->layers = cfg.n_layer;
+        o->dropout = cfg.resid_dropout;
+        if (cp->n - cp->n_train <= o->block) {
+            report("the last 10%% of the text must be longer than the block "
+                   "(%d)",
+                   o->block);
+            goto done;
+        }
+    }
     if (o->init_from ? load_model(&g, o, cp) < 0
                      : tg_gpt_init(&g, cfg, &rng) < 0)
-        return -1;
-    tg_params ps;
-    tg_params_init(&ps);
-    tg_optim *opt = NULL;
-    int rc = -1;
+        goto done;
+    /* nanoGPT's AdamW: betas (0.9, beta2), weight decay on the matmul
+     * weights and embeddings (dim >= 2), none on biases and gains */
+    tg_optim_config ocfg = tg_adamw_config(o->lr, 0);
+    ocfg.beta2 = o->beta2;
     if (tg_gpt_params(&g, &ps, NULL) < 0 ||
-        !(opt = tg_optim_new(&ps, tg_adamw_config(o->lr, 0.01))))
+        tg_params_split_decay(&ps, &decay, &no_decay) < 0 ||
+        !(opt = tg_optim_new_groups(
+              (tg_param_group[]){{&decay, o->weight_decay, 1},
+                                 {&no_decay, 0, 1}},
+              2, ocfg)) ||
+        tg_gpt_train(&g, true, &rng) < 0 ||
+        ((o->out_dir || o->resume) && run_state_init(&rs) < 0) ||
+        (o->resume && resume_from(o, &ps, opt, &rng, &start, &rs, &cv) < 0))
         goto done;
 
+    /* the resumed run evaluates its first step again */
+    while (cv.n > 0 && cv.step[cv.n - 1] >= start)
+        cv.n--;
+    /* refused now rather than after the training */
+    if (o->top_k != TG_TOP_K_ALL && o->top_k > g.cfg.vocab_size) {
+        report("--top-k %d is larger than the vocabulary (%d)", o->top_k,
+               g.cfg.vocab_size);
+        goto done;
+    }
     const int64_t *val = cp->ids + cp->n_train;
     int64_t n_val = cp->n - cp->n_train;
     double unigram = unigram_baseline(cp);
-    printf("model: %d layers, %d heads, n_embd %d, block %d, vocab %d: "
-           "%lld parameters\n",
+    printf("model: %d layers, %d heads, n_embd %d, block %d, vocab %d, "
+           "%s, bias %s, %s, dropout %g: %lld parameters\n",
            o->layers, o->heads, o->embd, o->block, g.cfg.vocab_size,
+           tg_dtype_name(g.cfg.dtype),
+           g.cfg.bias == TG_GPT_BIAS_ALL    ? "everywhere"
+           : g.cfg.bias == TG_GPT_BIAS_NONE ? "nowhere"
+                                            : "but q/k/v",
+           g.cfg.tie_weights ? "tied" : "untied", g.cfg.embd_dropout,
            (long long)tg_params_numel(&ps));
-    printf("training: %d steps of batch %d, AdamW lr %g, clip 1.0\n\n",
-           o->steps, o->batch, o->lr);
-    printf("baselines (nats/char): uniform log V = %.4f, unigram on "
+    if (o->decay_lr)
+        printf("training: %d steps of batch %d, AdamW lr %g (warmup %d, "
+               "cosine to %g at %d), betas (0.9, %g), weight decay %g on "
+               "%lld weights, clip %g\n",
+               o->steps, o->batch, o->lr, o->warmup_iters, o->min_lr,
+               o->lr_decay_iters, o->beta2, o->weight_decay,
+               (long long)tg_params_numel(&decay), o->grad_clip);
+    else
+        printf("training: %d steps of batch %d, AdamW lr %g (constant), "
+               "betas (0.9, %g), weight decay %g on %lld weights, clip %g\n",
+               o->steps, o->batch, o->lr, o->beta2, o->weight_decay,
+               (long long)tg_params_numel(&decay), o->grad_clip);
+    if (o->resume)
+        printf("resumed from %s at step %d (the model is the checkpoint's; "
+               "the training options are this command's)\n",
+               o->resume, start);
+    printf("\nbaselines (nats/char): uniform log V = %.4f, unigram on "
            "validation = %.4f\n\n",
            log(cp->vocab), unigram);
     printf("%6s  %10s  %10s  %9s  %8s\n", "step", "train", "val", "ms/step",
            "elapsed");
 
-    double t0 = now_seconds(), t_last = t0, val_loss = NAN;
-    int last_step = 0;
-    for (int step = 0; step <= o->steps; step++) {
-        if (step % o->eval_every == 0 || step == o->steps) {
+    double t0 = now_seconds(), t_last = t0, val_loss = NAN, t_train = 0;
+    int last_step = start;
+    /* --stop-at ends this run early (a checkpoint there, with --out-dir);
+     * the schedule still runs to --steps, so --resume goes on exactly */
+    int end = o->stop_at >= 0 && o->stop_at < o->steps ? o->stop_at : o->steps;
+    for (int step = start; step <= end; step++) {
+        if (step % o->eval_every == 0 || step == end) {
             double t = now_seconds();
+            t_train += t - t_last;
             double train_loss;
-            if (estimate_loss(&g, cp->ids, cp->n_train, o, &train_loss) < 0 ||
-                estimate_loss(&g, val, n_val, o, &val_loss) < 0 ||
+            if (estimate_loss(&g, cp->ids, cp->n_train, o, &rng, &train_loss) <
+                    0 ||
+                estimate_loss(&g, val, n_val, o, &rng, &val_loss) < 0 ||
                 !loss_is_finite(train_loss, step, o) ||
-                !loss_is_finite(val_loss, step, o))
+                !loss_is_finite(val_loss, step, o) ||
+                curves_add(&cv, step, train_loss, val_loss) < 0)
                 goto done;
             double ms =
                 step > last_step ? 1e3 * (t - t_last) / (step - last_step) : 0;
             printf("%6d  %10.4f  %10.4f  %9.1f  %7.1fs\n", step, train_loss,
                    val_loss, ms, t - t0);
+            if (o->out_dir) {
+                if (save_checkpoint(o, &g, &ps, opt, &rng, step, &rs, &cv) < 0)
+                    goto done;
+                printf("%6s  saved %s/ckpt.npz\n", "", o->out_dir);
+            }
             fflush(stdout);
             last_step = step;
             t_last = now_seconds(); /* the step time leaves evaluation out */
         }
         double loss;
-        if (step < o->steps &&
-            (train_step(&g, &ps, opt, cp, o, &rng, &loss) < 0 ||
+        if (step < end &&
+            (train_step(&g, &ps, opt, cp, o, step, &rng, &loss) < 0 ||
              !loss_is_finite(loss, step, o)))
             goto done;
     }
@@ -421,8 +864,19 @@ static int train(options *o, const corpus *cp)
     printf("\nfinal validation loss %.4f vs unigram %.4f (%+.4f nats/char) "
            "and uniform %.4f\n",
            val_loss, unigram, val_loss - unigram, log(cp->vocab));
+    if (end > start && t_train > 0)
+        printf("training: %.0f tokens/s (%d steps of %d x %d tokens in "
+               "%.1f s, evaluation left out)\n",
+               (double)(end - start) * o->batch * o->block / t_train,
+               end - start, o->batch, o->block, t_train);
+    if (plot_curves(o, &cv, unigram) < 0)
+        goto done;
     const char *rule = "------------------------------------------------";
-    printf("\nsample (temperature %g):\n%s\n", o->temperature, rule);
+    char k[32] = "all";
+    if (o->top_k != TG_TOP_K_ALL)
+        snprintf(k, sizeof k, "%d", o->top_k);
+    printf("\nsample (temperature %g, top-k %s, top-p %g):\n%s\n",
+           o->temperature, k, o->top_p, rule);
     if (print_sample(&g, cp, o, &rng) < 0)
         goto done;
     printf("%s\n", rule);
@@ -433,7 +887,13 @@ static int train(options *o, const corpus *cp)
     }
     rc = 0;
 done:
+    free(cv.step);
+    free(cv.train);
+    free(cv.val);
+    run_state_free(&rs);
     tg_optim_free(opt);
+    tg_params_free(&decay);
+    tg_params_free(&no_decay);
     tg_params_free(&ps);
     tg_gpt_free(&g);
     return rc;
@@ -508,6 +968,7 @@ static int eval_checkpoint(const options *o)
 
 static const options defaults = {
     .text_path = "/usr/share/common-licenses/GPL-3",
+    .plot = "pictures/tiny_gpt_loss",
     .steps = 800,
     .batch = 32,
     .block = 32,
@@ -517,50 +978,107 @@ static const options defaults = {
     .eval_every = 100,
     .eval_batches = 8,
     .sample_len = 400,
-    .lr = 2e-3,
+    .lr = 4e-3,
     .temperature = 0.8,
     .seed = 1337,
     .dtype = TG_FLOAT32,
+    .dropout = 0,
+    .bias = TG_GPT_BIAS_LINEAR,
+    .tie = false,
+    .weight_decay = 0.1,
+    .beta2 = 0.99,
+    .grad_clip = 1.0,
+    .decay_lr = true,
+    .stop_at = -1,
+    .warmup_iters = -1,
+    .lr_decay_iters = -1,
+    .min_lr = -1,
+    .top_k = TG_TOP_K_ALL,
+    .top_p = 1,
 };
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "Usage: tiny_gpt [options] [TEXT_FILE]\n"
-            "\n"
-            "Trains a character-level GPT on TEXT_FILE, printing train and\n"
-            "validation loss against two baselines, then a sample of\n"
-            "generated text. TEXT_FILE, a regular file of at most %d MiB,\n"
-            "defaults to\n"
-            "  %s\n"
-            "\n"
-            "  --steps N         optimisation steps (%d)\n"
-            "  --batch N         windows per step (%d)\n"
-            "  --block N         window length, the context (%d)\n"
-            "  --embd N          embedding size (%d)\n"
-            "  --heads N         attention heads per layer (%d)\n"
-            "  --layers N        transformer blocks (%d)\n"
-            "  --lr X            AdamW learning rate (%g)\n"
-            "  --eval-every N    steps between loss reports (%d)\n"
-            "  --eval-batches N  batches averaged per estimate (%d)\n"
-            "  --sample N        bytes to generate at the end (%d)\n"
-            "  --temperature X   sampling temperature (%g)\n"
-            "  --seed N          seeds the model, the batches, the sample "
-            "(%ld)\n"
-            "  --save PATH       save the trained parameters as .npz\n"
-            "  --dtype f32|f64   the model's float type (f32)\n"
-            "  --init-from FILE  start from a nanoGPT / GPT-2 .safetensors\n"
-            "                    checkpoint (sizes from the file)\n"
-            "  --n-head H        its number of heads (needed with "
-            "--init-from)\n"
-            "  --eval-ids IDS    with --init-from: print the mean loss over\n"
-            "                    the int64 (B, T+1) windows of IDS.npy as\n"
-            "                    the last line, \"loss: X\", and stop\n"
-            "  --help            this text\n",
-            MAX_TEXT_MIB, defaults.text_path, defaults.steps, defaults.batch,
-            defaults.block, defaults.embd, defaults.heads, defaults.layers,
-            defaults.lr, defaults.eval_every, defaults.eval_batches,
-            defaults.sample_len, defaults.temperature, defaults.seed);
+    fprintf(
+        f,
+        "Usage: tiny_gpt [options] [TEXT_FILE]\n"
+        "\n"
+        "Trains a character-level GPT on TEXT_FILE as nanoGPT's train.py\n"
+        "trains, printing train and validation loss against two baselines,\n"
+        "plotting them, then a sample of generated text. TEXT_FILE, a\n"
+        "regular file of at most %d MiB, defaults to\n"
+        "  %s\n"
+        "\n"
+        "The model:\n"
+        "  --layers N        transformer blocks (%d)\n"
+        "  --heads N         attention heads per layer (%d)\n"
+        "  --embd N          embedding size (%d)\n"
+        "  --block N         window length, the context (%d)\n"
+        "  --dropout P       on embeddings, attention weights and residual\n"
+        "                    branches, in training, in [0, 1) (%g)\n"
+        "  --bias, --no-bias biases everywhere, q/k/v too (nanoGPT's\n"
+        "                    bias=True), or nowhere (bias=False); the\n"
+        "                    default: all but q/k/v\n"
+        "  --tie, --no-tie   lm_head is the token table (nanoGPT's), or its\n"
+        "                    own matrix (the default)\n"
+        "  --dtype f32|f64   the model's float type (f32)\n"
+        "\n"
+        "Training (AdamW, betas (0.9, beta2)):\n"
+        "  --steps N         optimisation steps, nanoGPT's max_iters (%d)\n"
+        "  --stop-at N       end this run after step N (a checkpoint\n"
+        "                    there with --out-dir), the schedule still\n"
+        "                    --steps long: --resume goes on from it\n"
+        "  --batch N         windows per step (%d)\n"
+        "  --lr X            the peak learning rate (%g)\n"
+        "  --decay-lr, --no-decay-lr\n"
+        "                    nanoGPT's get_lr: linear warmup, cosine decay\n"
+        "                    (the default), or the rate --lr throughout\n"
+        "  --warmup-iters N  warmup steps (--steps / 20)\n"
+        "  --lr-decay-iters N  where the cosine reaches --min-lr (--steps)\n"
+        "  --min-lr X        the floor (--lr / 10)\n"
+        "  --weight-decay X  on tensors of 2 or more dims only (%g)\n"
+        "  --beta2 X         AdamW's beta2 (%g)\n"
+        "  --grad-clip X     the gradient norm's bound, 0 for none (%g)\n"
+        "  --eval-every N    steps between loss reports and checkpoints "
+        "(%d)\n"
+        "  --eval-batches N  batches averaged per estimate (%d)\n"
+        "  --print-losses    print \"step N loss X\" for every step: the\n"
+        "                    batch's mean loss before the update (%%.17g)\n"
+        "  --seed N          seeds the model, the batches, dropout and the\n"
+        "                    sample (%ld)\n"
+        "\n"
+        "Checkpoints and output:\n"
+        "  --out-dir DIR     write DIR/ckpt.npz at every evaluation: model,\n"
+        "                    optimizer, iteration, random state\n"
+        "  --resume PATH     continue from such a checkpoint, exactly as if\n"
+        "                    never stopped (its model; give the same\n"
+        "                    training options, --steps the total)\n"
+        "  --save PATH       save the trained parameters as .npz\n"
+        "  --plot STEM       the loss curves into STEM.png, .dat, .gp\n"
+        "                    (%s)\n"
+        "  --no-plot         no curves\n"
+        "\n"
+        "Sampling at the end:\n"
+        "  --sample N        bytes to generate (%d)\n"
+        "  --temperature X   sampling temperature (%g)\n"
+        "  --top-k K         keep the K most likely bytes (all)\n"
+        "  --top-p P         keep the nucleus of probability P, (0, 1] (1)\n"
+        "\n"
+        "Pretrained models:\n"
+        "  --init-from FILE  start from a nanoGPT / GPT-2 .safetensors\n"
+        "                    checkpoint (sizes from the file)\n"
+        "  --n-head H        its number of heads (needed with "
+        "--init-from)\n"
+        "  --eval-ids IDS    with --init-from: print the mean loss over\n"
+        "                    the int64 (B, T+1) windows of IDS.npy as\n"
+        "                    the last line, \"loss: X\", and stop\n"
+        "  --help            this text\n",
+        MAX_TEXT_MIB, defaults.text_path, defaults.layers, defaults.heads,
+        defaults.embd, defaults.block, defaults.dropout, defaults.steps,
+        defaults.batch, defaults.lr, defaults.weight_decay, defaults.beta2,
+        defaults.grad_clip, defaults.eval_every, defaults.eval_batches,
+        defaults.seed, defaults.plot, defaults.sample_len,
+        defaults.temperature);
 }
 
 /* Reads the value of option name into *v (a whole number >= min). */
@@ -577,15 +1095,50 @@ static bool int_arg(const char *name, const char *s, long min, long *v)
     return true;
 }
 
-static bool double_arg(const char *name, const char *s, double *v)
+/* Reads the value of option name into *v: a finite number in [lo, hi],
+ * without lo when lo_open, without hi when hi_open. */
+static bool real_arg(const char *name, const char *s, double lo, bool lo_open,
+                     double hi, bool hi_open, double *v)
 {
     char *end;
     *v = strtod(s, &end);
-    if (end == s || *end || !(*v > 0) || !isfinite(*v)) {
-        fprintf(stderr, "tiny_gpt: %s wants a positive number, not '%s'\n",
-                name, s);
-        return false;
+    bool ok = end != s && !*end && isfinite(*v) &&
+              (lo_open ? *v > lo : *v >= lo) && (hi_open ? *v < hi : *v <= hi);
+    if (!ok) {
+        if (hi == INFINITY)
+            fprintf(stderr, "tiny_gpt: %s wants a number %s %g, not '%s'\n",
+                    name, lo_open ? ">" : ">=", lo, s);
+        else
+            fprintf(stderr,
+                    "tiny_gpt: %s wants a number in %c%g, %g%c, not '%s'\n",
+                    name, lo_open ? '(' : '[', lo, hi, hi_open ? ')' : ']', s);
     }
+    return ok;
+}
+
+/* The flags without a value. True when arg is one (and sets it). */
+static bool flag_arg(const char *arg, options *o)
+{
+    if (!strcmp(arg, "--bias"))
+        o->bias = TG_GPT_BIAS_ALL;
+    else if (!strcmp(arg, "--no-bias"))
+        o->bias = TG_GPT_BIAS_NONE;
+    else if (!strcmp(arg, "--tie"))
+        o->tie = true;
+    else if (!strcmp(arg, "--no-tie"))
+        o->tie = false;
+    else if (!strcmp(arg, "--decay-lr"))
+        o->decay_lr = true;
+    else if (!strcmp(arg, "--no-decay-lr"))
+        o->decay_lr = false;
+    else if (!strcmp(arg, "--print-losses"))
+        o->print_losses = true;
+    else if (!strcmp(arg, "--no-plot"))
+        o->plot = NULL;
+    else
+        return false;
+    o->model_given |= !strcmp(arg, "--bias") || !strcmp(arg, "--no-bias") ||
+                      !strcmp(arg, "--tie") || !strcmp(arg, "--no-tie");
     return true;
 }
 
@@ -605,11 +1158,27 @@ static int parse_args(int argc, char **argv, options *o)
                 {"--layers", &o->layers, 1},
                 {"--eval-every", &o->eval_every, 1},
                 {"--eval-batches", &o->eval_batches, 1},
-                {"--sample", &o->sample_len, 0}};
+                {"--sample", &o->sample_len, 0},
+                {"--stop-at", &o->stop_at, 0},
+                {"--warmup-iters", &o->warmup_iters, 0},
+                {"--lr-decay-iters", &o->lr_decay_iters, 1},
+                {"--top-k", &o->top_k, 1}};
     struct {
         const char *name;
         double *value;
-    } reals[] = {{"--lr", &o->lr}, {"--temperature", &o->temperature}};
+        double lo;
+        bool lo_open;
+        double hi;
+        bool hi_open;
+    } reals[] = {
+        {"--lr", &o->lr, 0, true, INFINITY, false},
+        {"--temperature", &o->temperature, 0, true, INFINITY, false},
+        {"--dropout", &o->dropout, 0, false, 1, true},
+        {"--weight-decay", &o->weight_decay, 0, false, INFINITY, false},
+        {"--beta2", &o->beta2, 0, false, 1, true},
+        {"--grad-clip", &o->grad_clip, 0, false, INFINITY, false},
+        {"--min-lr", &o->min_lr, 0, false, INFINITY, false},
+        {"--top-p", &o->top_p, 0, true, 1, false}};
     *o = defaults;
 
     for (int i = 1; i < argc; i++) {
@@ -622,6 +1191,8 @@ static int parse_args(int argc, char **argv, options *o)
             o->text_path = arg;
             continue;
         }
+        if (flag_arg(arg, o))
+            continue;
         if (i + 1 == argc) {
             fprintf(stderr, "tiny_gpt: %s needs a value (see --help)\n", arg);
             return 2;
@@ -638,7 +1209,8 @@ static int parse_args(int argc, char **argv, options *o)
         for (size_t k = 0; k < sizeof reals / sizeof reals[0]; k++)
             if (!strcmp(arg, reals[k].name)) {
                 known = true;
-                ok = double_arg(arg, value, reals[k].value);
+                ok = real_arg(arg, value, reals[k].lo, reals[k].lo_open,
+                              reals[k].hi, reals[k].hi_open, reals[k].value);
             }
         if (!strcmp(arg, "--seed")) {
             known = true;
@@ -646,6 +1218,15 @@ static int parse_args(int argc, char **argv, options *o)
         } else if (!strcmp(arg, "--save")) {
             known = true;
             o->save_path = value;
+        } else if (!strcmp(arg, "--out-dir")) {
+            known = true;
+            o->out_dir = value;
+        } else if (!strcmp(arg, "--resume")) {
+            known = true;
+            o->resume = value;
+        } else if (!strcmp(arg, "--plot")) {
+            known = true;
+            o->plot = value;
         } else if (!strcmp(arg, "--init-from")) {
             known = true;
             o->init_from = value;
@@ -663,6 +1244,7 @@ static int parse_args(int argc, char **argv, options *o)
                         value);
         }
         o->block_given |= !strcmp(arg, "--block");
+        o->model_given |= !strcmp(arg, "--dropout");
         if (!known)
             fprintf(stderr, "tiny_gpt: unknown option '%s' (see --help)\n",
                     arg);
@@ -678,9 +1260,28 @@ static int parse_args(int argc, char **argv, options *o)
         fprintf(stderr, "tiny_gpt: --eval-ids needs --init-from\n");
         return 2;
     }
-    if (!o->init_from && o->embd % o->heads) {
+    if (o->init_from && (o->resume || o->model_given)) {
+        fprintf(stderr, "tiny_gpt: --init-from takes the model from the file: "
+                        "no --resume, --dropout, --bias, --tie with it\n");
+        return 2;
+    }
+    if (!o->init_from && !o->resume && o->embd % o->heads) {
         fprintf(stderr, "tiny_gpt: --embd %d is not a multiple of --heads %d\n",
                 o->embd, o->heads);
+        return 2;
+    }
+    /* nanoGPT's schedule, its defaults scaled to --steps */
+    if (o->lr_decay_iters < 0)
+        o->lr_decay_iters = o->steps > 0 ? o->steps : 1;
+    if (o->warmup_iters < 0)
+        o->warmup_iters = o->steps / 20;
+    if (o->min_lr < 0)
+        o->min_lr = o->lr / 10;
+    if (o->decay_lr && o->warmup_iters >= o->lr_decay_iters) {
+        fprintf(stderr,
+                "tiny_gpt: --warmup-iters %d must be below --lr-decay-iters "
+                "%d\n",
+                o->warmup_iters, o->lr_decay_iters);
         return 2;
     }
     return 0;
