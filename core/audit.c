@@ -16,10 +16,15 @@ static int64_t n_live;
 
 static void report_at_exit(void)
 {
-    if (n_live == 0)
+    /* under the lock: another thread may still be making tensors while
+     * this one exits */
+    pthread_mutex_lock(&lock);
+    int64_t n = n_live;
+    pthread_mutex_unlock(&lock);
+    if (n == 0)
         return;
     fprintf(stderr, "tapegrad: %lld tensor(s) still alive at exit:\n",
-            (long long)n_live);
+            (long long)n);
     tg_print_live_tensors(stderr);
     /* Those only a tape holds are not leaks of their own: an output that
      * was never backpropagated nor released keeps its graph (its entry's
