@@ -709,7 +709,8 @@ int tg_save_npz(const tg_params *ps, const char *path);
  * nothing is changed. Entries no parameter asks for are left in the file:
  * a subset of a checkpoint loads (a pretrained part into a larger model),
  * while tg_load_checkpoint refuses a checkpoint with anything its model and
- * optimizer do not have. 0 or -1. */
+ * optimizer do not have. A parameter that a backward still to run holds
+ * (tg_backward_retain) is refused, as by the in-place updates. 0 or -1. */
 int tg_load_npz(const tg_params *ps, const char *path);
 
 /* ---- Reading whole checkpoints, and .safetensors ----------------------- */
@@ -743,8 +744,8 @@ int tg_save_safetensors(const tg_params *ps, const char *path);
  * file, offsets out of range, overlapping, leaving gaps or not aligned to
  * the element size, sizes that do not match shape times dtype, an unknown
  * dtype, a name twice), a missing tensor, another shape or dtype is an
- * error naming the tensor or the file, and then nothing is changed. 0 or
- * -1. */
+ * error naming the tensor or the file, and then nothing is changed; so is
+ * a parameter that a backward still to run holds. 0 or -1. */
 int tg_load_safetensors(const tg_params *ps, const char *path);
 /** Reads every tensor of the .safetensors file at path as a NEW tensor
  * appended to out, named as in the file, in the header's order: F32, BF16
