@@ -41,6 +41,17 @@ int tg__error_wrap(const char *outer)
     return -1;
 }
 
+bool tg__file_error(const char *op, const char *path, const char *fmt, ...)
+{
+    char problem[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(problem, sizeof problem, fmt, ap);
+    va_end(ap);
+    tg__error("%s: %s: %s", op, path, problem);
+    return false;
+}
+
 static TG_THREAD_LOCAL const char *site_file;
 static TG_THREAD_LOCAL int site_line;
 

@@ -34,6 +34,11 @@ TG_HIDDEN void tg__error(const char *fmt, ...)
  * "block_init: mha_init: n_heads 3 does not divide n_embd 32". Returns -1,
  * for `return tg__error_wrap("...")`. */
 TG_HIDDEN int tg__error_wrap(const char *outer);
+/* Sets the error "<op>: <path>: <problem>", the problem printf-style, and
+ * returns false: for the file readers (.npy, .npz, .safetensors), whose
+ * every complaint names the call and the file. */
+TG_HIDDEN bool tg__file_error(const char *op, const char *path, const char *fmt,
+                              ...) __attribute__((format(printf, 3, 4)));
 /* Writes "(4,8,32)" for a shape into buf (at least TG_SHAPE_STR bytes). */
 #define TG_SHAPE_STR 200
 TG_HIDDEN const char *tg__shape_str(int ndim, const int64_t *shape, char *buf);

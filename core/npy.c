@@ -42,17 +42,7 @@ typedef struct npy_file {
 } npy_file;
 
 /* Sets the error "load_npy: <path>: <problem>" and returns false. */
-__attribute__((format(printf, 2, 3))) static bool fail(const npy_file *in,
-                                                       const char *fmt, ...)
-{
-    char problem[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(problem, sizeof problem, fmt, ap);
-    va_end(ap);
-    tg__error("load_npy: %s: %s", in->path, problem);
-    return false;
-}
+#define fail(in, ...) tg__file_error("load_npy", (in)->path, __VA_ARGS__)
 
 /* What the header says, once parsed. */
 typedef struct npy_header {

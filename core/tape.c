@@ -974,46 +974,39 @@ int tg_backward_with(tg_tensor *out, tg_tensor *dout)
     return backward_walk(out, dout, false);
 }
 
-int tg_backward_retain(tg_tensor *out, tg_tensor *dout)
+/* backward_walk from a one-element out seeded with 1 (tg_backward, and
+ * tg_backward_retain without a dout); op names the caller in errors. */
+static int backward_seeded(const char *op, tg_tensor *out, bool retain)
 {
-    if (dout || TG_BAD("backward_retain", out))
-        return backward_walk(out, dout, true);
+    if (TG_BAD(op, out))
+        return -1;
     if (tg_numel(out) != 1) {
-        tg__error("backward_retain: a NULL dout needs a one-element output, "
-                  "got shape %s",
-                  TG_SHP(out));
+        tg__error("%s: %s must have one element, got shape %s; use "
+                  "tg_backward_with to seed a gradient for other outputs",
+                  op, retain ? "an output without dout" : "loss", TG_SHP(out));
         return -1;
     }
-    if (!tg__check_float("backward_retain", out))
+    if (!tg__check_float(op, out))
         return -1;
     tg_tensor *seed = tg_ones_like(out);
     if (!seed)
-        return tg__error_wrap("backward_retain");
+        return tg__error_wrap(op);
     tg__unscope(seed);
-    int rc = backward_walk(out, seed, true);
+    int rc = backward_walk(out, seed, retain);
     tg_release(seed);
     return rc;
 }
 
+int tg_backward_retain(tg_tensor *out, tg_tensor *dout)
+{
+    if (dout)
+        return backward_walk(out, dout, true);
+    return backward_seeded("backward_retain", out, true);
+}
+
 int tg_backward(tg_tensor *loss)
 {
-    if (TG_BAD("backward", loss))
-        return -1;
-    if (tg_numel(loss) != 1) {
-        tg__error("backward: loss must have one element, got shape %s; use "
-                  "tg_backward_with to seed a gradient for other outputs",
-                  TG_SHP(loss));
-        return -1;
-    }
-    if (!tg__check_float("backward", loss))
-        return -1;
-    tg_tensor *seed = tg_ones_like(loss);
-    if (!seed)
-        return tg__error_wrap("backward");
-    tg__unscope(seed);
-    int rc = tg_backward_with(loss, seed);
-    tg_release(seed);
-    return rc;
+    return backward_seeded("backward", loss, false);
 }
 
 /* ---- leaves and gradients ---------------------------------------------- */

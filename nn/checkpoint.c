@@ -289,17 +289,7 @@ typedef struct npz_reader {
 } npz_reader;
 
 /* Sets the error "<op>: <path>: <problem>" and returns false. */
-__attribute__((format(printf, 2, 3))) static bool fail(const npz_reader *r,
-                                                       const char *fmt, ...)
-{
-    char problem[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(problem, sizeof problem, fmt, ap);
-    va_end(ap);
-    tg__error("%s: %s: %s", r->op, r->path, problem);
-    return false;
-}
+#define fail(r, ...) tg__file_error((r)->op, (r)->path, __VA_ARGS__)
 
 /* Opens the archive on src, which it then owns (freed here on failure). */
 static bool open_archive(npz_reader *r, zip_source_t *src)

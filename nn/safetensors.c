@@ -75,17 +75,7 @@ typedef struct st_file {
 } st_file;
 
 /* Sets the error "<op>: <path>: <problem>" and returns false. */
-__attribute__((format(printf, 2, 3))) static bool fail(const st_file *r,
-                                                       const char *fmt, ...)
-{
-    char problem[768];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(problem, sizeof problem, fmt, ap);
-    va_end(ap);
-    tg__error("%s: %s: %s", r->op, r->path, problem);
-    return false;
-}
+#define fail(r, ...) tg__file_error((r)->op, (r)->path, __VA_ARGS__)
 
 /* Reads len bytes at off, which the caller has checked lie in the file. */
 static bool read_at(const st_file *r, uint64_t off, size_t len, void *buf)
