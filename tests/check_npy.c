@@ -35,17 +35,7 @@ static const char *tmp_path(const char *name)
     return path;
 }
 
-static void remove_tmp_dir(void)
-{
-    DIR *dir = opendir(tmp_dir);
-    if (!dir)
-        return;
-    for (struct dirent *e; (e = readdir(dir));)
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-            unlink(tmp_path(e->d_name));
-    closedir(dir);
-    rmdir(tmp_dir);
-}
+static void remove_tmp_dir(void) { remove_scratch_dir(tmp_dir); }
 
 static void write_bytes(const char *path, const void *bytes, size_t len)
 {

@@ -25,20 +25,7 @@ static void make_tmp_dir(void)
     ck_assert_ptr_nonnull(mkdtemp(tmp_dir));
 }
 
-static void remove_tmp_dir(void)
-{
-    DIR *dir = opendir(tmp_dir);
-    if (!dir)
-        return;
-    char path[sizeof tmp_dir + 256];
-    for (struct dirent *e; (e = readdir(dir));)
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-            snprintf(path, sizeof path, "%s/%s", tmp_dir, e->d_name);
-            unlink(path);
-        }
-    closedir(dir);
-    rmdir(tmp_dir);
-}
+static void remove_tmp_dir(void) { remove_scratch_dir(tmp_dir); }
 
 /* A new empty file in the scratch directory (mkstemp); its path in path. */
 static void tmp_file(char *path, size_t size)

@@ -44,6 +44,11 @@ Suite *inplace_suite(void);
 Suite *retain_suite(void);
 Suite *gpt2_suite(void);
 
+/* Empties the flat scratch directory dir (its files, no subdirectories)
+ * and removes it; a missing dir is nothing to do. For the TCases' unchecked
+ * fixtures, which run even when a test fails. */
+void remove_scratch_dir(const char *dir);
+
 /* Path of a committed fixture: TG_FIXTURES "/" name, in a static buffer. */
 const char *fixture_path(const char *name);
 /* Loads a committed fixture .npy (fails the test if it cannot). */
