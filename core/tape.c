@@ -1174,17 +1174,26 @@ static const char *producer_name(const numbering *nb, uint64_t seq)
     return p && out_name(p->node)[0] ? out_name(p->node) : NULL;
 }
 
+/* The tape's head with the walk begun (tape_walk_end after) and nb
+ * numbered, for tg_tape_print and tg_tape_dot; false when out of memory
+ * for the numbering, having written oom to f and ended the walk. */
+static bool numbered_walk(FILE *f, const char *oom, tg_node **head,
+                          numbering *nb)
+{
+    *head = tape_walk_begin();
+    if (number_tape(*head, nb))
+        return true;
+    tape_walk_end();
+    fputs(oom, f);
+    return false;
+}
+
 void tg_tape_print(FILE *f)
 {
-    if (!f)
-        return;
-    tg_node *head = tape_walk_begin();
+    tg_node *head;
     numbering nb;
-    if (!number_tape(head, &nb)) {
-        tape_walk_end();
-        fprintf(f, "(tape_print: out of memory)\n");
+    if (!f || !numbered_walk(f, "(tape_print: out of memory)\n", &head, &nb))
         return;
-    }
     for (tg_node *e = head; e; e = e->next) {
         char shp[TG_SHAPE_STR];
         fprintf(f, "#%zu %s(", entry_number(&nb, e->seq), e->op->name);
@@ -1218,15 +1227,11 @@ void tg_tape_print(FILE *f)
 
 void tg_tape_dot(FILE *f)
 {
-    if (!f)
-        return;
-    tg_node *head = tape_walk_begin();
+    tg_node *head;
     numbering nb;
-    if (!number_tape(head, &nb)) {
-        tape_walk_end();
-        fprintf(f, "// tape_dot: out of memory\ndigraph tape {}\n");
+    if (!f || !numbered_walk(f, "// tape_dot: out of memory\ndigraph tape {}\n",
+                             &head, &nb))
         return;
-    }
     fprintf(f, "digraph tape {\n  rankdir=BT;\n"
                "  node [fontname=\"Helvetica\", fontsize=10];\n");
     /* each leaf declared where it is first used */
