@@ -765,34 +765,34 @@ static void gelu_step(tg_tensor *x, tg_tensor *w)
  * three warm-up steps (the pools fill from what the first steps release;
  * released headers wait out core/tensor.c's quarantine first, so here the
  * third step still takes one block) a training step, steps 4 and 5, takes
- * no memory from the system. With
- * the pools off (valgrind, ASan, TG_NO_POOL=1) every step allocates, by
- * design: nothing to check. */
+ * no memory from the system. With the pools off (valgrind, ASan,
+ * TG_NO_POOL=1) every step allocates, by design, and with the leak audit
+ * on (TG_DEBUG_LEAKS=1) its 4096-header quarantine outlasts the steps:
+ * nothing to check then. */
 START_TEST(gelu_steady_step_allocates_nothing)
 {
-    if (!tg__pool_on())
+    if (!tg__pool_on() || tg_live_tensors() >= 0)
         return;
     tg_rng rng;
     tg_rng_seed(&rng, 32);
     tg_tensor *x = tg_randn(&rng, TG_FLOAT32, TG_SHAPE(16, 24));
     tg_tensor *w = tg_randn(&rng, TG_FLOAT32, TG_SHAPE(24, 40));
     tg_set_requires_grad(w, true);
-    gelu_step(x, w);
-    gelu_step(x, w);
-    gelu_step(x, w);
+    for (int k = 0; k < 3; k++)
+        gelu_step(x, w);
     tg__alloc_fail_at(0, false);
     gelu_step(x, w);
     gelu_step(x, w);
     const int64_t system = tg__alloc_system_counted();
     const int64_t points = tg__alloc_counted();
     tg__alloc_fail_at(-1, false);
+    tg_release(w);
+    tg_release(x);
     ck_assert_msg(system == 0,
                   "steps 4 and 5 took %lld allocations from the "
                   "system",
                   (long long)system);
     ck_assert_int_gt(points, 10); /* the count was on */
-    tg_release(w);
-    tg_release(x);
 }
 END_TEST
 
