@@ -59,14 +59,15 @@ TG_HIDDEN void tg__log_softmax_backward_row(tg_dtype dt, int64_t n,
 
 /* GELU, y = x Phi(x) with Phi(x) = (1 + erf(x / sqrt 2)) / 2, over
  * contiguous arrays of n entries of dt; vector paths only (call when
- * tg__vrows() is true). Each lane computes exactly what the scalar
- * expressions of ops/elementwise.c compute, in the same order and widths:
+ * tg__vrows() is true). Each lane takes the operations of the scalar
+ * loop in ops/elementwise.c in the same order, in double, with erf from
+ * SLEEF in T (within 1 ulp) where the scalar loop calls libm's in double:
  *   s = (T)(x * (1 / sqrt 2))            in double, rounded to T once
  *   e = erf(s)                           SLEEF's u10 erf, in T
  *   y = (T)((0.5 x) (1 + e))             in double, rounded once
- * so y is the same bits as SLEEF's erf followed by that arithmetic. When e
- * is not NULL it receives erf(x / sqrt 2) = 2 Phi(x) - 1, for the
- * backward (tg__vgelu_grad), which then evaluates no erf at all.
+ * (the same bits as the three passes tg_gelu made before: s, tg__vmap's
+ * erf, y). When e is not NULL it receives erf(x / sqrt 2) = 2 Phi(x) - 1,
+ * for the backward (tg__vgelu_grad), which then evaluates no erf at all.
  * y may be x. */
 TG_HIDDEN void tg__vgelu(tg_dtype dt, int64_t n, const void *x, void *y,
                          void *e);

@@ -22,9 +22,9 @@
  * dtype. Not a header for the op files: ops/vmath.h is. */
 
 /* GELU's arithmetic around its erf and exp (ops/vmath.h, tg__vgelu), in
- * double lanes: each is the scalar expression of ops/elementwise.c,
+ * double lanes: each is the expression of ops/elementwise.c's scalar loop,
  * operation for operation (no FMA: -ffp-contract=off), so every lane
- * rounds as the scalar code does.
+ * rounds as a double expression there does.
  *   erf's argument    x (1 / sqrt 2)
  *   y                 (0.5 x) (1 + e),            e = erf(x / sqrt 2)
  *   exp's argument    (-0.5 x) x
