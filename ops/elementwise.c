@@ -178,22 +178,7 @@ tg_tensor *tg_div(tg_tensor *a, tg_tensor *b) { return binary(DIV, a, b); }
 
 /* ---- unary ------------------------------------------------------------- */
 
-typedef enum {
-    NEG,
-    SCALE,
-    ADD_SCALAR,
-    EXP,
-    LOG,
-    SQRT,
-    POW,
-    RELU,
-    GELU
-} unary_kind;
-
-/* 1 / sqrt(2) and 1 / sqrt(2 pi), for the normal CDF and density in gelu
- * (M_SQRT1_2 is not in C11). */
-#define INV_SQRT2    0.70710678118654752440
-#define INV_SQRT_2PI 0.39894228040143267794
+typedef enum { NEG, SCALE, ADD_SCALAR, EXP, LOG, SQRT, POW, RELU } unary_kind;
 
 typedef struct unary_job {
     unary_kind kind;
@@ -240,11 +225,6 @@ typedef struct unary_job {
         TG_SIMD                                                                \
         for (int64_t i = 0; i < len; i++)                                      \
             o[i * (so)] = !(v[i * (sv)] <= 0) ? v[i * (sv)] : 0;               \
-        break;                                                                 \
-    case GELU:                                                                 \
-        for (int64_t i = 0; i < len; i++)                                      \
-            o[i * (so)] =                                                      \
-                (T)(0.5 * v[i * (sv)] * (1 + erf(v[i * (sv)] * INV_SQRT2)));   \
         break;                                                                 \
     }
 
@@ -308,31 +288,16 @@ static bool unary_simple(unary_kind kind, tg_dtype dt, int64_t len,
     return true;
 }
 
-/* exp, log and gelu over an adjacent run by the vector math of ops/vmath.h
+/* exp and log over an adjacent run by the vector math of ops/vmath.h
  * (SLEEF, in the tensor's type: within 1 ulp of the scalar loop's double
  * libm rounded once, not bit for bit). false when there is no vector path
- * (CPU, build) or the map has none.
- *   gelu:  y = 0.5 x (1 + erf(x / sqrt 2)), erf evaluated in place in o. */
+ * (CPU, build) or the map has none. */
 static bool unary_vector(unary_kind kind, tg_dtype dt, int64_t len,
                          const void *v, void *o)
 {
-    if (!tg__vrows() || (kind != EXP && kind != LOG && kind != GELU))
+    if (!tg__vrows() || (kind != EXP && kind != LOG))
         return false;
-    if (kind != GELU) {
-        tg__vmap(kind == EXP ? TG_VEXP : TG_VLOG, dt, len, v, o);
-        return true;
-    }
-    TG_DISPATCH_FLOAT(dt, T, {
-        const T *x = v;
-        T *y = o;
-        TG_SIMD
-        for (int64_t i = 0; i < len; i++)
-            y[i] = (T)(x[i] * INV_SQRT2);
-        tg__vmap(TG_VERF, dt, len, y, y);
-        TG_SIMD
-        for (int64_t i = 0; i < len; i++)
-            y[i] = (T)(0.5 * x[i] * (1 + (double)y[i]));
-    });
+    tg__vmap(kind == EXP ? TG_VEXP : TG_VLOG, dt, len, v, o);
     return true;
 }
 
@@ -380,67 +345,6 @@ static tg_tensor *unary_apply(const char *name, unary_kind kind, double p,
     return y;
 }
 
-/* Elements per block of the vector gelu gradient: its erf and exp
- * arguments in two stack arrays. */
-enum { GELU_BLOCK = 256 };
-
-/* dx = dy * (Phi(x) + x phi(x)), the gelu gradient (see unary_backward),
- * over one run; operands {dx, dy, x}. Adjacent runs with a vector path:
- * erf(x / sqrt 2) and exp(-x^2 / 2) by tg__vmap a block at a time, in the
- * tensor's type (within 1 ulp, as the forward's erf), the rest in double
- * as the scalar loop; else libm per element. */
-static void gelu_grad_run(void *job, int64_t start, const int64_t *off,
-                          const int64_t *step, int64_t len)
-{
-    tg_tensor *const *t = job; /* dx, dy, x */
-    (void)start;
-    TG_DISPATCH_FLOAT(t[0]->dtype, T, {
-        T *d = TG_DATA(T, t[0]) + off[0];
-        const T *g = TG_DATA(T, t[1]) + off[1], *v = TG_DATA(T, t[2]) + off[2];
-        if (step[0] == 1 && step[1] == 1 && step[2] == 1 && tg__vrows()) {
-            T e[GELU_BLOCK], q[GELU_BLOCK];
-            for (int64_t b = 0; b < len; b += GELU_BLOCK) {
-                const int64_t n = len - b < GELU_BLOCK ? len - b : GELU_BLOCK;
-                const T *x = v + b;
-                TG_SIMD
-                for (int64_t i = 0; i < n; i++) {
-                    e[i] = (T)(x[i] * INV_SQRT2);
-                    q[i] = (T)(-0.5 * x[i] * x[i]);
-                }
-                tg__vmap(TG_VERF, t[0]->dtype, n, e, e);
-                tg__vmap(TG_VEXP, t[0]->dtype, n, q, q);
-                TG_SIMD
-                for (int64_t i = 0; i < n; i++) {
-                    const double xi = x[i];
-                    const double cdf = 0.5 * (1 + (double)e[i]);
-                    const double pdf = INV_SQRT_2PI * (double)q[i];
-                    d[b + i] = (T)(g[b + i] * (cdf + xi * pdf));
-                }
-            }
-            return;
-        }
-        for (int64_t i = 0; i < len; i++) {
-            double xi = v[i * step[2]];
-            double cdf = 0.5 * (1 + erf(xi * INV_SQRT2));
-            double pdf = INV_SQRT_2PI * exp(-0.5 * xi * xi);
-            d[i * step[0]] = (T)(g[i * step[1]] * (cdf + xi * pdf));
-        }
-    });
-}
-
-/* dx for gelu (see unary_backward); NULL when out of memory. */
-static tg_tensor *gelu_grad(tg_tensor *dy, tg_tensor *x)
-{
-    tg_tensor *dx = tg__new("gelu", x->dtype, x->ndim, x->shape, false);
-    if (!dx)
-        return NULL;
-    tg_loop L;
-    tg__loop_init(&L, dx->ndim, dx->shape, 3,
-                  (const tg_tensor *const[]){dx, dy, x});
-    tg__loop_run(&L, 1, gelu_grad_run, (tg_tensor *[]){dx, dy, x});
-    return dx;
-}
-
 /* Gradients of y = f(x), with p the op's scalar:
  *   neg:        dx = -dy
  *   scale:      dx = p * dy
@@ -453,11 +357,7 @@ static tg_tensor *gelu_grad(tg_tensor *dy, tg_tensor *x)
  *               constant; p * x^(p-1) would be 0 * inf = NaN at x = 0;
  *               0 for every x and dy, as PyTorch's pow_backward)
  *   relu:       dx = dy where x > 0, else 0      (0 at the kink, as PyTorch;
- *               relu passes NaN through, as PyTorch)
- *   gelu:       y = x Phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2 the normal
- *               CDF, whose derivative is the density phi(x) = exp(-x^2/2) /
- *               sqrt(2 pi); by the product rule
- *               dx = dy * (Phi(x) + x phi(x)) */
+ *               relu passes NaN through, as PyTorch) */
 static void unary_backward(tg_node *n, tg_tensor *dy)
 {
     unary_kind kind = (unary_kind)n->ip[0];
@@ -493,7 +393,6 @@ static void unary_backward(tg_node *n, tg_tensor *dy)
         tg_release(off);
         break;
     }
-    case GELU: dx = gelu_grad(dy, x); break;
     }
     tg__accumulate(n, 0, dx);
     tg_release(dx);
@@ -508,7 +407,6 @@ static const tg_op unary_ops[] = {
     [SQRT] = {.name = "sqrt", .backward = unary_backward, .reads_out = true},
     [POW] = {.name = "pow", .backward = unary_backward},
     [RELU] = {.name = "relu", .backward = unary_backward},
-    [GELU] = {.name = "gelu", .backward = unary_backward},
 };
 
 static tg_tensor *unary(unary_kind kind, double p, tg_tensor *x)
@@ -536,7 +434,119 @@ tg_tensor *tg_log(tg_tensor *t) { return unary(LOG, 0, t); }
 tg_tensor *tg_sqrt(tg_tensor *t) { return unary(SQRT, 0, t); }
 tg_tensor *tg_pow_scalar(tg_tensor *t, double p) { return unary(POW, p, t); }
 tg_tensor *tg_relu(tg_tensor *t) { return unary(RELU, 0, t); }
-tg_tensor *tg_gelu(tg_tensor *t) { return unary(GELU, 0, t); }
+
+/* ---- gelu ----------------------------------------------------------------- */
+
+/* y = x Phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2 the normal CDF.
+ * A recorded gelu keeps e = erf(x / sqrt 2) = 2 Phi(x) - 1, the value its
+ * forward computed (a tensor of x's shape and dtype, from the storage
+ * pool), so that the backward evaluates no erf: one erf per element per
+ * training step instead of two (erf is SLEEF's costliest map, about
+ * twice exp). e rather than Phi itself: e is exactly what the backward
+ * computed before it was kept, so the backward is the same bits (on the
+ * vector path; the scalar path's float32 e is now rounded to float once).
+ * Not recorded (grad off, or x not requiring grad): no e is made. */
+
+/* The forward over one run; operands {y, x, e}, e NULL when not kept. The
+ * vector path: tg__vgelu (the expressions below, in SLEEF's erf). */
+static void gelu_run(void *job, int64_t start, const int64_t *off,
+                     const int64_t *step, int64_t len)
+{
+    tg_tensor *const *t = job; /* y, x, e */
+    (void)start;
+    TG_DISPATCH_FLOAT(t[0]->dtype, T, {
+        T *y = TG_DATA(T, t[0]) + off[0];
+        const T *x = TG_DATA(T, t[1]) + off[1];
+        T *e = t[2] ? TG_DATA(T, t[2]) + off[2] : NULL;
+        if (step[0] == 1 && step[1] == 1 && (!e || step[2] == 1) &&
+            tg__vrows()) {
+            tg__vgelu(t[0]->dtype, len, x, y, e);
+            return;
+        }
+        for (int64_t i = 0; i < len; i++) {
+            const double xi = x[i * step[1]];
+            const double ei = erf(xi * TG_INV_SQRT2);
+            y[i * step[0]] = (T)(0.5 * xi * (1 + ei));
+            if (e)
+                e[i * step[2]] = (T)ei;
+        }
+    });
+}
+
+/* y = x Phi(x)        Phi(x) = (1 + erf(x / sqrt 2)) / 2, the normal CDF,
+ *                     whose derivative is the density
+ *                     phi(x) = exp(-x^2 / 2) / sqrt(2 pi)
+ * dx = dy * (Phi(x) + x phi(x))                  (the product rule)
+ *    = dy * (0.5 (1 + e) + x exp(-x^2 / 2) / sqrt(2 pi)),  e kept by the
+ * forward. Over one run; operands {dx, dy, x, e}. The vector path:
+ * tg__vgelu_grad (the same expressions, exp by SLEEF). */
+static void gelu_grad_run(void *job, int64_t start, const int64_t *off,
+                          const int64_t *step, int64_t len)
+{
+    tg_tensor *const *t = job; /* dx, dy, x, e */
+    (void)start;
+    TG_DISPATCH_FLOAT(t[0]->dtype, T, {
+        T *d = TG_DATA(T, t[0]) + off[0];
+        const T *g = TG_DATA(T, t[1]) + off[1], *x = TG_DATA(T, t[2]) + off[2];
+        const T *e = TG_DATA(T, t[3]) + off[3];
+        if (step[0] == 1 && step[1] == 1 && step[2] == 1 && step[3] == 1 &&
+            tg__vrows()) {
+            tg__vgelu_grad(t[0]->dtype, len, x, e, g, d);
+            return;
+        }
+        for (int64_t i = 0; i < len; i++) {
+            const double xi = x[i * step[2]];
+            const double cdf = 0.5 * (1 + (double)e[i * step[3]]);
+            const double pdf = TG_INV_SQRT_2PI * exp(-0.5 * xi * xi);
+            d[i * step[0]] = (T)(g[i * step[1]] * (cdf + xi * pdf));
+        }
+    });
+}
+
+/* n->in[0] is x, n->saved[0] the forward's e (every recorded gelu keeps
+ * it: see tg_gelu). */
+static void gelu_backward(tg_node *n, tg_tensor *dy)
+{
+    tg_tensor *x = n->in[0], *e = n->saved[0];
+    tg_tensor *dx = tg__new("gelu", x->dtype, x->ndim, x->shape, false);
+    if (dx) {
+        tg_tensor *ops[4] = {dx, dy, x, e};
+        tg_loop L;
+        tg__loop_init(&L, dx->ndim, dx->shape, 4,
+                      (const tg_tensor *const *)ops);
+        tg__loop_run(&L, 1, gelu_grad_run, ops);
+    }
+    tg__accumulate(n, 0, dx);
+    tg_release(dx);
+}
+
+static const tg_op gelu_op = {.name = "gelu", .backward = gelu_backward};
+
+tg_tensor *tg_gelu(tg_tensor *x)
+{
+    if (!x || !tg__check_float("gelu", x))
+        return NULL;
+    /* tg__record records exactly when grad mode is on and x requires grad
+     * (the one input): then, and only then, e is kept. */
+    const bool keep = tg_is_grad_enabled() && x->requires_grad;
+    tg_tensor *y = tg__new("gelu", x->dtype, x->ndim, x->shape, false);
+    tg_tensor *e =
+        keep && y ? tg__new("gelu", x->dtype, x->ndim, x->shape, false) : NULL;
+    if (!y || (keep && !e)) {
+        tg_release(y);
+        return NULL;
+    }
+    tg_tensor *ops[3] = {y, x, e};
+    tg_loop L;
+    tg__loop_init(&L, y->ndim, y->shape, e ? 3 : 2,
+                  (const tg_tensor *const *)ops);
+    tg__loop_run(&L, 1, gelu_run, ops);
+    y = tg__record(&gelu_op, y, 1, &x);
+    if (y && y->node)
+        tg__save(y->node, e);
+    tg_release(e);
+    return y;
+}
 
 /* ---- gelu, tanh form ----------------------------------------------------- */
 

@@ -105,3 +105,14 @@ void tg__log_softmax_backward_row(tg_dtype dt, int64_t n, const void *y,
 {
     ROW_CALL(tg__log_softmax_bwd_row, dt, n, y, dy, dx);
 }
+
+void tg__vgelu(tg_dtype dt, int64_t n, const void *x, void *y, void *e)
+{
+    ROW_CALL(tg__gelu, dt, n, x, y, e);
+}
+
+void tg__vgelu_grad(tg_dtype dt, int64_t n, const void *x, const void *e,
+                    const void *dy, void *dx)
+{
+    ROW_CALL(tg__gelu_grad, dt, n, x, e, dy, dx);
+}

@@ -12,10 +12,38 @@
  *   ZERO_AT_NEGINF_F(e, x)   e with the lanes where x = -inf set to 0
  *   EXPF LOGF TANHF ERFF, EXPD LOGD TANHD ERFD   SLEEF's u10 functions
  *
+ * and defines for ops/vmath_rows.h, per dtype, RD1 RD2 RD4(F, vectors...):
+ * F, a function of double lanes, applied to the vectors' lanes (float32's
+ * widened in two halves and the results narrowed, float64's as they are).
+ *
  * Tails (n not a multiple of the lanes) go through a padded buffer of one
  * vector, so every element of a row takes the same exp() whatever its
  * position. The kernels are ops/vmath_rows.h, included here once per
  * dtype. Not a header for the op files: ops/vmath.h is. */
+
+/* GELU's arithmetic around its erf and exp (ops/vmath.h, tg__vgelu), in
+ * double lanes: each is the expression of ops/elementwise.c's scalar loop,
+ * operation for operation (no FMA: -ffp-contract=off), so every lane
+ * rounds as a double expression there does.
+ *   erf's argument    x (1 / sqrt 2)
+ *   y                 (0.5 x) (1 + e),            e = erf(x / sqrt 2)
+ *   exp's argument    (-0.5 x) x
+ *   dx                dy (0.5 (1 + e) + x (phi0 q)),   q = exp(-x^2 / 2) */
+static inline VD gelu_arg_d(VD x) { return MULD(x, SETD(TG_INV_SQRT2)); }
+
+static inline VD gelu_out_d(VD x, VD e)
+{
+    return MULD(MULD(SETD(0.5), x), ADDD(SETD(1), e));
+}
+
+static inline VD gelu_expo_d(VD x) { return MULD(MULD(SETD(-0.5), x), x); }
+
+static inline VD gelu_dx_d(VD dy, VD e, VD x, VD q)
+{
+    const VD cdf = MULD(SETD(0.5), ADDD(SETD(1), e));
+    const VD pdf = MULD(SETD(TG_INV_SQRT_2PI), q);
+    return MULD(dy, ADDD(cdf, MULD(x, pdf)));
+}
 
 /* float32: sums in double lanes, each vector widened in two halves */
 #define R(name)               VM(name##_f32)
@@ -44,6 +72,11 @@
 #define RLSM_DX(dy, e, vsum)                                                   \
     PACKF(SUBD(LO_D(dy), MULD(LO_D(e), vsum)),                                 \
           SUBD(HI_D(dy), MULD(HI_D(e), vsum)))
+#define RD1(F, a)    PACKF(F(LO_D(a)), F(HI_D(a)))
+#define RD2(F, a, b) PACKF(F(LO_D(a), LO_D(b)), F(HI_D(a), HI_D(b)))
+#define RD4(F, a, b, c, d)                                                     \
+    PACKF(F(LO_D(a), LO_D(b), LO_D(c), LO_D(d)),                               \
+          F(HI_D(a), HI_D(b), HI_D(c), HI_D(d)))
 #include "ops/vmath_rows.h"
 
 /* float64: its lanes are double already (hi stays 0 and out of the sum) */
@@ -69,4 +102,7 @@
 #define RSUM_TOTAL(lo, hi)    ((void)(hi), HSUMD(lo))
 #define RDOT_ADD(acc, a, b)   (acc = ADDD(acc, MULD(a, b)))
 #define RLSM_DX(dy, e, vsum)  SUBD(dy, MULD(e, vsum))
+#define RD1(F, a)             F(a)
+#define RD2(F, a, b)          F(a, b)
+#define RD4(F, a, b, c, d)    F(a, b, c, d)
 #include "ops/vmath_rows.h"

@@ -13,6 +13,7 @@
  *   RSUM_TOTAL(lo, hi)        the sum of lo's and hi's lanes
  *   RDOT_ADD(acc, a, b)       acc += a * b, lane by lane, in double
  *   RLSM_DX(dy, e, vsum)      dy - e * vsum in double, back in RV
+ *   RD1 RD2 RD4(F, ...)       F of double lanes over the vectors' lanes
  * It undefines them all at its end. No include guard. */
 
 /* ---- maps --------------------------------------------------------------- */
@@ -170,6 +171,61 @@ void R(tg__log_softmax_bwd_row)(int64_t n, const RT *y, const RT *dy, RT *dx)
     }
 }
 
+/* ---- gelu --------------------------------------------------------------- */
+
+/* y = x Phi(x) for one vector, and *e = erf(x / sqrt 2) (ops/vmath.h). */
+static inline RV R(gelu_vec)(RV x, RV *e)
+{
+    *e = RERF(RD1(gelu_arg_d, x));
+    return RD2(gelu_out_d, x, *e);
+}
+
+void R(tg__gelu)(int64_t n, const RT *x, RT *y, RT *e)
+{
+    int64_t i = 0;
+    for (; i + RN <= n; i += RN) {
+        RV ev;
+        const RV yv = R(gelu_vec)(RLD(x + i), &ev);
+        if (e)
+            RST(e + i, ev);
+        RST(y + i, yv);
+    }
+    if (i < n) { /* the tail through one padded vector */
+        RT xb[RN] = {0}, eb[RN];
+        memcpy(xb, x + i, (size_t)(n - i) * sizeof(RT));
+        RV ev;
+        RST(xb, R(gelu_vec)(RLD(xb), &ev));
+        RST(eb, ev);
+        memcpy(y + i, xb, (size_t)(n - i) * sizeof(RT));
+        if (e)
+            memcpy(e + i, eb, (size_t)(n - i) * sizeof(RT));
+    }
+}
+
+/* dx = dy (Phi(x) + x phi(x)) for one vector, from e = erf(x / sqrt 2):
+ * one exp, no erf (ops/vmath.h). */
+static inline RV R(gelu_grad_vec)(RV x, RV e, RV dy)
+{
+    const RV q = REXP(RD1(gelu_expo_d, x));
+    return RD4(gelu_dx_d, dy, e, x, q);
+}
+
+void R(tg__gelu_grad)(int64_t n, const RT *x, const RT *e, const RT *dy, RT *dx)
+{
+    int64_t i = 0;
+    for (; i + RN <= n; i += RN)
+        RST(dx + i, R(gelu_grad_vec)(RLD(x + i), RLD(e + i), RLD(dy + i)));
+    if (i < n) {
+        RT xb[RN] = {0}, eb[RN] = {0}, gb[RN] = {0};
+        const size_t tail = (size_t)(n - i) * sizeof(RT);
+        memcpy(xb, x + i, tail);
+        memcpy(eb, e + i, tail);
+        memcpy(gb, dy + i, tail);
+        RST(gb, R(gelu_grad_vec)(RLD(xb), RLD(eb), RLD(gb)));
+        memcpy(dx + i, gb, tail);
+    }
+}
+
 #undef R
 #undef RT
 #undef RV
@@ -192,3 +248,6 @@ void R(tg__log_softmax_bwd_row)(int64_t n, const RT *y, const RT *dy, RT *dx)
 #undef RSUM_TOTAL
 #undef RDOT_ADD
 #undef RLSM_DX
+#undef RD1
+#undef RD2
+#undef RD4

@@ -344,6 +344,85 @@ START_TEST(unary_grad)
 }
 END_TEST
 
+/* ---- gelu ---------------------------------------------------------------- */
+
+static tg_tensor *call_gelu(tg_tensor *const *in, void *ctx)
+{
+    (void)ctx;
+    return tg_gelu(in[0]);
+}
+
+/* gelu on in[0] (4,) broadcast to (3,4). */
+static tg_tensor *call_gelu_expanded(tg_tensor *const *in, void *ctx)
+{
+    tg_tensor *wide = tg_expand(in[0], TG_SHAPE(3, 4));
+    tg_tensor *y = call_gelu(&wide, ctx);
+    tg_release(wide);
+    return y;
+}
+
+/* gelu's gradient dx = dy (Phi(x) + x phi(x)), its backward reading the
+ * erf(x / sqrt 2) its forward kept, by central differences (float64) with
+ * x plain, broadcast, transposed, sliced and 0-d, over [-4, 4). */
+START_TEST(gelu_grad_layouts)
+{
+    tg_scope_begin();
+    assert_gradcheck(
+        call_gelu, NULL, 1,
+        (tg_tensor *const[]){input(PLAIN, TG_SHAPE(3, 4), -4, 4, 21)});
+    assert_gradcheck(
+        call_gelu_expanded, NULL, 1,
+        (tg_tensor *const[]){input(PLAIN, TG_SHAPE(4), -4, 4, 22)});
+    assert_gradcheck(
+        call_gelu, NULL, 1,
+        (tg_tensor *const[]){input(TRANSPOSED, TG_SHAPE(3, 4), -4, 4, 23)});
+    assert_gradcheck(
+        call_gelu, NULL, 1,
+        (tg_tensor *const[]){input(SLICED, TG_SHAPE(3, 4), -4, 4, 24)});
+    assert_gradcheck(call_gelu, NULL, 1,
+                     (tg_tensor *const[]){input(PLAIN, 0, NULL, -4, 4, 25)});
+    tg_scope_end();
+}
+END_TEST
+
+/* float32: gelu and its gradient on a transposed x (the scalar loop, which
+ * keeps erf rounded to float32) against the same values laid out
+ * contiguously (the vector path where there is one, whose erf is float32
+ * within 1 ulp: near -1 that is 6e-8 absolute, which 1 + erf does not
+ * shrink): y within 2e-7 (1 + |x|), dx within 1e-6 (dy ~ 1, and dx
+ * crosses 0, so no relative bound). */
+START_TEST(gelu_f32_strided_matches_contiguous)
+{
+    tg_scope_begin();
+    tg_tensor *x64 = input(PLAIN, TG_SHAPE(41, 37), -6, 6, 26);
+    tg_tensor *xt = tg_transpose(tg_to(tg_detach(x64), TG_FLOAT32), 0, 1);
+    tg_tensor *xc = tg_contiguous(xt); /* xt's (37,41) values, adjacent */
+    ck_assert(!tg_is_contiguous(xt) && tg_is_contiguous(xc));
+    tg_set_requires_grad(xt, true);
+    tg_set_requires_grad(xc, true);
+    tg_rng rng;
+    tg_rng_seed(&rng, 27);
+    tg_tensor *dy = tg_randn(&rng, TG_FLOAT32, TG_SHAPE(37, 41));
+    tg_tensor *yt = tg_gelu(xt), *yc = tg_gelu(xc);
+    ck_assert_int_eq(tg_backward_with(yt, dy), 0);
+    ck_assert_int_eq(tg_backward_with(yc, dy), 0);
+    for (int64_t i = 0; i < 37; i++)
+        for (int64_t j = 0; j < 41; j++) {
+            const int64_t at[2] = {i, j};
+            const double a = tg_get(yt, at), b = tg_get(yc, at);
+            ck_assert_msg(fabs(a - b) <= 2e-7 * (1 + fabs(tg_get(xc, at))),
+                          "gelu(%.9g): strided %.9g, contiguous %.9g",
+                          tg_get(xc, at), a, b);
+            const double ga = tg_get(tg_grad(xt), at),
+                         gb = tg_get(tg_grad(xc), at);
+            ck_assert_msg(fabs(ga - gb) <= 1e-6,
+                          "gelu'(%.9g): strided %.9g, contiguous %.9g",
+                          tg_get(xc, at), ga, gb);
+        }
+    tg_scope_end();
+}
+END_TEST
+
 /* relu's gradient at the kink is 0, for 0 and -0 alike (as torch). */
 START_TEST(relu_grad_at_zero)
 {
@@ -608,6 +687,8 @@ Suite *elementwise_suite(void)
     tcase_add_loop_test(grad, binary_grad_same_operand, 0, N_BINARY);
     tcase_add_test(grad, binary_grad_masked);
     tcase_add_loop_test(grad, unary_grad, 0, N_UNARY);
+    tcase_add_test(grad, gelu_grad_layouts);
+    tcase_add_test(grad, gelu_f32_strided_matches_contiguous);
     tcase_add_test(grad, relu_grad_at_zero);
     tcase_add_test(grad, pow_grad_at_zero);
     suite_add_tcase(s, grad);
