@@ -545,8 +545,9 @@ tg_tensor *tg_gather(tg_tensor *t, int dim, tg_tensor *index);
 tg_tensor *tg_layer_norm(tg_tensor *x, tg_tensor *gamma, tg_tensor *beta,
                          double eps);
 /** GELU, exact (erf) form as torch's default: y = x/2 * (1 + erf(x/sqrt 2)).
- * Gradient: dx = dy * (Phi(x) + x * phi(x)). New reference; NULL for a t
- * that is not float. */
+ * Gradient: dx = dy * (Phi(x) + x * phi(x)). When recorded for backward it
+ * keeps erf(x/sqrt 2), one tensor of t's shape, so the backward evaluates
+ * no erf. New reference; NULL for a t that is not float. */
 tg_tensor *tg_gelu(tg_tensor *t);
 /** GELU, tanh form as torch's gelu(approximate='tanh') and GPT-2:
  * y = x/2 * (1 + tanh(u)), u = sqrt(2/pi) * (x + 0.044715 x^3).
