@@ -534,6 +534,39 @@ START_TEST(tape_shows_gradient_zeros)
 }
 END_TEST
 
+/* A name with a quote and a backslash cannot end a DOT string: tg_tape_dot
+ * escapes it, and Graphviz draws the tape (no tg-missing line). */
+START_TEST(tape_names_are_escaped_for_dot)
+{
+    tg_scope_begin();
+    tg_tensor *x = tg_ones(TG_FLOAT64, TG_SHAPE(2));
+    tg_set_requires_grad(x, true);
+    tg_set_name(x, "a\"b\\");
+    tg_tensor *y = tg_scale(x, 3);
+    tg_set_name(y, "y\"");
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    tg_tape_dot(f);
+    fclose(f);
+    ck_assert_msg(strstr(text, "label=\"a\\\"b\\\\\\n(2,)\""), "%s", text);
+    ck_assert_msg(strstr(text, "\\ny\\\" (2,)"), "%s", text);
+    free(text);
+    tg_report *r = tg_report_new("names");
+    ck_assert_int_eq(tg_report_tape(r, "tape"), 1);
+    const char *path = tmp_path("names.html");
+    ck_assert_int_eq(tg_report_write(r, path), 0);
+    tg_report_free(r);
+    tg_scope_end();
+    char *page = slurp(path, NULL);
+    if (access("/usr/bin/dot", X_OK) == 0) {
+        ck_assert_ptr_null(strstr(page, "<p class=\"tg-missing\">"));
+        ck_assert_ptr_nonnull(strstr(page, "<title>a&quot;b\\\n(2,)</title>"));
+    }
+    free(page);
+}
+END_TEST
+
 /* An empty tape gives a section that says so. */
 START_TEST(empty_tape_says_so)
 {
@@ -627,6 +660,7 @@ Suite *report_suite(void)
     tcase_add_test(tc, failed_write_leaves_the_old_page);
     tcase_add_test(tc, page_says_what_is_missing);
     tcase_add_test(tc, tape_shows_gradient_zeros);
+    tcase_add_test(tc, tape_names_are_escaped_for_dot);
     tcase_add_test(tc, empty_tape_says_so);
     tcase_add_test(tc, out_of_memory_fails_cleanly);
     suite_add_tcase(s, tc);
