@@ -1,0 +1,388 @@
+// The report pages in a real, headless Chromium (playwright-core driving
+// Debian's /usr/bin/chromium; tests/browser.test runs this).
+//
+//     node report.test.mjs DIR [EXAMPLES.json]
+//
+// DIR holds what tests/report_pages wrote: known.html, big.html and
+// expected.json, the values the library computed. EXAMPLES.json (written by
+// tests/browser.test) lists the example programs' pages, each with the
+// numbers the program printed. Each check prints one line, "ok - ..." or
+// "FAIL - ..."; the exit status is 1 when any failed.
+//
+// Canvases are checked for drawn pixels through screenshots of the element
+// (Chromium's PNG, decoded here with node's zlib), so what is checked is what
+// the screen shows, whatever the canvas's origin.
+import { chromium } from 'playwright-core';
+import { readFileSync, statSync } from 'node:fs';
+import { inflateSync } from 'node:zlib';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+
+const CSP = "default-src 'none'; script-src 'unsafe-inline'; " +
+  "style-src 'unsafe-inline'; img-src data:";
+const BIG_PAGE_BOUND = 8 << 20; // bytes: a 1000 x 1000 heatmap, downsampled
+
+let failures = 0;
+const started = Date.now();
+function check(ok, what, detail) {
+  if (!ok) failures++;
+  const at = process.env.TG_BROWSER_TIMES ? `[${Date.now() - started} ms] ` : '';
+  console.log(`${at}${ok ? 'ok' : 'FAIL'} - ${what}${ok || !detail ? '' : `: ${detail}`}`);
+  return ok;
+}
+
+// ---- numbers --------------------------------------------------------------
+
+// The significant digits of a decimal string: "-0.000120" -> "12",
+// "1.2e-07" -> "12", "25000000000.0" -> "25".
+function digits(s) {
+  const m = String(s).trim().toLowerCase().replace(/^[-+]/, '').split('e')[0];
+  return m.replace('.', '').replace(/^0+/, '').replace(/0+$/, '') || '0';
+}
+// The page's value and the library's: the same number with the same
+// (shortest) digits, whatever the notation ("1e-7" and "1e-07" agree).
+function sameShortest(page, lib) {
+  if (['nan', 'inf', '-inf', 'masked'].includes(lib)) return page === lib;
+  return Number(page) === Number(lib) && digits(page) === digits(lib);
+}
+// toPrecision(6) of the library's value, allowing the other rounding only
+// where the value lies within 1e-12 (relative) of a rounding boundary.
+function samePrecision6(page, lib) {
+  if (page === lib.toPrecision(6)) return true;
+  const a = lib * (1 + 1e-12), b = lib * (1 - 1e-12);
+  return page === a.toPrecision(6) || page === b.toPrecision(6);
+}
+
+// ---- PNG screenshots ------------------------------------------------------
+
+// Decodes an 8-bit, non-interlaced RGB or RGBA PNG (what Chromium's
+// screenshots are) into {width, height, rgba}.
+function decodePng(buf) {
+  let pos = 8, width = 0, height = 0, type = 0;
+  const idat = [];
+  while (pos < buf.length) {
+    const len = buf.readUInt32BE(pos);
+    const kind = buf.toString('latin1', pos + 4, pos + 8);
+    const data = buf.subarray(pos + 8, pos + 8 + len);
+    if (kind === 'IHDR') {
+      width = data.readUInt32BE(0);
+      height = data.readUInt32BE(4);
+      if (data[8] !== 8 || data[12] !== 0) throw new Error('unsupported PNG');
+      type = data[9];
+    } else if (kind === 'IDAT') idat.push(data);
+    pos += 12 + len;
+  }
+  const bpp = type === 6 ? 4 : type === 2 ? 3 : 0;
+  if (!bpp) throw new Error(`PNG colour type ${type}`);
+  const raw = inflateSync(Buffer.concat(idat));
+  const stride = width * bpp, out = Buffer.alloc(width * height * 4);
+  let prev = Buffer.alloc(stride);
+  for (let y = 0; y < height; y++) {
+    const filter = raw[y * (stride + 1)];
+    const line = Buffer.from(raw.subarray(y * (stride + 1) + 1, (y + 1) * (stride + 1)));
+    for (let i = 0; i < stride; i++) {
+      const a = i >= bpp ? line[i - bpp] : 0, b = prev[i], c = i >= bpp ? prev[i - bpp] : 0;
+      let p = 0;
+      if (filter === 1) p = a;
+      else if (filter === 2) p = b;
+      else if (filter === 3) p = (a + b) >> 1;
+      else if (filter === 4) {
+        const pa = Math.abs(b - c), pb = Math.abs(a - c), pc = Math.abs(a + b - 2 * c);
+        p = pa <= pb && pa <= pc ? a : pb <= pc ? b : c;
+      }
+      line[i] = (line[i] + p) & 255;
+    }
+    for (let x = 0; x < width; x++) {
+      for (let k = 0; k < 3; k++) out[(y * width + x) * 4 + k] = line[x * bpp + k];
+      out[(y * width + x) * 4 + 3] = bpp === 4 ? line[x * bpp + 3] : 255;
+    }
+    prev = line;
+  }
+  return { width, height, rgba: out };
+}
+
+// The share of a screenshot's pixels that differ from its most common
+// colour (the background), and how many colours it has.
+function inked(png) {
+  const { width, height, rgba } = decodePng(png);
+  const count = new Map();
+  for (let i = 0; i < width * height; i++) {
+    const key = rgba.readUInt32BE(i * 4);
+    count.set(key, (count.get(key) || 0) + 1);
+  }
+  const background = Math.max(...count.values());
+  return { share: 1 - background / (width * height), colours: count.size };
+}
+
+// ---- the page -------------------------------------------------------------
+
+// Opens file in a new page, recording console errors, page errors and every
+// request; checks the load is clean and the page ready.
+async function open(browser, file, name) {
+  const page = await browser.newPage({ viewport: { width: 1200, height: 900 } });
+  const url = pathToFileURL(resolve(file)).href;
+  const errors = [], requests = [];
+  page.on('console', (m) => { if (m.type() === 'error') errors.push(`console: ${m.text()}`); });
+  page.on('pageerror', (e) => errors.push(`page error: ${e.message}`));
+  page.on('request', (r) => {
+    if (r.url() !== url && !r.url().startsWith('data:')) requests.push(r.url());
+  });
+  await page.goto(url, { waitUntil: 'load' });
+  let ready = true;
+  try {
+    await page.waitForFunction(() => window.tgReport && window.tgReport.ready === true,
+      null, { timeout: 10000 });
+  } catch (e) {
+    ready = false;
+  }
+  check(ready, `${name}: window.tgReport.ready`);
+  const csp = await page.$eval('head meta[http-equiv="Content-Security-Policy"]',
+    (m) => m.getAttribute('content')).catch(() => null);
+  check(csp === CSP, `${name}: the Content-Security-Policy meta`, csp);
+  const finish = () => {
+    check(errors.length === 0, `${name}: no console or page errors`, errors.join(' | '));
+    check(requests.length === 0, `${name}: no requests beyond the page and data: URLs`,
+      requests.join(' '));
+  };
+  return { page, finish };
+}
+
+// Every canvas of every figure section shows drawn pixels (screenshot of the
+// element, decoded), unless the section says a tool is missing.
+async function checkCanvases(page, name) {
+  const sections = await page.$$eval('section.tg-section', (ss) => ss.map((s) => ({
+    id: s.id, kind: s.dataset.kind, missing: !!s.querySelector('.tg-missing'),
+    canvases: s.querySelectorAll('canvas').length,
+  })));
+  for (const s of sections) {
+    if (!['heatmap', 'lines', 'averaging', 'attention'].includes(s.kind)) continue;
+    if (s.missing) {
+      check(true, `${name} ${s.id} (${s.kind}): says what is missing`);
+      continue;
+    }
+    if (!check(s.canvases > 0, `${name} ${s.id} (${s.kind}): has a canvas`)) continue;
+    const canvases = await page.$$(`#${s.id} canvas`);
+    for (let i = 0; i < canvases.length; i++) {
+      await canvases[i].scrollIntoViewIfNeeded();
+      const box = await canvases[i].boundingBox();
+      if (!box || box.width < 2 || box.height < 2) continue; // a hidden helper canvas
+      const ink = inked(await canvases[i].screenshot());
+      check(ink.share > 0.01 && ink.colours >= 3,
+        `${name} ${s.id} (${s.kind}) canvas ${i}: drawn, ${(100 * ink.share).toFixed(1)}% ` +
+        `of pixels off the background, ${ink.colours} colours`);
+    }
+  }
+  return sections;
+}
+
+async function readout(page, id, sel = '.tg-readout') {
+  return page.$eval(`#${id} ${sel}`, (e) => e.textContent.trim()).catch(() => null);
+}
+
+// The real mouse over cell (row, col) of section id; the readout then.
+async function hoverCell(page, id, row, col, sel) {
+  const p = await page.evaluate(([i, r, c]) => window.tgReport.cellCenter(i, r, c), [id, row, col]);
+  await page.mouse.move(0, 0);
+  await page.mouse.move(p.x, p.y, { steps: 2 });
+  return readout(page, id, sel);
+}
+
+// ---- the known page -------------------------------------------------------
+
+async function knownPage(browser, dir, ex) {
+  const { page, finish } = await open(browser, join(dir, ex.page), 'known');
+  check(await page.title() === 'known content <&> "report"', 'known: the title, escaped',
+    await page.title());
+  await checkCanvases(page, 'known');
+
+  // text: the heading and paragraph show their raw characters
+  const text = await page.$eval(`#${ex.text.id}`, (s) => ({
+    h2: s.querySelector('h2').textContent, all: s.textContent,
+    tags: s.querySelectorAll('i, b, script').length,
+  }));
+  check(text.h2 === ex.text.heading && text.all.includes(ex.text.body) && text.tags === 0,
+    'text: heading and paragraph escaped (raw characters shown, no tags made)',
+    JSON.stringify(text));
+
+  // heatmap: readout of known cells
+  const hm = ex.heatmap;
+  const h2 = await page.$eval(`#${hm.id} h2`, (e) => e.textContent);
+  check(h2 === 'weights <&> "quoted"', 'heatmap: title escaped', h2);
+  for (const c of hm.cells) {
+    const got = await hoverCell(page, hm.id, c.row, c.col);
+    const ok = got !== null && got.startsWith(c.prefix) &&
+      sameShortest(got.slice(c.prefix.length), c.value);
+    check(ok, `heatmap: hover (${c.row},${c.col}) reads "${c.prefix}${c.value}"`, `got "${got}"`);
+  }
+  const bbox = await page.$eval(`#${hm.id}`, (e) => e.getBoundingClientRect().toJSON());
+  await page.mouse.move(bbox.x + bbox.width - 2, bbox.y + 2);
+  const left = await readout(page, hm.id);
+  const ltxt = hm.cells.map((c) => c.prefix);
+  check(!ltxt.some((p) => left && left.startsWith(p)), 'heatmap: mouse off the cells clears the readout',
+    `"${left}"`);
+
+  // lines: the nearest point's readout
+  for (const p of ex.lines.points) {
+    const xy = await page.evaluate(([i, s, k]) => window.tgReport.pointCenter(i, s, k),
+      [ex.lines.id, p.series, p.i]);
+    await page.mouse.move(0, 0);
+    await page.mouse.move(xy.x, xy.y, { steps: 2 });
+    const got = await readout(page, ex.lines.id);
+    const m = got && got.match(/^(.*) x = (\S+): y = (\S+)$/);
+    check(m && m[1] === p.label && sameShortest(m[2], p.x) && sameShortest(m[3], p.y),
+      `lines: hover ${p.label}[${p.i}] reads "${p.label} x = ${p.x}: y = ${p.y}"`, `got "${got}"`);
+  }
+
+  // attention: the slider, weights(id), the readout and the row's statistics
+  const at = ex.attention, tokens = ex.tokens;
+  const slider = `#${at.id} input.tg-temperature`;
+  const initial = await page.$eval(slider, (e) => Number(e.value)).catch(() => null);
+  check(initial === at.initial, `attention: the slider starts at the call's temperature ${at.initial}`,
+    `${initial}`);
+  for (const t of at.temperatures) {
+    const T = t.temperature;
+    const took = await page.$eval(slider, (e, v) => {
+      e.value = String(v);
+      e.dispatchEvent(new Event('input', { bubbles: true }));
+      return Number(e.value);
+    }, T);
+    if (!check(took === T, `attention: the slider takes temperature ${T}`,
+      `value reads ${took} (min/max/step?)`)) continue;
+    const shown = await page.$eval(`#${at.id} .tg-temperature-value`, (e) => e.textContent).catch(() => null);
+    check(shown !== null && Math.abs(Number(shown.replace(/[^0-9.eE+-]/g, '')) - T) <= 1e-9 * T,
+      `attention T=${T}: .tg-temperature-value shows it`, `"${shown}"`);
+    const w = await page.evaluate((id) => window.tgReport.weights(id), at.id);
+    let worst = 0, shape = Array.isArray(w) && w.length === tokens.length;
+    for (let i = 0; shape && i < tokens.length; i++) {
+      shape = Array.isArray(w[i]) && w[i].length === tokens.length;
+      for (let j = 0; shape && j < tokens.length; j++) {
+        const lib = t.weights[i][j];
+        if ((lib === null) !== (w[i][j] === null)) shape = false;
+        else if (lib !== null) worst = Math.max(worst, Math.abs(w[i][j] - lib));
+      }
+    }
+    check(shape && worst <= 1e-12,
+      `attention T=${T}: weights(id) equal tg_softmax's (max |diff| ${worst.toExponential(2)})`,
+      shape ? '' : `shape or masked entries differ: ${JSON.stringify(w)}`);
+    for (const [r, c] of at.cells) {
+      const prefix = `row ${r} (${tokens[r]}), col ${c} (${tokens[c]}): `;
+      const got = await hoverCell(page, at.id, r, c);
+      const lib = t.weights[r][c];
+      check(got !== null && got.startsWith(prefix) && samePrecision6(got.slice(prefix.length), lib),
+        `attention T=${T}: hover (${r},${c}) reads ${lib.toPrecision(6)}`, `got "${got}"`);
+      const stats = await readout(page, at.id, '.tg-rowstats');
+      const m = stats && stats.match(/^entropy (\S+) nats, gain (\S+)$/);
+      check(m && samePrecision6(m[1], t.entropy[r]) && samePrecision6(m[2], t.gain[r]),
+        `attention T=${T}: row ${r} entropy ${t.entropy[r].toPrecision(6)} nats, ` +
+        `gain ${t.gain[r].toPrecision(6)} (tg_jacobian)`, `got "${stats}"`);
+    }
+    for (const [r, c] of at.masked) {
+      const got = await hoverCell(page, at.id, r, c);
+      check(got === `row ${r} (${tokens[r]}), col ${c} (${tokens[c]}): masked`,
+        `attention T=${T}: hover (${r},${c}) reads masked`, `got "${got}"`);
+    }
+  }
+
+  // averaging: a click on a row lists the tokens it averages
+  for (const row of [0, 3, 6].map((r) => ex.averaging.rows[r])) {
+    const p = await page.evaluate(([i, r]) => window.tgReport.cellCenter(i, r, 0),
+      [ex.averaging.id, row.row]);
+    await page.mouse.click(p.x, p.y);
+    const got = await readout(page, ex.averaging.id);
+    const want = `row ${row.row} (${tokens[row.row]}) averages: ` +
+      tokens.slice(0, row.n).join(', ') + ' (each ';
+    const m = got && got.startsWith(want) && got.slice(want.length).match(/^(\S+)\)$/);
+    check(m && Math.abs(Number(m[1]) - row.each) <= 1e-6 * row.each,
+      `averaging: click row ${row.row} lists ${tokens.slice(0, row.n).join(', ')} (each ${row.each.toPrecision(4)})`,
+      `got "${got}"`);
+  }
+
+  // tape: one node per entry and per leaf drawn, the names, the zeros
+  const tp = ex.tape;
+  const nodes = await page.$$eval(`#${tp.id} svg g.node`, (gs) => gs.map((g) => ({
+    title: (g.querySelector('title') || {}).textContent || '',
+    tip: [...g.querySelectorAll('a')].map((a) => a.getAttribute('xlink:title') ||
+      a.getAttribute('title') || '').join(' '),
+    texts: [...g.querySelectorAll('text')].map((t) => t.textContent.trim()),
+  })));
+  check(nodes.length === tp.nodes, `tape: ${tp.nodes} g.node (tg_tape_dot's nodes)`,
+    `found ${nodes.length}`);
+  const entries = nodes.filter((n) => n.texts.some((t) => /^#\d+ /.test(t)));
+  check(entries.length === tp.entries, `tape: ${tp.entries} entries (tg_tape_print's lines)`,
+    `found ${entries.length}`);
+  for (const name of tp.names) {
+    const has = nodes.some((n) => n.texts.some((t) => t === name || t.startsWith(`${name} (`)));
+    check(has, `tape: a node named ${name}`);
+  }
+  const zn = nodes.find((n) => n.texts.some((t) => t.startsWith(`${tp.zeros_of} (`)));
+  const zall = zn ? `${zn.title} ${zn.tip} ${zn.texts.join(' ')}` : '';
+  check(zall.includes(tp.zeros), `tape: ${tp.zeros_of}'s gradient shows "${tp.zeros}"`,
+    zn ? `node says "${zall}"` : 'no such node');
+  check(nodes.every((n) => n.title.trim() || n.tip.trim()), 'tape: every node has a tooltip');
+
+  finish();
+  await page.close();
+}
+
+// ---- the big page ---------------------------------------------------------
+
+async function bigPage(browser, dir, ex) {
+  const file = join(dir, ex.big.page);
+  const size = statSync(file).size;
+  check(size < BIG_PAGE_BOUND, `big: the page is ${(size / 1024).toFixed(0)} KB ` +
+    `(< ${BIG_PAGE_BOUND >> 20} MB) for ${ex.big.rows} x ${ex.big.cols}`);
+  const { page, finish } = await open(browser, file, 'big');
+  await checkCanvases(page, 'big');
+  const note = await page.$eval(`#${ex.big.id} p.tg-note`, (e) => e.textContent).catch(() => null);
+  // "from what size to what": the full size, and a smaller one of at most 256
+  const sizes = note ? (note.match(/\d+/g) || []).map(Number) : [];
+  check(sizes.includes(ex.big.rows) && sizes.some((n) => n > 1 && n <= 256),
+    `big: a tg-note says from ${ex.big.rows} x ${ex.big.cols} to at most 256`, `"${note}"`);
+  const got = await hoverCell(page, ex.big.id, 0, 0);
+  check(got && /^row/.test(got), 'big: hover (0,0) reads a block', `got "${got}"`);
+  finish();
+  await page.close();
+}
+
+// ---- the examples' pages --------------------------------------------------
+
+// Each: {name, page, cells: [{id, row, col, value}]}: value the number the
+// program printed for that cell (compared at the digits it printed).
+async function examplePages(browser, list) {
+  for (const ex of list) {
+    const { page, finish } = await open(browser, ex.page, ex.name);
+    const sections = await checkCanvases(page, ex.name);
+    check(sections.length > 0, `${ex.name}: ${sections.length} sections`);
+    for (const c of ex.cells || []) {
+      const id = c.id || (sections.find((s) => s.kind === c.kind) || {}).id;
+      const got = id ? await hoverCell(page, id, c.row, c.col) : null;
+      const v = got && Number(got.slice(got.lastIndexOf(': ') + 2));
+      const tol = 0.5 * 10 ** (Math.floor(Math.log10(Math.abs(c.value) || 1)) - c.digits + 1);
+      check(got !== null && Math.abs(v - c.value) <= tol * 1.000001,
+        `${ex.name}: hover ${c.kind} (${c.row},${c.col}) reads the printed ${c.printed}`,
+        `got "${got}"`);
+    }
+    finish();
+    await page.close();
+  }
+}
+
+// ---- main -----------------------------------------------------------------
+
+const [dir, examplesJson] = process.argv.slice(2);
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  args: ['--no-sandbox'],
+});
+try {
+  const ex = JSON.parse(readFileSync(join(dir, 'expected.json'), 'utf8'));
+  await knownPage(browser, dir, ex);
+  await bigPage(browser, dir, ex);
+  if (examplesJson) await examplePages(browser, JSON.parse(readFileSync(examplesJson, 'utf8')));
+} catch (e) {
+  check(false, 'the test ran to its end', e.stack);
+} finally {
+  await browser.close();
+}
+console.log(`# ${failures} failed, ${((Date.now() - started) / 1000).toFixed(1)} s`);
+process.exit(failures ? 1 : 0);
