@@ -1,12 +1,12 @@
 // The report pages in a real, headless Chromium (playwright-core driving
 // Debian's /usr/bin/chromium; tests/browser.test runs this).
 //
-//     node report.test.mjs DIR [EXAMPLES.json]
+//     node report.test.mjs DIR [--examples]
 //
 // DIR holds what tests/report_pages wrote: known.html, big.html and
-// expected.json, the values the library computed. EXAMPLES.json (written by
-// tests/browser.test) lists the example programs' pages, each with the
-// numbers the program printed. Each check prints one line, "ok - ..." or
+// expected.json, the values the library computed; with --examples also
+// the example programs' pages NAME.html and what they printed, NAME.out
+// (tests/browser.test runs them). Each check prints one line, "ok - ..." or
 // "FAIL - ..."; the exit status is 1 when any failed.
 //
 // Canvases are checked for drawn pixels through screenshots of the element
@@ -187,6 +187,38 @@ async function hoverCell(page, id, row, col, sel) {
   return readout(page, id, sel);
 }
 
+// The heatmap drawn as cells: at each checked cell the colour is the same
+// at its centre and a quarter cell away on each side (no smoothing across
+// cells), masked cells grey, and masked, nan, inf and -inf four different
+// colours. Sampled from a screenshot of the viewport at tgReport.cellCenter.
+async function heatmapPixels(page, hm) {
+  const at = (r, c) => page.evaluate(([i, a, b]) => window.tgReport.cellCenter(i, a, b), [hm.id, r, c]);
+  const c00 = await at(0, 0), c11 = await at(1, 1);
+  const centres = [];
+  for (const c of hm.cells) centres.push(await at(c.row, c.col));
+  const shot = decodePng(await page.screenshot());
+  const pixel = (x, y) => {
+    const i = (Math.round(y) * shot.width + Math.round(x)) * 4;
+    return [shot.rgba[i], shot.rgba[i + 1], shot.rgba[i + 2]];
+  };
+  const near = (a, b) => a.every((v, k) => Math.abs(v - b[k]) <= 2);
+  const dx = Math.abs(c11.x - c00.x) / 4, dy = Math.abs(c11.y - c00.y) / 4;
+  const colour = {};
+  hm.cells.forEach((c, k) => {
+    const { x, y } = centres[k], mid = pixel(x, y);
+    const same = [[dx, 0], [-dx, 0], [0, dy], [0, -dy]].every(([u, v]) => near(pixel(x + u, y + v), mid));
+    check(same, `heatmap: cell (${c.row},${c.col}) drawn as one colour rgb(${mid}) ` +
+      `within a quarter cell of its centre`, 'the colour changes inside the cell (smoothed?)');
+    if (['masked', 'nan', 'inf', '-inf'].includes(c.value)) colour[c.value] = mid;
+  });
+  const special = Object.entries(colour);
+  check(colour.masked && Math.max(...colour.masked) - Math.min(...colour.masked) <= 8,
+    `heatmap: masked cells grey (rgb(${colour.masked}))`);
+  check(special.length === 4 && special.every(([a, x]) => special.every(([b, y]) => a === b || !near(x, y))),
+    'heatmap: masked, nan, inf and -inf in four distinct colours',
+    special.map(([k, v]) => `${k} rgb(${v})`).join(', '));
+}
+
 // ---- the known page -------------------------------------------------------
 
 async function knownPage(browser, dir, ex) {
@@ -214,6 +246,7 @@ async function knownPage(browser, dir, ex) {
       sameShortest(got.slice(c.prefix.length), c.value);
     check(ok, `heatmap: hover (${c.row},${c.col}) reads "${c.prefix}${c.value}"`, `got "${got}"`);
   }
+  await heatmapPixels(page, hm);
   const bbox = await page.$eval(`#${hm.id}`, (e) => e.getBoundingClientRect().toJSON());
   await page.mouse.move(bbox.x + bbox.width - 2, bbox.y + 2);
   const left = await readout(page, hm.id);
@@ -346,22 +379,98 @@ async function bigPage(browser, dir, ex) {
 
 // ---- the examples' pages --------------------------------------------------
 
-// Each: {name, page, cells: [{id, row, col, value}]}: value the number the
-// program printed for that cell (compared at the digits it printed).
-async function examplePages(browser, list) {
-  for (const ex of list) {
-    const { page, finish } = await open(browser, ex.page, ex.name);
-    const sections = await checkCanvases(page, ex.name);
-    check(sections.length > 0, `${ex.name}: ${sections.length} sections`);
-    for (const c of ex.cells || []) {
-      const id = c.id || (sections.find((s) => s.kind === c.kind) || {}).id;
-      const got = id ? await hoverCell(page, id, c.row, c.col) : null;
-      const v = got && Number(got.slice(got.lastIndexOf(': ') + 2));
-      const tol = 0.5 * 10 ** (Math.floor(Math.log10(Math.abs(c.value) || 1)) - c.digits + 1);
-      check(got !== null && Math.abs(v - c.value) <= tol * 1.000001,
-        `${ex.name}: hover ${c.kind} (${c.row},${c.col}) reads the printed ${c.printed}`,
-        `got "${got}"`);
+// The numbers of a text, in order: "  16   0.370  0.743" -> [16, 0.37, 0.743].
+const numbersOf = (t) => (t.match(/-?\d+(\.\d+)?(e[-+]?\d+)?/gi) || []).map(Number);
+// a equals the printed p at the digits p was printed with
+function asPrinted(a, p) {
+  const frac = (p.split('e')[0].split('.')[1] || '').length;
+  const exp = Number(p.split('e')[1] || 0);
+  return Math.abs(a - Number(p)) <= 0.5 * 10 ** (exp - frac) * (1 + 1e-9);
+}
+const sectionsOf = (page) => page.$$eval('section.tg-section', (ss) => ss.map((s) => ({
+  id: s.id, kind: s.dataset.kind, title: (s.querySelector('h2') || {}).textContent || '',
+  text: s.textContent,
+})));
+
+async function trainHead(page, out, sections) {
+  const T = Number((out.match(/task: (\d+) tokens/) || [])[1]);
+  const heat = sections.filter((s) => s.kind === 'heatmap');
+  for (const [when, re, sec] of [
+    ['untrained', /untrained: it attends most to position (\d+) \(weight (\S+)\)/, /before|untrained/i],
+    ['trained', /\n\s*trained: +it attends most to position (\d+) \(weight (\S+)\)/, /after|(^|[^n])trained/i],
+  ]) {
+    const m = out.match(re);
+    const s = heat.find((h) => sec.test(h.title));
+    if (!check(m && s, `train_head: the ${when} attention heatmap and its printed weight`,
+      `printed: ${!!m}, heatmaps: ${heat.map((h) => h.title).join(' | ')}`)) continue;
+    const got = await hoverCell(page, s.id, T - 1, Number(m[1]));
+    const v = got && got.slice(got.lastIndexOf(': ') + 2);
+    check(v && asPrinted(Number(v), m[2]),
+      `train_head: hover the query's row ${T - 1}, col ${m[1]} of "${s.title}" reads the printed ${m[2]}`,
+      `got "${got}"`);
+  }
+  const loss = out.match(/loss (\S+) at step 0 ->/);
+  const lines = sections.find((s) => s.kind === 'lines');
+  if (check(loss && lines, 'train_head: a loss chart and the printed first loss')) {
+    const xy = await page.evaluate((id) => window.tgReport.pointCenter(id, 0, 0), lines.id);
+    await page.mouse.move(0, 0);
+    await page.mouse.move(xy.x, xy.y, { steps: 2 });
+    const got = await readout(page, lines.id);
+    const y = got && got.match(/y = (\S+)$/);
+    check(y && asPrinted(Number(y[1]), loss[1]),
+      `train_head: hover the loss curve's first point reads the printed ${loss[1]}`, `got "${got}"`);
+  }
+}
+
+async function unscaled(page, out, sections) {
+  // the table's hs = 256 row, printed and in a table or pre section
+  const row = out.split('\n').find((l) => /^\s+256\s+\d\.\d+\s+\d\.\d+/.test(l));
+  const want = row ? numbersOf(row) : [];
+  const has = sections.some((s) => ['pre', 'table'].includes(s.kind) &&
+    numbersOf(s.text).join(' ').includes(want.join(' ')));
+  check(want.length > 4 && has, `unscaled: the page holds the printed row "${row && row.trim()}"`);
+}
+
+async function backpropTour(page, out, sections) {
+  const printed = [...out.matchAll(/^#(\d+) (\w+)\(.*\|grad\| = (\S+)/gm)];
+  const tape = sections.find((s) => s.kind === 'tape');
+  if (!check(tape && printed.length, 'backprop_tour: a tape section and the printed tape')) return;
+  const nodes = await page.$$eval(`#${tape.id} svg g.node`, (gs) => gs.map((g) =>
+    [...g.querySelectorAll('title, text')].map((t) => t.textContent).join('\n') + '\n' +
+    [...g.querySelectorAll('a')].map((a) => a.getAttribute('xlink:title') || '').join('\n')));
+  for (const [, n, op, g] of printed) {
+    const node = nodes.find((t) => new RegExp(`#${n} ${op}\\b`).test(t));
+    const shown = node && node.match(/\|g(rad)?\|\s*=?\s*([0-9.]+(e[-+]?\d+)?)/);
+    check(shown && asPrinted(Number(g), shown[2]),
+      `backprop_tour: entry #${n} ${op} shows |grad| ${g} as printed`,
+      node ? `node says ${JSON.stringify(node)}` : 'no node');
+  }
+  const masked = out.match(/masked entries: (\d+)/);
+  const node = nodes.find((t) => /#\d+ masked_fill\b/.test(t));
+  const z = node && node.match(/zeros (\d+)\/(\d+)/);
+  check(masked && z && Number(z[1]) >= Number(masked[1]),
+    `backprop_tour: masked_fill's gradient shows its exact zeros (at least the ` +
+    `${masked && masked[1]} masked entries)`, node ? JSON.stringify(node) : 'no node');
+}
+
+// Each example's page (DIR/NAME.html) and what it printed (DIR/NAME.out).
+async function examplePages(browser, dir) {
+  for (const [name, specific] of [['train_head', trainHead], ['unscaled', unscaled],
+    ['backprop_tour', backpropTour]]) {
+    const file = join(dir, `${name}.html`);
+    const out = readFileSync(join(dir, `${name}.out`), 'utf8');
+    check(out.includes(`page: ${file}\n`), `${name}: prints "page: ${file}"`);
+    const { page, finish } = await open(browser, file, name);
+    const sections = await checkCanvases(page, name);
+    const kinds = [...new Set(sections.map((s) => s.kind))].join(', ');
+    check(sections.length > 0, `${name}: ${sections.length} sections (${kinds}), ` +
+      `${(statSync(file).size / 1024).toFixed(0)} KB`);
+    for (const s of sections.filter((x) => x.kind === 'attention')) {
+      const w = await page.evaluate((id) => window.tgReport.weights(id), s.id);
+      const worst = Math.max(...w.map((r) => Math.abs(r.reduce((a, x) => a + (x || 0), 0) - 1)));
+      check(worst <= 1e-12, `${name} ${s.id}: every row of weights(id) sums to 1`, `${worst}`);
     }
+    await specific(page, out, sections);
     finish();
     await page.close();
   }
@@ -369,7 +478,7 @@ async function examplePages(browser, list) {
 
 // ---- main -----------------------------------------------------------------
 
-const [dir, examplesJson] = process.argv.slice(2);
+const [dir, examples] = process.argv.slice(2);
 const browser = await chromium.launch({
   executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
   args: ['--no-sandbox'],
@@ -378,7 +487,7 @@ try {
   const ex = JSON.parse(readFileSync(join(dir, 'expected.json'), 'utf8'));
   await knownPage(browser, dir, ex);
   await bigPage(browser, dir, ex);
-  if (examplesJson) await examplePages(browser, JSON.parse(readFileSync(examplesJson, 'utf8')));
+  if (examples === '--examples') await examplePages(browser, dir);
 } catch (e) {
   check(false, 'the test ran to its end', e.stack);
 } finally {
