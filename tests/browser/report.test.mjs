@@ -4,7 +4,8 @@
 //     node report.test.mjs DIR [--examples]
 //
 // DIR holds what tests/report_pages wrote: known.html, big.html and
-// expected.json, the values the library computed; with --examples also
+// expected.json, the values the library computed, and in DIR/missing the
+// same written with neither gnuplot nor dot on PATH; with --examples also
 // the example programs' pages NAME.html and what they printed, NAME.out
 // (tests/browser.test runs them). Each check prints one line, "ok - ..." or
 // "FAIL - ..."; the exit status is 1 when any failed.
@@ -357,6 +358,28 @@ async function knownPage(browser, dir, ex) {
   await page.close();
 }
 
+// ---- without gnuplot and Graphviz ----------------------------------------
+
+// The same known page written with neither gnuplot nor dot on PATH: it opens
+// clean, the heatmap, chart and tape say what is missing and how to
+// install it, and the lesson's figures (our own script) still work.
+async function missingPage(browser, dir, ex) {
+  const { page, finish } = await open(browser, join(dir, ex.page), 'missing');
+  const sections = await checkCanvases(page, 'missing');
+  for (const [kind, tool] of [['heatmap', /gnuplot/], ['lines', /gnuplot/], ['tape', /graphviz|dot/i]]) {
+    const s = sections.find((x) => x.kind === kind);
+    const say = s && await page.$eval(`#${s.id} .tg-missing`, (e) => e.textContent).catch(() => null);
+    check(say && tool.test(say) && /install/.test(say),
+      `missing: the ${kind} says what is missing and how to install it`, `"${say}"`);
+  }
+  const at = ex.attention, t = at.temperatures.find((x) => x.temperature === at.initial);
+  const w = await page.evaluate((id) => window.tgReport.weights(id), at.id);
+  const worst = Math.max(...t.weights.flatMap((r, i) => r.map((v, j) => (v === null ? 0 : Math.abs(w[i][j] - v)))));
+  check(worst <= 1e-12, `missing: the attention figure still works (weights within ${worst.toExponential(1)})`);
+  finish();
+  await page.close();
+}
+
 // ---- the big page ---------------------------------------------------------
 
 async function bigPage(browser, dir, ex) {
@@ -487,6 +510,8 @@ try {
   const ex = JSON.parse(readFileSync(join(dir, 'expected.json'), 'utf8'));
   await knownPage(browser, dir, ex);
   await bigPage(browser, dir, ex);
+  const missing = join(dir, 'missing');
+  await missingPage(browser, missing, JSON.parse(readFileSync(join(missing, 'expected.json'), 'utf8')));
   if (examples === '--examples') await examplePages(browser, dir);
 } catch (e) {
   check(false, 'the test ran to its end', e.stack);
