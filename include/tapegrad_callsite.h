@@ -200,4 +200,6 @@
 
 /* tapegrad_plot.h: none of its functions returns a new tensor. */
 
+/* tapegrad_report.h: none of its functions returns a new tensor. */
+
 #endif /* TG_NO_CALLSITES */

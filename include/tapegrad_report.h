@@ -1,0 +1,118 @@
+/** @file
+ * tapegrad report: one self-contained HTML page a program adds sections to
+ * (text, printed output, tables, heatmaps, line charts, the tape, and the
+ * lesson's two attention figures), written with tg_report_write. Include
+ * `<tapegrad_report.h>`; it includes `<tapegrad_plot.h>` (for tg_series) and
+ * `<tapegrad.h>`. `<tapegrad_all.h>` includes it too.
+ *
+ * The page fetches nothing: its script and style, gnuplot's canvas scripts
+ * (heatmaps and line charts are drawn by gnuplot's `canvas` terminal) and
+ * Graphviz's SVG (the tape, `dot -Tsvg`) are inlined; images are data: URLs.
+ * gnuplot and dot are found on PATH at run time. Without them (or with
+ * TG_NO_GNUPLOT=1 / TG_NO_DOT=1 in the environment) the section is still
+ * there, with its data, and a line saying what is missing and how to
+ * install it (`apt-get install gnuplot-nox` / `graphviz`).
+ *
+ * Each section call reads its tensors and copies its strings at the call
+ * (tensors of any dtype and strides, borrowed, not kept) and returns the
+ * section's number n >= 1, its page id being "fig-n" in the order added;
+ * or -1 with tg_last_error, the report unchanged. A NULL report or a NULL
+ * tensor is an error (a NULL tensor keeps the error that made it NULL).
+ * Titles, headings, labels and texts may hold any characters: the page
+ * escapes them. Matrices beyond 256 x 256 are shown as block means, with a
+ * note saying from what size to what. */
+#ifndef TAPEGRAD_REPORT_H
+#define TAPEGRAD_REPORT_H
+
+#include "tapegrad.h"
+#include "tapegrad_plot.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** A report being built. */
+typedef struct tg_report tg_report;
+
+/** A new, empty report titled title (NULL: "tapegrad report"). NULL (with
+ * tg_last_error) when out of memory. Free with tg_report_free. */
+tg_report *tg_report_new(const char *title);
+
+/** Frees r and all it holds. NULL-safe. */
+void tg_report_free(tg_report *r);
+
+/** A section of text under heading (may be NULL: none): paragraphs
+ * separated by blank lines. -1 for a NULL text. */
+int tg_report_text(tg_report *r, const char *heading, const char *text);
+
+/** A section of printed output (monospace, as written). -1 for a NULL
+ * text. */
+int tg_report_pre(tg_report *r, const char *heading, const char *text);
+
+/** A table of n_rows x n_cols cells, row-major, row 0 the header; a NULL
+ * cell is empty. -1 for n_rows < 1, n_cols < 1 or NULL cells. */
+int tg_report_table(tg_report *r, const char *caption, int n_rows, int n_cols,
+                    const char *const *cells);
+
+/** A heatmap of the 2-D m (rows, cols), row 0 at the top, drawn by gnuplot,
+ * with a mouse readout of the row, column and exact stored value. mask is
+ * NULL or of m's shape (bool, or numbers where nonzero means masked):
+ * masked cells are drawn grey and read "masked", not as a value. NaN and
+ * infinities are drawn in their own colours and read "nan", "inf", "-inf".
+ * row_labels (rows entries) and col_labels (cols entries) may each be
+ * NULL. -1 for an m that is not 2-D or is empty, or a mask of another
+ * shape. */
+int tg_report_heatmap(tg_report *r, const char *title, const tg_tensor *m,
+                      const tg_tensor *mask, const char *const *row_labels,
+                      const char *const *col_labels);
+
+/** n series (tapegrad_plot.h's tg_series: x NULL means 0..n-1) on one line
+ * chart drawn by gnuplot, with a readout of the nearest point; logy for a
+ * log-scaled y axis. -1 for NULL s, n < 1, a series with NULL y or n < 1,
+ * or (logy) a y <= 0. */
+int tg_report_lines(tg_report *r, const char *title, const tg_series *s, int n,
+                    const char *xlabel, const char *ylabel, bool logy);
+
+/** The calling thread's tape now, as tg_tape_dot sees it, drawn by Graphviz
+ * as SVG: one node per entry (op, output name and shape, call site) and per
+ * leaf, each with a tooltip; after a backward run with tg_tape_keep_record
+ * or tg_tape_record_norms on, each entry's |grad| and the count of exact
+ * zeros in its gradient, edges drawn thicker and darker as |grad| grows.
+ * An empty tape gives a section that says so. */
+int tg_report_tape(tg_report *r, const char *title);
+
+/** The lesson's first figure: the (T,T) averaging weights wei, drawn by the
+ * page's own script; a click on a row lists the tokens it averages and
+ * their weights. tokens (T entries) may be NULL. -1 for a wei that is not
+ * square 2-D. */
+int tg_report_averaging(tg_report *r, const char *title, const tg_tensor *wei,
+                        const char *const *tokens);
+
+/** The lesson's second figure: raw (T,T) attention scores, masked where
+ * mask (NULL: none; else of scores' shape, true = masked) says, shown as
+ * the weights softmax(scores / temperature) over each row with masked
+ * entries excluded. The page recomputes them as its temperature slider
+ * moves (starting at temperature), and shows the hovered row's entropy and
+ * the Frobenius norm of its softmax Jacobian (the gradient's gain). -1 for
+ * scores not square 2-D, a mask of another shape, or a temperature <= 0
+ * or not finite. */
+int tg_report_attention(tg_report *r, const char *title,
+                        const tg_tensor *scores, const tg_tensor *mask,
+                        const char *const *tokens, double temperature);
+
+/** Writes the page to path: through a temporary file in path's directory
+ * renamed over it, so on failure an old file at path is as it was and
+ * nothing partial is left. 0, or -1 with an error naming the path (NULL
+ * or empty path, unwritable directory...). */
+int tg_report_write(const tg_report *r, const char *path);
+
+#ifdef __cplusplus
+}
+#endif
+
+/* This header's call-site macros, now that its declarations are complete
+ * (see the end of tapegrad.h). */
+#define TAPEGRAD_REPORT_H_DECLARED
+#include "tapegrad_callsite.h"
+
+#endif /* TAPEGRAD_REPORT_H */

@@ -1,0 +1,1182 @@
+/* The HTML report (see tapegrad_report.h).
+ *
+ * A report is a list of sections, each rendered to HTML when it is added
+ * (the tensors are read then, and the tape is the tape of that moment):
+ *
+ *   <section class="tg-section" id="fig-N" data-kind="K"><h2>TITLE</h2>
+ *     ...the figure: canvas, readout, notes...
+ *     <script type="application/json" class="tg-data">{...}</script>
+ *   </section>
+ *
+ * The JSON carries the figure's numbers (shortest round-trip digits;
+ * non-finite ones as the strings "nan", "inf", "-inf") and labels; the
+ * page's script (plot/report.js) reads it for the readouts and for the
+ * lesson figures, which it draws itself. gnuplot's canvas terminal turns a
+ * heatmap or a line chart into a JavaScript function that draws on a canvas
+ * of the same name (tgfigN); the page holds those functions, and the
+ * scripts they call (gnuplot_common.js and canvastext.js, inlined as they
+ * are, with gnuplot's copyright notice), and calls each once. The images
+ * gnuplot writes beside its output (a heatmap's cells) become data: URLs.
+ * The tape is Graphviz's SVG, inline.
+ *
+ * tg_report_write puts the head (the content security policy that forbids
+ * any fetch), the sections and the scripts together through core's safe
+ * writer: a temporary renamed over the target. */
+#include "plot/report.h"
+#include "core/shared.h"
+
+#include <errno.h>
+#include <locale.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { MAX_CELLS = 256 }; /* a drawn matrix's largest side */
+
+/* ===================================================================== */
+/* The growable string                                                    */
+/* ===================================================================== */
+
+static bool rb_reserve(rbuf *b, size_t more)
+{
+    if (b->oom)
+        return false;
+    if (b->len + more + 1 <= b->cap)
+        return true;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + more + 1)
+        cap *= 2;
+    char *p = tg__realloc(b->p, cap);
+    if (!p) {
+        b->oom = true;
+        return false;
+    }
+    b->p = p;
+    b->cap = cap;
+    return true;
+}
+
+void tg__rb_putn(rbuf *b, const char *s, size_t n)
+{
+    if (!rb_reserve(b, n))
+        return;
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+void tg__rb_puts(rbuf *b, const char *s) { tg__rb_putn(b, s, strlen(s)); }
+
+void tg__rb_printf(rbuf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char small[256];
+    int n = vsnprintf(small, sizeof small, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if ((size_t)n < sizeof small) {
+        tg__rb_putn(b, small, (size_t)n);
+        return;
+    }
+    if (!rb_reserve(b, (size_t)n))
+        return;
+    va_start(ap, fmt);
+    vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+void tg__rb_html(rbuf *b, const char *s)
+{
+    for (; s && *s; s++) {
+        switch (*s) {
+        case '&': tg__rb_puts(b, "&amp;"); break;
+        case '<': tg__rb_puts(b, "&lt;"); break;
+        case '>': tg__rb_puts(b, "&gt;"); break;
+        case '"': tg__rb_puts(b, "&quot;"); break;
+        case '\'': tg__rb_puts(b, "&#39;"); break;
+        default: tg__rb_putn(b, s, 1);
+        }
+    }
+}
+
+void tg__rb_json(rbuf *b, const char *s)
+{
+    if (!s) {
+        tg__rb_puts(b, "null");
+        return;
+    }
+    tg__rb_putn(b, "\"", 1);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            tg__rb_printf(b, "\\%c", c);
+        else if (c < 0x20 || c == '<' || c == '>' || c == '&' || c == 0x7f)
+            tg__rb_printf(b, "\\u%04x", c);
+        else
+            tg__rb_putn(b, (const char *)&c, 1);
+    }
+    tg__rb_putn(b, "\"", 1);
+}
+
+void tg__rb_num(rbuf *b, double v, bool single)
+{
+    if (isnan(v)) {
+        tg__rb_puts(b, "\"nan\"");
+        return;
+    }
+    if (isinf(v)) {
+        tg__rb_puts(b, v > 0 ? "\"inf\"" : "\"-inf\"");
+        return;
+    }
+    char text[40];
+    for (int digits = 1; digits <= 17; digits++) {
+        snprintf(text, sizeof text, "%.*g", digits, v);
+        double back = strtod(text, NULL);
+        if (single ? (float)back == (float)v : back == v)
+            break;
+    }
+    /* JavaScript's exponent: "1e-7", not C's "1e-07" (JSON reads both) */
+    char *e = strchr(text, 'e');
+    if (e) {
+        char *d = e + 2; /* past the sign */
+        while (*d == '0' && d[1])
+            memmove(d, d + 1, strlen(d));
+    }
+    tg__rb_puts(b, text);
+}
+
+char *tg__rb_take(rbuf *b)
+{
+    char *p = b->oom ? NULL : b->p;
+    if (b->oom)
+        free(b->p);
+    if (!b->oom && !p)
+        p = tg__strdup("");
+    *b = (rbuf){0};
+    return p;
+}
+
+/* ===================================================================== */
+/* The report                                                             */
+/* ===================================================================== */
+
+typedef struct rsection {
+    char *html; /* the whole <section> */
+    char *js;   /* gnuplot's drawing function, or NULL */
+} rsection;
+
+struct tg_report {
+    char *title;
+    rsection *s;
+    int n, cap;
+    bool gnuplot_js; /* some section needs gnuplot's scripts */
+    char jsdir[4096];
+};
+
+tg_report *tg_report_new(const char *title)
+{
+    tg_report *r = tg__calloc(1, sizeof *r);
+    if (r)
+        r->title = tg__strdup(title ? title : "tapegrad report");
+    if (!r || !r->title) {
+        free(r);
+        tg__error("report_new: out of memory");
+        return NULL;
+    }
+    return r;
+}
+
+void tg_report_free(tg_report *r)
+{
+    if (!r)
+        return;
+    for (int i = 0; i < r->n; i++) {
+        free(r->s[i].html);
+        free(r->s[i].js);
+    }
+    free(r->s);
+    free(r->title);
+    free(r);
+}
+
+static bool check_report(const char *op, const tg_report *r)
+{
+    if (!r)
+        tg__error("%s: report is NULL", op);
+    return r != NULL;
+}
+
+/* Keeps the error that made t NULL, if any. */
+static bool check_tensor(const char *op, const char *what, const tg_tensor *t)
+{
+    if (!t && !*tg_last_error())
+        tg__error("%s: %s is NULL", op, what);
+    return t != NULL;
+}
+
+/* The section's opening, for section number n. */
+static void open_section(rbuf *b, int n, const char *kind, const char *title)
+{
+    tg__rb_printf(b,
+                  "<section class=\"tg-section\" id=\"fig-%d\" "
+                  "data-kind=\"%s\">\n<h2>",
+                  n, kind);
+    tg__rb_html(b, title && *title ? title : kind);
+    tg__rb_puts(b, "</h2>\n");
+}
+
+void tg__report_missing(rbuf *b, const char *why)
+{
+    tg__rb_puts(b, "<p class=\"tg-missing\">Not drawn: ");
+    tg__rb_html(b, why);
+    tg__rb_puts(b, ". The data stays in the page.</p>\n");
+}
+
+/* Adds the section b holds (and js, both taken) as number r->n + 1. */
+static int add_section(const char *op, tg_report *r, rbuf *b, char *js)
+{
+    char *html = tg__rb_take(b);
+    if (!html || (r->n == r->cap && r->n >= INT32_MAX / 2))
+        goto oom;
+    if (r->n == r->cap) {
+        int cap = r->cap ? r->cap * 2 : 8;
+        rsection *s = tg__realloc(r->s, (size_t)cap * sizeof *s);
+        if (!s)
+            goto oom;
+        r->s = s;
+        r->cap = cap;
+    }
+    r->s[r->n++] = (rsection){html, js};
+    return r->n;
+oom:
+    free(html);
+    free(js);
+    tg__error("%s: out of memory", op);
+    return -1;
+}
+
+static void data_open(rbuf *b)
+{
+    tg__rb_puts(b, "<script type=\"application/json\" class=\"tg-data\">");
+}
+
+static void data_close_section(rbuf *b)
+{
+    tg__rb_puts(b, "</script>\n</section>\n");
+}
+
+static void json_labels(rbuf *b, const char *const *labels, int64_t n)
+{
+    if (!labels) {
+        tg__rb_puts(b, "null");
+        return;
+    }
+    tg__rb_putn(b, "[", 1);
+    for (int64_t i = 0; i < n; i++) {
+        if (i)
+            tg__rb_putn(b, ",", 1);
+        tg__rb_json(b, labels[i] ? labels[i] : "");
+    }
+    tg__rb_putn(b, "]", 1);
+}
+
+/* ---- text, pre, table ------------------------------------------------ */
+
+int tg_report_text(tg_report *r, const char *heading, const char *text)
+{
+    const char *op = "report_text";
+    if (!check_report(op, r))
+        return -1;
+    if (!text) {
+        tg__error("%s: text is NULL", op);
+        return -1;
+    }
+    rbuf b = {0};
+    open_section(&b, r->n + 1, "text", heading);
+    /* paragraphs: runs of lines separated by a blank line */
+    const char *p = text;
+    while (*p) {
+        while (*p == '\n')
+            p++;
+        if (!*p)
+            break;
+        const char *end = strstr(p, "\n\n");
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        char *para = tg__malloc(n + 1);
+        if (!para) {
+            b.oom = true;
+            break;
+        }
+        memcpy(para, p, n);
+        para[n] = '\0';
+        tg__rb_puts(&b, "<p>");
+        tg__rb_html(&b, para);
+        tg__rb_puts(&b, "</p>\n");
+        free(para);
+        p += n;
+    }
+    tg__rb_puts(&b, "</section>\n");
+    return add_section(op, r, &b, NULL);
+}
+
+int tg_report_pre(tg_report *r, const char *heading, const char *text)
+{
+    const char *op = "report_pre";
+    if (!check_report(op, r))
+        return -1;
+    if (!text) {
+        tg__error("%s: text is NULL", op);
+        return -1;
+    }
+    rbuf b = {0};
+    open_section(&b, r->n + 1, "pre", heading);
+    tg__rb_puts(&b, "<pre class=\"tg-pre\">");
+    tg__rb_html(&b, text);
+    tg__rb_puts(&b, "</pre>\n</section>\n");
+    return add_section(op, r, &b, NULL);
+}
+
+int tg_report_table(tg_report *r, const char *caption, int n_rows, int n_cols,
+                    const char *const *cells)
+{
+    const char *op = "report_table";
+    if (!check_report(op, r))
+        return -1;
+    if (n_rows < 1 || n_cols < 1 || !cells) {
+        tg__error("%s: expected n_rows >= 1, n_cols >= 1 and cells, got "
+                  "%d x %d%s",
+                  op, n_rows, n_cols, cells ? "" : " and NULL cells");
+        return -1;
+    }
+    rbuf b = {0};
+    open_section(&b, r->n + 1, "table", caption);
+    tg__rb_puts(&b, "<table class=\"tg-table\">\n");
+    for (int i = 0; i < n_rows; i++) {
+        tg__rb_puts(&b, "<tr>");
+        for (int j = 0; j < n_cols; j++) {
+            const char *c = cells[(size_t)i * (size_t)n_cols + (size_t)j];
+            tg__rb_puts(&b, i == 0 ? "<th>" : "<td>");
+            tg__rb_html(&b, c);
+            tg__rb_puts(&b, i == 0 ? "</th>" : "</td>");
+        }
+        tg__rb_puts(&b, "</tr>\n");
+    }
+    tg__rb_puts(&b, "</table>\n</section>\n");
+    return add_section(op, r, &b, NULL);
+}
+
+/* ===================================================================== */
+/* Matrices: read, masked, downsampled                                    */
+/* ===================================================================== */
+
+typedef struct matrix {
+    int64_t rows, cols;   /* as drawn */
+    int64_t rows0, cols0; /* as given */
+    int64_t fr, fc;       /* block size: 1 unless downsampled */
+    double *v;            /* rows * cols */
+    unsigned char *mask;  /* rows * cols, 1 = masked; NULL: none */
+    bool single;          /* float32 values: their digits */
+} matrix;
+
+static void matrix_free(matrix *m)
+{
+    free(m->v);
+    free(m->mask);
+}
+
+/* Reads m (and mask, of m's shape) into x, block means beyond MAX_CELLS a
+ * side: a block's value is the mean of its unmasked cells, masked when all
+ * are. square: m must be (T,T). */
+static bool read_matrix(const char *op, const tg_tensor *m,
+                        const tg_tensor *mask, bool square, matrix *x)
+{
+    *x = (matrix){0};
+    if (!check_tensor(op, "tensor", m))
+        return false;
+    if (tg_ndim(m) != 2 || tg_numel(m) == 0 ||
+        (square && tg_size(m, 0) != tg_size(m, 1))) {
+        tg__error("%s: expected a %s 2-D tensor, got shape %s", op,
+                  square ? "square (T,T)" : "non-empty", TG_SHP(m));
+        return false;
+    }
+    if (mask && (tg_ndim(mask) != 2 || tg_size(mask, 0) != tg_size(m, 0) ||
+                 tg_size(mask, 1) != tg_size(m, 1))) {
+        tg__error("%s: mask of shape %s does not match the matrix %s", op,
+                  TG_SHP(mask), TG_SHP(m));
+        return false;
+    }
+    int64_t R = tg_size(m, 0), C = tg_size(m, 1);
+    double *v = tg__malloc(sizeof(double) * (size_t)(R * C));
+    double *mk = mask ? tg__malloc(sizeof(double) * (size_t)(R * C)) : NULL;
+    if (!v || (mask && !mk)) {
+        free(v);
+        free(mk);
+        tg__error("%s: out of memory for shape %s", op, TG_SHP(m));
+        return false;
+    }
+    if (tg_copy_out(m, TG_FLOAT64, v) != 0 ||
+        (mask && tg_copy_out(mask, TG_FLOAT64, mk) != 0)) {
+        free(v);
+        free(mk);
+        return tg__error_wrap(op), false;
+    }
+    x->rows0 = R;
+    x->cols0 = C;
+    x->fr = (R + MAX_CELLS - 1) / MAX_CELLS;
+    x->fc = (C + MAX_CELLS - 1) / MAX_CELLS;
+    x->rows = (R + x->fr - 1) / x->fr;
+    x->cols = (C + x->fc - 1) / x->fc;
+    x->single = tg_dtype_of(m) == TG_FLOAT32 || x->fr > 1 || x->fc > 1;
+    x->v = tg__malloc(sizeof(double) * (size_t)(x->rows * x->cols));
+    x->mask = mk ? tg__calloc((size_t)(x->rows * x->cols), 1) : NULL;
+    if (!x->v || (mk && !x->mask)) {
+        free(v);
+        free(mk);
+        matrix_free(x);
+        tg__error("%s: out of memory for shape %s", op, TG_SHP(m));
+        return false;
+    }
+    for (int64_t i = 0; i < x->rows; i++)
+        for (int64_t j = 0; j < x->cols; j++) {
+            double sum = 0;
+            int64_t n = 0;
+            for (int64_t a = i * x->fr; a < (i + 1) * x->fr && a < R; a++)
+                for (int64_t c = j * x->fc; c < (j + 1) * x->fc && c < C; c++) {
+                    if (mk && mk[a * C + c] != 0)
+                        continue;
+                    sum += v[a * C + c];
+                    n++;
+                }
+            int64_t k = i * x->cols + j;
+            if (x->fr == 1 && x->fc == 1)
+                x->v[k] = v[i * C + j]; /* exact, masked or not */
+            else /* a float32's digits are enough for a block's mean */
+                x->v[k] = n ? (double)(float)(sum / (double)n) : 0;
+            if (mk)
+                x->mask[k] = n == 0;
+        }
+    free(v);
+    free(mk);
+    return true;
+}
+
+static void json_matrix(rbuf *b, const matrix *x)
+{
+    tg__rb_printf(b, "\"rows\":%lld,\"cols\":%lld,\"v\":[", (long long)x->rows,
+                  (long long)x->cols);
+    for (int64_t k = 0; k < x->rows * x->cols; k++) {
+        if (k)
+            tg__rb_putn(b, ",", 1);
+        tg__rb_num(b, x->v[k], x->single);
+    }
+    tg__rb_puts(b, "],\"mask\":");
+    if (x->mask) {
+        tg__rb_putn(b, "[", 1);
+        for (int64_t k = 0; k < x->rows * x->cols; k++)
+            tg__rb_puts(b, k ? (x->mask[k] ? ",1" : ",0")
+                             : (x->mask[k] ? "1" : "0"));
+        tg__rb_putn(b, "]", 1);
+    } else
+        tg__rb_puts(b, "null");
+    if (x->fr > 1 || x->fc > 1)
+        tg__rb_printf(b,
+                      ",\"block\":{\"rows\":%lld,\"cols\":%lld,\"fr\":%lld,"
+                      "\"fc\":%lld}",
+                      (long long)x->rows0, (long long)x->cols0,
+                      (long long)x->fr, (long long)x->fc);
+    else
+        tg__rb_puts(b, ",\"block\":null");
+}
+
+static void downsample_note(rbuf *b, const matrix *x)
+{
+    if (x->fr == 1 && x->fc == 1)
+        return;
+    tg__rb_printf(b,
+                  "<p class=\"tg-note\">Downsampled from %lld x %lld to "
+                  "%lld x %lld: each cell is the mean of a %lld x %lld block "
+                  "(of its unmasked entries).</p>\n",
+                  (long long)x->rows0, (long long)x->cols0, (long long)x->rows,
+                  (long long)x->cols, (long long)x->fr, (long long)x->fc);
+}
+
+/* ===================================================================== */
+/* gnuplot figures                                                        */
+/* ===================================================================== */
+
+/* Text for gnuplot (titles, tick labels, keys): printable ASCII without
+ * quotes, backslashes or markup, so that neither gnuplot's strings nor the
+ * JavaScript it writes can be broken by it. The page shows the exact text
+ * elsewhere (headings and readouts, escaped). */
+static void gp_text(rbuf *b, const char *s, size_t most)
+{
+    tg__rb_putn(b, "'", 1);
+    for (size_t i = 0; s && s[i] && i < most; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c < 0x20 || c >= 0x7f || strchr("'\"\\<>&`{}^_@~", c))
+            c = c >= 0x80 ? '?' : ' ';
+        tg__rb_putn(b, (const char *)&c, 1);
+    }
+    tg__rb_putn(b, "'", 1);
+}
+
+/* dir as a gnuplot single-quoted string ('' for a quote). */
+static void gp_path(rbuf *b, const char *dir)
+{
+    tg__rb_putn(b, "'", 1);
+    for (; *dir; dir++)
+        tg__rb_puts(b, *dir == '\'' ? "''" : (char[2]){*dir, 0});
+    tg__rb_putn(b, "'", 1);
+}
+
+static const char b64[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+static void put_base64(rbuf *b, const unsigned char *p, size_t n)
+{
+    if (!rb_reserve(b, (n + 2) / 3 * 4))
+        return;
+    for (size_t i = 0; i < n; i += 3) {
+        unsigned v = (unsigned)p[i] << 16;
+        if (i + 1 < n)
+            v |= (unsigned)p[i + 1] << 8;
+        if (i + 2 < n)
+            v |= p[i + 2];
+        char q[4] = {b64[v >> 18 & 63], b64[v >> 12 & 63],
+                     i + 1 < n ? b64[v >> 6 & 63] : '=',
+                     i + 2 < n ? b64[v & 63] : '='};
+        tg__rb_putn(b, q, 4);
+    }
+}
+
+/* Runs script (which writes fig.js in dir) and turns the output into the
+ * page's script: the drawing function, and each image gnuplot linked
+ * ("var NAME = new Image(); NAME.src = "NAME.png";") as a data: URL. The
+ * image names go to images (a JSON array). NULL with why set on failure. */
+static char *run_gnuplot(const rtool *gp, const char *dir, const char *script,
+                         rbuf *images, char *why, size_t cap)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/fig.gp", dir);
+    FILE *f = fopen(path, "w");
+    if (!f || fputs(script, f) < 0 || fclose(f) != 0) {
+        snprintf(why, cap, "cannot write gnuplot's script: %s",
+                 strerror(errno));
+        return NULL;
+    }
+    char last[256];
+    char *const argv[] = {"gnuplot", path, NULL};
+    if (!tg__report_run(gp->path, argv, last, sizeof last)) {
+        snprintf(why, cap, "gnuplot failed: %.200s", last);
+        return NULL;
+    }
+    snprintf(path, sizeof path, "%s/fig.js", dir);
+    char *js = tg__report_slurp(path, NULL);
+    if (!js) {
+        snprintf(why, cap, "gnuplot wrote no figure");
+        return NULL;
+    }
+    rbuf out = {0};
+    tg__rb_putn(images, "[", 1);
+    int n_img = 0;
+    const char *p = js;
+    for (;;) {
+        const char *src = strstr(p, ".src = \"");
+        if (!src)
+            break;
+        const char *name = src + 8, *end = strchr(name, '"');
+        if (!end)
+            break;
+        tg__rb_putn(&out, p, (size_t)(name - p));
+        char file[4400];
+        snprintf(file, sizeof file, "%s/%.*s", dir, (int)(end - name), name);
+        size_t len = 0;
+        char *png = tg__report_slurp(file, &len);
+        tg__rb_puts(&out, "data:image/png;base64,");
+        if (png)
+            put_base64(&out, (const unsigned char *)png, len);
+        free(png);
+        /* the variable is the file's name without ".png" */
+        const char *dot = strstr(name, ".png");
+        if (dot && dot < end) {
+            tg__rb_puts(images, n_img++ ? ",\"" : "\"");
+            tg__rb_putn(images, name, (size_t)(dot - name));
+            tg__rb_putn(images, "\"", 1);
+        }
+        p = end;
+    }
+    tg__rb_puts(&out, p);
+    tg__rb_putn(images, "]", 1);
+    free(js);
+    char *text = tg__rb_take(&out);
+    if (!text) {
+        snprintf(why, cap, "out of memory");
+        return NULL;
+    }
+    /* "</" cannot close the script element it goes into */
+    rbuf safe = {0};
+    for (const char *q = text; *q; q++) {
+        if (q[0] == '<' && q[1] == '/')
+            tg__rb_puts(&safe, "<\\");
+        else
+            tg__rb_putn(&safe, q, 1);
+    }
+    free(text);
+    return tg__rb_take(&safe);
+}
+
+/* Draws with gnuplot: body (the plot commands, after the terminal) for
+ * figure n. On success the section gets its canvas, and data gets
+ * "gp":NAME,"img":[...]; otherwise the tg-missing line and "gp":null. The
+ * drawing function is returned (NULL when not drawn). */
+static char *gnuplot_figure(tg_report *r, int n, const char *body, int width,
+                            int height, rbuf *sec, rbuf *data)
+{
+    rtool gp;
+    char jsdir[4096];
+    tg__report_gnuplot(&gp, jsdir, sizeof jsdir);
+    char why[512] = "";
+    char *js = NULL;
+    rbuf images = {0};
+    if (gp.usable) {
+        char dir[4096];
+        if (!tg__report_tmpdir(dir, sizeof dir))
+            snprintf(why, sizeof why, "no temporary directory for gnuplot: %s",
+                     strerror(errno));
+        else {
+            rbuf script = {0};
+            tg__rb_puts(&script, "cd ");
+            gp_path(&script, dir);
+            tg__rb_printf(&script,
+                          "\nset terminal canvas name 'tgfig%d' size %d,%d "
+                          "font 'sans,10'\nset output 'fig.js'\n",
+                          n, width, height);
+            tg__rb_puts(&script, body);
+            char *s = tg__rb_take(&script);
+            if (s)
+                js = run_gnuplot(&gp, dir, s, &images, why, sizeof why);
+            else
+                snprintf(why, sizeof why, "out of memory");
+            free(s);
+            tg__report_rmdir(dir);
+        }
+    } else
+        snprintf(why, sizeof why, "%s", gp.why);
+    if (js) {
+        snprintf(r->jsdir, sizeof r->jsdir, "%s", jsdir);
+        r->gnuplot_js = true;
+        tg__rb_printf(sec,
+                      "<canvas id=\"tgfig%d\" class=\"tg-canvas tg-gnuplot\" "
+                      "width=\"%d\" height=\"%d\"></canvas>\n",
+                      n, width, height);
+        tg__rb_printf(data, "\"gp\":\"tgfig%d\",\"img\":", n);
+        tg__rb_putn(data, images.p ? images.p : "[]",
+                    images.p ? images.len : 2);
+    } else {
+        tg__report_missing(sec, why);
+        tg__rb_puts(data, "\"gp\":null,\"img\":[]");
+    }
+    free(images.p);
+    return js;
+}
+
+/* gnuplot's tics for labels (at most 64 shown, else numbers). */
+static void gp_tics(rbuf *b, const char *axis, const char *const *labels,
+                    int64_t n)
+{
+    if (!labels || n > 64) {
+        tg__rb_printf(b, "set %stics out\n", axis);
+        return;
+    }
+    tg__rb_printf(b, "set %stics out %s(", axis,
+                  axis[0] == 'x' ? "rotate by -45 left " : "");
+    for (int64_t i = 0; i < n; i++) {
+        if (i)
+            tg__rb_putn(b, ", ", 2);
+        gp_text(b, labels[i] ? labels[i] : "", 24);
+        tg__rb_printf(b, " %lld", (long long)i);
+    }
+    tg__rb_puts(b, ")\n");
+}
+
+/* A heatmap's cell colours: finite unmasked cells through the palette
+ * (viridis); above them an rgbalpha layer paints masked cells grey, NaN
+ * magenta, +inf red and -inf black. A side of 1 is drawn as two half cells,
+ * since gnuplot's images need a grid of at least 2 x 2 points. */
+static const char heat_palette[] =
+    "set palette defined (0 '#440154', 0.25 '#3b528b', 0.5 '#21908d', "
+    "0.75 '#5dc963', 1 '#fde725')\n";
+
+static void heat_points(rbuf *b, const matrix *x, bool overlay)
+{
+    int sr = x->rows == 1 ? 2 : 1, sc = x->cols == 1 ? 2 : 1;
+    for (int64_t i = 0; i < x->rows * sr; i++) {
+        double y = sr == 2 ? (double)(i / 2) - 0.25 + 0.5 * (double)(i % 2)
+                           : (double)i;
+        for (int64_t j = 0; j < x->cols * sc; j++) {
+            double xx = sc == 2 ? (double)(j / 2) - 0.25 + 0.5 * (double)(j % 2)
+                                : (double)j;
+            int64_t k = (i / sr) * x->cols + j / sc;
+            double v = x->v[k];
+            bool masked = x->mask && x->mask[k];
+            if (!overlay) {
+                if (masked || !isfinite(v))
+                    tg__rb_printf(b, "%g %g NaN\n", xx, y);
+                else
+                    tg__rb_printf(b, "%g %g %.17g\n", xx, y, v);
+                continue;
+            }
+            int rgba[4] = {0, 0, 0, 0};
+            if (masked)
+                memcpy(rgba, (int[4]){170, 170, 170, 255}, sizeof rgba);
+            else if (isnan(v))
+                memcpy(rgba, (int[4]){255, 0, 255, 255}, sizeof rgba);
+            else if (isinf(v))
+                memcpy(rgba,
+                       v > 0 ? (int[4]){255, 0, 0, 255}
+                             : (int[4]){0, 0, 0, 255},
+                       sizeof rgba);
+            tg__rb_printf(b, "%g %g %d %d %d %d\n", xx, y, rgba[0], rgba[1],
+                          rgba[2], rgba[3]);
+        }
+        tg__rb_putn(b, "\n", 1);
+    }
+}
+
+int tg_report_heatmap(tg_report *r, const char *title, const tg_tensor *m,
+                      const tg_tensor *mask, const char *const *row_labels,
+                      const char *const *col_labels)
+{
+    const char *op = "report_heatmap";
+    if (!check_report(op, r))
+        return -1;
+    matrix x;
+    if (!read_matrix(op, m, mask, false, &x))
+        return -1;
+    locale_t c = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0), prev = 0;
+    if (c)
+        prev = uselocale(c);
+    int n = r->n + 1;
+    bool special = false;
+    double lo = INFINITY, hi = -INFINITY;
+    for (int64_t k = 0; k < x.rows * x.cols; k++) {
+        bool masked = x.mask && x.mask[k];
+        special |= masked || !isfinite(x.v[k]);
+        if (!masked && isfinite(x.v[k])) {
+            lo = fmin(lo, x.v[k]);
+            hi = fmax(hi, x.v[k]);
+        }
+    }
+    if (!(lo < hi)) { /* one value, or none */
+        lo = isfinite(lo) ? lo - 0.5 : 0;
+        hi = isfinite(hi) ? hi + 0.5 : 1;
+    }
+    bool blocks = x.fr > 1 || x.fc > 1;
+    rbuf body = {0};
+    tg__rb_printf(&body,
+                  "unset key\nset xrange [-0.5:%lld.5]\nset yrange "
+                  "[%lld.5:-0.5]\nset cbrange [%.17g:%.17g]\n%s",
+                  (long long)x.cols - 1, (long long)x.rows - 1, lo, hi,
+                  heat_palette);
+    gp_tics(&body, "x", blocks ? NULL : col_labels, x.cols);
+    gp_tics(&body, "y", blocks ? NULL : row_labels, x.rows);
+    tg__rb_puts(&body, "$v << EOD\n");
+    heat_points(&body, &x, false);
+    tg__rb_puts(&body, "EOD\n");
+    if (special) {
+        tg__rb_puts(&body, "$o << EOD\n");
+        heat_points(&body, &x, true);
+        tg__rb_puts(&body, "EOD\n");
+    }
+    tg__rb_printf(&body, "plot $v using 1:2:3 with image%s\n",
+                  special ? ", $o using 1:2:3:4:5:6 with rgbalpha" : "");
+    char *script = tg__rb_take(&body);
+
+    rbuf sec = {0}, data = {0};
+    open_section(&sec, n, "heatmap", title);
+    downsample_note(&sec, &x);
+    char *js =
+        script ? gnuplot_figure(r, n, script, 560, 480, &sec, &data) : NULL;
+    free(script);
+    tg__rb_puts(&sec, "<div class=\"tg-readout\"></div>\n");
+    if (special)
+        tg__rb_puts(&sec, "<p class=\"tg-legend\">grey: masked; magenta: nan; "
+                          "red: inf; black: -inf</p>\n");
+    data_open(&sec);
+    tg__rb_puts(&sec, "{");
+    tg__rb_putn(&sec, data.p ? data.p : "", data.len);
+    tg__rb_putn(&sec, ",", 1);
+    json_matrix(&sec, &x);
+    tg__rb_puts(&sec, ",\"rl\":");
+    json_labels(&sec, row_labels, x.rows0);
+    tg__rb_puts(&sec, ",\"cl\":");
+    json_labels(&sec, col_labels, x.cols0);
+    tg__rb_puts(&sec, "}");
+    data_close_section(&sec);
+    free(data.p);
+    if (data.oom)
+        sec.oom = true;
+    matrix_free(&x);
+    if (c) {
+        uselocale(prev);
+        freelocale(c);
+    }
+    return add_section(op, r, &sec, js);
+}
+
+int tg_report_lines(tg_report *r, const char *title, const tg_series *s, int n,
+                    const char *xlabel, const char *ylabel, bool logy)
+{
+    const char *op = "report_lines";
+    if (!check_report(op, r))
+        return -1;
+    if (!s || n < 1) {
+        tg__error("%s: expected at least one series, got %d%s", op, n,
+                  s ? "" : " (NULL)");
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        if (!s[i].y || s[i].n < 1) {
+            tg__error("%s: series %d has %s", op, i,
+                      s[i].y ? "no points" : "NULL y");
+            return -1;
+        }
+        for (int64_t k = 0; logy && k < s[i].n; k++)
+            if (!(s[i].y[k] > 0)) {
+                tg__error("%s: series %d: y[%lld] = %g on a log axis", op, i,
+                          (long long)k, s[i].y[k]);
+                return -1;
+            }
+    }
+    locale_t c = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0), prev = 0;
+    if (c)
+        prev = uselocale(c);
+    int num = r->n + 1;
+    rbuf body = {0};
+    tg__rb_puts(&body, "set key top right\nset grid\n");
+    if (logy)
+        tg__rb_puts(&body, "set logscale y\n");
+    if (xlabel) {
+        tg__rb_puts(&body, "set xlabel ");
+        gp_text(&body, xlabel, 80);
+        tg__rb_putn(&body, "\n", 1);
+    }
+    if (ylabel) {
+        tg__rb_puts(&body, "set ylabel ");
+        gp_text(&body, ylabel, 80);
+        tg__rb_putn(&body, "\n", 1);
+    }
+    for (int i = 0; i < n; i++) {
+        tg__rb_printf(&body, "$s%d << EOD\n", i);
+        for (int64_t k = 0; k < s[i].n; k++) {
+            double xv = s[i].x ? s[i].x[k] : (double)k;
+            if (isfinite(xv) && isfinite(s[i].y[k]))
+                tg__rb_printf(&body, "%.17g %.17g\n", xv, s[i].y[k]);
+        }
+        tg__rb_puts(&body, "EOD\n");
+    }
+    tg__rb_puts(&body, "plot ");
+    for (int i = 0; i < n; i++) {
+        tg__rb_printf(&body,
+                      "%s$s%d using 1:2 with linespoints pt 7 ps 0.4 "
+                      "title ",
+                      i ? ", " : "", i);
+        gp_text(&body, s[i].label ? s[i].label : "", 60);
+    }
+    tg__rb_putn(&body, "\n", 1);
+    char *script = tg__rb_take(&body);
+
+    rbuf sec = {0}, data = {0};
+    open_section(&sec, num, "lines", title);
+    char *js =
+        script ? gnuplot_figure(r, num, script, 640, 400, &sec, &data) : NULL;
+    free(script);
+    tg__rb_puts(&sec, "<div class=\"tg-readout\"></div>\n");
+    data_open(&sec);
+    tg__rb_puts(&sec, "{");
+    tg__rb_putn(&sec, data.p ? data.p : "", data.len);
+    tg__rb_printf(&sec, ",\"logy\":%s,\"series\":[", logy ? "true" : "false");
+    for (int i = 0; i < n; i++) {
+        tg__rb_puts(&sec, i ? ",{\"label\":" : "{\"label\":");
+        tg__rb_json(&sec, s[i].label ? s[i].label : "");
+        tg__rb_puts(&sec, ",\"x\":[");
+        for (int64_t k = 0; k < s[i].n; k++) {
+            if (k)
+                tg__rb_putn(&sec, ",", 1);
+            tg__rb_num(&sec, s[i].x ? s[i].x[k] : (double)k, false);
+        }
+        tg__rb_puts(&sec, "],\"y\":[");
+        for (int64_t k = 0; k < s[i].n; k++) {
+            if (k)
+                tg__rb_putn(&sec, ",", 1);
+            tg__rb_num(&sec, s[i].y[k], false);
+        }
+        tg__rb_puts(&sec, "]}");
+    }
+    tg__rb_puts(&sec, "]}");
+    data_close_section(&sec);
+    free(data.p);
+    if (data.oom)
+        sec.oom = true;
+    if (c) {
+        uselocale(prev);
+        freelocale(c);
+    }
+    return add_section(op, r, &sec, js);
+}
+
+int tg_report_tape(tg_report *r, const char *title)
+{
+    const char *op = "report_tape";
+    if (!check_report(op, r))
+        return -1;
+    rbuf sec = {0}, data = {0};
+    open_section(&sec, r->n + 1, "tape", title);
+    if (!tg__report_tape_body(&sec, &data)) {
+        free(sec.p);
+        free(data.p);
+        return -1;
+    }
+    data_open(&sec);
+    tg__rb_puts(&sec, "{");
+    tg__rb_putn(&sec, data.p ? data.p : "", data.len);
+    tg__rb_puts(&sec, "}");
+    data_close_section(&sec);
+    if (data.oom)
+        sec.oom = true;
+    free(data.p);
+    return add_section(op, r, &sec, NULL);
+}
+
+/* ===================================================================== */
+/* The lesson's figures (drawn by the page's script)                      */
+/* ===================================================================== */
+
+static bool lesson_matrix(const char *op, const tg_tensor *m,
+                          const tg_tensor *mask, matrix *x)
+{
+    if (!read_matrix(op, m, mask, true, x))
+        return false;
+    if (x->fr > 1) {
+        tg__error("%s: shape %s is too large for the figure (T <= %d)", op,
+                  TG_SHP(m), MAX_CELLS);
+        matrix_free(x);
+        return false;
+    }
+    return true;
+}
+
+static void lesson_canvas(rbuf *b, int n)
+{
+    tg__rb_printf(b,
+                  "<canvas id=\"tgfig%d\" class=\"tg-canvas tg-lesson\" "
+                  "width=\"560\" height=\"480\"></canvas>\n",
+                  n);
+}
+
+int tg_report_averaging(tg_report *r, const char *title, const tg_tensor *wei,
+                        const char *const *tokens)
+{
+    const char *op = "report_averaging";
+    if (!check_report(op, r))
+        return -1;
+    matrix x;
+    if (!lesson_matrix(op, wei, NULL, &x))
+        return -1;
+    locale_t c = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0), prev = 0;
+    if (c)
+        prev = uselocale(c);
+    int n = r->n + 1;
+    rbuf sec = {0};
+    open_section(&sec, n, "averaging", title);
+    tg__rb_puts(&sec, "<p class=\"tg-hint\">Click a row: the tokens it "
+                      "averages, with their weights.</p>\n");
+    lesson_canvas(&sec, n);
+    tg__rb_puts(&sec, "<div class=\"tg-readout\"></div>\n");
+    data_open(&sec);
+    tg__rb_printf(&sec, "{\"canvas\":\"tgfig%d\",", n);
+    json_matrix(&sec, &x);
+    tg__rb_puts(&sec, ",\"tok\":");
+    json_labels(&sec, tokens, x.rows);
+    tg__rb_puts(&sec, "}");
+    data_close_section(&sec);
+    matrix_free(&x);
+    if (c) {
+        uselocale(prev);
+        freelocale(c);
+    }
+    return add_section(op, r, &sec, NULL);
+}
+
+int tg_report_attention(tg_report *r, const char *title,
+                        const tg_tensor *scores, const tg_tensor *mask,
+                        const char *const *tokens, double temperature)
+{
+    const char *op = "report_attention";
+    if (!check_report(op, r))
+        return -1;
+    if (!check_tensor(op, "scores", scores))
+        return -1;
+    if (!(temperature > 0) || !isfinite(temperature)) {
+        tg__error("%s: temperature must be finite and > 0, got %g (scores "
+                  "%s)",
+                  op, temperature, TG_SHP(scores));
+        return -1;
+    }
+    matrix x;
+    if (!lesson_matrix(op, scores, mask, &x))
+        return -1;
+    locale_t c = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0), prev = 0;
+    if (c)
+        prev = uselocale(c);
+    int n = r->n + 1;
+    /* the slider: from a tenth of the temperature (or less) to ten times */
+    double lo = fmin(0.01, temperature / 10), hi = fmax(10, temperature * 10);
+    rbuf sec = {0};
+    open_section(&sec, n, "attention", title);
+    tg__rb_puts(&sec, "<p class=\"tg-hint\">Hover a cell for its weight; "
+                      "drag the temperature: low is the peaky, un-scaled "
+                      "regime, where the gradient's gain starves.</p>\n");
+    tg__rb_puts(&sec, "<label class=\"tg-temp\">temperature <input "
+                      "type=\"range\" class=\"tg-temperature\" min=\"");
+    tg__rb_num(&sec, lo, false);
+    tg__rb_puts(&sec, "\" max=\"");
+    tg__rb_num(&sec, hi, false);
+    tg__rb_puts(&sec, "\" step=\"any\" value=\"");
+    tg__rb_num(&sec, temperature, false);
+    tg__rb_puts(&sec, "\"> <span class=\"tg-temperature-value\">");
+    tg__rb_num(&sec, temperature, false);
+    tg__rb_puts(&sec, "</span></label>\n");
+    lesson_canvas(&sec, n);
+    tg__rb_puts(&sec, "<div class=\"tg-readout\"></div>\n"
+                      "<div class=\"tg-rowstats\"></div>\n");
+    data_open(&sec);
+    tg__rb_printf(&sec, "{\"canvas\":\"tgfig%d\",\"temp\":", n);
+    tg__rb_num(&sec, temperature, false);
+    tg__rb_putn(&sec, ",", 1);
+    json_matrix(&sec, &x);
+    tg__rb_puts(&sec, ",\"tok\":");
+    json_labels(&sec, tokens, x.rows);
+    tg__rb_puts(&sec, "}");
+    data_close_section(&sec);
+    matrix_free(&x);
+    if (c) {
+        uselocale(prev);
+        freelocale(c);
+    }
+    return add_section(op, r, &sec, NULL);
+}
+
+/* ===================================================================== */
+/* Writing the page                                                       */
+/* ===================================================================== */
+
+static const char csp[] =
+    "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src "
+    "'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src "
+    "data:\">\n";
+
+/* gnuplot's notice, which its licence asks to travel with its files (the
+ * files themselves are inlined unmodified). */
+static const char gnuplot_notice[] =
+    "/* The scripts below are gnuplot's canvas terminal support files\n"
+    " * (gnuplot_common.js; canvastext.js, public domain, Jim Studt), inlined\n"
+    " * unmodified but for comment lines naming a URL. Copyright 1986-1993, "
+    "1998, 2004 Thomas Williams, Colin\n"
+    " * Kelley. Permission to use, copy, and distribute this software and\n"
+    " * its documentation for any purpose with or without fee is hereby\n"
+    " * granted, provided that the above copyright notice appear in all\n"
+    " * copies and that both that copyright notice and this permission\n"
+    " * notice appear in supporting documentation. */\n";
+
+/* A support file of gnuplot's, with any "</" made safe for a script. */
+static bool put_gnuplot_file(rbuf *b, const char *jsdir, const char *name)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", jsdir, name);
+    char *text = tg__report_slurp(path, NULL);
+    if (!text)
+        return false;
+    for (const char *q = text; *q; q++) {
+        /* canvastext.js's first lines point to its author's page: a
+         * comment (the file is public domain), left out so that the page
+         * names no URL */
+        if ((q == text || q[-1] == '\n') && q[0] == '/' && q[1] == '/') {
+            size_t n = strcspn(q, "\n");
+            char line[512];
+            snprintf(line, sizeof line, "%.*s", (int)(n < 511 ? n : 511), q);
+            if (strstr(line, "http:") || strstr(line, "https:")) {
+                q += n - 1;
+                continue;
+            }
+        }
+        tg__rb_puts(b, q[0] == '<' && q[1] == '/' ? "<\\" : (char[2]){*q, 0});
+    }
+    tg__rb_putn(b, "\n", 1);
+    free(text);
+    return true;
+}
+
+int tg_report_write(const tg_report *r, const char *path)
+{
+    const char *op = "report_write";
+    if (!check_report(op, r))
+        return -1;
+    if (!path || !*path) {
+        tg__error("%s: path is %s", op, path ? "empty" : "NULL");
+        return -1;
+    }
+    rbuf b = {0};
+    tg__rb_puts(&b, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n"
+                    "<meta charset=\"utf-8\">\n");
+    tg__rb_puts(&b, csp);
+    tg__rb_puts(&b, "<meta name=\"generator\" content=\"tapegrad\">\n<title>");
+    tg__rb_html(&b, r->title);
+    tg__rb_puts(&b, "</title>\n<style>\n");
+    tg__rb_puts(&b, tg__report_css);
+    tg__rb_puts(&b, "</style>\n</head>\n<body>\n<h1>");
+    tg__rb_html(&b, r->title);
+    tg__rb_puts(&b, "</h1>\n");
+    for (int i = 0; i < r->n; i++)
+        tg__rb_puts(&b, r->s[i].html);
+    bool gp_ok = true;
+    if (r->gnuplot_js) {
+        tg__rb_puts(&b, "<script>\n");
+        tg__rb_puts(&b, gnuplot_notice);
+        gp_ok = put_gnuplot_file(&b, r->jsdir, "gnuplot_common.js") &&
+                put_gnuplot_file(&b, r->jsdir, "canvastext.js");
+        tg__rb_puts(&b, "var canvas, ctx;\n");
+        for (int i = 0; i < r->n; i++)
+            if (r->s[i].js)
+                tg__rb_puts(&b, r->s[i].js);
+        tg__rb_puts(&b, "</script>\n");
+    }
+    tg__rb_puts(&b, "<script>\n");
+    tg__rb_puts(&b, tg__report_js);
+    tg__rb_puts(&b, "</script>\n</body>\n</html>\n");
+    if (b.oom || !gp_ok) {
+        free(b.p);
+        if (!gp_ok)
+            tg__error("%s: %s: cannot read gnuplot's canvas scripts in %s", op,
+                      path, r->jsdir);
+        else
+            tg__error("%s: %s: out of memory", op, path);
+        return -1;
+    }
+    tg__file *out = tg__file_begin(op, path);
+    if (!out) {
+        free(b.p);
+        return -1;
+    }
+    bool ok = tg__file_write(out, b.p, b.len);
+    free(b.p);
+    if (!ok) {
+        tg__file_abort(out);
+        return -1;
+    }
+    return tg__file_commit(out);
+}

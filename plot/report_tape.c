@@ -1,0 +1,337 @@
+/* The report's tape section: tg_tape_dot's graph, dressed for the page and
+ * drawn by Graphviz as inline SVG.
+ *
+ * tg_tape_dot writes one node per entry ("e<k>", a box labelled "#k op",
+ * the output's name and shape, after a backward "|grad| G" and, when some
+ * of the gradient's elements are exactly zero, "zeros Z/N", then the call
+ * site) and one per leaf ("t<j>", an ellipse: name and shape), and an edge
+ * per input. Here each node gets its label as a tooltip (so the SVG's
+ * <title> and the browser's tooltip hold the name, op, shape, call site and
+ * gradient), and the |grad| colours it: every edge leaving an entry is drawn
+ * with penwidth 1 + 4 sqrt(G / Gmax) and from grey to red as G grows, and
+ * an entry whose gradient holds exact zeros (the masked positions under
+ * masked_fill and softmax) gets a double blue border and a line below the
+ * picture. */
+#include "plot/report.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct tnode {
+    char id[24];            /* e3, t1 */
+    char *label;            /* as in the DOT file: escaped */
+    double g;               /* |grad|, or -1 */
+    long long zeros, numel; /* zeros < 0: not recorded */
+} tnode;
+
+/* The DOT string starting after an opening quote, up to the closing one. */
+static char *dot_string(const char *p, const char **end)
+{
+    const char *q = p;
+    while (*q && *q != '"') {
+        if (*q == '\\' && q[1])
+            q++;
+        q++;
+    }
+    *end = q;
+    char *s = tg__malloc((size_t)(q - p) + 1);
+    if (s) {
+        memcpy(s, p, (size_t)(q - p));
+        s[q - p] = '\0';
+    }
+    return s;
+}
+
+/* A DOT label as plain text: \n a newline, \" and \\ themselves. */
+static void label_text(rbuf *b, const char *label, bool html)
+{
+    for (const char *p = label; *p; p++) {
+        char c = *p;
+        if (c == '\\' && p[1]) {
+            p++;
+            c = *p == 'n' || *p == 'l' || *p == 'r' ? '\n' : *p;
+        }
+        char s[2] = {c, 0};
+        if (html)
+            tg__rb_html(b, s);
+        else
+            tg__rb_putn(b, s, 1);
+    }
+}
+
+static void parse_stats(tnode *n)
+{
+    n->g = -1;
+    n->zeros = -1;
+    const char *g = strstr(n->label, "|grad| ");
+    if (g)
+        n->g = strtod(g + 7, NULL);
+    const char *z = strstr(n->label, "zeros ");
+    if (z && sscanf(z, "zeros %lld/%lld", &n->zeros, &n->numel) != 2)
+        n->zeros = -1;
+}
+
+static const tnode *find(const tnode *nodes, int n, const char *id)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(nodes[i].id, id))
+            return &nodes[i];
+    return NULL;
+}
+
+/* grey (no gradient) to red (the largest) */
+static void grad_colour(rbuf *b, double g, double gmax)
+{
+    if (!(g >= 0) || !(gmax > 0)) {
+        tg__rb_puts(b, "#999999");
+        return;
+    }
+    double f = sqrt(g / gmax);
+    int r = (int)(153 + f * (214 - 153)), gg = (int)(153 - f * (153 - 39)),
+        bb = (int)(153 - f * (153 - 40));
+    tg__rb_printf(b, "#%02x%02x%02x", r, gg, bb);
+}
+
+/* Rewrites the DOT text: tooltips, widths and colours by |grad|. */
+static char *dress(const char *dot, tnode **nodes_out, int *n_out)
+{
+    int n = 0, cap = 0;
+    tnode *nodes = NULL;
+    bool oom = false;
+    /* pass 1: the nodes */
+    for (const char *line = dot; *line;) {
+        const char *eol = strchr(line, '\n');
+        size_t len = eol ? (size_t)(eol - line) : strlen(line);
+        char id[24];
+        const char *lab = strstr(line, "label=\"");
+        const char *arrow = strstr(line, "->");
+        if (sscanf(line, " %23[et0-9] [", id) == 1 && lab &&
+            (size_t)(lab - line) < len &&
+            (!arrow || (size_t)(arrow - line) > len)) {
+            if (n == cap) {
+                cap = cap ? cap * 2 : 32;
+                tnode *m = tg__realloc(nodes, (size_t)cap * sizeof *m);
+                if (!m) {
+                    oom = true;
+                    break;
+                }
+                nodes = m;
+            }
+            const char *end;
+            tnode *t = &nodes[n];
+            snprintf(t->id, sizeof t->id, "%s", id);
+            t->label = dot_string(lab + 7, &end);
+            if (!t->label) {
+                oom = true;
+                break;
+            }
+            parse_stats(t);
+            n++;
+        }
+        line += len + (eol != NULL);
+    }
+    double gmax = 0;
+    for (int i = 0; i < n; i++)
+        gmax = fmax(gmax, nodes[i].g);
+    /* pass 2: the new text */
+    rbuf b = {0};
+    for (const char *line = dot; *line && !oom;) {
+        const char *eol = strchr(line, '\n');
+        size_t len = eol ? (size_t)(eol - line) : strlen(line);
+        char id[24], from[24], to[24];
+        const tnode *t;
+        if (sscanf(line, " %23[et0-9] -> %23[et0-9]", from, to) == 2) {
+            tg__rb_printf(&b, "  %s -> %s [", from, to);
+            const tnode *src = find(nodes, n, from);
+            double g = src ? src->g : -1;
+            tg__rb_printf(&b, "penwidth=%.2f, color=\"",
+                          g >= 0 && gmax > 0 ? 1 + 4 * sqrt(g / gmax) : 1.0);
+            grad_colour(&b, g, gmax);
+            tg__rb_puts(&b, "\"");
+            const char *lab = strstr(line, "label=\"");
+            if (lab && (size_t)(lab - line) < len) {
+                const char *end;
+                char *s = dot_string(lab + 7, &end);
+                if (s)
+                    tg__rb_printf(&b, ", label=\"%s\"", s);
+                free(s);
+            }
+            tg__rb_puts(&b, "];\n");
+        } else if (sscanf(line, " %23[et0-9] [", id) == 1 &&
+                   (t = find(nodes, n, id))) {
+            bool entry = id[0] == 'e';
+            tg__rb_printf(&b, "  %s [shape=%s, style=\"%sfilled\", ", id,
+                          entry ? "box" : "ellipse", entry ? "rounded," : "");
+            tg__rb_printf(&b, "fillcolor=\"%s\", color=\"",
+                          entry ? "#f4f6fb" : "#fdf6e3");
+            if (t->zeros > 0)
+                tg__rb_puts(&b, "#1f5fbf\", peripheries=2");
+            else {
+                grad_colour(&b, t->g, gmax);
+                tg__rb_puts(&b, "\"");
+            }
+            tg__rb_printf(&b, ", tooltip=\"%s\", label=\"%s\"];\n", t->label,
+                          t->label);
+        } else {
+            tg__rb_putn(&b, line, len);
+            tg__rb_putn(&b, "\n", 1);
+            if (!strncmp(line, "  node [", 8))
+                tg__rb_puts(&b, "  edge [fontname=\"Helvetica\", "
+                                "fontsize=9];\n");
+        }
+        line += len + (eol != NULL);
+    }
+    if (oom)
+        b.oom = true;
+    *nodes_out = nodes;
+    *n_out = n;
+    return tg__rb_take(&b);
+}
+
+/* The SVG from <svg on, each node's <title> (its DOT id) replaced by its
+ * label's text. */
+static void put_svg(rbuf *sec, const char *svg, const tnode *nodes, int n)
+{
+    const char *p = strstr(svg, "<svg");
+    if (!p)
+        return;
+    /* inline SVG needs no namespace declarations: drop them, so the page
+     * names no URL at all */
+    const char *ns = strstr(p, " xmlns=");
+    const char *close = strchr(p, '>');
+    if (ns && close && ns < close) {
+        tg__rb_putn(sec, p, (size_t)(ns - p));
+        tg__rb_putn(sec, close, 1);
+        p = close + 1;
+    }
+    for (;;) {
+        const char *t = strstr(p, "<title>");
+        if (!t) {
+            tg__rb_puts(sec, p);
+            return;
+        }
+        const char *body = t + 7, *end = strstr(body, "</title>");
+        if (!end) {
+            tg__rb_puts(sec, p);
+            return;
+        }
+        tg__rb_putn(sec, p, (size_t)(body - p));
+        char id[24];
+        snprintf(id, sizeof id, "%.*s",
+                 (int)(end - body < 23 ? end - body : 23), body);
+        const tnode *node = end - body < 23 ? find(nodes, n, id) : NULL;
+        if (node)
+            label_text(sec, node->label, true);
+        else
+            tg__rb_putn(sec, body, (size_t)(end - body));
+        p = end;
+    }
+}
+
+bool tg__report_tape_body(rbuf *sec, rbuf *data)
+{
+    char *dot = NULL;
+    size_t dot_len = 0;
+    FILE *mem = open_memstream(&dot, &dot_len);
+    if (!mem) {
+        tg__error("report_tape: out of memory");
+        return false;
+    }
+    tg_tape_dot(mem);
+    if (fclose(mem) != 0 || !dot) {
+        free(dot);
+        tg__error("report_tape: out of memory");
+        return false;
+    }
+    tnode *nodes = NULL;
+    int n = 0;
+    char *dressed = dress(dot, &nodes, &n);
+    free(dot);
+    bool ok = dressed != NULL;
+    int entries = 0;
+    for (int i = 0; i < n; i++)
+        entries += nodes[i].id[0] == 'e';
+    if (ok && entries == 0)
+        tg__rb_puts(sec, "<p class=\"tg-note\">The tape is empty.</p>\n");
+    else if (ok) {
+        rtool dot_tool;
+        tg__report_dot(&dot_tool);
+        char why[512] = "", dir[4096];
+        char *svg = NULL;
+        if (!dot_tool.usable)
+            snprintf(why, sizeof why, "%s", dot_tool.why);
+        else if (!tg__report_tmpdir(dir, sizeof dir))
+            snprintf(why, sizeof why, "no temporary directory for dot: %s",
+                     strerror(errno));
+        else {
+            char in[4200], out[4200], last[256];
+            snprintf(in, sizeof in, "%s/tape.dot", dir);
+            snprintf(out, sizeof out, "%s/tape.svg", dir);
+            FILE *f = fopen(in, "w");
+            if (!f || fputs(dressed, f) < 0 || fclose(f) != 0)
+                snprintf(why, sizeof why, "cannot write the graph for dot");
+            else {
+                char *const argv[] = {"dot", "-Tsvg", "-o", out, in, NULL};
+                if (!tg__report_run(dot_tool.path, argv, last, sizeof last))
+                    snprintf(why, sizeof why, "dot failed: %.200s", last);
+                else if (!(svg = tg__report_slurp(out, NULL)))
+                    snprintf(why, sizeof why, "dot wrote no picture");
+            }
+            tg__report_rmdir(dir);
+        }
+        if (svg) {
+            tg__rb_puts(sec, "<div class=\"tg-tape\">\n");
+            put_svg(sec, svg, nodes, n);
+            tg__rb_puts(sec, "</div>\n");
+            free(svg);
+        } else
+            tg__report_missing(sec, why);
+        bool any = false;
+        for (int i = 0; i < n; i++)
+            if (nodes[i].zeros > 0) {
+                tg__rb_puts(sec, any ? ""
+                                     : "<p class=\"tg-note\">Exact zeros "
+                                       "in the gradient (masked "
+                                       "positions):</p>\n<ul "
+                                       "class=\"tg-zeros\">\n");
+                any = true;
+                tg__rb_puts(sec, "<li>");
+                label_text(sec, nodes[i].label, true);
+                tg__rb_puts(sec, "</li>\n");
+            }
+        if (any)
+            tg__rb_puts(sec, "</ul>\n");
+        tg__rb_puts(sec, "<details><summary>The graph (DOT)</summary><pre "
+                         "class=\"tg-pre\">");
+        tg__rb_html(sec, dressed);
+        tg__rb_puts(sec, "</pre></details>\n");
+    }
+    tg__rb_printf(data, "\"entries\":%d,\"nodes\":[", entries);
+    for (int i = 0; i < n; i++) {
+        tg__rb_puts(data, i ? ",{\"id\":" : "{\"id\":");
+        tg__rb_json(data, nodes[i].id);
+        tg__rb_puts(data, ",\"text\":");
+        rbuf t = {0};
+        label_text(&t, nodes[i].label, false);
+        char *text = tg__rb_take(&t);
+        tg__rb_json(data, text ? text : "");
+        free(text);
+        if (nodes[i].g >= 0)
+            tg__rb_printf(data, ",\"grad\":%.6g", nodes[i].g);
+        if (nodes[i].zeros >= 0)
+            tg__rb_printf(data, ",\"zeros\":%lld,\"numel\":%lld",
+                          nodes[i].zeros, nodes[i].numel);
+        tg__rb_puts(data, "}");
+    }
+    tg__rb_puts(data, "]");
+    for (int i = 0; i < n; i++)
+        free(nodes[i].label);
+    free(nodes);
+    free(dressed);
+    if (!ok)
+        tg__error("report_tape: out of memory");
+    return ok;
+}

@@ -1,0 +1,271 @@
+/* The report's tools, found at run time: gnuplot (its canvas terminal draws
+ * heatmaps and line charts as JavaScript) and Graphviz's dot (the tape as
+ * SVG); run without a shell, in a private temporary directory. */
+#include "plot/report.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+/* name set to anything but "" or "0" in the environment. */
+static bool env_on(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+/* Reads fd to its end, keeping its last non-empty line in line. */
+static void read_last_line(int fd, char *line, size_t cap)
+{
+    char tail[2048];
+    size_t len = 0;
+    for (;;) {
+        if (len == sizeof tail) { /* only the end matters: drop the start */
+            memmove(tail, tail + len / 2, len - len / 2);
+            len -= len / 2;
+        }
+        ssize_t got = read(fd, tail + len, sizeof tail - len);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            break;
+        len += (size_t)got;
+    }
+    while (len > 0 && isspace((unsigned char)tail[len - 1]))
+        len--;
+    size_t start = len;
+    while (start > 0 && tail[start - 1] != '\n')
+        start--;
+    snprintf(line, cap, "%.*s", (int)(len - start), tail + start);
+}
+
+bool tg__report_run(const char *path, char *const argv[], char *last,
+                    size_t cap)
+{
+    last[0] = '\0';
+    int fds[2];
+    if (pipe(fds) != 0)
+        return false;
+    fcntl(fds[0], F_SETFD, FD_CLOEXEC);
+    fcntl(fds[1], F_SETFD, FD_CLOEXEC);
+    posix_spawn_file_actions_t actions;
+    pid_t pid = -1;
+    int err = posix_spawn_file_actions_init(&actions);
+    if (err == 0) {
+        err = posix_spawn_file_actions_addopen(&actions, 0, "/dev/null",
+                                               O_RDONLY, 0);
+        if (err == 0)
+            err = posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+        if (err == 0)
+            err = posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
+        if (err == 0)
+            err = posix_spawn(&pid, path, &actions, NULL, argv, environ);
+        posix_spawn_file_actions_destroy(&actions);
+    }
+    close(fds[1]);
+    if (err != 0) {
+        close(fds[0]);
+        snprintf(last, cap, "cannot run %s: %s", path, strerror(err));
+        return false;
+    }
+    read_last_line(fds[0], last, cap);
+    close(fds[0]);
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR)
+            return false;
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+/* The first executable regular file called name along PATH. */
+static bool find_on_path(const char *name, char *path, size_t cap)
+{
+    const char *dirs = getenv("PATH");
+    if (!dirs)
+        dirs = "/usr/local/bin:/usr/bin:/bin";
+    for (const char *dir = dirs;; dir++) {
+        size_t n = strcspn(dir, ":");
+        int len =
+            snprintf(path, cap, "%.*s/%s", n ? (int)n : 1, n ? dir : ".", name);
+        struct stat st;
+        if (len > 0 && (size_t)len < cap && stat(path, &st) == 0 &&
+            S_ISREG(st.st_mode) && access(path, X_OK) == 0)
+            return true;
+        dir += n;
+        if (!*dir)
+            return false;
+    }
+}
+
+static bool has_file(const char *dir, const char *file)
+{
+    char p[4096 + 64];
+    snprintf(p, sizeof p, "%s/%s", dir, file);
+    return access(p, R_OK) == 0;
+}
+
+/* gnuplot's js directory: the canvas terminal's scripts, which the page
+ * inlines. In order: each entry of GNUPLOT_LIB followed by /js (gnuplot's
+ * own search path for its support files); then the data directory of a
+ * standard install beside the binary, <prefix>/share/gnuplot/gnuplot/
+ * <version>/js (Debian's gnuplot-data) with prefix the binary's directory's
+ * parent and the version from `gnuplot --version` ("gnuplot 5.4 patchlevel
+ * 4"); then the same under /usr and /usr/local. */
+static bool find_jsdir(const char *gnuplot, char *jsdir, size_t cap)
+{
+    const char *lib = getenv("GNUPLOT_LIB");
+    for (const char *d = lib; d && *d;) {
+        size_t n = strcspn(d, ":");
+        snprintf(jsdir, cap, "%.*s/js", (int)n, d);
+        if (n && has_file(jsdir, "gnuplot_common.js") &&
+            has_file(jsdir, "canvastext.js"))
+            return true;
+        d += n;
+        if (*d)
+            d++;
+    }
+    char line[256];
+    char *const argv[] = {"gnuplot", "--version", NULL};
+    if (!tg__report_run(gnuplot, argv, line, sizeof line))
+        return false;
+    char version[32];
+    if (sscanf(line, "gnuplot %31s", version) != 1)
+        return false;
+    char prefix[4096];
+    snprintf(prefix, sizeof prefix, "%s", gnuplot);
+    for (int up = 0; up < 2; up++) { /* .../bin/gnuplot -> ... */
+        char *slash = strrchr(prefix, '/');
+        if (slash)
+            *slash = '\0';
+    }
+    const char *prefixes[] = {prefix, "/usr", "/usr/local"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(jsdir, cap, "%s/share/gnuplot/gnuplot/%s/js", prefixes[i],
+                 version);
+        if (has_file(jsdir, "gnuplot_common.js") &&
+            has_file(jsdir, "canvastext.js"))
+            return true;
+    }
+    return false;
+}
+
+void tg__report_gnuplot(rtool *t, char *jsdir, size_t cap)
+{
+    *t = (rtool){0};
+    jsdir[0] = '\0';
+    if (env_on("TG_NO_GNUPLOT")) {
+        snprintf(t->why, sizeof t->why,
+                 "gnuplot is switched off (TG_NO_GNUPLOT is set)");
+        return;
+    }
+    if (!find_on_path("gnuplot", t->path, sizeof t->path)) {
+        snprintf(t->why, sizeof t->why,
+                 "gnuplot is not installed (apt-get install gnuplot-nox)");
+        return;
+    }
+    char line[256];
+    char *const argv[] = {"gnuplot", "-e", "set terminal canvas", NULL};
+    if (!tg__report_run(t->path, argv, line, sizeof line)) {
+        snprintf(t->why, sizeof t->why,
+                 "this gnuplot has no canvas terminal (%.150s)", line);
+        return;
+    }
+    if (!find_jsdir(t->path, jsdir, cap)) {
+        snprintf(t->why, sizeof t->why,
+                 "gnuplot's canvas scripts (gnuplot_common.js) were not found:"
+                 " apt-get install gnuplot-data, or set GNUPLOT_LIB");
+        return;
+    }
+    t->usable = true;
+}
+
+void tg__report_dot(rtool *t)
+{
+    *t = (rtool){0};
+    if (env_on("TG_NO_DOT")) {
+        snprintf(t->why, sizeof t->why,
+                 "Graphviz is switched off (TG_NO_DOT is set)");
+        return;
+    }
+    if (!find_on_path("dot", t->path, sizeof t->path)) {
+        snprintf(t->why, sizeof t->why,
+                 "Graphviz is not installed (apt-get install graphviz)");
+        return;
+    }
+    t->usable = true;
+}
+
+bool tg__report_tmpdir(char *dir, size_t cap)
+{
+    const char *base = getenv("TMPDIR");
+    if (!base || !*base)
+        base = "/tmp";
+    int n = snprintf(dir, cap, "%s/tapegrad-report.XXXXXX", base);
+    if (n < 0 || (size_t)n >= cap) {
+        errno = ENAMETOOLONG;
+        return false;
+    }
+    return mkdtemp(dir) != NULL;
+}
+
+void tg__report_rmdir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+                continue;
+            char p[4096 + 256];
+            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+            unlink(p);
+        }
+        closedir(d);
+    }
+    rmdir(dir);
+}
+
+char *tg__report_slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 4096, n = 0;
+    char *buf = tg__malloc(cap);
+    while (buf) {
+        if (n + 1 >= cap) {
+            char *more = tg__realloc(buf, cap * 2);
+            if (!more) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = more;
+            cap *= 2;
+        }
+        size_t got = fread(buf + n, 1, cap - 1 - n, f);
+        n += got;
+        if (got == 0)
+            break;
+    }
+    bool bad = ferror(f);
+    fclose(f);
+    if (!buf || bad) {
+        free(buf);
+        return NULL;
+    }
+    buf[n] = '\0';
+    if (len)
+        *len = n;
+    return buf;
+}
