@@ -352,7 +352,23 @@ async function knownPage(browser, dir, ex) {
   const zall = zn ? `${zn.title} ${zn.tip} ${zn.texts.join(' ')}` : '';
   check(zall.includes(tp.zeros), `tape: ${tp.zeros_of}'s gradient shows "${tp.zeros}"`,
     zn ? `node says "${zall}"` : 'no such node');
-  check(nodes.every((n) => n.title.trim() || n.tip.trim()), 'tape: every node has a tooltip');
+  // each entry's tooltip: op, output name and shape, |grad| as tg_tape_print
+  // prints it (at the digits shown), call site
+  for (const line of tp.printed.split('\n').filter((l) => l.startsWith('#'))) {
+    const m = line.match(/^#(\d+) (\w+)\(.*\) -> (.*?)\s*(\([\d,]*\))\s+\|grad\| = (\S+)\s+at (\S+)$/);
+    if (!m) {
+      check(false, `tape: tg_tape_print's line "${line}" parsed`);
+      continue;
+    }
+    const [, n, op, name, shape, g, site] = m;
+    const node = nodes.find((x) => x.title.startsWith(`#${n} ${op}`));
+    const tip = node ? `${node.title}\n${node.tip}` : '';
+    const shown = tip.match(/\|grad\|\s*=?\s*([0-9.]+(e[-+]?\d+)?)/);
+    check(node && tip.includes(`${name ? `${name} ` : ''}${shape}`) && tip.includes(site) &&
+      shown && asPrinted(Number(g), shown[1]),
+      `tape: #${n}'s tooltip: ${op}, ${name || '(unnamed)'} ${shape}, |grad| ${g}, ${site}`,
+      JSON.stringify(tip));
+  }
 
   finish();
   await page.close();
