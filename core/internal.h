@@ -540,8 +540,10 @@ struct tg_node {
     char out_name[TG_NAME_MAX];
     double
         grad_norm; /* of the gradient that reached out; < 0 before backward */
-    bool consumed; /* backward ran and released in/saved */
-    tg_tape *tape; /* the tape of the thread that recorded it */
+    /* and how many of its grad_numel elements are exactly 0 (< 0 before) */
+    int64_t grad_zeros, grad_numel;
+    bool consumed;        /* backward ran and released in/saved */
+    tg_tape *tape;        /* the tape of the thread that recorded it */
     tg_node *prev, *next; /* that tape's list of live entries */
 };
 

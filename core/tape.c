@@ -266,6 +266,7 @@ tg_tensor *tg__record(const tg_op *op, tg_tensor *out, int n_in,
     n->seq = next_seq++;
     tg__callsite(&n->file, &n->line);
     n->grad_norm = -1;
+    n->grad_zeros = -1;
     for (int i = 0; i < n_in; i++) {
         n->in[i] = tg_retain(in[i]);
         if (!in[i])
@@ -840,6 +841,29 @@ double tg__sum_squares(const tg_tensor *g)
     return s;
 }
 
+/* For the printouts (tg_tape_print, tg_tape_dot): the norm |g| =
+ * sqrt(sum g_i^2) of the gradient that reached n's output, and how many of
+ * its elements are exactly 0 (where a mask, a ReLU or a max cut the path:
+ * the zeros a teacher points at). */
+static void record_grad_stats(tg_node *n, const tg_tensor *g)
+{
+    n->grad_norm = sqrt(tg__sum_squares(g));
+    n->grad_numel = tg_numel(g);
+    int64_t zeros = 0;
+    if (n->grad_numel > 0) {
+        tg_loop L;
+        tg__loop_init(&L, g->ndim, g->shape, 1, (const tg_tensor *const[]){g});
+        TG_DISPATCH_FLOAT(g->dtype, T, {
+            do {
+                const T *p = TG_DATA(T, g) + L.off[0];
+                for (int64_t i = 0; i < L.inner; i++)
+                    zeros += p[i * L.step[0]] == 0;
+            } while (tg__loop_next(&L));
+        });
+    }
+    n->grad_zeros = zeros;
+}
+
 /* The walk's end for its leaves. After a walk that succeeded, each leaf's
  * gradient is the one it had plus this walk's contributions, summed first
  * (as PyTorch's AccumulateGrad adds the call's sum in one step): into the
@@ -928,7 +952,7 @@ static int backward_walk(tg_tensor *out, tg_tensor *dout, bool retain)
                 (my_tape &&
                  atomic_load_explicit(&my_tape->keep_record,
                                       memory_order_relaxed))) /* asked */
-                n->grad_norm = sqrt(tg__sum_squares(y->grad));
+                record_grad_stats(n, y->grad);
             double t0 = profiled ? profile_now() : 0;
             n->op->backward(n, y->grad);
             if (profiled)
@@ -1217,12 +1241,27 @@ void tg_tape_print(FILE *f)
                 out_shape(e, shp));
         if (e->grad_norm >= 0)
             fprintf(f, "   |grad| = %.6g", e->grad_norm);
+        if (e->grad_zeros > 0)
+            fprintf(f, "   zeros %lld/%lld", (long long)e->grad_zeros,
+                    (long long)e->grad_numel);
         if (e->file)
             fprintf(f, "   at %s:%d", e->file, e->line);
         fputc('\n', f);
     }
     tape_walk_end();
     numbering_free(&nb);
+}
+
+/* A name inside a DOT string: quotes and backslashes escaped, control
+ * characters as spaces, so no name can end the string. */
+static void dot_name(FILE *f, const char *name)
+{
+    for (; *name; name++) {
+        unsigned char c = (unsigned char)*name;
+        if (c == '"' || c == '\\')
+            fputc('\\', f);
+        fputc(c < 0x20 || c == 0x7f ? ' ' : c, f);
+    }
 }
 
 void tg_tape_dot(FILE *f)
@@ -1241,10 +1280,14 @@ void tg_tape_dot(FILE *f)
         char shp[TG_SHAPE_STR];
         fprintf(f, "  e%zu [shape=box, style=rounded, label=\"#%zu %s", k, k,
                 e->op->name);
-        fprintf(f, "\\n%s%s%s", out_name(e), out_name(e)[0] ? " " : "",
-                out_shape(e, shp));
+        fputs("\\n", f);
+        dot_name(f, out_name(e));
+        fprintf(f, "%s%s", out_name(e)[0] ? " " : "", out_shape(e, shp));
         if (e->grad_norm >= 0)
             fprintf(f, "\\n|grad| %.3g", e->grad_norm);
+        if (e->grad_zeros > 0)
+            fprintf(f, "\\nzeros %lld/%lld", (long long)e->grad_zeros,
+                    (long long)e->grad_numel);
         if (e->file)
             fprintf(f, "\\n%s:%d", e->file, e->line);
         fprintf(f, "\"];\n");
@@ -1254,9 +1297,12 @@ void tg_tape_dot(FILE *f)
             tg__shape_str(e->in_ndim[i], e->in_shape[i], shp);
             if (is_leaf_input(&nb, e, i)) {
                 size_t j = leaf_number(&nb, e->in_tid[i]);
-                if (!drawn || !drawn[j - 1])
-                    fprintf(f, "  t%zu [shape=ellipse, label=\"%s%s%s\"];\n", j,
-                            e->in_name[i], e->in_name[i][0] ? "\\n" : "", shp);
+                if (!drawn || !drawn[j - 1]) {
+                    fprintf(f, "  t%zu [shape=ellipse, label=\"", j);
+                    dot_name(f, e->in_name[i]);
+                    fprintf(f, "%s%s\"];\n", e->in_name[i][0] ? "\\n" : "",
+                            shp);
+                }
                 if (drawn)
                     drawn[j - 1] = true;
                 fprintf(f, "  t%zu -> e%zu;\n", j, k);

@@ -17,14 +17,17 @@
  * (2 eps), for every one of the head's weights: the table prints the worst
  * relative disagreement. At the end, pictures: the loss curve, and one
  * sequence's attention weights before and after training (the query's row
- * should light up on the match).
+ * should light up on the match); and one HTML page with all of it, the tape
+ * of one step after backward, and the lesson's two interactive figures.
  */
 #define _POSIX_C_SOURCE 200809L /* mkdir, in recall_task.h */
 
 #include <tapegrad.h>
 #include <tapegrad_nn.h>
 #include <tapegrad_plot.h>
+#include <tapegrad_report.h>
 
+#include "page_echo.h"
 #include "recall_task.h"
 
 #include <math.h>
@@ -47,6 +50,7 @@ typedef struct options {
     double lr;
     uint32_t seed;
     const char *out;
+    const char *html; /* the page; NULL: <out>/train_head.html */
     bool quiet;
 } options;
 
@@ -92,9 +96,9 @@ static int check_gradients(tg_head *h, const recall_batch *batch,
     int rc = tg_gradcheck(check_loss, &ctx, 3, weights, &opts, &rep);
     *max_rel_err = rep.max_rel_err;
     if (rc == 1)
-        printf("gradcheck FAILED at %s[%lld]: backward %.10g, numeric %.10g\n",
-               names[rep.worst_input], (long long)rep.worst_index,
-               rep.worst_analytic, rep.worst_numeric);
+        say("gradcheck FAILED at %s[%lld]: backward %.10g, numeric %.10g\n",
+            names[rep.worst_input], (long long)rep.worst_index,
+            rep.worst_analytic, rep.worst_numeric);
     return rc;
 }
 
@@ -196,9 +200,9 @@ static int train_step(run *r, const options *o, int step)
             rc = -1;
         r->n_failed += verdict == 1;
         if (rc == 0 && !o->quiet)
-            printf("%6d  %7.0e  %10.3e   %10.1e%s\n", step,
-                   tg_optim_get_lr(r->adam), r->losses[step], rel,
-                   verdict ? "  FAILED" : "");
+            say("%6d  %7.0e  %10.3e   %10.1e%s\n", step,
+                tg_optim_get_lr(r->adam), r->losses[step], rel,
+                verdict ? "  FAILED" : "");
     }
     if (rc == 0)
         rc = tg_optim_step(r->adam);
@@ -215,8 +219,8 @@ static int report_attention(const char *when, tg_tensor *attn,
     if (recall_accuracy(attn, show, &best) < 0)
         return -1;
     double w = tg_get(attn, (const int64_t[]){0, RECALL_TASK.T - 1, best});
-    printf("  %s it attends most to position %d (weight %.4f): %s\n", when,
-           best, w, best == show->match[0] ? "the match" : "not the match");
+    say("  %s it attends most to position %d (weight %.4f): %s\n", when, best,
+        w, best == show->match[0] ? "the match" : "not the match");
     return 0;
 }
 
@@ -231,9 +235,9 @@ static int evaluate(run *r)
     tg_tensor *loss = recall_loss(tg_head_forward(&r->head, test.x), &test);
     double acc = loss ? recall_accuracy(r->head.attn, &test, NULL) : -1;
     if (acc >= 0)
-        printf("on %d fresh sequences: %.1f%% of the queries attend most to "
-               "the matching key\n(test loss %.3e)\n",
-               TEST_BATCH, 100 * acc, tg_item(loss));
+        say("on %d fresh sequences: %.1f%% of the queries attend most to "
+            "the matching key\n(test loss %.3e)\n",
+            TEST_BATCH, 100 * acc, tg_item(loss));
     tg_scope_end();
     tg_set_grad_enabled(grad_was);
     recall_batch_free(&test);
@@ -277,13 +281,148 @@ static int draw_pictures(run *r, const options *o)
                        r->attn_after, r->show.match[0]) < 0)
         return -1;
     if (tg_plot_available())
-        printf("\npictures in %s/: train_head_loss.png,\n"
-               "train_head_attn_before.png, train_head_attn_after.png\n",
-               o->out);
+        say("\npictures in %s/: train_head_loss.png,\n"
+            "train_head_attn_before.png, train_head_attn_after.png\n",
+            o->out);
     else /* the library said how to draw them */
-        printf("\nno gnuplot: the pictures' data and scripts are in %s/\n",
-               o->out);
+        say("\nno gnuplot: the pictures' data and scripts are in %s/\n",
+            o->out);
     return 0;
+}
+
+/* ---- the page ------------------------------------------------------------ */
+
+/* Labels for the show sequence's tokens: "k3" for a stored pair under key 3,
+ * "q3" for the query asking for key 3. */
+static void token_labels(const recall_batch *show, char text[][16],
+                         const char **labels)
+{
+    const int T = RECALL_TASK.T, K = RECALL_TASK.n_keys;
+    for (int t = 0; t < T; t++) {
+        int key = 0;
+        for (int i = 1; i < K; i++)
+            if (tg_get(show->x, (const int64_t[]){0, t, i}) >
+                tg_get(show->x, (const int64_t[]){0, t, key}))
+                key = i;
+        snprintf(text[t], 16, "%c%d", t == T - 1 ? 'q' : 'k', key);
+        labels[t] = text[t];
+    }
+}
+
+/* The tape of one step on the show sequence, kept after backward
+ * (tg_tape_keep_record), as the page's tape section. Training is over: the
+ * gradients it leaves in the weights are never used. */
+static int page_tape(run *r, tg_report *rep)
+{
+    tg_scope_begin();
+    bool was = tg_tape_keep_record(true);
+    tg_tensor *loss =
+        recall_loss(tg_head_forward(&r->head, r->show.x), &r->show);
+    int rc = loss && tg_backward(loss) == 0 &&
+                     tg_report_tape(rep, "The tape of one step, after "
+                                         "backward: |grad| through each "
+                                         "entry") > 0
+                 ? 0
+                 : -1;
+    tg_tape_keep_record(was);
+    tg_scope_end();
+    return rc;
+}
+
+/* The lesson's figures from this run's tensors: the averaging weights
+ * tril(1) / rowsum, and the trained head's raw scores on the show sequence,
+ * scale * (x W_q)(x W_k)^T (T,T), under the causal mask: at temperature 1
+ * the page's softmax of them is the head's attention. */
+static int page_lesson(run *r, tg_report *rep, const char **tokens)
+{
+    const int64_t T = RECALL_TASK.T;
+    bool grad_was = tg_set_grad_enabled(false);
+    tg_scope_begin();
+    tg_tensor *tril = tg_tril(tg_ones(TG_FLOAT64, TG_SHAPE(T, T)), 0);
+    tg_tensor *wei = tg_div(tril, tg_sum(tril, 1, true));
+    tg_tensor *future = tg_eq_scalar(tril, 0);
+    tg_tensor *x = tg_select(r->show.x, 0, 0); /* (T,C) */
+    tg_tensor *q = tg_matmul(x, r->head.w_q), *k = tg_matmul(x, r->head.w_k);
+    tg_tensor *scores =
+        tg_scale(tg_matmul(q, tg_transpose(k, 0, 1)), r->head.scale);
+    int rc =
+        tg_report_averaging(rep,
+                            "Averaging: each token the mean of the ones "
+                            "before it (click a row)",
+                            wei, tokens) > 0 &&
+                tg_report_attention(
+                    rep,
+                    "The trained head's scores, softmaxed at a temperature "
+                    "(1: the head's own attention)",
+                    scores, future, tokens, 1.0) > 0
+            ? 0
+            : -1;
+    tg_scope_end();
+    tg_set_grad_enabled(grad_was);
+    return rc;
+}
+
+/* attn (1,T,T) as the page's heatmap, the future masked. */
+static int page_heatmap(tg_report *rep, const char *title, tg_tensor *attn,
+                        const char **tokens)
+{
+    const int64_t T = RECALL_TASK.T;
+    tg_scope_begin();
+    tg_tensor *future =
+        tg_eq_scalar(tg_tril(tg_ones(TG_FLOAT64, TG_SHAPE(T, T)), 0), 0);
+    int rc = tg_report_heatmap(rep, title, tg_select(attn, 0, 0), future,
+                               tokens, tokens) > 0
+                 ? 0
+                 : -1;
+    tg_scope_end();
+    return rc;
+}
+
+/* The page: what was printed, the loss curve, the attention before and
+ * after, the tape of one step, the lesson's figures. Prints its path. */
+static int write_page(run *r, const options *o)
+{
+    char path[4096], text[32][16], before[160], after[160]; /* T <= 32 */
+    const char *tokens[32];
+    if (o->html)
+        snprintf(path, sizeof path, "%s", o->html);
+    else
+        snprintf(path, sizeof path, "%s/train_head.html", o->out);
+    token_labels(&r->show, text, tokens);
+    snprintf(before, sizeof before,
+             "Attention of one sequence, untrained: the query %s asks for the "
+             "key at position %d",
+             tokens[RECALL_TASK.T - 1], r->show.match[0]);
+    snprintf(after, sizeof after, "The same sequence, trained");
+    tg_report *rep = tg_report_new("train_head: one attention head learns "
+                                   "associative recall");
+    if (!rep)
+        return -1;
+    tg_series curve = {"loss on each step's batch", r->steps, r->losses,
+                       o->steps};
+    int rc =
+        tg_report_text(
+            rep, "What this is",
+            "One causal self-attention head (W_q, W_k, W_v and nothing else) "
+            "learns associative recall: seven (key, value) tokens, then a "
+            "query that repeats one key; the head must output the value "
+            "stored under it, so the query has to attend to the matching "
+            "token. Tokens are labelled kN (a stored pair under key N) and "
+            "qN (the query asking for key N). Hover the figures for exact "
+            "values.") > 0 &&
+                tg_report_pre(rep, "What train_head printed",
+                              page_echo_text()) > 0 &&
+                tg_report_lines(rep, "Loss (log scale)", &curve, 1, "step",
+                                "MSE loss", true) > 0 &&
+                page_heatmap(rep, before, r->attn_before, tokens) == 0 &&
+                page_heatmap(rep, after, r->attn_after, tokens) == 0 &&
+                page_tape(r, rep) == 0 && page_lesson(r, rep, tokens) == 0
+            ? tg_report_write(rep, path)
+            : -1;
+    tg_report_free(rep);
+    if (rc == 0)
+        printf("page: %s\n", path);
+    return rc;
 }
 
 static int train(const options *o)
@@ -291,19 +430,19 @@ static int train(const options *o)
     run r = {0};
     int rc = run_setup(&r, o);
     if (rc == 0 && !o->quiet)
-        printf("train_head: one causal attention head learns associative "
-               "recall\n"
-               "  task: %d tokens = %d stored (key, value) pairs + 1 query;\n"
-               "        %d keys, values of %d numbers, C = %d\n"
-               "  head: W_q, W_k, W_v (%d,%d) each = %lld weights, float64\n"
-               "  Adam, lr %g -> /10 -> /100, %d fresh sequences per step, "
-               "seed %u\n\n"
-               "  step       lr        loss   gradcheck max rel err\n",
-               RECALL_TASK.T, RECALL_TASK.T - 1, RECALL_TASK.n_keys,
-               RECALL_TASK.d_val, recall_n_embd(RECALL_TASK),
-               recall_n_embd(RECALL_TASK), HEAD_SIZE,
-               (long long)tg_params_numel(&r.params), o->lr, BATCH,
-               (unsigned)o->seed);
+        say("train_head: one causal attention head learns associative "
+            "recall\n"
+            "  task: %d tokens = %d stored (key, value) pairs + 1 query;\n"
+            "        %d keys, values of %d numbers, C = %d\n"
+            "  head: W_q, W_k, W_v (%d,%d) each = %lld weights, float64\n"
+            "  Adam, lr %g -> /10 -> /100, %d fresh sequences per step, "
+            "seed %u\n\n"
+            "  step       lr        loss   gradcheck max rel err\n",
+            RECALL_TASK.T, RECALL_TASK.T - 1, RECALL_TASK.n_keys,
+            RECALL_TASK.d_val, recall_n_embd(RECALL_TASK),
+            recall_n_embd(RECALL_TASK), HEAD_SIZE,
+            (long long)tg_params_numel(&r.params), o->lr, BATCH,
+            (unsigned)o->seed);
     if (rc == 0 && !(r.attn_before = show_attention(&r)))
         rc = -1;
     for (int step = 0; rc == 0 && step < o->steps; step++)
@@ -312,11 +451,11 @@ static int train(const options *o)
         rc = -1;
 
     if (rc == 0) {
-        printf("\nloss %.3e at step 0 -> %.3e at step %d\n", r.losses[0],
-               r.losses[o->steps - 1], o->steps - 1);
-        printf("example sequence: the query asks for the key stored at "
-               "position %d\n",
-               r.show.match[0]);
+        say("\nloss %.3e at step 0 -> %.3e at step %d\n", r.losses[0],
+            r.losses[o->steps - 1], o->steps - 1);
+        say("example sequence: the query asks for the key stored at "
+            "position %d\n",
+            r.show.match[0]);
         rc = report_attention("untrained:", r.attn_before, &r.show);
     }
     if (rc == 0)
@@ -325,11 +464,14 @@ static int train(const options *o)
         rc = evaluate(&r);
     if (rc == 0)
         rc = draw_pictures(&r, o);
+    if (rc == 0)
+        rc = write_page(&r, o);
     if (rc == 0 && r.n_failed) {
-        printf("gradcheck failed at %d of the checks\n", r.n_failed);
+        say("gradcheck failed at %d of the checks\n", r.n_failed);
         rc = 1;
     }
     run_free(&r);
+    page_echo_free();
     return rc;
 }
 
@@ -339,7 +481,7 @@ static void usage(FILE *f)
 {
     fputs(
         "Usage: train_head [--steps N] [--lr X] [--seed N] [--check-every N]\n"
-        "                  [--out DIR] [--quiet] [--help]\n"
+        "                  [--out DIR] [--html FILE] [--quiet] [--help]\n"
         "\n"
         "Trains one causal self-attention head (W_q, W_k, W_v; nothing else)\n"
         "on associative recall: 7 (key, value) tokens, then a query token\n"
@@ -353,6 +495,11 @@ static void usage(FILE *f)
         "  DIR/train_head_attn_before.png   attention of one sequence, "
         "untrained\n"
         "  DIR/train_head_attn_after.png    the same sequence, trained\n"
+        "and writes one HTML page with all of it (FILE, by default\n"
+        "DIR/train_head.html): the numbers printed, the loss curve, the\n"
+        "attention before and after with the value under the mouse, the tape\n"
+        "of one step after backward, and the lesson's two figures (averaging\n"
+        "weights; the trained head's scores with a temperature slider).\n"
         "\n"
         "  --steps N        Adam steps (default 1000)\n"
         "  --lr X           Adam's learning rate for the first half of the\n"
@@ -361,6 +508,7 @@ static void usage(FILE *f)
         "  --seed N         seed of the weights and the data (default 1337)\n"
         "  --check-every N  gradcheck every N steps (default 50)\n"
         "  --out DIR        where the pictures go (default ./pictures)\n"
+        "  --html FILE      where the page goes (default DIR/train_head.html)\n"
         "  --quiet          print the results only, not the table\n"
         "\n"
         "Exits 0 on success, 1 on a library error or a failed gradient check,\n"
@@ -402,6 +550,9 @@ static int parse_options(int argc, char **argv, options *o)
         } else if (!strcmp(a, "--out")) {
             ok = val && *val;
             o->out = val;
+        } else if (!strcmp(a, "--html")) {
+            ok = val && *val;
+            o->html = val;
         } else {
             fprintf(stderr, "train_head: unknown option %s\n\n", a);
             usage(stderr);

@@ -20,14 +20,19 @@
  * task to see what the difference does to learning.
  *
  * The head's forward is written out below from ops (not tg_head_forward), so
- * the scores and attn tensors are at hand to tg_retain_grad.
+ * the scores and attn tensors are at hand to tg_retain_grad. At the end one
+ * HTML page holds it all, with one sequence's unscaled and scaled scores as
+ * the lesson's attention figure, whose temperature slider moves between the
+ * two regimes.
  */
 #define _POSIX_C_SOURCE 200809L /* mkdir, in recall_task.h */
 
 #include <tapegrad.h>
 #include <tapegrad_nn.h>
 #include <tapegrad_plot.h>
+#include <tapegrad_report.h>
 
+#include "page_echo.h"
 #include "recall_task.h"
 
 #include <math.h>
@@ -49,6 +54,7 @@ typedef struct options {
     double lr;
     uint32_t seed;
     const char *out;
+    const char *html; /* the page; NULL: <out>/unscaled.html */
     bool quiet;
 } options;
 
@@ -205,69 +211,69 @@ static int measure_sizes(tg_rng *rng, stats st[N_SIZES][2])
 
 static void print_stats(stats st[N_SIZES][2])
 {
-    printf("At initialisation: W ~ N(0, 1/%d), x ~ N(0,1) of shape "
-           "(%d,%d,%d),\nL = sum(out * u) with u ~ N(0,1). Means over rows "
-           "1..%d of each sequence,\nunmasked entries only; softmax gain = "
-           "||dL/dscores|| / ||dL/dattn|| of a row.\n\n",
-           C, B, T, C, T - 1);
-    printf("     largest weight  entropy (nats)   softmax gain     |dL/dW_q|"
-           "      |dL/dW_k|\n"
-           "   hs  scaled unscal  scaled unscal  scaled unscal  scaled unscal"
-           "  scaled unscal\n");
+    say("At initialisation: W ~ N(0, 1/%d), x ~ N(0,1) of shape "
+        "(%d,%d,%d),\nL = sum(out * u) with u ~ N(0,1). Means over rows "
+        "1..%d of each sequence,\nunmasked entries only; softmax gain = "
+        "||dL/dscores|| / ||dL/dattn|| of a row.\n\n",
+        C, B, T, C, T - 1);
+    say("     largest weight  entropy (nats)   softmax gain     |dL/dW_q|"
+        "      |dL/dW_k|\n"
+        "   hs  scaled unscal  scaled unscal  scaled unscal  scaled unscal"
+        "  scaled unscal\n");
     for (int i = 0; i < N_SIZES; i++) {
         const stats *s = st[i], *u = st[i] + 1;
-        printf("%5d  %6.3f %6.3f  %6.3f %6.3f  %6.3f %6.3f  %6.0f %6.0f  "
-               "%6.0f %6.0f\n",
-               HEAD_SIZES[i], s->max_weight, u->max_weight, s->entropy,
-               u->entropy, s->gain, u->gain, s->dwq, u->dwq, s->dwk, u->dwk);
+        say("%5d  %6.3f %6.3f  %6.3f %6.3f  %6.3f %6.3f  %6.0f %6.0f  "
+            "%6.0f %6.0f\n",
+            HEAD_SIZES[i], s->max_weight, u->max_weight, s->entropy, u->entropy,
+            s->gain, u->gain, s->dwq, u->dwq, s->dwk, u->dwk);
     }
     double uniform = 0; /* entropy of equal weights, the most there can be */
     for (int t = 1; t < T; t++)
         uniform += log(t + 1.0) / (T - 1);
     const stats *first = st[0], *last = st[N_SIZES - 1];
-    printf("(equal weights over the past would give entropy %.3f)\n\n"
-           "From hs %d to %d the softmax gain goes %.3f -> %.3f scaled "
-           "(x%.2f) and\n%.3f -> %.3f unscaled (x%.2f): without the scale "
-           "the softmax turns peaky and\npasses less and less of the "
-           "gradient on to the scores.\n\n",
-           uniform, HEAD_SIZES[0], HEAD_SIZES[N_SIZES - 1], first[0].gain,
-           last[0].gain, last[0].gain / first[0].gain, first[1].gain,
-           last[1].gain, last[1].gain / first[1].gain);
+    say("(equal weights over the past would give entropy %.3f)\n\n"
+        "From hs %d to %d the softmax gain goes %.3f -> %.3f scaled "
+        "(x%.2f) and\n%.3f -> %.3f unscaled (x%.2f): without the scale "
+        "the softmax turns peaky and\npasses less and less of the "
+        "gradient on to the scores.\n\n",
+        uniform, HEAD_SIZES[0], HEAD_SIZES[N_SIZES - 1], first[0].gain,
+        last[0].gain, last[0].gain / first[0].gain, first[1].gain, last[1].gain,
+        last[1].gain / first[1].gain);
 
     /* One string per line of output. */
-    fputs("Yet the unscaled head's |dL/dW_q| is larger than the scaled one's, "
-          "not smaller,\n"
-          "and more so as hs grows. Through scores = s * (x W_q)(x W_k)^T, "
-          "with\n"
-          "s = 1/sqrt(hs) scaled or 1 unscaled, the chain rule gives\n"
-          "    dL/dW_q = s * x^T (dL/dscores @ k)\n"
-          "Without the 1/sqrt(hs), the same dL/dscores makes a W_q gradient "
-          "sqrt(hs)\n"
-          "times larger. The unscaled dL/dscores is smaller, but over the "
-          "whole batch\n"
-          "by far less than sqrt(hs): it gathers in the few rows not "
-          "saturated yet (the\n"
-          "last columns: the part of |dL/dscores|^2 in the 10% of rows that "
-          "hold most),\n"
-          "so it shrinks less than the per-row gain above.\n\n"
-          "           |dL/dW_q| unscaled over scaled              top 10% "
-          "rows' share\n"
-          "     hs  sqrt(hs) x |dL/dscores| = predicted  measured      "
-          "scaled  unscaled\n",
-          stdout);
+    say("%s",
+        "Yet the unscaled head's |dL/dW_q| is larger than the scaled one's, "
+        "not smaller,\n"
+        "and more so as hs grows. Through scores = s * (x W_q)(x W_k)^T, "
+        "with\n"
+        "s = 1/sqrt(hs) scaled or 1 unscaled, the chain rule gives\n"
+        "    dL/dW_q = s * x^T (dL/dscores @ k)\n"
+        "Without the 1/sqrt(hs), the same dL/dscores makes a W_q gradient "
+        "sqrt(hs)\n"
+        "times larger. The unscaled dL/dscores is smaller, but over the "
+        "whole batch\n"
+        "by far less than sqrt(hs): it gathers in the few rows not "
+        "saturated yet (the\n"
+        "last columns: the part of |dL/dscores|^2 in the 10% of rows that "
+        "hold most),\n"
+        "so it shrinks less than the per-row gain above.\n\n"
+        "           |dL/dW_q| unscaled over scaled              top 10% "
+        "rows' share\n"
+        "     hs  sqrt(hs) x |dL/dscores| = predicted  measured      "
+        "scaled  unscaled\n");
     for (int i = 0; i < N_SIZES; i++) {
         double ds = st[i][1].dscores / st[i][0].dscores;
-        printf("%7d  %8.2f   %10.3f   %9.2f  %8.2f      %6.2f  %8.2f\n",
-               HEAD_SIZES[i], sqrt(HEAD_SIZES[i]), ds, sqrt(HEAD_SIZES[i]) * ds,
-               st[i][1].dwq / st[i][0].dwq, st[i][0].top_share,
-               st[i][1].top_share);
+        say("%7d  %8.2f   %10.3f   %9.2f  %8.2f      %6.2f  %8.2f\n",
+            HEAD_SIZES[i], sqrt(HEAD_SIZES[i]), ds, sqrt(HEAD_SIZES[i]) * ds,
+            st[i][1].dwq / st[i][0].dwq, st[i][0].top_share,
+            st[i][1].top_share);
     }
-    fputs("(predicted and measured differ by how dL/dscores lines up with "
-          "k.)\n"
-          "A large gradient is no sign of health here: the same change of W_q "
-          "moves\n"
-          "unscaled scores sqrt(hs) times further, deeper into saturation.\n\n",
-          stdout);
+    say("%s",
+        "(predicted and measured differ by how dL/dscores lines up with "
+        "k.)\n"
+        "A large gradient is no sign of health here: the same change of W_q "
+        "moves\n"
+        "unscaled scores sqrt(hs) times further, deeper into saturation.\n\n");
 }
 
 /* ---- the gradients are real --------------------------------------------- */
@@ -307,26 +313,25 @@ static int check_unscaled(tg_rng *rng)
     tg_gradcheck_report rep;
     int rc = x ? tg_gradcheck(unscaled_out, &ctx, 1, &h.w_q, &opts, &rep) : -1;
     if (rc >= 0) {
-        printf("gradcheck, unscaled head, W_q at hs %d: %lld weights, one "
-               "sequence of %d tokens\n"
-               "  max |analytic - numeric| %.1e, max relative error %.1e\n",
-               HS, (long long)rep.n_checked, CHECK_T, rep.max_abs_err,
-               rep.max_rel_err);
+        say("gradcheck, unscaled head, W_q at hs %d: %lld weights, one "
+            "sequence of %d tokens\n"
+            "  max |analytic - numeric| %.1e, max relative error %.1e\n",
+            HS, (long long)rep.n_checked, CHECK_T, rep.max_abs_err,
+            rep.max_rel_err);
         /* rel = err / max(|gradient|, atol), so where rel peaks the
          * gradient is at most max_abs_err / max_rel_err */
         if (rep.max_rel_err > 1e-6)
-            printf("  (the largest relative error is on a gradient of at most "
-                   "%.1e, where\n  rounding in the finite differences "
-                   "shows)\n",
-                   rep.max_abs_err / rep.max_rel_err);
-        fputs(rc == 0 ? "  Passes: the gradients are what the math says; "
-                        "the saturated softmax is real.\n"
-                      : "  FAILS.\n",
-              stdout);
+            say("  (the largest relative error is on a gradient of at most "
+                "%.1e, where\n  rounding in the finite differences "
+                "shows)\n",
+                rep.max_abs_err / rep.max_rel_err);
+        say("%s", rc == 0 ? "  Passes: the gradients are what the math "
+                            "says; the saturated softmax is real.\n"
+                          : "  FAILS.\n");
         if (rc == 1)
-            printf("  worst: W_q[%lld] backward %.10g, numeric %.10g\n",
-                   (long long)rep.worst_index, rep.worst_analytic,
-                   rep.worst_numeric);
+            say("  worst: W_q[%lld] backward %.10g, numeric %.10g\n",
+                (long long)rep.worst_index, rep.worst_analytic,
+                rep.worst_numeric);
     }
     tg_release(x);
     tg_head_free(&h);
@@ -395,51 +400,51 @@ static double smoothed_end(const double *losses, int n)
 
 static void print_training(const options *o, double *const losses[2])
 {
-    printf("\nTraining both at hs %d on train_head's recall task (C = %d): "
-           "Adam lr %g,\n%d steps of %d fresh sequences, the same initial "
-           "weights and batches for both.\n\n"
-           "  loss below    scaled reaches it   unscaled reaches it\n",
-           TRAIN_HS, recall_n_embd(RECALL_TASK), o->lr, o->steps, TRAIN_BATCH);
+    say("\nTraining both at hs %d on train_head's recall task (C = %d): "
+        "Adam lr %g,\n%d steps of %d fresh sequences, the same initial "
+        "weights and batches for both.\n\n"
+        "  loss below    scaled reaches it   unscaled reaches it\n",
+        TRAIN_HS, recall_n_embd(RECALL_TASK), o->lr, o->steps, TRAIN_BATCH);
     int at[N_THRESH][2];
     for (int j = 0; j < N_THRESH; j++) {
-        printf("  %9.0e", THRESHOLDS[j]);
+        say("  %9.0e", THRESHOLDS[j]);
         for (int v = 0; v < 2; v++) {
             at[j][v] = steps_to(losses[v], o->steps, THRESHOLDS[j]);
             if (at[j][v] < 0)
-                printf("   %17s", "never");
+                say("   %17s", "never");
             else
-                printf("   %11s%6d", "at step", at[j][v]);
+                say("   %11s%6d", "at step", at[j][v]);
         }
         putchar('\n');
     }
-    printf("  (the first step where the mean loss of the last %d is "
-           "below)\n\n",
-           SMOOTH);
+    say("  (the first step where the mean loss of the last %d is "
+        "below)\n\n",
+        SMOOTH);
 
     /* The report, from the numbers above: when does each learn the task
      * (loss down 100x from ~1), and where does each end? */
     int s = at[1][0], u = at[1][1];
     if (s >= 0 && u >= 0 && s != u)
-        printf("To learn the task (loss below %.0e) the scaled head needs %d "
-               "steps, the\nunscaled one %d: the %s head is %.1fx faster.\n",
-               THRESHOLDS[1], s + 1, u + 1, s < u ? "scaled" : "unscaled",
-               s < u ? (double)(u + 1) / (s + 1) : (double)(s + 1) / (u + 1));
+        say("To learn the task (loss below %.0e) the scaled head needs %d "
+            "steps, the\nunscaled one %d: the %s head is %.1fx faster.\n",
+            THRESHOLDS[1], s + 1, u + 1, s < u ? "scaled" : "unscaled",
+            s < u ? (double)(u + 1) / (s + 1) : (double)(s + 1) / (u + 1));
     else if (s >= 0 || u >= 0)
-        printf("Only the %s head learns the task (loss below %.0e) in %d "
-               "steps.\n",
-               s >= 0 ? "scaled" : "unscaled", THRESHOLDS[1], o->steps);
+        say("Only the %s head learns the task (loss below %.0e) in %d "
+            "steps.\n",
+            s >= 0 ? "scaled" : "unscaled", THRESHOLDS[1], o->steps);
     double end_s = smoothed_end(losses[0], o->steps),
            end_u = smoothed_end(losses[1], o->steps);
-    printf("At the end the %s head's loss is lower (%.1e against %.1e).\n",
-           end_s < end_u ? "scaled" : "unscaled", fmin(end_s, end_u),
-           fmax(end_s, end_u));
+    say("At the end the %s head's loss is lower (%.1e against %.1e).\n",
+        end_s < end_u ? "scaled" : "unscaled", fmin(end_s, end_u),
+        fmax(end_s, end_u));
     if (s >= 0 && u > s && end_u < end_s)
-        printf("The unscaled head starts late, but once it has found the "
-               "match its scores,\nsqrt(%d) = %.0f times larger for the same "
-               "weights, make a sharper softmax: the\nscaled head needs W_q "
-               "and W_k %.0f times larger for the same scores, and Adam at "
-               "a\nfixed rate grows them slowly.\n",
-               TRAIN_HS, sqrt(TRAIN_HS), sqrt(sqrt(TRAIN_HS)));
+        say("The unscaled head starts late, but once it has found the "
+            "match its scores,\nsqrt(%d) = %.0f times larger for the same "
+            "weights, make a sharper softmax: the\nscaled head needs W_q "
+            "and W_k %.0f times larger for the same scores, and Adam at "
+            "a\nfixed rate grows them slowly.\n",
+            TRAIN_HS, sqrt(TRAIN_HS), sqrt(sqrt(TRAIN_HS)));
 }
 
 /* ---- pictures ------------------------------------------------------------ */
@@ -484,14 +489,169 @@ static int draw_pictures(const options *o, stats st[N_SIZES][2],
     if (rc < 0)
         return -1;
     if (tg_plot_available())
-        printf("\npictures in %s/: unscaled_max_weight.png, "
-               "unscaled_entropy.png,\nunscaled_gain.png, "
-               "unscaled_loss.png\n",
-               o->out);
+        say("\npictures in %s/: unscaled_max_weight.png, "
+            "unscaled_entropy.png,\nunscaled_gain.png, "
+            "unscaled_loss.png\n",
+            o->out);
     else /* the library said how to draw them */
-        printf("\nno gnuplot: the pictures' data and scripts are in %s/\n",
-               o->out);
+        say("\nno gnuplot: the pictures' data and scripts are in %s/\n",
+            o->out);
     return 0;
+}
+
+/* ---- the page ------------------------------------------------------------ */
+
+/* One sequence's raw scores at hs = TRAIN_HS, from a head and tokens drawn
+ * from a generator of their own (the run's draws stay as they were):
+ * unscaled q k^T (T,T) and scaled q k^T / sqrt(hs), with the future mask. */
+static int page_attention(const options *o, tg_report *rep)
+{
+    tg_rng rng;
+    tg_rng_seed(&rng, o->seed + 1);
+    tg_head h;
+    if (tg_head_init(&h, TG_FLOAT64, C, TRAIN_HS, &rng) < 0)
+        return -1;
+    char text[T][8];
+    const char *tokens[T];
+    for (int t = 0; t < T; t++) {
+        snprintf(text[t], sizeof text[t], "x%d", t);
+        tokens[t] = text[t];
+    }
+    bool grad_was = tg_set_grad_enabled(false);
+    tg_scope_begin();
+    tg_tensor *x = tg_randn(&rng, TG_FLOAT64, TG_SHAPE(T, C));
+    tg_tensor *q = tg_matmul(x, h.w_q), *k = tg_matmul(x, h.w_k);
+    tg_tensor *scores = tg_matmul(q, tg_transpose(k, 0, 1));
+    tg_tensor *future =
+        tg_eq_scalar(tg_tril(tg_ones(TG_FLOAT64, TG_SHAPE(T, T)), 0), 0);
+    char title[2][160];
+    snprintf(title[0], sizeof title[0],
+             "Unscaled scores q k^T of one sequence, hs %d: peaky (drag the "
+             "temperature to %g = sqrt(hs) to get the scaled head)",
+             TRAIN_HS, sqrt(TRAIN_HS));
+    snprintf(title[1], sizeof title[1],
+             "The same scores scaled by 1/sqrt(%d): soft weights, gradient "
+             "gets through",
+             TRAIN_HS);
+    int rc =
+        tg_report_attention(rep, title[0], scores, future, tokens, 1.0) > 0 &&
+                tg_report_attention(rep, title[1],
+                                    tg_scale(scores, 1.0 / sqrt(TRAIN_HS)),
+                                    future, tokens, 1.0) > 0
+            ? 0
+            : -1;
+    tg_scope_end();
+    tg_set_grad_enabled(grad_was);
+    tg_head_free(&h);
+    return rc;
+}
+
+/* The table print_stats prints first, as the page's table. */
+static int page_table(tg_report *rep, stats st[N_SIZES][2])
+{
+    enum { COLS = 11 };
+    static const char *const head[COLS] = {"hs",
+                                           "max w scaled",
+                                           "max w unscaled",
+                                           "entropy sc.",
+                                           "entropy unsc.",
+                                           "gain scaled",
+                                           "gain unscaled",
+                                           "|dW_q| sc.",
+                                           "|dW_q| unsc.",
+                                           "|dW_k| sc.",
+                                           "|dW_k| unsc."};
+    char text[N_SIZES][COLS][24];
+    const char *cells[(N_SIZES + 1) * COLS];
+    for (int j = 0; j < COLS; j++)
+        cells[j] = head[j];
+    for (int i = 0; i < N_SIZES; i++) {
+        const stats *s = st[i], *u = st[i] + 1;
+        double v[COLS] = {HEAD_SIZES[i], s->max_weight, u->max_weight,
+                          s->entropy,    u->entropy,    s->gain,
+                          u->gain,       s->dwq,        u->dwq,
+                          s->dwk,        u->dwk};
+        for (int j = 0; j < COLS; j++) {
+            snprintf(text[i][j], sizeof text[i][j], j == 0 ? "%.0f" : "%.3f",
+                     v[j]);
+            cells[(i + 1) * COLS + j] = text[i][j];
+        }
+    }
+    return tg_report_table(rep,
+                           "At initialisation (means over rows; gain = "
+                           "|dL/dscores| / |dL/dattn| of a row)",
+                           N_SIZES + 1, COLS, cells) > 0
+               ? 0
+               : -1;
+}
+
+/* The page: what was printed, the table, the curves, the attention figures.
+ * Prints its path. */
+static int write_page(const options *o, stats st[N_SIZES][2],
+                      double *const losses[2], double *steps)
+{
+    char path[4096];
+    if (o->html)
+        snprintf(path, sizeof path, "%s", o->html);
+    else
+        snprintf(path, sizeof path, "%s/unscaled.html", o->out);
+    tg_report *rep = tg_report_new("unscaled: why attention divides its "
+                                   "scores by sqrt(head_size)");
+    if (!rep)
+        return -1;
+    double lg[N_SIZES], y[3][2][N_SIZES];
+    for (int i = 0; i < N_SIZES; i++) {
+        lg[i] = log2(HEAD_SIZES[i]);
+        for (int v = 0; v < 2; v++) {
+            y[0][v][i] = st[i][v].max_weight;
+            y[1][v][i] = st[i][v].entropy;
+            y[2][v][i] = st[i][v].gain;
+        }
+    }
+    static const char *const titles[3] = {
+        "Largest attention weight per row, at init",
+        "Entropy of a row of attention, at init",
+        "Softmax gain |dL/dscores| / |dL/dattn|, at init"};
+    static const char *const ylabels[3] = {
+        "mean max weight", "mean entropy (nats)", "mean gain per row"};
+    int rc =
+        tg_report_text(
+            rep, "What this is",
+            "A score is a dot product of hs terms, so without the 1/sqrt(hs) "
+            "its size grows like sqrt(hs), the softmax turns peaky and passes "
+            "little gradient back. Below: the measurements at "
+            "initialisation, the training of both heads, and one sequence's "
+            "scores both ways, with a temperature slider: dividing the "
+            "unscaled scores by a temperature of sqrt(hs) is exactly the "
+            "scaled head.") > 0 &&
+                tg_report_pre(rep, "What unscaled printed", page_echo_text()) >
+                    0 &&
+                page_table(rep, st) == 0
+            ? 0
+            : -1;
+    for (int c = 0; rc == 0 && c < 3; c++) {
+        tg_series lines[2] = {{"scaled by 1/sqrt(hs)", lg, y[c][0], N_SIZES},
+                              {"unscaled", lg, y[c][1], N_SIZES}};
+        rc = tg_report_lines(rep, titles[c], lines, 2, "log2 head size",
+                             ylabels[c], c == 2) > 0
+                 ? 0
+                 : -1;
+    }
+    tg_series curves[2] = {{"scaled by 1/sqrt(hs)", steps, losses[0], o->steps},
+                           {"unscaled", steps, losses[1], o->steps}};
+    if (rc == 0)
+        rc = tg_report_lines(rep, "Training a head of 256 on recall", curves, 2,
+                             "step", "MSE loss", true) > 0
+                 ? 0
+                 : -1;
+    if (rc == 0)
+        rc = page_attention(o, rep);
+    if (rc == 0)
+        rc = tg_report_write(rep, path);
+    tg_report_free(rep);
+    if (rc == 0)
+        printf("page: %s\n", path);
+    return rc;
 }
 
 /* ---- command line ------------------------------------------------------- */
@@ -500,8 +660,8 @@ static void usage(FILE *f)
 {
     fputs(
         "Usage: unscaled [--steps N] [--lr X] [--seed N] [--out DIR] "
-        "[--quiet]\n"
-        "                [--help]\n"
+        "[--html FILE]\n"
+        "                [--quiet] [--help]\n"
         "\n"
         "Why attention divides its scores by sqrt(head_size), measured. For\n"
         "head sizes 16..1024 at initialisation, with and without the scale,\n"
@@ -512,12 +672,17 @@ static void usage(FILE *f)
         "recall task and reports how fast each learns. Pictures (gnuplot):\n"
         "  DIR/unscaled_max_weight.png  DIR/unscaled_entropy.png\n"
         "  DIR/unscaled_gain.png        DIR/unscaled_loss.png\n"
+        "and one HTML page with all of it (FILE, default DIR/unscaled.html),\n"
+        "with one sequence's unscaled and scaled scores as interactive\n"
+        "attention figures (a temperature slider, the exact weight, entropy\n"
+        "and gain of the row under the mouse).\n"
         "\n"
         "  --steps N   training steps for each version (default 800, at\n"
         "              least 20)\n"
         "  --lr X      Adam's learning rate (default 0.01)\n"
         "  --seed N    seed of all weights and data (default 1337)\n"
         "  --out DIR   where the pictures go (default ./pictures)\n"
+        "  --html FILE where the page goes (default DIR/unscaled.html)\n"
         "  --quiet     skip the tables at initialisation\n"
         "\n"
         "Exits 0 on success, 1 on a library error or a failed gradient check,\n"
@@ -552,6 +717,9 @@ static int parse_options(int argc, char **argv, options *o)
         } else if (!strcmp(a, "--out")) {
             ok = val && *val;
             o->out = val;
+        } else if (!strcmp(a, "--html")) {
+            ok = val && *val;
+            o->html = val;
         } else {
             fprintf(stderr, "unscaled: unknown option %s\n\n", a);
             usage(stderr);
@@ -593,7 +761,10 @@ static int run(const options *o)
         print_training(o, losses);
         rc = draw_pictures(o, st, losses, steps);
     }
+    if (rc == 0)
+        rc = write_page(o, st, losses, steps);
     free(steps), free(losses[0]), free(losses[1]);
+    page_echo_free();
     return rc < 0 ? -1 : check_failed;
 }
 

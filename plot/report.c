@@ -1034,8 +1034,18 @@ int tg_report_attention(tg_report *r, const char *title,
     if (c)
         prev = uselocale(c);
     int n = r->n + 1;
-    /* the slider: from a tenth of the temperature (or less) to ten times */
+    /* the slider: from a tenth of the temperature (or less) to ten times,
+     * or to the spread of the scores when that is more (where every row is
+     * nearly uniform: un-scaled scores reach the scaled regime) */
+    double smin = INFINITY, smax = -INFINITY;
+    for (int64_t k = 0; k < x.rows * x.cols; k++)
+        if (!(x.mask && x.mask[k]) && isfinite(x.v[k])) {
+            smin = fmin(smin, x.v[k]);
+            smax = fmax(smax, x.v[k]);
+        }
     double lo = fmin(0.01, temperature / 10), hi = fmax(10, temperature * 10);
+    if (smax - smin > hi)
+        hi = ceil(smax - smin);
     rbuf sec = {0};
     open_section(&sec, n, "attention", title);
     tg__rb_puts(&sec, "<p class=\"tg-hint\">Hover a cell for its weight; "

@@ -104,6 +104,9 @@
       });
     });
     return Promise.all(waits).then(function () {
+      /* a heatmap's cells are an image gnuplot scales up: keep them
+       * sharp (cells, not a blur) */
+      fig.canvas.getContext("2d").imageSmoothingEnabled = false;
       window[d.gp]();
       fig.area = gnuplotArea();
       fig.drawn = true;
