@@ -379,18 +379,19 @@ async function knownPage(browser, dir, ex) {
   // each entry's tooltip: op, output name and shape, |grad| as tg_tape_print
   // prints it (at the digits shown), call site
   for (const line of tp.printed.split('\n').filter((l) => l.startsWith('#'))) {
-    const m = line.match(/^#(\d+) (\w+)\(.*\) -> (.*?)\s*(\([\d,]*\))\s+\|grad\| = (\S+)\s+at (\S+)$/);
+    const m = line.match(/^#(\d+) (\w+)\(.*\) -> (.*?)\s*(\([\d,]*\))\s+\|grad\| = (\S+)(?:\s+(zeros \d+\/\d+))?\s+at (\S+)$/);
     if (!m) {
       check(false, `tape: tg_tape_print's line "${line}" parsed`);
       continue;
     }
-    const [, n, op, name, shape, g, site] = m;
+    const [, n, op, name, shape, g, zeros, site] = m;
     const node = nodes.find((x) => x.title.startsWith(`#${n} ${op}`));
     const tip = node ? `${node.title}\n${node.tip}` : '';
     const shown = tip.match(/\|grad\|\s*=?\s*([0-9.]+(e[-+]?\d+)?)/);
     check(node && tip.includes(`${name ? `${name} ` : ''}${shape}`) && tip.includes(site) &&
-      shown && asPrinted(Number(g), shown[1]),
-      `tape: #${n}'s tooltip: ${op}, ${name || '(unnamed)'} ${shape}, |grad| ${g}, ${site}`,
+      shown && asPrinted(Number(g), shown[1]) && (!zeros || tip.includes(zeros)),
+      `tape: #${n}'s tooltip: ${op}, ${name || '(unnamed)'} ${shape}, |grad| ${g}, ` +
+      `${zeros ? `${zeros}, ` : ''}${site}`,
       JSON.stringify(tip));
   }
 
@@ -472,6 +473,17 @@ async function trainHead(page, out, sections) {
       `train_head: hover the query's row ${T - 1}, col ${m[1]} of "${s.title}" reads the printed ${m[2]}`,
       `got "${got}"`);
   }
+  // the lesson's attention figure of the trained head's scores, at its
+  // initial temperature (1: the head's own softmax)
+  const trained = out.match(/\n\s*trained: +it attends most to position (\d+) \(weight (\S+)\)/);
+  const att = sections.find((s) => s.kind === 'attention');
+  if (check(trained && att, 'train_head: an attention figure of the trained head')) {
+    const got = await hoverCell(page, att.id, T - 1, Number(trained[1]));
+    const v = got && got.slice(got.lastIndexOf(': ') + 2);
+    check(v && asPrinted(Number(v), trained[2]),
+      `train_head: its slider figure's row ${T - 1}, col ${trained[1]} reads the printed ${trained[2]}`,
+      `got "${got}"`);
+  }
   const loss = out.match(/loss (\S+) at step 0 ->/);
   const lines = sections.find((s) => s.kind === 'lines');
   if (check(loss && lines, 'train_head: a loss chart and the printed first loss')) {
@@ -521,7 +533,14 @@ async function examplePages(browser, dir) {
   for (const [name, specific] of [['train_head', trainHead], ['unscaled', unscaled],
     ['backprop_tour', backpropTour]]) {
     const file = join(dir, `${name}.html`);
-    const out = readFileSync(join(dir, `${name}.out`), 'utf8');
+    let out;
+    try {
+      out = readFileSync(join(dir, `${name}.out`), 'utf8');
+      statSync(file);
+    } catch (e) {
+      check(false, `${name}: its page and printed output`, e.message);
+      continue;
+    }
     check(out.includes(`page: ${file}\n`), `${name}: prints "page: ${file}"`);
     const { page, finish } = await open(browser, file, name);
     const sections = await checkCanvases(page, name);
@@ -533,7 +552,7 @@ async function examplePages(browser, dir) {
       const worst = Math.max(...w.map((r) => Math.abs(r.reduce((a, x) => a + (x || 0), 0) - 1)));
       check(worst <= 1e-12, `${name} ${s.id}: every row of weights(id) sums to 1`, `${worst}`);
     }
-    await specific(page, out, sections);
+    await specific(page, out, await sectionsOf(page));
     finish();
     await page.close();
   }

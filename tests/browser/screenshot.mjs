@@ -1,8 +1,9 @@
 // The README's picture of a report page: train_head's page in headless
-// Chromium, the mouse on the trained attention heatmap's query row (so the
-// readout shows an exact weight), the section cut out as a PNG.
+// Chromium, the mouse on the query's row of the trained head's attention
+// figure (so the readout shows the exact weight, the row's entropy and
+// gain), that section cut out as a PNG.
 //
-//     examples/train_head --html /tmp/train_head.html
+//     examples/train_head --out /tmp/pictures --html /tmp/train_head.html
 //     node tests/browser/screenshot.mjs /tmp/train_head.html docs/report.png
 import { chromium } from 'playwright-core';
 import { statSync } from 'node:fs';
@@ -22,24 +23,16 @@ try {
   const page = await browser.newPage({ viewport: { width: 1000, height: 800 } });
   await page.goto(pathToFileURL(resolve(pagePath)).href);
   await page.waitForFunction(() => window.tgReport && window.tgReport.ready);
-  // the heatmap after training (its title says "after" or "trained"), else
-  // the first heatmap
-  const id = await page.$$eval('section.tg-section[data-kind="heatmap"]', (ss) => {
-    const s = ss.find((x) => /after|(^|[^n])trained/i.test(x.querySelector('h2').textContent));
-    return (s || ss[0]).id;
-  });
-  // the query's row (the last) and the column of its largest weight, from
-  // the section's data (rows, cols, v: the values row-major); else (0, 0)
-  const [row, col] = await page.$eval(`#${id} script.tg-data`, (e) => {
-    const d = JSON.parse(e.textContent);
-    const r = d.rows - 1;
+  // the lesson's attention figure of the trained head (slider, readout,
+  // the row's entropy and gain), the mouse on the query's row (the last) at
+  // its largest weight
+  const id = await page.$eval('section.tg-section[data-kind="attention"]', (s) => s.id);
+  const [row, col] = await page.evaluate((sid) => {
+    const w = window.tgReport.weights(sid), r = w.length - 1;
     let best = 0;
-    for (let j = 0; j < d.cols; j++) {
-      const v = d.v[r * d.cols + j];
-      if (typeof v === 'number' && v > d.v[r * d.cols + best]) best = j;
-    }
+    w[r].forEach((v, j) => { if (v !== null && v > w[r][best]) best = j; });
     return [r, best];
-  }).catch(() => [0, 0]);
+  }, id);
   const p = await page.evaluate(([sid, r, c]) => window.tgReport.cellCenter(sid, r, c),
     [id, row, col]);
   await page.mouse.move(p.x, p.y, { steps: 2 });
