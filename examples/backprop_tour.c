@@ -17,11 +17,16 @@
  * formula that undoes it, and recomputes the gradient by hand from the
  * gradient one step above, comparing it with what autograd stored (max abs
  * difference; every check must come out below 1e-12). Last, the tape is
- * written as a Graphviz graph and, when `dot` is installed, drawn as a PNG.
+ * written as a Graphviz graph and, when `dot` is installed, drawn as a PNG;
+ * and one HTML page holds the tour: the tape with the |grad| through each
+ * entry and the exact zeros under the mask called out, and all it printed.
  */
 #define _POSIX_C_SOURCE 200809L /* posix_spawnp, waitpid */
 
 #include <tapegrad.h>
+#include <tapegrad_report.h>
+
+#include "page_echo.h"
 
 #include <errno.h>
 #include <math.h>
@@ -155,17 +160,26 @@ static int check(tour *S, const char *label, tg_tensor *by_hand,
         return -1;
     bool ok = d <= TOL;
     S->n_failed += !ok;
-    printf("  check %-36s max abs diff %.1e%s\n", label, d,
-           ok ? "" : "   <-- FAILED");
+    say("  check %-36s max abs diff %.1e%s\n", label, d,
+        ok ? "" : "   <-- FAILED");
     return 0;
+}
+
+/* tg_fprint to stdout and to the page's copy of the output. */
+static int fprint_both(const tg_tensor *t)
+{
+    int rc = tg_fprint(stdout, t, 3);
+    if (rc == 0 && page_echo_file())
+        rc = tg_fprint(page_echo_file(), t, 3);
+    return rc;
 }
 
 static void section(const char *title)
 {
-    printf("\n== %s ", title);
+    say("\n== %s ", title);
     for (size_t n = strlen(title); n < 70; n++)
-        putchar('=');
-    putchar('\n');
+        say("=");
+    say("\n");
 }
 
 /* ---- the walk back, from the loss to the weights ------------------------ */
@@ -178,8 +192,8 @@ static void section(const char *title)
 static int step_loss(tour *S)
 {
     section("(0) loss = sum(out * u)");
-    printf("forward:  loss = sum_(b,t,i) out[b,t,i] * u[b,t,i]    ()\n"
-           "backward: dout = u                                    (B,T,hs)\n");
+    say("forward:  loss = sum_(b,t,i) out[b,t,i] * u[b,t,i]    ()\n"
+        "backward: dout = u                                    (B,T,hs)\n");
     return check(S, "dout = u", S->u, tg_grad(S->out));
 }
 
@@ -189,9 +203,9 @@ static int step_loss(tour *S)
 static int step_out(tour *S)
 {
     section("(a) out = attn @ v");
-    printf("forward:  out[b,t,:] = sum_s attn[b,t,s] v[b,s,:]     (B,T,hs)\n"
-           "backward: dattn = dout @ v^T                          (B,T,T)\n"
-           "          dv    = attn^T @ dout                       (B,T,hs)\n");
+    say("forward:  out[b,t,:] = sum_s attn[b,t,s] v[b,s,:]     (B,T,hs)\n"
+        "backward: dattn = dout @ v^T                          (B,T,T)\n"
+        "          dv    = attn^T @ dout                       (B,T,hs)\n");
     tg_scope_begin();
     tg_tensor *dout = tg_grad(S->out);
     int rc = check(S, "dattn = dout @ v^T",
@@ -213,10 +227,10 @@ static int step_softmax(tour *S)
 {
     const int b = 0, t = 4;
     section("(b) attn = softmax(masked), one row: sequence 0, token 4");
-    printf("forward:  p_i = exp(x_i) / sum_j exp(x_j)               (T)\n"
-           "backward: dx = J^T dy,  J = diag(p) - p p^T,  J_ij = p_i "
-           "(delta_ij - p_j)\n"
-           "          (multiplied out: dx_i = p_i (dy_i - sum_j p_j dy_j))\n");
+    say("forward:  p_i = exp(x_i) / sum_j exp(x_j)               (T)\n"
+        "backward: dx = J^T dy,  J = diag(p) - p p^T,  J_ij = p_i "
+        "(delta_ij - p_j)\n"
+        "          (multiplied out: dx_i = p_i (dy_i - sum_j p_j dy_j))\n");
     tg_scope_begin();
     int rc = -1;
     tg_tensor *p = tg_select(tg_select(S->attn, 0, b), 0, t); /* (T) */
@@ -231,21 +245,21 @@ static int step_softmax(tour *S)
     if (!dx_by_hand || !dx)
         goto done;
 
-    fputs("p  (row 4 of attn[0]) = ", stdout);
-    if (tg_fprint(stdout, p, 3) < 0)
+    say("%s", "p  (row 4 of attn[0]) = ");
+    if (fprint_both(p) < 0)
         goto done;
-    fputs("\ndy (its gradient)     = ", stdout);
-    if (tg_fprint(stdout, dy, 3) < 0)
+    say("%s", "\ndy (its gradient)     = ");
+    if (fprint_both(dy) < 0)
         goto done;
-    printf("\nJ = diag(p) - p p^T   (T,T); rows and columns 5..7 are 0 "
-           "because p_j = 0 there:\n");
-    if (tg_fprint(stdout, J, 3) < 0)
+    say("\nJ = diag(p) - p p^T   (T,T); rows and columns 5..7 are 0 "
+        "because p_j = 0 there:\n");
+    if (fprint_both(J) < 0)
         goto done;
-    fputs("\ndx = J^T dy           = ", stdout);
-    if (tg_fprint(stdout, dx_by_hand, 3) < 0)
+    say("%s", "\ndx = J^T dy           = ");
+    if (fprint_both(dx_by_hand) < 0)
         goto done;
-    printf("\n(dy is nonzero at the future tokens 5..7 too, but J sends none "
-           "of it back)\n");
+    say("\n(dy is nonzero at the future tokens 5..7 too, but J sends none "
+        "of it back)\n");
     rc = check(S, "J^T dy = dmasked[0,4]", dx_by_hand, dx);
 done:
     tg_scope_end();
@@ -259,8 +273,8 @@ done:
 static int step_mask(tour *S)
 {
     section("(c) masked = masked_fill(scaled, future, -inf)");
-    printf("forward:  masked = -inf where future (j > t), else scaled\n"
-           "backward: dscaled = 0 where future, else dmasked\n");
+    say("forward:  masked = -inf where future (j > t), else scaled\n"
+        "backward: dscaled = 0 where future, else dmasked\n");
     size_t n = (size_t)B * T * T;
     double *dscaled = malloc(n * sizeof *dscaled);
     double *dmasked = malloc(n * sizeof *dmasked);
@@ -287,19 +301,19 @@ static int step_mask(tour *S)
             worst = worse(worst, fabs(dscaled[i] - dmasked[i]));
         }
     }
-    printf("  masked entries: %d  (B * T(T-1)/2 = %d * %d)\n", n_masked, B,
-           T * (T - 1) / 2);
-    printf("  dmasked == 0.0 at %d of them (softmax), dscaled == 0.0 at %d "
-           "of them (mask)\n",
-           n_zero_above, n_zero);
+    say("  masked entries: %d  (B * T(T-1)/2 = %d * %d)\n", n_masked, B,
+        T * (T - 1) / 2);
+    say("  dmasked == 0.0 at %d of them (softmax), dscaled == 0.0 at %d "
+        "of them (mask)\n",
+        n_zero_above, n_zero);
     bool ok = n_zero == n_masked && n_masked == B * T * (T - 1) / 2;
     S->n_failed += !ok;
-    printf("  check %-36s %s\n", "dscaled == 0.0 at all masked",
-           ok ? "yes" : "NO   <-- FAILED");
+    say("  check %-36s %s\n", "dscaled == 0.0 at all masked",
+        ok ? "yes" : "NO   <-- FAILED");
     ok = worst <= TOL;
     S->n_failed += !ok;
-    printf("  check %-36s max abs diff %.1e%s\n", "dscaled = dmasked elsewhere",
-           worst, ok ? "" : "   <-- FAILED");
+    say("  check %-36s max abs diff %.1e%s\n", "dscaled = dmasked elsewhere",
+        worst, ok ? "" : "   <-- FAILED");
     rc = 0;
 done:
     free(dscaled);
@@ -313,8 +327,8 @@ done:
 static int step_scale(tour *S)
 {
     section("(d) scaled = scores / sqrt(16)");
-    printf("forward:  scaled = scores / sqrt(hs)                   (B,T,T)\n"
-           "backward: dscores = dscaled / sqrt(hs) = dscaled / 4\n");
+    say("forward:  scaled = scores / sqrt(hs)                   (B,T,T)\n"
+        "backward: dscores = dscaled / sqrt(hs) = dscaled / 4\n");
     tg_scope_begin();
     int rc =
         check(S, "dscores = dscaled / 4",
@@ -332,12 +346,12 @@ static int step_scale(tour *S)
 static int step_projections(tour *S)
 {
     section("(e) scores = q @ k^T, and the projections q,k,v = x @ W");
-    printf("forward:  scores = q @ k^T                             (B,T,T)\n"
-           "backward: dq = dscores @ k,  dk = dscores^T @ q       (B,T,hs)\n"
-           "forward:  q = x @ W_q     (B,T,C) @ (C,hs), W_q shared by every "
-           "token\n"
-           "backward: dW_q = sum over b of x[b]^T @ dq[b]         (C,hs)\n"
-           "          dx   = dq @ W_q^T + dk @ W_k^T + dv @ W_v^T (B,T,C)\n");
+    say("forward:  scores = q @ k^T                             (B,T,T)\n"
+        "backward: dq = dscores @ k,  dk = dscores^T @ q       (B,T,hs)\n"
+        "forward:  q = x @ W_q     (B,T,C) @ (C,hs), W_q shared by every "
+        "token\n"
+        "backward: dW_q = sum over b of x[b]^T @ dq[b]         (C,hs)\n"
+        "          dx   = dq @ W_q^T + dk @ W_k^T + dv @ W_v^T (B,T,C)\n");
     tg_scope_begin();
     tg_tensor *dscores = tg_grad(S->scores);
     int rc =
@@ -419,16 +433,52 @@ static int write_graph(const char *dot_path)
         png_path[len - 4] = '\0';
     strcat(png_path, ".png");
 
-    printf("wrote %s\n", dot_path);
+    say("wrote %s\n", dot_path);
     int drawn = render_png(dot_path, png_path);
     if (drawn > 0)
-        printf("drew  %s  (Graphviz dot)\n", png_path);
+        say("drew  %s  (Graphviz dot)\n", png_path);
     else if (drawn == 0)
-        printf("Graphviz dot is not on the PATH; with it:\n"
-               "  dot -Tpng %s -o %s\n",
-               dot_path, png_path);
+        say("Graphviz dot is not on the PATH; with it:\n"
+            "  dot -Tpng %s -o %s\n",
+            dot_path, png_path);
     free(png_path);
     return drawn < 0 ? -1 : 0;
+}
+
+/* ---- the page ------------------------------------------------------------ */
+
+/* The tape section, while the tour's tensors (and so their entries) live:
+ * the |grad| recorded by backward through each entry, the zeros count of
+ * masked_fill's and softmax's gradients. */
+static int page_tape(tg_report *rep)
+{
+    return tg_report_tape(rep, "The tape after backward: |grad| through each "
+                               "entry, exact zeros under the mask") > 0
+               ? 0
+               : -1;
+}
+
+/* The rest of the page: dloss/dscaled of sequence 0, whose upper triangle
+ * is exactly 0 (the mask), and all the tour printed; then the file. */
+static int write_page(tour *S, tg_report *rep, const char *path)
+{
+    tg_scope_begin();
+    tg_tensor *g =
+        tg_grad(S->scaled) ? tg_select(tg_grad(S->scaled), 0, 0) : NULL;
+    const char *tok[T] = {"0", "1", "2", "3", "4", "5", "6", "7"};
+    int rc =
+        g &&
+                tg_report_heatmap(rep,
+                                  "dloss/dscaled of sequence 0: exactly 0 "
+                                  "above the diagonal (the mask's future)",
+                                  g, NULL, tok, tok) > 0 &&
+                tg_report_pre(rep, "The tour, as printed", page_echo_text()) > 0
+            ? tg_report_write(rep, path)
+            : -1;
+    tg_scope_end();
+    if (rc == 0)
+        say("page: %s\n", path);
+    return rc;
 }
 
 /* ---- main --------------------------------------------------------------- */
@@ -436,7 +486,7 @@ static int write_graph(const char *dot_path)
 static void usage(FILE *f)
 {
     fputs(
-        "Usage: backprop_tour [--out FILE.dot] [--help]\n"
+        "Usage: backprop_tour [--out FILE.dot] [--html FILE] [--help]\n"
         "\n"
         "Builds the lesson's attention head (B=4, T=8, C=32, head_size=16,\n"
         "seed 1337) op by op, puts the loss sum(out * u) on top, runs\n"
@@ -452,6 +502,9 @@ static void usage(FILE *f)
         "  --out FILE.dot  where to write the tape as a Graphviz graph\n"
         "                  (default backprop_tour.dot); when `dot` is on the\n"
         "                  PATH it is also drawn as FILE.png\n"
+        "  --html FILE     where to write the tour as one HTML page (the tape\n"
+        "                  with |grad| and the zeros under the mask, all that\n"
+        "                  is printed); default FILE.dot with .html for .dot\n"
         "  --help          this text\n"
         "\n"
         "Exits 0 when every check holds (max abs diff <= 1e-12), 1 when one\n"
@@ -461,7 +514,7 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-    const char *dot_path = "backprop_tour.dot";
+    const char *dot_path = "backprop_tour.dot", *html_path = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
@@ -472,6 +525,12 @@ int main(int argc, char **argv)
                 return 2;
             }
             dot_path = argv[++i];
+        } else if (!strcmp(argv[i], "--html")) {
+            if (i + 1 == argc || !argv[i + 1][0]) {
+                fputs("backprop_tour: --html needs a file name\n", stderr);
+                return 2;
+            }
+            html_path = argv[++i];
         } else {
             fprintf(stderr, "backprop_tour: unknown option '%s'\n\n", argv[i]);
             usage(stderr);
@@ -480,17 +539,23 @@ int main(int argc, char **argv)
     }
 
     tour S = {0};
+    tg_report *rep = NULL;
     int rc = forward(&S);
     tg_tape_record_norms(true); /* the printout shows each |dloss/doutput| */
     if (rc == 0)
         rc = tg_backward(S.loss);
     if (rc == 0) {
-        printf("loss = sum(out * u) = %.6f\n", tg_item(S.loss));
+        say("loss = sum(out * u) = %.6f\n", tg_item(S.loss));
         section("the tape: op, input shapes -> output shape, |dloss/doutput|");
         tg_tape_print(stdout);
-        printf("(oldest first, the entries make: q k v k^T scores scaled "
-               "masked attn out\n out*u loss; backward ran them bottom to "
-               "top)\n");
+        if (page_echo_file())
+            tg_tape_print(page_echo_file());
+        rep = tg_report_new("backprop_tour: the gradient's path back through "
+                            "one attention head");
+        rc = rep ? page_tape(rep) : -1;
+        say("(oldest first, the entries make: q k v k^T scores scaled "
+            "masked attn out\n out*u loss; backward ran them bottom to "
+            "top)\n");
         /* The checks below compute with tensors that require grad (v, q,
          * W_q...). They are not part of the model: record none of them. */
         tg_set_grad_enabled(false);
@@ -502,6 +567,19 @@ int main(int argc, char **argv)
     }
     if (rc == 0)
         rc = write_graph(dot_path);
+    /* the page beside the graph: FILE.dot -> FILE.html */
+    char page_path[4096];
+    size_t len = strlen(dot_path);
+    if (html_path)
+        snprintf(page_path, sizeof page_path, "%s", html_path);
+    else
+        snprintf(page_path, sizeof page_path, "%.*s.html",
+                 (int)(len > 4 && !strcmp(dot_path + len - 4, ".dot") ? len - 4
+                                                                      : len),
+                 dot_path);
+    if (rc == 0)
+        rc = write_page(&S, rep, page_path);
+    tg_report_free(rep);
     tour_free(&S);
 
     if (rc < 0) {
@@ -514,7 +592,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "backprop_tour: %d check(s) failed\n", S.n_failed);
         return 1;
     }
-    printf("\nall checks hold: every gradient autograd stored is the formula "
-           "above.\n");
+    say("\nall checks hold: every gradient autograd stored is the formula "
+        "above.\n");
+    page_echo_free();
     return 0;
 }

@@ -1,7 +1,7 @@
 /* tapegrad report: the page's own script (no framework, nothing fetched).
  *
- * Each <section class="tg-section"> carries its numbers in a
- * <script type="application/json" class="tg-data"> element. Heatmaps and
+ * Each section.tg-section carries its numbers in a JSON script element
+ * (script.tg-data). Heatmaps and
  * line charts are drawn by gnuplot's canvas functions (window.tgfigN, with
  * their images as data: URLs); this script calls each once, keeps the plot
  * area gnuplot reports (gnuplot.plot_xmin... as gnuplot_mouse.js reads

@@ -45,14 +45,19 @@ static char *dot_string(const char *p, const char **end)
     return s;
 }
 
-/* A DOT label as plain text: \n a newline, \" and \\ themselves. */
-static void label_text(rbuf *b, const char *label, bool html)
+/* A DOT label as plain text: \n the line separator nl, \" and \\
+ * themselves; HTML-escaped when html. */
+static void label_text(rbuf *b, const char *label, bool html, const char *nl)
 {
     for (const char *p = label; *p; p++) {
         char c = *p;
         if (c == '\\' && p[1]) {
             p++;
-            c = *p == 'n' || *p == 'l' || *p == 'r' ? '\n' : *p;
+            if (*p == 'n' || *p == 'l' || *p == 'r') {
+                tg__rb_puts(b, nl);
+                continue;
+            }
+            c = *p;
         }
         char s[2] = {c, 0};
         if (html)
@@ -224,7 +229,7 @@ static void put_svg(rbuf *sec, const char *svg, const tnode *nodes, int n)
                  (int)(end - body < 23 ? end - body : 23), body);
         const tnode *node = end - body < 23 ? find(nodes, n, id) : NULL;
         if (node)
-            label_text(sec, node->label, true);
+            label_text(sec, node->label, true, "\n");
         else
             tg__rb_putn(sec, body, (size_t)(end - body));
         p = end;
@@ -299,7 +304,7 @@ bool tg__report_tape_body(rbuf *sec, rbuf *data)
                                        "class=\"tg-zeros\">\n");
                 any = true;
                 tg__rb_puts(sec, "<li>");
-                label_text(sec, nodes[i].label, true);
+                label_text(sec, nodes[i].label, true, ", ");
                 tg__rb_puts(sec, "</li>\n");
             }
         if (any)
@@ -315,7 +320,7 @@ bool tg__report_tape_body(rbuf *sec, rbuf *data)
         tg__rb_json(data, nodes[i].id);
         tg__rb_puts(data, ",\"text\":");
         rbuf t = {0};
-        label_text(&t, nodes[i].label, false);
+        label_text(&t, nodes[i].label, false, "\n");
         char *text = tg__rb_take(&t);
         tg__rb_json(data, text ? text : "");
         free(text);

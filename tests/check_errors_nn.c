@@ -307,6 +307,18 @@ static const char *const bar_labels[3] = {"a", "b", "c"};
 #define SERIES(y_, n_)                                                         \
     (&(tg_series){.label = "y", .x = NULL, .y = (y_), .n = (n_)})
 
+/* ---- report pages ------------------------------------------------------- */
+
+static void free_report(void *r) { tg_report_free(r); }
+
+/* An empty report, freed after the row. */
+static tg_report *report(void)
+{
+    tg_report *r = tg_report_new("t");
+    after_row(free_report, r);
+    return r;
+}
+
 /* ---- the table ---------------------------------------------------------- */
 
 static void nn_table(table_walk *w, env *e)
@@ -868,6 +880,83 @@ static void nn_table(table_walk *w, env *e)
            tg_plot_bars(tmp_path("b"), (const char *[]){"a", NULL, "c"}, ys, 3,
                         "t", "y"),
            "plot_bars:", "label 1", "NULL");
+
+    /* report pages */
+    ROW_RC("report_text NULL report", tg_report_text(NULL, "h", "t"),
+           "report_text:", "report is NULL");
+    ROW_RC("report_text NULL text", tg_report_text(report(), "h", NULL),
+           "report_text:", "text is NULL");
+    ROW_RC("report_pre NULL text", tg_report_pre(report(), "h", NULL),
+           "report_pre:", "text is NULL");
+    ROW_RC("report_table 0 rows",
+           tg_report_table(report(), "c", 0, 2, bar_labels),
+           "report_table:", "0 x 2");
+    ROW_RC("report_table NULL cells",
+           tg_report_table(report(), "c", 1, 2, NULL),
+           "report_table:", "NULL cells");
+    ROW_RC("report_heatmap 3-d",
+           tg_report_heatmap(report(), "t", e->x, NULL, NULL, NULL),
+           "report_heatmap:", "2-D", "(4,8,32)");
+    ROW_RC("report_heatmap empty",
+           tg_report_heatmap(report(), "t",
+                             temp(tg_zeros(TG_FLOAT64, TG_SHAPE(0, 3))), NULL,
+                             NULL, NULL),
+           "report_heatmap:", "(0,3)");
+    ROW_RC("report_heatmap mask shape",
+           tg_report_heatmap(report(), "t", e->m, e->mask, NULL, NULL),
+           "report_heatmap:", "mask of shape (4,8,32)", "(16,32)");
+    ROW_RC("report_heatmap NULL report",
+           tg_report_heatmap(NULL, "t", e->m, NULL, NULL, NULL),
+           "report_heatmap:", "report is NULL");
+    ROW_RC("report_lines NULL series",
+           tg_report_lines(report(), "t", NULL, 1, "x", "y", false),
+           "report_lines:", "NULL");
+    ROW_RC("report_lines 0 series",
+           tg_report_lines(report(), "t", SERIES(ys, 3), 0, "x", "y", false),
+           "report_lines:", "got 0");
+    ROW_RC("report_lines y NULL",
+           tg_report_lines(report(), "t", SERIES(NULL, 3), 1, "x", "y", false),
+           "report_lines:", "series 0", "NULL y");
+    ROW_RC("report_lines log of 0",
+           tg_report_lines(report(), "t",
+                           SERIES(((const double[]){1, 0, 2}), 3), 1, "x", "y",
+                           true),
+           "report_lines:", "y[1] = 0", "log");
+    ROW_RC("report_tape NULL report", tg_report_tape(NULL, "t"),
+           "report_tape:", "report is NULL");
+    ROW_RC("report_averaging not square",
+           tg_report_averaging(report(), "t", e->m, NULL),
+           "report_averaging:", "square", "(16,32)");
+    ROW_RC("report_attention not square",
+           tg_report_attention(report(), "t", e->m, NULL, NULL, 1),
+           "report_attention:", "square", "(16,32)");
+    ROW_RC("report_attention mask shape",
+           tg_report_attention(report(), "t",
+                               temp(tg_zeros(TG_FLOAT64, TG_SHAPE(3, 3))),
+                               e->mask, NULL, 1),
+           "report_attention:", "mask of shape (4,8,32)", "(3,3)");
+    ROW_RC("report_attention temperature 0",
+           tg_report_attention(report(), "t",
+                               temp(tg_zeros(TG_FLOAT64, TG_SHAPE(3, 3))), NULL,
+                               NULL, 0),
+           "report_attention:", "temperature", "(3,3)");
+    ROW_RC("report_attention temperature nan",
+           tg_report_attention(report(), "t",
+                               temp(tg_zeros(TG_FLOAT64, TG_SHAPE(3, 3))), NULL,
+                               NULL, NAN),
+           "report_attention:", "temperature", "nan");
+    ROW_RC("report_write NULL path", tg_report_write(report(), NULL),
+           "report_write:", "path is NULL");
+    ROW_RC("report_write empty path", tg_report_write(report(), ""),
+           "report_write:", "path is empty");
+    ROW_RC("report_write under a file",
+           tg_report_write(report(), "/etc/passwd/p.html"),
+           "report_write:", "cannot write", "/etc/passwd/p.html");
+    ROW_RC("report_write missing dir",
+           tg_report_write(report(), "/nonexistent/tapegrad/p.html"),
+           "report_write:", "/nonexistent/tapegrad/p.html");
+    ROW_RC("report_write NULL report", tg_report_write(NULL, tmp_path("p")),
+           "report_write:", "report is NULL");
     ROW_RC("plot_bars NULL stem",
            tg_plot_bars(NULL, bar_labels, ys, 3, "t", "y"),
            "plot_bars:", "stem is NULL");
@@ -948,6 +1037,12 @@ static void nn_null_table(table_walk *w, env *e)
     NULL_ROW("gpt_generate", tg_gpt_generate(made_gpt(e), NUL, 2, 1, &e->rng));
     NULL_ROW_RC("plot_heatmap",
                 tg_plot_heatmap(tmp_path("h"), NUL, "t", "x", "y", false));
+    NULL_ROW_RC("report_heatmap",
+                tg_report_heatmap(report(), "t", NUL, NULL, NULL, NULL));
+    NULL_ROW_RC("report_averaging",
+                tg_report_averaging(report(), "t", NUL, NULL));
+    NULL_ROW_RC("report_attention",
+                tg_report_attention(report(), "t", NUL, NULL, NULL, 1));
 }
 
 /* ---- module configs, train/eval, sampling (issue 11) -------------------- */

@@ -130,6 +130,7 @@ static const struct {
     {"optim", optim_suite},
     {"train", train_suite},
     {"plot", plot_suite},
+    {"report", report_suite},
     {"anomaly", anomaly_suite},
     {"attention", attention_suite},
     {"attention_softmax", attention_softmax_suite},

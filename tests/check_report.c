@@ -1,0 +1,567 @@
+/* The HTML report (tapegrad_report.h): the page's structure as the browser
+ * test relies on it (sections fig-1.. with their kinds, the content
+ * security policy, nothing fetched), the numbers in its JSON equal to the
+ * tensors' (parsed back and compared exactly), escaping, downsampling with
+ * a note and a bounded size, the atomic write, pages without gnuplot or
+ * Graphviz, and the tape's gradient statistics (|grad| and exact zeros).
+ * The page's script is exercised in a real browser by tests/browser/. */
+#include "tests.h"
+
+#include <dirent.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---- scratch files and reading pages back -------------------------------- */
+
+static char tmp_dir[] = "/tmp/tg_report_XXXXXX";
+
+static void make_tmp_dir(void)
+{
+    strcpy(tmp_dir, "/tmp/tg_report_XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmp_dir));
+}
+
+static void remove_tmp_dir(void) { remove_scratch_dir(tmp_dir); }
+
+static const char *tmp_path(const char *name)
+{
+    static char paths[4][sizeof tmp_dir + 256];
+    static int next;
+    char *path = paths[next++ % 4];
+    snprintf(path, sizeof paths[0], "%s/%s", tmp_dir, name);
+    return path;
+}
+
+/* The whole file (the caller frees it); its size in *len. */
+static char *slurp(const char *path, long *len)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *text = malloc((size_t)n + 1);
+    ck_assert_ptr_nonnull(text);
+    ck_assert_int_eq(fread(text, 1, (size_t)n, f), n);
+    text[n] = '\0';
+    fclose(f);
+    if (len)
+        *len = n;
+    return text;
+}
+
+static int count(const char *text, const char *what)
+{
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, what)); p += strlen(what))
+        n++;
+    return n;
+}
+
+/* Section fig-n of the page: from its opening tag to its "</section>", in
+ * a new string. */
+static char *section_of(const char *page, int n)
+{
+    char id[64];
+    snprintf(id, sizeof id, "<section class=\"tg-section\" id=\"fig-%d\"", n);
+    const char *start = strstr(page, id);
+    ck_assert_msg(start != NULL, "no section fig-%d", n);
+    const char *end = strstr(start, "</section>");
+    ck_assert_ptr_nonnull(end);
+    size_t len = (size_t)(end - start) + strlen("</section>");
+    char *s = malloc(len + 1);
+    memcpy(s, start, len);
+    s[len] = '\0';
+    return s;
+}
+
+/* The numbers of the JSON array "key":[...] in text, into v (the first cap
+ * of them); "nan", "inf", "-inf" as themselves. Returns how many. */
+static int64_t json_numbers(const char *text, const char *key, double *v,
+                            int64_t cap)
+{
+    char open[64];
+    snprintf(open, sizeof open, "\"%s\":[", key);
+    const char *p = strstr(text, open);
+    ck_assert_msg(p != NULL, "no %s in the data", open);
+    p += strlen(open);
+    int64_t n = 0;
+    while (*p && *p != ']' && n < cap) {
+        if (*p == '"') {
+            v[n++] = !strncmp(p, "\"nan\"", 5)    ? NAN
+                     : !strncmp(p, "\"inf\"", 5)  ? INFINITY
+                     : !strncmp(p, "\"-inf\"", 6) ? -INFINITY
+                                                  : 12345;
+            p = strchr(p + 1, '"') + 1;
+        } else {
+            char *end;
+            v[n++] = strtod(p, &end);
+            ck_assert_msg(end != p, "not a number at %.20s", p);
+            p = end;
+        }
+        if (*p == ',')
+            p++;
+    }
+    return n;
+}
+
+/* Two doubles equal as stored values: the same bits, NaN equal to NaN. */
+static bool same(double a, double b)
+{
+    return (isnan(a) && isnan(b)) || a == b;
+}
+
+/* ---- the page's structure ------------------------------------------------ */
+
+static const char *const TOKENS[4] = {"The", "cat", "sat", "."};
+
+/* A (4,4) causal mask: true above the diagonal. */
+static tg_tensor *future4(void)
+{
+    return tg_eq_scalar(tg_tril(tg_ones(TG_FLOAT32, TG_SHAPE(4, 4)), 0), 0);
+}
+
+START_TEST(page_has_every_kind_in_order)
+{
+    tg_scope_begin();
+    tg_report *r = tg_report_new("all kinds");
+    ck_assert_ptr_nonnull(r);
+    tg_tensor *m = tg_arange(TG_FLOAT32, 0, 16, 1);
+    m = tg_reshape(m, TG_SHAPE(4, 4));
+    double y[3] = {3, 2, 1};
+    tg_series s = {"loss", NULL, y, 3};
+    const char *cells[4] = {"a", "b", "1", "2"};
+    ck_assert_int_eq(tg_report_text(r, "t", "one\n\ntwo"), 1);
+    ck_assert_int_eq(tg_report_pre(r, "p", "  x = 1"), 2);
+    ck_assert_int_eq(tg_report_table(r, "c", 2, 2, cells), 3);
+    ck_assert_int_eq(tg_report_heatmap(r, "h", m, future4(), TOKENS, TOKENS),
+                     4);
+    ck_assert_int_eq(tg_report_lines(r, "l", &s, 1, "x", "y", true), 5);
+    ck_assert_int_eq(tg_report_tape(r, "tape"), 6);
+    ck_assert_int_eq(tg_report_averaging(r, "avg", m, TOKENS), 7);
+    ck_assert_int_eq(tg_report_attention(r, "att", m, future4(), TOKENS, 1.5),
+                     8);
+    const char *path = tmp_path("kinds.html");
+    ck_assert_int_eq(tg_report_write(r, path), 0);
+    tg_report_free(r);
+    tg_scope_end();
+
+    char *page = slurp(path, NULL);
+    ck_assert_msg(!strncmp(page, "<!DOCTYPE html>", 15), "%.40s", page);
+    ck_assert_ptr_nonnull(
+        strstr(page, "<meta http-equiv=\"Content-Security-Policy\" "
+                     "content=\"default-src 'none'; script-src "
+                     "'unsafe-inline'; style-src 'unsafe-inline'; img-src "
+                     "data:\">"));
+    static const char *const kinds[8] = {"text",      "pre",      "table",
+                                         "heatmap",   "lines",    "tape",
+                                         "averaging", "attention"};
+    ck_assert_int_eq(count(page, "<section class=\"tg-section\""), 8);
+    const char *at = page;
+    for (int i = 0; i < 8; i++) {
+        char open[128];
+        snprintf(open, sizeof open,
+                 "<section class=\"tg-section\" id=\"fig-%d\" "
+                 "data-kind=\"%s\">\n<h2>",
+                 i + 1, kinds[i]);
+        const char *p = strstr(page, open);
+        ck_assert_msg(p != NULL && p > at,
+                      "section %d (%s) missing or out "
+                      "of order",
+                      i + 1, kinds[i]);
+        at = p;
+        char *sec = section_of(page, i + 1);
+        bool figure = i == 3 || i == 4 || i == 6 || i == 7;
+        if (figure) {
+            ck_assert_int_eq(count(sec, "<div class=\"tg-readout\">"), 1);
+            bool drawn = i >= 6 || tg_plot_available();
+            ck_assert_int_eq(count(sec, "<canvas") >= 1, drawn);
+        }
+        free(sec);
+    }
+    char *att = section_of(page, 8);
+    ck_assert_ptr_nonnull(strstr(att, "<input type=\"range\" "
+                                      "class=\"tg-temperature\" min=\""));
+    ck_assert_ptr_nonnull(strstr(att, "value=\"1.5\""));
+    ck_assert_ptr_nonnull(
+        strstr(att, "<span class=\"tg-temperature-value\">1.5</span>"));
+    ck_assert_ptr_nonnull(strstr(att, "<div class=\"tg-rowstats\">"));
+    free(att);
+    /* paragraphs split at the blank line */
+    char *text = section_of(page, 1);
+    ck_assert_ptr_nonnull(strstr(text, "<p>one</p>\n<p>two</p>"));
+    free(text);
+    /* nothing fetched: no URL, and every src a data: URL */
+    ck_assert_ptr_null(strstr(page, "http:"));
+    ck_assert_ptr_null(strstr(page, "https:"));
+    ck_assert_ptr_null(strstr(page, "href="));
+    for (const char *p = page; (p = strstr(p, "src")); p += 3) {
+        const char *q = p + 3;
+        while (*q == ' ')
+            q++;
+        if (*q != '=')
+            continue;
+        q++;
+        while (*q == ' ')
+            q++;
+        ck_assert_msg(!strncmp(q, "\"data:", 6), "src not data: at %.40s", p);
+    }
+    free(page);
+}
+END_TEST
+
+/* A failed call leaves the report as it was: the next section is number 1. */
+START_TEST(failed_call_adds_nothing)
+{
+    tg_report *r = tg_report_new(NULL);
+    tg_tensor *m = tg_zeros(TG_FLOAT64, TG_SHAPE(3, 4));
+    tg_tensor *bad = tg_zeros(TG_BOOL, TG_SHAPE(4, 3));
+    ck_assert_int_eq(tg_report_heatmap(r, "h", m, bad, NULL, NULL), -1);
+    ck_assert_ptr_nonnull(strstr(tg_last_error(), "(4,3)"));
+    ck_assert_ptr_nonnull(strstr(tg_last_error(), "(3,4)"));
+    ck_assert_int_eq(tg_report_attention(r, "a", m, NULL, NULL, 1), -1);
+    ck_assert_int_eq(tg_report_attention(r, "a", m, NULL, NULL, -1), -1);
+    ck_assert_ptr_nonnull(strstr(tg_last_error(), "temperature"));
+    ck_assert_int_eq(tg_report_pre(r, "p", "x"), 1);
+    tg_release(m);
+    tg_release(bad);
+    tg_report_free(r);
+}
+END_TEST
+
+/* ---- the data equal the tensors ------------------------------------------ */
+
+/* float32 values (their shortest digits read back as the same float), NaN
+ * and infinities as strings, the mask as 0/1; then a transposed float64
+ * view (any strides), its values to the last bit. */
+START_TEST(heatmap_data_are_the_tensors_values)
+{
+    tg_scope_begin();
+    tg_rng g;
+    tg_rng_seed(&g, 7);
+    tg_tensor *a = tg_randn(&g, TG_FLOAT32, TG_SHAPE(4, 4));
+    tg_set(a, (int64_t[]){1, 0}, NAN);
+    tg_set(a, (int64_t[]){2, 1}, INFINITY);
+    tg_set(a, (int64_t[]){3, 2}, -INFINITY);
+    tg_set(a, (int64_t[]){3, 3}, 1e-7);
+    tg_tensor *b = tg_transpose(tg_randn(&g, TG_FLOAT64, TG_SHAPE(5, 3)), 0, 1);
+    tg_tensor *mask = future4();
+    tg_report *r = tg_report_new("data");
+    ck_assert_int_eq(tg_report_heatmap(r, "a", a, mask, NULL, NULL), 1);
+    ck_assert_int_eq(tg_report_heatmap(r, "b", b, NULL, NULL, NULL), 2);
+    ck_assert_int_eq(tg_report_attention(r, "s", a, mask, TOKENS, 2), 3);
+    const char *path = tmp_path("data.html");
+    ck_assert_int_eq(tg_report_write(r, path), 0);
+    tg_report_free(r);
+
+    char *page = slurp(path, NULL);
+    double v[64], want[16], mk[16];
+    bool mask_v[16];
+    tg_copy_out(a, TG_FLOAT64, want);
+    tg_copy_out(mask, TG_BOOL, mask_v);
+    for (int fig = 1; fig <= 3; fig += 2) {
+        char *sec = section_of(page, fig);
+        ck_assert_int_eq(json_numbers(sec, "v", v, 17), 16);
+        for (int i = 0; i < 16; i++)
+            ck_assert_msg(same((float)v[i], want[i]),
+                          "fig-%d cell %d: %.9g != %.9g", fig, i, v[i],
+                          want[i]);
+        ck_assert_int_eq(json_numbers(sec, "mask", mk, 16), 16);
+        ck_assert_ptr_nonnull(strstr(sec, "\"mask\":[0,1,1,1,0,0,1,1,"));
+        for (int i = 0; i < 16; i++)
+            ck_assert_int_eq(mk[i] == 1, mask_v[i]);
+        free(sec);
+    }
+    char *sec = section_of(page, 2);
+    double want_b[15];
+    tg_copy_out(b, TG_FLOAT64, want_b);
+    ck_assert_int_eq(json_numbers(sec, "v", v, 16), 15);
+    for (int i = 0; i < 15; i++)
+        ck_assert_msg(v[i] == want_b[i], "cell %d: %.17g != %.17g", i, v[i],
+                      want_b[i]);
+    ck_assert_ptr_nonnull(strstr(sec, "\"rows\":3,\"cols\":5"));
+    free(sec);
+    sec = section_of(page, 3);
+    ck_assert_ptr_nonnull(strstr(sec, "\"temp\":2,"));
+    free(sec);
+    free(page);
+    tg_scope_end();
+}
+END_TEST
+
+/* A 1000 x 1000 matrix is drawn as 250 x 250 block means, with a note; the
+ * page stays small (well under 2 MB: numbers as float32 digits, the picture
+ * one PNG). */
+START_TEST(large_matrix_is_downsampled_with_a_note)
+{
+    tg_scope_begin();
+    tg_rng g;
+    tg_rng_seed(&g, 3);
+    tg_tensor *m = tg_randn(&g, TG_FLOAT64, TG_SHAPE(1000, 1000));
+    tg_report *r = tg_report_new("big");
+    ck_assert_int_eq(tg_report_heatmap(r, "big", m, NULL, NULL, NULL), 1);
+    const char *path = tmp_path("big.html");
+    ck_assert_int_eq(tg_report_write(r, path), 0);
+    tg_report_free(r);
+    long len;
+    char *page = slurp(path, &len);
+    ck_assert_ptr_nonnull(strstr(page, "<p class=\"tg-note\">Downsampled from "
+                                       "1000 x 1000 to 250 x 250"));
+    ck_assert_ptr_nonnull(strstr(page, "\"rows\":250,\"cols\":250"));
+    ck_assert_ptr_nonnull(strstr(page, "\"block\":{\"rows\":1000,\"cols\":1000,"
+                                       "\"fr\":4,\"fc\":4}"));
+    ck_assert_msg(len < 1500000, "page of %ld bytes", len);
+    /* the first block's mean, as float32 digits */
+    double first, want = 0;
+    json_numbers(page, "v", &first, 1);
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++)
+            want += tg_get(m, (int64_t[]){i, j});
+    ck_assert_float_eq((float)first, (float)(want / 16));
+    free(page);
+    tg_scope_end();
+}
+END_TEST
+
+/* ---- escaping ------------------------------------------------------------ */
+
+START_TEST(labels_and_titles_are_escaped)
+{
+    static const char evil[] = "<b>&\"'</script>";
+    tg_scope_begin();
+    tg_tensor *m = tg_ones(TG_FLOAT32, TG_SHAPE(2, 2));
+    const char *labels[2] = {evil, "ok"};
+    const char *cells[2] = {evil, evil};
+    tg_report *r = tg_report_new(evil);
+    ck_assert_int_eq(tg_report_text(r, evil, evil), 1);
+    ck_assert_int_eq(tg_report_pre(r, evil, evil), 2);
+    ck_assert_int_eq(tg_report_table(r, evil, 1, 2, cells), 3);
+    ck_assert_int_eq(tg_report_heatmap(r, evil, m, NULL, labels, labels), 4);
+    ck_assert_int_eq(tg_report_averaging(r, evil, m, labels), 5);
+    ck_assert_int_eq(tg_report_attention(r, evil, m, NULL, labels, 1), 6);
+    double y[2] = {1, 2};
+    tg_series s = {evil, NULL, y, 2};
+    ck_assert_int_eq(tg_report_lines(r, evil, &s, 1, evil, evil, false), 7);
+    const char *path = tmp_path("evil.html");
+    ck_assert_int_eq(tg_report_write(r, path), 0);
+    tg_report_free(r);
+    char *page = slurp(path, NULL);
+    ck_assert_ptr_null(strstr(page, evil));
+    ck_assert_ptr_null(strstr(page, "<b>"));
+    ck_assert_ptr_nonnull(
+        strstr(page, "<h1>&lt;b&gt;&amp;&quot;&#39;&lt;/script&gt;</h1>"));
+    /* in the JSON: no "</" and no '<' at all */
+    ck_assert_ptr_nonnull(
+        strstr(page, "\"\\u003cb\\u003e\\u0026\\\"'\\u003c/script\\u003e\""));
+    /* every "</script>" closes a script element */
+    ck_assert_int_eq(count(page, "</script>"), count(page, "<script"));
+    free(page);
+    tg_scope_end();
+}
+END_TEST
+
+/* ---- the atomic write ------------------------------------------------------ */
+
+/* No ".name.XXXXXX" temporary left in the scratch directory. */
+static void assert_no_temporary(void)
+{
+    DIR *d = opendir(tmp_dir);
+    ck_assert_ptr_nonnull(d);
+    for (struct dirent *e; (e = readdir(d));)
+        ck_assert_msg(e->d_name[0] != '.' || !strcmp(e->d_name, ".") ||
+                          !strcmp(e->d_name, ".."),
+                      "temporary left: %s", e->d_name);
+    closedir(d);
+}
+
+/* A file size limit makes the write fail midway (SIGXFSZ ignored, so the
+ * process lives): the old page is byte for byte as it was, no temporary is
+ * left. Limit and handler restored: with CK_FORK=no this is the runner. */
+START_TEST(failed_write_leaves_the_old_page)
+{
+    const char *path = tmp_path("old.html");
+    FILE *f = fopen(path, "w");
+    fputs("the old page\n", f);
+    fclose(f);
+    tg_report *r = tg_report_new("new");
+    char big[20000];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    ck_assert_int_eq(tg_report_pre(r, "big", big), 1);
+    struct rlimit old, lim;
+    ck_assert_int_eq(getrlimit(RLIMIT_FSIZE, &old), 0);
+    lim = old;
+    lim.rlim_cur = 4096;
+    void (*old_handler)(int) = signal(SIGXFSZ, SIG_IGN);
+    ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    int rc = tg_report_write(r, path);
+    ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &old), 0);
+    signal(SIGXFSZ, old_handler);
+    ck_assert_int_eq(rc, -1);
+    ck_assert_ptr_nonnull(strstr(tg_last_error(), "report_write"));
+    ck_assert_ptr_nonnull(strstr(tg_last_error(), path));
+    char *text = slurp(path, NULL);
+    ck_assert_str_eq(text, "the old page\n");
+    free(text);
+    assert_no_temporary();
+    /* and a write that succeeds replaces it */
+    ck_assert_int_eq(tg_report_write(r, path), 0);
+    text = slurp(path, NULL);
+    ck_assert_ptr_nonnull(strstr(text, big));
+    free(text);
+    assert_no_temporary();
+    tg_report_free(r);
+}
+END_TEST
+
+/* ---- without gnuplot or Graphviz ----------------------------------------- */
+
+static void unset_switches(void)
+{
+    unsetenv("TG_NO_GNUPLOT");
+    unsetenv("TG_NO_DOT");
+}
+
+START_TEST(page_says_what_is_missing)
+{
+    setenv("TG_NO_GNUPLOT", "1", 1);
+    setenv("TG_NO_DOT", "1", 1);
+    tg_scope_begin();
+    tg_tensor *x = tg_ones(TG_FLOAT64, TG_SHAPE(2, 3));
+    tg_set_requires_grad(x, true);
+    tg_tensor *y = tg_sum_all(tg_scale(x, 2));
+    ck_assert_ptr_nonnull(y);
+    tg_report *r = tg_report_new("missing");
+    double v[2] = {1, 2};
+    tg_series s = {"a", NULL, v, 2};
+    ck_assert_int_eq(tg_report_heatmap(r, "h", x, NULL, NULL, NULL), 1);
+    ck_assert_int_eq(tg_report_lines(r, "l", &s, 1, NULL, NULL, false), 2);
+    ck_assert_int_eq(tg_report_tape(r, "tape"), 3);
+    const char *path = tmp_path("missing.html");
+    ck_assert_int_eq(tg_report_write(r, path), 0);
+    tg_report_free(r);
+    tg_scope_end();
+    unset_switches();
+    char *page = slurp(path, NULL);
+    for (int i = 1; i <= 3; i++) {
+        char *sec = section_of(page, i);
+        ck_assert_int_eq(count(sec, "<p class=\"tg-missing\">"), 1);
+        ck_assert_ptr_nonnull(
+            strstr(sec, i < 3 ? "TG_NO_GNUPLOT" : "TG_NO_DOT"));
+        ck_assert_ptr_null(strstr(sec, "<canvas"));
+        ck_assert_ptr_nonnull(strstr(sec, "class=\"tg-data\""));
+        free(sec);
+    }
+    ck_assert_ptr_nonnull(strstr(page, "\"v\":[1,1,1,1,1,1]"));
+    ck_assert_ptr_null(strstr(page, "gnuplot_common"));
+    free(page);
+}
+END_TEST
+
+/* ---- the tape: |grad| and the exact zeros under the mask ------------------ */
+
+/* Backward through masked_fill(-inf) and softmax with the record kept: the
+ * masked_fill entry's line shows as many zeros as its output's gradient
+ * holds (counted here from the retained gradient), tg_tape_print and
+ * tg_tape_dot both; the page's tape has a node per entry and per named
+ * leaf, the names and the zeros in their titles. */
+START_TEST(tape_shows_gradient_zeros)
+{
+    tg_scope_begin();
+    bool was = tg_tape_keep_record(true);
+    tg_rng g;
+    tg_rng_seed(&g, 5);
+    tg_tensor *x = tg_randn(&g, TG_FLOAT64, TG_SHAPE(8, 8));
+    tg_set_requires_grad(x, true);
+    tg_set_name(x, "scores<&>");
+    tg_tensor *future =
+        tg_eq_scalar(tg_tril(tg_ones(TG_FLOAT64, TG_SHAPE(8, 8)), 0), 0);
+    tg_tensor *masked = tg_masked_fill(x, future, -INFINITY);
+    tg_set_name(masked, "masked");
+    tg_retain_grad(masked);
+    tg_tensor *p = tg_softmax(masked, -1);
+    tg_tensor *w = tg_randn(&g, TG_FLOAT64, TG_SHAPE(8, 8));
+    tg_tensor *loss = tg_sum_all(tg_mul(p, w));
+    ck_assert_int_eq(tg_backward(loss), 0);
+    double gm[64];
+    tg_copy_out(tg_grad(masked), TG_FLOAT64, gm);
+    int zeros = 0;
+    for (int i = 0; i < 64; i++)
+        zeros += gm[i] == 0;
+    ck_assert_int_ge(zeros, 28); /* at least every masked entry */
+    char want[64];
+    snprintf(want, sizeof want, "zeros %d/64", zeros);
+
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    tg_tape_print(f);
+    fclose(f);
+    const char *line = strstr(text, "masked_fill(");
+    ck_assert_ptr_nonnull(line);
+    ck_assert_msg(strstr(line, want) && strstr(line, want) < strchr(line, '\n'),
+                  "no '%s' on: %s", want, text);
+    free(text);
+
+    tg_report *r = tg_report_new("tape");
+    ck_assert_int_eq(tg_report_tape(r, "the tape"), 1);
+    const char *path = tmp_path("tape.html");
+    ck_assert_int_eq(tg_report_write(r, path), 0);
+    tg_report_free(r);
+    tg_tape_keep_record(was);
+    tg_scope_end();
+
+    char *page = slurp(path, NULL);
+    ck_assert_ptr_nonnull(strstr(page, "\"zeros\":"));
+    ck_assert_ptr_nonnull(strstr(page, "class=\"tg-zeros\""));
+    ck_assert_ptr_nonnull(strstr(page, want));
+    if (!getenv("TG_NO_DOT") && access("/usr/bin/dot", X_OK) == 0) {
+        /* entries: masked_fill, softmax, mul, sum; leaves: x, w */
+        ck_assert_int_ge(count(page, "class=\"node\""), 6);
+        ck_assert_ptr_nonnull(strstr(page, "<title>scores&lt;&amp;&gt;"));
+        ck_assert_ptr_nonnull(strstr(page, "<title>#1 masked_fill\nmasked"));
+        ck_assert_ptr_nonnull(strstr(page, "xlink:title="));
+    }
+    free(page);
+}
+END_TEST
+
+/* An empty tape gives a section that says so. */
+START_TEST(empty_tape_says_so)
+{
+    tg_report *r = tg_report_new("empty");
+    ck_assert_int_eq(tg_report_tape(r, NULL), 1);
+    const char *path = tmp_path("empty.html");
+    ck_assert_int_eq(tg_report_write(r, path), 0);
+    tg_report_free(r);
+    char *page = slurp(path, NULL);
+    ck_assert_ptr_nonnull(strstr(page, "The tape is empty."));
+    free(page);
+}
+END_TEST
+
+Suite *report_suite(void)
+{
+    Suite *s = suite_create("report");
+    TCase *tc = tcase_create("pages");
+    tcase_add_unchecked_fixture(tc, make_tmp_dir, remove_tmp_dir);
+    tcase_add_checked_fixture(tc, NULL, unset_switches);
+    tcase_set_timeout(tc, 120); /* gnuplot and dot run; slower under valgrind */
+    tcase_add_test(tc, page_has_every_kind_in_order);
+    tcase_add_test(tc, failed_call_adds_nothing);
+    tcase_add_test(tc, heatmap_data_are_the_tensors_values);
+    tcase_add_test(tc, large_matrix_is_downsampled_with_a_note);
+    tcase_add_test(tc, labels_and_titles_are_escaped);
+    tcase_add_test(tc, failed_write_leaves_the_old_page);
+    tcase_add_test(tc, page_says_what_is_missing);
+    tcase_add_test(tc, tape_shows_gradient_zeros);
+    tcase_add_test(tc, empty_tape_says_so);
+    suite_add_tcase(s, tc);
+    return s;
+}
