@@ -204,12 +204,25 @@ async function readout(page, id, sel = '.tg-readout') {
   return page.$eval(`#${id} ${sel}`, (e) => e.textContent.trim()).catch(() => null);
 }
 
-// The real mouse over cell (row, col) of section id; the readout then.
-async function hoverCell(page, id, row, col, sel) {
-  const p = await page.evaluate(([i, r, c]) => window.tgReport.cellCenter(i, r, c), [id, row, col]);
-  await page.mouse.move(0, 0);
-  await page.mouse.move(p.x, p.y, { steps: 2 });
-  return readout(page, id, sel);
+// Moves the real mouse to (x, y): one move, after a one-pixel step aside
+// when the mouse is there already (so a mousemove is still dispatched).
+const lastMouse = new WeakMap();
+async function mouseTo(page, { x, y }) {
+  const last = lastMouse.get(page);
+  if (last && last.x === x && last.y === y) await page.mouse.move(x + 1, y + 1);
+  await page.mouse.move(x, y);
+  lastMouse.set(page, { x, y });
+}
+
+// The real mouse over cell (row, col) of section id; the readout then (and
+// with both, the attention figure's row statistics too).
+async function hoverCell(page, id, row, col, both = false) {
+  await mouseTo(page, await page.evaluate(([i, r, c]) => window.tgReport.cellCenter(i, r, c), [id, row, col]));
+  const [text, stats] = await page.$eval(`#${id}`, (s) => ['.tg-readout', '.tg-rowstats'].map((q) => {
+    const e = s.querySelector(q);
+    return e ? e.textContent.trim() : null;
+  }));
+  return both ? [text, stats] : text;
 }
 
 // The heatmap drawn as cells: at each checked cell the colour is the same
@@ -283,8 +296,7 @@ async function knownPage(browser, dir, ex) {
   for (const p of ex.lines.points) {
     const xy = await page.evaluate(([i, s, k]) => window.tgReport.pointCenter(i, s, k),
       [ex.lines.id, p.series, p.i]);
-    await page.mouse.move(0, 0);
-    await page.mouse.move(xy.x, xy.y, { steps: 2 });
+    await mouseTo(page, xy);
     const got = await readout(page, ex.lines.id);
     const m = got && got.match(/^(.*) x = (\S+): y = (\S+)$/);
     check(m && m[1] === p.label && sameShortest(m[2], p.x) && sameShortest(m[3], p.y),
@@ -324,11 +336,10 @@ async function knownPage(browser, dir, ex) {
       shape ? '' : `shape or masked entries differ: ${JSON.stringify(w)}`);
     for (const [r, c] of at.cells) {
       const prefix = `row ${r} (${tokens[r]}), col ${c} (${tokens[c]}): `;
-      const got = await hoverCell(page, at.id, r, c);
+      const [got, stats] = await hoverCell(page, at.id, r, c, true);
       const lib = t.weights[r][c];
       check(got !== null && got.startsWith(prefix) && samePrecision6(got.slice(prefix.length), lib),
         `attention T=${T}: hover (${r},${c}) reads ${lib.toPrecision(6)}`, `got "${got}"`);
-      const stats = await readout(page, at.id, '.tg-rowstats');
       const m = stats && stats.match(/^entropy (\S+) nats, gain (\S+)$/);
       check(m && samePrecision6(m[1], t.entropy[r]) && samePrecision6(m[2], t.gain[r]),
         `attention T=${T}: row ${r} entropy ${t.entropy[r].toPrecision(6)} nats, ` +
@@ -488,8 +499,7 @@ async function trainHead(page, out, sections) {
   const lines = sections.find((s) => s.kind === 'lines');
   if (check(loss && lines, 'train_head: a loss chart and the printed first loss')) {
     const xy = await page.evaluate((id) => window.tgReport.pointCenter(id, 0, 0), lines.id);
-    await page.mouse.move(0, 0);
-    await page.mouse.move(xy.x, xy.y, { steps: 2 });
+    await mouseTo(page, xy);
     const got = await readout(page, lines.id);
     const y = got && got.match(/y = (\S+)$/);
     check(y && asPrinted(Number(y[1]), loss[1]),
@@ -507,17 +517,17 @@ async function unscaled(page, out, sections) {
 }
 
 async function backpropTour(page, out, sections) {
-  const printed = [...out.matchAll(/^#(\d+) (\w+)\(.*\|grad\| = (\S+)/gm)];
+  const printed = [...out.matchAll(/^#(\d+) (\w+)\(.*\|grad\| = (\S+)(?:\s+(zeros \d+\/\d+))?/gm)];
   const tape = sections.find((s) => s.kind === 'tape');
   if (!check(tape && printed.length, 'backprop_tour: a tape section and the printed tape')) return;
   const nodes = await page.$$eval(`#${tape.id} svg g.node`, (gs) => gs.map((g) =>
     [...g.querySelectorAll('title, text')].map((t) => t.textContent).join('\n') + '\n' +
     [...g.querySelectorAll('a')].map((a) => a.getAttribute('xlink:title') || '').join('\n')));
-  for (const [, n, op, g] of printed) {
+  for (const [, n, op, g, zeros] of printed) {
     const node = nodes.find((t) => new RegExp(`#${n} ${op}\\b`).test(t));
     const shown = node && node.match(/\|g(rad)?\|\s*=?\s*([0-9.]+(e[-+]?\d+)?)/);
-    check(shown && asPrinted(Number(g), shown[2]),
-      `backprop_tour: entry #${n} ${op} shows |grad| ${g} as printed`,
+    check(shown && asPrinted(Number(g), shown[2]) && (!zeros || node.includes(zeros)),
+      `backprop_tour: entry #${n} ${op} shows |grad| ${g}${zeros ? `, ${zeros}` : ''} as printed`,
       node ? `node says ${JSON.stringify(node)}` : 'no node');
   }
   const masked = out.match(/masked entries: (\d+)/);
