@@ -171,8 +171,8 @@ async function open(browser, file, name) {
   return { page, finish };
 }
 
-// Every canvas of every figure section shows drawn pixels (screenshot of the
-// element, decoded), unless the section says a tool is missing.
+// Every canvas of every figure section shows drawn pixels (getImageData, or
+// a screenshot of the element), unless the section says a tool is missing.
 async function checkCanvases(page, name) {
   const sections = await page.$$eval('section.tg-section', (ss) => ss.map((s) => ({
     id: s.id, kind: s.dataset.kind, missing: !!s.querySelector('.tg-missing'),
