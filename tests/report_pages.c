@@ -411,19 +411,28 @@ static int write_big(const char *dir, FILE *ex)
     snprintf(path, sizeof path, "%s/big.html", dir);
     tg_report *r = tg_report_new("a big matrix");
     tg_scope_begin();
-    int id = r ? tg_report_heatmap(r, "1000 x 1000",
-                                   tg_from_f32(TG_SHAPE(BIG, BIG), m), NULL,
-                                   NULL, NULL)
-               : -1;
+    tg_tensor *big = tg_from_f32(TG_SHAPE(BIG, BIG), m);
+    int id =
+        r ? tg_report_heatmap(r, "1000 x 1000", big, NULL, NULL, NULL) : -1;
+    /* the page shows k x k block means, k its choice (>= 4 for 256 cells
+     * at most): the top-left block's mean for each k it may choose */
+    double means[9] = {0};
+    for (int k = 2; k <= 8; k++)
+        means[k] =
+            tg_item(tg_mean_all(tg_slice(tg_slice(big, 0, 0, k), 1, 0, k)));
     tg_scope_end();
     free(m);
     int rc = id >= 0 ? tg_report_write(r, path) : -1;
     tg_report_free(r);
-    if (rc == 0)
+    if (rc == 0) {
         fprintf(ex,
                 "\"big\": {\"page\": \"big.html\", \"id\": \"fig-%d\", "
-                "\"rows\": %d, \"cols\": %d},\n",
+                "\"rows\": %d, \"cols\": %d, \"corner_means\": [null, null",
                 id, BIG, BIG);
+        for (int k = 2; k <= 8; k++)
+            fprintf(ex, ", %.9g", means[k]);
+        fprintf(ex, "]},\n");
+    }
     return rc;
 }
 

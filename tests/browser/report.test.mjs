@@ -446,8 +446,14 @@ async function bigPage(browser, dir, ex) {
   const sizes = note ? (note.match(/\d+/g) || []).map(Number) : [];
   check(sizes.includes(ex.big.rows) && sizes.some((n) => n > 1 && n <= 256),
     `big: a tg-note says from ${ex.big.rows} x ${ex.big.cols} to at most 256`, `"${note}"`);
+  // the readout names the block, k x k from the corner, and its mean (in
+  // float32: to 1e-6)
   const got = await hoverCell(page, ex.big.id, 0, 0);
-  check(got && /^row/.test(got), 'big: hover (0,0) reads a block', `got "${got}"`);
+  const m = got && got.match(/rows 0-(\d+), cols 0-(\d+)\D.*: (\S+)$/);
+  const k = m && Number(m[1]) + 1, mean = m && ex.big.corner_means[k];
+  check(m && m[1] === m[2] && mean != null && Math.abs(Number(m[3]) - mean) <= 1e-6 * Math.abs(mean),
+    `big: hover block (0,0) names rows 0-${k - 1}, cols 0-${k - 1} and their mean ${mean}`,
+    `got "${got}"`);
   finish();
   await page.close();
 }
