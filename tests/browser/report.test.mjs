@@ -8,7 +8,8 @@
 // same written with neither gnuplot nor dot on PATH; with --examples also
 // the example programs' pages NAME.html and what they printed, NAME.out
 // (tests/browser.test runs them). Each check prints one line, "ok - ..." or
-// "FAIL - ..."; the exit status is 1 when any failed.
+// "FAIL - ..." (TG_BROWSER_TIMES=1: each prefixed with the milliseconds
+// since the start); the exit status is 1 when any failed.
 //
 // Canvases are checked for drawn pixels with getImageData in the page (they
 // are untainted: their only images are data: URLs), falling back to a
@@ -23,7 +24,7 @@ import { pathToFileURL } from 'node:url';
 
 const CSP = "default-src 'none'; script-src 'unsafe-inline'; " +
   "style-src 'unsafe-inline'; img-src data:";
-const BIG_PAGE_BOUND = 8 << 20; // bytes: a 1000 x 1000 heatmap, downsampled
+const BIG_PAGE_BOUND = 2 << 20; // bytes: a 1000 x 1000 heatmap, downsampled
 
 let failures = 0;
 const started = Date.now();
@@ -282,7 +283,8 @@ async function knownPage(browser, dir, ex) {
     const got = await hoverCell(page, hm.id, c.row, c.col);
     const ok = got !== null && got.startsWith(c.prefix) &&
       sameShortest(got.slice(c.prefix.length), c.value);
-    check(ok, `heatmap: hover (${c.row},${c.col}) reads "${c.prefix}${c.value}"`, `got "${got}"`);
+    check(ok, `heatmap: hover (${c.row},${c.col}) reads "${got}" (the library prints ${c.value})`,
+      `expected "${c.prefix}${c.value}"`);
   }
   await heatmapPixels(page, hm);
   const bbox = await page.$eval(`#${hm.id}`, (e) => e.getBoundingClientRect().toJSON());
