@@ -809,20 +809,24 @@ void tg_print_live_tensors(FILE *f);
  * its number, op, inputs (an entry's output as #k and its name, a leaf by
  * its name, or t1, t2... when unnamed), output name and shape, after a
  * backward run while tg_tape_record_norms or tg_tape_keep_record was on the
- * L2 norm of the gradient that reached its output, and the line of your
- * program that made it. Entries are numbered 1, 2... in tape order and
+ * L2 norm of the gradient that reached its output (and, when some of its
+ * elements are exactly 0, how many: "zeros 28/64", the positions a mask or
+ * a saturated softmax cut off), and the line of your program that made it.
+ * Entries are numbered 1, 2... in tape order and
  * unnamed leaves in the order they were made, so the text is the same
  * every run. Does nothing for a NULL f. */
 void tg_tape_print(FILE *f);
 /** The same tape as a Graphviz DOT graph: leaves (ellipses: name and shape)
- * and entries (boxes: number, op, output name and shape, |grad|, call site)
+ * and entries (boxes: number, op, output name and shape, |grad| and its
+ * zeros, call site)
  * as nodes, numbered as tg_tape_print numbers them (so the file is the same
  * every run), tensors as edges labelled with shapes. Does nothing for a
  * NULL f. */
 void tg_tape_dot(FILE *f);
 /** Whether this thread's backward records, for each entry it walks, the L2
- * norm |g| = sqrt(sum g_i^2) of its output's gradient, for tg_tape_print and
- * tg_tape_dot to show. Off by default: the norms read every gradient once
+ * norm |g| = sqrt(sum g_i^2) of its output's gradient and the count of its
+ * exact zeros, for tg_tape_print and tg_tape_dot to show (and
+ * tg_report_tape). Off by default: the norms read every gradient once
  * more, a cost a training loop that never prints the tape should not pay.
  * Returns the previous setting. */
 bool tg_tape_record_norms(bool on);

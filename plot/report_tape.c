@@ -298,10 +298,11 @@ bool tg__report_tape_body(rbuf *sec, rbuf *data)
         for (int i = 0; i < n; i++)
             if (nodes[i].zeros > 0) {
                 tg__rb_puts(sec, any ? ""
-                                     : "<p class=\"tg-note\">Exact zeros "
-                                       "in the gradient (masked "
-                                       "positions):</p>\n<ul "
-                                       "class=\"tg-zeros\">\n");
+                                     : "<p class=\"tg-note\">Entries whose "
+                                       "gradient holds exact zeros (where "
+                                       "the mask, or a softmax row with a "
+                                       "single choice, cut the path):</p>\n"
+                                       "<ul class=\"tg-zeros\">\n");
                 any = true;
                 tg__rb_puts(sec, "<li>");
                 label_text(sec, nodes[i].label, true, ", ");

@@ -165,7 +165,8 @@ void tg__report_gnuplot(rtool *t, char *jsdir, size_t cap)
     jsdir[0] = '\0';
     if (env_on("TG_NO_GNUPLOT")) {
         snprintf(t->why, sizeof t->why,
-                 "gnuplot is switched off (TG_NO_GNUPLOT is set)");
+                 "gnuplot is switched off (TG_NO_GNUPLOT is set): unset it, "
+                 "with gnuplot installed (apt-get install gnuplot-nox)");
         return;
     }
     if (!find_on_path("gnuplot", t->path, sizeof t->path)) {
@@ -194,7 +195,8 @@ void tg__report_dot(rtool *t)
     *t = (rtool){0};
     if (env_on("TG_NO_DOT")) {
         snprintf(t->why, sizeof t->why,
-                 "Graphviz is switched off (TG_NO_DOT is set)");
+                 "Graphviz is switched off (TG_NO_DOT is set): unset it, "
+                 "with Graphviz installed (apt-get install graphviz)");
         return;
     }
     if (!find_on_path("dot", t->path, sizeof t->path)) {

@@ -7,6 +7,8 @@
  * The page's script is exercised in a real browser by tests/browser/. */
 #include "tests.h"
 
+#include "core/error.h" /* tg__alloc_fail_at: the fault injection */
+
 #include <dirent.h>
 #include <math.h>
 #include <signal.h>
@@ -546,6 +548,70 @@ START_TEST(empty_tape_says_so)
 }
 END_TEST
 
+/* ---- out of memory ------------------------------------------------------- */
+
+/* A page of every kind (gnuplot and dot off: the same allocations every
+ * run) written to path. 0, or -1 with the error set. */
+static int every_kind(const char *path)
+{
+    tg_scope_begin();
+    const double v[4] = {1, 0.5, NAN, 0.125};
+    tg_tensor *m = tg_from_data(TG_FLOAT64, TG_SHAPE(2, 2), v);
+    tg_tensor *x = tg_ones(TG_FLOAT64, TG_SHAPE(2, 2));
+    if (x)
+        tg_set_requires_grad(x, true);
+    tg_tensor *y = x ? tg_scale(x, 2) : NULL;
+    const tg_series line = {.label = "loss", .y = v, .n = 2};
+    const char *cells[2] = {"a", "b"};
+    tg_report *r = tg_report_new("oom");
+    int rc = r && m && y && tg_report_text(r, "t", "a\n\nb") > 0 &&
+                     tg_report_pre(r, "p", "x") > 0 &&
+                     tg_report_table(r, "c", 1, 2, cells) > 0 &&
+                     tg_report_heatmap(r, "h", m, NULL, cells, cells) > 0 &&
+                     tg_report_lines(r, "l", &line, 1, "x", "y", false) > 0 &&
+                     tg_report_tape(r, "tape") > 0 &&
+                     tg_report_averaging(r, "a", m, NULL) > 0 &&
+                     tg_report_attention(r, "s", m, NULL, cells, 1) > 0
+                 ? tg_report_write(r, path)
+                 : -1;
+    tg_report_free(r);
+    tg_scope_end();
+    return rc;
+}
+
+/* Each allocation failing in turn: a clean "out of memory" error or a page
+ * written, never a crash; no leak (the audit, valgrind), no temporary. */
+START_TEST(out_of_memory_fails_cleanly)
+{
+    setenv("TG_NO_GNUPLOT", "1", 1);
+    setenv("TG_NO_DOT", "1", 1);
+    const char *path = tmp_path("oom.html");
+    ck_assert_int_eq(every_kind(path), 0); /* warm up */
+    tg__alloc_fail_at(0, false);
+    int rc = every_kind(path);
+    int64_t n_allocs = tg__alloc_counted();
+    tg__alloc_fail_at(-1, false);
+    ck_assert_msg(rc == 0, "the reference page failed: %s", tg_last_error());
+    ck_assert_int_gt(n_allocs, 20);
+    char first_bad[512] = "";
+    for (int64_t k = 1; k <= n_allocs; k++) {
+        tg_clear_error();
+        tg__alloc_fail_at(k, false);
+        int rk = every_kind(path);
+        tg__alloc_fail_at(-1, false);
+        if (rk != 0 && !strstr(tg_last_error(), "out of memory") &&
+            !first_bad[0])
+            snprintf(first_bad, sizeof first_bad,
+                     "allocation %lld: rc %d, '%s'", (long long)k, rk,
+                     tg_last_error());
+        ck_assert_int_le(tg_live_tensors(), 0);
+    }
+    unset_switches();
+    ck_assert_msg(!first_bad[0], "%s", first_bad);
+    assert_no_temporary();
+}
+END_TEST
+
 Suite *report_suite(void)
 {
     Suite *s = suite_create("report");
@@ -562,6 +628,7 @@ Suite *report_suite(void)
     tcase_add_test(tc, page_says_what_is_missing);
     tcase_add_test(tc, tape_shows_gradient_zeros);
     tcase_add_test(tc, empty_tape_says_so);
+    tcase_add_test(tc, out_of_memory_fails_cleanly);
     suite_add_tcase(s, tc);
     return s;
 }
