@@ -17,16 +17,11 @@
  * formula that undoes it, and recomputes the gradient by hand from the
  * gradient one step above, comparing it with what autograd stored (max abs
  * difference; every check must come out below 1e-12). Last, the tape is
- * written as a Graphviz graph and, when `dot` is installed, drawn as a PNG;
- * and one HTML page holds the tour: the tape with the |grad| through each
- * entry and the exact zeros under the mask called out, and all it printed.
- */
+ * written as a Graphviz graph (PNG with `dot`) and as one HTML page. */
 #define _POSIX_C_SOURCE 200809L /* posix_spawnp, waitpid */
 
 #include <tapegrad.h>
-#include <tapegrad_report.h>
-
-#include "page_echo.h"
+#include "page_echo.h" /* and <tapegrad_report.h> */
 
 #include <errno.h>
 #include <math.h>

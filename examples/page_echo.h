@@ -2,10 +2,13 @@
  * unscaled, backprop_tour): say() prints as printf does and keeps a copy;
  * page_echo_text() is the copy so far, for tg_report_pre; page_echo_file()
  * the stream itself, for functions that print to a FILE (tg_tape_print).
- * Header-only, as recall_task.h. The including file defines
- * _POSIX_C_SOURCE 200809L (open_memstream). */
+ * Header-only, as recall_task.h; it includes <tapegrad_report.h>, for the
+ * page. The including file defines _POSIX_C_SOURCE 200809L
+ * (open_memstream). */
 #ifndef PAGE_ECHO_H
 #define PAGE_ECHO_H
+
+#include <tapegrad_report.h>
 
 #include <stdarg.h>
 #include <stdio.h>

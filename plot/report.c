@@ -509,17 +509,18 @@ static void downsample_note(rbuf *b, const matrix *x)
 /* ===================================================================== */
 
 /* Text for gnuplot (titles, tick labels, keys): printable ASCII without
- * quotes, backslashes or markup, so that neither gnuplot's strings nor the
- * JavaScript it writes can be broken by it. The page shows the exact text
+ * double quotes, backslashes or markup (a single quote doubled, as gnuplot
+ * reads it), so that neither gnuplot's strings nor the JavaScript it writes
+ * (in double quotes) can be broken by it. The page shows the exact text
  * elsewhere (headings and readouts, escaped). */
 static void gp_text(rbuf *b, const char *s, size_t most)
 {
     tg__rb_putn(b, "'", 1);
     for (size_t i = 0; s && s[i] && i < most; i++) {
         unsigned char c = (unsigned char)s[i];
-        if (c < 0x20 || c >= 0x7f || strchr("'\"\\<>&`{}^_@~", c))
+        if (c < 0x20 || c >= 0x7f || strchr("\"\\<>&`{}^_@~", c))
             c = c >= 0x80 ? '?' : ' ';
-        tg__rb_putn(b, (const char *)&c, 1);
+        tg__rb_puts(b, c == '\'' ? "''" : (char[2]){(char)c, 0});
     }
     tg__rb_putn(b, "'", 1);
 }
@@ -779,7 +780,8 @@ int tg_report_heatmap(tg_report *r, const char *title, const tg_tensor *m,
     rbuf body = {0};
     tg__rb_printf(&body,
                   "unset key\nset xrange [-0.5:%lld.5]\nset yrange "
-                  "[%lld.5:-0.5]\nset cbrange [%.17g:%.17g]\n%s",
+                  "[%lld.5:-0.5]\nset cbrange [%.17g:%.17g]\nset format cb "
+                  "'%%g'\n%s",
                   (long long)x.cols - 1, (long long)x.rows - 1, lo, hi,
                   heat_palette);
     gp_tics(&body, "x", blocks ? NULL : col_labels, x.cols);
@@ -857,7 +859,7 @@ int tg_report_lines(tg_report *r, const char *title, const tg_series *s, int n,
         prev = uselocale(c);
     int num = r->n + 1;
     rbuf body = {0};
-    tg__rb_puts(&body, "set key top right\nset grid\n");
+    tg__rb_puts(&body, "set key top right\nset grid\nset format y '%g'\n");
     if (logy)
         tg__rb_puts(&body, "set logscale y\n");
     if (xlabel) {

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <spawn.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,16 +160,19 @@ static bool find_jsdir(const char *gnuplot, char *jsdir, size_t cap)
     return false;
 }
 
-void tg__report_gnuplot(rtool *t, char *jsdir, size_t cap)
+/* The search: gnuplot on PATH, its canvas terminal, its js directory. */
+typedef struct gnuplot_found {
+    rtool tool;
+    char jsdir[4096];
+} gnuplot_found;
+
+static void find_gnuplot(gnuplot_found *g)
 {
+    rtool *t = &g->tool;
+    char *jsdir = g->jsdir;
+    size_t cap = sizeof g->jsdir;
     *t = (rtool){0};
     jsdir[0] = '\0';
-    if (env_on("TG_NO_GNUPLOT")) {
-        snprintf(t->why, sizeof t->why,
-                 "gnuplot is switched off (TG_NO_GNUPLOT is set): unset it, "
-                 "with gnuplot installed (apt-get install gnuplot-nox)");
-        return;
-    }
     if (!find_on_path("gnuplot", t->path, sizeof t->path)) {
         snprintf(t->why, sizeof t->why,
                  "gnuplot is not installed (apt-get install gnuplot-nox)");
@@ -188,6 +192,44 @@ void tg__report_gnuplot(rtool *t, char *jsdir, size_t cap)
         return;
     }
     t->usable = true;
+}
+
+/* The search runs once per process (each figure would otherwise start
+ * gnuplot three times); the first caller does it into found, a caller that
+ * arrives while it runs searches into its own buffer rather than wait, as
+ * plot/plot.c's. TG_NO_GNUPLOT is read on every call. */
+static _Atomic int search_state; /* 0 not started, 1 running, 2 done */
+static gnuplot_found found;
+
+void tg__report_gnuplot(rtool *t, char *jsdir, size_t cap)
+{
+    if (env_on("TG_NO_GNUPLOT")) {
+        *t = (rtool){0};
+        jsdir[0] = '\0';
+        snprintf(t->why, sizeof t->why,
+                 "gnuplot is switched off (TG_NO_GNUPLOT is set): unset it, "
+                 "with gnuplot installed (apt-get install gnuplot-nox)");
+        return;
+    }
+    const gnuplot_found *g = &found;
+    gnuplot_found *own = NULL;
+    if (atomic_load_explicit(&search_state, memory_order_acquire) != 2) {
+        int idle = 0;
+        if (atomic_compare_exchange_strong(&search_state, &idle, 1)) {
+            find_gnuplot(&found);
+            atomic_store_explicit(&search_state, 2, memory_order_release);
+        } else if ((own = tg__malloc(sizeof *own))) {
+            find_gnuplot(own);
+            g = own;
+        } else {
+            *t = (rtool){0};
+            snprintf(t->why, sizeof t->why, "out of memory looking for it");
+            return;
+        }
+    }
+    *t = g->tool;
+    snprintf(jsdir, cap, "%s", g->jsdir);
+    free(own);
 }
 
 void tg__report_dot(rtool *t)
