@@ -69,6 +69,13 @@ static int forward(tour *S)
     tg_tensor *leaves[4] = {S->x, S->W_q, S->W_k, S->W_v};
     for (int i = 0; i < 4; i++)
         tg_set_requires_grad(leaves[i], true);
+    /* Names for the printed tape and the page's graph (a leaf's is read
+     * as an op records it, so name them first). */
+    tg_set_name(S->x, "x");
+    tg_set_name(S->W_q, "W_q");
+    tg_set_name(S->W_k, "W_k");
+    tg_set_name(S->W_v, "W_v");
+    tg_set_name(S->u, "u");
 
     S->q = tg_keep(tg_matmul(S->x, S->W_q));
     S->k = tg_keep(tg_matmul(S->x, S->W_k));
@@ -86,6 +93,25 @@ static int forward(tour *S)
     tg_scope_end();
     if (!S->loss)
         return -1;
+
+    /* and each entry by the tensor of the lesson it made */
+    struct {
+        tg_tensor *t;
+        const char *name;
+    } named[] = {{S->q, "q"},
+                 {S->k, "k"},
+                 {S->v, "v"},
+                 {S->k_t, "k^T"},
+                 {S->scores, "scores"},
+                 {S->scaled, "scaled"},
+                 {S->future, "future"},
+                 {S->masked, "masked"},
+                 {S->attn, "attn"},
+                 {S->out, "out"},
+                 {S->weighted, "weighted"},
+                 {S->loss, "loss"}};
+    for (size_t i = 0; i < sizeof named / sizeof named[0]; i++)
+        tg_set_name(named[i].t, named[i].name);
 
     /* Autograd frees the gradients of intermediates once they have been
      * passed on; ask it to keep them, so we can compare against them. */

@@ -314,6 +314,10 @@ static void token_labels(const recall_batch *show, char text[][16],
  * gradients it leaves in the weights are never used. */
 static int page_tape(run *r, tg_report *rep)
 {
+    /* the graph's leaves by the lesson's names, not their shapes alone */
+    tg_set_name(r->head.w_q, "W_q");
+    tg_set_name(r->head.w_k, "W_k");
+    tg_set_name(r->head.w_v, "W_v");
     tg_scope_begin();
     bool was = tg_tape_keep_record(true);
     tg_tensor *loss =
