@@ -6,6 +6,12 @@
  * makes plain. A failed check prints the rank and line and the run goes on
  * (stopping one rank would hang the others in their next collective); the
  * ranks agree on the outcome at the end. */
+#include <config.h>
+
+#ifdef TG_HAVE_MPI
+#include <mpi.h> /* before tapegrad_dist.h: declares tg_dist_from_comm */
+#endif
+
 #include "tapegrad_dist.h"
 
 #include <math.h>
@@ -488,6 +494,25 @@ static void test_ddp(tg_dist *d)
     tg_ddp_free(NULL);
 }
 
+/* ---- joining through the program's communicator -------------------------- */
+
+static void test_from_comm(tg_dist *d)
+{
+#ifdef TG_HAVE_MPI
+    tg_dist *e = tg_dist_from_comm(MPI_COMM_WORLD);
+    CHECK(e && tg_dist_rank(e) == rank_ && tg_dist_size(e) == size_);
+    CHECK(tg_dist_agree(e, 0) == 0);
+    tg_dist_free(e); /* MPI stays initialized: d still works */
+    CHECK(tg_dist_agree(d, 0) == 0);
+    CHECK(tg_dist_from_comm(MPI_COMM_NULL) == NULL);
+    CHECK(strstr(tg_last_error(), "MPI_COMM_NULL") != NULL);
+#else
+    (void)d;
+#endif
+    CHECK(tg_dist_rank(NULL) == 0 && tg_dist_size(NULL) == 1);
+    tg_dist_free(NULL);
+}
+
 /* ---- the head: N ranks on a global batch = one process on it ------------ */
 
 /* max relative difference of the parameters after 3 AdamW steps, N ranks
@@ -598,6 +623,7 @@ int main(int argc, char **argv)
     rank_ = tg_dist_rank(d);
     size_ = tg_dist_size(d);
     test_agree(d);
+    test_from_comm(d);
     test_shard(d);
     test_broadcast(d);
     test_mismatch(d);
