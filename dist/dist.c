@@ -401,9 +401,14 @@ static int compare_params(tg_dist *d, const char *op, const tg_params *ps)
     else if (strcmp(onr, "missing") == 0)
         tg__x_error("%s: parameter %d %s on rank 0 but is missing on rank %d",
                     op, idx, on0, r);
-    else
+    else {
+        /* the same name: "... on rank 0 but float32 (4,8) on rank 1" */
+        const char *is = strstr(on0, "' is ");
+        size_t k = is ? (size_t)(is - on0) + 5 : 0;
+        const char *theirs = k && strncmp(on0, onr, k) == 0 ? onr + k : onr;
         tg__x_error("%s: parameter %d %s on rank 0 but %s on rank %d", op, idx,
-                    on0, onr, r);
+                    on0, theirs, r);
+    }
     return -1;
 #else
     (void)d;
