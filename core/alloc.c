@@ -22,6 +22,7 @@
  * the system. A second count, tg__alloc_system_counted, leaves such reuses
  * out: what a steady training step must keep at 0. */
 #include "core/error.h"
+#include "core/exported.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -75,6 +76,10 @@ void *tg__calloc(size_t n, size_t size)
 {
     return tg__alloc_fails() ? NULL : calloc(n, size);
 }
+
+/* The exported twins, for libtapegrad_dist (core/exported.h). */
+void *tg__x_malloc(size_t n) { return tg__malloc(n); }
+void *tg__x_calloc(size_t n, size_t size) { return tg__calloc(n, size); }
 
 void *tg__realloc(void *p, size_t n)
 {

@@ -6,6 +6,7 @@
  * is built without the macros, so calls it makes internally keep the
  * user's line. The ground floor: it calls nothing else of the library. */
 #include "core/internal.h"
+#include "core/exported.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,17 @@ void tg__error(const char *fmt, ...)
     vsnprintf(last_error, sizeof last_error, fmt, ap);
     va_end(ap);
 }
+
+/* The exported twins, for libtapegrad_dist (core/exported.h). */
+void tg__x_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+}
+
+int tg__x_error_wrap(const char *outer) { return tg__error_wrap(outer); }
 
 int tg__error_wrap(const char *outer)
 {

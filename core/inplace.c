@@ -21,12 +21,19 @@
  * A floor of its own beside print.c: it calls the tape (tg__tape_holder)
  * and the tensor below it. */
 #include "core/internal.h"
+#include "core/exported.h"
 
 #include <string.h>
 
 /* The checks every call makes on the tensor it writes (core/shared.h: the
  * optimizer step and the loaders make them too); false with an error
  * naming op. */
+/* The exported twin, for libtapegrad_dist (core/exported.h). */
+bool tg__x_write_check(const char *op, tg_tensor *t)
+{
+    return tg__write_check(op, t);
+}
+
 bool tg__write_check(const char *op, tg_tensor *t)
 {
     if (TG_BAD(op, t))

@@ -96,6 +96,9 @@ struct tg_tensor {
     bool retain_grad;
     tg_tensor *grad; /* owned; leaves keep it, non-leaves only if retain_grad */
     tg_node *node;   /* the tape entry that produced this tensor (owned) */
+    /* tg_register_post_accumulate_grad_hook's (leaves only) */
+    tg_grad_hook hook;
+    void *hook_ctx;
 
     int64_t scope_slot;    /* index in a scope stack, or -1 */
     uint64_t scope_thread; /* whose stack: set when made, then constant */

@@ -543,6 +543,11 @@ static int by_seq_desc(const void *a, const void *b)
 typedef struct leaf_grad {
     tg_tensor *leaf;
     tg_tensor *before;
+    /* With hooks: the uses of the leaf by the walk's entries still to run
+     * (the entry's inputs that need its gradient, counted once each), and
+     * whether its gradient was made final early, for its hook. */
+    int64_t uses;
+    bool settled;
 } leaf_grad;
 
 static int by_address(const void *a, const void *b)
@@ -626,6 +631,7 @@ typedef struct walk {
     int64_t count;
     leaf_grad *leaves;
     int64_t n_leaves;
+    bool hooks; /* some leaf has a post-accumulate-grad hook */
 } walk;
 
 /* The walk's arrays: this thread's kept ones unless a walk holds them. */
@@ -734,7 +740,7 @@ static bool collect(tg_tensor *out, walk *w)
                 ok = room_for_one((void **)&b->leaves, &b->leaf_cap, n_leaves,
                                   sizeof *b->leaves);
                 if (ok)
-                    b->leaves[n_leaves++] = (leaf_grad){x, NULL};
+                    b->leaves[n_leaves++] = (leaf_grad){x, NULL, 1, false};
                 continue;
             }
             if (x->node->seq & mark)
@@ -762,12 +768,19 @@ static bool collect(tg_tensor *out, walk *w)
         return false;
     }
     qsort(b->found, (size_t)n, sizeof *b->found, by_seq_desc);
-    /* A leaf used by several entries is listed once. */
+    /* A leaf used by several entries is listed once, with its count of
+     * uses (the hooks' countdown). */
     qsort(b->leaves, (size_t)n_leaves, sizeof *b->leaves, by_address);
     int64_t unique = 0;
-    for (int64_t i = 0; i < n_leaves; i++)
-        if (unique == 0 || b->leaves[unique - 1].leaf != b->leaves[i].leaf)
+    w->hooks = false;
+    for (int64_t i = 0; i < n_leaves; i++) {
+        if (unique == 0 || b->leaves[unique - 1].leaf != b->leaves[i].leaf) {
             b->leaves[unique++] = b->leaves[i];
+            w->hooks |= b->leaves[i].leaf->hook != NULL;
+        } else {
+            b->leaves[unique - 1].uses++;
+        }
+    }
     w->order = b->found;
     w->count = n;
     w->leaves = b->leaves;
@@ -849,6 +862,24 @@ static void settle_leaves(const walk *w, bool ok)
 {
     for (int64_t i = 0; i < w->n_leaves; i++) {
         tg_tensor *t = w->leaves[i].leaf, *before = w->leaves[i].before;
+        if (w->leaves[i].settled) {
+            /* Made final early (leaf_final): t->grad is before itself (the
+             * walk added nothing), or the walk's gradient holding
+             * walk's + before, whose values before takes on success, so
+             * that tg_grad(t) is the tensor it was. before is unchanged
+             * either way, so a failed walk gives it back as it was. */
+            if (before && t->grad != before) {
+                if (ok)
+                    tg__copy_into(before, t->grad);
+                tg__drop(t->grad);
+                t->grad = before;
+            } else if (!ok && !before) {
+                tg__drop(t->grad);
+                t->grad = NULL;
+            }
+            tg__drop(t); /* the walk's reference */
+            continue;
+        }
         if (ok && before && t->grad) {
             /* same shape and dtype: no allocation, so no failure */
             bool added = tg__add_into(before, t->grad);
@@ -860,6 +891,67 @@ static void settle_leaves(const walk *w, bool ok)
         }
         tg__drop(t); /* the walk's reference */
     }
+}
+
+/* ---- post-accumulate-grad hooks ------------------------------------------
+ * A hooked leaf's gradient is made final as soon as the walk has passed the
+ * last entry that uses it: the uses are counted in collect (the leaves
+ * listed once per use, then merged), and each entry, once its backward has
+ * run (or been skipped, its output having no gradient), counts its inputs
+ * off. The walk's contribution W then gets the old gradient added,
+ * W + before (the same bits as settle_leaves' before + W: addition
+ * commutes), and the hook reads it; settle_leaves copies it into before at
+ * the end, so that the gradient stays the tensor it was. No allocation:
+ * the counts live in the leaves' array, and without a hooked leaf the walk
+ * pays one test per entry (w->hooks). */
+static void leaf_final(leaf_grad *lg)
+{
+    tg_tensor *t = lg->leaf;
+    lg->settled = true;
+    if (lg->before) {
+        if (t->grad) {
+            /* same shape and dtype: no allocation, so no failure */
+            bool added = tg__add_into(t->grad, lg->before);
+            TG_ASSERT(added);
+        } else {
+            t->grad = lg->before; /* lent: settle_leaves takes it back */
+        }
+    }
+    if (t->hook)
+        t->hook(t, t->hook_ctx);
+}
+
+/* Entry n's backward is done: counts off its uses of the leaves, calling
+ * the hook of each leaf whose count reaches 0. */
+static void leaves_used(walk *w, const tg_node *n)
+{
+    for (int i = 0; i < n->n_in; i++) {
+        tg_tensor *x = n->in[i];
+        if (!x || !x->requires_grad || x->node)
+            continue;
+        leaf_grad key = {x, NULL, 0, false};
+        leaf_grad *lg = bsearch(&key, w->leaves, (size_t)w->n_leaves,
+                                sizeof *w->leaves, by_address);
+        TG_ASSERT(lg && lg->uses > 0);
+        if (--lg->uses == 0 && x->hook)
+            leaf_final(lg);
+    }
+}
+
+int tg_register_post_accumulate_grad_hook(tg_tensor *t, tg_grad_hook fn,
+                                          void *ctx)
+{
+    if (TG_BAD("register_post_accumulate_grad_hook", t))
+        return -1;
+    if (t->node) {
+        tg__error("register_post_accumulate_grad_hook: %s %s is the output "
+                  "of '%s', not a leaf: only a leaf accumulates a gradient",
+                  tg_dtype_name(t->dtype), TG_SHP(t), t->node->op->name);
+        return -1;
+    }
+    t->hook = fn;
+    t->hook_ctx = fn ? ctx : NULL;
+    return 0;
 }
 
 /* The message of a walk that failed in the backward of op: the error it
@@ -896,8 +988,13 @@ static int backward_walk(tg_tensor *out, tg_tensor *dout, bool retain)
                   TG_SHP(out));
         return -1;
     }
-    if (!out->node) /* a leaf: its gradient is dout itself */
-        return grad_add(out, dout, false) ? 0 : tg__error_wrap("backward");
+    if (!out->node) { /* a leaf: its gradient is dout itself */
+        if (!grad_add(out, dout, false))
+            return tg__error_wrap("backward");
+        if (out->hook && !in_backward)
+            out->hook(out, out->hook_ctx);
+        return 0;
+    }
     walk w;
     if (!collect(out, &w))
         return -1;
@@ -916,7 +1013,10 @@ static int backward_walk(tg_tensor *out, tg_tensor *dout, bool retain)
     bool was_paused = tg__scope_pause(true);
     bool was_in_backward = in_backward, was_failed = walk_failed;
     bool profiled = prof && !was_in_backward; /* a nested walk is its op's */
-    double ops_ms = 0;                        /* the backward functions' */
+    /* Hooks belong to the outermost walk (a backward never starts another
+     * today; were one to, its leaves would be its op's business). */
+    bool hooks = w.hooks && !was_in_backward;
+    double ops_ms = 0; /* the backward functions' */
     in_backward = true;
     if ((walk_failed = !grad_add(out, dout, false)))
         tg__error_wrap("backward");
@@ -936,6 +1036,8 @@ static int backward_walk(tg_tensor *out, tg_tensor *dout, bool retain)
             if (walk_failed)
                 failed_in(n->op->name);
         }
+        if (hooks && !walk_failed && !tg__anomaly_pending())
+            leaves_used(&w, n);
         /* On failure every output's gradient is this walk's: none stays. */
         if (!y->retain_grad || walk_failed) {
             tg_release(y->grad);

@@ -759,6 +759,34 @@ int tg_backward_with(tg_tensor *out, tg_tensor *dout);
 tg_tensor *tg_grad(const tg_tensor *t);
 /** Drops t's gradient (the next backward starts from zero). NULL-safe. */
 void tg_zero_grad(tg_tensor *t);
+
+/* ---- Post-accumulate-grad hooks ----------------------------------------- */
+
+/** A function a backward calls when it has finished t's gradient; ctx is
+ * what tg_register_post_accumulate_grad_hook was given. */
+typedef void (*tg_grad_hook)(tg_tensor *t, void *ctx);
+/** PyTorch's Tensor.register_post_accumulate_grad_hook: during each backward
+ * walk (tg_backward, tg_backward_with, tg_backward_retain) that reaches the
+ * leaf t, fn(t, ctx) runs once, as soon as the walk has made its last
+ * contribution to t's gradient: tg_grad(t) then holds t's gradient after
+ * this backward (what it had before plus this walk's; NULL if neither
+ * gave it one), so hooks run in the order gradients become final, the
+ * reverse of the order of use (a leaf used early gets its call late). A
+ * leaf whose gradient the walk's entries never reach gets its call at the
+ * walk's end; a walk that fails calls no more hooks, and its leaves'
+ * gradients go back to what they were before it. What tg_grad(t) returns
+ * inside the hook may be a tensor of the walk's (the same values); after
+ * the walk it is the gradient t had before, added into in place, as
+ * without a hook. The hook may read the gradient (tg_copy_out, ops with
+ * grad mode off, as it is during the walk); it must not start a backward,
+ * write or drop t's gradient, or free t. Runs on the thread of the
+ * backward. One hook per leaf: a new one replaces the old, fn NULL removes
+ * it. Returns 0, or -1 with an error for a NULL or released t or a t that
+ * is not a leaf (an op's output: its gradient is not accumulated). For data
+ * parallelism (tg_ddp in tapegrad_dist.h): start a gradient's all-reduce
+ * while backward goes on. */
+int tg_register_post_accumulate_grad_hook(tg_tensor *t, tg_grad_hook fn,
+                                          void *ctx);
 /** Grad mode (this thread's): while off, ops record nothing. Returns the
  * previous state. */
 bool tg_set_grad_enabled(bool on);

@@ -166,6 +166,17 @@
 #endif /* TAPEGRAD_H_CALLSITES */
 #endif /* TAPEGRAD_H_DECLARED */
 
+/* tapegrad_dist.h */
+#ifdef TAPEGRAD_DIST_H_DECLARED
+#ifndef TAPEGRAD_DIST_H_CALLSITES
+#define TAPEGRAD_DIST_H_CALLSITES
+
+#define tg_dist_shard_rows(...)                                                \
+    TG_CALL_(tg_dist_shard_rows, (tg_dist_shard_rows)(__VA_ARGS__))
+
+#endif /* TAPEGRAD_DIST_H_CALLSITES */
+#endif /* TAPEGRAD_DIST_H_DECLARED */
+
 /* tapegrad_nn.h */
 #ifdef TAPEGRAD_NN_H_DECLARED
 #ifndef TAPEGRAD_NN_H_CALLSITES
