@@ -17,15 +17,18 @@
  *
  * Output (rank 0): one line of key=value fields:
  *     bench_dist model=head ranks=2 threads=1 allreduce=overlap
- *     bucket_kb=... steps=... median_ms=... steps_per_s=... backward_ms=...
+ *     bucket_kb=... steps=... median_ms=... cpu_ms=... steps_per_s=...
+ *     backward_ms=...
  *     wait_ms=... wait_share=... grad_bytes=... buckets=...
- * backward_ms: the median step's share in backward (tg_backward, or the
+ * backward_ms: the mean time per step in backward (tg_backward, or the
  * backward inside tg_ddp_backward: tg_ddp_get_stats' backward_s per step);
- * wait_ms: the time per step spent waiting for the all-reduce after
- * backward (tg_ddp_get_stats' wait_s per step, or the whole blocking
- * tg_dist_allreduce_grads call); wait_share = wait_ms / median_ms, in
- * per cent. Medians and means over the ranks are rank 0's (the ranks wait
- * for each other every step, so their step times agree). */
+ * wait_ms: the mean time per step spent waiting for the all-reduce after
+ * backward (tg_ddp_get_stats' wait_s, or the whole blocking
+ * tg_dist_allreduce_grads call: with it the wait for a slower rank to
+ * arrive); wait_share: the waits' sum over the steps' sum, in per cent.
+ * cpu_ms: rank 0's CPU time per step (all its threads; with MPI its
+ * polling while it waits too). The figures are rank 0's (the ranks meet every step, so their step
+ * times agree). */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 
 #include <tapegrad_dist.h>
@@ -47,6 +50,15 @@ static double now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* CPU time of the whole process (every thread): on a shared machine the
+ * steadier measure, as it leaves out the time spent waiting for a core. */
+static double cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
@@ -171,11 +183,14 @@ static int run(tg_dist *d, const options *o)
     if (ddp)
         tg_ddp_get_stats(ddp, &s0);
     bw = wait = 0;
+    double total = 0, cpu0 = cpu_s();
     for (int i = 0; rc == 0 && i < o->steps; i++) {
         double t0 = now_s();
         rc = step(&b, d, ddp, &bw, &wait);
         ms[i] = 1e3 * (now_s() - t0);
+        total += ms[i] / 1e3;
     }
+    double cpu_ms = 1e3 * (cpu_s() - cpu0) / o->steps;
     if (rc == 0) {
         int64_t bytes = 0, buckets = 0;
         if (ddp) {
@@ -191,15 +206,16 @@ static int run(tg_dist *d, const options *o)
         int n = o->steps;
         double med = n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2;
         double wait_ms = 1e3 * wait / n, bw_ms = 1e3 * bw / n;
-        printf("bench_dist model=%s ranks=%d threads=%s allreduce=%s "
-               "bucket_kb=%d steps=%d median_ms=%.3f steps_per_s=%.3f "
-               "backward_ms=%.3f wait_ms=%.3f wait_share=%.2f "
-               "grad_bytes=%lld buckets=%lld params=%lld\n",
-               o->model, tg_dist_size(d),
-               getenv("OMP_NUM_THREADS") ? getenv("OMP_NUM_THREADS") : "?",
-               o->overlap ? "overlap" : "blocking", o->bucket_kb, n, med,
-               1e3 / med, bw_ms, wait_ms, 100 * wait_ms / med, (long long)bytes,
-               (long long)buckets, (long long)tg_params_numel(&b.ps));
+        printf(
+            "bench_dist model=%s ranks=%d threads=%s allreduce=%s "
+            "bucket_kb=%d steps=%d median_ms=%.3f cpu_ms=%.3f steps_per_s=%.3f "
+            "backward_ms=%.3f wait_ms=%.3f wait_share=%.2f "
+            "grad_bytes=%lld buckets=%lld params=%lld\n",
+            o->model, tg_dist_size(d),
+            getenv("OMP_NUM_THREADS") ? getenv("OMP_NUM_THREADS") : "?",
+            o->overlap ? "overlap" : "blocking", o->bucket_kb, n, med, cpu_ms,
+            1e3 / med, bw_ms, wait_ms, 100 * wait / total, (long long)bytes,
+            (long long)buckets, (long long)tg_params_numel(&b.ps));
     }
     tg_ddp_free(ddp);
     bench_free(&b);

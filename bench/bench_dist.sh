@@ -3,13 +3,16 @@
 # (bench/bench_dist) for bench_head's large head and tiny_gpt's default
 # model, as 1 rank x 1 thread, 1 rank x 2 threads and 2 ranks x 1 thread
 # (mpirun -np 2), the last with the all-reduce overlapped with backward
-# (tg_ddp_backward) and blocking after it (tg_dist_allreduce_grads); and the
-# share of the step spent waiting for the all-reduce. Each configuration
+# (tg_ddp_backward; buckets of 25 MiB and of 64 KiB) and blocking after it
+# (tg_dist_allreduce_grads); and the share of the step spent waiting for the
+# all-reduce. Each configuration
 # runs RUNS times (3; BENCH_QUICK=1: 1); the table gives the medians.
 #
 # Threads: OMP_NUM_THREADS (the library's pool, core/parallel.c) and
 # OPENBLAS_NUM_THREADS (the matmuls). The ranks are not bound to cores
-# (--bind-to none), as the one-rank runs are not.
+# (--bind-to none), as the one-rank runs are not, and a rank waiting in MPI
+# yields its core (mpi_yield_when_idle) instead of spinning on it: the
+# machine is shared.
 #
 # Run from the build directory: bench/bench_dist must be built (make
 # bench-dist does it). Without mpirun, or a library without MPI, only the
@@ -55,6 +58,7 @@ one() {
         else
             OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads \
                 $limit mpirun -np "$ranks" --bind-to none \
+                --mca mpi_yield_when_idle 1 \
                 -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS \
                 "$prog" --steps "$steps" "$@"
         fi
@@ -72,13 +76,17 @@ for model in head gpt; do
     if [ -n "$mpi" ]; then
         one "$model.2x1.overlap" 2 1 --model $model --allreduce overlap
         one "$model.2x1.blocking" 2 1 --model $model --allreduce blocking
+        # the default buckets (25 MiB) hold either model whole: its one
+        # all-reduce starts when backward ends; small ones overlap
+        one "$model.2x1.overlap-64KiB" 2 1 --model $model --allreduce overlap \
+            --bucket-kb 64
     fi
 done
 
 echo "bench_dist: $runs runs of $steps steps each, medians; $(nproc) cores," \
     "$(uptime | sed 's/.*load average/load average/')"
-printf '%-5s %-9s %-9s %8s %9s %12s %9s %7s\n' model "ranks x" allreduce \
-    steps/s ms/step backward_ms wait_ms "wait %"
+printf '%-5s %-9s %-16s %8s %9s %8s %12s %9s %7s\n' model "ranks x" \
+    allreduce steps/s ms/step cpu_ms backward_ms wait_ms "wait %"
 for f in "$tmp"/*; do
     label=${f##*/}
     awk -v label="$label" '
@@ -98,19 +106,19 @@ for f in "$tmp"/*; do
         }
         END {
             split(label, p, ".")
-            split("steps_per_s median_ms backward_ms wait_ms wait_share", keys)
-            for (k = 1; k <= 5; k++) {
+            split("steps_per_s median_ms cpu_ms backward_ms wait_ms wait_share", keys)
+            for (k = 1; k <= 6; k++) {
                 for (i = 1; i <= n; i++) a[i] = v[keys[k], i]
                 m[k] = med(a, n)
             }
             split(p[2], rt, "x")
-            printf "%-5s %-9s %-9s %8.2f %9.2f %12.2f %9.2f %7.1f\n", p[1],
-                rt[1] " x " rt[2], p[3] == "" ? "-" : p[3], m[1], m[2], m[3],
-                m[4], m[5]
+            printf "%-5s %-9s %-16s %8.2f %9.2f %8.2f %12.2f %9.2f %7.1f\n",
+                p[1], rt[1] " x " rt[2], p[3] == "" ? "-" : p[3], m[1], m[2],
+                m[3], m[4], m[5], m[6]
             if (p[2] == "1x1")
                 printf "%s: %s parameters, %s gradient bytes; backward %.3g " \
                     "ns per gradient byte (1 thread)\n", p[1], v["params", 1],
-                    v["grad_bytes", 1], 1e6 * m[3] / v["grad_bytes", 1] \
+                    v["grad_bytes", 1], 1e6 * m[4] / v["grad_bytes", 1] \
                     >>notes
         }' notes="$tmp.notes" "$f"
 done
