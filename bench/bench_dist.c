@@ -26,7 +26,8 @@
  * backward (tg_ddp_get_stats' wait_s, or the whole blocking
  * tg_dist_allreduce_grads call: with it the wait for a slower rank to
  * arrive); wait_share: the waits' sum over the steps' sum, in per cent.
- * cpu_ms: rank 0's CPU time per step (all its threads; with MPI its
+ * backward_cpu_ms: the process's CPU time per step in backward (blocking
+ * only; 0 with tg_ddp). cpu_ms: rank 0's CPU time per step (all its threads; with MPI its
  * polling while it waits too). The figures are rank 0's (the ranks meet every step, so their step
  * times agree). */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
@@ -138,9 +139,10 @@ static void bench_free(bench *b)
 }
 
 /* One step; the time in backward and in the blocking all-reduce are added
- * to *backward_s and *wait_s (blocking only: tg_ddp keeps its own). */
+ * to *backward_s and *wait_s, and backward's CPU time to *backward_cpu_s
+ * (blocking only: tg_ddp keeps its own). */
 static int step(bench *b, tg_dist *d, tg_ddp *ddp, double *backward_s,
-                double *wait_s)
+                double *wait_s, double *backward_cpu_s)
 {
     tg_scope_begin();
     tg_tensor *loss = b->is_gpt
@@ -150,9 +152,10 @@ static int step(bench *b, tg_dist *d, tg_ddp *ddp, double *backward_s,
     if (ddp)
         rc = tg_ddp_backward(ddp, loss);
     else {
-        double t0 = now_s();
+        double t0 = now_s(), c0 = cpu_s();
         rc = tg_dist_agree(d, loss && tg_backward(loss) == 0 ? 0 : -1);
         double t1 = now_s();
+        *backward_cpu_s += cpu_s() - c0;
         if (rc == 0)
             rc = tg_dist_allreduce_grads(d, &b->ps);
         *backward_s += t1 - t0;
@@ -176,17 +179,17 @@ static int run(tg_dist *d, const options *o)
     if (rc == 0 && o->overlap &&
         !(ddp = tg_ddp_new(d, &b.ps, (size_t)o->bucket_kb * 1024)))
         rc = -1;
-    double bw = 0, wait = 0;
+    double bw = 0, wait = 0, bw_cpu = 0;
     for (int i = 0; rc == 0 && i < o->warmup; i++)
-        rc = step(&b, d, ddp, &bw, &wait);
+        rc = step(&b, d, ddp, &bw, &wait, &bw_cpu);
     tg_ddp_stats s0 = {0}, s1 = {0};
     if (ddp)
         tg_ddp_get_stats(ddp, &s0);
-    bw = wait = 0;
+    bw = wait = bw_cpu = 0;
     double total = 0, cpu0 = cpu_s();
     for (int i = 0; rc == 0 && i < o->steps; i++) {
         double t0 = now_s();
-        rc = step(&b, d, ddp, &bw, &wait);
+        rc = step(&b, d, ddp, &bw, &wait, &bw_cpu);
         ms[i] = 1e3 * (now_s() - t0);
         total += ms[i] / 1e3;
     }
@@ -209,13 +212,15 @@ static int run(tg_dist *d, const options *o)
         printf(
             "bench_dist model=%s ranks=%d threads=%s allreduce=%s "
             "bucket_kb=%d steps=%d median_ms=%.3f cpu_ms=%.3f steps_per_s=%.3f "
-            "backward_ms=%.3f wait_ms=%.3f wait_share=%.2f "
+            "backward_ms=%.3f backward_cpu_ms=%.3f wait_ms=%.3f "
+            "wait_share=%.2f "
             "grad_bytes=%lld buckets=%lld params=%lld\n",
             o->model, tg_dist_size(d),
             getenv("OMP_NUM_THREADS") ? getenv("OMP_NUM_THREADS") : "?",
             o->overlap ? "overlap" : "blocking", o->bucket_kb, n, med, cpu_ms,
-            1e3 / med, bw_ms, wait_ms, 100 * wait / total, (long long)bytes,
-            (long long)buckets, (long long)tg_params_numel(&b.ps));
+            1e3 / med, bw_ms, 1e3 * bw_cpu / n, wait_ms, 100 * wait / total,
+            (long long)bytes, (long long)buckets,
+            (long long)tg_params_numel(&b.ps));
     }
     tg_ddp_free(ddp);
     bench_free(&b);

@@ -106,8 +106,9 @@ for f in "$tmp"/*; do
         }
         END {
             split(label, p, ".")
-            split("steps_per_s median_ms cpu_ms backward_ms wait_ms wait_share", keys)
-            for (k = 1; k <= 6; k++) {
+            split("steps_per_s median_ms cpu_ms backward_ms wait_ms wait_share " \
+                  "backward_cpu_ms", keys)
+            for (k = 1; k <= 7; k++) {
                 for (i = 1; i <= n; i++) a[i] = v[keys[k], i]
                 m[k] = med(a, n)
             }
@@ -117,9 +118,10 @@ for f in "$tmp"/*; do
                 m[3], m[4], m[5], m[6]
             if (p[2] == "1x1")
                 printf "%s: %s parameters, %s gradient bytes; backward %.3g " \
-                    "ns per gradient byte (1 thread)\n", p[1], v["params", 1],
-                    v["grad_bytes", 1], 1e6 * m[4] / v["grad_bytes", 1] \
-                    >>notes
+                    "ns of CPU time per gradient byte (1 thread; %.3g " \
+                    "wall)\n", p[1], v["params", 1], v["grad_bytes", 1],
+                    1e6 * m[7] / v["grad_bytes", 1],
+                    1e6 * m[4] / v["grad_bytes", 1] >>notes
         }' notes="$tmp.notes" "$f"
 done
 [ -r "$tmp.notes" ] && cat "$tmp.notes" && rm -f "$tmp.notes"
