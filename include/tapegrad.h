@@ -778,7 +778,8 @@ typedef void (*tg_grad_hook)(tg_tensor *t, void *ctx);
  * inside the hook may be a tensor of the walk's (the same values); after
  * the walk it is the gradient t had before, added into in place, as
  * without a hook. The hook may read the gradient (tg_copy_out, ops with
- * grad mode off, as it is during the walk); it must not start a backward,
+ * grad mode off, as it is during the walk; scopes are paused then, so a
+ * tensor it makes is its own to release); it must not start a backward,
  * write or drop t's gradient, or free t. Runs on the thread of the
  * backward. One hook per leaf: a new one replaces the old, fn NULL removes
  * it. Returns 0, or -1 with an error for a NULL or released t or a t that

@@ -147,11 +147,11 @@ int tg_ddp_backward(tg_ddp *p, tg_tensor *loss);
 
 /** What the all-reduce cost so far, for the benchmark. */
 typedef struct tg_ddp_stats {
-    int64_t steps;         /**< tg_ddp_backward calls that succeeded */
-    int64_t buckets;       /**< buckets per step */
-    int64_t bytes;         /**< gradient bytes all-reduced per step */
-    double backward_s;     /**< time in tg_backward, summed over steps */
-    double wait_s;         /**< time waiting for all-reduces after it */
+    int64_t steps;     /**< tg_ddp_backward calls that succeeded */
+    int64_t buckets;   /**< buckets per step */
+    int64_t bytes;     /**< gradient bytes all-reduced per step */
+    double backward_s; /**< time in tg_backward, summed over steps */
+    double wait_s;     /**< time waiting for all-reduces after it */
 } tg_ddp_stats;
 
 void tg_ddp_get_stats(const tg_ddp *p, tg_ddp_stats *s);

@@ -319,6 +319,11 @@ static void core_table(table_walk *w, env *e)
            "modified in place");
     ROW_RC("backward_retain non-scalar", tg_backward_retain(e->x, NULL),
            "backward_retain", "(4,8,32)");
+    ROW_RC("register_post_accumulate_grad_hook non-leaf",
+           tg_register_post_accumulate_grad_hook(temp(tg_scale(e->x, 2)), NULL,
+                                                 NULL),
+           "register_post_accumulate_grad_hook:", "output of 'scale'",
+           "(4,8,32)");
 
     /* a released tensor used: an error naming this file's line */
     ROW_RC("add_ released", tg_add_(released(), e->v3, 1), "add_",
@@ -469,6 +474,8 @@ static void core_null_table(table_walk *w, env *e)
     NULL_ROW_IF("retain_grad", (tg_retain_grad(NUL), true));
     NULL_ROW_RC("backward", tg_backward(NUL));
     NULL_ROW_RC("backward_retain", tg_backward_retain(NUL, NULL));
+    NULL_ROW_RC("register_post_accumulate_grad_hook",
+                tg_register_post_accumulate_grad_hook(NUL, NULL, NULL));
     NULL_ROW("scope_return", tg_scope_return(NUL));
     NULL_ROW_RC("add_ (t)", tg_add_(NUL, e->v3, 1));
     NULL_ROW_RC("add_ (other)", tg_add_(e->v3, NUL, 1));

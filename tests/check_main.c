@@ -142,6 +142,7 @@ static const struct {
     {"inplace", inplace_suite},
     {"retain", retain_suite},
     {"gpt2", gpt2_suite},
+    {"hooks", hooks_suite},
 };
 
 int main(void)

@@ -52,6 +52,13 @@
  *   tg_optim_zero_grad tg_head_free tg_linear_free tg_embed_free
  *   tg_layernorm_free tg_mha_free tg_mlp_free tg_block_free tg_gpt_free
  *       void and NULL-safe (a zeroed module frees to nothing).
+ *   tg_dist_available tg_dist_init tg_dist_free tg_dist_rank tg_dist_size
+ *   tg_dist_agree tg_dist_check_params tg_dist_broadcast_params
+ *   tg_dist_mean tg_dist_allreduce_grads tg_dist_shard tg_dist_shard_rows
+ *   tg_ddp_new tg_ddp_free tg_ddp_backward tg_ddp_get_stats
+ *   tg_dist_from_comm
+ *       libtapegrad_dist's, which this program does not link: their bad
+ *       input is tried on every rank by tests/dist_check.c (tests/dist.test).
  *   tg_params_get tg_params_numel tg_clip_grad_norm
  *       no failure value: NULL means "no such name", 0 is an empty list's
  *       size and norm.

@@ -43,6 +43,7 @@ Suite *everyday_suite(void);
 Suite *inplace_suite(void);
 Suite *retain_suite(void);
 Suite *gpt2_suite(void);
+Suite *hooks_suite(void);
 
 /* Empties the flat scratch directory dir (its files, no subdirectories)
  * and removes it; a missing dir is nothing to do. For the TCases' unchecked
