@@ -64,7 +64,7 @@
  * (--allreduce blocking). Every rank then holds the same gradient, clips it
  * the same way and takes the same AdamW step, so N processes follow the
  * one-process run to rounding (the sums are taken in another order): the
- * "step N loss X" lines agree to about 1e-13 relative in float64. The
+ * "step N loss X" lines agree to about 1e-15 relative in float64. The
  * estimates shard their batches the same way. Only rank 0 prints, plots,
  * samples and writes checkpoints; --resume is read by rank 0 alone, which
  * sends the model, the optimizer's state and the run's state to the others,
