@@ -274,6 +274,7 @@ int tg_dist_agree(tg_dist *d, int status)
 
 /* ---- parameter lists ----------------------------------------------- */
 
+#ifdef TG_HAVE_MPI
 /* FNV-1a, 64 bits, continued from h over n bytes. */
 static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
 {
@@ -303,6 +304,8 @@ static void describe(const tg_param *p, char *buf, size_t n)
     snprintf(buf, n, "'%s' is %s %s", p->name, tg_dtype_name(tg_dtype_of(p->t)),
              shape_str(tg_ndim(p->t), tg_shape(p->t), s, sizeof s));
 }
+
+#endif
 
 /* The checks one rank makes alone: a list, and a tensor in each entry. */
 static int local_params_check(const char *op, const tg_params *ps)
@@ -398,9 +401,14 @@ static int compare_params(tg_dist *d, const char *op, const tg_params *ps)
     else if (strcmp(onr, "missing") == 0)
         tg__x_error("%s: parameter %d %s on rank 0 but is missing on rank %d",
                     op, idx, on0, r);
-    else
+    else {
+        /* the same name: "... on rank 0 but float32 (4,8) on rank 1" */
+        const char *is = strstr(on0, "' is ");
+        size_t k = is ? (size_t)(is - on0) + 5 : 0;
+        const char *theirs = k && strncmp(on0, onr, k) == 0 ? onr + k : onr;
         tg__x_error("%s: parameter %d %s on rank 0 but %s on rank %d", op, idx,
-                    on0, onr, r);
+                    on0, theirs, r);
+    }
     return -1;
 #else
     (void)d;
@@ -469,6 +477,8 @@ int tg_dist_broadcast_params(tg_dist *d, const tg_params *ps)
     }
     free(buf);
     return tg_dist_agree(d, st);
+#else
+    return 0; /* (not reached: one rank does not talk) */
 #endif
 }
 
@@ -511,6 +521,7 @@ static int zero_grad_of(tg_tensor *t)
     return rc;
 }
 
+#ifdef TG_HAVE_MPI
 /* The mean of n values in place: divided, not multiplied by 1/size, which is
  * not exact for a size like 3. */
 static void divide(void *buf, tg_dtype dt, int64_t n, int size)
@@ -525,6 +536,7 @@ static void divide(void *buf, tg_dtype dt, int64_t n, int size)
             f[i] /= s;
     }
 }
+#endif
 
 /* Which parameters have a gradient on some rank: has[i] in, any[i] out
  * (MPI_MAX of 0/1). */
@@ -1044,6 +1056,8 @@ int tg_ddp_backward(tg_ddp *p, tg_tensor *loss)
     p->stats.backward_s += t1 - t0;
     p->stats.wait_s += t2 - t1;
     return 0;
+#else
+    return 0; /* (not reached: one rank does not talk) */
 #endif
 }
 

@@ -115,8 +115,13 @@ typedef enum tg_shard_kind {
     TG_SHARD_STRIDED     /**< rows rank, rank + size, rank + 2 size, ... */
 } tg_shard_kind;
 
-/** This rank's rows of t (dim 0), as a view: a new reference, NULL with an
- * error for a 0-d t or fewer rows than ranks. */
+/** This rank's rows of t (dim 0): a new reference, NULL with an error for a
+ * 0-d t or fewer rows than ranks. TG_SHARD_CONTIGUOUS gives a view
+ * (tg_narrow). TG_SHARD_STRIDED gives a view when t is contiguous and this
+ * rank has n / size rows (rank >= n % size): the first (n / size) * size
+ * rows seen as (n / size, size, ...), column rank; otherwise a copy (that
+ * view and the last row joined by tg_cat), as no public view takes every
+ * size-th row. Differentiable either way. */
 tg_tensor *tg_dist_shard_rows(const tg_dist *d, tg_tensor *t,
                               tg_shard_kind kind);
 
@@ -134,7 +139,8 @@ typedef struct tg_ddp tg_ddp;
  * parameter (replacing any other). NULL with an error on every rank. */
 tg_ddp *tg_ddp_new(tg_dist *d, const tg_params *ps, size_t bucket_bytes);
 
-/** Removes the hooks and frees p (NULL is a no-op). */
+/** Removes the hooks and frees p (NULL is a no-op). Call it while the
+ * parameters are alive (before freeing the model). */
 void tg_ddp_free(tg_ddp *p);
 
 /** Collective: agrees that every rank has a loss (NULL on a rank whose

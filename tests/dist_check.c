@@ -6,6 +6,12 @@
  * makes plain. A failed check prints the rank and line and the run goes on
  * (stopping one rank would hang the others in their next collective); the
  * ranks agree on the outcome at the end. */
+#include <config.h>
+
+#ifdef TG_HAVE_MPI
+#include <mpi.h> /* before tapegrad_dist.h: declares tg_dist_from_comm */
+#endif
+
 #include "tapegrad_dist.h"
 
 #include <math.h>
@@ -203,7 +209,7 @@ static void test_mismatch(tg_dist *d)
         CHECK(rc == -1);
         CHECK(strstr(tg_last_error(),
                      "parameter 1 'layer.w_q' is float32 (4,2) on rank 0 but "
-                     "'layer.w_q' is float32 (2,4) on rank 1") != NULL);
+                     "float32 (2,4) on rank 1") != NULL);
         tg_ddp *p = tg_ddp_new(d, &ps, 0);
         CHECK(p == NULL);
         CHECK(strstr(tg_last_error(), "on rank 1") != NULL);
@@ -225,6 +231,19 @@ static void test_mismatch(tg_dist *d)
         snprintf(want, sizeof want,
                  "parameter 2 is missing on rank 0 (it lists 2) but 'c' is "
                  "float64 (2) on rank %d",
+                 size_ - 1);
+        CHECK(rc == -1);
+        CHECK(strstr(tg_last_error(), want) != NULL);
+    }
+    /* another name on the last rank */
+    if (rank_ == size_ - 1)
+        ps.n = 2, snprintf(ps.items[0].name, TG_PARAM_NAME_MAX, "a2");
+    rc = tg_dist_check_params(d, &ps);
+    if (size_ > 1) {
+        char want[96];
+        snprintf(want, sizeof want,
+                 "parameter 0 'a' is float64 (3,2) on rank 0 but 'a2' is "
+                 "float64 (3,2) on rank %d",
                  size_ - 1);
         CHECK(rc == -1);
         CHECK(strstr(tg_last_error(), want) != NULL);
@@ -488,6 +507,25 @@ static void test_ddp(tg_dist *d)
     tg_ddp_free(NULL);
 }
 
+/* ---- joining through the program's communicator -------------------------- */
+
+static void test_from_comm(tg_dist *d)
+{
+#ifdef TG_HAVE_MPI
+    tg_dist *e = tg_dist_from_comm(MPI_COMM_WORLD);
+    CHECK(e && tg_dist_rank(e) == rank_ && tg_dist_size(e) == size_);
+    CHECK(tg_dist_agree(e, 0) == 0);
+    tg_dist_free(e); /* MPI stays initialized: d still works */
+    CHECK(tg_dist_agree(d, 0) == 0);
+    CHECK(tg_dist_from_comm(MPI_COMM_NULL) == NULL);
+    CHECK(strstr(tg_last_error(), "MPI_COMM_NULL") != NULL);
+#else
+    (void)d;
+#endif
+    CHECK(tg_dist_rank(NULL) == 0 && tg_dist_size(NULL) == 1);
+    tg_dist_free(NULL);
+}
+
 /* ---- the head: N ranks on a global batch = one process on it ------------ */
 
 /* max relative difference of the parameters after 3 AdamW steps, N ranks
@@ -598,6 +636,7 @@ int main(int argc, char **argv)
     rank_ = tg_dist_rank(d);
     size_ = tg_dist_size(d);
     test_agree(d);
+    test_from_comm(d);
     test_shard(d);
     test_broadcast(d);
     test_mismatch(d);
