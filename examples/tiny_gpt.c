@@ -1533,10 +1533,9 @@ static bool under_launcher(void)
     return false;
 }
 
-/* Joins the run's processes (world) when a launcher started several: the
- * other ranks' stdout goes to /dev/null (only rank 0 prints), and this
- * rank's windows of each batch are set. 0, or 1 (a bad batch, on every
- * rank; 2 as for a bad option) with a message. */
+/* Joins the run's processes (world) when a launcher started this one: the
+ * ranks but 0 send their stdout to /dev/null (only rank 0 prints). 0, or 1
+ * with a message (the library has no MPI, MPI failed). */
 static int join_world(int *argc, char ***argv)
 {
     if (!under_launcher())
