@@ -1036,13 +1036,15 @@ static int backward_walk(tg_tensor *out, tg_tensor *dout, bool retain)
             if (walk_failed)
                 failed_in(n->op->name);
         }
-        if (hooks && !walk_failed && !tg__anomaly_pending())
-            leaves_used(&w, n);
         /* On failure every output's gradient is this walk's: none stays. */
         if (!y->retain_grad || walk_failed) {
             tg_release(y->grad);
             y->grad = NULL;
         }
+        /* after y's gradient went: a leaf that adopted it as its own
+         * (grad_add) is then its only holder when its hook runs */
+        if (hooks && !walk_failed && !tg__anomaly_pending())
+            leaves_used(&w, n);
         if (!retain) {
             node_drop_refs(n);
             n->consumed = true;

@@ -594,8 +594,6 @@ int tg_dist_allreduce_grads(tg_dist *d, const tg_params *ps)
         if (grad_check(op, &ps->items[i], g) < 0)
             st = -1;
         has[i] = 1;
-        size_t b = (size_t)tg_numel(t) * tg_dtype_size(tg_dtype_of(t));
-        most = b > most ? b : most;
     }
     if (tg_dist_agree(d, st) < 0) {
         free(has);
