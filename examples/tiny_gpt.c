@@ -48,10 +48,38 @@
  * last line, "loss: <%.17g>" (with --dtype f64, PyTorch's float64 loss of
  * the same model to rounding). Without, it trains (--steps 0: samples) on
  * the text, whose byte ids must fit the file's vocabulary.
+ *
+ * Under `mpirun -np N` (the same command line) it trains data-parallel
+ * (tapegrad_dist.h): --batch is the global batch, N * b windows, and rank r
+ * keeps windows [r b, (r + 1) b) of it (tg_dist_shard). Every rank draws
+ * the whole global batch from the same generator, so the draws stay in
+ * step, and builds the model from the same seed (then rank 0's values,
+ * tg_dist_broadcast_params). Since the shards are equal, the global loss is
+ * the mean of the ranks' means, and its gradient the mean of theirs:
+ *
+ *     L = (1/N) sum_r L_r,      dL/dw = (1/N) sum_r dL_r/dw
+ *
+ * which tg_ddp_backward computes while backward runs (--allreduce overlap,
+ * the default: buckets of --bucket-kb) or tg_dist_allreduce_grads after it
+ * (--allreduce blocking). Every rank then holds the same gradient, clips it
+ * the same way and takes the same AdamW step, so N processes follow the
+ * one-process run to rounding (the sums are taken in another order): the
+ * "step N loss X" lines agree to about 1e-15 relative in float64. The
+ * estimates shard their batches the same way. Only rank 0 prints, plots,
+ * samples and writes checkpoints; --resume is read by rank 0 alone, which
+ * sends the model, the optimizer's state and the run's state to the others,
+ * so the checkpoint need not be on a disk the other machines see (the text
+ * must be on each). With --dropout > 0 several ranks cannot draw the masks
+ * one process draws (it draws them for the whole batch in C order from the
+ * batch generator, MT19937, which cannot skip ahead over the other ranks'
+ * rows): each rank then draws its masks from a generator of its own,
+ * reseeded at every step from the batch generator and its rank, so the run
+ * is reproducible and resumable but differs from one process by its masks.
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime, fdopen */
 
 #include <tapegrad.h>
+#include <tapegrad_dist.h>
 #include <tapegrad_nn.h>
 #include <tapegrad_plot.h>
 
@@ -99,6 +127,9 @@ typedef struct options {
     bool print_losses;   /* "step N loss X" for every step */
     int top_k;           /* TG_TOP_K_ALL, or 1..vocab */
     double top_p;        /* (0, 1] */
+    /* under mpirun: how the gradients are averaged over the ranks */
+    bool overlap;  /* --allreduce overlap (tg_ddp) or blocking */
+    int bucket_kb; /* --bucket-kb: tg_ddp's buckets; 0: its default */
 } options;
 
 /* The text as token ids, and the table back to bytes. */
@@ -112,6 +143,27 @@ typedef struct corpus {
 /* Set by report(): a failure already explained on stderr. main explains
  * any other from tg_last_error(). */
 static bool reported;
+
+/* The processes of the run: one (d NULL, the program as it always was)
+ * unless an MPI launcher started several. The collective calls below are
+ * made only when size > 1, so the one-process run is unchanged. */
+static struct {
+    tg_dist *d;
+    int rank, size;
+    int64_t lo, hi; /* this rank's windows [lo, hi) of each batch */
+    tg_ddp *ddp;    /* --allreduce overlap */
+    /* with dropout on several ranks: this rank's mask generator (see the
+     * top of the file) */
+    bool own_masks;
+    tg_rng masks;
+} world = {.size = 1};
+
+/* Collective with several ranks: 0 when every rank passed 0, else -1 on
+ * every rank. One process: rc. */
+static int agree(int rc)
+{
+    return world.size > 1 ? tg_dist_agree(world.d, rc) : rc;
+}
 
 /* Prints "tiny_gpt: <message>" on stderr, after what stdout holds. */
 __attribute__((format(printf, 1, 2))) static void report(const char *fmt, ...)
@@ -221,13 +273,17 @@ static int load_corpus(corpus *cp, const char *path, int block)
 }
 
 /* B random windows from ids[0, n): x = ids[s, s+T), y = ids[s+1, s+T+1],
- * both (B,T) int64. Returns 0 with two new references, or -1 (a message on
- * stderr when the batch itself does not fit in memory). */
+ * both (B,T) int64, of which this rank keeps rows [world.lo, world.hi)
+ * (all of them in one process). Every rank draws all B starts, so the
+ * generator stays in step on every rank. Returns 0 with two new
+ * references, or -1 (a message on stderr when the batch itself does not
+ * fit in memory). */
 static int get_batch(const int64_t *ids, int64_t n, int B, int T, tg_rng *rng,
                      tg_tensor **x, tg_tensor **y)
 {
+    int64_t lo = world.lo, hi = world.hi, nb = hi - lo;
     /* B, T <= 10^9 (the options' limit): 2 B T 8 < 2^64, no overflow */
-    size_t bytes = 2 * (size_t)B * (size_t)T * sizeof(int64_t);
+    size_t bytes = 2 * (size_t)nb * (size_t)T * sizeof(int64_t);
     int64_t *buf = malloc(bytes);
     if (!buf) {
         report("cannot allocate a batch of %d windows of %d tokens (%.3g GB "
@@ -238,11 +294,15 @@ static int get_batch(const int64_t *ids, int64_t n, int B, int T, tg_rng *rng,
     for (int b = 0; b < B; b++) {
         /* a start in [0, n - T - 1], uniformly */
         int64_t s = (int64_t)(tg_rng_uniform(rng) * (double)(n - T));
-        memcpy(buf + (size_t)b * T, ids + s, (size_t)T * sizeof *buf);
-        memcpy(buf + (size_t)(B + b) * T, ids + s + 1, (size_t)T * sizeof *buf);
+        if (b < lo || b >= hi)
+            continue;
+        size_t row = (size_t)(b - lo);
+        memcpy(buf + row * T, ids + s, (size_t)T * sizeof *buf);
+        memcpy(buf + ((size_t)nb + row) * T, ids + s + 1,
+               (size_t)T * sizeof *buf);
     }
-    *x = tg_from_data(TG_INT64, TG_SHAPE(B, T), buf);
-    *y = tg_from_data(TG_INT64, TG_SHAPE(B, T), buf + (size_t)B * T);
+    *x = tg_from_data(TG_INT64, TG_SHAPE(nb, T), buf);
+    *y = tg_from_data(TG_INT64, TG_SHAPE(nb, T), buf + (size_t)nb * T);
     free(buf);
     return *x && *y ? 0 : -1;
 }
@@ -270,10 +330,12 @@ static double unigram_baseline(const corpus *cp)
  * batches come from a generator seeded the same way at every call, so
  * successive estimates differ only because the model changed, and the
  * training generator is not touched (a resumed run draws what the
- * uninterrupted one draws). Training mode is restored, with rng. 0, or -1
- * on error. */
+ * uninterrupted one draws). Training mode is restored, with model_rng (the
+ * generator of the dropout masks). With several ranks each evaluates its
+ * shard of every batch, and the estimate is the mean of theirs (equal
+ * shards: the batches' mean). Collective then. 0, or -1 on error. */
 static int estimate_loss(tg_gpt *g, const int64_t *ids, int64_t n,
-                         const options *o, tg_rng *train_rng, double *mean)
+                         const options *o, tg_rng *model_rng, double *mean)
 {
     tg_rng rng;
     tg_rng_seed(&rng, (uint32_t)o->seed + 1);
@@ -293,9 +355,11 @@ static int estimate_loss(tg_gpt *g, const int64_t *ids, int64_t n,
         tg_scope_end();
     }
     tg_set_grad_enabled(was);
-    if (tg_gpt_train(g, true, train_rng) < 0)
+    if (tg_gpt_train(g, true, model_rng) < 0)
         rc = -1;
     *mean = total / o->eval_batches;
+    if (world.size > 1 && (agree(rc) < 0 || tg_dist_mean(world.d, mean, 1) < 0))
+        rc = -1;
     return rc;
 }
 
@@ -310,33 +374,57 @@ static double lr_at(int it, const options *o)
                                o->lr_decay_iters);
 }
 
+/* tg_backward(loss) in one process. With several ranks (collective): the
+ * backward, and every gradient replaced by its mean over the ranks, while
+ * backward runs (tg_ddp_backward) or after it (tg_dist_allreduce_grads);
+ * a NULL loss (this rank's forward failed) fails every rank. 0 or -1. */
+static int backward_all(const tg_params *ps, tg_tensor *loss)
+{
+    if (world.size == 1)
+        return loss ? tg_backward(loss) : -1;
+    if (world.ddp)
+        return tg_ddp_backward(world.ddp, loss);
+    if (agree(loss ? 0 : -1) < 0 || agree(tg_backward(loss)) < 0)
+        return -1;
+    return tg_dist_allreduce_grads(world.d, ps);
+}
+
 /* One optimisation step, number step: the schedule's lr, a batch drawn
- * from rng (dropout masks from it too, the model holds it), the gradient
- * norm clipped to --grad-clip, the update. Its batch loss (before the
- * update) into *loss_value, and on stdout as "step N loss X" with
- * --print-losses. 0, or -1 on error. */
+ * from rng (dropout masks from it too, the model holds it; with several
+ * ranks, from this rank's generator, reseeded from rng), the gradient
+ * (averaged over the ranks) norm clipped to --grad-clip, the update. Its
+ * batch loss (before the update; the ranks' mean) into *loss_value, and on
+ * stdout as "step N loss X" with --print-losses. 0, or -1 on error. */
 static int train_step(tg_gpt *g, const tg_params *ps, tg_optim *opt,
                       const corpus *cp, const options *o, int step, tg_rng *rng,
                       double *loss_value)
 {
     if (tg_optim_set_lr(opt, lr_at(step, o)) < 0)
         return -1;
+    if (world.own_masks) {
+        /* one draw on every rank keeps rng in step; the rank makes the
+         * masks of the ranks differ */
+        uint32_t s = (uint32_t)(tg_rng_uniform(rng) * 4294967296.0);
+        tg_rng_seed(&world.masks, s ^ (0x9e3779b9u * (uint32_t)world.rank));
+    }
     int rc = -1;
     tg_scope_begin();
-    tg_tensor *x, *y;
-    if (get_batch(cp->ids, cp->n_train, o->batch, o->block, rng, &x, &y) == 0) {
-        tg_tensor *loss = tg_gpt_loss(g, x, y);
-        if (loss && tg_backward(loss) == 0) {
-            /* one unlucky batch must not throw the weights far: rescale
-             * the whole gradient to norm <= grad_clip before the update */
-            if (o->grad_clip > 0)
-                tg_clip_grad_norm(ps, o->grad_clip);
-            if (tg_optim_step(opt) == 0) {
-                *loss_value = tg_item(loss);
-                if (o->print_losses)
-                    printf("step %d loss %.17g\n", step, *loss_value);
-                rc = 0;
-            }
+    tg_tensor *x, *y, *loss = NULL;
+    if (get_batch(cp->ids, cp->n_train, o->batch, o->block, rng, &x, &y) == 0)
+        loss = tg_gpt_loss(g, x, y);
+    if (backward_all(ps, loss) == 0) {
+        /* one unlucky batch must not throw the weights far: rescale the
+         * whole gradient to norm <= grad_clip before the update (the same
+         * gradient on every rank, after the all-reduce) */
+        if (o->grad_clip > 0)
+            tg_clip_grad_norm(ps, o->grad_clip);
+        double v = tg_item(loss);
+        if (agree(tg_optim_step(opt)) == 0 &&
+            (world.size == 1 || tg_dist_mean(world.d, &v, 1) == 0)) {
+            *loss_value = v;
+            if (o->print_losses)
+                printf("step %d loss %.17g\n", step, *loss_value);
+            rc = 0;
         }
     }
     tg_optim_zero_grad(opt);
@@ -695,6 +783,99 @@ static int resume_from(const options *o, const tg_params *ps, tg_optim *opt,
     return 0;
 }
 
+/* ---- resuming on several ranks ----------------------------------------- */
+
+/* Collective: n doubles from rank 0 to every rank, in place (a float64
+ * tensor named name, through tg_dist_broadcast_params). 0 or -1. */
+static int broadcast_doubles(double *v, int n, const char *name)
+{
+    tg_params l;
+    tg_params_init(&l);
+    tg_scope_begin();
+    tg_tensor *t = tg_from_data(TG_FLOAT64, TG_SHAPE(n), v);
+    int rc = agree(t && tg_params_add(&l, NULL, name, t) == 0 ? 0 : -1);
+    if (rc == 0)
+        rc = tg_dist_broadcast_params(world.d, &l);
+    if (rc == 0)
+        rc = tg_copy_out(t, TG_FLOAT64, v);
+    tg_scope_end();
+    tg_params_free(&l);
+    return rc;
+}
+
+/* resume_config on rank 0 alone (the checkpoint need only be on its disk),
+ * the model's config and window then sent to the others: every rank builds
+ * the same model. 0, or -1 on every rank. */
+static int resume_config_all(options *o, const corpus *cp, tg_gpt_config *cfg,
+                             curves *cv)
+{
+    if (world.size == 1)
+        return resume_config(o, cp, cfg, cv);
+    int rc = agree(world.rank == 0 ? resume_config(o, cp, cfg, cv) : 0);
+    double v[12] = {cfg->vocab_size,  cfg->block_size,    cfg->n_embd,
+                    cfg->n_head,      cfg->n_layer,       cfg->bias,
+                    cfg->tie_weights, cfg->dtype,         cfg->gelu_tanh,
+                    cfg->ln_eps,      cfg->resid_dropout, o->block};
+    if (rc < 0 || broadcast_doubles(v, 12, "run.config") < 0)
+        return -1;
+    *cfg = (tg_gpt_config){.vocab_size = (int)v[0],
+                           .block_size = (int)v[1],
+                           .n_embd = (int)v[2],
+                           .n_head = (int)v[3],
+                           .n_layer = (int)v[4],
+                           .gelu = true,
+                           .bias = (tg_gpt_bias)v[5],
+                           .tie_weights = v[6] != 0,
+                           .dtype = (tg_dtype)v[7],
+                           .gelu_tanh = v[8] != 0,
+                           .ln_eps = v[9],
+                           .embd_dropout = v[10],
+                           .attn_dropout = v[10],
+                           .resid_dropout = v[10]};
+    o->block = (int)v[11];
+    return 0;
+}
+
+/* resume_from on rank 0 alone, then its parameters, the optimizer's state
+ * (tg_optim_state: moments, step counts, rates) and the run's (the next
+ * iteration, the generator) from rank 0 to the others. 0, or -1 on every
+ * rank. */
+static int resume_from_all(const options *o, const tg_params *ps, tg_optim *opt,
+                           tg_rng *rng, int *start, run_state *r,
+                           const curves *cv)
+{
+    if (world.size == 1)
+        return resume_from(o, ps, opt, rng, start, r, cv);
+    if (agree(world.rank == 0 ? resume_from(o, ps, opt, rng, start, r, cv)
+                              : 0) < 0)
+        return -1;
+    tg_params all;
+    tg_params_init(&all);
+    int rc = 0;
+    for (int i = 0; i < ps->n && rc == 0; i++)
+        rc = tg_params_add(&all, NULL, ps->items[i].name, ps->items[i].t);
+    if (rc == 0)
+        rc = tg_optim_state(opt, &all, "optim");
+    rc = agree(rc);
+    if (rc == 0)
+        rc = tg_dist_broadcast_params(world.d, &all);
+    tg_params_free(&all);
+    /* the iteration, then the generator: mti, has_gauss, gauss, mt[624]
+     * (words < 2^32 and a double: exact in float64) */
+    double v[4 + 624] = {*start, rng->mti, rng->has_gauss, rng->gauss};
+    for (int i = 0; i < 624; i++)
+        v[4 + i] = rng->mt[i];
+    if (rc < 0 || broadcast_doubles(v, 4 + 624, "run.state") < 0)
+        return -1;
+    *start = (int)v[0];
+    rng->mti = (int)v[1];
+    rng->has_gauss = (int)v[2];
+    rng->gauss = v[3];
+    for (int i = 0; i < 624; i++)
+        rng->mt[i] = (uint32_t)v[4 + i];
+    return 0;
+}
+
 /* ---- the loss curves --------------------------------------------------- */
 
 /* Train and val loss against the steps, the unigram baseline flat, into
@@ -750,7 +931,7 @@ static int train(options *o, const corpus *cp)
     int rc = -1, start = 0;
     if (o->resume) {
         /* the model is the checkpoint's, whatever the model options say */
-        if (resume_config(o, cp, &cfg, &cv) < 0)
+        if (resume_config_all(o, cp, &cfg, &cv) < 0)
             goto done;
         o->embd = cfg.n_embd;
         o->heads = cfg.n_head;
@@ -763,22 +944,36 @@ static int train(options *o, const corpus *cp)
             goto done;
         }
     }
-    if (o->init_from ? load_model(&g, o, cp) < 0
-                     : tg_gpt_init(&g, cfg, &rng) < 0)
+    if (agree(o->init_from ? load_model(&g, o, cp)
+                           : tg_gpt_init(&g, cfg, &rng)) < 0)
         goto done;
+    /* the dropout masks: from rng in one process, from a generator of
+     * this rank's with several (see the top of the file) */
+    world.own_masks = world.size > 1 && o->dropout > 0;
+    tg_rng_seed(&world.masks, (uint32_t)o->seed);
+    tg_rng *model_rng = world.own_masks ? &world.masks : &rng;
     /* nanoGPT's AdamW: betas (0.9, beta2), weight decay on the matmul
      * weights and embeddings (dim >= 2), none on biases and gains */
     tg_optim_config ocfg = tg_adamw_config(o->lr, 0);
     ocfg.beta2 = o->beta2;
-    if (tg_gpt_params(&g, &ps, NULL) < 0 ||
-        tg_params_split_decay(&ps, &decay, &no_decay) < 0 ||
-        !(opt = tg_optim_new_groups(
-              (tg_param_group[]){{&decay, o->weight_decay, 1},
-                                 {&no_decay, 0, 1}},
-              2, ocfg)) ||
-        tg_gpt_train(&g, true, &rng) < 0 ||
-        ((o->out_dir || o->resume) && run_state_init(&rs) < 0) ||
-        (o->resume && resume_from(o, &ps, opt, &rng, &start, &rs, &cv) < 0))
+    int made = tg_gpt_params(&g, &ps, NULL) < 0 ||
+                       tg_params_split_decay(&ps, &decay, &no_decay) < 0 ||
+                       !(opt = tg_optim_new_groups(
+                             (tg_param_group[]){{&decay, o->weight_decay, 1},
+                                                {&no_decay, 0, 1}},
+                             2, ocfg)) ||
+                       tg_gpt_train(&g, true, model_rng) < 0 ||
+                       ((o->out_dir || o->resume) && run_state_init(&rs) < 0)
+                   ? -1
+                   : 0;
+    /* several ranks: every one starts from rank 0's model (and state) */
+    if (agree(made) < 0 ||
+        (o->resume
+             ? resume_from_all(o, &ps, opt, &rng, &start, &rs, &cv) < 0
+             : world.size > 1 && tg_dist_broadcast_params(world.d, &ps) < 0))
+        goto done;
+    if (world.size > 1 && o->overlap &&
+        !(world.ddp = tg_ddp_new(world.d, &ps, (size_t)o->bucket_kb * 1024)))
         goto done;
 
     /* the resumed run evaluates its first step again */
@@ -814,6 +1009,12 @@ static int train(options *o, const corpus *cp)
                "betas (0.9, %g), weight decay %g on %lld weights, clip %g\n",
                o->steps, o->batch, o->lr, o->beta2, o->weight_decay,
                (long long)tg_params_numel(&decay), o->grad_clip);
+    if (world.size > 1)
+        printf("data parallel: %d processes, %lld windows each, gradients "
+               "averaged %s\n",
+               world.size, (long long)(world.hi - world.lo),
+               world.ddp ? "while backward runs (tg_ddp)"
+                         : "after backward (blocking)");
     if (o->resume)
         printf("resumed from %s at step %d (the model is the checkpoint's; "
                "the training options are this command's)\n",
@@ -834,19 +1035,23 @@ static int train(options *o, const corpus *cp)
             double t = now_seconds();
             t_train += t - t_last;
             double train_loss;
-            if (estimate_loss(&g, cp->ids, cp->n_train, o, &rng, &train_loss) <
-                    0 ||
-                estimate_loss(&g, val, n_val, o, &rng, &val_loss) < 0 ||
+            if (estimate_loss(&g, cp->ids, cp->n_train, o, model_rng,
+                              &train_loss) < 0 ||
+                estimate_loss(&g, val, n_val, o, model_rng, &val_loss) < 0 ||
                 !loss_is_finite(train_loss, step, o) ||
                 !loss_is_finite(val_loss, step, o) ||
-                curves_add(&cv, step, train_loss, val_loss) < 0)
+                agree(curves_add(&cv, step, train_loss, val_loss)) < 0)
                 goto done;
             double ms =
                 step > last_step ? 1e3 * (t - t_last) / (step - last_step) : 0;
             printf("%6d  %10.4f  %10.4f  %9.1f  %7.1fs\n", step, train_loss,
                    val_loss, ms, t - t0);
             if (o->out_dir) {
-                if (save_checkpoint(o, &g, &ps, opt, &rng, step, &rs, &cv) < 0)
+                /* rank 0's, which every rank's model and state equal */
+                if (agree(world.rank == 0
+                              ? save_checkpoint(o, &g, &ps, opt, &rng, step,
+                                                &rs, &cv)
+                              : 0) < 0)
                     goto done;
                 printf("%6s  saved %s/ckpt.npz\n", "", o->out_dir);
             }
@@ -869,6 +1074,11 @@ static int train(options *o, const corpus *cp)
                "%.1f s, evaluation left out)\n",
                (double)(end - start) * o->batch * o->block / t_train,
                end - start, o->batch, o->block, t_train);
+    /* the rest is rank 0's: no collective call after the loop */
+    if (world.rank > 0) {
+        rc = 0;
+        goto done;
+    }
     if (plot_curves(o, &cv, unigram) < 0)
         goto done;
     const char *rule = "------------------------------------------------";
@@ -887,6 +1097,8 @@ static int train(options *o, const corpus *cp)
     }
     rc = 0;
 done:
+    tg_ddp_free(world.ddp);
+    world.ddp = NULL;
     free(cv.step);
     free(cv.train);
     free(cv.val);
@@ -995,6 +1207,8 @@ static const options defaults = {
     .min_lr = -1,
     .top_k = TG_TOP_K_ALL,
     .top_p = 1,
+    .overlap = true,
+    .bucket_kb = 0,
 };
 
 static void usage(FILE *f)
@@ -1063,6 +1277,13 @@ static void usage(FILE *f)
         "  --temperature X   sampling temperature (%g)\n"
         "  --top-k K         keep the K most likely bytes (all)\n"
         "  --top-p P         keep the nucleus of probability P, (0, 1] (1)\n"
+        "\n"
+        "Several processes (mpirun -np N tiny_gpt ...; --batch is then the\n"
+        "global batch, a multiple of N, split over the processes):\n"
+        "  --allreduce overlap|blocking\n"
+        "                    average the gradients while backward runs,\n"
+        "                    in buckets (the default), or after it\n"
+        "  --bucket-kb N     the buckets' size in KiB (25 MiB)\n"
         "\n"
         "Pretrained models:\n"
         "  --init-from FILE  start from a nanoGPT / GPT-2 .safetensors\n"
@@ -1162,7 +1383,8 @@ static int parse_args(int argc, char **argv, options *o)
                 {"--stop-at", &o->stop_at, 0},
                 {"--warmup-iters", &o->warmup_iters, 0},
                 {"--lr-decay-iters", &o->lr_decay_iters, 1},
-                {"--top-k", &o->top_k, 1}};
+                {"--top-k", &o->top_k, 1},
+                {"--bucket-kb", &o->bucket_kb, 1}};
     struct {
         const char *name;
         double *value;
@@ -1233,6 +1455,15 @@ static int parse_args(int argc, char **argv, options *o)
         } else if (!strcmp(arg, "--eval-ids")) {
             known = true;
             o->eval_ids = value;
+        } else if (!strcmp(arg, "--allreduce")) {
+            known = true;
+            ok = !strcmp(value, "overlap") || !strcmp(value, "blocking");
+            o->overlap = strcmp(value, "blocking") != 0;
+            if (!ok)
+                fprintf(stderr,
+                        "tiny_gpt: --allreduce wants overlap or blocking, "
+                        "not '%s'\n",
+                        value);
         } else if (!strcmp(arg, "--dtype")) {
             known = true;
             ok = !strcmp(value, "f32") || !strcmp(value, "f64");
@@ -1287,36 +1518,88 @@ static int parse_args(int argc, char **argv, options *o)
     return 0;
 }
 
+/* True when an MPI launcher (mpirun, mpiexec, srun) started this process:
+ * Open MPI, MPICH / Slurm's PMI and PMIx say so in the environment. Started
+ * by hand the program does not join MPI at all (a singleton MPI_Init costs
+ * about a second and wants shared memory): it is the one-process program,
+ * byte for byte. */
+static bool under_launcher(void)
+{
+    static const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE",
+                                 "PMIX_RANK", "PMI_RANK"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+        if (getenv(vars[i]))
+            return true;
+    return false;
+}
+
+/* Joins the run's processes (world) when a launcher started this one: the
+ * ranks but 0 send their stdout to /dev/null (only rank 0 prints). 0, or 1
+ * with a message (the library has no MPI, MPI failed). */
+static int join_world(int *argc, char ***argv)
+{
+    if (!under_launcher())
+        return 0;
+    world.d = tg_dist_init(argc, argv);
+    if (!world.d) {
+        report("cannot join the processes of mpirun: %s", tg_last_error());
+        return 1;
+    }
+    world.rank = tg_dist_rank(world.d);
+    world.size = tg_dist_size(world.d);
+    if (world.rank > 0 && !freopen("/dev/null", "w", stdout)) {
+        report("rank %d: cannot send its output to /dev/null: %s", world.rank,
+               strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
+/* Ends the run with status rc (1 on an error: explained from tg_last_error
+ * when report() has not); leaves MPI. */
+static int finish(int rc)
+{
+    if (rc == 1 && !reported)
+        report("%s",
+               tg_last_error()[0] ? tg_last_error() : "failed (no message)");
+    tg_dist_free(world.d);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
+    if (join_world(&argc, &argv) != 0)
+        return finish(1);
     options o;
     int parsed = parse_args(argc, argv, &o);
     if (parsed)
-        return parsed == 1 ? 0 : 2;
-
-    if (o.eval_ids) {
-        if (eval_checkpoint(&o) == 0)
-            return 0;
-        if (!reported)
-            report("%s", tg_last_error()[0] ? tg_last_error()
-                                            : "failed (no message)");
-        return 1;
+        return finish(parsed == 1 ? 0 : 2);
+    /* --batch is the global batch: N equal shards (every rank says so) */
+    if (world.size > 1 && (o.batch < world.size || o.batch % world.size)) {
+        fprintf(stderr,
+                "tiny_gpt: --batch %d does not split over the %d processes "
+                "of mpirun: the global batch must be a multiple of their "
+                "number (rank %d)\n",
+                o.batch, world.size, world.rank);
+        return finish(2);
     }
+    world.hi = o.batch;
+    if (world.size > 1 &&
+        tg_dist_shard(world.d, o.batch, &world.lo, &world.hi) < 0)
+        return finish(1);
+
+    if (o.eval_ids)
+        return finish(eval_checkpoint(&o) == 0 ? 0 : 1);
     corpus cp = {0};
-    if (load_corpus(&cp, o.text_path, o.block) < 0) {
+    if (agree(load_corpus(&cp, o.text_path, o.block)) < 0) {
         free(cp.ids);
-        return 1;
+        reported = true; /* on the failing rank's stderr */
+        return finish(1);
     }
     printf("text: %s, %lld bytes, %d distinct; %lld train / %lld validation\n",
            o.text_path, (long long)cp.n, cp.vocab, (long long)cp.n_train,
            (long long)(cp.n - cp.n_train));
     int rc = train(&o, &cp);
     free(cp.ids);
-    if (rc < 0) {
-        if (!reported)
-            report("%s", tg_last_error()[0] ? tg_last_error()
-                                            : "failed (no message)");
-        return 1;
-    }
-    return 0;
+    return finish(rc < 0 ? 1 : 0);
 }
