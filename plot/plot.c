@@ -17,14 +17,13 @@
  * files of an earlier plot with the same stem as they were. */
 #include "core/error.h"
 #include "core/shared.h"
+#include "plot/tools.h"
 #include "tapegrad_plot.h"
 
 #include <ctype.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <locale.h>
 #include <math.h>
-#include <spawn.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,90 +31,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-extern char **environ;
-
 enum { PATH_CAP = 4096 };
 
 /* ===================================================================== */
 /* Finding and running gnuplot                                            */
 /* ===================================================================== */
-
-/* TG_NO_GNUPLOT set to anything but "" or "0": act as if gnuplot were
- * missing. Read on every call, so a program (or a test) can switch it. */
-static bool disabled_by_env(void)
-{
-    const char *v = getenv("TG_NO_GNUPLOT");
-    return v && *v && strcmp(v, "0") != 0;
-}
-
-/* Reads fd to its end and keeps the last non-empty line in line: that is
- * where gnuplot puts the reason it stopped. */
-static void read_last_line(int fd, char *line, size_t cap)
-{
-    char tail[2048];
-    size_t len = 0;
-    for (;;) {
-        if (len == sizeof tail) { /* only the end matters: drop the start */
-            memmove(tail, tail + len / 2, len - len / 2);
-            len -= len / 2;
-        }
-        ssize_t got = read(fd, tail + len, sizeof tail - len);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got <= 0)
-            break;
-        len += (size_t)got;
-    }
-    while (len > 0 && isspace((unsigned char)tail[len - 1]))
-        len--;
-    size_t start = len;
-    while (start > 0 && tail[start - 1] != '\n')
-        start--;
-    snprintf(line, cap, "%.*s", (int)(len - start), tail + start);
-}
-
-/* Runs the program at path with argv, stdin and stdout on /dev/null, its
- * stderr read into last_line (the last non-empty line). Returns the wait
- * status, or -1 with errno set when it could not be started. */
-static int run(const char *path, char *const argv[], char *last_line,
-               size_t cap)
-{
-    last_line[0] = '\0';
-    int fds[2];
-    if (pipe(fds) != 0)
-        return -1;
-    fcntl(fds[0], F_SETFD, FD_CLOEXEC);
-    fcntl(fds[1], F_SETFD, FD_CLOEXEC); /* the child's copy is its fd 2 */
-
-    posix_spawn_file_actions_t actions;
-    pid_t pid = -1;
-    int err = posix_spawn_file_actions_init(&actions);
-    if (err == 0) {
-        err = posix_spawn_file_actions_addopen(&actions, 0, "/dev/null",
-                                               O_RDONLY, 0);
-        if (err == 0)
-            err = posix_spawn_file_actions_addopen(&actions, 1, "/dev/null",
-                                                   O_WRONLY, 0);
-        if (err == 0)
-            err = posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
-        if (err == 0)
-            err = posix_spawn(&pid, path, &actions, NULL, argv, environ);
-        posix_spawn_file_actions_destroy(&actions);
-    }
-    close(fds[1]); /* the child holds the write end: EOF when it exits */
-    if (err != 0) {
-        close(fds[0]);
-        errno = err;
-        return -1;
-    }
-    read_last_line(fds[0], last_line, cap);
-    close(fds[0]);
-    int status;
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR)
-            return -1;
-    return status;
-}
 
 typedef struct gnuplot_found {
     bool usable; /* on PATH and draws pngcairo */
@@ -129,28 +49,12 @@ static void find_gnuplot(gnuplot_found *g)
 {
     g->usable = false;
     g->path[0] = '\0';
-    const char *dirs = getenv("PATH");
-    if (!dirs)
-        dirs = "/usr/local/bin:/usr/bin:/bin";
-    for (const char *dir = dirs;; dir++) {
-        size_t n = strcspn(dir, ":");
-        int len = snprintf(g->path, sizeof g->path, "%.*s/gnuplot",
-                           n ? (int)n : 1, n ? dir : ".");
-        struct stat st;
-        if (len < PATH_CAP && stat(g->path, &st) == 0 && S_ISREG(st.st_mode) &&
-            access(g->path, X_OK) == 0) {
-            char *const argv[] = {"gnuplot", "-e", "set terminal pngcairo",
-                                  NULL};
-            char last_line[256];
-            int status = run(g->path, argv, last_line, sizeof last_line);
-            g->usable =
-                status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-            return;
-        }
-        dir += n;
-        if (!*dir)
-            return;
-    }
+    if (!tg__plot_find("gnuplot", g->path, sizeof g->path))
+        return;
+    char *const argv[] = {"gnuplot", "-e", "set terminal pngcairo", NULL};
+    char last_line[256];
+    int status = tg__plot_run(g->path, argv, last_line, sizeof last_line);
+    g->usable = status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
 /* The search runs once per process. The first caller does it into found;
@@ -176,7 +80,7 @@ static const gnuplot_found *gnuplot(gnuplot_found *own)
 bool tg_plot_available(void)
 {
     gnuplot_found own = {0};
-    return !disabled_by_env() && gnuplot(&own)->usable;
+    return !tg__plot_env_on("TG_NO_GNUPLOT") && gnuplot(&own)->usable;
 }
 
 /* ===================================================================== */
@@ -376,7 +280,7 @@ static void script_begin(FILE *f, const plot_files *p, const char *what,
 static int render(const char *op, const plot_files *p)
 {
     gnuplot_found own;
-    bool off = disabled_by_env();
+    bool off = tg__plot_env_on("TG_NO_GNUPLOT");
     const gnuplot_found *g = off ? NULL : gnuplot(&own);
     if (!g || !g->usable) {
         fprintf(stderr,
@@ -392,7 +296,7 @@ static int render(const char *op, const plot_files *p)
     }
     char *const argv[] = {"gnuplot", (char *)p->gp_arg, NULL};
     char last_line[512];
-    int status = run(g->path, argv, last_line, sizeof last_line);
+    int status = tg__plot_run(g->path, argv, last_line, sizeof last_line);
     if (status < 0) {
         tg__error("%s: cannot run %s: %s", op, g->path, strerror(errno));
         return -1;

@@ -2,12 +2,11 @@
  * heatmaps and line charts as JavaScript) and Graphviz's dot (the tape as
  * SVG); run without a shell, in a private temporary directory. */
 #include "plot/report.h"
+#include "plot/tools.h"
 
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <spawn.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,96 +15,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-extern char **environ;
-
-/* name set to anything but "" or "0" in the environment. */
-static bool env_on(const char *name)
-{
-    const char *v = getenv(name);
-    return v && *v && strcmp(v, "0") != 0;
-}
-
-/* Reads fd to its end, keeping its last non-empty line in line. */
-static void read_last_line(int fd, char *line, size_t cap)
-{
-    char tail[2048];
-    size_t len = 0;
-    for (;;) {
-        if (len == sizeof tail) { /* only the end matters: drop the start */
-            memmove(tail, tail + len / 2, len - len / 2);
-            len -= len / 2;
-        }
-        ssize_t got = read(fd, tail + len, sizeof tail - len);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got <= 0)
-            break;
-        len += (size_t)got;
-    }
-    while (len > 0 && isspace((unsigned char)tail[len - 1]))
-        len--;
-    size_t start = len;
-    while (start > 0 && tail[start - 1] != '\n')
-        start--;
-    snprintf(line, cap, "%.*s", (int)(len - start), tail + start);
-}
-
 bool tg__report_run(const char *path, char *const argv[], char *last,
                     size_t cap)
 {
-    last[0] = '\0';
-    int fds[2];
-    if (pipe(fds) != 0)
-        return false;
-    fcntl(fds[0], F_SETFD, FD_CLOEXEC);
-    fcntl(fds[1], F_SETFD, FD_CLOEXEC);
-    posix_spawn_file_actions_t actions;
-    pid_t pid = -1;
-    int err = posix_spawn_file_actions_init(&actions);
-    if (err == 0) {
-        err = posix_spawn_file_actions_addopen(&actions, 0, "/dev/null",
-                                               O_RDONLY, 0);
-        if (err == 0)
-            err = posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
-        if (err == 0)
-            err = posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
-        if (err == 0)
-            err = posix_spawn(&pid, path, &actions, NULL, argv, environ);
-        posix_spawn_file_actions_destroy(&actions);
-    }
-    close(fds[1]);
-    if (err != 0) {
-        close(fds[0]);
-        snprintf(last, cap, "cannot run %s: %s", path, strerror(err));
+    int status = tg__plot_run(path, argv, last, cap);
+    if (status < 0) {
+        snprintf(last, cap, "cannot run %s: %s", path, strerror(errno));
         return false;
     }
-    read_last_line(fds[0], last, cap);
-    close(fds[0]);
-    int status;
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR)
-            return false;
     return WIFEXITED(status) && WEXITSTATUS(status) == 0;
-}
-
-/* The first executable regular file called name along PATH. */
-static bool find_on_path(const char *name, char *path, size_t cap)
-{
-    const char *dirs = getenv("PATH");
-    if (!dirs)
-        dirs = "/usr/local/bin:/usr/bin:/bin";
-    for (const char *dir = dirs;; dir++) {
-        size_t n = strcspn(dir, ":");
-        int len =
-            snprintf(path, cap, "%.*s/%s", n ? (int)n : 1, n ? dir : ".", name);
-        struct stat st;
-        if (len > 0 && (size_t)len < cap && stat(path, &st) == 0 &&
-            S_ISREG(st.st_mode) && access(path, X_OK) == 0)
-            return true;
-        dir += n;
-        if (!*dir)
-            return false;
-    }
 }
 
 static bool has_file(const char *dir, const char *file)
@@ -173,7 +91,7 @@ static void find_gnuplot(gnuplot_found *g)
     size_t cap = sizeof g->jsdir;
     *t = (rtool){0};
     jsdir[0] = '\0';
-    if (!find_on_path("gnuplot", t->path, sizeof t->path)) {
+    if (!tg__plot_find("gnuplot", t->path, sizeof t->path)) {
         snprintf(t->why, sizeof t->why,
                  "gnuplot is not installed (apt-get install gnuplot-nox)");
         return;
@@ -203,7 +121,7 @@ static gnuplot_found found;
 
 void tg__report_gnuplot(rtool *t, char *jsdir, size_t cap)
 {
-    if (env_on("TG_NO_GNUPLOT")) {
+    if (tg__plot_env_on("TG_NO_GNUPLOT")) {
         *t = (rtool){0};
         jsdir[0] = '\0';
         snprintf(t->why, sizeof t->why,
@@ -235,13 +153,13 @@ void tg__report_gnuplot(rtool *t, char *jsdir, size_t cap)
 void tg__report_dot(rtool *t)
 {
     *t = (rtool){0};
-    if (env_on("TG_NO_DOT")) {
+    if (tg__plot_env_on("TG_NO_DOT")) {
         snprintf(t->why, sizeof t->why,
                  "Graphviz is switched off (TG_NO_DOT is set): unset it, "
                  "with Graphviz installed (apt-get install graphviz)");
         return;
     }
-    if (!find_on_path("dot", t->path, sizeof t->path)) {
+    if (!tg__plot_find("dot", t->path, sizeof t->path)) {
         snprintf(t->why, sizeof t->why,
                  "Graphviz is not installed (apt-get install graphviz)");
         return;
