@@ -683,6 +683,28 @@ static int save_checkpoint(const options *o, const tg_gpt *g,
     return rc;
 }
 
+/* The model of a checkpoint's run.config (its first nine entries: vocab,
+ * block, embd, heads, layers, bias, tying, dtype, tanh GELU), with the
+ * layer norm's eps and the dropout (all three places) beside it. */
+static tg_gpt_config config_of(const int64_t v[9], double ln_eps,
+                               double dropout)
+{
+    return (tg_gpt_config){.vocab_size = (int)v[0],
+                           .block_size = (int)v[1],
+                           .n_embd = (int)v[2],
+                           .n_head = (int)v[3],
+                           .n_layer = (int)v[4],
+                           .gelu = true,
+                           .bias = (tg_gpt_bias)v[5],
+                           .tie_weights = v[6] != 0,
+                           .dtype = (tg_dtype)v[7],
+                           .gelu_tanh = v[8] != 0,
+                           .ln_eps = ln_eps,
+                           .embd_dropout = dropout,
+                           .attn_dropout = dropout,
+                           .resid_dropout = dropout};
+}
+
 /* The model config saved in --resume's checkpoint into *cfg (its vocab
  * must be the text's). 0, or -1 with a message. */
 static int resume_config(options *o, const corpus *cp, tg_gpt_config *cfg,
@@ -726,20 +748,7 @@ static int resume_config(options *o, const corpus *cp, tg_gpt_config *cfg,
                 if (curves_add(cv, buf[i], buf[n + i], buf[2 * n + i]) < 0)
                     break;
         free(buf);
-        *cfg = (tg_gpt_config){.vocab_size = (int)v[0],
-                               .block_size = (int)v[1],
-                               .n_embd = (int)v[2],
-                               .n_head = (int)v[3],
-                               .n_layer = (int)v[4],
-                               .gelu = true,
-                               .bias = (tg_gpt_bias)v[5],
-                               .tie_weights = v[6] != 0,
-                               .dtype = (tg_dtype)v[7],
-                               .gelu_tanh = v[8] != 0,
-                               .ln_eps = real[2],
-                               .embd_dropout = p,
-                               .attn_dropout = p,
-                               .resid_dropout = p};
+        *cfg = config_of(v, real[2], p);
         rc = 0;
     }
     tg_params_release(&all);
@@ -818,20 +827,10 @@ static int resume_config_all(options *o, const corpus *cp, tg_gpt_config *cfg,
                     cfg->ln_eps,      cfg->resid_dropout, o->block};
     if (rc < 0 || broadcast_doubles(v, 12, "run.config") < 0)
         return -1;
-    *cfg = (tg_gpt_config){.vocab_size = (int)v[0],
-                           .block_size = (int)v[1],
-                           .n_embd = (int)v[2],
-                           .n_head = (int)v[3],
-                           .n_layer = (int)v[4],
-                           .gelu = true,
-                           .bias = (tg_gpt_bias)v[5],
-                           .tie_weights = v[6] != 0,
-                           .dtype = (tg_dtype)v[7],
-                           .gelu_tanh = v[8] != 0,
-                           .ln_eps = v[9],
-                           .embd_dropout = v[10],
-                           .attn_dropout = v[10],
-                           .resid_dropout = v[10]};
+    int64_t iv[9];
+    for (int i = 0; i < 9; i++)
+        iv[i] = (int64_t)v[i];
+    *cfg = config_of(iv, v[9], v[10]);
     o->block = (int)v[11];
     return 0;
 }
