@@ -286,17 +286,27 @@ static void json_labels(rbuf *b, const char *const *labels, int64_t n)
 
 /* ---- text, pre, table ------------------------------------------------ */
 
+/* The checks and the opening of a section of text (kind "text" or
+ * "pre"); false with the error set. */
+static bool open_text(const char *op, tg_report *r, const char *kind,
+                      const char *heading, const char *text, rbuf *b)
+{
+    if (!check_report(op, r))
+        return false;
+    if (!text) {
+        tg__error("%s: text is NULL", op);
+        return false;
+    }
+    open_section(b, r->n + 1, kind, heading);
+    return true;
+}
+
 int tg_report_text(tg_report *r, const char *heading, const char *text)
 {
     const char *op = "report_text";
-    if (!check_report(op, r))
-        return -1;
-    if (!text) {
-        tg__error("%s: text is NULL", op);
-        return -1;
-    }
     rbuf b = {0};
-    open_section(&b, r->n + 1, "text", heading);
+    if (!open_text(op, r, "text", heading, text, &b))
+        return -1;
     /* paragraphs: runs of lines separated by a blank line */
     const char *p = text;
     while (*p) {
@@ -326,14 +336,9 @@ int tg_report_text(tg_report *r, const char *heading, const char *text)
 int tg_report_pre(tg_report *r, const char *heading, const char *text)
 {
     const char *op = "report_pre";
-    if (!check_report(op, r))
-        return -1;
-    if (!text) {
-        tg__error("%s: text is NULL", op);
-        return -1;
-    }
     rbuf b = {0};
-    open_section(&b, r->n + 1, "pre", heading);
+    if (!open_text(op, r, "pre", heading, text, &b))
+        return -1;
     tg__rb_puts(&b, "<pre class=\"tg-pre\">");
     tg__rb_html(&b, text);
     tg__rb_puts(&b, "</pre>\n</section>\n");
