@@ -123,28 +123,6 @@ static bool name_files(const char *op, const char *stem, plot_files *p)
     return true;
 }
 
-/* Numbers in the files are C-locale ("0.5", never "0,5"), whatever locale
- * the program set: gnuplot reads them that way. */
-typedef struct c_numbers {
-    locale_t c, prev;
-} c_numbers;
-
-static c_numbers c_numbers_begin(void)
-{
-    c_numbers l = {newlocale(LC_NUMERIC_MASK, "C", (locale_t)0), (locale_t)0};
-    if (l.c)
-        l.prev = uselocale(l.c);
-    return l;
-}
-
-static void c_numbers_end(c_numbers l)
-{
-    if (l.c) {
-        uselocale(l.prev);
-        freelocale(l.c);
-    }
-}
-
 /* v as the shortest %g text that reads back as v (as a float when single),
  * or NaN when v is not finite. */
 static void put_number(FILE *f, double v, bool single)
@@ -509,12 +487,12 @@ int tg_plot_heatmap(const char *stem, const tg_tensor *m, const char *title,
     }
     int rc = tg_copy_out(m, TG_FLOAT64, v);
     if (rc == 0) {
-        c_numbers c = c_numbers_begin();
+        tg__c_numbers c = tg__c_numbers_begin();
         rc = write_matrix(op, &p, v, rows, cols, tg_dtype_of(m) == TG_FLOAT32);
         if (rc == 0)
             rc = write_heatmap_script(op, &p, v, rows, cols, title, xlabel,
                                       ylabel, annotate);
-        c_numbers_end(c);
+        tg__c_numbers_end(c);
     }
     free(v);
     return rc == 0 ? render(op, &p) : -1;
@@ -614,12 +592,12 @@ int tg_plot_lines(const char *stem, const tg_series *series, int n_series,
     plot_files p;
     if (!name_files(op, stem, &p))
         return -1;
-    c_numbers c = c_numbers_begin();
+    tg__c_numbers c = tg__c_numbers_begin();
     int rc = write_series(op, &p, series, n_series);
     if (rc == 0)
         rc = write_lines_script(op, &p, series, n_series, title, xlabel, ylabel,
                                 logx, logy);
-    c_numbers_end(c);
+    tg__c_numbers_end(c);
     return rc == 0 ? render(op, &p) : -1;
 }
 
@@ -709,10 +687,10 @@ int tg_plot_bars(const char *stem, const char *const *labels,
     plot_files p;
     if (!name_files(op, stem, &p))
         return -1;
-    c_numbers c = c_numbers_begin();
+    tg__c_numbers c = tg__c_numbers_begin();
     int rc = write_bars(op, &p, labels, values, n);
     if (rc == 0)
         rc = write_bars_script(op, &p, labels, values, n, title, ylabel);
-    c_numbers_end(c);
+    tg__c_numbers_end(c);
     return rc == 0 ? render(op, &p) : -1;
 }

@@ -23,6 +23,7 @@
  * any fetch), the sections and the scripts together through core's safe
  * writer: a temporary renamed over the target. */
 #include "plot/report.h"
+#include "plot/tools.h"
 #include "core/shared.h"
 
 #include <errno.h>
@@ -763,9 +764,7 @@ int tg_report_heatmap(tg_report *r, const char *title, const tg_tensor *m,
     matrix x;
     if (!read_matrix(op, m, mask, false, &x))
         return -1;
-    locale_t c = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0), prev = 0;
-    if (c)
-        prev = uselocale(c);
+    tg__c_numbers c = tg__c_numbers_begin();
     int n = r->n + 1;
     bool special = false;
     double lo = INFINITY, hi = -INFINITY;
@@ -828,10 +827,7 @@ int tg_report_heatmap(tg_report *r, const char *title, const tg_tensor *m,
     if (data.oom)
         sec.oom = true;
     matrix_free(&x);
-    if (c) {
-        uselocale(prev);
-        freelocale(c);
-    }
+    tg__c_numbers_end(c);
     return add_section(op, r, &sec, js);
 }
 
@@ -859,9 +855,7 @@ int tg_report_lines(tg_report *r, const char *title, const tg_series *s, int n,
                 return -1;
             }
     }
-    locale_t c = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0), prev = 0;
-    if (c)
-        prev = uselocale(c);
+    tg__c_numbers c = tg__c_numbers_begin();
     int num = r->n + 1;
     rbuf body = {0};
     tg__rb_puts(&body, "set key top right\nset grid\nset format y '%g'\n");
@@ -929,10 +923,7 @@ int tg_report_lines(tg_report *r, const char *title, const tg_series *s, int n,
     free(data.p);
     if (data.oom)
         sec.oom = true;
-    if (c) {
-        uselocale(prev);
-        freelocale(c);
-    }
+    tg__c_numbers_end(c);
     return add_section(op, r, &sec, js);
 }
 
@@ -994,9 +985,7 @@ int tg_report_averaging(tg_report *r, const char *title, const tg_tensor *wei,
     matrix x;
     if (!lesson_matrix(op, wei, NULL, &x))
         return -1;
-    locale_t c = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0), prev = 0;
-    if (c)
-        prev = uselocale(c);
+    tg__c_numbers c = tg__c_numbers_begin();
     int n = r->n + 1;
     rbuf sec = {0};
     open_section(&sec, n, "averaging", title);
@@ -1012,10 +1001,7 @@ int tg_report_averaging(tg_report *r, const char *title, const tg_tensor *wei,
     tg__rb_puts(&sec, "}");
     data_close_section(&sec);
     matrix_free(&x);
-    if (c) {
-        uselocale(prev);
-        freelocale(c);
-    }
+    tg__c_numbers_end(c);
     return add_section(op, r, &sec, NULL);
 }
 
@@ -1037,9 +1023,7 @@ int tg_report_attention(tg_report *r, const char *title,
     matrix x;
     if (!lesson_matrix(op, scores, mask, &x))
         return -1;
-    locale_t c = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0), prev = 0;
-    if (c)
-        prev = uselocale(c);
+    tg__c_numbers c = tg__c_numbers_begin();
     int n = r->n + 1;
     /* the slider: from a tenth of the temperature (or less) to ten times,
      * or to the spread of the scores when that is more (where every row is
@@ -1081,10 +1065,7 @@ int tg_report_attention(tg_report *r, const char *title,
     tg__rb_puts(&sec, "}");
     data_close_section(&sec);
     matrix_free(&x);
-    if (c) {
-        uselocale(prev);
-        freelocale(c);
-    }
+    tg__c_numbers_end(c);
     return add_section(op, r, &sec, NULL);
 }
 

@@ -101,3 +101,20 @@ int tg__plot_run(const char *path, char *const argv[], char *last, size_t cap)
             return -1;
     return status;
 }
+
+tg__c_numbers tg__c_numbers_begin(void)
+{
+    tg__c_numbers l = {newlocale(LC_NUMERIC_MASK, "C", (locale_t)0),
+                       (locale_t)0};
+    if (l.c)
+        l.prev = uselocale(l.c);
+    return l;
+}
+
+void tg__c_numbers_end(tg__c_numbers l)
+{
+    if (l.c) {
+        uselocale(l.prev);
+        freelocale(l.c);
+    }
+}

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 
+#include <locale.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -25,5 +26,15 @@ TG_HIDDEN bool tg__plot_find(const char *name, char *path, size_t cap);
  * status, or -1 with errno set when it could not be started. */
 TG_HIDDEN int tg__plot_run(const char *path, char *const argv[], char *last,
                            size_t cap);
+
+/* Numbers written for gnuplot and for the page's JSON are C-locale ("0.5",
+ * never "0,5"), whatever locale the program set: between begin and end
+ * this thread's numeric locale is "C" (uselocale: other threads keep
+ * theirs). Without memory for the locale, nothing changes. */
+typedef struct tg__c_numbers {
+    locale_t c, prev;
+} tg__c_numbers;
+TG_HIDDEN tg__c_numbers tg__c_numbers_begin(void);
+TG_HIDDEN void tg__c_numbers_end(tg__c_numbers l);
 
 #endif /* TAPEGRAD_PLOT_TOOLS_H */
