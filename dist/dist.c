@@ -579,7 +579,6 @@ int tg_dist_allreduce_grads(tg_dist *d, const tg_params *ps)
     const char *op = "dist_allreduce_grads";
     int st = local_params_check(op, ps);
     unsigned char *has = NULL;
-    size_t most = 0;
     if (st == 0 && ps->n > 0) {
         has = tg__x_calloc((size_t)ps->n, 1);
         if (!has) {
@@ -612,18 +611,46 @@ int tg_dist_allreduce_grads(tg_dist *d, const tg_params *ps)
         free(has);
         return -1;
     }
+    /* Every step that can fail first, on every rank, then one agree, then
+     * the writes, which cannot fail: so that after a failure no gradient
+     * is half reduced (the header's promise). The steps: a gradient of
+     * zeros where another rank has one, each gradient's write check (a
+     * pending tape entry may hold it), the size of one MPI message, and
+     * every gradient copied into one buffer of them all (a buffer per
+     * parameter would have to write each before reading the next). */
+    size_t total = 0;
     for (int i = 0; st == 0 && i < ps->n; i++) {
         tg_tensor *t = ps->items[i].t;
-        size_t b = (size_t)tg_numel(t) * tg_dtype_size(tg_dtype_of(t));
-        if (has[i] && b > most)
-            most = b;
-        if (has[i] && !tg_grad(t) && zero_grad_of(t) < 0)
+        if (!has[i])
+            continue;
+        if (tg_numel(t) > INT_MAX) { /* checked alike on every rank */
+            tg__x_error("%s: parameter '%s' has %lld elements, more than one "
+                        "MPI message holds",
+                        op, ps->items[i].name, (long long)tg_numel(t));
+            st = -1;
+            break;
+        }
+        total += (size_t)tg_numel(t) * tg_dtype_size(tg_dtype_of(t));
+        if (!tg_grad(t) && zero_grad_of(t) < 0)
+            st = -1;
+        else if (!tg__x_write_check(op, tg_grad(t)))
             st = -1;
     }
-    unsigned char *buf = st == 0 && most ? tg__x_malloc(most) : NULL;
-    if (st == 0 && most && !buf) {
-        tg__x_error("%s: out of memory for a buffer of %zu bytes", op, most);
+    unsigned char *buf = st == 0 && total ? tg__x_malloc(total) : NULL;
+    if (st == 0 && total && !buf) {
+        tg__x_error("%s: out of memory for a buffer of %zu bytes", op, total);
         st = -1;
+    }
+    size_t off = 0;
+    for (int i = 0; st == 0 && i < ps->n; i++) {
+        tg_tensor *t = ps->items[i].t;
+        tg_dtype dt = tg_dtype_of(t);
+        size_t b = (size_t)tg_numel(t) * tg_dtype_size(dt);
+        if (!has[i] || b == 0)
+            continue;
+        if (tg_copy_out(tg_grad(t), dt, buf + off) < 0)
+            st = -1; /* its error is set */
+        off += b;
     }
     if (tg_dist_agree(d, st) < 0) {
         free(buf);
@@ -631,31 +658,35 @@ int tg_dist_allreduce_grads(tg_dist *d, const tg_params *ps)
         return -1;
     }
 #ifdef TG_HAVE_MPI
+    off = 0;
     for (int i = 0; i < ps->n; i++) {
-        tg_tensor *t = ps->items[i].t, *g = tg_grad(t);
+        tg_tensor *t = ps->items[i].t;
         int64_t n = tg_numel(t);
         if (!has[i] || n == 0)
             continue;
         tg_dtype dt = tg_dtype_of(t);
-        if (n > INT_MAX) { /* checked alike on every rank */
-            tg__x_error("%s: parameter '%s' has %lld elements, more than one "
-                        "MPI message holds",
-                        op, ps->items[i].name, (long long)n);
-            st = -1;
-            break;
-        }
-        tg_copy_out(g, dt, buf);
-        int rc = MPI_Allreduce(MPI_IN_PLACE, buf, (int)n,
+        int rc = MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)n,
                                dt == TG_FLOAT32 ? MPI_FLOAT : MPI_DOUBLE,
                                MPI_SUM, d->comm);
-        if (rc != MPI_SUCCESS) {
+        if (rc != MPI_SUCCESS) { /* nothing written yet */
             free(buf);
             free(has);
             return mpi_fail(op, "MPI_Allreduce", rc);
         }
-        divide(buf, dt, n, d->size);
-        if (tg_copy_in(g, dt, buf) < 0)
+        divide(buf + off, dt, n, d->size);
+        off += (size_t)n * tg_dtype_size(dt);
+    }
+    /* checked above: these writes cannot fail */
+    off = 0;
+    for (int i = 0; i < ps->n; i++) {
+        tg_tensor *t = ps->items[i].t;
+        int64_t n = tg_numel(t);
+        if (!has[i] || n == 0)
+            continue;
+        tg_dtype dt = tg_dtype_of(t);
+        if (tg_copy_in(tg_grad(t), dt, buf + off) < 0)
             st = -1;
+        off += (size_t)n * tg_dtype_size(dt);
     }
 #endif
     free(buf);
@@ -810,7 +841,32 @@ static void param_ready(tg_ddp *p, ddp_param *pp)
     b->pending--;
 }
 
-/* The post-accumulate-grad hook: the gradient is final, its bucket may go. */
+/* Drives the started, unfinished buckets on. Open MPI's nonblocking
+ * collectives (libnbc) advance their rounds only inside MPI calls (there is
+ * no progress thread by default): without a call between gradients, a
+ * started bucket would move its data only in the MPI_Wait after backward.
+ * One MPI_Test per started bucket still pending, at every hook, lets each
+ * round go while backward computes the next gradients. A request that
+ * MPI_Test completes becomes MPI_REQUEST_NULL, which the wait skips. */
+static void progress(tg_ddp *p)
+{
+#ifdef TG_HAVE_MPI
+    for (int k = 0; k < p->next && p->mpi_rc == MPI_SUCCESS; k++) {
+        ddp_bucket *b = &p->buckets[k];
+        if (b->req == MPI_REQUEST_NULL)
+            continue;
+        int flag = 0;
+        int rc = MPI_Test(&b->req, &flag, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS)
+            p->mpi_rc = rc;
+    }
+#else
+    (void)p;
+#endif
+}
+
+/* The post-accumulate-grad hook: the gradient is final, its bucket may go,
+ * and the buckets started before it advance. */
 static void ddp_hook(tg_tensor *t, void *ctx)
 {
     (void)t;
@@ -820,6 +876,7 @@ static void ddp_hook(tg_tensor *t, void *ctx)
         return;
     param_ready(p, pp);
     launch_ready(p);
+    progress(p);
 }
 
 void tg_ddp_free(tg_ddp *p)
@@ -1016,6 +1073,10 @@ int tg_ddp_backward(tg_ddp *p, tg_tensor *loss)
             launch_ready(p);
         }
     p->active = false;
+    int64_t early = 0; /* started with data and already finished */
+    for (int k = 0; k < p->nb; k++)
+        early +=
+            p->buckets[k].numel > 0 && p->buckets[k].req == MPI_REQUEST_NULL;
     for (int k = 0; k < p->nb; k++)
         if (p->buckets[k].req != MPI_REQUEST_NULL) {
             int w = MPI_Wait(&p->buckets[k].req, MPI_STATUS_IGNORE);
@@ -1031,28 +1092,40 @@ int tg_ddp_backward(tg_ddp *p, tg_tensor *loss)
     if (tg_dist_agree(d, st) < 0 || any_rank_has(d, op, p->has, p->n) < 0)
         return -1;
     /* The sums, divided by the world size, into the gradients; a parameter
-     * that has no gradient here but has one on another rank gets one. */
-    for (int k = 0; k < p->nb; k++)
-        divide(p->buckets[k].buf, p->buckets[k].dt, p->buckets[k].numel,
-               d->size);
+     * that has no gradient here but has one on another rank gets one.
+     * What can fail (that gradient of zeros; each write check: a pending
+     * tape entry may hold a gradient) is done first and agreed on, and only
+     * then are the gradients written, which cannot fail: after a failure
+     * no gradient is half reduced. */
     for (int i = 0; st == 0 && i < p->n; i++) {
         ddp_param *pp = &p->params[i];
         if (!p->has[i] || pp->numel == 0)
             continue;
-        if (!tg_grad(pp->t) && zero_grad_of(pp->t) < 0) {
+        if (!tg_grad(pp->t) && zero_grad_of(pp->t) < 0)
             st = -1;
-            break;
-        }
+        else if (!tg__x_write_check(op, tg_grad(pp->t)))
+            st = -1;
+    }
+    if (tg_dist_agree(d, st) < 0)
+        return -1;
+    for (int k = 0; k < p->nb; k++)
+        divide(p->buckets[k].buf, p->buckets[k].dt, p->buckets[k].numel,
+               d->size);
+    for (int i = 0; i < p->n; i++) {
+        ddp_param *pp = &p->params[i];
+        if (!p->has[i] || pp->numel == 0)
+            continue;
         ddp_bucket *b = &p->buckets[pp->bucket];
         if (tg_copy_in(tg_grad(pp->t), b->dt,
                        b->buf + (size_t)pp->offset * tg_dtype_size(b->dt)) < 0)
-            st = -1;
+            st = -1; /* (checked above: cannot happen) */
     }
     if (tg_dist_agree(d, st) < 0)
         return -1;
     p->stats.steps++;
     p->stats.backward_s += t1 - t0;
     p->stats.wait_s += t2 - t1;
+    p->stats.early += early;
     return 0;
 #else
     return 0; /* (not reached: one rank does not talk) */

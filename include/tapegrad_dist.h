@@ -158,6 +158,8 @@ typedef struct tg_ddp_stats {
     int64_t bytes;     /**< gradient bytes all-reduced per step */
     double backward_s; /**< time in tg_backward, summed over steps */
     double wait_s;     /**< time waiting for all-reduces after it */
+    int64_t early;     /**< buckets whose all-reduce had finished before
+                            the wait after backward, summed over steps */
 } tg_ddp_stats;
 
 void tg_ddp_get_stats(const tg_ddp *p, tg_ddp_stats *s);

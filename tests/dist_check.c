@@ -507,6 +507,152 @@ static void test_ddp(tg_dist *d)
     tg_ddp_free(NULL);
 }
 
+/* ---- a failed reduction writes no gradient -------------------------------- */
+
+/* Whether t holds only zeros. */
+static bool all_zero(const tg_tensor *t)
+{
+    int64_t n = tg_numel(t);
+    double *x = malloc((size_t)(n + 1) * sizeof *x);
+    bool zero = x && tg_copy_out(t, TG_FLOAT64, x) == 0;
+    for (int64_t i = 0; zero && i < n; i++)
+        zero = x[i] == 0;
+    free(x);
+    return zero;
+}
+
+/* Whether every gradient of a equals b's, bit for bit, or both have none;
+ * a's may be zeros where b has none (the header allows it: a parameter
+ * another rank has a gradient of gets zeros before the agree). */
+static bool same_grads(const model *a, const model *b)
+{
+    bool same = true;
+    for (int i = 0; i < N_MODEL; i++) {
+        tg_tensor *x = tg_grad(a->p[i]), *y = tg_grad(b->p[i]);
+        if (x && !y && all_zero(x))
+            continue;
+        if ((x == NULL) != (y == NULL) || (x && !same_bits(x, y))) {
+            fprintf(stderr, "rank %d: gradient of %s differs\n", rank_,
+                    a->ps.items[i].name);
+            same = false;
+        }
+    }
+    return same;
+}
+
+/* The last rank cannot write one gradient (a pending tape entry holds it):
+ * every rank fails, and every gradient is as backward left it, the
+ * parameters before and after that one too (none averaged). */
+static void test_no_half_reduce(tg_dist *d)
+{
+    if (size_ == 1)
+        return; /* one rank writes nothing */
+    tg_scope_begin();
+    model ref, m;
+    model_init(&ref);
+    model_init(&m);
+    /* tg_dist_allreduce_grads: parameter 5 (w3) held on the last rank */
+    CHECK(tg_backward(model_loss(&ref, 700 + (uint32_t)rank_)) == 0);
+    CHECK(tg_backward(model_loss(&m, 700 + (uint32_t)rank_)) == 0);
+    tg_tensor *v = param(TG_FLOAT32, 3, 40, 98);
+    tg_tensor *hold = rank_ == size_ - 1 ? tg_mul(tg_grad(m.p[5]), v) : NULL;
+    CHECK(rank_ != size_ - 1 || hold);
+    tg_clear_error();
+    CHECK(tg_dist_allreduce_grads(d, &m.ps) == -1);
+    char want[64];
+    snprintf(want, sizeof want, "rank %d: dist_allreduce_grads", size_ - 1);
+    CHECK(strncmp(tg_last_error(), want, strlen(want)) == 0);
+    CHECK(same_grads(&m, &ref));
+    tg_release(hold);
+    /* tg_ddp_backward: parameter 6 (rank1_skips, which rank 1's loss does
+     * not reach, so that its backward does not touch it) held on rank 1,
+     * after a step that gave it a gradient there */
+    tg_ddp *p = tg_ddp_new(d, &m.ps, 64);
+    CHECK(p != NULL);
+    CHECK(tg_ddp_backward(p, model_loss(&m, 710 + (uint32_t)rank_)) == 0);
+    CHECK(tg_backward(model_loss(&ref, 710 + (uint32_t)rank_)) == 0);
+    CHECK(tg_dist_allreduce_grads(d, &ref.ps) == 0);
+    /* (both sum the two local gradients, then average: the same bits) */
+    CHECK(same_grads(&m, &ref));
+    tg_tensor *u = param(TG_FLOAT32, 40, 0, 99);
+    hold = rank_ == 1 ? tg_mul(tg_grad(m.p[6]), u) : NULL;
+    CHECK(rank_ != 1 || hold);
+    CHECK(tg_backward(model_loss(&ref, 720 + (uint32_t)rank_)) == 0);
+    tg_clear_error();
+    CHECK(tg_ddp_backward(p, model_loss(&m, 720 + (uint32_t)rank_)) == -1);
+    CHECK(strncmp(tg_last_error(), "rank 1: ddp_backward", 20) == 0);
+    CHECK(same_grads(&m, &ref));
+    tg_release(hold);
+    tg_ddp_free(p);
+    tg_release(u);
+    tg_release(v);
+    model_free(&ref);
+    model_free(&m);
+    tg_scope_end();
+}
+
+/* ---- tg_ddp's buckets progress during backward ------------------------- */
+
+/* A chain of layers, one bucket each (1 byte: a parameter per bucket): the
+ * last layer's bucket starts early in backward, and the hooks of the
+ * layers before it drive it on (MPI_Test), so that it has finished before
+ * the wait after backward. Without those calls Open MPI moves no data
+ * outside MPI calls, and no bucket is ever done before the wait (early
+ * stays 0). Timing decides each step; over many steps some bucket is. */
+static void test_ddp_progress(tg_dist *d)
+{
+    enum { LAYERS = 8, MAX_STEPS = 60 };
+    tg_scope_begin();
+    tg_tensor *w[LAYERS];
+    tg_params ps;
+    tg_params_init(&ps);
+    for (int i = 0; i < LAYERS; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "w%d", i);
+        w[i] = param(TG_FLOAT64, 48, 48, 500 + (uint32_t)i);
+        tg_params_add(&ps, NULL, name, w[i]);
+    }
+    tg_ddp *p = tg_ddp_new(d, &ps, 1);
+    CHECK(p != NULL);
+    tg_ddp_stats st = {0};
+    for (int s = 0; p && s < MAX_STEPS; s++) {
+        tg_rng r;
+        tg_rng_seed(&r, 600 + (uint32_t)(s * size_ + rank_));
+        tg_tensor *h = tg_randn(&r, TG_FLOAT64, 2, (int64_t[]){256, 48});
+        for (int i = 0; i < LAYERS; i++) {
+            tg_tensor *n = tg_tanh(tg_matmul(h, w[i]));
+            tg_release(h);
+            h = n;
+        }
+        tg_tensor *loss = tg_sum_all(h);
+        tg_release(h);
+        CHECK(tg_ddp_backward(p, loss) == 0);
+        tg_release(loss);
+        tg_ddp_get_stats(p, &st);
+        CHECK(st.early >= 0 && st.early <= st.steps * LAYERS);
+        /* stop together: every rank's count known to every rank */
+        double e = (double)st.early;
+        CHECK(tg_dist_mean(d, &e, 1) == 0);
+        if (size_ == 1 || e > 0)
+            break;
+    }
+    if (size_ > 1) {
+        double e = (double)st.early;
+        CHECK(tg_dist_mean(d, &e, 1) == 0);
+        if (!(e > 0))
+            fprintf(stderr,
+                    "rank %d: no bucket finished during backward in "
+                    "%lld steps\n",
+                    rank_, (long long)st.steps);
+        CHECK(e > 0);
+    }
+    tg_ddp_free(p);
+    tg_params_free(&ps);
+    for (int i = 0; i < LAYERS; i++)
+        tg_release(w[i]);
+    tg_scope_end();
+}
+
 /* ---- joining through the program's communicator -------------------------- */
 
 static void test_from_comm(tg_dist *d)
@@ -642,6 +788,8 @@ int main(int argc, char **argv)
     test_mismatch(d);
     test_allreduce(d);
     test_ddp(d);
+    test_ddp_progress(d);
+    test_no_half_reduce(d);
     test_head(d);
     CHECK(tg_live_tensors() <= 0); /* all released (-1: no audit) */
     int rc = tg_dist_agree(d, failures ? -1 : 0);
