@@ -26,6 +26,8 @@
  * backward (tg_ddp_get_stats' wait_s, or the whole blocking
  * tg_dist_allreduce_grads call: with it the wait for a slower rank to
  * arrive); wait_share: the waits' sum over the steps' sum, in per cent.
+ * early (tg_ddp only): buckets per step whose all-reduce had finished
+ * before that wait, i.e. moved its data while backward ran.
  * backward_cpu_ms: the process's CPU time per step in backward (blocking
  * only; 0 with tg_ddp). cpu_ms: rank 0's CPU time per step (all its threads; with MPI its
  * polling while it waits too). The figures are rank 0's (the ranks meet every step, so their step
@@ -213,14 +215,14 @@ static int run(tg_dist *d, const options *o)
             "bench_dist model=%s ranks=%d threads=%s allreduce=%s "
             "bucket_kb=%d steps=%d median_ms=%.3f cpu_ms=%.3f steps_per_s=%.3f "
             "backward_ms=%.3f backward_cpu_ms=%.3f wait_ms=%.3f "
-            "wait_share=%.2f "
+            "wait_share=%.2f early=%.2f "
             "grad_bytes=%lld buckets=%lld params=%lld\n",
             o->model, tg_dist_size(d),
             getenv("OMP_NUM_THREADS") ? getenv("OMP_NUM_THREADS") : "?",
             o->overlap ? "overlap" : "blocking", o->bucket_kb, n, med, cpu_ms,
             1e3 / med, bw_ms, 1e3 * bw_cpu / n, wait_ms, 100 * wait / total,
-            (long long)bytes, (long long)buckets,
-            (long long)tg_params_numel(&b.ps));
+            (double)(s1.early - s0.early) / n, (long long)bytes,
+            (long long)buckets, (long long)tg_params_numel(&b.ps));
     }
     tg_ddp_free(ddp);
     bench_free(&b);

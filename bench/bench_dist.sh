@@ -5,7 +5,8 @@
 # (mpirun -np 2), the last with the all-reduce overlapped with backward
 # (tg_ddp_backward; buckets of 25 MiB and of 64 KiB) and blocking after it
 # (tg_dist_allreduce_grads); and the share of the step spent waiting for the
-# all-reduce. Each configuration
+# all-reduce, and (early/bkts) how many of a step's buckets had finished
+# their all-reduce before that wait. Each configuration
 # runs RUNS times (3; BENCH_QUICK=1: 1); the table gives the medians.
 #
 # Threads: OMP_NUM_THREADS (the library's pool, core/parallel.c) and
@@ -85,8 +86,9 @@ done
 
 echo "bench_dist: $runs runs of $steps steps each, medians; $(nproc) cores," \
     "$(uptime | sed 's/.*load average/load average/')"
-printf '%-5s %-9s %-16s %8s %9s %8s %12s %9s %7s\n' model "ranks x" \
-    allreduce steps/s ms/step cpu_ms backward_ms wait_ms "wait %"
+printf '%-5s %-9s %-16s %8s %9s %8s %12s %9s %7s %12s\n' model "ranks x" \
+    allreduce steps/s ms/step cpu_ms backward_ms wait_ms "wait %" \
+    "early/bkts"
 for f in "$tmp"/*; do
     label=${f##*/}
     awk -v label="$label" '
@@ -107,15 +109,16 @@ for f in "$tmp"/*; do
         END {
             split(label, p, ".")
             split("steps_per_s median_ms cpu_ms backward_ms wait_ms wait_share " \
-                  "backward_cpu_ms", keys)
-            for (k = 1; k <= 7; k++) {
+                  "backward_cpu_ms early", keys)
+            for (k = 1; k <= 8; k++) {
                 for (i = 1; i <= n; i++) a[i] = v[keys[k], i]
                 m[k] = med(a, n)
             }
             split(p[2], rt, "x")
-            printf "%-5s %-9s %-16s %8.2f %9.2f %8.2f %12.2f %9.2f %7.1f\n",
+            bk = p[3] ~ /^overlap/ ? sprintf("%.1f/%d", m[8], v["buckets", 1]) : "-"
+            printf "%-5s %-9s %-16s %8.2f %9.2f %8.2f %12.2f %9.2f %7.1f %12s\n",
                 p[1], rt[1] " x " rt[2], p[3] == "" ? "-" : p[3], m[1], m[2],
-                m[3], m[4], m[5], m[6]
+                m[3], m[4], m[5], m[6], bk
             if (p[2] == "1x1")
                 printf "%s: %s parameters, %s gradient bytes; backward %.3g " \
                     "ns of CPU time per gradient byte (1 thread; %.3g " \

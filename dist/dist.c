@@ -193,6 +193,16 @@ tg_dist *tg_dist_init(int *argc, char ***argv)
             tg__x_error("dist_init: MPI_Init_thread failed (error %d)", rc);
             return NULL;
         }
+        /* the library's own threads (the pool, OpenBLAS) run inside a
+         * call, but every MPI call comes from the thread that initialized
+         * MPI: FUNNELED is what that needs, and less is refused */
+        if (provided < MPI_THREAD_FUNNELED) {
+            tg__x_error("dist_init: MPI gives thread level %d, below "
+                        "MPI_THREAD_FUNNELED (%d) that the library needs",
+                        provided, MPI_THREAD_FUNNELED);
+            MPI_Finalize();
+            return NULL;
+        }
         mine = true;
     }
     tg_dist *d = from_comm(MPI_COMM_WORLD, mine);
@@ -444,36 +454,52 @@ int tg_dist_broadcast_params(tg_dist *d, const tg_params *ps)
 #ifdef TG_HAVE_MPI
     if (compare_params(d, op, ps) < 0)
         return -1;
-    size_t most = 0;
+    /* Rank 0 reads every parameter into one buffer, all agree that it
+     * could, the buffer goes out, and only then does any rank write: a
+     * failure anywhere changes no rank's parameters. The buffer starts as
+     * zeros, so its bytes are defined whatever rank 0 could read. */
+    size_t total = 0;
     for (int i = 0; i < ps->n; i++) {
         tg_tensor *t = ps->items[i].t;
-        size_t b = (size_t)tg_numel(t) * tg_dtype_size(tg_dtype_of(t));
-        most = b > most ? b : most;
+        total += (size_t)tg_numel(t) * tg_dtype_size(tg_dtype_of(t));
     }
-    unsigned char *buf = most ? tg__x_malloc(most) : NULL;
-    st = most && !buf ? -1 : 0;
+    unsigned char *buf = total ? tg__x_calloc(total, 1) : NULL;
+    st = total && !buf ? -1 : 0;
     if (st < 0)
-        tg__x_error("%s: out of memory for a buffer of %zu bytes", op, most);
-    if (tg_dist_agree(d, st) < 0)
+        tg__x_error("%s: out of memory for a buffer of %zu bytes", op, total);
+    size_t off = 0;
+    for (int i = 0; st == 0 && d->rank == 0 && i < ps->n; i++) {
+        tg_tensor *t = ps->items[i].t;
+        tg_dtype dt = tg_dtype_of(t);
+        size_t bytes = (size_t)tg_numel(t) * tg_dtype_size(dt);
+        if (bytes && tg_copy_out(t, dt, buf + off) < 0) {
+            st = -1; /* its error is set (a parameter released since the
+                        check); nothing is sent */
+            memset(buf + off, 0, bytes);
+        }
+        off += bytes;
+    }
+    if (tg_dist_agree(d, st) < 0) {
+        free(buf);
         return -1;
+    }
+    for (off = 0; off < total; off += INT_MAX) {
+        size_t n = total - off < INT_MAX ? total - off : INT_MAX;
+        int rc = MPI_Bcast(buf + off, (int)n, MPI_BYTE, 0, d->comm);
+        if (rc != MPI_SUCCESS) { /* nothing written yet */
+            free(buf);
+            return mpi_fail(op, "MPI_Bcast", rc);
+        }
+    }
+    /* every write checked at the start: these cannot fail */
+    off = 0;
     for (int i = 0; i < ps->n; i++) {
         tg_tensor *t = ps->items[i].t;
         tg_dtype dt = tg_dtype_of(t);
         size_t bytes = (size_t)tg_numel(t) * tg_dtype_size(dt);
-        if (bytes == 0)
-            continue;
-        if (d->rank == 0 && tg_copy_out(t, dt, buf) < 0)
-            st = -1; /* cannot happen for a checked tensor; zeros go out */
-        for (size_t off = 0; off < bytes; off += INT_MAX) {
-            size_t n = bytes - off < INT_MAX ? bytes - off : INT_MAX;
-            int rc = MPI_Bcast(buf + off, (int)n, MPI_BYTE, 0, d->comm);
-            if (rc != MPI_SUCCESS) {
-                free(buf);
-                return mpi_fail(op, "MPI_Bcast", rc);
-            }
-        }
-        if (d->rank != 0 && st == 0 && tg_copy_in(t, dt, buf) < 0)
+        if (bytes && d->rank != 0 && tg_copy_in(t, dt, buf + off) < 0)
             st = -1;
+        off += bytes;
     }
     free(buf);
     return tg_dist_agree(d, st);

@@ -772,9 +772,12 @@ typedef void (*tg_grad_hook)(tg_tensor *t, void *ctx);
  * contribution to t's gradient: tg_grad(t) then holds t's gradient after
  * this backward (what it had before plus this walk's; NULL if neither
  * gave it one), so hooks run in the order gradients become final, the
- * reverse of the order of use (a leaf used early gets its call late). A
- * leaf whose gradient the walk's entries never reach gets its call at the
- * walk's end; a walk that fails calls no more hooks, and its leaves'
+ * reverse of the order of use (a leaf used early gets its call late). The
+ * call comes once the walk has passed the last of its entries that lists
+ * t as an input, whether or not those entries passed t a gradient (an
+ * entry whose output got none): tg_grad(t) is then unchanged, possibly
+ * NULL. Every leaf an entry of the walk lists gets its call; a leaf no
+ * entry of the walk lists gets none. A walk that fails calls no more hooks, and its leaves'
  * gradients go back to what they were before it. What tg_grad(t) returns
  * inside the hook may be a tensor of the walk's (the same values); after
  * the walk it is the gradient t had before, added into in place, as

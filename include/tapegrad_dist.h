@@ -87,7 +87,10 @@ int tg_dist_check_params(tg_dist *d, const tg_params *ps);
  * rank 0 to the others (in place, through the in-place guards: refused
  * while a tape entry holds one). Use it after building the model, and
  * after loading a checkpoint on rank 0 (pass tg_optim_state's list too, so
- * the optimizer's moments and steps follow). 0 or -1. */
+ * the optimizer's moments and steps follow). Rank 0 reads them all into
+ * one buffer (as many bytes as the parameters), and no rank writes until
+ * every rank has agreed that the read and the checks succeeded: after a
+ * failure every rank's parameters are as they were. 0 or -1. */
 int tg_dist_broadcast_params(tg_dist *d, const tg_params *ps);
 
 /** Collective: sums the n doubles in v over the ranks and divides by the
@@ -99,8 +102,19 @@ int tg_dist_mean(tg_dist *d, double *v, int n);
  * parameter, then all-reduces them (MPI_Allreduce, sum, then divides by the
  * world size), float32 and float64. A parameter without a gradient on
  * every rank is left without one; on some ranks only, its gradient counts
- * as zero there. The teaching version of tg_ddp_backward, and its
- * reference in the tests. 0 or -1. */
+ * as zero there (it gets a gradient of zeros before the sum). Every step
+ * that can fail (those gradients of zeros, each gradient's write check,
+ * reading them all into one buffer as large as the gradients) comes before
+ * one agree, and the writes after it cannot fail: after a failure no
+ * gradient is reduced (each is as backward left it, or zeros where it had
+ * none). The teaching version of tg_ddp_backward, and its reference in the
+ * tests. 0 or -1.
+ *
+ * Dividing by the world size gives the mean over the global batch only
+ * when every rank holds as many rows (each rank's loss a mean over its
+ * own). tg_dist_shard's shards are unequal when n % size != 0: then scale
+ * each rank's loss by its rows * size / n first (examples/tiny_gpt refuses
+ * such a batch instead). The same holds for tg_ddp_backward. */
 int tg_dist_allreduce_grads(tg_dist *d, const tg_params *ps);
 
 /** The half-open range [*begin, *end) of n items that is this rank's
@@ -147,8 +161,14 @@ void tg_ddp_free(tg_ddp *p);
  * forward failed, with its error), runs tg_backward(loss) while the buckets
  * all-reduce, then waits for them and leaves every parameter's gradient
  * the mean over the ranks. Gradients the backward did not reach count as
- * zero. Same status on every rank; after a failure no gradient is half
- * reduced (they are as backward left them, or as before it). */
+ * zero. Same status on every rank; after a failure no gradient is
+ * reduced, not one (they are as backward left them, or as before it if
+ * backward failed before reaching them; zeros where some other rank had a
+ * gradient and this one had none): every step that can fail is agreed on
+ * before the first write. While backward runs, each hook also tests the
+ * buckets started before (MPI_Test), which is what moves their data: Open
+ * MPI advances a nonblocking collective only inside MPI calls. The mean is
+ * exact for equal shards (see tg_dist_allreduce_grads). */
 int tg_ddp_backward(tg_ddp *p, tg_tensor *loss);
 
 /** What the all-reduce cost so far, for the benchmark. */
