@@ -1382,8 +1382,8 @@ void tg_tape_dot(FILE *f)
     for (tg_node *e = head; e; e = e->next) {
         size_t k = entry_number(&nb, e->seq);
         char shp[TG_SHAPE_STR];
-        fprintf(f, "  e%zu [shape=box, style=rounded, label=\"#%zu %s", k, k,
-                e->op->name);
+        fprintf(f, "  e%zu [shape=box, style=rounded, label=\"#%zu ", k, k);
+        dot_name(f, e->op->name);
         fputs("\\n", f);
         dot_name(f, out_name(e));
         fprintf(f, "%s%s", out_name(e)[0] ? " " : "", out_shape(e, shp));

@@ -534,15 +534,18 @@ START_TEST(tape_shows_gradient_zeros)
 }
 END_TEST
 
+static tg_tensor *scale_at_odd_path(tg_tensor *x);
+
 /* A name with a quote and a backslash cannot end a DOT string: tg_tape_dot
- * escapes it, and Graphviz draws the tape (no tg-missing line). */
+ * escapes it, and the call site's path too (scale_at_odd_path's file is
+ * dir"q\uote.c), and Graphviz draws the tape (no tg-missing line). */
 START_TEST(tape_names_are_escaped_for_dot)
 {
     tg_scope_begin();
     tg_tensor *x = tg_ones(TG_FLOAT64, TG_SHAPE(2));
     tg_set_requires_grad(x, true);
     tg_set_name(x, "a\"b\\");
-    tg_tensor *y = tg_scale(x, 3);
+    tg_tensor *y = scale_at_odd_path(x);
     tg_set_name(y, "y\"");
     char *text = NULL;
     size_t len = 0;
@@ -551,6 +554,7 @@ START_TEST(tape_names_are_escaped_for_dot)
     fclose(f);
     ck_assert_msg(strstr(text, "label=\"a\\\"b\\\\\\n(2,)\""), "%s", text);
     ck_assert_msg(strstr(text, "\\ny\\\" (2,)"), "%s", text);
+    ck_assert_msg(strstr(text, "\\ndir\\\"q\\\\uote.c:1\""), "%s", text);
     free(text);
     tg_report *r = tg_report_new("names");
     ck_assert_int_eq(tg_report_tape(r, "tape"), 1);
@@ -563,6 +567,76 @@ START_TEST(tape_names_are_escaped_for_dot)
         ck_assert_ptr_null(strstr(page, "<p class=\"tg-missing\">"));
         ck_assert_ptr_nonnull(strstr(page, "<title>a&quot;b\\\n(2,)</title>"));
     }
+    free(page);
+}
+END_TEST
+
+/* The JSON object of node id in the page's data, in a new string. */
+static char *node_json(const char *page, const char *id)
+{
+    char key[64];
+    snprintf(key, sizeof key, "{\"id\":\"%s\",", id);
+    const char *start = strstr(page, key);
+    ck_assert_msg(start != NULL, "no node %s in the data", id);
+    const char *end = strchr(start, '}');
+    ck_assert_ptr_nonnull(end);
+    char *s = strndup(start, (size_t)(end - start) + 1);
+    ck_assert_ptr_nonnull(s);
+    return s;
+}
+
+/* Names cannot fake the page's statistics or hide a node: an output named
+ * "zeros 5/6 |grad| 99" keeps its own |grad| (sqrt 6, no zeros), a leaf
+ * named "|grad| 7" gets none, and a leaf named "q->k" (a "->" inside a
+ * node's line) is still one of the nodes. */
+START_TEST(tape_names_cannot_fake_statistics)
+{
+    tg_scope_begin();
+    bool was = tg_tape_keep_record(true);
+    tg_tensor *x = tg_ones(TG_FLOAT64, TG_SHAPE(2, 3));
+    tg_tensor *w = tg_full(TG_FLOAT64, TG_SHAPE(2, 3), 2);
+    tg_set_requires_grad(x, true);
+    tg_set_requires_grad(w, true);
+    tg_set_name(x, "q->k");
+    tg_set_name(w, "|grad| 7");
+    tg_tensor *y = tg_relu(tg_mul(x, w));
+    tg_set_name(y, "zeros 5/6 |grad| 99");
+    tg_retain_grad(y);
+    ck_assert_int_eq(tg_backward(tg_sum_all(y)), 0);
+    double gy[6], norm = 0;
+    tg_copy_out(tg_grad(y), TG_FLOAT64, gy);
+    for (int i = 0; i < 6; i++)
+        norm += gy[i] * gy[i];
+    norm = sqrt(norm);
+    tg_report *r = tg_report_new("names");
+    ck_assert_int_eq(tg_report_tape(r, "tape"), 1);
+    const char *path = tmp_path("fake.html");
+    ck_assert_int_eq(tg_report_write(r, path), 0);
+    tg_report_free(r);
+    tg_tape_keep_record(was);
+    tg_scope_end();
+
+    char *page = slurp(path, NULL);
+    /* entries mul, relu, sum; leaves x, w: one node each */
+    ck_assert_int_eq(count(page, "{\"id\":\"e"), 3);
+    ck_assert_int_eq(count(page, "{\"id\":\"t"), 2);
+    char *t1 = node_json(page, "t1"), *t2 = node_json(page, "t2"),
+         *e2 = node_json(page, "e2");
+    ck_assert_msg(strstr(t1, "\"text\":\"q-\\u003ek\\u000a(2,3)\""), "%s", t1);
+    ck_assert_msg(!strstr(t2, "\"grad\":"), "%s", t2);
+    ck_assert_msg(strstr(e2, "zeros 5/6 |grad| 99"), "%s", e2);
+    const char *g = strstr(e2, "\"grad\":");
+    ck_assert_msg(g != NULL, "%s", e2);
+    double shown = strtod(g + 7, NULL);
+    ck_assert_msg(fabs(shown - norm) < 0.005 * norm, "|grad| %g, not %g", shown,
+                  norm);
+    ck_assert_msg(!strstr(e2, "\"zeros\":"), "%s", e2);
+    ck_assert_ptr_null(strstr(page, "class=\"tg-zeros\""));
+    if (!getenv("TG_NO_DOT") && access("/usr/bin/dot", X_OK) == 0)
+        ck_assert_ptr_nonnull(strstr(page, "<title>q-&gt;k\n(2,3)</title>"));
+    free(t1);
+    free(t2);
+    free(e2);
     free(page);
 }
 END_TEST
@@ -661,8 +735,14 @@ Suite *report_suite(void)
     tcase_add_test(tc, page_says_what_is_missing);
     tcase_add_test(tc, tape_shows_gradient_zeros);
     tcase_add_test(tc, tape_names_are_escaped_for_dot);
+    tcase_add_test(tc, tape_names_cannot_fake_statistics);
     tcase_add_test(tc, empty_tape_says_so);
     tcase_add_test(tc, out_of_memory_fails_cleanly);
     suite_add_tcase(s, tc);
     return s;
 }
+
+/* Last in the file: from here on __FILE__ holds a quote and a backslash,
+ * the call site tape_names_are_escaped_for_dot puts on the tape. */
+#line 1 "dir\"q\\uote.c"
+static tg_tensor *scale_at_odd_path(tg_tensor *x) { return tg_scale(x, 3); }
