@@ -28,6 +28,7 @@
 
 #include <errno.h>
 #include <locale.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -397,6 +398,40 @@ static void matrix_free(matrix *m)
 /* Reads m (and mask, of m's shape) into x, block means beyond MAX_CELLS a
  * side: a block's value is the mean of its unmasked cells, masked when all
  * are. square: m must be (T,T). */
+/* The mean of the unmasked v[a*C + c], a in [a0,a1), c in [c0,c1); 0 with
+ * *none set when all are masked (none is written only when mk is given).
+ * The plain sum can overflow for finite elements (16 of 1e308): then the
+ * mean is summed as sum(v / n), each term at most DBL_MAX / n. */
+static double block_mean(const double *v, const double *mk, int64_t C,
+                         int64_t a0, int64_t a1, int64_t c0, int64_t c1,
+                         unsigned char *none)
+{
+    double sum = 0;
+    int64_t n = 0;
+    bool finite = true;
+    for (int64_t a = a0; a < a1; a++)
+        for (int64_t c = c0; c < c1; c++) {
+            if (mk && mk[a * C + c] != 0)
+                continue;
+            sum += v[a * C + c];
+            finite = finite && isfinite(v[a * C + c]);
+            n++;
+        }
+    if (mk)
+        *none = n == 0;
+    if (n == 0)
+        return 0;
+    if (finite && !isfinite(sum)) {
+        sum = 0;
+        for (int64_t a = a0; a < a1; a++)
+            for (int64_t c = c0; c < c1; c++)
+                if (!(mk && mk[a * C + c] != 0))
+                    sum += v[a * C + c] / (double)n;
+        return sum;
+    }
+    return sum / (double)n;
+}
+
 static bool read_matrix(const char *op, const tg_tensor *m,
                         const tg_tensor *mask, bool square, matrix *x)
 {
@@ -436,7 +471,7 @@ static bool read_matrix(const char *op, const tg_tensor *m,
     x->fc = (C + MAX_CELLS - 1) / MAX_CELLS;
     x->rows = (R + x->fr - 1) / x->fr;
     x->cols = (C + x->fc - 1) / x->fc;
-    x->single = tg_dtype_of(m) == TG_FLOAT32 || x->fr > 1 || x->fc > 1;
+    x->single = tg_dtype_of(m) == TG_FLOAT32;
     x->v = tg__malloc(sizeof(double) * (size_t)(x->rows * x->cols));
     x->mask = mk ? tg__calloc((size_t)(x->rows * x->cols), 1) : NULL;
     if (!x->v || (mk && !x->mask)) {
@@ -448,22 +483,29 @@ static bool read_matrix(const char *op, const tg_tensor *m,
     }
     for (int64_t i = 0; i < x->rows; i++)
         for (int64_t j = 0; j < x->cols; j++) {
-            double sum = 0;
-            int64_t n = 0;
-            for (int64_t a = i * x->fr; a < (i + 1) * x->fr && a < R; a++)
-                for (int64_t c = j * x->fc; c < (j + 1) * x->fc && c < C; c++) {
-                    if (mk && mk[a * C + c] != 0)
-                        continue;
-                    sum += v[a * C + c];
-                    n++;
-                }
             int64_t k = i * x->cols + j;
-            if (x->fr == 1 && x->fc == 1)
+            if (x->fr == 1 && x->fc == 1) {
                 x->v[k] = v[i * C + j]; /* exact, masked or not */
-            else /* a float32's digits are enough for a block's mean */
-                x->v[k] = n ? (double)(float)(sum / (double)n) : 0;
-            if (mk)
-                x->mask[k] = n == 0;
+                if (mk)
+                    x->mask[k] = mk[i * C + j] != 0;
+                continue;
+            }
+            double mean = block_mean(
+                v, mk, C, i * x->fr,
+                i * x->fr + x->fr < R ? i * x->fr + x->fr : R, j * x->fc,
+                j * x->fc + x->fc < C ? j * x->fc + x->fc : C,
+                mk ? &x->mask[k] : NULL);
+            /* a float32's digits are enough for a block's mean: a float32
+             * input's mean rounded to float, a float64's to 9 significant
+             * digits (in double: a 1e300 or 1e-300 block stays itself) */
+            if (tg_dtype_of(m) == TG_FLOAT32)
+                x->v[k] = (double)(float)mean;
+            else if (isfinite(mean)) {
+                char text[32];
+                snprintf(text, sizeof text, "%.9g", mean);
+                x->v[k] = strtod(text, NULL);
+            } else
+                x->v[k] = mean;
         }
     free(v);
     free(mk);
@@ -1037,6 +1079,9 @@ int tg_report_attention(tg_report *r, const char *title,
     double lo = fmin(0.01, temperature / 10), hi = fmax(10, temperature * 10);
     if (smax - smin > hi)
         hi = ceil(smax - smin);
+    /* scores spanning +-DBL_MAX, or a temperature above DBL_MAX / 10, give
+     * inf: the attribute needs a number, the largest finite one serves */
+    hi = fmin(hi, DBL_MAX);
     rbuf sec = {0};
     open_section(&sec, n, "attention", title);
     tg__rb_puts(&sec, "<p class=\"tg-hint\">Hover a cell for its weight; "

@@ -10,6 +10,7 @@
 #include "core/error.h" /* tg__alloc_fail_at: the fault injection */
 
 #include <dirent.h>
+#include <float.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -328,6 +329,72 @@ START_TEST(large_matrix_is_downsampled_with_a_note)
     ck_assert_float_eq((float)first, (float)(want / 16));
     free(page);
     tg_scope_end();
+}
+END_TEST
+
+/* A float64 matrix's block means stay double: blocks of 1e300, 1e-300
+ * and DBL_MAX (whose plain sum overflows) come out finite and themselves
+ * to 9 digits, not inf or 0 as through float. */
+START_TEST(float64_block_means_keep_their_range)
+{
+    tg_scope_begin();
+    enum { N = 500 }; /* drawn as 250 x 250 blocks of 2 x 2 */
+    double *v = calloc((size_t)N * N, sizeof *v);
+    ck_assert_ptr_nonnull(v);
+    const double big[3] = {1e300, 1e-300, DBL_MAX};
+    for (int b = 0; b < 3; b++)
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 2; j++)
+                v[i * N + 2 * b + j] = big[b];
+    tg_tensor *m = tg_from_f64(2, (int64_t[]){N, N}, v);
+    free(v);
+    tg_report *r = tg_report_new("range");
+    ck_assert_int_eq(tg_report_heatmap(r, "range", m, NULL, NULL, NULL), 1);
+    const char *path = tmp_path("range.html");
+    ck_assert_int_eq(tg_report_write(r, path), 0);
+    tg_report_free(r);
+    tg_scope_end();
+    char *page = slurp(path, NULL);
+    ck_assert_ptr_nonnull(strstr(page, "\"rows\":250,\"cols\":250"));
+    double got[4];
+    ck_assert_int_eq(json_numbers(page, "v", got, 4), 4);
+    for (int b = 0; b < 3; b++)
+        ck_assert_msg(isfinite(got[b]) &&
+                          fabs(got[b] - big[b]) <= 1e-8 * big[b],
+                      "block %d: %g, not %g", b, got[b], big[b]);
+    ck_assert(got[3] == 0);
+    free(page);
+}
+END_TEST
+
+/* The temperature slider's bounds are numbers even where the spread
+ * overflows: scores spanning +-DBL_MAX and a temperature of 1e308 give
+ * max = DBL_MAX, never "inf" in the attribute. */
+START_TEST(attention_slider_bound_is_finite)
+{
+    tg_scope_begin();
+    double s[4] = {-DBL_MAX, DBL_MAX, 0, 1};
+    tg_tensor *m = tg_from_f64(2, (int64_t[]){2, 2}, s);
+    tg_report *r = tg_report_new("slider");
+    ck_assert_int_eq(tg_report_attention(r, "spread", m, NULL, NULL, 1), 1);
+    ck_assert_int_eq(tg_report_attention(r, "hot", m, NULL, NULL, 1e308), 2);
+    const char *path = tmp_path("slider.html");
+    ck_assert_int_eq(tg_report_write(r, path), 0);
+    tg_report_free(r);
+    tg_scope_end();
+    char *page = slurp(path, NULL);
+    ck_assert_ptr_null(strstr(page, "inf\"\""));
+    ck_assert_int_eq(count(page, "class=\"tg-temperature\""), 2);
+    for (const char *p = page; (p = strstr(p, "class=\"tg-temperature\""));
+         p++) {
+        const char *mx = strstr(p, " max=\"");
+        ck_assert_ptr_nonnull(mx);
+        char *end;
+        double hi = strtod(mx + 6, &end);
+        ck_assert_msg(end != mx + 6 && *end == '"' && hi == DBL_MAX,
+                      "max=%.30s", mx + 6);
+    }
+    free(page);
 }
 END_TEST
 
@@ -730,6 +797,8 @@ Suite *report_suite(void)
     tcase_add_test(tc, failed_call_adds_nothing);
     tcase_add_test(tc, heatmap_data_are_the_tensors_values);
     tcase_add_test(tc, large_matrix_is_downsampled_with_a_note);
+    tcase_add_test(tc, float64_block_means_keep_their_range);
+    tcase_add_test(tc, attention_slider_bound_is_finite);
     tcase_add_test(tc, labels_and_titles_are_escaped);
     tcase_add_test(tc, failed_write_leaves_the_old_page);
     tcase_add_test(tc, page_says_what_is_missing);
