@@ -873,6 +873,52 @@ int tg_report_heatmap(tg_report *r, const char *title, const tg_tensor *m,
     return add_section(op, r, &sec, js);
 }
 
+/* A line chart keeps at most about MAX_POINTS points a series (a million
+ * would write tens of MB three times over: gnuplot's data, its canvas
+ * script, the JSON). Beyond that the series is cut into runs of k points
+ * and each run keeps its lowest and highest finite y (a spike survives,
+ * which every k-th point would miss), in x order. */
+enum { MAX_POINTS = 20000 };
+
+/* The kept indices of s (the caller frees them), their count in *m; NULL
+ * when s is kept whole (*m = s->n) or out of memory (*m = -1). */
+static int64_t *thin_series(const tg_series *s, int64_t *m, int64_t *run)
+{
+    *m = s->n;
+    *run = 1;
+    if (s->n <= MAX_POINTS)
+        return NULL;
+    int64_t k = (s->n + MAX_POINTS / 2 - 1) / (MAX_POINTS / 2);
+    int64_t *idx = tg__malloc(sizeof *idx * (size_t)(2 * (s->n / k + 1)));
+    if (!idx) {
+        *m = -1;
+        return NULL;
+    }
+    int64_t n = 0;
+    for (int64_t a = 0; a < s->n; a += k) {
+        int64_t lo = -1, hi = -1;
+        for (int64_t j = a; j < a + k && j < s->n; j++) {
+            if (!isfinite(s->y[j]))
+                continue;
+            if (lo < 0 || s->y[j] < s->y[lo])
+                lo = j;
+            if (hi < 0 || s->y[j] > s->y[hi])
+                hi = j;
+        }
+        if (lo < 0) /* none finite: the run's first, as it is */
+            idx[n++] = a;
+        else if (lo == hi)
+            idx[n++] = lo;
+        else {
+            idx[n++] = lo < hi ? lo : hi;
+            idx[n++] = lo < hi ? hi : lo;
+        }
+    }
+    *m = n;
+    *run = k;
+    return idx;
+}
+
 int tg_report_lines(tg_report *r, const char *title, const tg_series *s, int n,
                     const char *xlabel, const char *ylabel, bool logy)
 {
@@ -897,6 +943,25 @@ int tg_report_lines(tg_report *r, const char *title, const tg_series *s, int n,
                 return -1;
             }
     }
+    int64_t **keep = tg__calloc((size_t)n, sizeof *keep);
+    int64_t *kept = tg__calloc((size_t)n, sizeof *kept),
+            *run = tg__calloc((size_t)n, sizeof *run);
+    bool oom = !keep || !kept || !run;
+    for (int i = 0; !oom && i < n; i++) {
+        keep[i] = thin_series(&s[i], &kept[i], &run[i]);
+        oom = kept[i] < 0;
+    }
+    if (oom) {
+        for (int i = 0; keep && i < n; i++)
+            free(keep[i]);
+        free(keep);
+        free(kept);
+        free(run);
+        tg__error("%s: out of memory for %d series", op, n);
+        return -1;
+    }
+/* series i's q-th kept point's index */
+#define AT(i, q) (keep[i] ? keep[i][q] : (q))
     tg__c_numbers c = tg__c_numbers_begin();
     int num = r->n + 1;
     rbuf body = {0};
@@ -915,7 +980,8 @@ int tg_report_lines(tg_report *r, const char *title, const tg_series *s, int n,
     }
     for (int i = 0; i < n; i++) {
         tg__rb_printf(&body, "$s%d << EOD\n", i);
-        for (int64_t k = 0; k < s[i].n; k++) {
+        for (int64_t q = 0; q < kept[i]; q++) {
+            int64_t k = AT(i, q);
             double xv = s[i].x ? s[i].x[k] : (double)k;
             if (isfinite(xv) && isfinite(s[i].y[k]))
                 tg__rb_printf(&body, "%.17g %.17g\n", xv, s[i].y[k]);
@@ -938,6 +1004,16 @@ int tg_report_lines(tg_report *r, const char *title, const tg_series *s, int n,
     char *js =
         script ? gnuplot_figure(r, num, script, 640, 400, &sec, &data) : NULL;
     free(script);
+    for (int i = 0; i < n; i++)
+        if (keep[i]) {
+            tg__rb_printf(&sec, "<p class=\"tg-note\">Series %d (", i + 1);
+            tg__rb_html(&sec, s[i].label ? s[i].label : "");
+            tg__rb_printf(&sec,
+                          ") thinned from %lld to %lld points: the lowest "
+                          "and highest y of each run of %lld.</p>\n",
+                          (long long)s[i].n, (long long)kept[i],
+                          (long long)run[i]);
+        }
     tg__rb_puts(&sec, "<div class=\"tg-readout\"></div>\n");
     data_open(&sec);
     tg__rb_puts(&sec, "{");
@@ -947,22 +1023,29 @@ int tg_report_lines(tg_report *r, const char *title, const tg_series *s, int n,
         tg__rb_puts(&sec, i ? ",{\"label\":" : "{\"label\":");
         tg__rb_json(&sec, s[i].label ? s[i].label : "");
         tg__rb_puts(&sec, ",\"x\":[");
-        for (int64_t k = 0; k < s[i].n; k++) {
-            if (k)
+        for (int64_t q = 0; q < kept[i]; q++) {
+            int64_t k = AT(i, q);
+            if (q)
                 tg__rb_putn(&sec, ",", 1);
             tg__rb_num(&sec, s[i].x ? s[i].x[k] : (double)k, false);
         }
         tg__rb_puts(&sec, "],\"y\":[");
-        for (int64_t k = 0; k < s[i].n; k++) {
-            if (k)
+        for (int64_t q = 0; q < kept[i]; q++) {
+            if (q)
                 tg__rb_putn(&sec, ",", 1);
-            tg__rb_num(&sec, s[i].y[k], false);
+            tg__rb_num(&sec, s[i].y[AT(i, q)], false);
         }
         tg__rb_puts(&sec, "]}");
     }
+#undef AT
     tg__rb_puts(&sec, "]}");
     data_close_section(&sec);
     free(data.p);
+    for (int i = 0; i < n; i++)
+        free(keep[i]);
+    free(keep);
+    free(kept);
+    free(run);
     if (data.oom)
         sec.oom = true;
     tg__c_numbers_end(c);

@@ -398,6 +398,59 @@ START_TEST(attention_slider_bound_is_finite)
 }
 END_TEST
 
+/* A line chart of 200000 points is thinned to at most 20000 (each run's
+ * lowest and highest y: the one spike survives), with a note naming the
+ * series; the page stays small (unthinned it is about 10 MB). A short
+ * series beside it is kept whole. */
+START_TEST(long_series_is_thinned_with_a_note)
+{
+    enum { N = 200000 };
+    double *y = malloc(sizeof *y * N);
+    ck_assert_ptr_nonnull(y);
+    for (int k = 0; k < N; k++)
+        y[k] = 1 + sin(k * 1e-3);
+    y[123457] = 1000; /* the spike */
+    double short_y[3] = {1, 2, 3};
+    tg_series s[2] = {{.y = y, .n = N, .label = "loss<"},
+                      {.y = short_y, .n = 3, .label = "three"}};
+    tg_report *r = tg_report_new("long");
+    ck_assert_int_eq(tg_report_lines(r, "long", s, 2, "step", "loss", false),
+                     1);
+    const char *path = tmp_path("long.html");
+    ck_assert_int_eq(tg_report_write(r, path), 0);
+    tg_report_free(r);
+    long len;
+    char *page = slurp(path, &len);
+    ck_assert_msg(len < 3000000, "page of %ld bytes", len);
+    ck_assert_msg(strstr(page, "<p class=\"tg-note\">Series 1 (loss&lt;) "
+                               "thinned from 200000 to "),
+                  "no note");
+    ck_assert_int_eq(count(page, "thinned from"), 1);
+    double *got = malloc(sizeof *got * N);
+    int64_t m = json_numbers(page, "y", got, N);
+    ck_assert_msg(m > 1000 && m <= 20002, "%lld points kept", (long long)m);
+    double top = 0;
+    for (int64_t k = 0; k < m; k++)
+        top = fmax(top, got[k]);
+    ck_assert(top == 1000);
+    /* the kept x are indices in order, each y its own */
+    double *xs = malloc(sizeof *xs * N);
+    ck_assert_int_eq(json_numbers(page, "x", xs, N), m);
+    for (int64_t k = 0; k < m; k++) {
+        ck_assert(k == 0 || xs[k] > xs[k - 1]);
+        ck_assert(got[k] == y[(int64_t)xs[k]]);
+    }
+    /* the second series whole */
+    const char *second = strstr(page, "{\"label\":\"three\"");
+    ck_assert_ptr_nonnull(second);
+    ck_assert_int_eq(json_numbers(second, "y", got, 10), 3);
+    free(xs);
+    free(got);
+    free(page);
+    free(y);
+}
+END_TEST
+
 /* ---- escaping ------------------------------------------------------------ */
 
 START_TEST(labels_and_titles_are_escaped)
@@ -799,6 +852,7 @@ Suite *report_suite(void)
     tcase_add_test(tc, large_matrix_is_downsampled_with_a_note);
     tcase_add_test(tc, float64_block_means_keep_their_range);
     tcase_add_test(tc, attention_slider_bound_is_finite);
+    tcase_add_test(tc, long_series_is_thinned_with_a_note);
     tcase_add_test(tc, labels_and_titles_are_escaped);
     tcase_add_test(tc, failed_write_leaves_the_old_page);
     tcase_add_test(tc, page_says_what_is_missing);
