@@ -556,17 +556,20 @@ static void downsample_note(rbuf *b, const matrix *x)
 /* gnuplot figures                                                        */
 /* ===================================================================== */
 
-/* Text for gnuplot (titles, tick labels, keys): printable ASCII without
- * double quotes, backslashes or markup (a single quote doubled, as gnuplot
- * reads it), so that neither gnuplot's strings nor the JavaScript it writes
- * (in double quotes) can be broken by it. The page shows the exact text
- * elsewhere (headings and readouts, escaped). */
+/* Text for gnuplot (titles, tick labels, keys): printable ASCII, a
+ * single quote doubled as gnuplot's single-quoted strings read it (a
+ * backslash there is itself). The terminal is noenhanced, so & ^ _ @ ~ { }
+ * are characters, not markup (enhanced text drew "a&b" as "a" and lost
+ * the rest); the canvas terminal writes the text into its JavaScript in
+ * double quotes with " and \ escaped, and run_gnuplot makes "</" and "<!--"
+ * inert there. Control characters become spaces and other bytes '?'. The
+ * page shows the exact text elsewhere (headings and readouts, escaped). */
 static void gp_text(rbuf *b, const char *s, size_t most)
 {
     tg__rb_putn(b, "'", 1);
     for (size_t i = 0; s && s[i] && i < most; i++) {
         unsigned char c = (unsigned char)s[i];
-        if (c < 0x20 || c >= 0x7f || strchr("\"\\<>&`{}^_@~", c))
+        if (c < 0x20 || c >= 0x7f)
             c = c >= 0x80 ? '?' : ' ';
         tg__rb_puts(b, c == '\'' ? "''" : (char[2]){(char)c, 0});
     }
@@ -666,10 +669,13 @@ static char *run_gnuplot(const rtool *gp, const char *dir, const char *script,
         snprintf(why, cap, "out of memory");
         return NULL;
     }
-    /* "</" cannot close the script element it goes into */
+    /* "</" cannot close the script element it goes into, and "<!--"
+     * cannot start the HTML parser's escaped script state (where a
+     * "<script" would make the next "</script>" not close it): both occur
+     * only inside the strings of labels, where "\/" is "/" and "\!" is "!" */
     rbuf safe = {0};
     for (const char *q = text; *q; q++) {
-        if (q[0] == '<' && q[1] == '/')
+        if (q[0] == '<' && (q[1] == '/' || !strncmp(q + 1, "!--", 3)))
             tg__rb_puts(&safe, "<\\");
         else
             tg__rb_putn(&safe, q, 1);
@@ -702,7 +708,7 @@ static char *gnuplot_figure(tg_report *r, int n, const char *body, int width,
             gp_path(&script, dir);
             tg__rb_printf(&script,
                           "\nset terminal canvas name 'tgfig%d' size %d,%d "
-                          "font 'sans,10'\nset output 'fig.js'\n",
+                          "font 'sans,10' noenhanced\nset output 'fig.js'\n",
                           n, width, height);
             tg__rb_puts(&script, body);
             char *s = tg__rb_take(&script);

@@ -475,7 +475,10 @@ START_TEST(labels_and_titles_are_escaped)
     tg_report_free(r);
     char *page = slurp(path, NULL);
     ck_assert_ptr_null(strstr(page, evil));
-    ck_assert_ptr_null(strstr(page, "<b>"));
+    /* "<b>" only inside gnuplot's JavaScript strings (its tick labels and
+     * keys, drawn as text on the canvas), with "</" made "<\/" */
+    ck_assert_int_eq(count(page, "<b>"),
+                     count(page, "\"<b>&\\\"'<\\/script>\")"));
     ck_assert_ptr_nonnull(
         strstr(page, "<h1>&lt;b&gt;&amp;&quot;&#39;&lt;/script&gt;</h1>"));
     /* in the JSON: no "</" and no '<' at all */
@@ -485,6 +488,38 @@ START_TEST(labels_and_titles_are_escaped)
     ck_assert_int_eq(count(page, "</script>"), count(page, "<script"));
     free(page);
     tg_scope_end();
+}
+END_TEST
+
+/* gnuplot draws labels as given: tick labels, key and axis titles keep
+ * < > & " ' \ and gnuplot's markup characters (the canvas terminal is
+ * noenhanced; before, "a<b" showed as "a b" and "&" cut the text), written
+ * as JavaScript strings ("<!--" and "</" made inert). */
+START_TEST(gnuplot_labels_keep_their_characters)
+{
+    if (getenv("TG_NO_GNUPLOT") || access("/usr/bin/gnuplot", X_OK) != 0)
+        return;
+    tg_scope_begin();
+    tg_tensor *m = tg_ones(TG_FLOAT32, TG_SHAPE(2, 2));
+    const char *labels[2] = {"a<b", "x&y \"q\" 'z' \\ ^_@~{}"};
+    tg_report *r = tg_report_new("ticks");
+    ck_assert_int_eq(tg_report_heatmap(r, "ticks", m, NULL, labels, labels), 1);
+    double y[2] = {1, 2};
+    tg_series s = {"<!--<script>", NULL, y, 2};
+    ck_assert_int_eq(tg_report_lines(r, "key", &s, 1, "t<1", "l&2", false), 2);
+    const char *path = tmp_path("ticks.html");
+    ck_assert_int_eq(tg_report_write(r, path), 0);
+    tg_report_free(r);
+    tg_scope_end();
+    char *page = slurp(path, NULL);
+    ck_assert_ptr_nonnull(strstr(page, "tg-gnuplot\""));
+    ck_assert_ptr_nonnull(strstr(page, ",\"a<b\");"));
+    ck_assert_ptr_nonnull(strstr(page, ",\"x&y \\\"q\\\" 'z' \\\\ ^_@~{}\");"));
+    ck_assert_ptr_nonnull(strstr(page, ",\"t<1\");"));
+    ck_assert_ptr_nonnull(strstr(page, ",\"l&2\");"));
+    ck_assert_ptr_nonnull(strstr(page, ",\"<\\!--<script>\");"));
+    ck_assert_ptr_null(strstr(page, "<!--"));
+    free(page);
 }
 END_TEST
 
@@ -854,6 +889,7 @@ Suite *report_suite(void)
     tcase_add_test(tc, attention_slider_bound_is_finite);
     tcase_add_test(tc, long_series_is_thinned_with_a_note);
     tcase_add_test(tc, labels_and_titles_are_escaped);
+    tcase_add_test(tc, gnuplot_labels_keep_their_characters);
     tcase_add_test(tc, failed_write_leaves_the_old_page);
     tcase_add_test(tc, page_says_what_is_missing);
     tcase_add_test(tc, tape_shows_gradient_zeros);
