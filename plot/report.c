@@ -556,24 +556,27 @@ static void downsample_note(rbuf *b, const matrix *x)
 /* gnuplot figures                                                        */
 /* ===================================================================== */
 
-/* Text for gnuplot (titles, tick labels, keys): printable ASCII, a
- * single quote doubled as gnuplot's single-quoted strings read it (a
- * backslash there is itself). The terminal is noenhanced, so & ^ _ @ ~ { }
- * are characters, not markup (enhanced text drew "a&b" as "a" and lost
- * the rest); the canvas terminal writes the text into its JavaScript in
- * double quotes with " and \ escaped, and run_gnuplot makes "</" and "<!--"
- * inert there. Control characters become spaces and other bytes '?'. The
- * page shows the exact text elsewhere (headings and readouts, escaped). */
+/* Text for gnuplot (titles, tick labels, keys): printable ASCII in a
+ * double-quoted string, " and \ escaped (gnuplot's single-quoted strings
+ * cannot start with a doubled quote: the label "'" written as '''' was
+ * lost). The terminal is noenhanced, so & ^ _ @ ~ { } are characters, not
+ * markup (enhanced text drew "a&b" as "a" and lost the rest); the canvas
+ * terminal writes the text into its JavaScript in double quotes with " and
+ * \ escaped, and run_gnuplot makes "</" and "<!--" inert there. Control
+ * characters become spaces and other bytes '?'. The page shows the exact
+ * text elsewhere (headings and readouts, escaped). */
 static void gp_text(rbuf *b, const char *s, size_t most)
 {
-    tg__rb_putn(b, "'", 1);
+    tg__rb_putn(b, "\"", 1);
     for (size_t i = 0; s && s[i] && i < most; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c < 0x20 || c >= 0x7f)
-            c = c >= 0x80 ? '?' : ' ';
-        tg__rb_puts(b, c == '\'' ? "''" : (char[2]){(char)c, 0});
+        char c = s[i];
+        if ((unsigned char)c < 0x20 || (unsigned char)c >= 0x7f)
+            c = (unsigned char)c >= 0x80 ? '?' : ' ';
+        if (c == '"' || c == '\\')
+            tg__rb_putn(b, "\\", 1);
+        tg__rb_putn(b, &c, 1);
     }
-    tg__rb_putn(b, "'", 1);
+    tg__rb_putn(b, "\"", 1);
 }
 
 /* dir as a gnuplot single-quoted string ('' for a quote). */

@@ -493,7 +493,8 @@ END_TEST
 
 /* gnuplot draws labels as given: tick labels, key and axis titles keep
  * < > & " ' \ and gnuplot's markup characters (the canvas terminal is
- * noenhanced; before, "a<b" showed as "a b" and "&" cut the text), written
+ * noenhanced; before, "a<b" showed as "a b", "&" cut the text and a label
+ * "'" alone was lost), written
  * as JavaScript strings ("<!--" and "</" made inert). */
 START_TEST(gnuplot_labels_keep_their_characters)
 {
@@ -503,7 +504,8 @@ START_TEST(gnuplot_labels_keep_their_characters)
     tg_tensor *m = tg_ones(TG_FLOAT32, TG_SHAPE(2, 2));
     const char *labels[2] = {"a<b", "x&y \"q\" 'z' \\ ^_@~{}"};
     tg_report *r = tg_report_new("ticks");
-    ck_assert_int_eq(tg_report_heatmap(r, "ticks", m, NULL, labels, labels), 1);
+    const char *cols[2] = {"'", "\\"}; /* a quote alone was lost */
+    ck_assert_int_eq(tg_report_heatmap(r, "ticks", m, NULL, labels, cols), 1);
     double y[2] = {1, 2};
     tg_series s = {"<!--<script>", NULL, y, 2};
     ck_assert_int_eq(tg_report_lines(r, "key", &s, 1, "t<1", "l&2", false), 2);
@@ -516,6 +518,8 @@ START_TEST(gnuplot_labels_keep_their_characters)
     ck_assert_ptr_nonnull(strstr(page, ",\"a<b\");"));
     ck_assert_ptr_nonnull(strstr(page, ",\"x&y \\\"q\\\" 'z' \\\\ ^_@~{}\");"));
     ck_assert_ptr_nonnull(strstr(page, ",\"t<1\");"));
+    ck_assert_ptr_nonnull(strstr(page, ",\"'\");"));
+    ck_assert_ptr_nonnull(strstr(page, ",\"\\\\\");"));
     ck_assert_ptr_nonnull(strstr(page, ",\"l&2\");"));
     ck_assert_ptr_nonnull(strstr(page, ",\"<\\!--<script>\");"));
     ck_assert_ptr_null(strstr(page, "<!--"));
