@@ -494,8 +494,8 @@ END_TEST
 /* gnuplot draws labels as given: tick labels, key and axis titles keep
  * < > & " ' \ and gnuplot's markup characters (the canvas terminal is
  * noenhanced; before, "a<b" showed as "a b", "&" cut the text and a label
- * "'" alone was lost), written
- * as JavaScript strings ("<!--" and "</" made inert). */
+ * "'" alone was lost), written as JavaScript strings ("<!--" and "</" made
+ * inert). */
 START_TEST(gnuplot_labels_keep_their_characters)
 {
     if (getenv("TG_NO_GNUPLOT") || access("/usr/bin/gnuplot", X_OK) != 0)
