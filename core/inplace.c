@@ -28,12 +28,6 @@
 /* The checks every call makes on the tensor it writes (core/shared.h: the
  * optimizer step and the loaders make them too); false with an error
  * naming op. */
-/* The exported twin, for libtapegrad_dist (core/exported.h). */
-bool tg__x_write_check(const char *op, tg_tensor *t)
-{
-    return tg__write_check(op, t);
-}
-
 bool tg__write_check(const char *op, tg_tensor *t)
 {
     if (TG_BAD(op, t))
@@ -69,6 +63,12 @@ bool tg__write_check(const char *op, tg_tensor *t)
             return false;
         }
     return true;
+}
+
+/* The exported twin, for libtapegrad_dist (core/exported.h). */
+bool tg__x_write_check(const char *op, tg_tensor *t)
+{
+    return tg__write_check(op, t);
 }
 
 void tg__write_done(tg_tensor *t) { t->storage->version++; }

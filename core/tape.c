@@ -1382,8 +1382,8 @@ void tg_tape_dot(FILE *f)
     for (tg_node *e = head; e; e = e->next) {
         size_t k = entry_number(&nb, e->seq);
         char shp[TG_SHAPE_STR];
-        fprintf(f, "  e%zu [shape=box, style=rounded, label=\"#%zu %s", k, k,
-                e->op->name);
+        fprintf(f, "  e%zu [shape=box, style=rounded, label=\"#%zu ", k, k);
+        dot_name(f, e->op->name);
         fputs("\\n", f);
         dot_name(f, out_name(e));
         fprintf(f, "%s%s", out_name(e)[0] ? " " : "", out_shape(e, shp));
@@ -1392,8 +1392,11 @@ void tg_tape_dot(FILE *f)
         if (e->grad_zeros > 0)
             fprintf(f, "\\nzeros %lld/%lld", (long long)e->grad_zeros,
                     (long long)e->grad_numel);
-        if (e->file)
-            fprintf(f, "\\n%s:%d", e->file, e->line);
+        if (e->file) { /* a path may hold " or \\ too */
+            fputs("\\n", f);
+            dot_name(f, e->file);
+            fprintf(f, ":%d", e->line);
+        }
         fprintf(f, "\"];\n");
         for (int i = 0; i < e->n_in; i++) {
             if (!e->in_tid[i])

@@ -30,7 +30,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 extern char **environ;
 
@@ -429,40 +431,118 @@ static int render_png(const char *dot_path, const char *png_path)
     return 1;
 }
 
+/* A temporary file beside path (path.XXXXXX, as mkstemp makes it, with
+ * the mode a new file gets): its name in tmp (path's length + 8), its
+ * descriptor returned, or -1 with a message. */
+static int temp_beside(const char *path, char *tmp)
+{
+    sprintf(tmp, "%s.XXXXXX", path);
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        fprintf(stderr,
+                "backprop_tour: cannot create a temporary file for "
+                "%s: %s\n",
+                path, strerror(errno));
+        return -1;
+    }
+    mode_t mask = umask(0);
+    umask(mask);
+    fchmod(fd, 0666 & ~mask);
+    return fd;
+}
+
+/* Renames the finished temporary tmp over path (the old file stays whole
+ * until then); on failure removes tmp. 0 or -1 with a message. */
+static int replace_with(const char *tmp, const char *path)
+{
+    if (rename(tmp, path) == 0)
+        return 0;
+    fprintf(stderr, "backprop_tour: cannot rename %s over %s: %s\n", tmp, path,
+            strerror(errno));
+    unlink(tmp);
+    return -1;
+}
+
+/* mkdir the directory part of path (one level, as the pictures/ of the
+ * default) unless it is there. 0 or -1 with a message. */
+static int make_parent(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash || slash == path)
+        return 0;
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    struct stat st;
+    if (mkdir(dir, 0777) == 0 ||
+        (errno == EEXIST && stat(dir, &st) == 0 && S_ISDIR(st.st_mode)))
+        return 0;
+    fprintf(stderr, "backprop_tour: cannot make the directory %s: %s\n", dir,
+            errno == EEXIST ? "not a directory" : strerror(errno));
+    return -1;
+}
+
 /* Writes the tape to dot_path and, if Graphviz is there, a PNG beside it
- * (the same name with .dot replaced by, or else followed by, .png). */
+ * (the same name with .dot replaced by, or else followed by, .png). Each
+ * goes through a temporary renamed over the target, so an old graph is
+ * never left half written. */
 static int write_graph(const char *dot_path)
 {
     section("the tape as a graph");
-    FILE *f = fopen(dot_path, "w");
-    if (!f) {
-        fprintf(stderr, "backprop_tour: %s: %s\n", dot_path, strerror(errno));
-        return -1;
-    }
-    tg_tape_dot(f);
-    bool write_failed = ferror(f);
-    if (fclose(f) != 0 || write_failed) {
-        fprintf(stderr, "backprop_tour: error writing %s\n", dot_path);
-        return -1;
-    }
     size_t len = strlen(dot_path);
-    char *png_path = malloc(len + 5);
-    if (!png_path)
+    char *tmp = malloc(len + 16), *png_path = malloc(len + 5),
+         *png_tmp = malloc(len + 16);
+    if (!tmp || !png_path || !png_tmp) {
+        free(tmp);
+        free(png_path);
+        free(png_tmp);
+        fputs("backprop_tour: out of memory\n", stderr);
         return -1;
-    strcpy(png_path, dot_path);
-    if (len > 4 && !strcmp(png_path + len - 4, ".dot"))
-        png_path[len - 4] = '\0';
-    strcat(png_path, ".png");
-
-    say("wrote %s\n", dot_path);
-    int drawn = render_png(dot_path, png_path);
-    if (drawn > 0)
-        say("drew  %s  (Graphviz dot)\n", png_path);
-    else if (drawn == 0)
-        say("Graphviz dot is not on the PATH; with it:\n"
-            "  dot -Tpng %s -o %s\n",
-            dot_path, png_path);
+    }
+    int rc = make_parent(dot_path);
+    int fd = rc == 0 ? temp_beside(dot_path, tmp) : -1;
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (fd >= 0 && !f) {
+        fprintf(stderr, "backprop_tour: %s: %s\n", tmp, strerror(errno));
+        close(fd);
+        unlink(tmp);
+    }
+    if (f) {
+        tg_tape_dot(f);
+        bool failed = fflush(f) != 0 || ferror(f) || fsync(fileno(f)) != 0;
+        if (fclose(f) != 0 || failed) {
+            fprintf(stderr, "backprop_tour: error writing %s\n", dot_path);
+            unlink(tmp);
+            rc = -1;
+        } else
+            rc = replace_with(tmp, dot_path);
+    } else
+        rc = -1;
+    int drawn = -1;
+    if (rc == 0) {
+        strcpy(png_path, dot_path);
+        if (len > 4 && !strcmp(png_path + len - 4, ".dot"))
+            png_path[len - 4] = '\0';
+        strcat(png_path, ".png");
+        say("wrote %s\n", dot_path);
+        fd = temp_beside(png_path, png_tmp);
+        if (fd >= 0) {
+            close(fd);
+            drawn = render_png(dot_path, png_tmp);
+            if (drawn > 0 && replace_with(png_tmp, png_path) != 0)
+                drawn = -1;
+            else if (drawn <= 0)
+                unlink(png_tmp);
+        }
+        if (drawn > 0)
+            say("drew  %s  (Graphviz dot)\n", png_path);
+        else if (drawn == 0)
+            say("Graphviz dot is not on the PATH; with it:\n"
+                "  dot -Tpng %s -o %s\n",
+                dot_path, png_path);
+    }
+    free(tmp);
     free(png_path);
+    free(png_tmp);
     return drawn < 0 ? -1 : 0;
 }
 
@@ -521,7 +601,8 @@ static void usage(FILE *f)
         "Each gradient is recomputed by hand and compared with autograd's.\n"
         "\n"
         "  --out FILE.dot  where to write the tape as a Graphviz graph\n"
-        "                  (default backprop_tour.dot); when `dot` is on the\n"
+        "                  (default pictures/backprop_tour.dot, pictures/\n"
+        "                  made if missing); when `dot` is on the\n"
         "                  PATH it is also drawn as FILE.png\n"
         "  --html FILE     where to write the tour as one HTML page (the tape\n"
         "                  with |grad| and the zeros under the mask, all that\n"
@@ -535,7 +616,7 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-    const char *dot_path = "backprop_tour.dot", *html_path = NULL;
+    const char *dot_path = "pictures/backprop_tour.dot", *html_path = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);

@@ -68,8 +68,10 @@ int tg_report_heatmap(tg_report *r, const char *title, const tg_tensor *m,
 
 /** n series (tapegrad_plot.h's tg_series: x NULL means 0..n-1) on one line
  * chart drawn by gnuplot, with a readout of the nearest point; logy for a
- * log-scaled y axis. -1 for NULL s, n < 1, a series with NULL y or n < 1,
- * or (logy) a y <= 0. */
+ * log-scaled y axis. A series of more than 20000 points is thinned to the
+ * lowest and highest y of each run of points (about 20000 kept), with a
+ * note saying so, as large matrices are downsampled. -1 for NULL s, n < 1,
+ * a series with NULL y or n < 1, or (logy) a y <= 0. */
 int tg_report_lines(tg_report *r, const char *title, const tg_series *s, int n,
                     const char *xlabel, const char *ylabel, bool logy);
 

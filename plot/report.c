@@ -28,6 +28,7 @@
 
 #include <errno.h>
 #include <locale.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -397,6 +398,40 @@ static void matrix_free(matrix *m)
 /* Reads m (and mask, of m's shape) into x, block means beyond MAX_CELLS a
  * side: a block's value is the mean of its unmasked cells, masked when all
  * are. square: m must be (T,T). */
+/* The mean of the unmasked v[a*C + c], a in [a0,a1), c in [c0,c1); 0 with
+ * *none set when all are masked (none is written only when mk is given).
+ * The plain sum can overflow for finite elements (16 of 1e308): then the
+ * mean is summed as sum(v / n), each term at most DBL_MAX / n. */
+static double block_mean(const double *v, const double *mk, int64_t C,
+                         int64_t a0, int64_t a1, int64_t c0, int64_t c1,
+                         unsigned char *none)
+{
+    double sum = 0;
+    int64_t n = 0;
+    bool finite = true;
+    for (int64_t a = a0; a < a1; a++)
+        for (int64_t c = c0; c < c1; c++) {
+            if (mk && mk[a * C + c] != 0)
+                continue;
+            sum += v[a * C + c];
+            finite = finite && isfinite(v[a * C + c]);
+            n++;
+        }
+    if (mk)
+        *none = n == 0;
+    if (n == 0)
+        return 0;
+    if (finite && !isfinite(sum)) {
+        sum = 0;
+        for (int64_t a = a0; a < a1; a++)
+            for (int64_t c = c0; c < c1; c++)
+                if (!(mk && mk[a * C + c] != 0))
+                    sum += v[a * C + c] / (double)n;
+        return sum;
+    }
+    return sum / (double)n;
+}
+
 static bool read_matrix(const char *op, const tg_tensor *m,
                         const tg_tensor *mask, bool square, matrix *x)
 {
@@ -436,7 +471,7 @@ static bool read_matrix(const char *op, const tg_tensor *m,
     x->fc = (C + MAX_CELLS - 1) / MAX_CELLS;
     x->rows = (R + x->fr - 1) / x->fr;
     x->cols = (C + x->fc - 1) / x->fc;
-    x->single = tg_dtype_of(m) == TG_FLOAT32 || x->fr > 1 || x->fc > 1;
+    x->single = tg_dtype_of(m) == TG_FLOAT32;
     x->v = tg__malloc(sizeof(double) * (size_t)(x->rows * x->cols));
     x->mask = mk ? tg__calloc((size_t)(x->rows * x->cols), 1) : NULL;
     if (!x->v || (mk && !x->mask)) {
@@ -448,22 +483,29 @@ static bool read_matrix(const char *op, const tg_tensor *m,
     }
     for (int64_t i = 0; i < x->rows; i++)
         for (int64_t j = 0; j < x->cols; j++) {
-            double sum = 0;
-            int64_t n = 0;
-            for (int64_t a = i * x->fr; a < (i + 1) * x->fr && a < R; a++)
-                for (int64_t c = j * x->fc; c < (j + 1) * x->fc && c < C; c++) {
-                    if (mk && mk[a * C + c] != 0)
-                        continue;
-                    sum += v[a * C + c];
-                    n++;
-                }
             int64_t k = i * x->cols + j;
-            if (x->fr == 1 && x->fc == 1)
+            if (x->fr == 1 && x->fc == 1) {
                 x->v[k] = v[i * C + j]; /* exact, masked or not */
-            else /* a float32's digits are enough for a block's mean */
-                x->v[k] = n ? (double)(float)(sum / (double)n) : 0;
-            if (mk)
-                x->mask[k] = n == 0;
+                if (mk)
+                    x->mask[k] = mk[i * C + j] != 0;
+                continue;
+            }
+            double mean = block_mean(
+                v, mk, C, i * x->fr,
+                i * x->fr + x->fr < R ? i * x->fr + x->fr : R, j * x->fc,
+                j * x->fc + x->fc < C ? j * x->fc + x->fc : C,
+                mk ? &x->mask[k] : NULL);
+            /* a float32's digits are enough for a block's mean: a float32
+             * input's mean rounded to float, a float64's to 9 significant
+             * digits (in double: a 1e300 or 1e-300 block stays itself) */
+            if (tg_dtype_of(m) == TG_FLOAT32)
+                x->v[k] = (double)(float)mean;
+            else if (isfinite(mean)) {
+                char text[32];
+                snprintf(text, sizeof text, "%.9g", mean);
+                x->v[k] = strtod(text, NULL);
+            } else
+                x->v[k] = mean;
         }
     free(v);
     free(mk);
@@ -514,21 +556,27 @@ static void downsample_note(rbuf *b, const matrix *x)
 /* gnuplot figures                                                        */
 /* ===================================================================== */
 
-/* Text for gnuplot (titles, tick labels, keys): printable ASCII without
- * double quotes, backslashes or markup (a single quote doubled, as gnuplot
- * reads it), so that neither gnuplot's strings nor the JavaScript it writes
- * (in double quotes) can be broken by it. The page shows the exact text
- * elsewhere (headings and readouts, escaped). */
+/* Text for gnuplot (titles, tick labels, keys): printable ASCII in a
+ * double-quoted string, " and \ escaped (gnuplot's single-quoted strings
+ * cannot start with a doubled quote: the label "'" written as '''' was
+ * lost). The terminal is noenhanced, so & ^ _ @ ~ { } are characters, not
+ * markup (enhanced text drew "a&b" as "a" and lost the rest); the canvas
+ * terminal writes the text into its JavaScript in double quotes with " and
+ * \ escaped, and run_gnuplot makes "</" and "<!--" inert there. Control
+ * characters become spaces and other bytes '?'. The page shows the exact
+ * text elsewhere (headings and readouts, escaped). */
 static void gp_text(rbuf *b, const char *s, size_t most)
 {
-    tg__rb_putn(b, "'", 1);
+    tg__rb_putn(b, "\"", 1);
     for (size_t i = 0; s && s[i] && i < most; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c < 0x20 || c >= 0x7f || strchr("\"\\<>&`{}^_@~", c))
-            c = c >= 0x80 ? '?' : ' ';
-        tg__rb_puts(b, c == '\'' ? "''" : (char[2]){(char)c, 0});
+        char c = s[i];
+        if ((unsigned char)c < 0x20 || (unsigned char)c >= 0x7f)
+            c = (unsigned char)c >= 0x80 ? '?' : ' ';
+        if (c == '"' || c == '\\')
+            tg__rb_putn(b, "\\", 1);
+        tg__rb_putn(b, &c, 1);
     }
-    tg__rb_putn(b, "'", 1);
+    tg__rb_putn(b, "\"", 1);
 }
 
 /* dir as a gnuplot single-quoted string ('' for a quote). */
@@ -624,10 +672,13 @@ static char *run_gnuplot(const rtool *gp, const char *dir, const char *script,
         snprintf(why, cap, "out of memory");
         return NULL;
     }
-    /* "</" cannot close the script element it goes into */
+    /* "</" cannot close the script element it goes into, and "<!--"
+     * cannot start the HTML parser's escaped script state (where a
+     * "<script" would make the next "</script>" not close it): both occur
+     * only inside the strings of labels, where "\/" is "/" and "\!" is "!" */
     rbuf safe = {0};
     for (const char *q = text; *q; q++) {
-        if (q[0] == '<' && q[1] == '/')
+        if (q[0] == '<' && (q[1] == '/' || !strncmp(q + 1, "!--", 3)))
             tg__rb_puts(&safe, "<\\");
         else
             tg__rb_putn(&safe, q, 1);
@@ -660,7 +711,7 @@ static char *gnuplot_figure(tg_report *r, int n, const char *body, int width,
             gp_path(&script, dir);
             tg__rb_printf(&script,
                           "\nset terminal canvas name 'tgfig%d' size %d,%d "
-                          "font 'sans,10'\nset output 'fig.js'\n",
+                          "font 'sans,10' noenhanced\nset output 'fig.js'\n",
                           n, width, height);
             tg__rb_puts(&script, body);
             char *s = tg__rb_take(&script);
@@ -831,6 +882,52 @@ int tg_report_heatmap(tg_report *r, const char *title, const tg_tensor *m,
     return add_section(op, r, &sec, js);
 }
 
+/* A line chart keeps at most about MAX_POINTS points a series (a million
+ * would write tens of MB three times over: gnuplot's data, its canvas
+ * script, the JSON). Beyond that the series is cut into runs of k points
+ * and each run keeps its lowest and highest finite y (a spike survives,
+ * which every k-th point would miss), in x order. */
+enum { MAX_POINTS = 20000 };
+
+/* The kept indices of s (the caller frees them), their count in *m; NULL
+ * when s is kept whole (*m = s->n) or out of memory (*m = -1). */
+static int64_t *thin_series(const tg_series *s, int64_t *m, int64_t *run)
+{
+    *m = s->n;
+    *run = 1;
+    if (s->n <= MAX_POINTS)
+        return NULL;
+    int64_t k = (s->n + MAX_POINTS / 2 - 1) / (MAX_POINTS / 2);
+    int64_t *idx = tg__malloc(sizeof *idx * (size_t)(2 * (s->n / k + 1)));
+    if (!idx) {
+        *m = -1;
+        return NULL;
+    }
+    int64_t n = 0;
+    for (int64_t a = 0; a < s->n; a += k) {
+        int64_t lo = -1, hi = -1;
+        for (int64_t j = a; j < a + k && j < s->n; j++) {
+            if (!isfinite(s->y[j]))
+                continue;
+            if (lo < 0 || s->y[j] < s->y[lo])
+                lo = j;
+            if (hi < 0 || s->y[j] > s->y[hi])
+                hi = j;
+        }
+        if (lo < 0) /* none finite: the run's first, as it is */
+            idx[n++] = a;
+        else if (lo == hi)
+            idx[n++] = lo;
+        else {
+            idx[n++] = lo < hi ? lo : hi;
+            idx[n++] = lo < hi ? hi : lo;
+        }
+    }
+    *m = n;
+    *run = k;
+    return idx;
+}
+
 int tg_report_lines(tg_report *r, const char *title, const tg_series *s, int n,
                     const char *xlabel, const char *ylabel, bool logy)
 {
@@ -855,6 +952,25 @@ int tg_report_lines(tg_report *r, const char *title, const tg_series *s, int n,
                 return -1;
             }
     }
+    int64_t **keep = tg__calloc((size_t)n, sizeof *keep);
+    int64_t *kept = tg__calloc((size_t)n, sizeof *kept),
+            *run = tg__calloc((size_t)n, sizeof *run);
+    bool oom = !keep || !kept || !run;
+    for (int i = 0; !oom && i < n; i++) {
+        keep[i] = thin_series(&s[i], &kept[i], &run[i]);
+        oom = kept[i] < 0;
+    }
+    if (oom) {
+        for (int i = 0; keep && i < n; i++)
+            free(keep[i]);
+        free(keep);
+        free(kept);
+        free(run);
+        tg__error("%s: out of memory for %d series", op, n);
+        return -1;
+    }
+/* series i's q-th kept point's index */
+#define AT(i, q) (keep[i] ? keep[i][q] : (q))
     tg__c_numbers c = tg__c_numbers_begin();
     int num = r->n + 1;
     rbuf body = {0};
@@ -873,7 +989,8 @@ int tg_report_lines(tg_report *r, const char *title, const tg_series *s, int n,
     }
     for (int i = 0; i < n; i++) {
         tg__rb_printf(&body, "$s%d << EOD\n", i);
-        for (int64_t k = 0; k < s[i].n; k++) {
+        for (int64_t q = 0; q < kept[i]; q++) {
+            int64_t k = AT(i, q);
             double xv = s[i].x ? s[i].x[k] : (double)k;
             if (isfinite(xv) && isfinite(s[i].y[k]))
                 tg__rb_printf(&body, "%.17g %.17g\n", xv, s[i].y[k]);
@@ -896,6 +1013,16 @@ int tg_report_lines(tg_report *r, const char *title, const tg_series *s, int n,
     char *js =
         script ? gnuplot_figure(r, num, script, 640, 400, &sec, &data) : NULL;
     free(script);
+    for (int i = 0; i < n; i++)
+        if (keep[i]) {
+            tg__rb_printf(&sec, "<p class=\"tg-note\">Series %d (", i + 1);
+            tg__rb_html(&sec, s[i].label ? s[i].label : "");
+            tg__rb_printf(&sec,
+                          ") thinned from %lld to %lld points: the lowest "
+                          "and highest y of each run of %lld.</p>\n",
+                          (long long)s[i].n, (long long)kept[i],
+                          (long long)run[i]);
+        }
     tg__rb_puts(&sec, "<div class=\"tg-readout\"></div>\n");
     data_open(&sec);
     tg__rb_puts(&sec, "{");
@@ -905,22 +1032,29 @@ int tg_report_lines(tg_report *r, const char *title, const tg_series *s, int n,
         tg__rb_puts(&sec, i ? ",{\"label\":" : "{\"label\":");
         tg__rb_json(&sec, s[i].label ? s[i].label : "");
         tg__rb_puts(&sec, ",\"x\":[");
-        for (int64_t k = 0; k < s[i].n; k++) {
-            if (k)
+        for (int64_t q = 0; q < kept[i]; q++) {
+            int64_t k = AT(i, q);
+            if (q)
                 tg__rb_putn(&sec, ",", 1);
             tg__rb_num(&sec, s[i].x ? s[i].x[k] : (double)k, false);
         }
         tg__rb_puts(&sec, "],\"y\":[");
-        for (int64_t k = 0; k < s[i].n; k++) {
-            if (k)
+        for (int64_t q = 0; q < kept[i]; q++) {
+            if (q)
                 tg__rb_putn(&sec, ",", 1);
-            tg__rb_num(&sec, s[i].y[k], false);
+            tg__rb_num(&sec, s[i].y[AT(i, q)], false);
         }
         tg__rb_puts(&sec, "]}");
     }
+#undef AT
     tg__rb_puts(&sec, "]}");
     data_close_section(&sec);
     free(data.p);
+    for (int i = 0; i < n; i++)
+        free(keep[i]);
+    free(keep);
+    free(kept);
+    free(run);
     if (data.oom)
         sec.oom = true;
     tg__c_numbers_end(c);
@@ -1037,6 +1171,9 @@ int tg_report_attention(tg_report *r, const char *title,
     double lo = fmin(0.01, temperature / 10), hi = fmax(10, temperature * 10);
     if (smax - smin > hi)
         hi = ceil(smax - smin);
+    /* scores spanning +-DBL_MAX, or a temperature above DBL_MAX / 10, give
+     * inf: the attribute needs a number, the largest finite one serves */
+    hi = fmin(hi, DBL_MAX);
     rbuf sec = {0};
     open_section(&sec, n, "attention", title);
     tg__rb_puts(&sec, "<p class=\"tg-hint\">Hover a cell for its weight; "

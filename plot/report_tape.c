@@ -67,15 +67,40 @@ static void label_text(rbuf *b, const char *label, bool html, const char *nl)
     }
 }
 
+/* The start of the label's next line after p (a DOT label's lines are
+ * separated by \n, \l or \r; \" and \\ are characters), or NULL at its
+ * end. */
+static const char *next_line(const char *p)
+{
+    for (; *p; p++)
+        if (*p == '\\' && p[1]) {
+            p++;
+            if (*p == 'n' || *p == 'l' || *p == 'r')
+                return p + 1;
+        }
+    return NULL;
+}
+
+/* An entry's statistics from fixed lines of its label: tg_tape_dot writes
+ * "#k op", then the output's name and shape, then "|grad| G" (after a
+ * backward) and "zeros Z/N" (when some are exactly zero), then the call
+ * site. The name is escaped (a line break in it cannot end its line), so
+ * only lines after the name's are read: a name holding "|grad| 99" cannot
+ * supply the numbers. A leaf's label (name, shape) carries none. */
 static void parse_stats(tnode *n)
 {
     n->g = -1;
     n->zeros = -1;
-    const char *g = strstr(n->label, "|grad| ");
-    if (g)
-        n->g = strtod(g + 7, NULL);
-    const char *z = strstr(n->label, "zeros ");
-    if (z && sscanf(z, "zeros %lld/%lld", &n->zeros, &n->numel) != 2)
+    if (n->id[0] != 'e')
+        return;
+    const char *l = next_line(n->label); /* the name's line */
+    l = l ? next_line(l) : NULL;         /* the first after it */
+    if (l && !strncmp(l, "|grad| ", 7)) {
+        n->g = strtod(l + 7, NULL);
+        l = next_line(l);
+    }
+    if (l && !strncmp(l, "zeros ", 6) &&
+        sscanf(l, "zeros %lld/%lld", &n->zeros, &n->numel) != 2)
         n->zeros = -1;
 }
 
@@ -110,12 +135,12 @@ static char *dress(const char *dot, tnode **nodes_out, int *n_out)
     for (const char *line = dot; *line;) {
         const char *eol = strchr(line, '\n');
         size_t len = eol ? (size_t)(eol - line) : strlen(line);
-        char id[24];
+        /* a line is a node or an edge by how it starts: "e3 [" or
+         * "t1 [", "t1 -> e3" (a label holding "->" changes nothing) */
+        char id[24], tok[3];
         const char *lab = strstr(line, "label=\"");
-        const char *arrow = strstr(line, "->");
-        if (sscanf(line, " %23[et0-9] [", id) == 1 && lab &&
-            (size_t)(lab - line) < len &&
-            (!arrow || (size_t)(arrow - line) > len)) {
+        if (sscanf(line, " %23[et0-9] %2s", id, tok) == 2 && tok[0] == '[' &&
+            lab && (size_t)(lab - line) < len) {
             if (n == cap) {
                 cap = cap ? cap * 2 : 32;
                 tnode *m = tg__realloc(nodes, (size_t)cap * sizeof *m);

@@ -10,6 +10,7 @@
 #include "core/error.h" /* tg__alloc_fail_at: the fault injection */
 
 #include <dirent.h>
+#include <float.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -331,6 +332,125 @@ START_TEST(large_matrix_is_downsampled_with_a_note)
 }
 END_TEST
 
+/* A float64 matrix's block means stay double: blocks of 1e300, 1e-300
+ * and DBL_MAX (whose plain sum overflows) come out finite and themselves
+ * to 9 digits, not inf or 0 as through float. */
+START_TEST(float64_block_means_keep_their_range)
+{
+    tg_scope_begin();
+    enum { N = 500 }; /* drawn as 250 x 250 blocks of 2 x 2 */
+    double *v = calloc((size_t)N * N, sizeof *v);
+    ck_assert_ptr_nonnull(v);
+    const double big[3] = {1e300, 1e-300, DBL_MAX};
+    for (int b = 0; b < 3; b++)
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 2; j++)
+                v[i * N + 2 * b + j] = big[b];
+    tg_tensor *m = tg_from_f64(2, (int64_t[]){N, N}, v);
+    free(v);
+    tg_report *r = tg_report_new("range");
+    ck_assert_int_eq(tg_report_heatmap(r, "range", m, NULL, NULL, NULL), 1);
+    const char *path = tmp_path("range.html");
+    ck_assert_int_eq(tg_report_write(r, path), 0);
+    tg_report_free(r);
+    tg_scope_end();
+    char *page = slurp(path, NULL);
+    ck_assert_ptr_nonnull(strstr(page, "\"rows\":250,\"cols\":250"));
+    double got[4];
+    ck_assert_int_eq(json_numbers(page, "v", got, 4), 4);
+    for (int b = 0; b < 3; b++)
+        ck_assert_msg(isfinite(got[b]) &&
+                          fabs(got[b] - big[b]) <= 1e-8 * big[b],
+                      "block %d: %g, not %g", b, got[b], big[b]);
+    ck_assert(got[3] == 0);
+    free(page);
+}
+END_TEST
+
+/* The temperature slider's bounds are numbers even where the spread
+ * overflows: scores spanning +-DBL_MAX and a temperature of 1e308 give
+ * max = DBL_MAX, never "inf" in the attribute. */
+START_TEST(attention_slider_bound_is_finite)
+{
+    tg_scope_begin();
+    double s[4] = {-DBL_MAX, DBL_MAX, 0, 1};
+    tg_tensor *m = tg_from_f64(2, (int64_t[]){2, 2}, s);
+    tg_report *r = tg_report_new("slider");
+    ck_assert_int_eq(tg_report_attention(r, "spread", m, NULL, NULL, 1), 1);
+    ck_assert_int_eq(tg_report_attention(r, "hot", m, NULL, NULL, 1e308), 2);
+    const char *path = tmp_path("slider.html");
+    ck_assert_int_eq(tg_report_write(r, path), 0);
+    tg_report_free(r);
+    tg_scope_end();
+    char *page = slurp(path, NULL);
+    ck_assert_ptr_null(strstr(page, "inf\"\""));
+    ck_assert_int_eq(count(page, "class=\"tg-temperature\""), 2);
+    for (const char *p = page; (p = strstr(p, "class=\"tg-temperature\""));
+         p++) {
+        const char *mx = strstr(p, " max=\"");
+        ck_assert_ptr_nonnull(mx);
+        char *end;
+        double hi = strtod(mx + 6, &end);
+        ck_assert_msg(end != mx + 6 && *end == '"' && hi == DBL_MAX,
+                      "max=%.30s", mx + 6);
+    }
+    free(page);
+}
+END_TEST
+
+/* A line chart of 200000 points is thinned to at most 20000 (each run's
+ * lowest and highest y: the one spike survives), with a note naming the
+ * series; the page stays small (unthinned it is about 10 MB). A short
+ * series beside it is kept whole. */
+START_TEST(long_series_is_thinned_with_a_note)
+{
+    enum { N = 200000 };
+    double *y = malloc(sizeof *y * N);
+    ck_assert_ptr_nonnull(y);
+    for (int k = 0; k < N; k++)
+        y[k] = 1 + sin(k * 1e-3);
+    y[123457] = 1000; /* the spike */
+    double short_y[3] = {1, 2, 3};
+    tg_series s[2] = {{.y = y, .n = N, .label = "loss<"},
+                      {.y = short_y, .n = 3, .label = "three"}};
+    tg_report *r = tg_report_new("long");
+    ck_assert_int_eq(tg_report_lines(r, "long", s, 2, "step", "loss", false),
+                     1);
+    const char *path = tmp_path("long.html");
+    ck_assert_int_eq(tg_report_write(r, path), 0);
+    tg_report_free(r);
+    long len;
+    char *page = slurp(path, &len);
+    ck_assert_msg(len < 3000000, "page of %ld bytes", len);
+    ck_assert_msg(strstr(page, "<p class=\"tg-note\">Series 1 (loss&lt;) "
+                               "thinned from 200000 to "),
+                  "no note");
+    ck_assert_int_eq(count(page, "thinned from"), 1);
+    double *got = malloc(sizeof *got * N);
+    int64_t m = json_numbers(page, "y", got, N);
+    ck_assert_msg(m > 1000 && m <= 20002, "%lld points kept", (long long)m);
+    double top = 0;
+    for (int64_t k = 0; k < m; k++)
+        top = fmax(top, got[k]);
+    ck_assert(top == 1000);
+    /* the kept x are indices in order, each y its own */
+    double *xs = malloc(sizeof *xs * N);
+    ck_assert_int_eq(json_numbers(page, "x", xs, N), m);
+    for (int64_t k = 0; k < m; k++) {
+        ck_assert(k == 0 || xs[k] > xs[k - 1]);
+        ck_assert(got[k] == y[(int64_t)xs[k]]);
+    }
+    /* the second series whole */
+    const char *second = strstr(page, "{\"label\":\"three\"");
+    ck_assert_ptr_nonnull(second);
+    ck_assert_int_eq(json_numbers(second, "y", got, 10), 3);
+    free(xs);
+    free(got);
+    free(page);
+    free(y);
+}
+END_TEST
+
 /* ---- escaping ------------------------------------------------------------ */
 
 START_TEST(labels_and_titles_are_escaped)
@@ -355,7 +475,10 @@ START_TEST(labels_and_titles_are_escaped)
     tg_report_free(r);
     char *page = slurp(path, NULL);
     ck_assert_ptr_null(strstr(page, evil));
-    ck_assert_ptr_null(strstr(page, "<b>"));
+    /* "<b>" only inside gnuplot's JavaScript strings (its tick labels and
+     * keys, drawn as text on the canvas), with "</" made "<\/" */
+    ck_assert_int_eq(count(page, "<b>"),
+                     count(page, "\"<b>&\\\"'<\\/script>\")"));
     ck_assert_ptr_nonnull(
         strstr(page, "<h1>&lt;b&gt;&amp;&quot;&#39;&lt;/script&gt;</h1>"));
     /* in the JSON: no "</" and no '<' at all */
@@ -365,6 +488,42 @@ START_TEST(labels_and_titles_are_escaped)
     ck_assert_int_eq(count(page, "</script>"), count(page, "<script"));
     free(page);
     tg_scope_end();
+}
+END_TEST
+
+/* gnuplot draws labels as given: tick labels, key and axis titles keep
+ * < > & " ' \ and gnuplot's markup characters (the canvas terminal is
+ * noenhanced; before, "a<b" showed as "a b", "&" cut the text and a label
+ * "'" alone was lost), written as JavaScript strings ("<!--" and "</" made
+ * inert). */
+START_TEST(gnuplot_labels_keep_their_characters)
+{
+    if (getenv("TG_NO_GNUPLOT") || access("/usr/bin/gnuplot", X_OK) != 0)
+        return;
+    tg_scope_begin();
+    tg_tensor *m = tg_ones(TG_FLOAT32, TG_SHAPE(2, 2));
+    const char *labels[2] = {"a<b", "x&y \"q\" 'z' \\ ^_@~{}"};
+    tg_report *r = tg_report_new("ticks");
+    const char *cols[2] = {"'", "\\"}; /* a quote alone was lost */
+    ck_assert_int_eq(tg_report_heatmap(r, "ticks", m, NULL, labels, cols), 1);
+    double y[2] = {1, 2};
+    tg_series s = {"<!--<script>", NULL, y, 2};
+    ck_assert_int_eq(tg_report_lines(r, "key", &s, 1, "t<1", "l&2", false), 2);
+    const char *path = tmp_path("ticks.html");
+    ck_assert_int_eq(tg_report_write(r, path), 0);
+    tg_report_free(r);
+    tg_scope_end();
+    char *page = slurp(path, NULL);
+    ck_assert_ptr_nonnull(strstr(page, "tg-gnuplot\""));
+    ck_assert_ptr_nonnull(strstr(page, ",\"a<b\");"));
+    ck_assert_ptr_nonnull(strstr(page, ",\"x&y \\\"q\\\" 'z' \\\\ ^_@~{}\");"));
+    ck_assert_ptr_nonnull(strstr(page, ",\"t<1\");"));
+    ck_assert_ptr_nonnull(strstr(page, ",\"'\");"));
+    ck_assert_ptr_nonnull(strstr(page, ",\"\\\\\");"));
+    ck_assert_ptr_nonnull(strstr(page, ",\"l&2\");"));
+    ck_assert_ptr_nonnull(strstr(page, ",\"<\\!--<script>\");"));
+    ck_assert_ptr_null(strstr(page, "<!--"));
+    free(page);
 }
 END_TEST
 
@@ -534,15 +693,18 @@ START_TEST(tape_shows_gradient_zeros)
 }
 END_TEST
 
+static tg_tensor *scale_at_odd_path(tg_tensor *x);
+
 /* A name with a quote and a backslash cannot end a DOT string: tg_tape_dot
- * escapes it, and Graphviz draws the tape (no tg-missing line). */
+ * escapes it, and the call site's path too (scale_at_odd_path's file is
+ * dir"q\uote.c), and Graphviz draws the tape (no tg-missing line). */
 START_TEST(tape_names_are_escaped_for_dot)
 {
     tg_scope_begin();
     tg_tensor *x = tg_ones(TG_FLOAT64, TG_SHAPE(2));
     tg_set_requires_grad(x, true);
     tg_set_name(x, "a\"b\\");
-    tg_tensor *y = tg_scale(x, 3);
+    tg_tensor *y = scale_at_odd_path(x);
     tg_set_name(y, "y\"");
     char *text = NULL;
     size_t len = 0;
@@ -551,6 +713,7 @@ START_TEST(tape_names_are_escaped_for_dot)
     fclose(f);
     ck_assert_msg(strstr(text, "label=\"a\\\"b\\\\\\n(2,)\""), "%s", text);
     ck_assert_msg(strstr(text, "\\ny\\\" (2,)"), "%s", text);
+    ck_assert_msg(strstr(text, "\\ndir\\\"q\\\\uote.c:1\""), "%s", text);
     free(text);
     tg_report *r = tg_report_new("names");
     ck_assert_int_eq(tg_report_tape(r, "tape"), 1);
@@ -563,6 +726,76 @@ START_TEST(tape_names_are_escaped_for_dot)
         ck_assert_ptr_null(strstr(page, "<p class=\"tg-missing\">"));
         ck_assert_ptr_nonnull(strstr(page, "<title>a&quot;b\\\n(2,)</title>"));
     }
+    free(page);
+}
+END_TEST
+
+/* The JSON object of node id in the page's data, in a new string. */
+static char *node_json(const char *page, const char *id)
+{
+    char key[64];
+    snprintf(key, sizeof key, "{\"id\":\"%s\",", id);
+    const char *start = strstr(page, key);
+    ck_assert_msg(start != NULL, "no node %s in the data", id);
+    const char *end = strchr(start, '}');
+    ck_assert_ptr_nonnull(end);
+    char *s = strndup(start, (size_t)(end - start) + 1);
+    ck_assert_ptr_nonnull(s);
+    return s;
+}
+
+/* Names cannot fake the page's statistics or hide a node: an output named
+ * "zeros 5/6 |grad| 99" keeps its own |grad| (sqrt 6, no zeros), a leaf
+ * named "|grad| 7" gets none, and a leaf named "q->k" (a "->" inside a
+ * node's line) is still one of the nodes. */
+START_TEST(tape_names_cannot_fake_statistics)
+{
+    tg_scope_begin();
+    bool was = tg_tape_keep_record(true);
+    tg_tensor *x = tg_ones(TG_FLOAT64, TG_SHAPE(2, 3));
+    tg_tensor *w = tg_full(TG_FLOAT64, TG_SHAPE(2, 3), 2);
+    tg_set_requires_grad(x, true);
+    tg_set_requires_grad(w, true);
+    tg_set_name(x, "q->k");
+    tg_set_name(w, "|grad| 7");
+    tg_tensor *y = tg_relu(tg_mul(x, w));
+    tg_set_name(y, "zeros 5/6 |grad| 99");
+    tg_retain_grad(y);
+    ck_assert_int_eq(tg_backward(tg_sum_all(y)), 0);
+    double gy[6], norm = 0;
+    tg_copy_out(tg_grad(y), TG_FLOAT64, gy);
+    for (int i = 0; i < 6; i++)
+        norm += gy[i] * gy[i];
+    norm = sqrt(norm);
+    tg_report *r = tg_report_new("names");
+    ck_assert_int_eq(tg_report_tape(r, "tape"), 1);
+    const char *path = tmp_path("fake.html");
+    ck_assert_int_eq(tg_report_write(r, path), 0);
+    tg_report_free(r);
+    tg_tape_keep_record(was);
+    tg_scope_end();
+
+    char *page = slurp(path, NULL);
+    /* entries mul, relu, sum; leaves x, w: one node each */
+    ck_assert_int_eq(count(page, "{\"id\":\"e"), 3);
+    ck_assert_int_eq(count(page, "{\"id\":\"t"), 2);
+    char *t1 = node_json(page, "t1"), *t2 = node_json(page, "t2"),
+         *e2 = node_json(page, "e2");
+    ck_assert_msg(strstr(t1, "\"text\":\"q-\\u003ek\\u000a(2,3)\""), "%s", t1);
+    ck_assert_msg(!strstr(t2, "\"grad\":"), "%s", t2);
+    ck_assert_msg(strstr(e2, "zeros 5/6 |grad| 99"), "%s", e2);
+    const char *g = strstr(e2, "\"grad\":");
+    ck_assert_msg(g != NULL, "%s", e2);
+    double shown = strtod(g + 7, NULL);
+    ck_assert_msg(fabs(shown - norm) < 0.005 * norm, "|grad| %g, not %g", shown,
+                  norm);
+    ck_assert_msg(!strstr(e2, "\"zeros\":"), "%s", e2);
+    ck_assert_ptr_null(strstr(page, "class=\"tg-zeros\""));
+    if (!getenv("TG_NO_DOT") && access("/usr/bin/dot", X_OK) == 0)
+        ck_assert_ptr_nonnull(strstr(page, "<title>q-&gt;k\n(2,3)</title>"));
+    free(t1);
+    free(t2);
+    free(e2);
     free(page);
 }
 END_TEST
@@ -656,13 +889,23 @@ Suite *report_suite(void)
     tcase_add_test(tc, failed_call_adds_nothing);
     tcase_add_test(tc, heatmap_data_are_the_tensors_values);
     tcase_add_test(tc, large_matrix_is_downsampled_with_a_note);
+    tcase_add_test(tc, float64_block_means_keep_their_range);
+    tcase_add_test(tc, attention_slider_bound_is_finite);
+    tcase_add_test(tc, long_series_is_thinned_with_a_note);
     tcase_add_test(tc, labels_and_titles_are_escaped);
+    tcase_add_test(tc, gnuplot_labels_keep_their_characters);
     tcase_add_test(tc, failed_write_leaves_the_old_page);
     tcase_add_test(tc, page_says_what_is_missing);
     tcase_add_test(tc, tape_shows_gradient_zeros);
     tcase_add_test(tc, tape_names_are_escaped_for_dot);
+    tcase_add_test(tc, tape_names_cannot_fake_statistics);
     tcase_add_test(tc, empty_tape_says_so);
     tcase_add_test(tc, out_of_memory_fails_cleanly);
     suite_add_tcase(s, tc);
     return s;
 }
+
+/* Last in the file: from here on __FILE__ holds a quote and a backslash,
+ * the call site tape_names_are_escaped_for_dot puts on the tape. */
+#line 1 "dir\"q\\uote.c"
+static tg_tensor *scale_at_odd_path(tg_tensor *x) { return tg_scale(x, 3); }

@@ -107,6 +107,11 @@ static int add_heatmap(tg_report *r, FILE *ex)
             json_shortest(ex, m[i][j], TG_FLOAT32);
         fprintf(ex, "}%s\n", k + 1 < sizeof cells / sizeof cells[0] ? "," : "");
     }
+    fprintf(ex, "],\n\"labels\": [");
+    for (int k = 0; k < HR + HC; k++) {
+        fputs(k ? ", " : "", ex);
+        json_str(ex, k < HR ? heat_rows[k] : heat_cols[k - HR]);
+    }
     fprintf(ex, "]},\n");
     return 0;
 }

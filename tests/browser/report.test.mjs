@@ -287,6 +287,24 @@ async function knownPage(browser, dir, ex) {
       `expected "${c.prefix}${c.value}"`);
   }
   await heatmapPixels(page, hm);
+  // gnuplot's tick labels drawn with their characters ("a<b", not "a b"):
+  // the figure redrawn with its text calls recorded (gnuplot.T, and
+  // gnuplot.TR for the rotated x labels; the text is the last argument)
+  const drawn = await page.evaluate((id) => {
+    const canvas = document.querySelector(`#${id} canvas.tg-gnuplot`);
+    const gp = window.gnuplot;
+    if (!canvas || !gp || typeof window[canvas.id] !== 'function') return null;
+    const texts = [], T = gp.T, TR = gp.TR;
+    gp.T = function (...a) { texts.push(a[a.length - 1]); return T.apply(this, a); };
+    gp.TR = function (...a) { texts.push(a[a.length - 1]); return TR.apply(this, a); };
+    try { window[canvas.id](); } finally { gp.T = T; gp.TR = TR; }
+    return texts;
+  }, hm.id);
+  if (drawn !== null) {
+    const lost = hm.labels.filter((l) => !drawn.includes(l));
+    check(lost.length === 0, 'heatmap: gnuplot draws every tick label as given (< & " \' kept)',
+      `not drawn: ${JSON.stringify(lost)}; drawn: ${JSON.stringify(drawn)}`);
+  }
   const bbox = await page.$eval(`#${hm.id}`, (e) => e.getBoundingClientRect().toJSON());
   await page.mouse.move(bbox.x + bbox.width - 2, bbox.y + 2);
   const left = await readout(page, hm.id);
