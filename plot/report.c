@@ -1086,6 +1086,26 @@ int tg_report_tape(tg_report *r, const char *title)
 
 /* ===================================================================== */
 /* The lesson's figures (drawn by the page's script)                      */
+/* A lesson figure's data, closing its section: the canvas it draws on,
+ * the temperature (the attention figure's; NULL for the averaging one),
+ * the matrix and the tokens. */
+static void lesson_data(rbuf *sec, int n, const matrix *x,
+                        const char *const *tokens, const double *temperature)
+{
+    data_open(sec);
+    tg__rb_printf(sec, "{\"canvas\":\"tgfig%d\",", n);
+    if (temperature) {
+        tg__rb_puts(sec, "\"temp\":");
+        tg__rb_num(sec, *temperature, false);
+        tg__rb_putn(sec, ",", 1);
+    }
+    json_matrix(sec, x);
+    tg__rb_puts(sec, ",\"tok\":");
+    json_labels(sec, tokens, x->rows);
+    tg__rb_puts(sec, "}");
+    data_close_section(sec);
+}
+
 /* ===================================================================== */
 
 static bool lesson_matrix(const char *op, const tg_tensor *m,
@@ -1127,13 +1147,7 @@ int tg_report_averaging(tg_report *r, const char *title, const tg_tensor *wei,
                       "averages, with their weights.</p>\n");
     lesson_canvas(&sec, n);
     tg__rb_puts(&sec, "<div class=\"tg-readout\"></div>\n");
-    data_open(&sec);
-    tg__rb_printf(&sec, "{\"canvas\":\"tgfig%d\",", n);
-    json_matrix(&sec, &x);
-    tg__rb_puts(&sec, ",\"tok\":");
-    json_labels(&sec, tokens, x.rows);
-    tg__rb_puts(&sec, "}");
-    data_close_section(&sec);
+    lesson_data(&sec, n, &x, tokens, NULL);
     matrix_free(&x);
     tg__c_numbers_end(c);
     return add_section(op, r, &sec, NULL);
@@ -1192,15 +1206,7 @@ int tg_report_attention(tg_report *r, const char *title,
     lesson_canvas(&sec, n);
     tg__rb_puts(&sec, "<div class=\"tg-readout\"></div>\n"
                       "<div class=\"tg-rowstats\"></div>\n");
-    data_open(&sec);
-    tg__rb_printf(&sec, "{\"canvas\":\"tgfig%d\",\"temp\":", n);
-    tg__rb_num(&sec, temperature, false);
-    tg__rb_putn(&sec, ",", 1);
-    json_matrix(&sec, &x);
-    tg__rb_puts(&sec, ",\"tok\":");
-    json_labels(&sec, tokens, x.rows);
-    tg__rb_puts(&sec, "}");
-    data_close_section(&sec);
+    lesson_data(&sec, n, &x, tokens, &temperature);
     matrix_free(&x);
     tg__c_numbers_end(c);
     return add_section(op, r, &sec, NULL);
