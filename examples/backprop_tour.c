@@ -21,6 +21,7 @@
 #define _POSIX_C_SOURCE 200809L /* posix_spawnp, waitpid */
 
 #include <tapegrad.h>
+#include "make_dir.h"
 #include "page_echo.h" /* and <tapegrad_report.h> */
 
 #include <errno.h>
@@ -463,21 +464,15 @@ static int replace_with(const char *tmp, const char *path)
     return -1;
 }
 
-/* mkdir the directory part of path (one level, as the pictures/ of the
- * default) unless it is there. 0 or -1 with a message. */
+/* mkdir the directory part of path unless it is there. 0 or -1 with a
+ * message. */
 static int make_parent(const char *path)
 {
-    const char *slash = strrchr(path, '/');
-    if (!slash || slash == path)
-        return 0;
     char dir[4096];
-    snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-    struct stat st;
-    if (mkdir(dir, 0777) == 0 ||
-        (errno == EEXIST && stat(dir, &st) == 0 && S_ISDIR(st.st_mode)))
+    if (example_make_parent(path, dir, sizeof dir) == 0)
         return 0;
     fprintf(stderr, "backprop_tour: cannot make the directory %s: %s\n", dir,
-            errno == EEXIST ? "not a directory" : strerror(errno));
+            strerror(errno));
     return -1;
 }
 

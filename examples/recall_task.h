@@ -32,7 +32,7 @@
  *
  * Header-only (static inline) because each example is built from a single
  * .c file; include it after <tapegrad.h>, with _POSIX_C_SOURCE defined
- * first for recall_make_dir's mkdir. */
+ * first for make_dir.h's mkdir. */
 #ifndef RECALL_TASK_H
 #define RECALL_TASK_H
 
@@ -43,6 +43,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#include "make_dir.h"
 
 typedef struct recall_task {
     int T;      /* tokens per sequence: T-1 stored pairs, then the query */
@@ -179,18 +181,6 @@ static inline double recall_accuracy(tg_tensor *attn, const recall_batch *rb,
     }
     free(rows);
     return rc == 0 ? (double)hits / rb->B : -1;
-}
-
-/* mkdir DIR unless it is there already: where the pictures go. 0 or -1
- * (errno says why). */
-static inline int recall_make_dir(const char *dir)
-{
-    struct stat st;
-    if (mkdir(dir, 0777) == 0)
-        return 0;
-    if (errno == EEXIST && stat(dir, &st) == 0)
-        return S_ISDIR(st.st_mode) ? 0 : (errno = ENOTDIR, -1);
-    return -1;
 }
 
 /* *v = s as a number, if s is one and lies in [lo, hi] (and has no

@@ -95,6 +95,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "make_dir.h"
+
 /* The largest text read: each byte becomes an 8-byte token id, so 256 MiB
  * of text is 2 GiB of ids, more than a character model this size needs. */
 #define MAX_TEXT_MIB 256
@@ -511,14 +513,8 @@ static int load_model(tg_gpt *g, options *o, const corpus *cp)
 /* Creates the directory of path's last '/' (one level), if any. */
 static int make_parent_dir(const char *path)
 {
-    const char *slash = strrchr(path, '/');
-    if (!slash || slash == path)
-        return 0;
     char dir[4096];
-    snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-    struct stat st;
-    if (mkdir(dir, 0777) == 0 ||
-        (errno == EEXIST && stat(dir, &st) == 0 && S_ISDIR(st.st_mode)))
+    if (example_make_parent(path, dir, sizeof dir) == 0)
         return 0;
     report("cannot create the directory %s: %s", dir, strerror(errno));
     return -1;

@@ -777,7 +777,7 @@ int main(int argc, char **argv)
             usage(stdout);
         return rc < 0 ? 0 : rc;
     }
-    if (recall_make_dir(o.out) < 0) {
+    if (example_make_dir(o.out) < 0) {
         perror(o.out);
         return 1;
     }
