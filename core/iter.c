@@ -423,8 +423,80 @@ static void copy_run(void *job, int64_t start, const int64_t *off,
     });
 }
 
+/* ---- the transposing copy -------------------------------------------- */
+
+/* dst (..., R, C) contiguous from src whose last two dims are swapped in
+ * storage (its stride 1 along dim -2): a transposed view made contiguous,
+ * as the gradient of k^T becomes k's. Copied element by element along dst's
+ * rows, every read of src would be a new cache line (C reads per line
+ * used); in TILE x TILE tiles, the tile's lines of src are read while they
+ * are in L1. tg_contiguous of a float32 (16,64,1024) transposed to
+ * (16,1024,64): 3.6 ms element by element, 1.7 ms tiled; (32,32,128) to
+ * (32,128,32): 0.13 ms, 0.075 ms (Zen 3, 1 thread, medians of three). */
+enum { TILE = 16 };
+
+typedef struct transpose_job {
+    tg_tensor *dst;
+    const tg_tensor *src;
+    int64_t rows, cols, row_tiles;
+} transpose_job;
+
+/* Pieces [lo, hi) of (matrix, row tile) pairs. */
+static void transpose_run(void *ctx, int64_t lo, int64_t hi)
+{
+    const transpose_job *j = ctx;
+    const tg_tensor *src = j->src;
+    const int nd = src->ndim;
+    const int64_t R = j->rows, C = j->cols, ld = src->strides[nd - 1];
+    TG_DISPATCH_ANY(j->dst->dtype, T, {
+        for (int64_t u = lo; u < hi; u++) {
+            int64_t mat = u / j->row_tiles, i0 = u % j->row_tiles * TILE;
+            /* the matrix's offset in src, from its index over the leading
+             * dims (any strides) */
+            int64_t soff = src->offset, rest = mat;
+            for (int d = nd - 3; d >= 0; d--) {
+                soff += rest % src->shape[d] * src->strides[d];
+                rest /= src->shape[d];
+            }
+            const T *s = (const T *)src->storage->data + soff;
+            T *d = TG_DATA(T, j->dst) + mat * R * C;
+            const int64_t i1 = i0 + TILE < R ? i0 + TILE : R;
+            for (int64_t c0 = 0; c0 < C; c0 += TILE) {
+                const int64_t c1 = c0 + TILE < C ? c0 + TILE : C;
+                for (int64_t i = i0; i < i1; i++)
+                    for (int64_t c = c0; c < c1; c++)
+                        d[i * C + c] = s[i + c * ld];
+            }
+        }
+    });
+}
+
+/* True, having copied, when dst is in C order and src is a view with its
+ * last two dims swapped (stride 1 along dim -2, more along dim -1). */
+static bool copy_transposed(tg_tensor *dst, const tg_tensor *src)
+{
+    const int nd = src->ndim;
+    if (nd < 2 || dst->ndim != nd || dst->dtype != src->dtype ||
+        src->strides[nd - 2] != 1 || src->strides[nd - 1] < src->shape[nd - 2])
+        return false;
+    for (int64_t d = nd - 1, expect = 1; d >= 0; expect *= dst->shape[d--])
+        if (dst->strides[d] != expect) /* dst in C order */
+            return false;
+    const int64_t R = src->shape[nd - 2], C = src->shape[nd - 1];
+    int64_t numel = 1;
+    for (int d = 0; d < nd; d++)
+        numel *= src->shape[d];
+    if (numel == 0 || R < TILE || C < TILE)
+        return false;
+    transpose_job j = {dst, src, R, C, (R + TILE - 1) / TILE};
+    tg__parallel_for(numel / (R * C) * j.row_tiles, numel, transpose_run, &j);
+    return true;
+}
+
 void tg__copy_into(tg_tensor *dst, const tg_tensor *src)
 {
+    if (copy_transposed(dst, src))
+        return;
     tg_loop L;
     tg__loop_init(&L, dst->ndim, dst->shape, 2,
                   (const tg_tensor *const[]){dst, src});

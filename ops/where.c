@@ -234,13 +234,20 @@ static void zero_triangle(tg_tensor *t, int k, bool lower)
 {
     int64_t rows = t->shape[t->ndim - 2], cols = t->shape[t->ndim - 1];
     int64_t mats = rows > 0 && cols > 0 ? tg_numel(t) / (rows * cols) : 0;
-    char *base =
-        (char *)t->storage->data + (size_t)t->offset * tg_dtype_size(t->dtype);
+    size_t es = tg_dtype_size(t->dtype);
+    char *base = (char *)t->storage->data + (size_t)t->offset * es;
+    /* Row i's zeros are one run of columns: j > i + k (tril) or j < i + k
+     * (triu). Zero bytes are 0 in every dtype (+0.0 for floats), so each
+     * run is one memset. */
     for (int64_t m = 0; m < mats; m++)
-        for (int64_t i = 0; i < rows; i++)
-            for (int64_t j = 0; j < cols; j++)
-                if (lower ? j - i > k : j - i < k)
-                    tg__store(t->dtype, base, (m * rows + i) * cols + j, 0);
+        for (int64_t i = 0; i < rows; i++) {
+            int64_t lo = lower ? i + k + 1 : 0, hi = lower ? cols : i + k;
+            lo = lo < 0 ? 0 : lo > cols ? cols : lo;
+            hi = hi < 0 ? 0 : hi > cols ? cols : hi;
+            if (lo < hi)
+                memset(base + (size_t)((m * rows + i) * cols + lo) * es, 0,
+                       (size_t)(hi - lo) * es);
+        }
 }
 
 /* forward:  y = x where (j - i <= k) [tril] or (j - i >= k) [triu], else 0

@@ -268,6 +268,57 @@ START_TEST(contiguous_of_strided_copies)
 }
 END_TEST
 
+/* Views whose last two dims are swapped in storage are copied in tiles
+ * (core/iter.c): every element lands where tg_get says, for matrices not a
+ * multiple of the tile, sliced leading dims, a column stride past the rows,
+ * and every dtype. */
+START_TEST(contiguous_of_transposed_tiles)
+{
+    tg_scope_begin();
+    const tg_dtype dts[] = {TG_FLOAT32, TG_FLOAT64, TG_BOOL, TG_INT64};
+    for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++) {
+        /* x (4,5,40,33) holds 0, 1, 2, ...; for bool, coin flips */
+        tg_tensor *x =
+            tg_to(tg_reshape(tg_arange(TG_FLOAT64, 0, 4 * 5 * 40 * 33, 1),
+                             TG_SHAPE(4, 5, 40, 33)),
+                  dts[d]);
+        if (dts[d] == TG_BOOL) {
+            tg_rng rng;
+            tg_rng_seed(&rng, 7);
+            x = tg_lt_scalar(tg_rand(&rng, TG_FLOAT64, TG_SHAPE(4, 5, 40, 33)),
+                             0.5);
+        }
+        tg_tensor *views[] = {
+            tg_transpose(x, 2, 3),                     /* (4,5,33,40) */
+            tg_transpose(tg_slice(x, 1, 1, 4), 2, 3),  /* leading cut */
+            tg_transpose(tg_slice(x, 2, 3, 40), 2, 3), /* stride > rows */
+            tg_transpose(tg_transpose(x, 0, 1), 2, 3), /* leading swap */
+            tg_transpose(tg_slice(x, 3, 0, 16), 2, 3), /* (.., 16, 40) */
+        };
+        for (size_t v = 0; v < sizeof views / sizeof views[0]; v++) {
+            tg_tensor *t = views[v];
+            ck_assert(!tg_is_contiguous(t));
+            tg_tensor *c = tg_contiguous(t);
+            ck_assert(tg_is_contiguous(c));
+            ck_assert_int_eq(tg_dtype_of(c), dts[d]);
+            int64_t idx[4];
+            for (idx[0] = 0; idx[0] < tg_size(t, 0); idx[0]++)
+                for (idx[1] = 0; idx[1] < tg_size(t, 1); idx[1]++)
+                    for (idx[2] = 0; idx[2] < tg_size(t, 2); idx[2]++)
+                        for (idx[3] = 0; idx[3] < tg_size(t, 3); idx[3]++)
+                            if (tg_get(c, idx) != tg_get(t, idx))
+                                ck_abort_msg("dtype %d view %zu at (%ld,%ld,"
+                                             "%ld,%ld): %g, want %g",
+                                             (int)dts[d], v, (long)idx[0],
+                                             (long)idx[1], (long)idx[2],
+                                             (long)idx[3], tg_get(c, idx),
+                                             tg_get(t, idx));
+        }
+    }
+    tg_scope_end();
+}
+END_TEST
+
 /* float64 -> float32 rounds as numpy's astype (1e-50 -> 0, 1e40 -> inf),
  * float32 -> float64 is exact, to bool is "nonzero" (NaN included), bool ->
  * float is 0/1, to int64 truncates toward zero. */
@@ -838,6 +889,7 @@ Suite *views_suite(void)
     tcase_add_test(forward, reshape_of_strided_copies);
     tcase_add_test(forward, unsqueeze_squeeze_forward);
     tcase_add_test(forward, contiguous_of_strided_copies);
+    tcase_add_test(forward, contiguous_of_transposed_tiles);
     tcase_add_test(forward, to_forward);
     tcase_add_test(forward, view_outlives_base);
     suite_add_tcase(s, forward);
