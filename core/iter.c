@@ -471,8 +471,9 @@ static void transpose_run(void *ctx, int64_t lo, int64_t hi)
     });
 }
 
-/* True, having copied, when dst is in C order and src is a view with its
- * last two dims swapped (stride 1 along dim -2, more along dim -1). */
+/* True, having copied, when dst is in C order, of src's very shape (a
+ * copy that broadcasts src takes the general loop), and src is a view with
+ * its last two dims swapped (stride 1 along dim -2, more along dim -1). */
 static bool copy_transposed(tg_tensor *dst, const tg_tensor *src)
 {
     const int nd = src->ndim;
@@ -480,7 +481,7 @@ static bool copy_transposed(tg_tensor *dst, const tg_tensor *src)
         src->strides[nd - 2] != 1 || src->strides[nd - 1] < src->shape[nd - 2])
         return false;
     for (int64_t d = nd - 1, expect = 1; d >= 0; expect *= dst->shape[d--])
-        if (dst->strides[d] != expect) /* dst in C order */
+        if (dst->shape[d] != src->shape[d] || dst->strides[d] != expect)
             return false;
     const int64_t R = src->shape[nd - 2], C = src->shape[nd - 1];
     int64_t numel = 1;

@@ -7,6 +7,9 @@
 
 #include <math.h>
 #include <stdio.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 /* Python-slice, narrow and select arguments, the same tables as in
  * fixtures/gen_ops.py: views_slice_<i>.npy is x[..., start:stop, ...]. */
@@ -271,7 +274,7 @@ END_TEST
 /* Views whose last two dims are swapped in storage are copied in tiles
  * (core/iter.c): every element lands where tg_get says, for matrices not a
  * multiple of the tile, sliced leading dims, a column stride past the rows,
- * and every dtype. */
+ * and every dtype. (contiguous_of_transposed_edges: the cases around.) */
 START_TEST(contiguous_of_transposed_tiles)
 {
     tg_scope_begin();
@@ -291,9 +294,9 @@ START_TEST(contiguous_of_transposed_tiles)
         tg_tensor *views[] = {
             tg_transpose(x, 2, 3),                     /* (4,5,33,40) */
             tg_transpose(tg_slice(x, 1, 1, 4), 2, 3),  /* leading cut */
-            tg_transpose(tg_slice(x, 2, 3, 40), 2, 3), /* stride > rows */
+            tg_transpose(tg_slice(x, 2, 3, 40), 2, 3), /* cut rows */
             tg_transpose(tg_transpose(x, 0, 1), 2, 3), /* leading swap */
-            tg_transpose(tg_slice(x, 3, 0, 16), 2, 3), /* (.., 16, 40) */
+            tg_transpose(tg_slice(x, 3, 0, 16), 2, 3), /* stride > rows */
         };
         for (size_t v = 0; v < sizeof views / sizeof views[0]; v++) {
             tg_tensor *t = views[v];
@@ -315,6 +318,64 @@ START_TEST(contiguous_of_transposed_tiles)
                                              tg_get(t, idx));
         }
     }
+    tg_scope_end();
+}
+END_TEST
+
+/* Whether every element of c (up to 4 dims) reads as tg_get reads it in
+ * want, whose shape c has; the first difference is printed. */
+static bool same_elements(tg_tensor *c, tg_tensor *want)
+{
+    int64_t size[4] = {1, 1, 1, 1}, idx[4];
+    const int nd = tg_ndim(want);
+    ck_assert(nd <= 4 && tg_ndim(c) == nd);
+    for (int d = 0; d < nd; d++) {
+        ck_assert_int_eq(tg_size(c, d), tg_size(want, d));
+        size[4 - nd + d] = tg_size(want, d);
+    }
+    int64_t *at = idx + 4 - nd; /* the last nd of idx */
+    for (idx[0] = 0; idx[0] < size[0]; idx[0]++)
+        for (idx[1] = 0; idx[1] < size[1]; idx[1]++)
+            for (idx[2] = 0; idx[2] < size[2]; idx[2]++)
+                for (idx[3] = 0; idx[3] < size[3]; idx[3]++)
+                    if (tg_get(c, at) != tg_get(want, at)) {
+                        printf("at (%ld,%ld,%ld,%ld): %g, want %g\n",
+                               (long)idx[0], (long)idx[1], (long)idx[2],
+                               (long)idx[3], tg_get(c, at), tg_get(want, at));
+                        return false;
+                    }
+    return true;
+}
+
+/* Around the tiled copy: a copy that broadcasts a transposed view (the
+ * general loop's), a transposed view expanded along a leading dim (stride
+ * 0), a plain matrix, and one big enough to be split among threads. */
+START_TEST(contiguous_of_transposed_edges)
+{
+    tg_scope_begin();
+    tg_tensor *x =
+        tg_reshape(tg_arange(TG_FLOAT32, 0, 40 * 37, 1), TG_SHAPE(1, 40, 37));
+    tg_tensor *xt = tg_transpose(x, 1, 2); /* (1,37,40) */
+    tg_tensor *dst = tg_zeros(TG_FLOAT32, TG_SHAPE(3, 37, 40));
+    ck_assert_int_eq(tg_copy_(dst, xt), 0);
+    ck_assert(same_elements(dst, tg_expand(xt, TG_SHAPE(3, 37, 40))));
+    tg_tensor *wide = tg_expand(xt, TG_SHAPE(3, 37, 40));
+    ck_assert(same_elements(tg_contiguous(wide), wide));
+    tg_tensor *m = tg_transpose(tg_select(x, 0, 0), 0, 1); /* (37,40) */
+    ck_assert(same_elements(tg_contiguous(m), m));
+#ifdef _OPENMP
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(2);
+#endif
+    /* 156000 elements, past TG_PARALLEL_MIN: pieces on two threads */
+    tg_tensor *big =
+        tg_transpose(tg_reshape(tg_arange(TG_FLOAT64, 0, 4 * 300 * 130, 1),
+                                TG_SHAPE(4, 300, 130)),
+                     1, 2);
+    ck_assert(same_elements(tg_contiguous(big), big));
+#ifdef _OPENMP
+    omp_set_num_threads(threads);
+#endif
     tg_scope_end();
 }
 END_TEST
@@ -890,6 +951,7 @@ Suite *views_suite(void)
     tcase_add_test(forward, unsqueeze_squeeze_forward);
     tcase_add_test(forward, contiguous_of_strided_copies);
     tcase_add_test(forward, contiguous_of_transposed_tiles);
+    tcase_add_test(forward, contiguous_of_transposed_edges);
     tcase_add_test(forward, to_forward);
     tcase_add_test(forward, view_outlives_base);
     suite_add_tcase(s, forward);
