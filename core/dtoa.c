@@ -6,6 +6,8 @@
 #include "core/dtoa.h"
 
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,6 +44,42 @@ void tg__sb_repeat(sbuf *b, char c, int n)
 {
     for (int i = 0; i < n; i++)
         tg__sb_putc(b, c);
+}
+
+void tg__sb_printf(sbuf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char small[256];
+    int n = vsnprintf(small, sizeof small, fmt, ap);
+    va_end(ap);
+    if (n < 0 || b->oom)
+        return;
+    if ((size_t)n < sizeof small) {
+        tg__sb_putn(b, small, (size_t)n);
+        return;
+    }
+    char *big = tg__malloc((size_t)n + 1);
+    if (!big) {
+        b->oom = true;
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    tg__sb_putn(b, big, (size_t)n);
+    free(big);
+}
+
+char *tg__sb_detach(sbuf *b)
+{
+    char *p = b->oom ? NULL : b->p;
+    if (b->oom)
+        free(b->p);
+    else if (!p)
+        p = tg__strdup("");
+    *b = (sbuf){0};
+    return p;
 }
 
 /* Appends src and frees it (an oom in src carries over). */

@@ -7,20 +7,6 @@
 
 #include "core/internal.h"
 
-/* A growable string; oom is set (and text dropped) when memory runs out. */
-typedef struct sbuf {
-    char *p;
-    size_t len, cap;
-    bool oom;
-} sbuf;
-
-TG_HIDDEN void tg__sb_putn(sbuf *b, const char *s, size_t n);
-TG_HIDDEN void tg__sb_puts(sbuf *b, const char *s);
-TG_HIDDEN void tg__sb_putc(sbuf *b, char c);
-TG_HIDDEN void tg__sb_repeat(sbuf *b, char c, int n);
-/* Appends src and frees it (an oom in src carries over). */
-TG_HIDDEN void tg__sb_take(sbuf *b, sbuf *src);
-
 /* A finite float as mantissa * 2^exponent. The high margin (half the gap
  * to the next float up) is twice the low one at a power of two. */
 typedef struct fparts {

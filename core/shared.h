@@ -103,4 +103,27 @@ static inline tg_tensor *tg__then(tg_tensor *prev, tg_tensor *next)
     return next;
 }
 
+/* ---- A growable string (core/dtoa.c) -----------------------------------
+ * For the printouts (core/print.c) and the report pages (plot/). A zeroed
+ * sbuf is empty; p is NUL-terminated once anything was written. When memory
+ * runs out, oom is set and further text is dropped (what was there stays
+ * until freed). */
+typedef struct sbuf {
+    char *p;
+    size_t len, cap;
+    bool oom;
+} sbuf;
+
+TG_HIDDEN void tg__sb_putn(sbuf *b, const char *s, size_t n);
+TG_HIDDEN void tg__sb_puts(sbuf *b, const char *s);
+TG_HIDDEN void tg__sb_putc(sbuf *b, char c);
+TG_HIDDEN void tg__sb_repeat(sbuf *b, char c, int n);
+TG_HIDDEN void tg__sb_printf(sbuf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Appends src and frees it (an oom in src carries over). */
+TG_HIDDEN void tg__sb_take(sbuf *b, sbuf *src);
+/* The text, now the caller's to free ("" when nothing was written), and b
+ * emptied; NULL (the text freed) after an oom. */
+TG_HIDDEN char *tg__sb_detach(sbuf *b);
+
 #endif /* TAPEGRAD_SHARED_H */

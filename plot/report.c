@@ -37,101 +37,50 @@
 enum { MAX_CELLS = 256 }; /* a drawn matrix's largest side */
 
 /* ===================================================================== */
-/* The growable string                                                    */
+/* Text for the page: HTML, JSON strings and numbers                     */
 /* ===================================================================== */
 
-static bool rb_reserve(rbuf *b, size_t more)
-{
-    if (b->oom)
-        return false;
-    if (b->len + more + 1 <= b->cap)
-        return true;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->len + more + 1)
-        cap *= 2;
-    char *p = tg__realloc(b->p, cap);
-    if (!p) {
-        b->oom = true;
-        return false;
-    }
-    b->p = p;
-    b->cap = cap;
-    return true;
-}
-
-void tg__rb_putn(rbuf *b, const char *s, size_t n)
-{
-    if (!rb_reserve(b, n))
-        return;
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-void tg__rb_puts(rbuf *b, const char *s) { tg__rb_putn(b, s, strlen(s)); }
-
-void tg__rb_printf(rbuf *b, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    char small[256];
-    int n = vsnprintf(small, sizeof small, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return;
-    if ((size_t)n < sizeof small) {
-        tg__rb_putn(b, small, (size_t)n);
-        return;
-    }
-    if (!rb_reserve(b, (size_t)n))
-        return;
-    va_start(ap, fmt);
-    vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    b->len += (size_t)n;
-}
-
-void tg__rb_html(rbuf *b, const char *s)
+void tg__put_html(sbuf *b, const char *s)
 {
     for (; s && *s; s++) {
         switch (*s) {
-        case '&': tg__rb_puts(b, "&amp;"); break;
-        case '<': tg__rb_puts(b, "&lt;"); break;
-        case '>': tg__rb_puts(b, "&gt;"); break;
-        case '"': tg__rb_puts(b, "&quot;"); break;
-        case '\'': tg__rb_puts(b, "&#39;"); break;
-        default: tg__rb_putn(b, s, 1);
+        case '&': tg__sb_puts(b, "&amp;"); break;
+        case '<': tg__sb_puts(b, "&lt;"); break;
+        case '>': tg__sb_puts(b, "&gt;"); break;
+        case '"': tg__sb_puts(b, "&quot;"); break;
+        case '\'': tg__sb_puts(b, "&#39;"); break;
+        default: tg__sb_putn(b, s, 1);
         }
     }
 }
 
-void tg__rb_json(rbuf *b, const char *s)
+void tg__put_json(sbuf *b, const char *s)
 {
     if (!s) {
-        tg__rb_puts(b, "null");
+        tg__sb_puts(b, "null");
         return;
     }
-    tg__rb_putn(b, "\"", 1);
+    tg__sb_putn(b, "\"", 1);
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
         if (c == '"' || c == '\\')
-            tg__rb_printf(b, "\\%c", c);
+            tg__sb_printf(b, "\\%c", c);
         else if (c < 0x20 || c == '<' || c == '>' || c == '&' || c == 0x7f)
-            tg__rb_printf(b, "\\u%04x", c);
+            tg__sb_printf(b, "\\u%04x", c);
         else
-            tg__rb_putn(b, (const char *)&c, 1);
+            tg__sb_putn(b, (const char *)&c, 1);
     }
-    tg__rb_putn(b, "\"", 1);
+    tg__sb_putn(b, "\"", 1);
 }
 
-void tg__rb_num(rbuf *b, double v, bool single)
+void tg__put_num(sbuf *b, double v, bool single)
 {
     if (isnan(v)) {
-        tg__rb_puts(b, "\"nan\"");
+        tg__sb_puts(b, "\"nan\"");
         return;
     }
     if (isinf(v)) {
-        tg__rb_puts(b, v > 0 ? "\"inf\"" : "\"-inf\"");
+        tg__sb_puts(b, v > 0 ? "\"inf\"" : "\"-inf\"");
         return;
     }
     char text[40];
@@ -148,18 +97,7 @@ void tg__rb_num(rbuf *b, double v, bool single)
         while (*d == '0' && d[1])
             memmove(d, d + 1, strlen(d));
     }
-    tg__rb_puts(b, text);
-}
-
-char *tg__rb_take(rbuf *b)
-{
-    char *p = b->oom ? NULL : b->p;
-    if (b->oom)
-        free(b->p);
-    if (!b->oom && !p)
-        p = tg__strdup("");
-    *b = (rbuf){0};
-    return p;
+    tg__sb_puts(b, text);
 }
 
 /* ===================================================================== */
@@ -221,27 +159,27 @@ static bool check_tensor(const char *op, const char *what, const tg_tensor *t)
 }
 
 /* The section's opening, for section number n. */
-static void open_section(rbuf *b, int n, const char *kind, const char *title)
+static void open_section(sbuf *b, int n, const char *kind, const char *title)
 {
-    tg__rb_printf(b,
+    tg__sb_printf(b,
                   "<section class=\"tg-section\" id=\"fig-%d\" "
                   "data-kind=\"%s\">\n<h2>",
                   n, kind);
-    tg__rb_html(b, title && *title ? title : kind);
-    tg__rb_puts(b, "</h2>\n");
+    tg__put_html(b, title && *title ? title : kind);
+    tg__sb_puts(b, "</h2>\n");
 }
 
-void tg__report_missing(rbuf *b, const char *why)
+void tg__report_missing(sbuf *b, const char *why)
 {
-    tg__rb_puts(b, "<p class=\"tg-missing\">Not drawn: ");
-    tg__rb_html(b, why);
-    tg__rb_puts(b, ". The data stays in the page.</p>\n");
+    tg__sb_puts(b, "<p class=\"tg-missing\">Not drawn: ");
+    tg__put_html(b, why);
+    tg__sb_puts(b, ". The data stays in the page.</p>\n");
 }
 
 /* Adds the section b holds (and js, both taken) as number r->n + 1. */
-static int add_section(const char *op, tg_report *r, rbuf *b, char *js)
+static int add_section(const char *op, tg_report *r, sbuf *b, char *js)
 {
-    char *html = tg__rb_take(b);
+    char *html = tg__sb_detach(b);
     if (!html || (r->n == r->cap && r->n >= INT32_MAX / 2))
         goto oom;
     if (r->n == r->cap) {
@@ -261,29 +199,29 @@ oom:
     return -1;
 }
 
-static void data_open(rbuf *b)
+static void data_open(sbuf *b)
 {
-    tg__rb_puts(b, "<script type=\"application/json\" class=\"tg-data\">");
+    tg__sb_puts(b, "<script type=\"application/json\" class=\"tg-data\">");
 }
 
-static void data_close_section(rbuf *b)
+static void data_close_section(sbuf *b)
 {
-    tg__rb_puts(b, "</script>\n</section>\n");
+    tg__sb_puts(b, "</script>\n</section>\n");
 }
 
-static void json_labels(rbuf *b, const char *const *labels, int64_t n)
+static void json_labels(sbuf *b, const char *const *labels, int64_t n)
 {
     if (!labels) {
-        tg__rb_puts(b, "null");
+        tg__sb_puts(b, "null");
         return;
     }
-    tg__rb_putn(b, "[", 1);
+    tg__sb_putn(b, "[", 1);
     for (int64_t i = 0; i < n; i++) {
         if (i)
-            tg__rb_putn(b, ",", 1);
-        tg__rb_json(b, labels[i] ? labels[i] : "");
+            tg__sb_putn(b, ",", 1);
+        tg__put_json(b, labels[i] ? labels[i] : "");
     }
-    tg__rb_putn(b, "]", 1);
+    tg__sb_putn(b, "]", 1);
 }
 
 /* ---- text, pre, table ------------------------------------------------ */
@@ -291,7 +229,7 @@ static void json_labels(rbuf *b, const char *const *labels, int64_t n)
 /* The checks and the opening of a section of text (kind "text" or
  * "pre"); false with the error set. */
 static bool open_text(const char *op, tg_report *r, const char *kind,
-                      const char *heading, const char *text, rbuf *b)
+                      const char *heading, const char *text, sbuf *b)
 {
     if (!check_report(op, r))
         return false;
@@ -306,7 +244,7 @@ static bool open_text(const char *op, tg_report *r, const char *kind,
 int tg_report_text(tg_report *r, const char *heading, const char *text)
 {
     const char *op = "report_text";
-    rbuf b = {0};
+    sbuf b = {0};
     if (!open_text(op, r, "text", heading, text, &b))
         return -1;
     /* paragraphs: runs of lines separated by a blank line */
@@ -325,25 +263,25 @@ int tg_report_text(tg_report *r, const char *heading, const char *text)
         }
         memcpy(para, p, n);
         para[n] = '\0';
-        tg__rb_puts(&b, "<p>");
-        tg__rb_html(&b, para);
-        tg__rb_puts(&b, "</p>\n");
+        tg__sb_puts(&b, "<p>");
+        tg__put_html(&b, para);
+        tg__sb_puts(&b, "</p>\n");
         free(para);
         p += n;
     }
-    tg__rb_puts(&b, "</section>\n");
+    tg__sb_puts(&b, "</section>\n");
     return add_section(op, r, &b, NULL);
 }
 
 int tg_report_pre(tg_report *r, const char *heading, const char *text)
 {
     const char *op = "report_pre";
-    rbuf b = {0};
+    sbuf b = {0};
     if (!open_text(op, r, "pre", heading, text, &b))
         return -1;
-    tg__rb_puts(&b, "<pre class=\"tg-pre\">");
-    tg__rb_html(&b, text);
-    tg__rb_puts(&b, "</pre>\n</section>\n");
+    tg__sb_puts(&b, "<pre class=\"tg-pre\">");
+    tg__put_html(&b, text);
+    tg__sb_puts(&b, "</pre>\n</section>\n");
     return add_section(op, r, &b, NULL);
 }
 
@@ -359,20 +297,20 @@ int tg_report_table(tg_report *r, const char *caption, int n_rows, int n_cols,
                   op, n_rows, n_cols, cells ? "" : " and NULL cells");
         return -1;
     }
-    rbuf b = {0};
+    sbuf b = {0};
     open_section(&b, r->n + 1, "table", caption);
-    tg__rb_puts(&b, "<table class=\"tg-table\">\n");
+    tg__sb_puts(&b, "<table class=\"tg-table\">\n");
     for (int i = 0; i < n_rows; i++) {
-        tg__rb_puts(&b, "<tr>");
+        tg__sb_puts(&b, "<tr>");
         for (int j = 0; j < n_cols; j++) {
             const char *c = cells[(size_t)i * (size_t)n_cols + (size_t)j];
-            tg__rb_puts(&b, i == 0 ? "<th>" : "<td>");
-            tg__rb_html(&b, c);
-            tg__rb_puts(&b, i == 0 ? "</th>" : "</td>");
+            tg__sb_puts(&b, i == 0 ? "<th>" : "<td>");
+            tg__put_html(&b, c);
+            tg__sb_puts(&b, i == 0 ? "</th>" : "</td>");
         }
-        tg__rb_puts(&b, "</tr>\n");
+        tg__sb_puts(&b, "</tr>\n");
     }
-    tg__rb_puts(&b, "</table>\n</section>\n");
+    tg__sb_puts(&b, "</table>\n</section>\n");
     return add_section(op, r, &b, NULL);
 }
 
@@ -512,39 +450,39 @@ static bool read_matrix(const char *op, const tg_tensor *m,
     return true;
 }
 
-static void json_matrix(rbuf *b, const matrix *x)
+static void json_matrix(sbuf *b, const matrix *x)
 {
-    tg__rb_printf(b, "\"rows\":%lld,\"cols\":%lld,\"v\":[", (long long)x->rows,
+    tg__sb_printf(b, "\"rows\":%lld,\"cols\":%lld,\"v\":[", (long long)x->rows,
                   (long long)x->cols);
     for (int64_t k = 0; k < x->rows * x->cols; k++) {
         if (k)
-            tg__rb_putn(b, ",", 1);
-        tg__rb_num(b, x->v[k], x->single);
+            tg__sb_putn(b, ",", 1);
+        tg__put_num(b, x->v[k], x->single);
     }
-    tg__rb_puts(b, "],\"mask\":");
+    tg__sb_puts(b, "],\"mask\":");
     if (x->mask) {
-        tg__rb_putn(b, "[", 1);
+        tg__sb_putn(b, "[", 1);
         for (int64_t k = 0; k < x->rows * x->cols; k++)
-            tg__rb_puts(b, k ? (x->mask[k] ? ",1" : ",0")
+            tg__sb_puts(b, k ? (x->mask[k] ? ",1" : ",0")
                              : (x->mask[k] ? "1" : "0"));
-        tg__rb_putn(b, "]", 1);
+        tg__sb_putn(b, "]", 1);
     } else
-        tg__rb_puts(b, "null");
+        tg__sb_puts(b, "null");
     if (x->fr > 1 || x->fc > 1)
-        tg__rb_printf(b,
+        tg__sb_printf(b,
                       ",\"block\":{\"rows\":%lld,\"cols\":%lld,\"fr\":%lld,"
                       "\"fc\":%lld}",
                       (long long)x->rows0, (long long)x->cols0,
                       (long long)x->fr, (long long)x->fc);
     else
-        tg__rb_puts(b, ",\"block\":null");
+        tg__sb_puts(b, ",\"block\":null");
 }
 
-static void downsample_note(rbuf *b, const matrix *x)
+static void downsample_note(sbuf *b, const matrix *x)
 {
     if (x->fr == 1 && x->fc == 1)
         return;
-    tg__rb_printf(b,
+    tg__sb_printf(b,
                   "<p class=\"tg-note\">Downsampled from %lld x %lld to "
                   "%lld x %lld: each cell is the mean of a %lld x %lld block "
                   "(of its unmasked entries).</p>\n",
@@ -565,37 +503,38 @@ static void downsample_note(rbuf *b, const matrix *x)
  * \ escaped, and run_gnuplot makes "</" and "<!--" inert there. Control
  * characters become spaces and other bytes '?'. The page shows the exact
  * text elsewhere (headings and readouts, escaped). */
-static void gp_text(rbuf *b, const char *s, size_t most)
+static void gp_text(sbuf *b, const char *s, size_t most)
 {
-    tg__rb_putn(b, "\"", 1);
+    tg__sb_putn(b, "\"", 1);
     for (size_t i = 0; s && s[i] && i < most; i++) {
         char c = s[i];
         if ((unsigned char)c < 0x20 || (unsigned char)c >= 0x7f)
             c = (unsigned char)c >= 0x80 ? '?' : ' ';
         if (c == '"' || c == '\\')
-            tg__rb_putn(b, "\\", 1);
-        tg__rb_putn(b, &c, 1);
+            tg__sb_putn(b, "\\", 1);
+        tg__sb_putn(b, &c, 1);
     }
-    tg__rb_putn(b, "\"", 1);
+    tg__sb_putn(b, "\"", 1);
 }
 
 /* dir as a gnuplot single-quoted string ('' for a quote). */
-static void gp_path(rbuf *b, const char *dir)
+static void gp_path(sbuf *b, const char *dir)
 {
-    tg__rb_putn(b, "'", 1);
+    tg__sb_putn(b, "'", 1);
     for (; *dir; dir++)
-        tg__rb_puts(b, *dir == '\'' ? "''" : (char[2]){*dir, 0});
-    tg__rb_putn(b, "'", 1);
+        tg__sb_puts(b, *dir == '\'' ? "''" : (char[2]){*dir, 0});
+    tg__sb_putn(b, "'", 1);
 }
 
 static const char b64[] =
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
-static void put_base64(rbuf *b, const unsigned char *p, size_t n)
+/* p's n bytes in base64, written a chunk of 1024 characters at a time */
+static void put_base64(sbuf *b, const unsigned char *p, size_t n)
 {
-    if (!rb_reserve(b, (n + 2) / 3 * 4))
-        return;
-    for (size_t i = 0; i < n; i += 3) {
+    char chunk[1024];
+    size_t used = 0;
+    for (size_t i = 0; i < n && !b->oom; i += 3) {
         unsigned v = (unsigned)p[i] << 16;
         if (i + 1 < n)
             v |= (unsigned)p[i + 1] << 8;
@@ -604,8 +543,14 @@ static void put_base64(rbuf *b, const unsigned char *p, size_t n)
         char q[4] = {b64[v >> 18 & 63], b64[v >> 12 & 63],
                      i + 1 < n ? b64[v >> 6 & 63] : '=',
                      i + 2 < n ? b64[v & 63] : '='};
-        tg__rb_putn(b, q, 4);
+        memcpy(chunk + used, q, 4);
+        used += 4;
+        if (used == sizeof chunk) {
+            tg__sb_putn(b, chunk, used);
+            used = 0;
+        }
     }
+    tg__sb_putn(b, chunk, used);
 }
 
 /* Runs script (which writes fig.js in dir) and turns the output into the
@@ -613,7 +558,7 @@ static void put_base64(rbuf *b, const unsigned char *p, size_t n)
  * ("var NAME = new Image(); NAME.src = "NAME.png";") as a data: URL. The
  * image names go to images (a JSON array). NULL with why set on failure. */
 static char *run_gnuplot(const rtool *gp, const char *dir, const char *script,
-                         rbuf *images, char *why, size_t cap)
+                         sbuf *images, char *why, size_t cap)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/fig.gp", dir);
@@ -635,8 +580,8 @@ static char *run_gnuplot(const rtool *gp, const char *dir, const char *script,
         snprintf(why, cap, "gnuplot wrote no figure");
         return NULL;
     }
-    rbuf out = {0};
-    tg__rb_putn(images, "[", 1);
+    sbuf out = {0};
+    tg__sb_putn(images, "[", 1);
     int n_img = 0;
     const char *p = js;
     for (;;) {
@@ -646,28 +591,28 @@ static char *run_gnuplot(const rtool *gp, const char *dir, const char *script,
         const char *name = src + 8, *end = strchr(name, '"');
         if (!end)
             break;
-        tg__rb_putn(&out, p, (size_t)(name - p));
+        tg__sb_putn(&out, p, (size_t)(name - p));
         char file[4400];
         snprintf(file, sizeof file, "%s/%.*s", dir, (int)(end - name), name);
         size_t len = 0;
         char *png = tg__report_slurp(file, &len);
-        tg__rb_puts(&out, "data:image/png;base64,");
+        tg__sb_puts(&out, "data:image/png;base64,");
         if (png)
             put_base64(&out, (const unsigned char *)png, len);
         free(png);
         /* the variable is the file's name without ".png" */
         const char *dot = strstr(name, ".png");
         if (dot && dot < end) {
-            tg__rb_puts(images, n_img++ ? ",\"" : "\"");
-            tg__rb_putn(images, name, (size_t)(dot - name));
-            tg__rb_putn(images, "\"", 1);
+            tg__sb_puts(images, n_img++ ? ",\"" : "\"");
+            tg__sb_putn(images, name, (size_t)(dot - name));
+            tg__sb_putn(images, "\"", 1);
         }
         p = end;
     }
-    tg__rb_puts(&out, p);
-    tg__rb_putn(images, "]", 1);
+    tg__sb_puts(&out, p);
+    tg__sb_putn(images, "]", 1);
     free(js);
-    char *text = tg__rb_take(&out);
+    char *text = tg__sb_detach(&out);
     if (!text) {
         snprintf(why, cap, "out of memory");
         return NULL;
@@ -676,15 +621,15 @@ static char *run_gnuplot(const rtool *gp, const char *dir, const char *script,
      * cannot start the HTML parser's escaped script state (where a
      * "<script" would make the next "</script>" not close it): both occur
      * only inside the strings of labels, where "\/" is "/" and "\!" is "!" */
-    rbuf safe = {0};
+    sbuf safe = {0};
     for (const char *q = text; *q; q++) {
         if (q[0] == '<' && (q[1] == '/' || !strncmp(q + 1, "!--", 3)))
-            tg__rb_puts(&safe, "<\\");
+            tg__sb_puts(&safe, "<\\");
         else
-            tg__rb_putn(&safe, q, 1);
+            tg__sb_putn(&safe, q, 1);
     }
     free(text);
-    return tg__rb_take(&safe);
+    return tg__sb_detach(&safe);
 }
 
 /* Draws with gnuplot: body (the plot commands, after the terminal) for
@@ -692,29 +637,29 @@ static char *run_gnuplot(const rtool *gp, const char *dir, const char *script,
  * "gp":NAME,"img":[...]; otherwise the tg-missing line and "gp":null. The
  * drawing function is returned (NULL when not drawn). */
 static char *gnuplot_figure(tg_report *r, int n, const char *body, int width,
-                            int height, rbuf *sec, rbuf *data)
+                            int height, sbuf *sec, sbuf *data)
 {
     rtool gp;
     char jsdir[4096];
     tg__report_gnuplot(&gp, jsdir, sizeof jsdir);
     char why[512] = "";
     char *js = NULL;
-    rbuf images = {0};
+    sbuf images = {0};
     if (gp.usable) {
         char dir[4096];
         if (!tg__report_tmpdir(dir, sizeof dir))
             snprintf(why, sizeof why, "no temporary directory for gnuplot: %s",
                      strerror(errno));
         else {
-            rbuf script = {0};
-            tg__rb_puts(&script, "cd ");
+            sbuf script = {0};
+            tg__sb_puts(&script, "cd ");
             gp_path(&script, dir);
-            tg__rb_printf(&script,
+            tg__sb_printf(&script,
                           "\nset terminal canvas name 'tgfig%d' size %d,%d "
                           "font 'sans,10' noenhanced\nset output 'fig.js'\n",
                           n, width, height);
-            tg__rb_puts(&script, body);
-            char *s = tg__rb_take(&script);
+            tg__sb_puts(&script, body);
+            char *s = tg__sb_detach(&script);
             if (s)
                 js = run_gnuplot(&gp, dir, s, &images, why, sizeof why);
             else
@@ -727,38 +672,38 @@ static char *gnuplot_figure(tg_report *r, int n, const char *body, int width,
     if (js) {
         snprintf(r->jsdir, sizeof r->jsdir, "%s", jsdir);
         r->gnuplot_js = true;
-        tg__rb_printf(sec,
+        tg__sb_printf(sec,
                       "<canvas id=\"tgfig%d\" class=\"tg-canvas tg-gnuplot\" "
                       "width=\"%d\" height=\"%d\"></canvas>\n",
                       n, width, height);
-        tg__rb_printf(data, "\"gp\":\"tgfig%d\",\"img\":", n);
-        tg__rb_putn(data, images.p ? images.p : "[]",
+        tg__sb_printf(data, "\"gp\":\"tgfig%d\",\"img\":", n);
+        tg__sb_putn(data, images.p ? images.p : "[]",
                     images.p ? images.len : 2);
     } else {
         tg__report_missing(sec, why);
-        tg__rb_puts(data, "\"gp\":null,\"img\":[]");
+        tg__sb_puts(data, "\"gp\":null,\"img\":[]");
     }
     free(images.p);
     return js;
 }
 
 /* gnuplot's tics for labels (at most 64 shown, else numbers). */
-static void gp_tics(rbuf *b, const char *axis, const char *const *labels,
+static void gp_tics(sbuf *b, const char *axis, const char *const *labels,
                     int64_t n)
 {
     if (!labels || n > 64) {
-        tg__rb_printf(b, "set %stics out\n", axis);
+        tg__sb_printf(b, "set %stics out\n", axis);
         return;
     }
-    tg__rb_printf(b, "set %stics out %s(", axis,
+    tg__sb_printf(b, "set %stics out %s(", axis,
                   axis[0] == 'x' ? "rotate by -45 left " : "");
     for (int64_t i = 0; i < n; i++) {
         if (i)
-            tg__rb_putn(b, ", ", 2);
+            tg__sb_putn(b, ", ", 2);
         gp_text(b, labels[i] ? labels[i] : "", 24);
-        tg__rb_printf(b, " %lld", (long long)i);
+        tg__sb_printf(b, " %lld", (long long)i);
     }
-    tg__rb_puts(b, ")\n");
+    tg__sb_puts(b, ")\n");
 }
 
 /* A heatmap's cell colours: finite unmasked cells through the palette
@@ -769,7 +714,7 @@ static const char heat_palette[] =
     "set palette defined (0 '#440154', 0.25 '#3b528b', 0.5 '#21908d', "
     "0.75 '#5dc963', 1 '#fde725')\n";
 
-static void heat_points(rbuf *b, const matrix *x, bool overlay)
+static void heat_points(sbuf *b, const matrix *x, bool overlay)
 {
     int sr = x->rows == 1 ? 2 : 1, sc = x->cols == 1 ? 2 : 1;
     for (int64_t i = 0; i < x->rows * sr; i++) {
@@ -783,9 +728,9 @@ static void heat_points(rbuf *b, const matrix *x, bool overlay)
             bool masked = x->mask && x->mask[k];
             if (!overlay) {
                 if (masked || !isfinite(v))
-                    tg__rb_printf(b, "%g %g NaN\n", xx, y);
+                    tg__sb_printf(b, "%g %g NaN\n", xx, y);
                 else
-                    tg__rb_printf(b, "%g %g %.17g\n", xx, y, v);
+                    tg__sb_printf(b, "%g %g %.17g\n", xx, y, v);
                 continue;
             }
             int rgba[4] = {0, 0, 0, 0};
@@ -798,10 +743,10 @@ static void heat_points(rbuf *b, const matrix *x, bool overlay)
                        v > 0 ? (int[4]){255, 0, 0, 255}
                              : (int[4]){0, 0, 0, 255},
                        sizeof rgba);
-            tg__rb_printf(b, "%g %g %d %d %d %d\n", xx, y, rgba[0], rgba[1],
+            tg__sb_printf(b, "%g %g %d %d %d %d\n", xx, y, rgba[0], rgba[1],
                           rgba[2], rgba[3]);
         }
-        tg__rb_putn(b, "\n", 1);
+        tg__sb_putn(b, "\n", 1);
     }
 }
 
@@ -832,8 +777,8 @@ int tg_report_heatmap(tg_report *r, const char *title, const tg_tensor *m,
         hi = isfinite(hi) ? hi + 0.5 : 1;
     }
     bool blocks = x.fr > 1 || x.fc > 1;
-    rbuf body = {0};
-    tg__rb_printf(&body,
+    sbuf body = {0};
+    tg__sb_printf(&body,
                   "unset key\nset xrange [-0.5:%lld.5]\nset yrange "
                   "[%lld.5:-0.5]\nset cbrange [%.17g:%.17g]\nset format cb "
                   "'%%g'\n%s",
@@ -841,38 +786,38 @@ int tg_report_heatmap(tg_report *r, const char *title, const tg_tensor *m,
                   heat_palette);
     gp_tics(&body, "x", blocks ? NULL : col_labels, x.cols);
     gp_tics(&body, "y", blocks ? NULL : row_labels, x.rows);
-    tg__rb_puts(&body, "$v << EOD\n");
+    tg__sb_puts(&body, "$v << EOD\n");
     heat_points(&body, &x, false);
-    tg__rb_puts(&body, "EOD\n");
+    tg__sb_puts(&body, "EOD\n");
     if (special) {
-        tg__rb_puts(&body, "$o << EOD\n");
+        tg__sb_puts(&body, "$o << EOD\n");
         heat_points(&body, &x, true);
-        tg__rb_puts(&body, "EOD\n");
+        tg__sb_puts(&body, "EOD\n");
     }
-    tg__rb_printf(&body, "plot $v using 1:2:3 with image%s\n",
+    tg__sb_printf(&body, "plot $v using 1:2:3 with image%s\n",
                   special ? ", $o using 1:2:3:4:5:6 with rgbalpha" : "");
-    char *script = tg__rb_take(&body);
+    char *script = tg__sb_detach(&body);
 
-    rbuf sec = {0}, data = {0};
+    sbuf sec = {0}, data = {0};
     open_section(&sec, n, "heatmap", title);
     downsample_note(&sec, &x);
     char *js =
         script ? gnuplot_figure(r, n, script, 560, 480, &sec, &data) : NULL;
     free(script);
-    tg__rb_puts(&sec, "<div class=\"tg-readout\"></div>\n");
+    tg__sb_puts(&sec, "<div class=\"tg-readout\"></div>\n");
     if (special)
-        tg__rb_puts(&sec, "<p class=\"tg-legend\">grey: masked; magenta: nan; "
+        tg__sb_puts(&sec, "<p class=\"tg-legend\">grey: masked; magenta: nan; "
                           "red: inf; black: -inf</p>\n");
     data_open(&sec);
-    tg__rb_puts(&sec, "{");
-    tg__rb_putn(&sec, data.p ? data.p : "", data.len);
-    tg__rb_putn(&sec, ",", 1);
+    tg__sb_puts(&sec, "{");
+    tg__sb_putn(&sec, data.p ? data.p : "", data.len);
+    tg__sb_putn(&sec, ",", 1);
     json_matrix(&sec, &x);
-    tg__rb_puts(&sec, ",\"rl\":");
+    tg__sb_puts(&sec, ",\"rl\":");
     json_labels(&sec, row_labels, x.rows0);
-    tg__rb_puts(&sec, ",\"cl\":");
+    tg__sb_puts(&sec, ",\"cl\":");
     json_labels(&sec, col_labels, x.cols0);
-    tg__rb_puts(&sec, "}");
+    tg__sb_puts(&sec, "}");
     data_close_section(&sec);
     free(data.p);
     if (data.oom)
@@ -973,81 +918,81 @@ int tg_report_lines(tg_report *r, const char *title, const tg_series *s, int n,
 #define AT(i, q) (keep[i] ? keep[i][q] : (q))
     tg__c_numbers c = tg__c_numbers_begin();
     int num = r->n + 1;
-    rbuf body = {0};
-    tg__rb_puts(&body, "set key top right\nset grid\nset format y '%g'\n");
+    sbuf body = {0};
+    tg__sb_puts(&body, "set key top right\nset grid\nset format y '%g'\n");
     if (logy)
-        tg__rb_puts(&body, "set logscale y\n");
+        tg__sb_puts(&body, "set logscale y\n");
     if (xlabel) {
-        tg__rb_puts(&body, "set xlabel ");
+        tg__sb_puts(&body, "set xlabel ");
         gp_text(&body, xlabel, 80);
-        tg__rb_putn(&body, "\n", 1);
+        tg__sb_putn(&body, "\n", 1);
     }
     if (ylabel) {
-        tg__rb_puts(&body, "set ylabel ");
+        tg__sb_puts(&body, "set ylabel ");
         gp_text(&body, ylabel, 80);
-        tg__rb_putn(&body, "\n", 1);
+        tg__sb_putn(&body, "\n", 1);
     }
     for (int i = 0; i < n; i++) {
-        tg__rb_printf(&body, "$s%d << EOD\n", i);
+        tg__sb_printf(&body, "$s%d << EOD\n", i);
         for (int64_t q = 0; q < kept[i]; q++) {
             int64_t k = AT(i, q);
             double xv = s[i].x ? s[i].x[k] : (double)k;
             if (isfinite(xv) && isfinite(s[i].y[k]))
-                tg__rb_printf(&body, "%.17g %.17g\n", xv, s[i].y[k]);
+                tg__sb_printf(&body, "%.17g %.17g\n", xv, s[i].y[k]);
         }
-        tg__rb_puts(&body, "EOD\n");
+        tg__sb_puts(&body, "EOD\n");
     }
-    tg__rb_puts(&body, "plot ");
+    tg__sb_puts(&body, "plot ");
     for (int i = 0; i < n; i++) {
-        tg__rb_printf(&body,
+        tg__sb_printf(&body,
                       "%s$s%d using 1:2 with linespoints pt 7 ps 0.4 "
                       "title ",
                       i ? ", " : "", i);
         gp_text(&body, s[i].label ? s[i].label : "", 60);
     }
-    tg__rb_putn(&body, "\n", 1);
-    char *script = tg__rb_take(&body);
+    tg__sb_putn(&body, "\n", 1);
+    char *script = tg__sb_detach(&body);
 
-    rbuf sec = {0}, data = {0};
+    sbuf sec = {0}, data = {0};
     open_section(&sec, num, "lines", title);
     char *js =
         script ? gnuplot_figure(r, num, script, 640, 400, &sec, &data) : NULL;
     free(script);
     for (int i = 0; i < n; i++)
         if (keep[i]) {
-            tg__rb_printf(&sec, "<p class=\"tg-note\">Series %d (", i + 1);
-            tg__rb_html(&sec, s[i].label ? s[i].label : "");
-            tg__rb_printf(&sec,
+            tg__sb_printf(&sec, "<p class=\"tg-note\">Series %d (", i + 1);
+            tg__put_html(&sec, s[i].label ? s[i].label : "");
+            tg__sb_printf(&sec,
                           ") thinned from %lld to %lld points: the lowest "
                           "and highest y of each run of %lld.</p>\n",
                           (long long)s[i].n, (long long)kept[i],
                           (long long)run[i]);
         }
-    tg__rb_puts(&sec, "<div class=\"tg-readout\"></div>\n");
+    tg__sb_puts(&sec, "<div class=\"tg-readout\"></div>\n");
     data_open(&sec);
-    tg__rb_puts(&sec, "{");
-    tg__rb_putn(&sec, data.p ? data.p : "", data.len);
-    tg__rb_printf(&sec, ",\"logy\":%s,\"series\":[", logy ? "true" : "false");
+    tg__sb_puts(&sec, "{");
+    tg__sb_putn(&sec, data.p ? data.p : "", data.len);
+    tg__sb_printf(&sec, ",\"logy\":%s,\"series\":[", logy ? "true" : "false");
     for (int i = 0; i < n; i++) {
-        tg__rb_puts(&sec, i ? ",{\"label\":" : "{\"label\":");
-        tg__rb_json(&sec, s[i].label ? s[i].label : "");
-        tg__rb_puts(&sec, ",\"x\":[");
+        tg__sb_puts(&sec, i ? ",{\"label\":" : "{\"label\":");
+        tg__put_json(&sec, s[i].label ? s[i].label : "");
+        tg__sb_puts(&sec, ",\"x\":[");
         for (int64_t q = 0; q < kept[i]; q++) {
             int64_t k = AT(i, q);
             if (q)
-                tg__rb_putn(&sec, ",", 1);
-            tg__rb_num(&sec, s[i].x ? s[i].x[k] : (double)k, false);
+                tg__sb_putn(&sec, ",", 1);
+            tg__put_num(&sec, s[i].x ? s[i].x[k] : (double)k, false);
         }
-        tg__rb_puts(&sec, "],\"y\":[");
+        tg__sb_puts(&sec, "],\"y\":[");
         for (int64_t q = 0; q < kept[i]; q++) {
             if (q)
-                tg__rb_putn(&sec, ",", 1);
-            tg__rb_num(&sec, s[i].y[AT(i, q)], false);
+                tg__sb_putn(&sec, ",", 1);
+            tg__put_num(&sec, s[i].y[AT(i, q)], false);
         }
-        tg__rb_puts(&sec, "]}");
+        tg__sb_puts(&sec, "]}");
     }
 #undef AT
-    tg__rb_puts(&sec, "]}");
+    tg__sb_puts(&sec, "]}");
     data_close_section(&sec);
     free(data.p);
     for (int i = 0; i < n; i++)
@@ -1066,7 +1011,7 @@ int tg_report_tape(tg_report *r, const char *title)
     const char *op = "report_tape";
     if (!check_report(op, r))
         return -1;
-    rbuf sec = {0}, data = {0};
+    sbuf sec = {0}, data = {0};
     open_section(&sec, r->n + 1, "tape", title);
     if (!tg__report_tape_body(&sec, &data)) {
         free(sec.p);
@@ -1074,9 +1019,9 @@ int tg_report_tape(tg_report *r, const char *title)
         return -1;
     }
     data_open(&sec);
-    tg__rb_puts(&sec, "{");
-    tg__rb_putn(&sec, data.p ? data.p : "", data.len);
-    tg__rb_puts(&sec, "}");
+    tg__sb_puts(&sec, "{");
+    tg__sb_putn(&sec, data.p ? data.p : "", data.len);
+    tg__sb_puts(&sec, "}");
     data_close_section(&sec);
     if (data.oom)
         sec.oom = true;
@@ -1089,20 +1034,20 @@ int tg_report_tape(tg_report *r, const char *title)
 /* A lesson figure's data, closing its section: the canvas it draws on,
  * the temperature (the attention figure's; NULL for the averaging one),
  * the matrix and the tokens. */
-static void lesson_data(rbuf *sec, int n, const matrix *x,
+static void lesson_data(sbuf *sec, int n, const matrix *x,
                         const char *const *tokens, const double *temperature)
 {
     data_open(sec);
-    tg__rb_printf(sec, "{\"canvas\":\"tgfig%d\",", n);
+    tg__sb_printf(sec, "{\"canvas\":\"tgfig%d\",", n);
     if (temperature) {
-        tg__rb_puts(sec, "\"temp\":");
-        tg__rb_num(sec, *temperature, false);
-        tg__rb_putn(sec, ",", 1);
+        tg__sb_puts(sec, "\"temp\":");
+        tg__put_num(sec, *temperature, false);
+        tg__sb_putn(sec, ",", 1);
     }
     json_matrix(sec, x);
-    tg__rb_puts(sec, ",\"tok\":");
+    tg__sb_puts(sec, ",\"tok\":");
     json_labels(sec, tokens, x->rows);
-    tg__rb_puts(sec, "}");
+    tg__sb_puts(sec, "}");
     data_close_section(sec);
 }
 
@@ -1122,9 +1067,9 @@ static bool lesson_matrix(const char *op, const tg_tensor *m,
     return true;
 }
 
-static void lesson_canvas(rbuf *b, int n)
+static void lesson_canvas(sbuf *b, int n)
 {
-    tg__rb_printf(b,
+    tg__sb_printf(b,
                   "<canvas id=\"tgfig%d\" class=\"tg-canvas tg-lesson\" "
                   "width=\"560\" height=\"480\"></canvas>\n",
                   n);
@@ -1141,12 +1086,12 @@ int tg_report_averaging(tg_report *r, const char *title, const tg_tensor *wei,
         return -1;
     tg__c_numbers c = tg__c_numbers_begin();
     int n = r->n + 1;
-    rbuf sec = {0};
+    sbuf sec = {0};
     open_section(&sec, n, "averaging", title);
-    tg__rb_puts(&sec, "<p class=\"tg-hint\">Click a row: the tokens it "
+    tg__sb_puts(&sec, "<p class=\"tg-hint\">Click a row: the tokens it "
                       "averages, with their weights.</p>\n");
     lesson_canvas(&sec, n);
-    tg__rb_puts(&sec, "<div class=\"tg-readout\"></div>\n");
+    tg__sb_puts(&sec, "<div class=\"tg-readout\"></div>\n");
     lesson_data(&sec, n, &x, tokens, NULL);
     matrix_free(&x);
     tg__c_numbers_end(c);
@@ -1188,23 +1133,23 @@ int tg_report_attention(tg_report *r, const char *title,
     /* scores spanning +-DBL_MAX, or a temperature above DBL_MAX / 10, give
      * inf: the attribute needs a number, the largest finite one serves */
     hi = fmin(hi, DBL_MAX);
-    rbuf sec = {0};
+    sbuf sec = {0};
     open_section(&sec, n, "attention", title);
-    tg__rb_puts(&sec, "<p class=\"tg-hint\">Hover a cell for its weight; "
+    tg__sb_puts(&sec, "<p class=\"tg-hint\">Hover a cell for its weight; "
                       "drag the temperature: low is the peaky, un-scaled "
                       "regime, where the gradient's gain starves.</p>\n");
-    tg__rb_puts(&sec, "<label class=\"tg-temp\">temperature <input "
+    tg__sb_puts(&sec, "<label class=\"tg-temp\">temperature <input "
                       "type=\"range\" class=\"tg-temperature\" min=\"");
-    tg__rb_num(&sec, lo, false);
-    tg__rb_puts(&sec, "\" max=\"");
-    tg__rb_num(&sec, hi, false);
-    tg__rb_puts(&sec, "\" step=\"any\" value=\"");
-    tg__rb_num(&sec, temperature, false);
-    tg__rb_puts(&sec, "\"> <span class=\"tg-temperature-value\">");
-    tg__rb_num(&sec, temperature, false);
-    tg__rb_puts(&sec, "</span></label>\n");
+    tg__put_num(&sec, lo, false);
+    tg__sb_puts(&sec, "\" max=\"");
+    tg__put_num(&sec, hi, false);
+    tg__sb_puts(&sec, "\" step=\"any\" value=\"");
+    tg__put_num(&sec, temperature, false);
+    tg__sb_puts(&sec, "\"> <span class=\"tg-temperature-value\">");
+    tg__put_num(&sec, temperature, false);
+    tg__sb_puts(&sec, "</span></label>\n");
     lesson_canvas(&sec, n);
-    tg__rb_puts(&sec, "<div class=\"tg-readout\"></div>\n"
+    tg__sb_puts(&sec, "<div class=\"tg-readout\"></div>\n"
                       "<div class=\"tg-rowstats\"></div>\n");
     lesson_data(&sec, n, &x, tokens, &temperature);
     matrix_free(&x);
@@ -1235,7 +1180,7 @@ static const char gnuplot_notice[] =
     " * notice appear in supporting documentation. */\n";
 
 /* A support file of gnuplot's, with any "</" made safe for a script. */
-static bool put_gnuplot_file(rbuf *b, const char *jsdir, const char *name)
+static bool put_gnuplot_file(sbuf *b, const char *jsdir, const char *name)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", jsdir, name);
@@ -1255,9 +1200,9 @@ static bool put_gnuplot_file(rbuf *b, const char *jsdir, const char *name)
                 continue;
             }
         }
-        tg__rb_puts(b, q[0] == '<' && q[1] == '/' ? "<\\" : (char[2]){*q, 0});
+        tg__sb_puts(b, q[0] == '<' && q[1] == '/' ? "<\\" : (char[2]){*q, 0});
     }
-    tg__rb_putn(b, "\n", 1);
+    tg__sb_putn(b, "\n", 1);
     free(text);
     return true;
 }
@@ -1271,34 +1216,34 @@ int tg_report_write(const tg_report *r, const char *path)
         tg__error("%s: path is %s", op, path ? "empty" : "NULL");
         return -1;
     }
-    rbuf b = {0};
-    tg__rb_puts(&b, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n"
+    sbuf b = {0};
+    tg__sb_puts(&b, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n"
                     "<meta charset=\"utf-8\">\n");
-    tg__rb_puts(&b, csp);
-    tg__rb_puts(&b, "<meta name=\"generator\" content=\"tapegrad\">\n<title>");
-    tg__rb_html(&b, r->title);
-    tg__rb_puts(&b, "</title>\n<style>\n");
-    tg__rb_puts(&b, tg__report_css);
-    tg__rb_puts(&b, "</style>\n</head>\n<body>\n<h1>");
-    tg__rb_html(&b, r->title);
-    tg__rb_puts(&b, "</h1>\n");
+    tg__sb_puts(&b, csp);
+    tg__sb_puts(&b, "<meta name=\"generator\" content=\"tapegrad\">\n<title>");
+    tg__put_html(&b, r->title);
+    tg__sb_puts(&b, "</title>\n<style>\n");
+    tg__sb_puts(&b, tg__report_css);
+    tg__sb_puts(&b, "</style>\n</head>\n<body>\n<h1>");
+    tg__put_html(&b, r->title);
+    tg__sb_puts(&b, "</h1>\n");
     for (int i = 0; i < r->n; i++)
-        tg__rb_puts(&b, r->s[i].html);
+        tg__sb_puts(&b, r->s[i].html);
     bool gp_ok = true;
     if (r->gnuplot_js) {
-        tg__rb_puts(&b, "<script>\n");
-        tg__rb_puts(&b, gnuplot_notice);
+        tg__sb_puts(&b, "<script>\n");
+        tg__sb_puts(&b, gnuplot_notice);
         gp_ok = put_gnuplot_file(&b, r->jsdir, "gnuplot_common.js") &&
                 put_gnuplot_file(&b, r->jsdir, "canvastext.js");
-        tg__rb_puts(&b, "var canvas, ctx;\n");
+        tg__sb_puts(&b, "var canvas, ctx;\n");
         for (int i = 0; i < r->n; i++)
             if (r->s[i].js)
-                tg__rb_puts(&b, r->s[i].js);
-        tg__rb_puts(&b, "</script>\n");
+                tg__sb_puts(&b, r->s[i].js);
+        tg__sb_puts(&b, "</script>\n");
     }
-    tg__rb_puts(&b, "<script>\n");
-    tg__rb_puts(&b, tg__report_js);
-    tg__rb_puts(&b, "</script>\n</body>\n</html>\n");
+    tg__sb_puts(&b, "<script>\n");
+    tg__sb_puts(&b, tg__report_js);
+    tg__sb_puts(&b, "</script>\n</body>\n</html>\n");
     if (b.oom || !gp_ok) {
         free(b.p);
         if (!gp_ok)

@@ -5,32 +5,19 @@
 #define TAPEGRAD_PLOT_REPORT_H
 
 #include "core/error.h"
+#include "core/shared.h"
 #include "tapegrad_report.h"
 
-#include <stdarg.h>
-
-/* ---- A growable string (oom set, text kept, when memory runs out) ---- */
-typedef struct rbuf {
-    char *p;
-    size_t len, cap;
-    bool oom;
-} rbuf;
-
-TG_HIDDEN void tg__rb_putn(rbuf *b, const char *s, size_t n);
-TG_HIDDEN void tg__rb_puts(rbuf *b, const char *s);
-TG_HIDDEN void tg__rb_printf(rbuf *b, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+/* ---- Writing into a growable string (core/shared.h's sbuf) ---------- */
 /* s with & < > " ' as HTML entities (NULL: nothing). */
-TG_HIDDEN void tg__rb_html(rbuf *b, const char *s);
+TG_HIDDEN void tg__put_html(sbuf *b, const char *s);
 /* s as a JSON string with its quotes; < > & as \u escapes, so "</script>"
  * never appears inside a script element. NULL: null. */
-TG_HIDDEN void tg__rb_json(rbuf *b, const char *s);
+TG_HIDDEN void tg__put_json(sbuf *b, const char *s);
 /* v in the shortest %g digits that read back as v (as a float32 when
  * single), exponent as JavaScript writes it; "nan", "inf", "-inf" as JSON
  * strings. */
-TG_HIDDEN void tg__rb_num(rbuf *b, double v, bool single);
-/* Takes the text (the caller frees it); NULL after an oom. */
-TG_HIDDEN char *tg__rb_take(rbuf *b);
+TG_HIDDEN void tg__put_num(sbuf *b, double v, bool single);
 
 /* ---- Tools found at run time (plot/report_tools.c) ------------------ */
 
@@ -64,10 +51,10 @@ TG_HIDDEN char *tg__report_slurp(const char *path, size_t *len);
 /* ---- Sections ------------------------------------------------------- */
 
 /* <p class="tg-missing">: why a figure is not drawn. (plot/report.c) */
-TG_HIDDEN void tg__report_missing(rbuf *b, const char *why);
+TG_HIDDEN void tg__report_missing(sbuf *b, const char *why);
 /* The tape section's figure into sec and its JSON fields into data; false
  * (error set) when out of memory. (plot/report_tape.c) */
-TG_HIDDEN bool tg__report_tape_body(rbuf *sec, rbuf *data);
+TG_HIDDEN bool tg__report_tape_body(sbuf *sec, sbuf *data);
 
 /* ---- The page's own script and style (generated from plot/report.js and
  * plot/report.css by build-aux/embed-text.sh) ------------------------- */

@@ -47,23 +47,23 @@ static char *dot_string(const char *p, const char **end)
 
 /* A DOT label as plain text: \n the line separator nl, \" and \\
  * themselves; HTML-escaped when html. */
-static void label_text(rbuf *b, const char *label, bool html, const char *nl)
+static void label_text(sbuf *b, const char *label, bool html, const char *nl)
 {
     for (const char *p = label; *p; p++) {
         char c = *p;
         if (c == '\\' && p[1]) {
             p++;
             if (*p == 'n' || *p == 'l' || *p == 'r') {
-                tg__rb_puts(b, nl);
+                tg__sb_puts(b, nl);
                 continue;
             }
             c = *p;
         }
         char s[2] = {c, 0};
         if (html)
-            tg__rb_html(b, s);
+            tg__put_html(b, s);
         else
-            tg__rb_putn(b, s, 1);
+            tg__sb_putn(b, s, 1);
     }
 }
 
@@ -113,16 +113,16 @@ static const tnode *find(const tnode *nodes, int n, const char *id)
 }
 
 /* grey (no gradient) to red (the largest) */
-static void grad_colour(rbuf *b, double g, double gmax)
+static void grad_colour(sbuf *b, double g, double gmax)
 {
     if (!(g >= 0) || !(gmax > 0)) {
-        tg__rb_puts(b, "#999999");
+        tg__sb_puts(b, "#999999");
         return;
     }
     double f = sqrt(g / gmax);
     int r = (int)(153 + f * (214 - 153)), gg = (int)(153 - f * (153 - 39)),
         bb = (int)(153 - f * (153 - 40));
-    tg__rb_printf(b, "#%02x%02x%02x", r, gg, bb);
+    tg__sb_printf(b, "#%02x%02x%02x", r, gg, bb);
 }
 
 /* Rewrites the DOT text: tooltips, widths and colours by |grad|. */
@@ -167,49 +167,49 @@ static char *dress(const char *dot, tnode **nodes_out, int *n_out)
     for (int i = 0; i < n; i++)
         gmax = fmax(gmax, nodes[i].g);
     /* pass 2: the new text */
-    rbuf b = {0};
+    sbuf b = {0};
     for (const char *line = dot; *line && !oom;) {
         const char *eol = strchr(line, '\n');
         size_t len = eol ? (size_t)(eol - line) : strlen(line);
         char id[24], from[24], to[24];
         const tnode *t;
         if (sscanf(line, " %23[et0-9] -> %23[et0-9]", from, to) == 2) {
-            tg__rb_printf(&b, "  %s -> %s [", from, to);
+            tg__sb_printf(&b, "  %s -> %s [", from, to);
             const tnode *src = find(nodes, n, from);
             double g = src ? src->g : -1;
-            tg__rb_printf(&b, "penwidth=%.2f, color=\"",
+            tg__sb_printf(&b, "penwidth=%.2f, color=\"",
                           g >= 0 && gmax > 0 ? 1 + 4 * sqrt(g / gmax) : 1.0);
             grad_colour(&b, g, gmax);
-            tg__rb_puts(&b, "\"");
+            tg__sb_puts(&b, "\"");
             const char *lab = strstr(line, "label=\"");
             if (lab && (size_t)(lab - line) < len) {
                 const char *end;
                 char *s = dot_string(lab + 7, &end);
                 if (s)
-                    tg__rb_printf(&b, ", label=\"%s\"", s);
+                    tg__sb_printf(&b, ", label=\"%s\"", s);
                 free(s);
             }
-            tg__rb_puts(&b, "];\n");
+            tg__sb_puts(&b, "];\n");
         } else if (sscanf(line, " %23[et0-9] [", id) == 1 &&
                    (t = find(nodes, n, id))) {
             bool entry = id[0] == 'e';
-            tg__rb_printf(&b, "  %s [shape=%s, style=\"%sfilled\", ", id,
+            tg__sb_printf(&b, "  %s [shape=%s, style=\"%sfilled\", ", id,
                           entry ? "box" : "ellipse", entry ? "rounded," : "");
-            tg__rb_printf(&b, "fillcolor=\"%s\", color=\"",
+            tg__sb_printf(&b, "fillcolor=\"%s\", color=\"",
                           entry ? "#f4f6fb" : "#fdf6e3");
             if (t->zeros > 0)
-                tg__rb_puts(&b, "#1f5fbf\", peripheries=2");
+                tg__sb_puts(&b, "#1f5fbf\", peripheries=2");
             else {
                 grad_colour(&b, t->g, gmax);
-                tg__rb_puts(&b, "\"");
+                tg__sb_puts(&b, "\"");
             }
-            tg__rb_printf(&b, ", tooltip=\"%s\", label=\"%s\"];\n", t->label,
+            tg__sb_printf(&b, ", tooltip=\"%s\", label=\"%s\"];\n", t->label,
                           t->label);
         } else {
-            tg__rb_putn(&b, line, len);
-            tg__rb_putn(&b, "\n", 1);
+            tg__sb_putn(&b, line, len);
+            tg__sb_putn(&b, "\n", 1);
             if (!strncmp(line, "  node [", 8))
-                tg__rb_puts(&b, "  edge [fontname=\"Helvetica\", "
+                tg__sb_puts(&b, "  edge [fontname=\"Helvetica\", "
                                 "fontsize=9];\n");
         }
         line += len + (eol != NULL);
@@ -218,12 +218,12 @@ static char *dress(const char *dot, tnode **nodes_out, int *n_out)
         b.oom = true;
     *nodes_out = nodes;
     *n_out = n;
-    return tg__rb_take(&b);
+    return tg__sb_detach(&b);
 }
 
 /* The SVG from <svg on, each node's <title> (its DOT id) replaced by its
  * label's text. */
-static void put_svg(rbuf *sec, const char *svg, const tnode *nodes, int n)
+static void put_svg(sbuf *sec, const char *svg, const tnode *nodes, int n)
 {
     const char *p = strstr(svg, "<svg");
     if (!p)
@@ -233,22 +233,22 @@ static void put_svg(rbuf *sec, const char *svg, const tnode *nodes, int n)
     const char *ns = strstr(p, " xmlns=");
     const char *close = strchr(p, '>');
     if (ns && close && ns < close) {
-        tg__rb_putn(sec, p, (size_t)(ns - p));
-        tg__rb_putn(sec, close, 1);
+        tg__sb_putn(sec, p, (size_t)(ns - p));
+        tg__sb_putn(sec, close, 1);
         p = close + 1;
     }
     for (;;) {
         const char *t = strstr(p, "<title>");
         if (!t) {
-            tg__rb_puts(sec, p);
+            tg__sb_puts(sec, p);
             return;
         }
         const char *body = t + 7, *end = strstr(body, "</title>");
         if (!end) {
-            tg__rb_puts(sec, p);
+            tg__sb_puts(sec, p);
             return;
         }
-        tg__rb_putn(sec, p, (size_t)(body - p));
+        tg__sb_putn(sec, p, (size_t)(body - p));
         char id[24];
         snprintf(id, sizeof id, "%.*s",
                  (int)(end - body < 23 ? end - body : 23), body);
@@ -256,12 +256,12 @@ static void put_svg(rbuf *sec, const char *svg, const tnode *nodes, int n)
         if (node)
             label_text(sec, node->label, true, "\n");
         else
-            tg__rb_putn(sec, body, (size_t)(end - body));
+            tg__sb_putn(sec, body, (size_t)(end - body));
         p = end;
     }
 }
 
-bool tg__report_tape_body(rbuf *sec, rbuf *data)
+bool tg__report_tape_body(sbuf *sec, sbuf *data)
 {
     char *dot = NULL;
     size_t dot_len = 0;
@@ -285,7 +285,7 @@ bool tg__report_tape_body(rbuf *sec, rbuf *data)
     for (int i = 0; i < n; i++)
         entries += nodes[i].id[0] == 'e';
     if (ok && entries == 0)
-        tg__rb_puts(sec, "<p class=\"tg-note\">The tape is empty.</p>\n");
+        tg__sb_puts(sec, "<p class=\"tg-note\">The tape is empty.</p>\n");
     else if (ok) {
         rtool dot_tool;
         tg__report_dot(&dot_tool);
@@ -313,51 +313,51 @@ bool tg__report_tape_body(rbuf *sec, rbuf *data)
             tg__report_rmdir(dir);
         }
         if (svg) {
-            tg__rb_puts(sec, "<div class=\"tg-tape\">\n");
+            tg__sb_puts(sec, "<div class=\"tg-tape\">\n");
             put_svg(sec, svg, nodes, n);
-            tg__rb_puts(sec, "</div>\n");
+            tg__sb_puts(sec, "</div>\n");
             free(svg);
         } else
             tg__report_missing(sec, why);
         bool any = false;
         for (int i = 0; i < n; i++)
             if (nodes[i].zeros > 0) {
-                tg__rb_puts(sec, any ? ""
+                tg__sb_puts(sec, any ? ""
                                      : "<p class=\"tg-note\">Entries whose "
                                        "gradient holds exact zeros (where "
                                        "the mask, or a softmax row with a "
                                        "single choice, cut the path):</p>\n"
                                        "<ul class=\"tg-zeros\">\n");
                 any = true;
-                tg__rb_puts(sec, "<li>");
+                tg__sb_puts(sec, "<li>");
                 label_text(sec, nodes[i].label, true, ", ");
-                tg__rb_puts(sec, "</li>\n");
+                tg__sb_puts(sec, "</li>\n");
             }
         if (any)
-            tg__rb_puts(sec, "</ul>\n");
-        tg__rb_puts(sec, "<details><summary>The graph (DOT)</summary><pre "
+            tg__sb_puts(sec, "</ul>\n");
+        tg__sb_puts(sec, "<details><summary>The graph (DOT)</summary><pre "
                          "class=\"tg-pre\">");
-        tg__rb_html(sec, dressed);
-        tg__rb_puts(sec, "</pre></details>\n");
+        tg__put_html(sec, dressed);
+        tg__sb_puts(sec, "</pre></details>\n");
     }
-    tg__rb_printf(data, "\"entries\":%d,\"nodes\":[", entries);
+    tg__sb_printf(data, "\"entries\":%d,\"nodes\":[", entries);
     for (int i = 0; i < n; i++) {
-        tg__rb_puts(data, i ? ",{\"id\":" : "{\"id\":");
-        tg__rb_json(data, nodes[i].id);
-        tg__rb_puts(data, ",\"text\":");
-        rbuf t = {0};
+        tg__sb_puts(data, i ? ",{\"id\":" : "{\"id\":");
+        tg__put_json(data, nodes[i].id);
+        tg__sb_puts(data, ",\"text\":");
+        sbuf t = {0};
         label_text(&t, nodes[i].label, false, "\n");
-        char *text = tg__rb_take(&t);
-        tg__rb_json(data, text ? text : "");
+        char *text = tg__sb_detach(&t);
+        tg__put_json(data, text ? text : "");
         free(text);
         if (nodes[i].g >= 0)
-            tg__rb_printf(data, ",\"grad\":%.6g", nodes[i].g);
+            tg__sb_printf(data, ",\"grad\":%.6g", nodes[i].g);
         if (nodes[i].zeros >= 0)
-            tg__rb_printf(data, ",\"zeros\":%lld,\"numel\":%lld",
+            tg__sb_printf(data, ",\"zeros\":%lld,\"numel\":%lld",
                           nodes[i].zeros, nodes[i].numel);
-        tg__rb_puts(data, "}");
+        tg__sb_puts(data, "}");
     }
-    tg__rb_puts(data, "]");
+    tg__sb_puts(data, "]");
     for (int i = 0; i < n; i++)
         free(nodes[i].label);
     free(nodes);
