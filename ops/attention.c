@@ -184,28 +184,26 @@ static void online_softmax_tile(const problem *pr, scratch *w, int bq, int bk,
     TG_DISPATCH_FLOAT(pr->dt, T, {
         for (int r = 0; r < bq; r++) {
             T *row = (T *)w->scores + r * TILE, *orow = (T *)O + r * pr->dv;
-            double m = w->row_max[r], m_new = m;
-            for (int c = 0; c < bk; c++)
-                m_new = row[c] > m_new ? row[c] : m_new;
-            /* m_new is a T value (or -inf, for a row masked so far) */
-            const T shift = m_new == -INFINITY ? 0 : (T)m_new;
-            double sum = 0;
-            if (vec) { /* the same in the vector math of ops/vmath.h */
-                TG_SIMD
-                for (int c = 0; c < bk; c++)
-                    row[c] = row[c] - shift;
-                tg__vmap(TG_VEXP, pr->dt, bk, row, row);
-                for (int c = 0; c < bk; c++)
-                    sum += row[c];
+            const double m = w->row_max[r];
+            double m_new = m, sum = 0;
+            if (vec) { /* the same in the vector math of ops/vmath.h, the
+                        * sum in double lanes */
+                tg__online_softmax_row(pr->dt, bk, row, &m_new, &sum);
             } else {
+                for (int c = 0; c < bk; c++)
+                    m_new = row[c] > m_new ? row[c] : m_new;
+                /* m_new is a T value (or -inf, for a row masked so far) */
+                const T shift = m_new == -INFINITY ? 0 : (T)m_new;
                 for (int c = 0; c < bk; c++)
                     sum += row[c] = exp(row[c] - shift);
             }
             if (m_new != m) {
                 const double a = exp(m - m_new);
+                const T at = (T)a;
                 w->row_sum[r] *= a;
+                TG_SIMD
                 for (int c = 0; c < pr->dv; c++)
-                    orow[c] *= (T)a;
+                    orow[c] *= at;
             }
             w->row_sum[r] += sum;
             w->row_max[r] = m_new;
@@ -222,8 +220,10 @@ static void finish_rows(const problem *pr, const scratch *w, int bq, void *O,
         for (int r = 0; r < bq; r++) {
             const double l = w->row_sum[r];
             const T inv = l > 0 ? (T)(1 / l) : 0;
+            T *orow = (T *)O + r * pr->dv;
+            TG_SIMD
             for (int c = 0; c < pr->dv; c++)
-                ((T *)O)[r * pr->dv + c] *= inv;
+                orow[c] *= inv;
             L[r] = l > 0 ? w->row_max[r] + log(l) : -INFINITY;
         }
     });
@@ -329,15 +329,17 @@ typedef struct {
 
 /* Queries i0.. (bq of them) of entry b against all their keys, in two
  * passes over the key tiles (see attention_backward): the first makes P
- * and dP and adds into dV and D; the second turns dP into dS and adds into
- * dQ and dK. */
+ * and dP and adds into dV (and, on the scalar path, into D); between the
+ * passes the vector path turns each row of dP into dS whole; the second
+ * (on the scalar path, turning dP into dS tile by tile) adds into dQ and
+ * dK. */
 static void backward_rows(const problem *pr, const grads *g, int64_t b, int i0,
                           int bq, int kend, scratch *w, const rows_scratch *rs)
 {
     const int d = pr->d, dv = pr->dv, ld = pr->tk;
     const int64_t q0 = b * pr->tq + i0;
     const void *dO = at(pr, g->dout, q0 * dv);
-    const bool need_ds = g->dq || g->dk;
+    const bool need_ds = g->dq || g->dk, vec = tg__vrows();
     double *D = w->row_sum;
     for (int r = 0; r < bq; r++)
         D[r] = 0;
@@ -355,14 +357,24 @@ static void backward_rows(const problem *pr, const grads *g, int64_t b, int i0,
         /* dP = dO_i V_j^T                          (bq,dv) @ (dv,bk) */
         gemm(pr->dt, false, true, bq, bk, dv, 1, dO, dv, at(pr, pr->v, k0 * dv),
              dv, 0, dP, ld);
-        add_row_dots(pr, P, dP, bq, bk, ld, D);
+        if (!vec)
+            add_row_dots(pr, P, dP, bq, bk, ld, D);
+    }
+    /* The vector path: each row's dS over all its keys at once, the
+     * softmax backward row kernel of ops/vmath.h (D in double lanes,
+     * rounded to T once; dS in T lanes), in place of dP. */
+    for (int r = 0; need_ds && vec && r < bq; r++) {
+        void *dp_row = at(pr, rs->dP, (int64_t)r * ld);
+        tg__softmax_backward_row(pr->dt, kend, at(pr, rs->P, (int64_t)r * ld),
+                                 dp_row, dp_row);
     }
     for (int j0 = 0; need_ds && j0 < kend; j0 += TILE) {
         const int bk = min_int(TILE, kend - j0);
         const int64_t k0 = b * pr->tk + j0;
         const void *P = at(pr, rs->P, j0);
         void *dS = at(pr, rs->dP, j0);
-        dscores_tile(pr, P, D, bq, bk, ld, dS);
+        if (!vec)
+            dscores_tile(pr, P, D, bq, bk, ld, dS);
         if (g->dq) /* dQ_i += scale dS K_j          (bq,bk) @ (bk,d) */
             gemm(pr->dt, false, false, bq, d, bk, pr->scale, dS, ld,
                  at(pr, pr->k, k0 * d), d, 1, at(pr, g->dq, q0 * d), d);

@@ -94,6 +94,12 @@ void tg__softmax_row(tg_dtype dt, int64_t n, const void *x, void *y,
     ROW_CALL(tg__softmax_row, dt, n, x, y, as_log);
 }
 
+void tg__online_softmax_row(tg_dtype dt, int64_t n, void *x, double *m,
+                            double *sum)
+{
+    ROW_CALL(tg__online_softmax_row, dt, n, x, m, sum);
+}
+
 void tg__softmax_backward_row(tg_dtype dt, int64_t n, const void *y,
                               const void *dy, void *dx)
 {

@@ -121,6 +121,38 @@ void R(tg__softmax_row)(int64_t n, const RT *x, RT *y, bool as_log)
         y[k] = y[k] / st;
 }
 
+/* One row's step of the online softmax (ops/attention.c's forward): with
+ * *m the row's max so far (-inf at first),
+ *   m' = max(*m, max_k x_k)        NaN ignored, as row_max
+ *   x_k = exp(x_k - m')            0 where x_k = -inf, without an exp()
+ *   *sum = sum_k x_k               the new x_k, in double lanes
+ * and *m = m'. While m' = -inf (every key so far masked) the row is 0
+ * throughout, or NaN where x_k is NaN, and the sum 0 or NaN. */
+void R(tg__online_softmax_row)(int64_t n, RT *x, double *m, double *sum)
+{
+    const RT row_m = R(row_max)(n, x);
+    const RT m_new = *m > row_m ? (RT)*m : row_m;
+    const RV vm = RSET(m_new);
+    VD s_lo = SETD(0), s_hi = SETD(0);
+    int64_t k = 0;
+    for (; k + RN <= n; k += RN) {
+        const RV e = R(shifted_exp)(RLD(x + k), vm);
+        RST(x + k, e);
+        RSUM_ADD(s_lo, s_hi, e);
+    }
+    if (k < n) {
+        RT buf[RN];
+        for (int i = 0; i < RN; i++)
+            buf[i] = k + i < n ? x[k + i] : -INFINITY;
+        const RV e = R(shifted_exp)(RLD(buf), vm);
+        RST(buf, e);
+        memcpy(x + k, buf, (size_t)(n - k) * sizeof(RT));
+        RSUM_ADD(s_lo, s_hi, e);
+    }
+    *m = m_new;
+    *sum = RSUM_TOTAL(s_lo, s_hi);
+}
+
 /* ---- softmax backward --------------------------------------------------- */
 
 /* dx = y * (dy - dot),  dot = sum_k y_k dy_k   (ops/softmax.c derives it).

@@ -622,6 +622,105 @@ START_TEST(masked_fill_matches_scalar)
 }
 END_TEST
 
+/* ---- attention's tiles --------------------------------------------------- */
+
+/* q, k and v of tg_attention, (2,T,d) with T = tq or tk and d = 5: smooth
+ * values of amplitude 3, so that a row's max moves from key tile to key
+ * tile (the online softmax rescales); in entry 1, a NaN in query 3 (its
+ * row and the keys it sees go NaN) and key 40 at 1e20 (rows it wins are
+ * saturated, rows it loses give it weight 0). */
+static tg_tensor *attention_input(tg_dtype dt, int64_t t, int which)
+{
+    tg_tensor *x = tg_zeros(dt, 3, (int64_t[]){2, t, 5});
+    for (int64_t i = 0; i < 2 * t * 5; i++) {
+        const int64_t b = i / (t * 5), r = i / 5 % t, c = i % 5;
+        double v = 3 * sin(0.37 * (double)i + 1.1 * which);
+        if (b == 1 && which == 0 && r == 3 && c == 2)
+            v = NAN;
+        if (b == 1 && which == 1 && r == 40)
+            v = c % 2 ? 1e20 : -1e20;
+        tg_set(x, (int64_t[]){b, r, c}, v);
+    }
+    return x;
+}
+
+/* got and want agree: NaN at the same places, elsewhere within tol of
+ * want's largest magnitude (the sums run in other orders). */
+static void assert_attention_close(const tg_tensor *got, const tg_tensor *want,
+                                   double tol, const char *what, int l)
+{
+    const int64_t n = tg_numel(want);
+    double *g = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    double *w = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    ck_assert_int_eq(tg_copy_out(got, TG_FLOAT64, g), 0);
+    ck_assert_int_eq(tg_copy_out(want, TG_FLOAT64, w), 0);
+    double big = 0;
+    for (int64_t i = 0; i < n; i++)
+        big = isnan(w[i]) ? big : fmax(big, fabs(w[i]));
+    for (int64_t i = 0; i < n; i++)
+        if (isnan(g[i]) != isnan(w[i]) ||
+            (!isnan(w[i]) && !(fabs(g[i] - w[i]) <= tol * big)))
+            ck_abort_msg("attention %s at %s [%lld]: %.17g, scalar %.17g", what,
+                         tg__cpu_name(l), (long long)i, g[i], w[i]);
+    free(g);
+    free(w);
+}
+
+/* tg_attention forward and backward at level l against the scalar path,
+ * over tq queries and tk keys (tails of the 64-wide tiles and of the
+ * vectors), causal or not. */
+static void check_attention(tg_dtype dt, int l, int64_t tq, int64_t tk,
+                            bool causal)
+{
+    tg_tensor *res[2][4];
+    for (int v = 0; v < 2; v++) {
+        const int old = tg__cpu_cap(v ? l : TG_CPU_SCALAR);
+        tg_tensor *in[3] = {attention_input(dt, tq, 0),
+                            attention_input(dt, tk, 1),
+                            attention_input(dt, tk, 2)};
+        tg_tensor *dy = attention_input(dt, tq, 3);
+        for (int i = 0; i < 3; i++)
+            tg_set_requires_grad(in[i], true);
+        res[v][0] = tg_attention(in[0], in[1], in[2], causal, 0.45);
+        ck_assert_msg(res[v][0] != NULL, "%s", tg_last_error());
+        ck_assert_int_eq(tg_backward_with(res[v][0], dy), 0);
+        for (int i = 0; i < 3; i++) {
+            res[v][i + 1] = tg_retain(tg_grad(in[i]));
+            tg_release(in[i]);
+        }
+        tg_release(dy);
+        tg__cpu_cap(old);
+    }
+    /* check_attention.c's tolerances against the composed ops: the
+     * vector path rounds D to T once (the softmax row kernel) where the
+     * scalar one keeps it in double, which moves dq most (seen: 1.8e-6 of
+     * its largest in float32, 2.9e-14 in float64) */
+    const double tol = dt == TG_FLOAT32 ? 1e-5 : 1e-12;
+    static const char *const what[] = {"out", "dq", "dk", "dv"};
+    for (int i = 0; i < 4; i++) {
+        assert_attention_close(res[1][i], res[0][i], tol, what[i], l);
+        tg_release(res[0][i]);
+        tg_release(res[1][i]);
+    }
+}
+
+START_TEST(attention_matches_scalar)
+{
+    int levels[3];
+    const int nl = vector_levels(levels);
+    static const int64_t sizes[][2] = {
+        {1, 1}, {7, 7}, {64, 64}, {65, 65}, {130, 130}, {70, 130}, {130, 70}};
+    for (int li = 0; li < nl; li++)
+        for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++)
+            for (int causal = 0; causal < 2; causal++) {
+                check_attention(TG_FLOAT32, levels[li], sizes[k][0],
+                                sizes[k][1], causal);
+                check_attention(TG_FLOAT64, levels[li], sizes[k][0],
+                                sizes[k][1], causal);
+            }
+}
+END_TEST
+
 /* ---- gelu's fused kernels -------------------------------------------------- */
 
 /* a and b (both float or both double, of `size` bytes) are the same bits,
@@ -806,6 +905,7 @@ Suite *vmath_suite(void)
     tcase_add_test(tc, masked_fill_matches_scalar);
     tcase_add_test(tc, unary_ops_match_scalar);
     tcase_add_test(tc, cross_entropy_matches_scalar);
+    tcase_add_test(tc, attention_matches_scalar);
     tcase_add_test(tc, arithmetic_same_bits);
     suite_add_tcase(s, tc);
     TCase *gelu = tcase_create("gelu");
