@@ -27,8 +27,9 @@
  *
  * Sum order: our kernels add each c element's k products in order, kc of
  * them at a time into c (alpha * sum + beta * c for the first block, + c
- * after), the same for every transpose and leading dim and every thread
- * count: threads share c's blocks, never k. (The portable kernel too sums
+ * after; all k in one block when k <= 2 kc), the same for every transpose
+ * and leading dim and every thread count: threads share c's blocks, never
+ * k. (The portable kernel too sums
  * in k order; OpenBLAS makes no such promise.)
  *
  * Threads: our kernels share a large product among tg__parallel_for's
