@@ -443,10 +443,11 @@ tg_tensor *tg_matmul(tg_tensor *a, tg_tensor *b);
  * q (...,Tq,d), k (...,Tk,d), v (...,Tk,dv) with the same batch dims; the
  * result is (...,Tq,dv). causal masks key j > query i (the lesson's tril
  * mask, aligned at the start: with Tq != Tk query i still sees keys 0..i,
- * as torch's is_causal). Tiled so the (Tq,Tk) scores are never held
- * whole: an online softmax forward keeping per-row max and sum, and a
- * backward that recomputes the scores tile by tile (as FlashAttention), so
- * the extra memory is O(T), not O(T^2). Same values and gradients as the
+ * as torch's is_causal). Computed in blocks of 64 queries so the (Tq,Tk)
+ * scores are never held whole: each block's rows of scores against the
+ * keys it sees, softmax, @ v; the backward recomputes them block by block
+ * (as FlashAttention does tile by tile), so the extra memory is a few
+ * (64,Tk) rows per thread, O(T), not O(T^2). Same values and gradients as the
  * composed ops. New reference; NULL when the shapes disagree as above (or
  * have fewer than 2 dims), q, k, v are not one float dtype, or scale is not
  * finite. */

@@ -1,5 +1,5 @@
-/* Fused attention: out = softmax(q @ k^T * scale + mask) @ v as one op, tiled
- * as FlashAttention-2 so the (Tq,Tk) scores are never held whole.
+/* Fused attention: out = softmax(q @ k^T * scale + mask) @ v as one op, in
+ * blocks of queries, so that the (Tq,Tk) scores are never held whole.
  *
  * q (...,Tq,d), k (...,Tk,d), v (...,Tk,dv) -> out (...,Tq,dv). The batch
  * dims (...) are identical (no broadcasting); each of their nb entries is one
@@ -9,28 +9,32 @@
  * 0..i, so every row keeps key 0 and none is entirely masked (with Tq == Tk,
  * every row keeps its diagonal). Tq != Tk is allowed either way.
  *
- * Forward, for a tile of up to TILE queries Q_i, over the key tiles K_j, V_j
- * with a running max m and sum l per row (the online softmax):
- *     S  = Q_i K_j^T * scale, -inf where key > query         (TILE,TILE)
- *     m' = max(m, rowmax S);  a = exp(m - m');  P = exp(S - m')
- *     l  = a l + rowsum P;    O_i = a O_i + P V_j            (TILE,dv)
- * then O_i /= l and L = m + log l, the row's logsumexp, kept for backward
- * ((...,Tq) float64: O(T)). Causal: key tiles right of the diagonal tile are
- * never visited, so the masked upper triangle costs nothing; only diagonal
- * tiles hold masked entries, and exp(-inf - m') gives them weight 0 exactly.
- * The backward (above attention_backward) recomputes S and P per tile.
- * P's exp is the vector exp of ops/vmath.h (SLEEF, in the tiles' type)
+ * Forward, for a block of up to TILE queries Q_i against the kend keys they
+ * see (all Tk, or causal: up to the block's last query):
+ *     S   = Q_i K^T * scale, -inf where key > query        (TILE,kend)
+ *     P   = exp(S - m), m the row's max;  l = rowsum P
+ *     O_i = (P V) / l;  L = m + log l, the row's logsumexp  (TILE,dv)
+ * with L kept for backward ((...,Tq) float64: O(T)). Causal: the keys past
+ * a block's last query are never computed, so the masked upper triangle
+ * costs nothing beyond the block's own triangle, whose entries exp(-inf)
+ * gives weight 0 exactly. Each block is one product for S and one for O:
+ * long ones, which the GEMM layer runs near its peak, where key tiles of
+ * 64 (FlashAttention-2's online softmax) made many short ones that each
+ * packed their operands (15% of the step's time went to packing at
+ * (16,1024,64); by blocks the forward and backward ran 7-8% faster).
+ * The backward (above attention_backward) recomputes S and P per block.
+ * P's exp is the vector exp of ops/vmath.h (SLEEF, in the rows' type)
  * where the CPU has one, libm's otherwise.
  *
- * Memory: out and L, plus per thread two (TILE,TILE) tiles and two rows of
- * TILE: O(T*dv + tile^2), never O(Tq*Tk).
+ * Memory: out and L, plus per thread a block's rows of S and, in the
+ * backward, of dP: (TILE,Tk) each, O(T*dv + TILE*Tk), never O(Tq*Tk).
  *
- * Tile products go to the GEMM layer (tg__gemm, ops/gemm.h). Threads (the
+ * Block products go to the GEMM layer (tg__gemm, ops/gemm.h). Threads (the
  * library's pool, tg__parallel_for): the forward splits over (entry, query
- * tile); the backward over entries only, because dQ_i sums over key tiles
- * and dK_j, dV_j over query tiles: splitting one entry would need atomics or
- * a second pass. Small calls stay on one thread, and so do calls whose tile
- * products gemm threads itself (with OpenBLAS, head sizes past 64). */
+ * block); the backward over entries only, because dK and dV sum over query
+ * blocks: splitting one entry would need atomics or a second pass. Small
+ * calls stay on one thread, and so do calls whose products OpenBLAS would
+ * thread itself (configured --with-gemm=openblas). */
 #include <config.h>
 
 #include "core/internal.h"
@@ -43,10 +47,11 @@
 #include <stdlib.h>
 #include <tgmath.h> /* exp and log of a float are expf and logf */
 
-enum { TILE = 64 }; /* queries and keys per tile */
+enum { TILE = 64 }; /* queries per block */
 
-/* Below this many multiply-adds (four 64-wide tile pairs at d = dv = 64) a
- * call runs on one thread: waking the others would cost more. */
+/* Below this many multiply-adds (four entries of 64 queries and 64 keys at
+ * d = dv = 64) a call runs on one thread: waking the others would cost
+ * more. */
 #define PARALLEL_MIN 2e6
 
 static void attention_backward(tg_node *n, tg_tensor *dy);
@@ -77,11 +82,15 @@ typedef struct {
     void *dq, *dk, *dv;
 } grads;
 
-/* One thread's tiles: room for TILE*TILE elements of either float type. */
+/* One piece's room (each piece of a parallel loop has its own): a query
+ * block's rows of S, then P, and of dP (the backward's), each (TILE,tk) of
+ * the problem's dtype with row stride tk; and per row its max m and sum l
+ * (forward), or D (the backward's scalar path). */
 typedef struct {
-    double scores[TILE * TILE]; /* S, then P (forward) */
-    double row_max[TILE];       /* m (forward) */
-    double row_sum[TILE];       /* l (forward); D (backward) */
+    void *P, *dP; /* dP: NULL in the forward */
+    size_t bytes; /* of P, and of dP */
+    double row_max[TILE];
+    double row_sum[TILE];
 } scratch;
 
 static int min_int(int a, int b) { return a < b ? a : b; }
@@ -92,19 +101,21 @@ static void *at(const problem *pr, const void *base, int64_t i)
     return (char *)base + (size_t)i * tg_dtype_size(pr->dt);
 }
 
-/* The first key no query of the tile i0..i0+bq-1 sees (causal), or tk. */
+/* The first key no query of the block i0..i0+bq-1 sees (causal), or tk. */
 static int key_end(const problem *pr, int i0, int bq)
 {
     return pr->causal ? min_int(pr->tk, i0 + bq) : pr->tk;
 }
 
 /* Whether a call is worth sharing among the pool's threads. Not when gemm
- * threads the tile products, TILE * TILE * max(d, dv), itself: called from
- * our threads, its threads and ours would fight over the cores; the tiles
- * then run in turn and gemm threads each product. */
+ * would run the block products, up to TILE * tk * max(d, dv), on threads
+ * outside the pool (OpenBLAS's): called from our threads, its threads and
+ * ours would fight over the cores; the blocks then run in turn and gemm
+ * threads each product. (Our own kernels, called from one of the pool's
+ * threads, run on it alone.) */
 static bool worth_threads(const problem *pr)
 {
-    if (tg__gemm_threaded(TILE, TILE, pr->d > pr->dv ? pr->d : pr->dv))
+    if (tg__gemm_blas_threaded(TILE, pr->tk, pr->d > pr->dv ? pr->d : pr->dv))
         return false;
     return (double)pr->nb * pr->tq * pr->tk * (pr->d + pr->dv) >= PARALLEL_MIN;
 }
@@ -115,104 +126,110 @@ static int64_t pool_work(const problem *pr)
     return worth_threads(pr) ? TG_PARALLEL_MIN : 0;
 }
 
-/* Out of memory on one of the pool's threads (its tiles, gemm's
- * workspace) cannot set the caller's error, which is per thread: the tile
+/* Out of memory on one of the pool's threads (its rows, gemm's
+ * workspace) cannot set the caller's error, which is per thread: the
  * products note it here, and the piece passes it on to the call's
  * problem.failed, which the caller reads after the loop. */
-static _Thread_local bool tiles_oom;
+static _Thread_local bool rows_oom;
 
-/* Tiles for one piece of a parallel loop (each piece has its own), from
- * the storage pool, so that a training step's calls reuse the last step's
- * (no system allocation in a steady step); NULL when out of memory. */
-static scratch *scratch_new(void) { return tg__pool_get(sizeof(scratch)); }
+/* A piece's room, with dP when with_dp, from the storage pool, so that a
+ * training step's calls reuse the last step's (no system allocation in a
+ * steady step); NULL, or with P or dP NULL, when out of memory. */
+static scratch *scratch_new(const problem *pr, bool with_dp)
+{
+    scratch *w = tg__pool_get(sizeof(scratch));
+    if (!w)
+        return NULL;
+    w->bytes = (size_t)TILE * (size_t)pr->tk * tg_dtype_size(pr->dt);
+    if (!w->bytes)
+        w->bytes = 1; /* no keys: room for nothing, but a valid pointer */
+    w->P = tg__pool_get(w->bytes);
+    w->dP = with_dp ? tg__pool_get(w->bytes) : NULL;
+    if (!w->P || (with_dp && !w->dP))
+        rows_oom = true;
+    return w;
+}
 
-/* ---- tile products ------------------------------------------------------ */
+/* A piece's end: when it ran out of memory (no room w, or a product
+ * failed), says so in the call's flag. Frees w. */
+static void end_piece(const problem *pr, scratch *w)
+{
+    if (!w || rows_oom)
+        atomic_store(pr->failed, true);
+    rows_oom = false;
+    if (w) {
+        tg__pool_put(w->P, w->bytes);
+        tg__pool_put(w->dP, w->bytes);
+    }
+    tg__pool_put(w, sizeof(scratch));
+}
+
+/* ---- block products ----------------------------------------------------- */
 
 /* c (m,n) = alpha * op(a) (m,k) @ op(b) (k,n) + beta * c, row-major, op(x)
- * being x^T when ta (tb). When gemm runs out of memory for its workspace (at
- * most two 64x64 blocks), notes it in tiles_oom. */
+ * being x^T when ta (tb). When gemm runs out of memory for its workspace,
+ * notes it in rows_oom. */
 static void gemm(tg_dtype dt, bool ta, bool tb, int m, int n, int k,
                  double alpha, const void *a, int lda, const void *b, int ldb,
                  double beta, void *c, int ldc)
 {
     if (!tg__gemm(dt, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))
-        tiles_oom = true;
+        rows_oom = true;
 }
 
-/* A piece's end: when it ran out of memory (no scratch w, or a tile
- * product failed), says so in the call's flag. Frees w. */
-static void end_piece(const problem *pr, scratch *w)
+/* S = Q_i K^T * scale over keys 0..kend-1, -inf where key c > query i0+r
+ * when causal: queries i0..i0+bq-1 of entry b.            (bq,kend), ld tk
+ * The scale is gemm's alpha (rounded to T, as tg_scale rounds it); only
+ * the keys past the block's first query have entries to mask. */
+static void scores_rows(const problem *pr, int64_t b, int i0, int bq, int kend,
+                        void *S)
 {
-    if (!w || tiles_oom)
-        atomic_store(pr->failed, true);
-    tiles_oom = false;
-    tg__pool_put(w, sizeof(scratch));
-}
-
-/* S = Q_i K_j^T * scale, -inf where key j0+c > query i0+r when causal:
- * queries i0..i0+bq-1 and keys j0..j0+bk-1 of entry b.        (bq,bk), ld lds
- * The scale is gemm's alpha (rounded to T, as tg_scale rounds it); only a
- * tile reaching past the diagonal has entries to mask. */
-static void scores_tile(const problem *pr, int64_t b, int i0, int j0, int bq,
-                        int bk, void *S, int lds)
-{
-    const int64_t q0 = b * pr->tq + i0, k0 = b * pr->tk + j0;
-    gemm(pr->dt, false, true, bq, bk, pr->d, pr->scale,
+    const int64_t q0 = b * pr->tq + i0, k0 = b * pr->tk;
+    gemm(pr->dt, false, true, bq, kend, pr->d, pr->scale,
          at(pr, pr->q, q0 * pr->d), pr->d, at(pr, pr->k, k0 * pr->d), pr->d, 0,
-         S, lds);
-    if (!pr->causal || j0 + bk <= i0 + 1)
+         S, pr->tk);
+    if (!pr->causal || kend <= i0 + 1)
         return;
     TG_DISPATCH_FLOAT(pr->dt, T, {
-        for (int r = 0; r < bq; r++) /* keys past query i0+r: c > i0+r-j0 */
-            for (int c = i0 + r + 1 - j0 < 0 ? 0 : i0 + r + 1 - j0; c < bk; c++)
-                ((T *)S)[(int64_t)r * lds + c] = (T)-INFINITY;
+        for (int r = 0; r < bq; r++) { /* keys past query i0+r */
+            T *row = (T *)S + (int64_t)r * pr->tk;
+            for (int c = i0 + r + 1; c < kend; c++)
+                row[c] = (T)-INFINITY;
+        }
     });
 }
 
 /* ---- forward ------------------------------------------------------------ */
 
-/* One key tile of the online softmax, rows r < bq: S (bq,bk) becomes
- * P = exp(S - m'), and m, l and the partial output O (bq,dv) are brought to
- * the new max m' (O_i and l scaled by a = exp(m - m')). */
-static void online_softmax_tile(const problem *pr, scratch *w, int bq, int bk,
-                                void *O)
+/* Each row r < bq of S (n keys, ld tk) becomes P = exp(S - m_r), m_r the
+ * row's max (NaN ignored; 0 when the row is all -inf), with l_r = sum P in
+ * w's rows; masked entries give exp(-inf) = 0. */
+static void exp_rows(const problem *pr, scratch *w, int bq, int n)
 {
-    /* The scratch tiles are double arrays used as raw room for either
-     * type: with T float they hold floats (never read as doubles). */
     const bool vec = tg__vrows();
-    // cppcheck-suppress invalidPointerCast
     TG_DISPATCH_FLOAT(pr->dt, T, {
         for (int r = 0; r < bq; r++) {
-            T *row = (T *)w->scores + r * TILE, *orow = (T *)O + r * pr->dv;
-            const double m = w->row_max[r];
-            double m_new = m, sum = 0;
+            T *row = (T *)w->P + (int64_t)r * pr->tk;
             if (vec) { /* the same in the vector math of ops/vmath.h, the
                         * sum in double lanes */
-                tg__online_softmax_row(pr->dt, bk, row, &m_new, &sum);
-            } else {
-                for (int c = 0; c < bk; c++)
-                    m_new = row[c] > m_new ? row[c] : m_new;
-                /* m_new is a T value (or -inf, for a row masked so far) */
-                const T shift = m_new == -INFINITY ? 0 : (T)m_new;
-                for (int c = 0; c < bk; c++)
-                    sum += row[c] = exp(row[c] - shift);
+                tg__softmax_exp_row(pr->dt, n, row, &w->row_max[r],
+                                    &w->row_sum[r]);
+                continue;
             }
-            if (m_new != m) {
-                const double a = exp(m - m_new);
-                const T at = (T)a;
-                w->row_sum[r] *= a;
-                TG_SIMD
-                for (int c = 0; c < pr->dv; c++)
-                    orow[c] *= at;
-            }
-            w->row_sum[r] += sum;
-            w->row_max[r] = m_new;
+            double m = -INFINITY, sum = 0;
+            for (int c = 0; c < n; c++)
+                m = row[c] > m ? row[c] : m;
+            /* m is a T value (or -inf, for a row with no key) */
+            const T shift = m == -INFINITY ? 0 : (T)m;
+            for (int c = 0; c < n; c++)
+                sum += row[c] = exp(row[c] - shift);
+            w->row_max[r] = m, w->row_sum[r] = sum;
         }
     });
 }
 
-/* O /= l and L = m + log l for the tile's rows. l is 0 only when there are
- * no keys (tk == 0): O stays 0 and L is -inf. */
+/* O /= l and L = m + log l for the block's rows. l is 0 only when there
+ * are no keys (tk == 0): O stays 0 and L is -inf. */
 static void finish_rows(const problem *pr, const scratch *w, int bq, void *O,
                         double *L)
 {
@@ -229,169 +246,116 @@ static void finish_rows(const problem *pr, const scratch *w, int bq, void *O,
     });
 }
 
-/* Queries i0.. (up to TILE) of entry b: out rows and L. out starts zeroed. */
-static void forward_tile(const problem *pr, int64_t b, int i0, scratch *w)
+/* Queries i0.. (up to TILE) of entry b: out rows and L. */
+static void forward_block(const problem *pr, int64_t b, int i0, scratch *w)
 {
     const int bq = min_int(TILE, pr->tq - i0), kend = key_end(pr, i0, bq);
     const int64_t q0 = b * pr->tq + i0;
     void *O = at(pr, pr->out, q0 * pr->dv);
-    for (int r = 0; r < bq; r++)
-        w->row_max[r] = -INFINITY, w->row_sum[r] = 0;
-    for (int j0 = 0; j0 < kend; j0 += TILE) {
-        const int bk = min_int(TILE, kend - j0);
-        scores_tile(pr, b, i0, j0, bq, bk, w->scores, TILE);
-        online_softmax_tile(pr, w, bq, bk, O);
-        /* O_i += P V_j                       (bq,bk) @ (bk,dv) -> (bq,dv) */
-        gemm(pr->dt, false, false, bq, pr->dv, bk, 1, w->scores, TILE,
-             at(pr, pr->v, (b * pr->tk + j0) * pr->dv), pr->dv, 1, O, pr->dv);
-    }
+    scores_rows(pr, b, i0, bq, kend, w->P);
+    exp_rows(pr, w, bq, kend);
+    /* O_i = P V                            (bq,kend) @ (kend,dv) -> (bq,dv) */
+    gemm(pr->dt, false, false, bq, pr->dv, kend, 1, w->P, pr->tk,
+         at(pr, pr->v, b * pr->tk * pr->dv), pr->dv, 0, O, pr->dv);
     finish_rows(pr, w, bq, O, pr->lse + q0);
 }
 
-/* (entry, query tile) pairs lo..hi-1, numbered entry by entry. */
+/* (entry, query block) pairs lo..hi-1, numbered entry by entry. */
 static void forward_range(void *ctx, int64_t lo, int64_t hi)
 {
     const problem *pr = ctx;
-    const int64_t ntiles = (pr->tq + TILE - 1) / TILE;
-    scratch *w = scratch_new();
-    for (int64_t i = lo; w && !tiles_oom && i < hi; i++)
-        forward_tile(pr, i / ntiles, (int)(i % ntiles) * TILE, w);
+    const int64_t nblocks = (pr->tq + TILE - 1) / TILE;
+    scratch *w = scratch_new(pr, false);
+    for (int64_t i = lo; w && !rows_oom && i < hi; i++)
+        forward_block(pr, i / nblocks, (int)(i % nblocks) * TILE, w);
     end_piece(pr, w);
 }
 
-/* Every (entry, query tile), spread over the threads. false when out of
+/* Every (entry, query block), spread over the threads. false when out of
  * memory (no error set). */
 static bool forward(const problem *pr)
 {
-    const int64_t ntiles = (pr->tq + TILE - 1) / TILE;
-    tg__parallel_for(pr->nb * ntiles, pool_work(pr), forward_range, (void *)pr);
+    const int64_t nblocks = (pr->tq + TILE - 1) / TILE;
+    tg__parallel_for(pr->nb * nblocks, pool_work(pr), forward_range,
+                     (void *)pr);
     return !atomic_load(pr->failed);
 }
 
 /* ---- backward ----------------------------------------------------------- */
 
-/* S becomes P = exp(S - L) (masked entries: exp(-inf) = 0).   (bq,bk), ld lds */
-static void probs_tile(const problem *pr, const double *L, int bq, int bk,
-                       void *S, int lds)
+/* S becomes P = exp(S - L) (masked entries: exp(-inf) = 0).  (bq,n), ld tk */
+static void probs_rows(const problem *pr, const double *L, int bq, int n,
+                       void *S)
 {
     const bool vec = tg__vrows();
     TG_DISPATCH_FLOAT(pr->dt, T, {
         for (int r = 0; r < bq; r++) {
-            T *row = (T *)S + (int64_t)r * lds;
+            T *row = (T *)S + (int64_t)r * pr->tk;
             if (vec) { /* the same in the vector math of ops/vmath.h */
                 TG_SIMD
-                for (int c = 0; c < bk; c++)
+                for (int c = 0; c < n; c++)
                     row[c] = (T)(row[c] - L[r]);
-                tg__vmap(TG_VEXP, pr->dt, bk, row, row);
+                tg__vmap(TG_VEXP, pr->dt, n, row, row);
             } else {
-                for (int c = 0; c < bk; c++)
+                for (int c = 0; c < n; c++)
                     row[c] = exp((T)(row[c] - L[r]));
             }
         }
     });
 }
 
-/* D_r += sum_c P_rc dP_rc over one tile, in double, key by key. */
-static void add_row_dots(const problem *pr, const void *P, const void *dP,
-                         int bq, int bk, int ld, double *D)
+/* dP becomes dS = P * (dP - D), D_r = sum_c P_rc dP_rc, row by row.
+ *                                                          (bq,n), ld tk
+ * The vector path is the softmax backward row kernel of ops/vmath.h (D in
+ * double lanes, rounded to T once; dS in T lanes); the scalar one keeps D
+ * in double, summed key by key. */
+static void dscores_rows(const problem *pr, scratch *w, int bq, int n)
 {
+    const bool vec = tg__vrows();
     TG_DISPATCH_FLOAT(pr->dt, T, {
         for (int r = 0; r < bq; r++) {
-            const T *prow = (const T *)P + (int64_t)r * ld;
-            const T *drow = (const T *)dP + (int64_t)r * ld;
-            double dot = D[r];
-            for (int c = 0; c < bk; c++)
+            const T *prow = (const T *)w->P + (int64_t)r * pr->tk;
+            T *drow = (T *)w->dP + (int64_t)r * pr->tk;
+            if (vec) {
+                tg__softmax_backward_row(pr->dt, n, prow, drow, drow);
+                continue;
+            }
+            double dot = 0;
+            for (int c = 0; c < n; c++)
                 dot += (double)prow[c] * drow[c];
-            D[r] = dot;
+            for (int c = 0; c < n; c++)
+                drow[c] = prow[c] * (T)(drow[c] - dot);
         }
     });
 }
 
-/* dP becomes dS = P * (dP - D), elementwise, D per row.       (bq,bk), ld ld */
-static void dscores_tile(const problem *pr, const void *P, const double *D,
-                         int bq, int bk, int ld, void *dP)
+/* Queries i0.. (bq of them) of entry b against the kend keys they see:
+ * P recomputed from S and the saved L, then the five products of
+ * attention_backward, each over the whole block of keys. */
+static void backward_block(const problem *pr, const grads *g, int64_t b, int i0,
+                           scratch *w)
 {
-    TG_DISPATCH_FLOAT(pr->dt, T, {
-        for (int r = 0; r < bq; r++) {
-            const T *prow = (const T *)P + (int64_t)r * ld;
-            T *drow = (T *)dP + (int64_t)r * ld;
-            for (int c = 0; c < bk; c++)
-                drow[c] = prow[c] * (T)(drow[c] - D[r]);
-        }
-    });
-}
-
-/* A query tile's rows of P and dP over every key it sees: (TILE, tk) each,
- * row stride tk, for one piece of the parallel loop. */
-typedef struct {
-    void *P, *dP;
-} rows_scratch;
-
-/* Queries i0.. (bq of them) of entry b against all their keys, in two
- * passes over the key tiles (see attention_backward): the first makes P
- * and dP and adds into dV (and, on the scalar path, into D); between the
- * passes the vector path turns each row of dP into dS whole; the second
- * (on the scalar path, turning dP into dS tile by tile) adds into dQ and
- * dK. */
-static void backward_rows(const problem *pr, const grads *g, int64_t b, int i0,
-                          int bq, int kend, scratch *w, const rows_scratch *rs)
-{
+    const int bq = min_int(TILE, pr->tq - i0), kend = key_end(pr, i0, bq);
     const int d = pr->d, dv = pr->dv, ld = pr->tk;
-    const int64_t q0 = b * pr->tq + i0;
+    const int64_t q0 = b * pr->tq + i0, k0 = b * pr->tk;
     const void *dO = at(pr, g->dout, q0 * dv);
-    const bool need_ds = g->dq || g->dk, vec = tg__vrows();
-    double *D = w->row_sum;
-    for (int r = 0; r < bq; r++)
-        D[r] = 0;
-    for (int j0 = 0; j0 < kend; j0 += TILE) {
-        const int bk = min_int(TILE, kend - j0);
-        const int64_t k0 = b * pr->tk + j0;
-        void *P = at(pr, rs->P, j0), *dP = at(pr, rs->dP, j0);
-        scores_tile(pr, b, i0, j0, bq, bk, P, ld);
-        probs_tile(pr, pr->lse + q0, bq, bk, P, ld);
-        if (g->dv) /* dV_j += P^T dO_i              (bk,bq) @ (bq,dv) */
-            gemm(pr->dt, true, false, bk, dv, bq, 1, P, ld, dO, dv, 1,
-                 at(pr, g->dv, k0 * dv), dv);
-        if (!need_ds)
-            continue;
-        /* dP = dO_i V_j^T                          (bq,dv) @ (dv,bk) */
-        gemm(pr->dt, false, true, bq, bk, dv, 1, dO, dv, at(pr, pr->v, k0 * dv),
-             dv, 0, dP, ld);
-        if (!vec)
-            add_row_dots(pr, P, dP, bq, bk, ld, D);
-    }
-    /* The vector path: each row's dS over all its keys at once, the
-     * softmax backward row kernel of ops/vmath.h (D in double lanes,
-     * rounded to T once; dS in T lanes), in place of dP. */
-    for (int r = 0; need_ds && vec && r < bq; r++) {
-        void *dp_row = at(pr, rs->dP, (int64_t)r * ld);
-        tg__softmax_backward_row(pr->dt, kend, at(pr, rs->P, (int64_t)r * ld),
-                                 dp_row, dp_row);
-    }
-    for (int j0 = 0; need_ds && j0 < kend; j0 += TILE) {
-        const int bk = min_int(TILE, kend - j0);
-        const int64_t k0 = b * pr->tk + j0;
-        const void *P = at(pr, rs->P, j0);
-        void *dS = at(pr, rs->dP, j0);
-        if (!vec)
-            dscores_tile(pr, P, D, bq, bk, ld, dS);
-        if (g->dq) /* dQ_i += scale dS K_j          (bq,bk) @ (bk,d) */
-            gemm(pr->dt, false, false, bq, d, bk, pr->scale, dS, ld,
-                 at(pr, pr->k, k0 * d), d, 1, at(pr, g->dq, q0 * d), d);
-        if (g->dk) /* dK_j += scale dS^T Q_i        (bk,bq) @ (bq,d) */
-            gemm(pr->dt, true, false, bk, d, bq, pr->scale, dS, ld,
-                 at(pr, pr->q, q0 * d), d, 1, at(pr, g->dk, k0 * d), d);
-    }
-}
-
-/* Entry b, query tile by query tile. */
-static void backward_entry(const problem *pr, const grads *g, int64_t b,
-                           scratch *w, const rows_scratch *rs)
-{
-    for (int i0 = 0; i0 < pr->tq; i0 += TILE) {
-        const int bq = min_int(TILE, pr->tq - i0);
-        backward_rows(pr, g, b, i0, bq, key_end(pr, i0, bq), w, rs);
-    }
+    scores_rows(pr, b, i0, bq, kend, w->P);
+    probs_rows(pr, pr->lse + q0, bq, kend, w->P);
+    if (g->dv) /* dV += P^T dO_i                      (kend,bq) @ (bq,dv) */
+        gemm(pr->dt, true, false, kend, dv, bq, 1, w->P, ld, dO, dv, 1,
+             at(pr, g->dv, k0 * dv), dv);
+    if (!g->dq && !g->dk)
+        return;
+    /* dP = dO_i V^T                                  (bq,dv) @ (dv,kend) */
+    gemm(pr->dt, false, true, bq, kend, dv, 1, dO, dv, at(pr, pr->v, k0 * dv),
+         dv, 0, w->dP, ld);
+    dscores_rows(pr, w, bq, kend);
+    if (g->dq) /* dQ_i += scale dS K                  (bq,kend) @ (kend,d) */
+        gemm(pr->dt, false, false, bq, d, kend, pr->scale, w->dP, ld,
+             at(pr, pr->k, k0 * d), d, 1, at(pr, g->dq, q0 * d), d);
+    if (g->dk) /* dK += scale dS^T Q_i                (kend,bq) @ (bq,d) */
+        gemm(pr->dt, true, false, kend, d, bq, pr->scale, w->dP, ld,
+             at(pr, pr->q, q0 * d), d, 1, at(pr, g->dk, k0 * d), d);
 }
 
 typedef struct {
@@ -399,21 +363,14 @@ typedef struct {
     const grads *g;
 } backward_job;
 
-/* Entries lo..hi-1. */
+/* Entries lo..hi-1, query block by query block. */
 static void backward_range(void *ctx, int64_t lo, int64_t hi)
 {
     const backward_job *j = ctx;
-    scratch *w = scratch_new();
-    const size_t row_bytes =
-        (size_t)TILE * (size_t)j->pr->tk * tg_dtype_size(j->pr->dt);
-    const size_t rs_bytes = row_bytes ? row_bytes : 1;
-    rows_scratch rs = {tg__pool_get(rs_bytes), tg__pool_get(rs_bytes)};
-    if (!rs.P || !rs.dP)
-        tiles_oom = true;
-    for (int64_t b = lo; w && !tiles_oom && b < hi; b++)
-        backward_entry(j->pr, j->g, b, w, &rs);
-    tg__pool_put(rs.P, rs_bytes);
-    tg__pool_put(rs.dP, rs_bytes);
+    scratch *w = scratch_new(j->pr, true);
+    for (int64_t b = lo; w && !rows_oom && b < hi; b++)
+        for (int i0 = 0; !rows_oom && i0 < j->pr->tq; i0 += TILE)
+            backward_block(j->pr, j->g, b, i0, w);
     end_piece(j->pr, w);
 }
 
@@ -462,17 +419,15 @@ static problem problem_of(const tg_tensor *q, const tg_tensor *k,
  *           dp_ij = do_i . v_j                           dP = dO V^T
  *           softmax: ds_ij = p_ij (dp_ij - D_i), D_i = sum_k p_ik dp_ik.
  *             D_i equals do_i . o_i in exact arithmetic, but it is summed
- *             from the very p_ik and dp_ik the tiles hold, so that where a
- *             row is saturated (p_ij = 1, the rest 0) D_i is dp_ij itself
+ *             from the very p_ik and dp_ik the block holds, so that where
+ *             a row is saturated (p_ij = 1, the rest 0) D_i is dp_ij itself
  *             and ds_ij is exactly 0, as it is in exact arithmetic; do_i .
  *             o_i, from the stored output, would keep dp_ij's rounding.
- *             So a query tile's rows of P and dP are kept over all its keys
- *             (TILE x Tk: O(T) memory, not O(T^2)) for a second pass.
  *           dq_i += scale sum_j ds_ij k_j                dQ = scale dS K
  *           dk_j += scale sum_i ds_ij q_i                dK = scale dS^T Q
  *           A masked pair has p_ij = 0, so ds_ij = 0 and it adds nothing;
- *           the tiles right of the diagonal are skipped as in the forward.
- *           P is recomputed tile by tile from S and the saved L.
+ *           the keys past a block's last query are skipped as in the
+ *           forward. P is recomputed block by block from S and the saved L.
  *           dS = P * (dO V^T - D),  dQ = scale dS K,  dK = scale dS^T Q,
  *           dV = P^T dO */
 static void attention_backward(tg_node *n, tg_tensor *dy)
@@ -498,7 +453,7 @@ static void attention_backward(tg_node *n, tg_tensor *dy)
         g.dk = dgrad[1] ? base(dgrad[1]) : NULL;
         g.dv = dgrad[2] ? base(dgrad[2]) : NULL;
         if (!(ok = backward(&pr, &g)))
-            tg__error("attention: out of memory for the tiles of q %s",
+            tg__error("attention: out of memory for the query blocks of q %s",
                       TG_SHP(in[0]));
     }
     /* Out of memory: a NULL gradient stops the walk (tg__accumulate). */
@@ -546,7 +501,7 @@ static bool check_args(const tg_tensor *q, const tg_tensor *k,
     return true;
 }
 
-/* Checks, runs the tiled forward on contiguous inputs, and records the entry
+/* Checks, runs the blocked forward on contiguous inputs, and records the entry
  * with L saved. */
 tg_tensor *tg_attention(tg_tensor *q, tg_tensor *k, tg_tensor *v, bool causal,
                         double scale)
@@ -569,7 +524,7 @@ tg_tensor *tg_attention(tg_tensor *q, tg_tensor *k, tg_tensor *v, bool causal,
         pr.out = base(out), pr.lse = base(lse);
         pr.failed = &failed;
         if (!(ok = forward(&pr)))
-            tg__error("attention: out of memory for the tiles of q %s",
+            tg__error("attention: out of memory for the query blocks of q %s",
                       TG_SHP(q));
     }
     tg__drop(qc);

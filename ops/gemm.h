@@ -29,11 +29,11 @@
  * them at a time into c (alpha * sum + beta * c for the first block, + c
  * after; all k in one block when k <= 2 kc), the same for every transpose
  * and leading dim and every thread count: threads share c's blocks, never
- * k. (The portable kernel too sums
- * in k order; OpenBLAS makes no such promise.)
+ * k. (The portable kernel too sums in k order; OpenBLAS makes no such
+ * promise.)
  *
  * Threads: our kernels share a large product among tg__parallel_for's
- * threads and OpenBLAS among its own (see tg__gemm_threaded); called from
+ * threads and OpenBLAS among its own (see tg__gemm_blas_threaded); called from
  * one of the pool's threads, ours run on that thread alone. The portable
  * kernel runs on the calling thread.
  *
@@ -60,10 +60,12 @@ TG_HIDDEN bool tg__gemm_own(tg_dtype dt, bool trans_a, bool trans_b, int64_t m,
                             int64_t lda, const void *b, int64_t ldb,
                             double beta, void *c, int64_t ldc);
 
-/* Whether tg__gemm runs an (m,n,k) product on threads of its own. A caller
- * that shares its products among its own threads (the pool) should do so
+/* Whether tg__gemm runs an (m,n,k) product on threads outside the
+ * library's pool: OpenBLAS's, when OpenBLAS runs it and would thread it. A
+ * caller that shares its products among the pool's threads should do so
  * only while this is false for them: two layers of threads on the same
- * cores fight (seen: 7x slower). */
-TG_HIDDEN bool tg__gemm_threaded(int64_t m, int64_t n, int64_t k);
+ * cores fight (seen: 7x slower). Our kernels thread on the pool, and called
+ * from one of its threads run there alone, so they never fight. */
+TG_HIDDEN bool tg__gemm_blas_threaded(int64_t m, int64_t n, int64_t k);
 
 #endif /* TAPEGRAD_GEMM_H */

@@ -94,10 +94,10 @@ void tg__softmax_row(tg_dtype dt, int64_t n, const void *x, void *y,
     ROW_CALL(tg__softmax_row, dt, n, x, y, as_log);
 }
 
-void tg__online_softmax_row(tg_dtype dt, int64_t n, void *x, double *m,
-                            double *sum)
+void tg__softmax_exp_row(tg_dtype dt, int64_t n, void *x, double *max,
+                         double *sum)
 {
-    ROW_CALL(tg__online_softmax_row, dt, n, x, m, sum);
+    ROW_CALL(tg__softmax_exp_row, dt, n, x, max, sum);
 }
 
 void tg__softmax_backward_row(tg_dtype dt, int64_t n, const void *y,

@@ -45,14 +45,14 @@ TG_HIDDEN bool tg__vrows(void);
 TG_HIDDEN void tg__softmax_row(tg_dtype dt, int64_t n, const void *x, void *y,
                                bool as_log);
 
-/* One row's step of attention's online softmax, in place; vector paths
- * only. With *m the row's max so far (-inf at first):
- *   m' = max(*m, max_k x_k),  x_k = exp(x_k - m'),  *sum = sum_k x_k
- * and *m = m'. NaN is ignored by the max (it reaches the output through
- * the sum); x_k = -inf gives 0 without an exp(). The sum is kept in
- * double lanes. */
-TG_HIDDEN void tg__online_softmax_row(tg_dtype dt, int64_t n, void *x,
-                                      double *m, double *sum);
+/* One contiguous row's unnormalised softmax, in place, for attention's
+ * blocks; vector paths only:
+ *   m = max_k x_k,  x_k = exp(x_k - m),  *sum = sum_k x_k,  *max = m
+ * NaN is ignored by the max (it reaches the output through the sum);
+ * x_k = -inf gives 0 without an exp(); a row with nothing above -inf has
+ * m = -inf. The sum is kept in double lanes. */
+TG_HIDDEN void tg__softmax_exp_row(tg_dtype dt, int64_t n, void *x, double *max,
+                                   double *sum);
 
 /* The backwards of one contiguous row (y the forward's output):
  *   softmax:      dx = y * (dy - sum_k y_k dy_k)
@@ -101,10 +101,10 @@ TG_HIDDEN void tg__vgelu_grad(tg_dtype dt, int64_t n, const void *x,
                                              float *y, bool as_log);           \
     TG_HIDDEN void tg__softmax_row_f64_##isa(int64_t n, const double *x,       \
                                              double *y, bool as_log);          \
-    TG_HIDDEN void tg__online_softmax_row_f32_##isa(int64_t n, float *x,       \
-                                                    double *m, double *sum);   \
-    TG_HIDDEN void tg__online_softmax_row_f64_##isa(int64_t n, double *x,      \
-                                                    double *m, double *sum);   \
+    TG_HIDDEN void tg__softmax_exp_row_f32_##isa(int64_t n, float *x,          \
+                                                 double *max, double *sum);    \
+    TG_HIDDEN void tg__softmax_exp_row_f64_##isa(int64_t n, double *x,         \
+                                                 double *max, double *sum);    \
     TG_HIDDEN void tg__softmax_bwd_row_f32_##isa(int64_t n, const float *y,    \
                                                  const float *dy, float *dx);  \
     TG_HIDDEN void tg__softmax_bwd_row_f64_##isa(                              \

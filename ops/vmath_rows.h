@@ -121,18 +121,16 @@ void R(tg__softmax_row)(int64_t n, const RT *x, RT *y, bool as_log)
         y[k] = y[k] / st;
 }
 
-/* One row's step of the online softmax (ops/attention.c's forward): with
- * *m the row's max so far (-inf at first),
- *   m' = max(*m, max_k x_k)        NaN ignored, as row_max
- *   x_k = exp(x_k - m')            0 where x_k = -inf, without an exp()
+/* A row's unnormalised softmax, in place (ops/attention.c's forward):
+ *   m = max_k x_k                  NaN ignored, as row_max
+ *   x_k = exp(x_k - m)             0 where x_k = -inf, without an exp()
  *   *sum = sum_k x_k               the new x_k, in double lanes
- * and *m = m'. While m' = -inf (every key so far masked) the row is 0
- * throughout, or NaN where x_k is NaN, and the sum 0 or NaN. */
-void R(tg__online_softmax_row)(int64_t n, RT *x, double *m, double *sum)
+ * and *max = m. A row with no entry above -inf (n = 0, or every key
+ * masked) has m = -inf and becomes 0, or NaN where x_k is NaN. */
+void R(tg__softmax_exp_row)(int64_t n, RT *x, double *max, double *sum)
 {
-    const RT row_m = R(row_max)(n, x);
-    const RT m_new = *m > row_m ? (RT)*m : row_m;
-    const RV vm = RSET(m_new);
+    const RT m = R(row_max)(n, x);
+    const RV vm = RSET(m);
     VD s_lo = SETD(0), s_hi = SETD(0);
     int64_t k = 0;
     for (; k + RN <= n; k += RN) {
@@ -149,7 +147,7 @@ void R(tg__online_softmax_row)(int64_t n, RT *x, double *m, double *sum)
         memcpy(x + k, buf, (size_t)(n - k) * sizeof(RT));
         RSUM_ADD(s_lo, s_hi, e);
     }
-    *m = m_new;
+    *max = m;
     *sum = RSUM_TOTAL(s_lo, s_hi);
 }
 

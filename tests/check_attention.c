@@ -1,6 +1,6 @@
 /* tg_attention: the same output and gradients as the composed ops it fuses
  * (q @ k^T, scale, the lesson's tril mask, softmax, @ v) over 3-D, 4-D and
- * 2-D shapes, T below, at and across the 64-wide tiles, d != dv, Tq != Tk,
+ * 2-D shapes, T below, at and across the 64-query blocks, d != dv, Tq != Tk,
  * no keys or no queries, causal or not, in float64 (to 1e-12) and float32
  * (to 1e-5); transposed inputs; inputs that need no gradient;
  * gradcheck; PyTorch's values (tests/fixtures/gen_attention.py); the head
@@ -50,14 +50,14 @@ typedef struct {
 } shape_case;
 
 static const shape_case cases[] = {
-    {1, {2}, 7, 7, 4, 4, true, 0}, /* (B,T,d), one partial tile */
+    {1, {2}, 7, 7, 4, 4, true, 0}, /* (B,T,d), one partial block */
     {1, {2}, 7, 7, 4, 4, false, 0},
     {1, {3}, 1, 1, 3, 2, true, 0}, /* T = 1 */
     {1, {2}, 1, 1, 3, 2, false, 0.5},
-    {2, {2, 3}, 65, 65, 8, 5, true, 0}, /* (B,H,T,d), one row past a tile */
+    {2, {2, 3}, 65, 65, 8, 5, true, 0}, /* (B,H,T,d), one row past a block */
     {2, {2, 3}, 65, 65, 8, 5, false, 0},
-    {1, {1}, 64, 64, 8, 8, true, 0},     /* exactly one tile */
-    {1, {2}, 128, 128, 4, 6, true, 0.5}, /* exactly two tiles */
+    {1, {1}, 64, 64, 8, 8, true, 0},     /* exactly one block */
+    {1, {2}, 128, 128, 4, 6, true, 0.5}, /* exactly two blocks */
     {2, {1, 2}, 130, 130, 16, 16, true, 0.3},
     {2, {1, 2}, 130, 130, 16, 9, false, 1.7},
     {1, {2}, 5, 9, 4, 3, false, 0},     /* Tq < Tk */
@@ -234,7 +234,7 @@ static tg_tensor *attention_fn(tg_tensor *const *in, void *ctx)
     return tg_attention(in[0], in[1], in[2], a->causal, a->scale);
 }
 
-/* q (..., Tq, d), k and v (..., Tk, d / dv): small, and one across a tile. */
+/* q (..., Tq, d), k and v (..., Tk, d / dv): small, and one across a block. */
 static const shape_case grad_cases[] = {
     {1, {2}, 5, 5, 3, 2, true, 0},
     {1, {2}, 5, 5, 3, 2, false, 0.9},
@@ -478,8 +478,8 @@ static long long extra_memory(int64_t T, int64_t d)
 }
 
 /* (T,T) float64 scores would take T*T*8 bytes, 32 MiB at T = 2048; the op
- * holds out, L, the gradients and per-thread tiles: about 7 (T,d) float32
- * arrays, 3.5 MiB. */
+ * holds out, L, the gradients and per-thread rows of S and dP: about 7
+ * (T,d) float32 arrays and 2 (64,T), 4.5 MiB. */
 START_TEST(test_memory)
 {
     extra_memory(128, 8); /* threads, BLAS buffers, the allocator warmed up */
@@ -497,7 +497,7 @@ END_TEST
  * input. q = k below saturates the other rows too: row i's own score
  * beats the others by 380 or more, and exp(-380) is 0 in float32. In
  * float32, D summed from the stored output (dO . O) instead of from the
- * tiles' own P and dP kept dP's rounding: grad q[0,1] was -3.7e-5. */
+ * block's own P and dP kept dP's rounding: grad q[0,1] was -3.7e-5. */
 START_TEST(test_saturated_rows_f32)
 {
     const float qv[] = {20, 0, 0, 1, 20, 0, 0, 1, 20};

@@ -7,6 +7,7 @@
  * the same bits for every layout and thread count, and each vector level
  * against the portable kernel (tg__cpu_cap forcing the level). */
 #include "ops/gemm.h"
+#include "ops/gemm_kernels.h"
 #include "tests.h"
 
 #include <float.h>
@@ -308,7 +309,8 @@ START_TEST(test_same_bits_any_threads)
                            -0.5, c1.data, n));
 #ifdef _OPENMP
     omp_set_num_threads(2);
-    ck_assert(tg__gemm_threaded(m, n, k) || tg__cpu_level() == TG_CPU_SCALAR);
+    ck_assert(tg__gemm_packed_threaded(m, n, k) ||
+              tg__cpu_level() == TG_CPU_SCALAR);
 #endif
     ck_assert(tg__gemm_own(dt, false, true, m, n, k, 1.5, a.data, k, b.data, k,
                            -0.5, c2.data, n));

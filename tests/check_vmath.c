@@ -622,13 +622,12 @@ START_TEST(masked_fill_matches_scalar)
 }
 END_TEST
 
-/* ---- attention's tiles --------------------------------------------------- */
+/* ---- attention's blocks -------------------------------------------------- */
 
 /* q, k and v of tg_attention, (2,T,d) with T = tq or tk and d = 5: smooth
- * values of amplitude 3, so that a row's max moves from key tile to key
- * tile (the online softmax rescales); in entry 1, a NaN in query 3 (its
- * row and the keys it sees go NaN) and key 40 at 1e20 (rows it wins are
- * saturated, rows it loses give it weight 0). */
+ * values of amplitude 3, the rows' maxima far from 0; in entry 1, a NaN
+ * in query 3 (its row and the keys it sees go NaN) and key 40 at 1e20
+ * (rows it wins are saturated, rows it loses give it weight 0). */
 static tg_tensor *attention_input(tg_dtype dt, int64_t t, int which)
 {
     tg_tensor *x = tg_zeros(dt, 3, (int64_t[]){2, t, 5});
@@ -667,7 +666,7 @@ static void assert_attention_close(const tg_tensor *got, const tg_tensor *want,
 }
 
 /* tg_attention forward and backward at level l against the scalar path,
- * over tq queries and tk keys (tails of the 64-wide tiles and of the
+ * over tq queries and tk keys (tails of the 64-query blocks and of the
  * vectors), causal or not. */
 static void check_attention(tg_dtype dt, int l, int64_t tq, int64_t tk,
                             bool causal)
