@@ -15,30 +15,6 @@
 
 Suite *formats_suite(void);
 
-static char tmp_dir[] = "/tmp/tg_formats_XXXXXX";
-
-static void make_tmp_dir(void)
-{
-    strcpy(tmp_dir, "/tmp/tg_formats_XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmp_dir));
-}
-
-static void remove_tmp_dir(void)
-{
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_dir);
-    ck_assert_int_eq(system(cmd), 0);
-}
-
-static const char *tmp(const char *name)
-{
-    static char path[4][512];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(path[k], sizeof path[k], "%s/%s", tmp_dir, name);
-    return path[k];
-}
-
 static unsigned char *read_bytes(const char *path, size_t *n)
 {
     FILE *f = fopen(path, "rb");
@@ -221,7 +197,7 @@ START_TEST(safetensors_round_trip)
     tg_params_add(&ps, NULL, "c", c);
     tg_params_add(&ps, NULL, "s", s);
     tg_params_add(&ps, NULL, "e", e);
-    const char *path = tmp("rt.safetensors");
+    const char *path = scratch_path("rt.safetensors");
     ck_assert_msg(tg_save_safetensors(&ps, path) == 0, "%s", tg_last_error());
 
     tg_params back;
@@ -287,7 +263,7 @@ START_TEST(safetensors_save_refused_keeps_file)
     tg_params ps;
     tg_params_init(&ps);
     tg_params_add(&ps, NULL, "w", w);
-    const char *path = tmp("keep.safetensors");
+    const char *path = scratch_path("keep.safetensors");
     ck_assert_int_eq(tg_save_safetensors(&ps, path), 0);
     size_t n0, n1;
     unsigned char *before = read_bytes(path, &n0);
@@ -312,7 +288,7 @@ END_TEST
 static const char *write_st(const char *name, const char *text,
                             uint64_t hlen_lie, size_t data_len)
 {
-    const char *path = tmp(name);
+    const char *path = scratch_path(name);
     FILE *f = fopen(path, "wb");
     ck_assert_ptr_nonnull(f);
     uint64_t hlen = hlen_lie ? hlen_lie : strlen(text);
@@ -379,7 +355,7 @@ START_TEST(safetensors_bad_header)
     const struct bad_header *c = &BAD[_i];
     const char *path;
     if (strcmp(c->label, "file too short") == 0) {
-        path = tmp("short.safetensors");
+        path = scratch_path("short.safetensors");
         FILE *f = fopen(path, "wb");
         fputs("abc", f);
         fclose(f);
@@ -439,7 +415,7 @@ START_TEST(safetensors_truncated_or_corrupt)
     size_t n;
     unsigned char *good =
         read_bytes(fixture_path("formats_model.safetensors"), &n);
-    const char *path = tmp("cut.safetensors");
+    const char *path = scratch_path("cut.safetensors");
     for (size_t len = 0; len < n; len++) {
         FILE *f = fopen(path, "wb");
         fwrite(good, 1, len, f);
@@ -521,7 +497,7 @@ START_TEST(npz_round_trip_exact)
     tg_params ps;
     tg_params_init(&ps);
     tg_params_add(&ps, "x", "c", c);
-    const char *path = tmp("rt.npz");
+    const char *path = scratch_path("rt.npz");
     ck_assert_int_eq(tg_save_npz(&ps, path), 0);
     tg_params back;
     tg_params_init(&back);
@@ -551,7 +527,7 @@ START_TEST(npz_duplicate_entry)
     tg_params_init(&ps);
     tg_params_add(&ps, NULL, "a", a);
     tg_params_add(&ps, NULL, "b", b);
-    const char *path = tmp("dup.npz");
+    const char *path = scratch_path("dup.npz");
     ck_assert_int_eq(tg_save_npz(&ps, path), 0);
     size_t n;
     unsigned char *z = read_bytes(path, &n);
@@ -593,7 +569,7 @@ START_TEST(npz_compressed_corrupt)
 {
     size_t n;
     unsigned char *z = read_bytes(fixture_path("formats_compressed.npz"), &n);
-    const char *path = tmp("bad.npz");
+    const char *path = scratch_path("bad.npz");
     int failures = 0;
     for (size_t k = 40; k < 1500; k += 97) { /* inside a.npy's deflate data */
         z[k] ^= 0x41;
@@ -654,7 +630,9 @@ static bool run_failing_at(int64_t k, bool every_after)
                            "load_safetensors", "read_npz", "load_npz"};
     for (int i = 0; i < 5; i++) {
         switch (i) {
-        case 0: rc[i] = tg_save_safetensors(&ps, tmp("oom.safetensors")); break;
+        case 0:
+            rc[i] = tg_save_safetensors(&ps, scratch_path("oom.safetensors"));
+            break;
         case 1: rc[i] = tg_read_safetensors(fixture, &back); break;
         case 2: rc[i] = tg_load_safetensors(&ps, fixture); break;
         case 3: rc[i] = tg_read_npz(npz, &back); break;
@@ -697,7 +675,7 @@ Suite *formats_suite(void)
 {
     Suite *s = suite_create("formats");
     TCase *st = tcase_create("safetensors");
-    tcase_add_unchecked_fixture(st, make_tmp_dir, remove_tmp_dir);
+    tcase_add_unchecked_fixture(st, scratch_setup, scratch_teardown);
     tcase_add_test(st, read_safetensors_values);
     tcase_add_loop_test(st, load_safetensors_by_name, 0, 2);
     tcase_add_loop_test(st, load_safetensors_all_or_nothing, 0, 4);
@@ -708,7 +686,7 @@ Suite *formats_suite(void)
     tcase_add_test(st, safetensors_truncated_or_corrupt);
     suite_add_tcase(s, st);
     TCase *npz = tcase_create("npz");
-    tcase_add_unchecked_fixture(npz, make_tmp_dir, remove_tmp_dir);
+    tcase_add_unchecked_fixture(npz, scratch_setup, scratch_teardown);
     tcase_add_test(npz, read_npz_compressed);
     tcase_add_test(npz, load_npz_compressed_by_name);
     tcase_add_test(npz, npz_round_trip_exact);
@@ -716,7 +694,7 @@ Suite *formats_suite(void)
     tcase_add_test(npz, npz_duplicate_entry);
     suite_add_tcase(s, npz);
     TCase *oom = tcase_create("oom");
-    tcase_add_unchecked_fixture(oom, make_tmp_dir, remove_tmp_dir);
+    tcase_add_unchecked_fixture(oom, scratch_setup, scratch_teardown);
     tcase_add_loop_test(oom, formats_out_of_memory, 0, 2);
     suite_add_tcase(s, oom);
     return s;

@@ -7,21 +7,52 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-void remove_scratch_dir(const char *dir)
+char scratch_dir[sizeof "/tmp/tg_test_XXXXXX"] = "/tmp/tg_test_XXXXXX";
+
+void scratch_setup(void)
 {
+    strcpy(scratch_dir, "/tmp/tg_test_XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(scratch_dir));
+    /* 0711: the save suite's read-only test runs as nobody for a moment,
+     * inside a directory of its own here */
+    ck_assert_int_eq(chmod(scratch_dir, 0711), 0);
+}
+
+/* Removes dir and what it holds, depth levels of subdirectories deep;
+ * a missing dir is nothing to do. */
+static void remove_tree(const char *dir, int depth)
+{
+    chmod(dir, 0700); /* the read-only test's directory */
     DIR *d = opendir(dir);
     if (!d)
         return;
     char path[4096];
-    for (struct dirent *e; (e = readdir(d));)
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    for (struct dirent *e; (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (depth > 0 && lstat(path, &st) == 0 && S_ISDIR(st.st_mode))
+            remove_tree(path, depth - 1);
+        else
             unlink(path);
-        }
+    }
     closedir(d);
     rmdir(dir);
+}
+
+void scratch_teardown(void) { remove_tree(scratch_dir, 1); }
+
+const char *scratch_path(const char *name)
+{
+    static char paths[4][sizeof scratch_dir + 256];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(paths[k], sizeof paths[k], "%s/%s", scratch_dir, name);
+    return paths[k];
 }
 
 const char *fixture_path(const char *name)

@@ -14,29 +14,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* ---- scratch files ------------------------------------------------------ */
-
-/* Every file a test writes goes in one directory, made before each TCase and
- * emptied and removed after it by an unchecked fixture. Unchecked fixtures
- * run in the runner's own process, so the cleanup happens even when a test
- * fails in its fork. */
-static char tmp_dir[] = "/tmp/tg_npy_XXXXXX";
-
-static void make_tmp_dir(void)
-{
-    strcpy(tmp_dir, "/tmp/tg_npy_XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmp_dir));
-}
-
-static const char *tmp_path(const char *name)
-{
-    static char path[sizeof tmp_dir + 256];
-    snprintf(path, sizeof path, "%s/%s", tmp_dir, name);
-    return path;
-}
-
-static void remove_tmp_dir(void) { remove_scratch_dir(tmp_dir); }
-
 static void write_bytes(const char *path, const void *bytes, size_t len)
 {
     FILE *f = fopen(path, "wb");
@@ -262,7 +239,7 @@ static const struct {
 START_TEST(load_accepts_header_variants)
 {
     const double data[2] = {1.5, -2.0};
-    const char *path = tmp_path("good.npy");
+    const char *path = scratch_path("good.npy");
     write_npy(path, 1, GOOD_HEADERS[_i].header, (const char *)data,
               sizeof data);
     tg_tensor *t = tg_load_npy(path);
@@ -286,10 +263,10 @@ START_TEST(save_matches_np_save)
 {
     const char *name = NUMPY_SAVED[_i];
     tg_tensor *t = load_fixture(name);
-    ck_assert_int_eq(tg_save_npy(t, tmp_path(name)), 0);
+    ck_assert_int_eq(tg_save_npy(t, scratch_path(name)), 0);
     size_t want_len, got_len;
     char *want = read_bytes(fixture_path(name), &want_len);
-    char *got = read_bytes(tmp_path(name), &got_len);
+    char *got = read_bytes(scratch_path(name), &got_len);
     ck_assert_msg(got_len == want_len && memcmp(got, want, got_len) == 0,
                   "%s: saved file differs from numpy's", name);
     free(want);
@@ -317,8 +294,8 @@ START_TEST(save_load_round_trip)
 {
     tg_tensor *t = counting(ROUND_TRIPS[_i].dtype, ROUND_TRIPS[_i].ndim,
                             ROUND_TRIPS[_i].shape);
-    ck_assert_int_eq(tg_save_npy(t, tmp_path("rt.npy")), 0);
-    tg_tensor *back = tg_load_npy(tmp_path("rt.npy"));
+    ck_assert_int_eq(tg_save_npy(t, scratch_path("rt.npy")), 0);
+    tg_tensor *back = tg_load_npy(scratch_path("rt.npy"));
     ck_assert_msg(back != NULL, "%s", tg_last_error());
     assert_identical(back, t);
     tg_release(back);
@@ -332,8 +309,8 @@ START_TEST(save_transposed_view_in_c_order)
     tg_tensor *tt = tg_transpose(t, 0, 1); /* (3,2), strides (1,3) */
     ck_assert_ptr_nonnull(tt);
     ck_assert(!tg_is_contiguous(tt));
-    ck_assert_int_eq(tg_save_npy(tt, tmp_path("tt.npy")), 0);
-    tg_tensor *back = tg_load_npy(tmp_path("tt.npy"));
+    ck_assert_int_eq(tg_save_npy(tt, scratch_path("tt.npy")), 0);
+    tg_tensor *back = tg_load_npy(scratch_path("tt.npy"));
     ck_assert_msg(back != NULL, "%s", tg_last_error());
     assert_shape(back, TG_SHAPE(3, 2));
     double *v = values(t);
@@ -349,16 +326,16 @@ END_TEST
 START_TEST(save_null_keeps_first_error)
 {
     ASSERT_FAILS_WITH(tg_load_npy(NULL), "load_npy: path is NULL");
-    ck_assert_int_eq(tg_save_npy(NULL, tmp_path("null.npy")), -1);
+    ck_assert_int_eq(tg_save_npy(NULL, scratch_path("null.npy")), -1);
     ck_assert_str_eq(tg_last_error(), "load_npy: path is NULL");
-    ck_assert_int_ne(access(tmp_path("null.npy"), F_OK), 0);
+    ck_assert_int_ne(access(scratch_path("null.npy"), F_OK), 0);
 }
 END_TEST
 
 START_TEST(save_to_missing_dir_fails)
 {
     tg_tensor *t = tg_scalar(TG_FLOAT32, 1);
-    const char *path = tmp_path("no/such/dir.npy");
+    const char *path = scratch_path("no/such/dir.npy");
     ck_assert_int_eq(tg_save_npy(t, path), -1);
     ck_assert_ptr_nonnull(strstr(tg_last_error(), "save_npy"));
     ck_assert_ptr_nonnull(strstr(tg_last_error(), path));
@@ -373,7 +350,7 @@ END_TEST
 START_TEST(save_removes_partial_file)
 {
     tg_tensor *t = tg_zeros(TG_FLOAT64, TG_SHAPE(1000));
-    const char *path = tmp_path("partial.npy");
+    const char *path = scratch_path("partial.npy");
     struct rlimit old, lim;
     ck_assert_int_eq(getrlimit(RLIMIT_FSIZE, &old), 0);
     lim = old;
@@ -487,7 +464,7 @@ static const struct {
 
 START_TEST(load_rejects_malformed)
 {
-    const char *path = tmp_path("bad.npy");
+    const char *path = scratch_path("bad.npy");
     if (BAD_FILES[_i].raw)
         write_bytes(path, BAD_FILES[_i].raw, BAD_FILES[_i].raw_len);
     else
@@ -506,7 +483,7 @@ END_TEST
  * multiplied up dim by dim and overflowed before the 0. */
 START_TEST(load_empty_with_huge_dims)
 {
-    const char *path = tmp_path("empty.npy");
+    const char *path = scratch_path("empty.npy");
     write_npy(path, 1, HDR("<f8", "False", "(" TWO_62 ", " TWO_62 ", 0)"), NULL,
               0);
     tg_tensor *t = tg_load_npy(path);
@@ -520,16 +497,16 @@ END_TEST
 
 START_TEST(load_rejects_missing_file)
 {
-    ASSERT_FAILS_WITH(tg_load_npy(tmp_path("missing.npy")),
+    ASSERT_FAILS_WITH(tg_load_npy(scratch_path("missing.npy")),
                       "cannot open: No such file or directory");
     ck_assert_ptr_nonnull(strstr(tg_last_error(), "load_npy: "));
-    ck_assert_ptr_nonnull(strstr(tg_last_error(), tmp_path("missing.npy")));
+    ck_assert_ptr_nonnull(strstr(tg_last_error(), scratch_path("missing.npy")));
 }
 END_TEST
 
 START_TEST(load_rejects_directory)
 {
-    ASSERT_FAILS_WITH(tg_load_npy(tmp_dir), "not a regular file");
+    ASSERT_FAILS_WITH(tg_load_npy(scratch_dir), "not a regular file");
 }
 END_TEST
 
@@ -539,7 +516,7 @@ END_TEST
  * suite; the child exits 0 when the load failed promptly and said why. */
 static void assert_refuses_fifo(bool (*load)(const char *path), const char *op)
 {
-    const char *path = tmp_path("fifo");
+    const char *path = scratch_path("fifo");
     unlink(path);
     ck_assert_int_eq(mkfifo(path, 0600), 0);
     pid_t pid = fork();
@@ -596,10 +573,10 @@ END_TEST
 
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
-static TCase *tcase_with_tmp_dir(const char *name)
+static TCase *tcase_with_scratch(const char *name)
 {
     TCase *tc = tcase_create(name);
-    tcase_add_unchecked_fixture(tc, make_tmp_dir, remove_tmp_dir);
+    tcase_add_unchecked_fixture(tc, scratch_setup, scratch_teardown);
     return tc;
 }
 
@@ -607,7 +584,7 @@ Suite *npy_suite(void)
 {
     Suite *s = suite_create("npy");
 
-    TCase *load = tcase_with_tmp_dir("load");
+    TCase *load = tcase_with_scratch("load");
     tcase_add_test(load, load_f4);
     tcase_add_test(load, load_f8_special_values);
     tcase_add_test(load, load_b1);
@@ -622,7 +599,7 @@ Suite *npy_suite(void)
     tcase_add_test(load, load_empty_with_huge_dims);
     suite_add_tcase(s, load);
 
-    TCase *save = tcase_with_tmp_dir("save");
+    TCase *save = tcase_with_scratch("save");
     tcase_add_loop_test(save, save_matches_np_save, 0, COUNT(NUMPY_SAVED));
     tcase_add_loop_test(save, save_load_round_trip, 0, COUNT(ROUND_TRIPS));
     tcase_add_test(save, save_transposed_view_in_c_order);
@@ -631,7 +608,7 @@ Suite *npy_suite(void)
     tcase_add_test(save, save_removes_partial_file);
     suite_add_tcase(s, save);
 
-    TCase *errors = tcase_with_tmp_dir("errors");
+    TCase *errors = tcase_with_scratch("errors");
     tcase_add_loop_test(errors, load_rejects_malformed, 0, COUNT(BAD_FILES));
     tcase_add_test(errors, load_rejects_missing_file);
     tcase_add_test(errors, load_rejects_directory);

@@ -14,23 +14,10 @@
 
 /* ---- scratch files ------------------------------------------------------ */
 
-/* Every file a test writes goes in one directory, made before each TCase and
- * emptied and removed after it by an unchecked fixture (which runs in the
- * runner's process, so the cleanup happens even when a test fails). */
-static char tmp_dir[] = "/tmp/tg_optim_XXXXXX";
-
-static void make_tmp_dir(void)
-{
-    strcpy(tmp_dir, "/tmp/tg_optim_XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmp_dir));
-}
-
-static void remove_tmp_dir(void) { remove_scratch_dir(tmp_dir); }
-
 /* A new empty file in the scratch directory (mkstemp); its path in path. */
 static void tmp_file(char *path, size_t size)
 {
-    snprintf(path, size, "%s/ckpt_XXXXXX", tmp_dir);
+    snprintf(path, size, "%s/ckpt_XXXXXX", scratch_dir);
     int fd = mkstemp(path);
     ck_assert_int_ge(fd, 0);
     close(fd);
@@ -678,10 +665,10 @@ START_TEST(npz_not_a_file)
     numpy_ckpt c;
     numpy_ckpt_init(&c, TG_FLOAT32, (int64_t[]){2, 3});
     char path[256];
-    snprintf(path, sizeof path, "%s/does_not_exist.npz", tmp_dir);
+    snprintf(path, sizeof path, "%s/does_not_exist.npz", scratch_dir);
     ck_assert_int_eq(tg_load_npz(&c.ps, path), -1);
     ck_assert_ptr_nonnull(strstr(tg_last_error(), "cannot open"));
-    ck_assert_int_eq(tg_load_npz(&c.ps, tmp_dir), -1); /* a directory */
+    ck_assert_int_eq(tg_load_npz(&c.ps, scratch_dir), -1); /* a directory */
     ck_assert_int_eq(tg_load_npz(&c.ps, fixture_path("optim_init.npy")), -1);
     ck_assert_ptr_nonnull(strstr(tg_last_error(), "not a zip file"));
     tmp_file(path, sizeof path); /* empty */
@@ -809,7 +796,7 @@ START_TEST(npz_save_errors)
     tg_params_init(&ps);
     tg_params_add(&ps, NULL, "w", w);
     char path[256];
-    snprintf(path, sizeof path, "%s/no/such/dir.npz", tmp_dir);
+    snprintf(path, sizeof path, "%s/no/such/dir.npz", scratch_dir);
     ck_assert_int_eq(tg_save_npz(&ps, path), -1);
     ck_assert_ptr_nonnull(strstr(tg_last_error(), "save_npz: "));
     ck_assert_ptr_nonnull(strstr(tg_last_error(), "cannot open"));
@@ -846,7 +833,7 @@ Suite *optim_suite(void)
     suite_add_tcase(s, optim);
 
     TCase *npz = tcase_create("npz");
-    tcase_add_unchecked_fixture(npz, make_tmp_dir, remove_tmp_dir);
+    tcase_add_unchecked_fixture(npz, scratch_setup, scratch_teardown);
     tcase_add_loop_test(npz, npz_round_trip, 0, 2);
     tcase_add_test(npz, npz_entries_are_npy_files);
     tcase_add_loop_test(npz, npz_loads_numpy_savez, 0, 2);

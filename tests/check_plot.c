@@ -6,7 +6,6 @@
  * tg_plot_available() says it is there. */
 #include "tests.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
@@ -15,39 +14,6 @@
 #include <unistd.h>
 
 /* ---- scratch files ------------------------------------------------------ */
-
-/* Every file a test writes goes in one directory, made before each TCase and
- * emptied and removed after it by an unchecked fixture (run in the runner's
- * own process, so the cleanup happens even when a test fails in its fork). */
-static char tmp_dir[] = "/tmp/tg_plot_XXXXXX";
-
-static void make_tmp_dir(void)
-{
-    strcpy(tmp_dir, "/tmp/tg_plot_XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmp_dir));
-}
-
-/* tmp_dir/name, in one of a few rotating buffers (a test holds several). */
-static const char *tmp_path(const char *name)
-{
-    static char paths[4][sizeof tmp_dir + 256];
-    static int next;
-    char *path = paths[next++ % 4];
-    snprintf(path, sizeof paths[0], "%s/%s", tmp_dir, name);
-    return path;
-}
-
-static void remove_tmp_dir(void)
-{
-    DIR *dir = opendir(tmp_dir);
-    if (!dir)
-        return;
-    for (struct dirent *e; (e = readdir(dir));)
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-            unlink(tmp_path(e->d_name));
-    closedir(dir);
-    rmdir(tmp_dir);
-}
 
 /* stem + ext, e.g. with_ext(stem, ".dat"). */
 static const char *with_ext(const char *stem, const char *ext)
@@ -159,7 +125,7 @@ START_TEST(heatmap_writes_matrix)
                             {INFINITY, 0, 1e-7, 123456.789},
                             {1.0 / 3, -0.0, -INFINITY, 42}};
     tg_tensor *t = tg_from_data(TG_FLOAT64, TG_SHAPE(3, 4), m);
-    const char *stem = tmp_path("heat");
+    const char *stem = scratch_path("heat");
     ck_assert_int_eq(
         tg_plot_heatmap(stem, t, "attention", "key", "query", true), 0);
     assert_plot_files(stem);
@@ -181,7 +147,7 @@ START_TEST(heatmap_float32_values_read_back_exactly)
 {
     const float m[2][3] = {{0.1f, 1.0f / 3, -7.25f}, {1e-8f, 3e20f, 0.7f}};
     tg_tensor *t = tg_from_data(TG_FLOAT32, TG_SHAPE(2, 3), m);
-    const char *stem = tmp_path("heat32");
+    const char *stem = scratch_path("heat32");
     ck_assert_int_eq(tg_plot_heatmap(stem, t, NULL, NULL, NULL, false), 0);
     assert_plot_files(stem);
     dat_lines d = read_dat(stem);
@@ -204,7 +170,7 @@ START_TEST(heatmap_script_puts_row_0_on_top_and_annotates)
 {
     tg_tensor *t = tg_arange(TG_FLOAT64, 0, 12, 1);
     tg_tensor *m = tg_reshape(t, TG_SHAPE(3, 4));
-    const char *stem = tmp_path("heat_script");
+    const char *stem = scratch_path("heat_script");
     ck_assert_int_eq(tg_plot_heatmap(stem, m, "t", NULL, NULL, true), 0);
     char *gp = read_text(with_ext(stem, ".gp"));
     assert_contains(gp, "set yrange [2.5:-0.5]");
@@ -227,7 +193,7 @@ START_TEST(heatmap_single_row_and_other_dtypes)
 {
     const int64_t ids[5] = {3, -1, 0, 7, 2};
     tg_tensor *t = tg_from_data(TG_INT64, TG_SHAPE(1, 5), ids);
-    const char *stem = tmp_path("heat_row");
+    const char *stem = scratch_path("heat_row");
     ck_assert_int_eq(tg_plot_heatmap(stem, t, NULL, NULL, NULL, true), 0);
     assert_plot_files(stem);
     dat_lines d = read_dat(stem);
@@ -245,7 +211,7 @@ END_TEST
 START_TEST(stems_and_titles_with_quotes_and_spaces)
 {
     tg_tensor *t = tg_ones(TG_FLOAT32, TG_SHAPE(2, 2));
-    const char *stem = tmp_path("it's a \"plot\" $(x)");
+    const char *stem = scratch_path("it's a \"plot\" $(x)");
     ck_assert_int_eq(
         tg_plot_heatmap(stem, t, "it's \\ a_b^{c} \"q\"\n", "x'", "y''", true),
         0);
@@ -268,7 +234,7 @@ START_TEST(lines_write_one_block_per_series)
     const double x0[4] = {1, 10, 100, 1000}, y0[4] = {2.5, 1.25, NAN, 0.01};
     const double y1[3] = {3, 2, 1.5};
     const tg_series s[2] = {{"train", x0, y0, 4}, {"val loss", NULL, y1, 3}};
-    const char *stem = tmp_path("loss");
+    const char *stem = scratch_path("loss");
     ck_assert_int_eq(
         tg_plot_lines(stem, s, 2, "loss", "step", "loss", true, true), 0);
     assert_plot_files(stem);
@@ -304,7 +270,7 @@ START_TEST(lines_linear_axes_and_unlabelled_series)
 {
     const double y[2] = {-1, 1};
     const tg_series s = {NULL, NULL, y, 2};
-    const char *stem = tmp_path("lin");
+    const char *stem = scratch_path("lin");
     ck_assert_int_eq(tg_plot_lines(stem, &s, 1, NULL, NULL, NULL, false, false),
                      0);
     assert_plot_files(stem);
@@ -322,7 +288,7 @@ START_TEST(lines_gnuplot_failure_is_an_error)
         return;
     const double y[2] = {-1, 0}; /* nothing to draw on a log axis */
     const tg_series s = {"neg", NULL, y, 2};
-    const char *stem = tmp_path("bad_log");
+    const char *stem = scratch_path("bad_log");
     tg_clear_error();
     ck_assert_int_eq(tg_plot_lines(stem, &s, 1, NULL, NULL, NULL, false, true),
                      -1);
@@ -339,7 +305,7 @@ START_TEST(bars_write_index_value_label)
 {
     const char *labels[4] = {"embed", "block 0", "say \"hi\"", "it's"};
     const double values[4] = {0.5, -1.25, 3e-5, INFINITY};
-    const char *stem = tmp_path("grads");
+    const char *stem = scratch_path("grads");
     ck_assert_int_eq(
         tg_plot_bars(stem, labels, values, 4, "grad norms", "norm"), 0);
     assert_plot_files(stem);
@@ -381,10 +347,10 @@ static char *plot_all_capturing_stderr(const char *tag)
     snprintf(stem[1], sizeof stem[1], "%s_lines", tag);
     snprintf(stem[2], sizeof stem[2], "%s_bars", tag);
     char heat[512], lines[512], bars[512], err[512];
-    snprintf(heat, sizeof heat, "%s", tmp_path(stem[0]));
-    snprintf(lines, sizeof lines, "%s", tmp_path(stem[1]));
-    snprintf(bars, sizeof bars, "%s", tmp_path(stem[2]));
-    snprintf(err, sizeof err, "%s", tmp_path("stderr.txt"));
+    snprintf(heat, sizeof heat, "%s", scratch_path(stem[0]));
+    snprintf(lines, sizeof lines, "%s", scratch_path(stem[1]));
+    snprintf(bars, sizeof bars, "%s", scratch_path(stem[2]));
+    snprintf(err, sizeof err, "%s", scratch_path("stderr.txt"));
 
     fflush(stderr);
     int saved = dup(2);
@@ -418,7 +384,7 @@ START_TEST(no_gnuplot_writes_data_and_script_and_one_line_each)
     char *err = plot_all_capturing_stderr("off");
     const char *png[3] = {"off_heat.png", "off_lines.png", "off_bars.png"};
     for (int i = 0; i < 3; i++)
-        ck_assert_msg(!exists(tmp_path(png[i])), "%s written", png[i]);
+        ck_assert_msg(!exists(scratch_path(png[i])), "%s written", png[i]);
 
     /* One line per call, naming the call and how to draw the picture. */
     const char *fn[3] = {"plot_heatmap", "plot_lines", "plot_bars"};
@@ -446,7 +412,7 @@ START_TEST(no_gnuplot_zero_means_gnuplot_on)
     char *err = plot_all_capturing_stderr("on");
     if (tg_plot_available()) {
         ck_assert_str_eq(err, "");
-        ck_assert(exists(tmp_path("on_heat.png")));
+        ck_assert(exists(scratch_path("on_heat.png")));
     }
     free(err);
     unsetenv("TG_NO_GNUPLOT");
@@ -465,7 +431,7 @@ END_TEST
 
 START_TEST(heatmap_rejects_bad_input)
 {
-    const char *stem = tmp_path("bad_heat");
+    const char *stem = scratch_path("bad_heat");
     tg_tensor *cube = tg_zeros(TG_FLOAT32, TG_SHAPE(2, 3, 4));
     tg_tensor *vec = tg_zeros(TG_FLOAT32, TG_SHAPE(4));
     tg_tensor *empty = tg_zeros(TG_FLOAT32, TG_SHAPE(0, 3));
@@ -484,10 +450,10 @@ START_TEST(heatmap_rejects_bad_input)
     ASSERT_PLOT_FAILS(tg_plot_heatmap("", ok, NULL, NULL, NULL, false),
                       "plot_heatmap: stem is empty");
     ASSERT_PLOT_FAILS(
-        tg_plot_heatmap(tmp_path("dir/"), ok, NULL, NULL, NULL, false),
+        tg_plot_heatmap(scratch_path("dir/"), ok, NULL, NULL, NULL, false),
         "plot_heatmap: stem");
     ASSERT_PLOT_FAILS(
-        tg_plot_heatmap(tmp_path("a\nb"), ok, NULL, NULL, NULL, false),
+        tg_plot_heatmap(scratch_path("a\nb"), ok, NULL, NULL, NULL, false),
         "plot_heatmap: stem contains a control character");
     ck_assert(!exists(with_ext(stem, ".dat")));
 
@@ -507,7 +473,7 @@ END_TEST
 
 START_TEST(lines_reject_bad_input)
 {
-    const char *stem = tmp_path("bad_lines");
+    const char *stem = scratch_path("bad_lines");
     const double y[2] = {1, 2};
     const tg_series good = {"y", NULL, y, 2};
     const tg_series no_y = {"y", y, NULL, 2};
@@ -534,7 +500,7 @@ END_TEST
 
 START_TEST(bars_reject_bad_input)
 {
-    const char *stem = tmp_path("bad_bars");
+    const char *stem = scratch_path("bad_bars");
     const char *labels[2] = {"a", NULL};
     const double values[2] = {1, 2};
 
@@ -558,7 +524,7 @@ START_TEST(unwritable_paths_fail)
     const double y[2] = {1, 2};
     const tg_series s = {"y", NULL, y, 2};
     const char *labels[2] = {"a", "b"};
-    const char *stem = tmp_path("no/such/dir/plot");
+    const char *stem = scratch_path("no/such/dir/plot");
     char want[600];
 
     snprintf(want, sizeof want, "plot_heatmap: cannot write %s.dat", stem);
@@ -573,10 +539,10 @@ START_TEST(unwritable_paths_fail)
 }
 END_TEST
 
-static TCase *tcase_with_tmp_dir(const char *name)
+static TCase *tcase_with_scratch_dir(const char *name)
 {
     TCase *tc = tcase_create(name);
-    tcase_add_unchecked_fixture(tc, make_tmp_dir, remove_tmp_dir);
+    tcase_add_unchecked_fixture(tc, scratch_setup, scratch_teardown);
     tcase_set_timeout(tc, 60); /* gnuplot runs, slower under valgrind */
     return tc;
 }
@@ -585,7 +551,7 @@ Suite *plot_suite(void)
 {
     Suite *s = suite_create("plot");
 
-    TCase *files = tcase_with_tmp_dir("files");
+    TCase *files = tcase_with_scratch_dir("files");
     tcase_add_test(files, heatmap_writes_matrix);
     tcase_add_test(files, heatmap_float32_values_read_back_exactly);
     tcase_add_test(files, heatmap_script_puts_row_0_on_top_and_annotates);
@@ -597,13 +563,13 @@ Suite *plot_suite(void)
     tcase_add_test(files, bars_write_index_value_label);
     suite_add_tcase(s, files);
 
-    TCase *off = tcase_with_tmp_dir("no_gnuplot");
+    TCase *off = tcase_with_scratch_dir("no_gnuplot");
     tcase_add_checked_fixture(off, NULL, unset_no_gnuplot);
     tcase_add_test(off, no_gnuplot_writes_data_and_script_and_one_line_each);
     tcase_add_test(off, no_gnuplot_zero_means_gnuplot_on);
     suite_add_tcase(s, off);
 
-    TCase *errors = tcase_with_tmp_dir("errors");
+    TCase *errors = tcase_with_scratch_dir("errors");
     tcase_add_test(errors, heatmap_rejects_bad_input);
     tcase_add_test(errors, lines_reject_bad_input);
     tcase_add_test(errors, bars_reject_bad_input);

@@ -22,25 +22,6 @@
 
 /* ---- scratch files and reading pages back -------------------------------- */
 
-static char tmp_dir[] = "/tmp/tg_report_XXXXXX";
-
-static void make_tmp_dir(void)
-{
-    strcpy(tmp_dir, "/tmp/tg_report_XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmp_dir));
-}
-
-static void remove_tmp_dir(void) { remove_scratch_dir(tmp_dir); }
-
-static const char *tmp_path(const char *name)
-{
-    static char paths[4][sizeof tmp_dir + 256];
-    static int next;
-    char *path = paths[next++ % 4];
-    snprintf(path, sizeof paths[0], "%s/%s", tmp_dir, name);
-    return path;
-}
-
 /* The whole file (the caller frees it); its size in *len. */
 static char *slurp(const char *path, long *len)
 {
@@ -150,7 +131,7 @@ START_TEST(page_has_every_kind_in_order)
     ck_assert_int_eq(tg_report_averaging(r, "avg", m, TOKENS), 7);
     ck_assert_int_eq(tg_report_attention(r, "att", m, future4(), TOKENS, 1.5),
                      8);
-    const char *path = tmp_path("kinds.html");
+    const char *path = scratch_path("kinds.html");
     ck_assert_int_eq(tg_report_write(r, path), 0);
     tg_report_free(r);
     tg_scope_end();
@@ -259,7 +240,7 @@ START_TEST(heatmap_data_are_the_tensors_values)
     ck_assert_int_eq(tg_report_heatmap(r, "a", a, mask, NULL, NULL), 1);
     ck_assert_int_eq(tg_report_heatmap(r, "b", b, NULL, NULL, NULL), 2);
     ck_assert_int_eq(tg_report_attention(r, "s", a, mask, TOKENS, 2), 3);
-    const char *path = tmp_path("data.html");
+    const char *path = scratch_path("data.html");
     ck_assert_int_eq(tg_report_write(r, path), 0);
     tg_report_free(r);
 
@@ -309,7 +290,7 @@ START_TEST(large_matrix_is_downsampled_with_a_note)
     tg_tensor *m = tg_randn(&g, TG_FLOAT64, TG_SHAPE(1000, 1000));
     tg_report *r = tg_report_new("big");
     ck_assert_int_eq(tg_report_heatmap(r, "big", m, NULL, NULL, NULL), 1);
-    const char *path = tmp_path("big.html");
+    const char *path = scratch_path("big.html");
     ck_assert_int_eq(tg_report_write(r, path), 0);
     tg_report_free(r);
     long len;
@@ -350,7 +331,7 @@ START_TEST(float64_block_means_keep_their_range)
     free(v);
     tg_report *r = tg_report_new("range");
     ck_assert_int_eq(tg_report_heatmap(r, "range", m, NULL, NULL, NULL), 1);
-    const char *path = tmp_path("range.html");
+    const char *path = scratch_path("range.html");
     ck_assert_int_eq(tg_report_write(r, path), 0);
     tg_report_free(r);
     tg_scope_end();
@@ -378,7 +359,7 @@ START_TEST(attention_slider_bound_is_finite)
     tg_report *r = tg_report_new("slider");
     ck_assert_int_eq(tg_report_attention(r, "spread", m, NULL, NULL, 1), 1);
     ck_assert_int_eq(tg_report_attention(r, "hot", m, NULL, NULL, 1e308), 2);
-    const char *path = tmp_path("slider.html");
+    const char *path = scratch_path("slider.html");
     ck_assert_int_eq(tg_report_write(r, path), 0);
     tg_report_free(r);
     tg_scope_end();
@@ -416,7 +397,7 @@ START_TEST(long_series_is_thinned_with_a_note)
     tg_report *r = tg_report_new("long");
     ck_assert_int_eq(tg_report_lines(r, "long", s, 2, "step", "loss", false),
                      1);
-    const char *path = tmp_path("long.html");
+    const char *path = scratch_path("long.html");
     ck_assert_int_eq(tg_report_write(r, path), 0);
     tg_report_free(r);
     long len;
@@ -470,7 +451,7 @@ START_TEST(labels_and_titles_are_escaped)
     double y[2] = {1, 2};
     tg_series s = {evil, NULL, y, 2};
     ck_assert_int_eq(tg_report_lines(r, evil, &s, 1, evil, evil, false), 7);
-    const char *path = tmp_path("evil.html");
+    const char *path = scratch_path("evil.html");
     ck_assert_int_eq(tg_report_write(r, path), 0);
     tg_report_free(r);
     char *page = slurp(path, NULL);
@@ -509,7 +490,7 @@ START_TEST(gnuplot_labels_keep_their_characters)
     double y[2] = {1, 2};
     tg_series s = {"<!--<script>", NULL, y, 2};
     ck_assert_int_eq(tg_report_lines(r, "key", &s, 1, "t<1", "l&2", false), 2);
-    const char *path = tmp_path("ticks.html");
+    const char *path = scratch_path("ticks.html");
     ck_assert_int_eq(tg_report_write(r, path), 0);
     tg_report_free(r);
     tg_scope_end();
@@ -532,7 +513,7 @@ END_TEST
 /* No ".name.XXXXXX" temporary left in the scratch directory. */
 static void assert_no_temporary(void)
 {
-    DIR *d = opendir(tmp_dir);
+    DIR *d = opendir(scratch_dir);
     ck_assert_ptr_nonnull(d);
     for (struct dirent *e; (e = readdir(d));)
         ck_assert_msg(e->d_name[0] != '.' || !strcmp(e->d_name, ".") ||
@@ -546,7 +527,7 @@ static void assert_no_temporary(void)
  * left. Limit and handler restored: with CK_FORK=no this is the runner. */
 START_TEST(failed_write_leaves_the_old_page)
 {
-    const char *path = tmp_path("old.html");
+    const char *path = scratch_path("old.html");
     FILE *f = fopen(path, "w");
     fputs("the old page\n", f);
     fclose(f);
@@ -604,7 +585,7 @@ START_TEST(page_says_what_is_missing)
     ck_assert_int_eq(tg_report_heatmap(r, "h", x, NULL, NULL, NULL), 1);
     ck_assert_int_eq(tg_report_lines(r, "l", &s, 1, NULL, NULL, false), 2);
     ck_assert_int_eq(tg_report_tape(r, "tape"), 3);
-    const char *path = tmp_path("missing.html");
+    const char *path = scratch_path("missing.html");
     ck_assert_int_eq(tg_report_write(r, path), 0);
     tg_report_free(r);
     tg_scope_end();
@@ -672,7 +653,7 @@ START_TEST(tape_shows_gradient_zeros)
 
     tg_report *r = tg_report_new("tape");
     ck_assert_int_eq(tg_report_tape(r, "the tape"), 1);
-    const char *path = tmp_path("tape.html");
+    const char *path = scratch_path("tape.html");
     ck_assert_int_eq(tg_report_write(r, path), 0);
     tg_report_free(r);
     tg_tape_keep_record(was);
@@ -717,7 +698,7 @@ START_TEST(tape_names_are_escaped_for_dot)
     free(text);
     tg_report *r = tg_report_new("names");
     ck_assert_int_eq(tg_report_tape(r, "tape"), 1);
-    const char *path = tmp_path("names.html");
+    const char *path = scratch_path("names.html");
     ck_assert_int_eq(tg_report_write(r, path), 0);
     tg_report_free(r);
     tg_scope_end();
@@ -769,7 +750,7 @@ START_TEST(tape_names_cannot_fake_statistics)
     norm = sqrt(norm);
     tg_report *r = tg_report_new("names");
     ck_assert_int_eq(tg_report_tape(r, "tape"), 1);
-    const char *path = tmp_path("fake.html");
+    const char *path = scratch_path("fake.html");
     ck_assert_int_eq(tg_report_write(r, path), 0);
     tg_report_free(r);
     tg_tape_keep_record(was);
@@ -805,7 +786,7 @@ START_TEST(empty_tape_says_so)
 {
     tg_report *r = tg_report_new("empty");
     ck_assert_int_eq(tg_report_tape(r, NULL), 1);
-    const char *path = tmp_path("empty.html");
+    const char *path = scratch_path("empty.html");
     ck_assert_int_eq(tg_report_write(r, path), 0);
     tg_report_free(r);
     char *page = slurp(path, NULL);
@@ -851,7 +832,7 @@ START_TEST(out_of_memory_fails_cleanly)
 {
     setenv("TG_NO_GNUPLOT", "1", 1);
     setenv("TG_NO_DOT", "1", 1);
-    const char *path = tmp_path("oom.html");
+    const char *path = scratch_path("oom.html");
     ck_assert_int_eq(every_kind(path), 0); /* warm up */
     tg__alloc_fail_at(0, false);
     int rc = every_kind(path);
@@ -882,7 +863,7 @@ Suite *report_suite(void)
 {
     Suite *s = suite_create("report");
     TCase *tc = tcase_create("pages");
-    tcase_add_unchecked_fixture(tc, make_tmp_dir, remove_tmp_dir);
+    tcase_add_unchecked_fixture(tc, scratch_setup, scratch_teardown);
     tcase_add_checked_fixture(tc, NULL, unset_switches);
     tcase_set_timeout(tc, 120); /* gnuplot and dot run; slower under valgrind */
     tcase_add_test(tc, page_has_every_kind_in_order);

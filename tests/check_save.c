@@ -34,47 +34,11 @@ enum { N_GOOD = 4, N_BIG = 2000, N_SMALL = 100 };
 
 /* ---- scratch files ------------------------------------------------------ */
 
-/* One directory for the TCase, made before it and removed after it by an
- * unchecked fixture (in the runner's process, so even after a failure); each
- * test works in a subdirectory of its own, whose listing it checks. */
-static char tmp_dir[] = "/tmp/tg_save_XXXXXX";
-
-static void make_tmp_dir(void)
-{
-    strcpy(tmp_dir, "/tmp/tg_save_XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmp_dir));
-    /* For the read-only test, which as root runs as nobody for a moment. */
-    ck_assert_int_eq(chmod(tmp_dir, 0711), 0);
-}
-
-/* Removes dir and what it holds, one level of subdirectories deep. */
-static void remove_tree(const char *dir, int depth)
-{
-    chmod(dir, 0700); /* the read-only test's directory */
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    char path[1024];
-    for (struct dirent *e; (e = readdir(d));) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-            continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        struct stat st;
-        if (depth > 0 && lstat(path, &st) == 0 && S_ISDIR(st.st_mode))
-            remove_tree(path, depth - 1);
-        else
-            unlink(path);
-    }
-    closedir(d);
-    rmdir(dir);
-}
-
-static void remove_tmp_dir(void) { remove_tree(tmp_dir, 1); }
-
-/* A new empty directory tmp_dir/name; its path in dir. */
+/* A new empty directory scratch_dir/name_i, each test working in one of
+ * its own, whose listing it checks; its path in dir. */
 static void test_dir(char *dir, size_t size, const char *name, int i)
 {
-    snprintf(dir, size, "%s/%s_%d", tmp_dir, name, i);
+    snprintf(dir, size, "%s/%s_%d", scratch_dir, name, i);
     ck_assert_int_eq(mkdir(dir, 0700), 0);
 }
 
@@ -544,7 +508,7 @@ Suite *save_suite(void)
     Suite *s = suite_create("save");
 
     TCase *fail = tcase_create("fail");
-    tcase_add_unchecked_fixture(fail, make_tmp_dir, remove_tmp_dir);
+    tcase_add_unchecked_fixture(fail, scratch_setup, scratch_teardown);
     tcase_add_loop_test(fail, size_limit_midway_keeps_old_file, 0,
                         COUNT(WRITERS));
     tcase_add_loop_test(fail, full_at_last_flush_keeps_old_file, 0,
@@ -555,7 +519,7 @@ Suite *save_suite(void)
     suite_add_tcase(s, fail);
 
     TCase *replace = tcase_create("replace");
-    tcase_add_unchecked_fixture(replace, make_tmp_dir, remove_tmp_dir);
+    tcase_add_unchecked_fixture(replace, scratch_setup, scratch_teardown);
     tcase_add_loop_test(replace, replace_swaps_in_a_new_file_with_the_old_mode,
                         0, COUNT(WRITERS));
     tcase_add_loop_test(replace, save_through_symlink_keeps_link, 0, 2);

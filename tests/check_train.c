@@ -8,7 +8,6 @@
 #include "tests.h"
 #include "tiny_lm.h"
 
-#include <dirent.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -658,25 +657,6 @@ END_TEST
 
 /* ---- exact resume ----------------------------------------------------------- */
 
-static char tmp_dir[] = "/tmp/tg_train_XXXXXX";
-
-static void make_tmp_dir(void)
-{
-    strcpy(tmp_dir, "/tmp/tg_train_XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmp_dir));
-}
-
-static void remove_tmp_dir(void) { remove_scratch_dir(tmp_dir); }
-
-/* A path in the scratch directory, in a static buffer (the next call
- * reuses it). */
-static const char *tmp_path(const char *name)
-{
-    static char path[sizeof tmp_dir + 64];
-    snprintf(path, sizeof path, "%s/%s", tmp_dir, name);
-    return path;
-}
-
 /* A model whose values are all v (what a fresh model holds, before the
  * checkpoint overwrites it). */
 static void lm_filled(tiny_lm *m, double v)
@@ -708,7 +688,7 @@ START_TEST(resume_is_exact)
 {
     const lm_recipe r = RECIPES[_i];
     const int64_t N = lm_numel();
-    const char *path = tmp_path("run.npz");
+    const char *path = scratch_path("run.npz");
     tiny_lm whole, first, rest;
     lm_from_fixture(&whole);
     tg_optim *ow = lm_optim(r, &whole);
@@ -861,8 +841,8 @@ static void assert_all_zero(const tg_tensor *t)
  * changes neither the model nor the optimizer. */
 START_TEST(load_checkpoint_mismatch)
 {
-    char path[sizeof tmp_dir + 64];
-    snprintf(path, sizeof path, "%s", tmp_path("adamw.npz"));
+    char path[sizeof scratch_dir + 64];
+    snprintf(path, sizeof path, "%s", scratch_path("adamw.npz"));
     tiny_lm m;
     lm_from_fixture(&m);
     tg_optim *o = lm_optim(LM_ADAMW_NANOGPT, &m);
@@ -953,8 +933,8 @@ START_TEST(load_checkpoint_mismatch)
     /* a missing file, NULLs */
     tg_optim *good = lm_optim(LM_ADAMW_NANOGPT, &fresh);
     take(&before, &fresh, good);
-    ck_assert_int_eq(tg_load_checkpoint(&fresh.ps, good, tmp_path("no.npz")),
-                     -1);
+    ck_assert_int_eq(
+        tg_load_checkpoint(&fresh.ps, good, scratch_path("no.npz")), -1);
     ck_assert_ptr_nonnull(strstr(tg_last_error(), "load_checkpoint: "));
     ck_assert_int_eq(tg_load_checkpoint(NULL, good, path), -1);
     ck_assert_int_eq(tg_load_checkpoint(&fresh.ps, NULL, path), -1);
@@ -998,7 +978,7 @@ Suite *train_suite(void)
     suite_add_tcase(s, ce);
 
     TCase *loop = tcase_create("loop");
-    tcase_add_unchecked_fixture(loop, make_tmp_dir, remove_tmp_dir);
+    tcase_add_unchecked_fixture(loop, scratch_setup, scratch_teardown);
     tcase_add_test(loop, nanogpt_loop_matches_torch);
     tcase_add_test(loop, nanogpt_gpt_loop_matches_torch);
     tcase_add_loop_test(loop, resume_is_exact, 0, 3);

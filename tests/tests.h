@@ -46,10 +46,18 @@ Suite *gpt2_suite(void);
 Suite *report_suite(void);
 Suite *hooks_suite(void);
 
-/* Empties the flat scratch directory dir (its files, no subdirectories)
- * and removes it; a missing dir is nothing to do. For the TCases' unchecked
- * fixtures, which run even when a test fails. */
-void remove_scratch_dir(const char *dir);
+/* The running TCase's scratch directory, for the suites that write files:
+ * `tcase_add_unchecked_fixture(tc, scratch_setup, scratch_teardown)` makes
+ * a fresh /tmp/tg_test_XXXXXX before the TCase and removes it and what it
+ * holds (files, and the files of its subdirectories) after it. Unchecked
+ * fixtures run in the runner's own process, so the cleanup happens even
+ * when a test fails in its fork, and each forked test sees the name. */
+extern char scratch_dir[sizeof "/tmp/tg_test_XXXXXX"];
+void scratch_setup(void);
+void scratch_teardown(void);
+/* scratch_dir/name, in one of four rotating static buffers (a test may
+ * hold a few paths at once). */
+const char *scratch_path(const char *name);
 
 /* Path of a committed fixture: TG_FIXTURES "/" name, in a static buffer. */
 const char *fixture_path(const char *name);
