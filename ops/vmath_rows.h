@@ -64,6 +64,33 @@ static RT R(row_max)(int64_t n, const RT *x)
     return m;
 }
 
+/* y_k = exp(x_k - m) for k < n, 0 where x_k = -inf (y NULL: not
+ * stored; y may be x); returns sum_k exp(x_k - m), in double lanes. The
+ * tail goes through a vector padded with -inf, which adds 0. */
+static double R(shifted_exp_sum)(int64_t n, const RT *x, RT *y, RT m)
+{
+    const RV vm = RSET(m);
+    VD s_lo = SETD(0), s_hi = SETD(0);
+    int64_t k = 0;
+    for (; k + RN <= n; k += RN) {
+        const RV e = R(shifted_exp)(RLD(x + k), vm);
+        if (y)
+            RST(y + k, e);
+        RSUM_ADD(s_lo, s_hi, e);
+    }
+    if (k < n) {
+        RT buf[RN];
+        for (int i = 0; i < RN; i++)
+            buf[i] = k + i < n ? x[k + i] : -INFINITY;
+        const RV e = R(shifted_exp)(RLD(buf), vm);
+        RST(buf, e);
+        if (y)
+            memcpy(y + k, buf, (size_t)(n - k) * sizeof(RT));
+        RSUM_ADD(s_lo, s_hi, e);
+    }
+    return RSUM_TOTAL(s_lo, s_hi);
+}
+
 /* forward, per row (ops/softmax.c derives it):
  *   m = max_k x_k                               pass 1
  *   e_k = exp(x_k - m), s = sum_k e_k           pass 2 (e_k kept in y)
@@ -86,36 +113,18 @@ void R(tg__softmax_row)(int64_t n, const RT *x, RT *y, bool as_log)
             y[k] = fill;
         return;
     }
-    const RV vm = RSET(m);
-    VD s_lo = SETD(0), s_hi = SETD(0);
-    int64_t k = 0;
-    for (; k + RN <= n; k += RN) {
-        RV e = R(shifted_exp)(RLD(x + k), vm);
-        if (!as_log)
-            RST(y + k, e);
-        RSUM_ADD(s_lo, s_hi, e);
-    }
-    if (k < n) {
-        RT buf[RN];
-        for (int i = 0; i < RN; i++)
-            buf[i] = k + i < n ? x[k + i] : -INFINITY;
-        RV e = R(shifted_exp)(RLD(buf), vm);
-        RST(buf, e);
-        if (!as_log)
-            memcpy(y + k, buf, (size_t)(n - k) * sizeof(RT));
-        RSUM_ADD(s_lo, s_hi, e);
-    }
-    const double s = RSUM_TOTAL(s_lo, s_hi);
+    const double s = R(shifted_exp_sum)(n, x, as_log ? NULL : y, m);
     if (as_log) {
         /* y_k = x_k - m - log s, in double, rounded once */
         const double lse = log(s);
-        for (k = 0; k < n; k++)
+        for (int64_t k = 0; k < n; k++)
             y[k] = (RT)((double)x[k] - m - lse);
         return;
     }
     const RT st = (RT)s;
     const RV vs = RSET(st);
-    for (k = 0; k + RN <= n; k += RN)
+    int64_t k = 0;
+    for (; k + RN <= n; k += RN)
         RST(y + k, RDIV(RLD(y + k), vs));
     for (; k < n; k++)
         y[k] = y[k] / st;
@@ -130,25 +139,8 @@ void R(tg__softmax_row)(int64_t n, const RT *x, RT *y, bool as_log)
 void R(tg__softmax_exp_row)(int64_t n, RT *x, double *max, double *sum)
 {
     const RT m = R(row_max)(n, x);
-    const RV vm = RSET(m);
-    VD s_lo = SETD(0), s_hi = SETD(0);
-    int64_t k = 0;
-    for (; k + RN <= n; k += RN) {
-        const RV e = R(shifted_exp)(RLD(x + k), vm);
-        RST(x + k, e);
-        RSUM_ADD(s_lo, s_hi, e);
-    }
-    if (k < n) {
-        RT buf[RN];
-        for (int i = 0; i < RN; i++)
-            buf[i] = k + i < n ? x[k + i] : -INFINITY;
-        const RV e = R(shifted_exp)(RLD(buf), vm);
-        RST(buf, e);
-        memcpy(x + k, buf, (size_t)(n - k) * sizeof(RT));
-        RSUM_ADD(s_lo, s_hi, e);
-    }
     *max = m;
-    *sum = RSUM_TOTAL(s_lo, s_hi);
+    *sum = R(shifted_exp_sum)(n, x, x, m);
 }
 
 /* ---- softmax backward --------------------------------------------------- */
