@@ -55,6 +55,15 @@ const char *scratch_path(const char *name)
     return paths[k];
 }
 
+double *values_of(const tg_tensor *t)
+{
+    const int64_t n = tg_numel(t);
+    double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    ck_assert_ptr_nonnull(v);
+    ck_assert_int_eq(tg_copy_out(t, TG_FLOAT64, v), 0);
+    return v;
+}
+
 const char *fixture_path(const char *name)
 {
     static char path[4096];

@@ -59,6 +59,10 @@ void scratch_teardown(void);
  * hold a few paths at once). */
 const char *scratch_path(const char *name);
 
+/* t's elements in C order as doubles, malloc'd (room for one at least);
+ * the caller frees them. Fails the test if the copy fails. */
+double *values_of(const tg_tensor *t);
+
 /* Path of a committed fixture: TG_FIXTURES "/" name, in a static buffer. */
 const char *fixture_path(const char *name);
 /* Loads a committed fixture .npy (fails the test if it cannot). */
