@@ -20,8 +20,9 @@
  * gives weight 0 exactly. Each block is one product for S and one for O:
  * long ones, which the GEMM layer runs near its peak, where key tiles of
  * 64 (FlashAttention-2's online softmax) made many short ones that each
- * packed their operands (15% of the step's time went to packing at
- * (16,1024,64); by blocks the forward and backward ran 7-8% faster).
+ * packed their operands (15% of the time went to packing at (16,1024,64);
+ * by blocks the forward ran 5-23% and the backward 3-20% faster, four
+ * interleaved runs, 1 thread).
  * The backward (above attention_backward) recomputes S and P per block.
  * P's exp is the vector exp of ops/vmath.h (SLEEF, in the rows' type)
  * where the CPU has one, libm's otherwise.
@@ -83,9 +84,9 @@ typedef struct {
 } grads;
 
 /* One piece's room (each piece of a parallel loop has its own): a query
- * block's rows of S, then P, and of dP (the backward's), each (TILE,tk) of
- * the problem's dtype with row stride tk; and per row its max m and sum l
- * (forward), or D (the backward's scalar path). */
+ * block's rows of S, then P, and of dP (the backward's, when it needs dS),
+ * each (min(TILE,tq),tk) of the problem's dtype with row stride tk; and
+ * per row the forward's max m and sum l. */
 typedef struct {
     void *P, *dP; /* dP: NULL in the forward */
     size_t bytes; /* of P, and of dP */
@@ -140,9 +141,11 @@ static scratch *scratch_new(const problem *pr, bool with_dp)
     scratch *w = tg__pool_get(sizeof(scratch));
     if (!w)
         return NULL;
-    w->bytes = (size_t)TILE * (size_t)pr->tk * tg_dtype_size(pr->dt);
+    w->bytes =
+        (size_t)min_int(TILE, pr->tq) * (size_t)pr->tk * tg_dtype_size(pr->dt);
     if (!w->bytes)
-        w->bytes = 1; /* no keys: room for nothing, but a valid pointer */
+        w->bytes = 1; /* no keys or queries: room for nothing, but a valid
+                       * pointer */
     w->P = tg__pool_get(w->bytes);
     w->dP = with_dp ? tg__pool_get(w->bytes) : NULL;
     if (!w->P || (with_dp && !w->dP))
@@ -228,8 +231,8 @@ static void exp_rows(const problem *pr, scratch *w, int bq, int n)
     });
 }
 
-/* O /= l and L = m + log l for the block's rows. l is 0 only when there
- * are no keys (tk == 0): O stays 0 and L is -inf. */
+/* O /= l and L = m + log l for the block's rows. l is 0 when a row weighs
+ * no key (tk == 0, or every score -inf): O stays 0 and L is -inf. */
 static void finish_rows(const problem *pr, const scratch *w, int bq, void *O,
                         double *L)
 {
@@ -367,7 +370,7 @@ typedef struct {
 static void backward_range(void *ctx, int64_t lo, int64_t hi)
 {
     const backward_job *j = ctx;
-    scratch *w = scratch_new(j->pr, true);
+    scratch *w = scratch_new(j->pr, j->g->dq || j->g->dk);
     for (int64_t b = lo; w && !rows_oom && b < hi; b++)
         for (int i0 = 0; !rows_oom && i0 < j->pr->tq; i0 += TILE)
             backward_block(j->pr, j->g, b, i0, w);
@@ -514,7 +517,8 @@ tg_tensor *tg_attention(tg_tensor *q, tg_tensor *k, tg_tensor *v, bool causal,
         shape[i] = q->shape[i];
     shape[nd - 1] = v->shape[nd - 1]; /* (...,Tq,dv) */
     tg_tensor *qc = dense(q), *kc = dense(k), *vc = dense(v);
-    tg_tensor *out = tg__new("attention", q->dtype, nd, shape, true);
+    /* not zeroed: each block's O = P V overwrites its rows (beta 0) */
+    tg_tensor *out = tg__new("attention", q->dtype, nd, shape, false);
     tg_tensor *lse = tg__new("attention", TG_FLOAT64, nd - 1, shape, false);
     bool ok = qc && kc && vc && out && lse;
     if (ok) {

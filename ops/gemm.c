@@ -334,12 +334,21 @@ bool tg__gemm_portable(tg_dtype dt, bool trans_a, bool trans_b, int64_t m,
                 ldb, beta, c, ldc);
 }
 
+#ifdef HAVE_OPENBLAS_GET_NUM_THREADS
+int openblas_get_num_threads(void);
+#endif
+
 bool tg__gemm_blas_threaded(int64_t m, int64_t n, int64_t k)
 {
 #ifdef TG_HAVE_BLAS
     /* OpenBLAS threads a gemm of more than 4 * 65536 multiply-adds: its
-     * default GEMM_MULTITHREAD_THRESHOLD times SMP_THRESHOLD_MIN. (Both
-     * dtypes have a kernel of ours at each level, or neither.) */
+     * default GEMM_MULTITHREAD_THRESHOLD times SMP_THRESHOLD_MIN; never
+     * when it has one thread (OPENBLAS_NUM_THREADS=1). (Both dtypes have a
+     * kernel of ours at each level, or neither.) */
+#ifdef HAVE_OPENBLAS_GET_NUM_THREADS
+    if (openblas_get_num_threads() <= 1)
+        return false;
+#endif
     if (blas_first(TG_FLOAT32))
         return (double)m * (double)n * (double)k > 262144.0;
 #else

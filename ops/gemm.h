@@ -27,7 +27,8 @@
  *
  * Sum order: our kernels add each c element's k products in order, kc of
  * them at a time into c (alpha * sum + beta * c for the first block, + c
- * after; all k in one block when k <= 2 kc), the same for every transpose
+ * after; all k in one block when k <= k_one, 2 kc on AVX2), the same for
+ * every transpose
  * and leading dim and every thread count: threads share c's blocks, never
  * k. (The portable kernel too sums in k order; OpenBLAS makes no such
  * promise.)

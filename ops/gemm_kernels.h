@@ -38,6 +38,9 @@ typedef struct {
 typedef struct {
     int mr, nr;
     int64_t mc, kc, nc;
+    /* k up to this (kc or more) runs in one block: see k_block in
+     * ops/gemm_packed.c */
+    int64_t k_one;
     void (*run)(int64_t kc, const void *ap, int64_t rs_a, int64_t cs_a,
                 const void *bp, double alpha, double beta, void *c,
                 int64_t ldc);
@@ -57,7 +60,7 @@ TG_HIDDEN const tg__gemm_ukernel *tg__gemm_ukernel_avx512(tg_dtype dt);
 
 /* c = alpha * op(a) @ op(b) + beta * c on uk, split over (mc x nc) blocks of
  * c on tg__parallel_for's threads when threaded. The k loop runs kc at a
- * time (all of k at once when k <= 2 kc), always from 0 up and never
+ * time (all of k at once when k <= k_one), always from 0 up and never
  * split: c's first block gets
  * alpha * ab + beta * c, each later one alpha * ab + c. Same bits for every
  * layout, and every thread count. False when out of memory for the packing

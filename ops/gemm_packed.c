@@ -3,7 +3,7 @@
  *
  *     for j0 in 0, nc, 2nc, ...
  *       for p0 in 0, kc, 2kc, ...        (in order: c's sums run along k;
- *                                         one block when k <= 2 kc)
+ *                                         one block when k <= k_one)
  *         Bp = op(b)[p0:p0+kc, j0:j0+nc] packed in nr-column slivers
  *         for i0 in 0, mc, 2mc, ...
  *             Ap = op(a)[i0:i0+mc, p0:p0+kc] packed in mr-row panels
@@ -243,17 +243,18 @@ typedef struct {
 /* Up to this many b slivers across c, a is read in place, not packed. */
 enum { A_IN_PLACE_MAX_SLIVERS = 8 };
 
-/* The k block: all of k when it is at most twice the kernel's kc, else kc.
+/* The k block: all of k when it is at most the kernel's k_one, else kc.
  * One block instead of two halves c's passes (each block reads and writes
- * all of c) and leaves no short last block: the projections of the head,
- * (16384,512) @ (512,64) and (8192,384) @ (384,64), ran 20-30% faster in
- * float32 and 14-24% in float64 at k = 512 and 384 in one block than at
- * 256 + 256 and 256 + 128 (medians of five interleaved runs; 512^3 even;
- * Zen 3, 1 thread). It depends on k alone, so the sum order stays the same
- * for every layout and thread count. */
+ * all of c) and leaves no short last block: with k_one = 2 kc on AVX2,
+ * the projections of the head, (16384,512) @ (512,64) and (8192,384) @
+ * (384,64), ran 20-30% faster in float32 and 14-24% in float64 at k = 512
+ * and 384 in one block than at 256 + 256 and 256 + 128 (medians of five
+ * interleaved runs; 512^3 even; Zen 3, 1 thread). The AVX-512 kernels
+ * keep k_one = kc until measured on such a CPU. It depends on k alone, so
+ * the sum order stays the same for every layout and thread count. */
 static int64_t k_block(const tg__gemm_ukernel *uk, int64_t k)
 {
-    return k <= 2 * uk->kc ? k : uk->kc;
+    return k <= uk->k_one ? k : uk->kc;
 }
 
 static void run_parts(void *ctx, int64_t lo, int64_t hi)

@@ -49,8 +49,8 @@ TG_HIDDEN void tg__softmax_row(tg_dtype dt, int64_t n, const void *x, void *y,
  * blocks; vector paths only:
  *   m = max_k x_k,  x_k = exp(x_k - m),  *sum = sum_k x_k,  *max = m
  * NaN is ignored by the max (it reaches the output through the sum);
- * x_k = -inf gives 0 without an exp(); a row with nothing above -inf has
- * m = -inf. The sum is kept in double lanes. */
+ * x_k = -inf gives exactly 0 (a vector of them, without an exp()); a row
+ * with nothing above -inf has m = -inf. The sum is kept in double lanes. */
 TG_HIDDEN void tg__softmax_exp_row(tg_dtype dt, int64_t n, void *x, double *max,
                                    double *sum);
 
@@ -59,7 +59,9 @@ TG_HIDDEN void tg__softmax_exp_row(tg_dtype dt, int64_t n, void *x, double *max,
  *   log_softmax:  dx = dy - exp(y) * sum_{k: y_k > -inf} dy_k,
  *                 and dx = 0 where y = -inf
  * The sums in double; softmax's dx in float32 lanes (dot rounded once),
- * log_softmax's in double lanes rounded once. */
+ * log_softmax's in double lanes rounded once. The sum is taken before any
+ * dx is written, so dx may be dy (ops/attention.c turns dP into dS in
+ * place). */
 TG_HIDDEN void tg__softmax_backward_row(tg_dtype dt, int64_t n, const void *y,
                                         const void *dy, void *dx);
 TG_HIDDEN void tg__log_softmax_backward_row(tg_dtype dt, int64_t n,

@@ -13,6 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 /* The composed ops and the fused op compute the same sums in other orders. */
 #define F64_TOL 1e-12
@@ -66,7 +69,9 @@ static const shape_case cases[] = {
     {0, {0}, 65, 65, 4, 4, true, 0},    /* (T,d): no batch dims */
     {1, {2}, 3, 0, 4, 5, false, 0},     /* no keys: out 0 */
     {1, {2}, 3, 0, 4, 5, true, 0},
-    {1, {2}, 0, 6, 4, 5, true, 0}, /* no queries */
+    {1, {2}, 0, 6, 4, 5, true, 0},    /* no queries */
+    {1, {2}, 7, 9, 0, 3, false, 0.5}, /* d = 0: every score 0 */
+    {1, {2}, 9, 9, 4, 0, true, 0},    /* dv = 0: an empty output */
 };
 #define N_CASES ((int)(sizeof cases / sizeof *cases))
 
@@ -153,6 +158,73 @@ END_TEST
 START_TEST(test_composed_f32)
 {
     check_against_composed(&cases[_i], TG_FLOAT32, F32_TOL);
+}
+END_TEST
+
+/* ---- on the pool's threads ---------------------------------------------- */
+
+/* Past the size at which the blocks share the pool's threads (nb * Tq * Tk
+ * * (d + dv) of 2e6 or more): the forward shares (entry, block) pairs, the
+ * backward entries. */
+static const shape_case threaded_cases[] = {
+    {1, {4}, 130, 130, 32, 32, true, 0},  /* 4.3e6, three blocks each */
+    {1, {3}, 200, 70, 48, 40, true, 0.3}, /* causal, Tq > Tk: 3.7e6 */
+    {1, {2}, 150, 300, 24, 16, false, 0}, /* 3.6e6 */
+};
+#define N_THREADED ((int)(sizeof threaded_cases / sizeof *threaded_cases))
+
+/* The fused op's out, dq, dk and dv for case c (new references), at the
+ * pool's current thread count. */
+static void fused_run(const shape_case *c, tg_dtype dt, tg_tensor *res[4])
+{
+    tg_scope_begin();
+    tg_rng rng;
+    tg_rng_seed(&rng, 99);
+    tg_tensor *in[3] = {leaf_of(draw(&rng, dt, c, c->tq, c->d)),
+                        leaf_of(draw(&rng, dt, c, c->tk, c->d)),
+                        leaf_of(draw(&rng, dt, c, c->tk, c->dv))};
+    tg_tensor *dout = draw(&rng, dt, c, c->tq, c->dv);
+    res[0] = tg_attention(in[0], in[1], in[2], c->causal, scale_of(c));
+    ck_assert_msg(res[0] != NULL, "%s", tg_last_error());
+    ck_assert_int_eq(tg_backward_with(res[0], dout), 0);
+    tg_keep(res[0]); /* the scope's reference becomes ours */
+    for (int i = 0; i < 3; i++)
+        res[i + 1] = tg_keep(tg_retain(tg_grad(in[i])));
+    tg_scope_end();
+}
+
+/* On 2 threads, the composed ops' values; and 1 and 2 threads give the
+ * same bits (each block is computed whole by one thread, in one order).
+ * Loop index: case, then dtype. */
+START_TEST(test_threads)
+{
+    const shape_case *c = &threaded_cases[_i / 2];
+    const tg_dtype dt = _i % 2 ? TG_FLOAT32 : TG_FLOAT64;
+#ifdef _OPENMP
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(2);
+#endif
+    check_against_composed(c, dt, dt == TG_FLOAT32 ? F32_TOL : F64_TOL);
+    tg_tensor *two[4], *one[4];
+    fused_run(c, dt, two);
+#ifdef _OPENMP
+    omp_set_num_threads(1);
+#endif
+    fused_run(c, dt, one);
+#ifdef _OPENMP
+    omp_set_num_threads(threads);
+#endif
+    for (int i = 0; i < 4; i++) {
+        const int64_t n = tg_numel(one[i]);
+        double *a = values_of(one[i]), *b = values_of(two[i]);
+        ck_assert_msg(memcmp(a, b, sizeof(double) * (size_t)n) == 0,
+                      "%s differs between 1 and 2 threads",
+                      (const char *[]){"out", "dq", "dk", "dv"}[i]);
+        free(a);
+        free(b);
+        tg_release(one[i]);
+        tg_release(two[i]);
+    }
 }
 END_TEST
 
@@ -476,7 +548,7 @@ static long long extra_memory(int64_t T, int64_t d)
 
 /* (T,T) float64 scores would take T*T*8 bytes, 32 MiB at T = 2048; the op
  * holds out, L, the gradients and per-thread rows of S and dP: about 7
- * (T,d) float32 arrays and 2 (64,T), 4.5 MiB. */
+ * (T,8) float32 arrays and 2 (64,T) per thread, 1.5 MiB on 1 thread. */
 START_TEST(test_memory)
 {
     extra_memory(128, 8); /* threads, BLAS buffers, the allocator warmed up */
@@ -534,6 +606,11 @@ Suite *attention_suite(void)
     tcase_add_test(tc, test_strided_inputs);
     tcase_add_test(tc, test_partial_grad);
     tcase_add_test(tc, test_saturated_rows_f32);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("threads");
+    tcase_add_loop_test(tc, test_threads, 0, 2 * N_THREADED);
+    tcase_set_timeout(tc, 120); /* under valgrind */
     suite_add_tcase(s, tc);
 
     tc = tcase_create("grad");

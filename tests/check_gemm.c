@@ -34,10 +34,11 @@ enum { N_KERNELS = sizeof kernels / sizeof kernels[0] };
 
 /* (m,n,k): degenerate, odd, and on both sides of the portable kernel's
  * 64-wide blocks; of the AVX2 tiles (6 rows; 16 float or 8 double
- * columns), the AVX-512 ones (14; 32 or 16), the k block (256 or 192; all
- * of k up to twice that, so k = 257 and 193 run in one block, 513 and 385
- * in three), the row block (144, 96), and of the width (8 slivers) up to
- * which a is read in place rather than packed. */
+ * columns), the AVX-512 ones (14; 32 or 16), the k block (256 or 192; the
+ * AVX2 kernels run k up to 512 in one block, so k = 257 is one block there
+ * and 513 three; 193 and 385 cross AVX-512's), the row block (144, 96),
+ * and of the width (8 slivers) up to which a is read in place rather than
+ * packed. */
 static const int64_t shapes[][3] = {
     {1, 1, 1},     {17, 33, 5},  {5, 17, 33},   {64, 64, 64}, {65, 130, 67},
     {1, 70, 1},    {70, 1, 3},   {2, 3, 200},   {3, 4, 0},    {0, 5, 3},
