@@ -21,6 +21,7 @@
 
 #include "ops/gemm.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -175,32 +176,80 @@ static const void *gemm_arg_data(gemm_arg *arg, const mats *M, tg_dtype dt,
     return arg->packed;
 }
 
-/* Every batch entry's product, one gemm each. false when out of memory. */
+/* One call's batch: entry i's product C_i = A_i @ B_i. */
+typedef struct {
+    tg_dtype dt;
+    const mats *A, *B;
+    const char *a, *b;
+    char *c;
+    const batch *bt;
+    atomic_bool failed; /* a piece ran out of memory */
+} multiply_job;
+
+/* Entries lo..hi-1, one gemm each, with their own packing scratch (each
+ * piece of a parallel loop its own). */
+static void multiply_range(void *ctx, int64_t lo, int64_t hi)
+{
+    multiply_job *j = ctx;
+    const tg_dtype dt = j->dt;
+    const int64_t n = j->A->rows, k = j->A->cols, m = j->B->cols;
+    gemm_arg ea, eb;
+    if (!gemm_arg_init(&ea, j->A, dt)) {
+        atomic_store(&j->failed, true);
+        return;
+    }
+    if (!gemm_arg_init(&eb, j->B, dt)) {
+        free(ea.packed);
+        atomic_store(&j->failed, true);
+        return;
+    }
+    size_t es = tg_dtype_size(dt);
+    bool ok = true;
+    for (int64_t i = lo; ok && i < hi; i++) {
+        int64_t oa, ob;
+        batch_offsets(j->bt, i, &oa, &ob);
+        const void *pa = gemm_arg_data(&ea, j->A, dt, j->a + (size_t)oa * es);
+        const void *pb = gemm_arg_data(&eb, j->B, dt, j->b + (size_t)ob * es);
+        void *pc = j->c + (size_t)(i * n * m) * es;
+        ok = tg__gemm(dt, ea.trans, eb.trans, n, m, k, 1, pa, ea.ld, pb, eb.ld,
+                      0, pc, m);
+    }
+    if (!ok)
+        atomic_store(&j->failed, true);
+    free(ea.packed);
+    free(eb.packed);
+}
+
+/* Below this many multiply-adds in all, a batch stays on the calling
+ * thread (gemm_packed.c's THREADED_MIN_FMAS: about 100 us on one core). */
+#define BATCH_THREADED_MIN 4194304.0
+
+/* Every batch entry's product, one gemm each. A batch of several entries
+ * shares them among the pool's threads, each product whole on one thread
+ * (gemm called from a piece runs there alone): attn @ v at (32,128,128,32)
+ * is 32 products of 5e5 multiply-adds, too small for gemm to thread, and
+ * q @ k^T at (32,256,64) 32 of 4.2e6, each of which gemm would split in
+ * two, waking the pool 32 times. Large products in a short batch (fewer
+ * than 4 per thread, where whole products would leave a thread idle) are
+ * left to gemm to split; so are products OpenBLAS would thread itself
+ * (its threads and ours would fight). Each product is the same sums
+ * whichever thread runs it: the same bits. false when out of memory. */
 static bool multiply(tg_dtype dt, const mats *A, const char *a, const mats *B,
                      const char *b, char *c, const batch *bt)
 {
     const int64_t n = A->rows, k = A->cols, m = B->cols;
-    gemm_arg ea, eb;
-    if (!gemm_arg_init(&ea, A, dt))
-        return false;
-    if (!gemm_arg_init(&eb, B, dt)) {
-        free(ea.packed);
-        return false;
-    }
-    size_t es = tg_dtype_size(dt);
-    bool ok = true;
-    for (int64_t i = 0; ok && i < bt->count; i++) {
-        int64_t oa, ob;
-        batch_offsets(bt, i, &oa, &ob);
-        const void *pa = gemm_arg_data(&ea, A, dt, a + (size_t)oa * es);
-        const void *pb = gemm_arg_data(&eb, B, dt, b + (size_t)ob * es);
-        void *pc = c + (size_t)(i * n * m) * es;
-        ok = tg__gemm(dt, ea.trans, eb.trans, n, m, k, 1, pa, ea.ld, pb, eb.ld,
-                      0, pc, m);
-    }
-    free(ea.packed);
-    free(eb.packed);
-    return ok;
+    multiply_job j = {
+        .dt = dt, .A = A, .B = B, .a = a, .b = b, .c = c, .bt = bt};
+    atomic_init(&j.failed, false);
+    const double each = (double)n * (double)m * (double)k;
+    const int threads = tg__parallel_threads(bt->count, TG_PARALLEL_MIN);
+    const bool share =
+        bt->count > 1 && each * (double)bt->count >= BATCH_THREADED_MIN &&
+        (each < BATCH_THREADED_MIN || bt->count >= 4 * threads) &&
+        !tg__gemm_blas_threaded(n, m, k);
+    tg__parallel_for(bt->count, share ? TG_PARALLEL_MIN : 0, multiply_range,
+                     &j);
+    return !atomic_load(&j.failed);
 }
 
 /* ---- the op ------------------------------------------------------------- */

@@ -5,7 +5,11 @@
 #include "tests.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 /* matmul_<name>_a.npy, _b.npy and the expected _out.npy. */
 typedef struct {
@@ -147,6 +151,51 @@ START_TEST(forward_neither_stride_one)
     tg_release(x);
     tg_release(seq);
     release_case(&c);
+}
+END_TEST
+
+/* A batch worth sharing among the pool's threads (40 products of 64 x 48
+ * x 40: 4.9e6 multiply-adds in all) gives, on 2 threads, the bits of each
+ * entry's product alone on 1: contiguous operands; a (T,T) a shared by
+ * every entry (batch stride 0); and a that gemm cannot read in place
+ * (neither stride 1: packed, by each thread into its own scratch). Loop
+ * index: layout, then dtype. */
+START_TEST(batch_threads_same_bits)
+{
+    const tg_dtype dt = _i % 2 ? TG_FLOAT32 : TG_FLOAT64;
+    const int layout = _i / 2;
+    tg_scope_begin();
+    tg_rng rng;
+    tg_rng_seed(&rng, 5);
+    tg_tensor *base = tg_randn(&rng, dt, TG_SHAPE(40, 64, 48, 2));
+    tg_tensor *a = tg_select(base, 3, 1); /* strides (6144, 96, 2) */
+    if (layout == 0)
+        a = tg_contiguous(a);
+    else if (layout == 1)
+        a = tg_expand(tg_contiguous(tg_select(a, 0, 0)), TG_SHAPE(40, 64, 48));
+    tg_tensor *b = tg_randn(&rng, dt, TG_SHAPE(40, 48, 40));
+#ifdef _OPENMP
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(2);
+#endif
+    tg_tensor *got = tg_matmul(a, b);
+#ifdef _OPENMP
+    omp_set_num_threads(1);
+#endif
+    ck_assert_msg(got != NULL, "%s", tg_last_error());
+    for (int64_t e = 0; e < 40; e++) {
+        double *w =
+            values_of(tg_matmul(tg_select(a, 0, e), tg_select(b, 0, e)));
+        double *g = values_of(tg_select(got, 0, e));
+        ck_assert_msg(memcmp(w, g, sizeof(double) * 64 * 40) == 0,
+                      "layout %d, entry %lld differs", layout, (long long)e);
+        free(w);
+        free(g);
+    }
+#ifdef _OPENMP
+    omp_set_num_threads(threads);
+#endif
+    tg_scope_end();
 }
 END_TEST
 
@@ -561,6 +610,7 @@ Suite *matmul_suite(void)
     tcase_add_test(tc, forward_sliced);
     tcase_add_test(tc, forward_neither_stride_one);
     tcase_add_test(tc, forward_expanded);
+    tcase_add_loop_test(tc, batch_threads_same_bits, 0, 6);
     tcase_add_test(tc, forward_float32);
     tcase_add_test(tc, forward_larger_than_a_block);
     tcase_add_test(tc, forward_empty);
