@@ -240,7 +240,7 @@ static void finish_rows(const problem *pr, const scratch *w, int bq, void *O,
         for (int r = 0; r < bq; r++) {
             const double l = w->row_sum[r];
             const T inv = l > 0 ? (T)(1 / l) : 0;
-            T *orow = (T *)O + r * pr->dv;
+            T *orow = (T *)O + (int64_t)r * pr->dv;
             TG_SIMD
             for (int c = 0; c < pr->dv; c++)
                 orow[c] *= inv;
@@ -267,7 +267,7 @@ static void forward_block(const problem *pr, int64_t b, int i0, scratch *w)
 static void forward_range(void *ctx, int64_t lo, int64_t hi)
 {
     const problem *pr = ctx;
-    const int64_t nblocks = (pr->tq + TILE - 1) / TILE;
+    const int64_t nblocks = ((int64_t)pr->tq + TILE - 1) / TILE;
     scratch *w = scratch_new(pr, false);
     for (int64_t i = lo; w && !rows_oom && i < hi; i++)
         forward_block(pr, i / nblocks, (int)(i % nblocks) * TILE, w);
@@ -278,7 +278,7 @@ static void forward_range(void *ctx, int64_t lo, int64_t hi)
  * memory (no error set). */
 static bool forward(const problem *pr)
 {
-    const int64_t nblocks = (pr->tq + TILE - 1) / TILE;
+    const int64_t nblocks = ((int64_t)pr->tq + TILE - 1) / TILE;
     tg__parallel_for(pr->nb * nblocks, pool_work(pr), forward_range,
                      (void *)pr);
     return !atomic_load(pr->failed);
@@ -286,7 +286,10 @@ static bool forward(const problem *pr)
 
 /* ---- backward ----------------------------------------------------------- */
 
-/* S becomes P = exp(S - L) (masked entries: exp(-inf) = 0).  (bq,n), ld tk */
+/* S becomes P = exp(S - L) (masked entries: exp(-inf) = 0).  (bq,n), ld tk
+ * A row with L = -inf weighed no key (every score -inf, as when q . k
+ * overflows): its P is 0, as the forward's output row is, where
+ * exp(-inf - -inf) would be NaN. */
 static void probs_rows(const problem *pr, const double *L, int bq, int n,
                        void *S)
 {
@@ -294,7 +297,10 @@ static void probs_rows(const problem *pr, const double *L, int bq, int n,
     TG_DISPATCH_FLOAT(pr->dt, T, {
         for (int r = 0; r < bq; r++) {
             T *row = (T *)S + (int64_t)r * pr->tk;
-            if (vec) { /* the same in the vector math of ops/vmath.h */
+            if (L[r] == -INFINITY) {
+                for (int c = 0; c < n; c++)
+                    row[c] = 0;
+            } else if (vec) { /* the same in the vector math of ops/vmath.h */
                 TG_SIMD
                 for (int c = 0; c < n; c++)
                     row[c] = (T)(row[c] - L[r]);
@@ -372,8 +378,8 @@ static void backward_range(void *ctx, int64_t lo, int64_t hi)
     const backward_job *j = ctx;
     scratch *w = scratch_new(j->pr, j->g->dq || j->g->dk);
     for (int64_t b = lo; w && !rows_oom && b < hi; b++)
-        for (int i0 = 0; !rows_oom && i0 < j->pr->tq; i0 += TILE)
-            backward_block(j->pr, j->g, b, i0, w);
+        for (int64_t i0 = 0; !rows_oom && i0 < j->pr->tq; i0 += TILE)
+            backward_block(j->pr, j->g, b, (int)i0, w);
     end_piece(j->pr, w);
 }
 

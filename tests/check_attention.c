@@ -597,6 +597,36 @@ START_TEST(test_saturated_rows_f32)
 }
 END_TEST
 
+/* Query 0's scores all overflow to -inf in float32 (q . k = -1e39): the
+ * forward weighs no key there (out 0, L = -inf), and the backward must
+ * give that row P = 0, not exp(-inf - -inf) = NaN, which made all of dk and
+ * dv NaN. The composed ops give the same finite values. */
+START_TEST(test_row_overflows_f32)
+{
+    tg_scope_begin();
+    const float qv[] = {1e38f, 0, 0, 1}, kv[] = {-10, 0, -10, 1};
+    const float vv[] = {1, 2, 3, 4}, dov[] = {0.5f, -1, 2, 0.25f};
+    tg_tensor *dout = tg_from_data(TG_FLOAT32, TG_SHAPE(1, 2, 2), dov);
+    tg_tensor *fused[3], *plain[3];
+    const float *data[3] = {qv, kv, vv};
+    for (int i = 0; i < 3; i++) {
+        tg_tensor *t = tg_from_data(TG_FLOAT32, TG_SHAPE(1, 2, 2), data[i]);
+        fused[i] = leaf_of(t), plain[i] = leaf_of(t);
+    }
+    tg_tensor *got = tg_attention(fused[0], fused[1], fused[2], false, 1);
+    tg_tensor *want = composed(plain[0], plain[1], plain[2], false, 1);
+    ck_assert_msg(got && want, "%s", tg_last_error());
+    ck_assert_double_le(max_diff(got, want), F32_TOL);
+    ck_assert_int_eq(tg_backward_with(got, dout), 0);
+    ck_assert_int_eq(tg_backward_with(want, dout), 0);
+    for (int i = 0; i < 3; i++) {
+        const double d = max_diff(tg_grad(fused[i]), tg_grad(plain[i]));
+        ck_assert_msg(d <= F32_TOL, "d%c differs by %g", "qkv"[i], d);
+    }
+    tg_scope_end();
+}
+END_TEST
+
 Suite *attention_suite(void)
 {
     Suite *s = suite_create("attention");
@@ -606,6 +636,7 @@ Suite *attention_suite(void)
     tcase_add_test(tc, test_strided_inputs);
     tcase_add_test(tc, test_partial_grad);
     tcase_add_test(tc, test_saturated_rows_f32);
+    tcase_add_test(tc, test_row_overflows_f32);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("threads");
