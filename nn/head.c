@@ -17,8 +17,9 @@
  *    backward without building the mask or keeping the (B,T,T)
  *    intermediates;
  *  - TG_HEAD_TILED: everything after the projections, up to @ v, is one
- *    tg_attention op, tiled so the (B,T,T) weights never exist (h->attn is
- *    not kept); it sums in another order, so it agrees within rounding.
+ *    tg_attention op, in blocks of queries, so the (B,T,T) weights never
+ *    exist (h->attn is not kept); it sums in another order, so it agrees
+ *    within rounding.
  * Temporaries are released as soon as the next op holds them (not through
  * a private scope): the output must stay in the caller's scope, if one is
  * open. */
