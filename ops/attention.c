@@ -205,8 +205,8 @@ static void scores_rows(const problem *pr, int64_t b, int i0, int bq, int kend,
 /* ---- forward ------------------------------------------------------------ */
 
 /* Each row r < bq of S (n keys, ld tk) becomes P = exp(S - m_r), m_r the
- * row's max (NaN ignored; 0 when the row is all -inf), with l_r = sum P in
- * w's rows; masked entries give exp(-inf) = 0. */
+ * row's max (NaN ignored), with m_r and l_r = sum P in w's rows; masked
+ * entries give exp(-inf) = 0, and a row all -inf (m_r = -inf) is all 0. */
 static void exp_rows(const problem *pr, scratch *w, int bq, int n)
 {
     const bool vec = tg__vrows();

@@ -28,15 +28,14 @@
  * Sum order: our kernels add each c element's k products in order, kc of
  * them at a time into c (alpha * sum + beta * c for the first block, + c
  * after; all k in one block when k <= k_one, 2 kc on AVX2), the same for
- * every transpose
- * and leading dim and every thread count: threads share c's blocks, never
- * k. (The portable kernel too sums in k order; OpenBLAS makes no such
- * promise.)
+ * every transpose and leading dim and every thread count: threads share
+ * c's blocks, never k. (The portable kernel too sums in k order; OpenBLAS
+ * makes no such promise.)
  *
  * Threads: our kernels share a large product among tg__parallel_for's
- * threads and OpenBLAS among its own (see tg__gemm_blas_threaded); called from
- * one of the pool's threads, ours run on that thread alone. The portable
- * kernel runs on the calling thread.
+ * threads and OpenBLAS among its own (see tg__gemm_blas_threaded); called
+ * from one of the pool's threads, ours run on that thread alone. The
+ * portable kernel runs on the calling thread.
  *
  * Returns false, with no error set (the caller names its op and shapes),
  * only when a kernel runs out of memory for its workspace. */

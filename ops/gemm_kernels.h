@@ -61,10 +61,9 @@ TG_HIDDEN const tg__gemm_ukernel *tg__gemm_ukernel_avx512(tg_dtype dt);
 /* c = alpha * op(a) @ op(b) + beta * c on uk, split over (mc x nc) blocks of
  * c on tg__parallel_for's threads when threaded. The k loop runs kc at a
  * time (all of k at once when k <= k_one), always from 0 up and never
- * split: c's first block gets
- * alpha * ab + beta * c, each later one alpha * ab + c. Same bits for every
- * layout, and every thread count. False when out of memory for the packing
- * buffers. */
+ * split: c's first block gets alpha * ab + beta * c, each later one
+ * alpha * ab + c. Same bits for every layout, and every thread count.
+ * False when out of memory for the packing buffers. */
 TG_HIDDEN bool tg__gemm_packed(const tg__gemm_ukernel *uk,
                                const tg__gemm_product *g, bool threaded);
 
