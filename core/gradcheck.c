@@ -20,17 +20,6 @@ tg_gradcheck_opts tg_gradcheck_defaults(void)
         .eps = 1e-6, .atol = 1e-5, .rtol = 1e-3, .seed = 0};
 }
 
-/* Storage offset of the element at flat C-order index j of t. */
-static int64_t flat_offset(const tg_tensor *t, int64_t j)
-{
-    int64_t off = t->offset;
-    for (int d = t->ndim - 1; d >= 0; d--) {
-        off += (j % t->shape[d]) * t->strides[d];
-        j /= t->shape[d];
-    }
-    return off;
-}
-
 /* *L = sum(u * y) over the entries where u != 0, in double. false with an
  * error when out of memory. */
 static bool weighted_sum(const tg_tensor *y, const double *u, double *L)
@@ -209,11 +198,11 @@ int tg_gradcheck(tg_fn f, void *ctx, int n, tg_tensor *const *inputs,
         int64_t m = tg_numel(x);
         void *data = x->storage->data;
         for (int64_t j = 0; j < m; j++) {
-            int64_t off = flat_offset(x, j);
+            int64_t off = tg__flat_offset(x, j);
             double orig = tg__load(x->dtype, data, off);
             double analytic = x->grad
                                   ? tg__load(x->dtype, x->grad->storage->data,
-                                             flat_offset(x->grad, j))
+                                             tg__flat_offset(x->grad, j))
                                   : 0;
             double numeric = 0;
             if (isfinite(orig)) {

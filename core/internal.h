@@ -409,6 +409,9 @@ TG_HIDDEN void tg__loop_run(tg_loop *L, int64_t cost, tg_run_fn fn, void *ctx);
  * runs in the order tg__loop_next takes them: for a piece of a loop that
  * must start at a run of the caller's choosing. */
 TG_HIDDEN void tg__loop_seek(tg_loop *L, int64_t r);
+/* The storage offset of t's element at C-order index j (t->offset
+ * included), whatever t's strides. */
+TG_HIDDEN int64_t tg__flat_offset(const tg_tensor *t, int64_t j);
 /* The vector instructions the kernels may use (core/cpu.c), read from
  * cpuid once: a kernel with vector paths compiles each with
  * __attribute__((target(...))) and calls the one tg__cpu_level() names, so

@@ -203,6 +203,16 @@ void tg__loop_seek(tg_loop *L, int64_t r)
     }
 }
 
+int64_t tg__flat_offset(const tg_tensor *t, int64_t j)
+{
+    int64_t off = t->offset;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        off += (j % t->shape[d]) * t->strides[d];
+        j /= t->shape[d];
+    }
+    return off;
+}
+
 typedef struct run_job {
     const tg_loop *L;
     tg_run_fn fn;
@@ -451,14 +461,9 @@ static void transpose_run(void *ctx, int64_t lo, int64_t hi)
     TG_DISPATCH_ANY(j->dst->dtype, T, {
         for (int64_t u = lo; u < hi; u++) {
             int64_t mat = u / j->row_tiles, i0 = u % j->row_tiles * TILE;
-            /* the matrix's offset in src, from its index over the leading
-             * dims (any strides) */
-            int64_t soff = src->offset, rest = mat;
-            for (int d = nd - 3; d >= 0; d--) {
-                soff += rest % src->shape[d] * src->strides[d];
-                rest /= src->shape[d];
-            }
-            const T *s = (const T *)src->storage->data + soff;
+            /* the matrix starts at its element (mat, 0, 0) */
+            const T *s = (const T *)src->storage->data +
+                         tg__flat_offset(src, mat * R * C);
             T *d = TG_DATA(T, j->dst) + mat * R * C;
             const int64_t i1 = i0 + TILE < R ? i0 + TILE : R;
             for (int64_t c0 = 0; c0 < C; c0 += TILE) {
