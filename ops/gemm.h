@@ -60,6 +60,12 @@ TG_HIDDEN bool tg__gemm_own(tg_dtype dt, bool trans_a, bool trans_b, int64_t m,
                             int64_t lda, const void *b, int64_t ldb,
                             double beta, void *c, int64_t ldc);
 
+/* Below this many multiply-adds, work stays on its thread: waking the
+ * pool costs more than the half it would save (about 2^22 is 100 us on
+ * one core). Our kernels thread a product from this size (ops/gemm_packed.c),
+ * and matmul a batch of products (ops/matmul.c). */
+#define TG_GEMM_THREADED_MIN 4194304.0
+
 /* Whether tg__gemm runs an (m,n,k) product on threads outside the
  * library's pool: OpenBLAS's, when OpenBLAS runs it and would thread it. A
  * caller that shares its products among the pool's threads should do so

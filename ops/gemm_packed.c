@@ -25,6 +25,7 @@
  * a time), which keeps attention's per-tile products on their thread. */
 #include <config.h>
 
+#include "ops/gemm.h"
 #include "ops/gemm_kernels.h"
 
 #include <stdatomic.h>
@@ -323,14 +324,9 @@ static void run_parts(void *ctx, int64_t lo, int64_t hi)
     give_back(ap, slot);
 }
 
-/* Below this many multiply-adds a product stays on its thread: waking the
- * pool costs more than the half it would save (about 2^22 is 100 us on
- * one core). */
-#define THREADED_MIN_FMAS 4194304.0
-
 bool tg__gemm_packed_threaded(int64_t m, int64_t n, int64_t k)
 {
-    return (double)m * (double)n * (double)k >= THREADED_MIN_FMAS &&
+    return (double)m * (double)n * (double)k >= TG_GEMM_THREADED_MIN &&
            tg__parallel_threads(2, TG_PARALLEL_MIN) > 1;
 }
 

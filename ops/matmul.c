@@ -220,10 +220,6 @@ static void multiply_range(void *ctx, int64_t lo, int64_t hi)
     free(eb.packed);
 }
 
-/* Below this many multiply-adds in all, a batch stays on the calling
- * thread (gemm_packed.c's THREADED_MIN_FMAS: about 100 us on one core). */
-#define BATCH_THREADED_MIN 4194304.0
-
 /* Every batch entry's product, one gemm each. A batch of several entries
  * shares them among the pool's threads, each product whole on one thread
  * (gemm called from a piece runs there alone): attn @ v at (32,128,128,32)
@@ -244,8 +240,8 @@ static bool multiply(tg_dtype dt, const mats *A, const char *a, const mats *B,
     const double each = (double)n * (double)m * (double)k;
     const int threads = tg__parallel_threads(bt->count, TG_PARALLEL_MIN);
     const bool share =
-        bt->count > 1 && each * (double)bt->count >= BATCH_THREADED_MIN &&
-        (each < BATCH_THREADED_MIN || bt->count >= 4 * threads) &&
+        bt->count > 1 && each * (double)bt->count >= TG_GEMM_THREADED_MIN &&
+        (each < TG_GEMM_THREADED_MIN || bt->count >= 4 * threads) &&
         !tg__gemm_blas_threaded(n, m, k);
     tg__parallel_for(bt->count, share ? TG_PARALLEL_MIN : 0, multiply_range,
                      &j);
