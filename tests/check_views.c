@@ -271,6 +271,31 @@ START_TEST(contiguous_of_strided_copies)
 }
 END_TEST
 
+/* Whether every element of c (up to 4 dims) reads as tg_get reads it in
+ * want, whose shape c has; the first difference is printed. */
+static bool same_elements(tg_tensor *c, tg_tensor *want)
+{
+    int64_t size[4] = {1, 1, 1, 1}, idx[4];
+    const int nd = tg_ndim(want);
+    ck_assert(nd <= 4 && tg_ndim(c) == nd);
+    for (int d = 0; d < nd; d++) {
+        ck_assert_int_eq(tg_size(c, d), tg_size(want, d));
+        size[4 - nd + d] = tg_size(want, d);
+    }
+    int64_t *at = idx + 4 - nd; /* the last nd of idx */
+    for (idx[0] = 0; idx[0] < size[0]; idx[0]++)
+        for (idx[1] = 0; idx[1] < size[1]; idx[1]++)
+            for (idx[2] = 0; idx[2] < size[2]; idx[2]++)
+                for (idx[3] = 0; idx[3] < size[3]; idx[3]++)
+                    if (tg_get(c, at) != tg_get(want, at)) {
+                        printf("at (%ld,%ld,%ld,%ld): %g, want %g\n",
+                               (long)idx[0], (long)idx[1], (long)idx[2],
+                               (long)idx[3], tg_get(c, at), tg_get(want, at));
+                        return false;
+                    }
+    return true;
+}
+
 /* Views whose last two dims are swapped in storage are copied in tiles
  * (core/iter.c): every element lands where tg_get says, for matrices not a
  * multiple of the tile, sliced leading dims, a column stride past the rows,
@@ -304,48 +329,13 @@ START_TEST(contiguous_of_transposed_tiles)
             tg_tensor *c = tg_contiguous(t);
             ck_assert(tg_is_contiguous(c));
             ck_assert_int_eq(tg_dtype_of(c), dts[d]);
-            int64_t idx[4];
-            for (idx[0] = 0; idx[0] < tg_size(t, 0); idx[0]++)
-                for (idx[1] = 0; idx[1] < tg_size(t, 1); idx[1]++)
-                    for (idx[2] = 0; idx[2] < tg_size(t, 2); idx[2]++)
-                        for (idx[3] = 0; idx[3] < tg_size(t, 3); idx[3]++)
-                            if (tg_get(c, idx) != tg_get(t, idx))
-                                ck_abort_msg("dtype %d view %zu at (%ld,%ld,"
-                                             "%ld,%ld): %g, want %g",
-                                             (int)dts[d], v, (long)idx[0],
-                                             (long)idx[1], (long)idx[2],
-                                             (long)idx[3], tg_get(c, idx),
-                                             tg_get(t, idx));
+            ck_assert_msg(same_elements(c, t), "dtype %d view %zu", (int)dts[d],
+                          v);
         }
     }
     tg_scope_end();
 }
 END_TEST
-
-/* Whether every element of c (up to 4 dims) reads as tg_get reads it in
- * want, whose shape c has; the first difference is printed. */
-static bool same_elements(tg_tensor *c, tg_tensor *want)
-{
-    int64_t size[4] = {1, 1, 1, 1}, idx[4];
-    const int nd = tg_ndim(want);
-    ck_assert(nd <= 4 && tg_ndim(c) == nd);
-    for (int d = 0; d < nd; d++) {
-        ck_assert_int_eq(tg_size(c, d), tg_size(want, d));
-        size[4 - nd + d] = tg_size(want, d);
-    }
-    int64_t *at = idx + 4 - nd; /* the last nd of idx */
-    for (idx[0] = 0; idx[0] < size[0]; idx[0]++)
-        for (idx[1] = 0; idx[1] < size[1]; idx[1]++)
-            for (idx[2] = 0; idx[2] < size[2]; idx[2]++)
-                for (idx[3] = 0; idx[3] < size[3]; idx[3]++)
-                    if (tg_get(c, at) != tg_get(want, at)) {
-                        printf("at (%ld,%ld,%ld,%ld): %g, want %g\n",
-                               (long)idx[0], (long)idx[1], (long)idx[2],
-                               (long)idx[3], tg_get(c, at), tg_get(want, at));
-                        return false;
-                    }
-    return true;
-}
 
 /* Around the tiled copy: a copy that broadcasts a transposed view (the
  * general loop's), a transposed view expanded along a leading dim (stride
