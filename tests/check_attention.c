@@ -13,9 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 /* The composed ops and the fused op compute the same sums in other orders. */
 #define F64_TOL 1e-12
@@ -200,20 +197,13 @@ START_TEST(test_threads)
 {
     const shape_case *c = &threaded_cases[_i / 2];
     const tg_dtype dt = _i % 2 ? TG_FLOAT32 : TG_FLOAT64;
-#ifdef _OPENMP
-    const int threads = omp_get_max_threads();
-    omp_set_num_threads(2);
-#endif
+    const int threads = set_threads(2);
     check_against_composed(c, dt, dt == TG_FLOAT32 ? F32_TOL : F64_TOL);
     tg_tensor *two[4], *one[4];
     fused_run(c, dt, two);
-#ifdef _OPENMP
-    omp_set_num_threads(1);
-#endif
+    set_threads(1);
     fused_run(c, dt, one);
-#ifdef _OPENMP
-    omp_set_num_threads(threads);
-#endif
+    set_threads(threads);
     for (int i = 0; i < 4; i++) {
         const int64_t n = tg_numel(one[i]);
         double *a = values_of(one[i]), *b = values_of(two[i]);

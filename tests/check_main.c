@@ -9,6 +9,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 char scratch_dir[sizeof "/tmp/tg_test_XXXXXX"] = "/tmp/tg_test_XXXXXX";
 
@@ -53,6 +56,18 @@ const char *scratch_path(const char *name)
     k = (k + 1) % 4;
     snprintf(paths[k], sizeof paths[k], "%s/%s", scratch_dir, name);
     return paths[k];
+}
+
+int set_threads(int n)
+{
+#ifdef _OPENMP
+    const int old = omp_get_max_threads();
+    omp_set_num_threads(n);
+    return old;
+#else
+    (void)n;
+    return 1;
+#endif
 }
 
 double *values_of(const tg_tensor *t)

@@ -7,9 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 /* matmul_<name>_a.npy, _b.npy and the expected _out.npy. */
 typedef struct {
@@ -174,14 +171,9 @@ START_TEST(batch_threads_same_bits)
     else if (layout == 1)
         a = tg_expand(tg_contiguous(tg_select(a, 0, 0)), TG_SHAPE(40, 64, 48));
     tg_tensor *b = tg_randn(&rng, dt, TG_SHAPE(40, 48, 40));
-#ifdef _OPENMP
-    const int threads = omp_get_max_threads();
-    omp_set_num_threads(2);
-#endif
+    const int threads = set_threads(2);
     tg_tensor *got = tg_matmul(a, b);
-#ifdef _OPENMP
-    omp_set_num_threads(1);
-#endif
+    set_threads(1);
     ck_assert_msg(got != NULL, "%s", tg_last_error());
     for (int64_t e = 0; e < 40; e++) {
         double *w =
@@ -192,9 +184,7 @@ START_TEST(batch_threads_same_bits)
         free(w);
         free(g);
     }
-#ifdef _OPENMP
-    omp_set_num_threads(threads);
-#endif
+    set_threads(threads);
     tg_scope_end();
 }
 END_TEST

@@ -20,9 +20,6 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 static const int levels[] = {TG_CPU_AVX2, TG_CPU_AVX512};
 enum { N_LEVELS = sizeof levels / sizeof levels[0] };
@@ -345,20 +342,13 @@ static void layer_norm_at(tg_dtype dt, int64_t rows, int64_t C, bool plain,
     tg_set_requires_grad(beta, true);
     tg_tensor *dyf = seq(dt, rows * C, 11, true, FINITE);
     tg_tensor *dy = tg_reshape(dyf, 2, (const int64_t[]){rows, C});
-#ifdef _OPENMP
-    const int old_threads = omp_get_max_threads();
-    omp_set_num_threads(threads);
-#else
-    (void)threads;
-#endif
+    const int old_threads = set_threads(threads);
     const int old = tg__cpu_cap(level);
     tg_tensor *y = tg_layer_norm(x, gamma, beta, 1e-5);
     ck_assert_ptr_nonnull(y);
     ck_assert_int_eq(tg_backward_with(y, dy), 0);
     tg__cpu_cap(old);
-#ifdef _OPENMP
-    omp_set_num_threads(old_threads);
-#endif
+    set_threads(old_threads);
     out[0] = tg_contiguous(y);
     if (plain)
         out[1] = tg_contiguous(tg_grad(base));
@@ -460,10 +450,7 @@ START_TEST(test_layer_norm_runs)
     tg_set_requires_grad(beta, true);
     tg_tensor *dyf = seq(TG_FLOAT64, 8 * 699 * 24, 17, true, FINITE);
     tg_tensor *dy = tg_reshape(dyf, 3, (const int64_t[]){8, 699, 24});
-#ifdef _OPENMP
-    const int old_threads = omp_get_max_threads();
-    omp_set_num_threads(2);
-#endif
+    const int old_threads = set_threads(2);
     tg_tensor *out[2][4];
     tg_tensor *xs[2] = {sliced, copy};
     for (int v = 0; v < 2; v++) {
@@ -476,9 +463,7 @@ START_TEST(test_layer_norm_runs)
         tg_zero_grad(gamma);
         tg_zero_grad(beta);
     }
-#ifdef _OPENMP
-    omp_set_num_threads(old_threads);
-#endif
+    set_threads(old_threads);
     out[0][1] = tg_slice(tg_grad(base), 1, 0, 699);
     out[1][1] = tg_retain(tg_grad(copy));
     same4(out[0], out[1], "layer_norm sliced vs contiguous");
@@ -511,20 +496,13 @@ static tg_tensor *embedding_grad(tg_dtype dt, int64_t n, int64_t C, int level,
         TG_DATA(int64_t, ids)[p] = (p * 5 + p / 3) % 7;
     tg_tensor *dyf = seq(dt, n * C, 13, true, ALL);
     tg_tensor *dy = tg_reshape(dyf, 2, (const int64_t[]){n, C});
-#ifdef _OPENMP
-    const int old_threads = omp_get_max_threads();
-    omp_set_num_threads(threads);
-#else
-    (void)threads;
-#endif
+    const int old_threads = set_threads(threads);
     const int old = tg__cpu_cap(level);
     tg_tensor *y = tg_embedding(w, ids);
     ck_assert_ptr_nonnull(y);
     ck_assert_int_eq(tg_backward_with(y, dy), 0);
     tg__cpu_cap(old);
-#ifdef _OPENMP
-    omp_set_num_threads(old_threads);
-#endif
+    set_threads(old_threads);
     /* the forward copies rows: y[p] is row ids[p] of w, bit for bit */
     for (int64_t p = 0; p < n; p += n / 5 + 1) {
         tg_tensor *yr = tg_select(y, 0, p),

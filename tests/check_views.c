@@ -7,9 +7,6 @@
 
 #include <math.h>
 #include <stdio.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 /* Python-slice, narrow and select arguments, the same tables as in
  * fixtures/gen_ops.py: views_slice_<i>.npy is x[..., start:stop, ...]. */
@@ -353,19 +350,14 @@ START_TEST(contiguous_of_transposed_edges)
     ck_assert(same_elements(tg_contiguous(wide), wide));
     tg_tensor *m = tg_transpose(tg_select(x, 0, 0), 0, 1); /* (37,40) */
     ck_assert(same_elements(tg_contiguous(m), m));
-#ifdef _OPENMP
-    const int threads = omp_get_max_threads();
-    omp_set_num_threads(2);
-#endif
+    const int threads = set_threads(2);
     /* 156000 elements, past TG_PARALLEL_MIN: pieces on two threads */
     tg_tensor *big =
         tg_transpose(tg_reshape(tg_arange(TG_FLOAT64, 0, 4 * 300 * 130, 1),
                                 TG_SHAPE(4, 300, 130)),
                      1, 2);
     ck_assert(same_elements(tg_contiguous(big), big));
-#ifdef _OPENMP
-    omp_set_num_threads(threads);
-#endif
+    set_threads(threads);
     tg_scope_end();
 }
 END_TEST

@@ -59,6 +59,11 @@ void scratch_teardown(void);
  * hold a few paths at once). */
 const char *scratch_path(const char *name);
 
+/* Sets the library pool's thread count (OMP_NUM_THREADS's setting) to n and
+ * returns the one before, for a test to put back; without OpenMP, does
+ * nothing and returns 1. */
+int set_threads(int n);
+
 /* t's elements in C order as doubles, malloc'd (room for one at least);
  * the caller frees them. Fails the test if the copy fails. */
 double *values_of(const tg_tensor *t);
