@@ -545,10 +545,12 @@ tg_tensor *tg_gather(tg_tensor *t, int dim, tg_tensor *index);
  * dtype, or eps < 0 or NaN. */
 tg_tensor *tg_layer_norm(tg_tensor *x, tg_tensor *gamma, tg_tensor *beta,
                          double eps);
-/** GELU, exact (erf) form as torch's default: y = x/2 * (1 + erf(x/sqrt 2)).
- * Gradient: dx = dy * (Phi(x) + x * phi(x)). When recorded for backward it
- * keeps erf(x/sqrt 2), one tensor of t's shape, so the backward evaluates
- * no erf. New reference; NULL for a t that is not float. */
+/** GELU, exact (erf) form as torch's default: y = x/2 * (1 + erf(x/sqrt 2)),
+ * computed from c = erfc(|x|/sqrt 2) as x/2 * c (x < 0) or x/2 * (2 - c),
+ * its equal without the cancellation of 1 + erf for x below -1. Gradient:
+ * dx = dy * (Phi(x) + x * phi(x)). When recorded for backward it keeps c,
+ * one tensor of t's shape, so the backward evaluates no erfc. New
+ * reference; NULL for a t that is not float. */
 tg_tensor *tg_gelu(tg_tensor *t);
 /** GELU, tanh form as torch's gelu(approximate='tanh') and GPT-2:
  * y = x/2 * (1 + tanh(u)), u = sqrt(2/pi) * (x + 0.044715 x^3).

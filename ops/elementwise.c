@@ -437,80 +437,83 @@ tg_tensor *tg_relu(tg_tensor *t) { return unary(RELU, 0, t); }
 
 /* ---- gelu ----------------------------------------------------------------- */
 
-/* y = x Phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2 the normal CDF.
- * A recorded gelu keeps e = erf(x / sqrt 2) = 2 Phi(x) - 1, the value its
- * forward computed (a tensor of x's shape and dtype, from the storage
- * pool), so that the backward evaluates no erf: one erf per element per
- * training step instead of two (erf is SLEEF's costliest map, about
- * twice exp). e rather than Phi itself: e is exactly what the backward
- * computed before it was kept, so the backward is the same bits (on the
- * vector path; the scalar path's float32 e is now rounded to float once).
- * Not recorded (grad off, or x not requiring grad): no e is made. */
+/* y = x Phi(x), Phi the normal CDF, from c = erfc(|x| / sqrt 2):
+ *   2 Phi(x) = c          x < 0 (x's sign bit set)
+ *            = 2 - c      x >= 0
+ * rather than 1 + erf(x / sqrt 2), its equal: for x below -1 that sum
+ * cancels (erf near -1 has ulps of 6e-8 in float32 and 1e-16 in double,
+ * while Phi(-5.5) is 2e-8 and Phi(-8.5) 1e-17), where c keeps every digit
+ * of Phi however small; for x >= 0, c <= 1 and 2 - c loses nothing.
+ * A recorded gelu keeps c, the value its forward computed (a tensor of
+ * x's shape and dtype, from the storage pool), so that the backward
+ * evaluates no erfc: one erfc per element per training step instead of
+ * two (erfc is the costliest map, several exps). Not recorded (grad off,
+ * or x not requiring grad): no c is made. */
 
-/* The forward over one run; operands {y, x, e}, e NULL when not kept. The
- * vector path: tg__vgelu (the expressions below, in SLEEF's erf). */
+/* The forward over one run; operands {y, x, c}, c NULL when not kept. The
+ * vector path: tg__vgelu (the expressions below, its erfc in T). */
 static void gelu_run(void *job, int64_t start, const int64_t *off,
                      const int64_t *step, int64_t len)
 {
-    tg_tensor *const *t = job; /* y, x, e */
+    tg_tensor *const *t = job; /* y, x, c */
     (void)start;
     TG_DISPATCH_FLOAT(t[0]->dtype, T, {
         T *y = TG_DATA(T, t[0]) + off[0];
         const T *x = TG_DATA(T, t[1]) + off[1];
-        T *e = t[2] ? TG_DATA(T, t[2]) + off[2] : NULL;
-        if (step[0] == 1 && step[1] == 1 && (!e || step[2] == 1) &&
+        T *c = t[2] ? TG_DATA(T, t[2]) + off[2] : NULL;
+        if (step[0] == 1 && step[1] == 1 && (!c || step[2] == 1) &&
             tg__vrows()) {
-            tg__vgelu(t[0]->dtype, len, x, y, e);
+            tg__vgelu(t[0]->dtype, len, x, y, c);
             return;
         }
         for (int64_t i = 0; i < len; i++) {
             const double xi = x[i * step[1]];
-            const double ei = erf(xi * TG_INV_SQRT2);
-            y[i * step[0]] = (T)(0.5 * xi * (1 + ei));
-            if (e)
-                e[i * step[2]] = (T)ei;
+            const double ci = erfc(fabs(xi) * TG_INV_SQRT2);
+            y[i * step[0]] = (T)(0.5 * xi * (signbit(xi) ? ci : 2 - ci));
+            if (c)
+                c[i * step[2]] = (T)ci;
         }
     });
 }
 
-/* y = x Phi(x)        Phi(x) = (1 + erf(x / sqrt 2)) / 2, the normal CDF,
- *                     whose derivative is the density
- *                     phi(x) = exp(-x^2 / 2) / sqrt(2 pi)
+/* y = x Phi(x)        Phi(x) the normal CDF, whose derivative is the
+ *                     density phi(x) = exp(-x^2 / 2) / sqrt(2 pi)
  * dx = dy * (Phi(x) + x phi(x))                  (the product rule)
- *    = dy * (0.5 (1 + e) + x exp(-x^2 / 2) / sqrt(2 pi)),  e kept by the
- * forward. Over one run; operands {dx, dy, x, e}. The vector path:
+ *    = dy * (0.5 (x < 0 ? c : 2 - c) + x exp(-x^2 / 2) / sqrt(2 pi)),
+ * c = erfc(|x| / sqrt 2) kept by the forward. Over one run; operands {dx, dy, x, c}. The vector path:
  * tg__vgelu_grad (the same expressions, exp by SLEEF). */
 static void gelu_grad_run(void *job, int64_t start, const int64_t *off,
                           const int64_t *step, int64_t len)
 {
-    tg_tensor *const *t = job; /* dx, dy, x, e */
+    tg_tensor *const *t = job; /* dx, dy, x, c */
     (void)start;
     TG_DISPATCH_FLOAT(t[0]->dtype, T, {
         T *d = TG_DATA(T, t[0]) + off[0];
         const T *g = TG_DATA(T, t[1]) + off[1], *x = TG_DATA(T, t[2]) + off[2];
-        const T *e = TG_DATA(T, t[3]) + off[3];
+        const T *c = TG_DATA(T, t[3]) + off[3];
         if (step[0] == 1 && step[1] == 1 && step[2] == 1 && step[3] == 1 &&
             tg__vrows()) {
-            tg__vgelu_grad(t[0]->dtype, len, x, e, g, d);
+            tg__vgelu_grad(t[0]->dtype, len, x, c, g, d);
             return;
         }
         for (int64_t i = 0; i < len; i++) {
             const double xi = x[i * step[2]];
-            const double cdf = 0.5 * (1 + (double)e[i * step[3]]);
+            const double ci = c[i * step[3]];
+            const double cdf = 0.5 * (signbit(xi) ? ci : 2 - ci);
             const double pdf = TG_INV_SQRT_2PI * exp(-0.5 * xi * xi);
             d[i * step[0]] = (T)(g[i * step[1]] * (cdf + xi * pdf));
         }
     });
 }
 
-/* n->in[0] is x, n->saved[0] the forward's e (every recorded gelu keeps
+/* n->in[0] is x, n->saved[0] the forward's c (every recorded gelu keeps
  * it: see tg_gelu). */
 static void gelu_backward(tg_node *n, tg_tensor *dy)
 {
-    tg_tensor *x = n->in[0], *e = n->saved[0];
+    tg_tensor *x = n->in[0], *c = n->saved[0];
     tg_tensor *dx = tg__new("gelu", x->dtype, x->ndim, x->shape, false);
     if (dx) {
-        tg_tensor *ops[4] = {dx, dy, x, e};
+        tg_tensor *ops[4] = {dx, dy, x, c};
         tg_loop L;
         tg__loop_init(&L, dx->ndim, dx->shape, 4,
                       (const tg_tensor *const *)ops);
@@ -527,24 +530,24 @@ tg_tensor *tg_gelu(tg_tensor *x)
     if (!x || !tg__check_float("gelu", x))
         return NULL;
     /* tg__record records exactly when grad mode is on and x requires grad
-     * (the one input): then, and only then, e is kept. */
+     * (the one input): then, and only then, c is kept. */
     const bool keep = tg_is_grad_enabled() && x->requires_grad;
     tg_tensor *y = tg__new("gelu", x->dtype, x->ndim, x->shape, false);
-    tg_tensor *e =
+    tg_tensor *c =
         keep && y ? tg__new("gelu", x->dtype, x->ndim, x->shape, false) : NULL;
-    if (!y || (keep && !e)) {
+    if (!y || (keep && !c)) {
         tg_release(y);
         return NULL;
     }
-    tg_tensor *ops[3] = {y, x, e};
+    tg_tensor *ops[3] = {y, x, c};
     tg_loop L;
-    tg__loop_init(&L, y->ndim, y->shape, e ? 3 : 2,
+    tg__loop_init(&L, y->ndim, y->shape, c ? 3 : 2,
                   (const tg_tensor *const *)ops);
     tg__loop_run(&L, 1, gelu_run, ops);
     y = tg__record(&gelu_op, y, 1, &x);
     if (y && y->node)
-        tg__save(y->node, e);
-    tg_release(e);
+        tg__save(y->node, c);
+    tg_release(c);
     return y;
 }
 
@@ -559,7 +562,7 @@ tg_tensor *tg_gelu(tg_tensor *x)
 
 /* y = x/2 (1 + tanh(u)) over one run; operands {y, x}. Adjacent runs take
  * tanh from the vector math (SLEEF, within 1 ulp of libm), in place in y
- * holding u in the tensor's type, as gelu's exact form does with erf. */
+ * holding u in the tensor's type, as gelu's exact form does with erfc. */
 static void gelu_tanh_run(void *job, int64_t start, const int64_t *off,
                           const int64_t *step, int64_t len)
 {

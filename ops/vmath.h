@@ -20,7 +20,7 @@
 #define TG_INV_SQRT_2PI 0.39894228040143267794
 
 /* The maps tg__vmap applies. */
-typedef enum { TG_VEXP, TG_VLOG, TG_VTANH, TG_VERF } tg_vfn;
+typedef enum { TG_VEXP, TG_VLOG, TG_VTANH, TG_VERFC } tg_vfn;
 
 /* y[i] = f(x[i]) for i < n, both contiguous arrays of dt (TG_FLOAT32 or
  * TG_FLOAT64); y may be x. IEEE special values as libm: exp(-inf) = 0,
@@ -68,29 +68,36 @@ TG_HIDDEN void tg__log_softmax_backward_row(tg_dtype dt, int64_t n,
                                             const void *y, const void *dy,
                                             void *dx);
 
-/* GELU, y = x Phi(x) with Phi(x) = (1 + erf(x / sqrt 2)) / 2, over
- * contiguous arrays of n entries of dt; vector paths only (call when
- * tg__vrows() is true). Each lane takes the operations of the scalar
- * loop in ops/elementwise.c in the same order, in double, with erf from
- * SLEEF in T (within 1 ulp) where the scalar loop calls libm's in double:
- *   s = (T)(x * (1 / sqrt 2))            in double, rounded to T once
- *   e = erf(s)                           SLEEF's u10 erf, in T
- *   y = (T)((0.5 x) (1 + e))             in double, rounded once
- * (the same bits as the three passes tg_gelu made before: s, tg__vmap's
- * erf, y). When e is not NULL it receives erf(x / sqrt 2) = 2 Phi(x) - 1,
- * for the backward (tg__vgelu_grad), which then evaluates no erf at all.
- * y may be x. */
+/* GELU, y = x Phi(x) with Phi(x) the normal CDF, from one erfc of |x|:
+ *   Phi(x) = erfc(|x| / sqrt 2) / 2         x < 0
+ *          = 1 - erfc(|x| / sqrt 2) / 2     x >= 0
+ * (not (1 + erf(x / sqrt 2)) / 2, which cancels for x below -1 and loses
+ * every digit of Phi past x = -5.5 in float32), over contiguous arrays of
+ * n entries of dt; vector paths only (call when tg__vrows() is true).
+ * Each lane takes the operations of the scalar loop in ops/elementwise.c
+ * in the same order, in double, with erfc in T where the scalar loop
+ * calls libm's in double:
+ *   s = (T)(|x| * (1 / sqrt 2))          in double, rounded to T once
+ *   c = erfc(s)                          in T: float32 libmvec's (within
+ *                                        2 ulp) or SLEEF's u15, float64
+ *                                        SLEEF's u15 (within 1.5 ulp)
+ *   y = (T)((0.5 x) (x < 0 ? c : 2 - c))   in double, rounded once
+ * (the sign taken from x's sign bit, so -0 and NaN follow it; the same
+ * bits as tg__vmap's erfc of s, then y). When c is not NULL it receives
+ * erfc(|x| / sqrt 2), for the backward (tg__vgelu_grad), which then
+ * evaluates no erfc at all. y may be x. */
 TG_HIDDEN void tg__vgelu(tg_dtype dt, int64_t n, const void *x, void *y,
-                         void *e);
+                         void *c);
 
-/* GELU's gradient from the forward's e = erf(x / sqrt 2), contiguous:
+/* GELU's gradient from the forward's c = erfc(|x| / sqrt 2), contiguous:
  *   q  = (T)((-0.5 x) x)                 in double, rounded once
- *   dx = (T)(dy (0.5 (1 + e) + x (phi0 exp(q))))     in double, rounded once
+ *   dx = (T)(dy (0.5 (x < 0 ? c : 2 - c) + x (phi0 exp(q))))
+ *                                        in double, rounded once
  * with exp(q) SLEEF's u10 exp in T and phi0 = 1 / sqrt(2 pi): the formula
  * dx = dy (Phi(x) + x phi(x)), phi(x) = exp(-x^2/2) / sqrt(2 pi).
  * Vector paths only; dx may be dy. */
 TG_HIDDEN void tg__vgelu_grad(tg_dtype dt, int64_t n, const void *x,
-                              const void *e, const void *dy, void *dx);
+                              const void *c, const void *dy, void *dx);
 
 /* The per-ISA kernels behind the functions above (ops/vmath_isa.h, compiled
  * once per instruction set). Not for the op files: call the ones above. */
@@ -116,14 +123,14 @@ TG_HIDDEN void tg__vgelu_grad(tg_dtype dt, int64_t n, const void *x,
     TG_HIDDEN void tg__log_softmax_bwd_row_f64_##isa(                          \
         int64_t n, const double *y, const double *dy, double *dx);             \
     TG_HIDDEN void tg__gelu_f32_##isa(int64_t n, const float *x, float *y,     \
-                                      float *e);                               \
+                                      float *c);                               \
     TG_HIDDEN void tg__gelu_f64_##isa(int64_t n, const double *x, double *y,   \
-                                      double *e);                              \
+                                      double *c);                              \
     TG_HIDDEN void tg__gelu_grad_f32_##isa(int64_t n, const float *x,          \
-                                           const float *e, const float *dy,    \
+                                           const float *c, const float *dy,    \
                                            float *dx);                         \
     TG_HIDDEN void tg__gelu_grad_f64_##isa(int64_t n, const double *x,         \
-                                           const double *e, const double *dy,  \
+                                           const double *c, const double *dy,  \
                                            double *dx);
 TG__VMATH_ISA_DECLS(avx2)
 TG__VMATH_ISA_DECLS(avx512)

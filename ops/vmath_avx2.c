@@ -1,7 +1,8 @@
 /* ops/vmath.h's vector kernels for AVX2+FMA: 8 floats or 4 doubles a
- * vector, SLEEF's *_u10avx2 functions. Compiled for that instruction set
- * by the pragma below, whatever the rest of the library is built for;
- * ops/vmath.c calls it only when tg__cpu_level() >= TG_CPU_AVX2. */
+ * vector, SLEEF's *_u10avx2 functions (erfc: libmvec's, or SLEEF's u15).
+ * Compiled for that instruction set by the pragma below, whatever the rest
+ * of the library is built for; ops/vmath.c calls it only when
+ * tg__cpu_level() >= TG_CPU_AVX2. */
 #include <config.h>
 
 #if defined(TG_HAVE_SLEEF) && !defined(__clang__)
@@ -62,6 +63,7 @@ static inline double hsum_d4(__m256d v)
 #define MAXD     _mm256_max_pd
 #define HMAXD    hmax_d4
 #define HSUMD    hsum_d4
+#define ABSD(v)  _mm256_andnot_pd(_mm256_set1_pd(-0.0), (v))
 #define LO_D(v)  _mm256_cvtps_pd(_mm256_castps256_ps128(v))
 #define HI_D(v)  _mm256_cvtps_pd(_mm256_extractf128_ps((v), 1))
 #define PACKF(lo, hi)                                                          \
@@ -79,14 +81,23 @@ static inline double hsum_d4(__m256d v)
 #define ZERO_AT_NEGINF_D(e, x)                                                 \
     _mm256_andnot_pd(                                                          \
         _mm256_cmp_pd((x), _mm256_set1_pd(-INFINITY), _CMP_EQ_OQ), (e))
+/* a where x's sign bit is set (blendv reads x's top bit), b elsewhere */
+#define SELNEG_D(x, a, b) _mm256_blendv_pd((b), (a), (x))
+
 #define EXPF  Sleef_expf8_u10avx2
 #define LOGF  Sleef_logf8_u10avx2
 #define TANHF Sleef_tanhf8_u10avx2
-#define ERFF  Sleef_erff8_u10avx2
+#ifdef TG_HAVE_LIBMVEC
+/* glibc's libmvec (configure.ac): the vector ABI's AVX2 erfcf, 8 lanes */
+__m256 _ZGVdN8v_erfcf(__m256 x);
+#define ERFCF _ZGVdN8v_erfcf
+#else
+#define ERFCF Sleef_erfcf8_u15avx2
+#endif
 #define EXPD  Sleef_expd4_u10avx2
 #define LOGD  Sleef_logd4_u10avx2
 #define TANHD Sleef_tanhd4_u10avx2
-#define ERFD  Sleef_erfd4_u10avx2
+#define ERFCD Sleef_erfcd4_u15avx2
 
 #include "ops/vmath_isa.h"
 

@@ -1,8 +1,9 @@
 /* ops/vmath.h's vector kernels for AVX-512 (F, DQ, BW, VL): 16 floats or
- * 8 doubles a vector, SLEEF's *_u10avx512f functions; the same kernels as
- * ops/vmath_avx2.c (ops/vmath_isa.h), with masks in k registers. Compiled
- * for that instruction set by the pragma below; ops/vmath.c calls it only
- * when tg__cpu_level() is TG_CPU_AVX512. */
+ * 8 doubles a vector, SLEEF's *_u10avx512f functions (erfc: libmvec's, or
+ * SLEEF's u15); the same kernels as ops/vmath_avx2.c (ops/vmath_isa.h),
+ * with masks in k registers. Compiled for that instruction set by the
+ * pragma below; ops/vmath.c calls it only when tg__cpu_level() is
+ * TG_CPU_AVX512. */
 #include <config.h>
 
 #if defined(TG_HAVE_SLEEF) && !defined(__clang__)
@@ -40,6 +41,7 @@
 #define MAXD     _mm512_max_pd
 #define HMAXD    _mm512_reduce_max_pd
 #define HSUMD    _mm512_reduce_add_pd
+#define ABSD     _mm512_abs_pd
 #define LO_D(v)  _mm512_cvtps_pd(_mm512_castps512_ps256(v))
 #define HI_D(v)  _mm512_cvtps_pd(_mm512_extractf32x8_ps((v), 1))
 #define PACKF(lo, hi)                                                          \
@@ -55,14 +57,33 @@
 #define ZERO_AT_NEGINF_D(e, x)                                                 \
     _mm512_maskz_mov_pd(                                                       \
         _mm512_cmp_pd_mask((x), _mm512_set1_pd(-INFINITY), _CMP_NEQ_UQ), (e))
+/* a where x's sign bit is set (movepi64_mask reads x's top bits), b
+ * elsewhere */
+#define SELNEG_D(x, a, b)                                                      \
+    _mm512_mask_blend_pd(_mm512_movepi64_mask(_mm512_castpd_si512(x)), (b), (a))
+
 #define EXPF  Sleef_expf16_u10avx512f
 #define LOGF  Sleef_logf16_u10avx512f
 #define TANHF Sleef_tanhf16_u10avx512f
-#define ERFF  Sleef_erff16_u10avx512f
+#ifdef TG_HAVE_LIBMVEC
+/* glibc's libmvec (configure.ac): its AVX2 erfcf on each half. The AVX2
+ * variant is the one tests/check_vmath.c has swept on AVX2 machines; the
+ * AVX-512 one (_ZGVeN16v_erfcf) waits for a sweep on such a CPU. */
+__m256 _ZGVdN8v_erfcf(__m256 x);
+static inline __m512 erfcf_16(__m512 x)
+{
+    const __m256 lo = _ZGVdN8v_erfcf(_mm512_castps512_ps256(x));
+    const __m256 hi = _ZGVdN8v_erfcf(_mm512_extractf32x8_ps(x, 1));
+    return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+}
+#define ERFCF erfcf_16
+#else
+#define ERFCF Sleef_erfcf16_u15avx512f
+#endif
 #define EXPD  Sleef_expd8_u10avx512f
 #define LOGD  Sleef_logd8_u10avx512f
 #define TANHD Sleef_tanhd8_u10avx512f
-#define ERFD  Sleef_erfd8_u10avx512f
+#define ERFCD Sleef_erfcd8_u15avx512f
 
 #include "ops/vmath_isa.h"
 

@@ -6,11 +6,14 @@
  *   VF, VD, NF, ND  the float and double vector types and their lane counts
  *   LDF STF SETF ADDF SUBF MULF DIVF MAXF HMAXF    float lanes
  *   LDD STD SETD ADDD SUBD MULD MAXD HMAXD HSUMD   double lanes
+ *   ABSD(v)            |v| (the sign bit cleared)
+ *   SELNEG_D(x, a, b)  a where x's sign bit is set, b elsewhere
  *   LO_D(v), HI_D(v)   the low and high halves of a VF widened to VD
  *   PACKF(lo, hi)      two VD narrowed (rounded) into one VF
  *   NEGINF_ALL_F(v)    every lane of v is -inf (same for _D)
  *   ZERO_AT_NEGINF_F(e, x)   e with the lanes where x = -inf set to 0
- *   EXPF LOGF TANHF ERFF, EXPD LOGD TANHD ERFD   SLEEF's u10 functions
+ *   EXPF LOGF TANHF ERFCF, EXPD LOGD TANHD ERFCD   SLEEF's u10 functions
+ *                  (erfc: libmvec's or SLEEF's u15, ops/vmath_avx2.c)
  *
  * and defines for ops/vmath_rows.h, per dtype, RD1 RD2 RD4(F, vectors...):
  * F, a function of double lanes, applied to the vectors' lanes (float32's
@@ -21,26 +24,32 @@
  * position. The kernels are ops/vmath_rows.h, included here once per
  * dtype. Not a header for the op files: ops/vmath.h is. */
 
-/* GELU's arithmetic around its erf and exp (ops/vmath.h, tg__vgelu), in
+/* GELU's arithmetic around its erfc and exp (ops/vmath.h, tg__vgelu), in
  * double lanes: each is the expression of ops/elementwise.c's scalar loop,
  * operation for operation (no FMA: -ffp-contract=off), so every lane
  * rounds as a double expression there does.
- *   erf's argument    x (1 / sqrt 2)
- *   y                 (0.5 x) (1 + e),            e = erf(x / sqrt 2)
+ *   erfc's argument   |x| (1 / sqrt 2)
+ *   2 Phi(x)          x's sign bit set ? c : 2 - c,   c = erfc(|x| / sqrt 2)
+ *   y                 (0.5 x) (2 Phi(x))
  *   exp's argument    (-0.5 x) x
- *   dx                dy (0.5 (1 + e) + x (phi0 q)),   q = exp(-x^2 / 2) */
-static inline VD gelu_arg_d(VD x) { return MULD(x, SETD(TG_INV_SQRT2)); }
+ *   dx                dy (0.5 (2 Phi(x)) + x (phi0 q)),   q = exp(-x^2 / 2) */
+static inline VD gelu_arg_d(VD x) { return MULD(ABSD(x), SETD(TG_INV_SQRT2)); }
 
-static inline VD gelu_out_d(VD x, VD e)
+static inline VD gelu_cdf2_d(VD x, VD c)
 {
-    return MULD(MULD(SETD(0.5), x), ADDD(SETD(1), e));
+    return SELNEG_D(x, c, SUBD(SETD(2), c));
+}
+
+static inline VD gelu_out_d(VD x, VD c)
+{
+    return MULD(MULD(SETD(0.5), x), gelu_cdf2_d(x, c));
 }
 
 static inline VD gelu_expo_d(VD x) { return MULD(MULD(SETD(-0.5), x), x); }
 
-static inline VD gelu_dx_d(VD dy, VD e, VD x, VD q)
+static inline VD gelu_dx_d(VD dy, VD c, VD x, VD q)
 {
-    const VD cdf = MULD(SETD(0.5), ADDD(SETD(1), e));
+    const VD cdf = MULD(SETD(0.5), gelu_cdf2_d(x, c));
     const VD pdf = MULD(SETD(TG_INV_SQRT_2PI), q);
     return MULD(dy, ADDD(cdf, MULD(x, pdf)));
 }
@@ -63,7 +72,7 @@ static inline VD gelu_dx_d(VD dy, VD e, VD x, VD q)
 #define REXP                  EXPF
 #define RLOG                  LOGF
 #define RTANH                 TANHF
-#define RERF                  ERFF
+#define RERFC                 ERFCF
 #define RSUM_ADD(lo, hi, v)   (lo = ADDD(lo, LO_D(v)), hi = ADDD(hi, HI_D(v)))
 #define RSUM_TOTAL(lo, hi)    HSUMD(ADDD(lo, hi))
 #define RDOT_ADD(acc, a, b)                                                    \
@@ -97,7 +106,7 @@ static inline VD gelu_dx_d(VD dy, VD e, VD x, VD q)
 #define REXP                  EXPD
 #define RLOG                  LOGD
 #define RTANH                 TANHD
-#define RERF                  ERFD
+#define RERFC                 ERFCD
 #define RSUM_ADD(lo, hi, v)   ((void)(hi), lo = ADDD(lo, v))
 #define RSUM_TOTAL(lo, hi)    ((void)(hi), HSUMD(lo))
 #define RDOT_ADD(acc, a, b)   (acc = ADDD(acc, MULD(a, b)))

@@ -6,7 +6,7 @@
  *   RT, RV, RN   the element and vector types, the lanes
  *   RLD RST RSET RSUB RMUL RDIV RMAX RHMAX   the vector operations
  *   RNEGINF_ALL(v), RZERO_AT_NEGINF(e, x)   as NEGINF_ALL_F... (isa.h)
- *   REXP RLOG RTANH RERF                    SLEEF's u10 functions
+ *   REXP RLOG RTANH RERFC                   the vector maps (ops/vmath_isa.h)
  * and the sums, always in double lanes (VD): float32 lanes are widened in
  * two halves, float64 lanes are added as they are:
  *   RSUM_ADD(lo, hi, v)       lo, hi += v's lanes (a softmax row's sum)
@@ -27,7 +27,7 @@ void R(tg__vmap)(tg_vfn f, int64_t n, const RT *x, RT *y)
         case TG_VEXP: v = REXP(v); break;
         case TG_VLOG: v = RLOG(v); break;
         case TG_VTANH: v = RTANH(v); break;
-        case TG_VERF: v = RERF(v); break;
+        case TG_VERFC: v = RERFC(v); break;
         }
         RST(y + i, v);
     }
@@ -195,55 +195,55 @@ void R(tg__log_softmax_bwd_row)(int64_t n, const RT *y, const RT *dy, RT *dx)
 
 /* ---- gelu --------------------------------------------------------------- */
 
-/* y = x Phi(x) for one vector, and *e = erf(x / sqrt 2) (ops/vmath.h). */
-static inline RV R(gelu_vec)(RV x, RV *e)
+/* y = x Phi(x) for one vector, and *c = erfc(|x| / sqrt 2) (ops/vmath.h). */
+static inline RV R(gelu_vec)(RV x, RV *c)
 {
-    *e = RERF(RD1(gelu_arg_d, x));
-    return RD2(gelu_out_d, x, *e);
+    *c = RERFC(RD1(gelu_arg_d, x));
+    return RD2(gelu_out_d, x, *c);
 }
 
-void R(tg__gelu)(int64_t n, const RT *x, RT *y, RT *e)
+void R(tg__gelu)(int64_t n, const RT *x, RT *y, RT *c)
 {
     int64_t i = 0;
     for (; i + RN <= n; i += RN) {
-        RV ev;
-        const RV yv = R(gelu_vec)(RLD(x + i), &ev);
-        if (e)
-            RST(e + i, ev);
+        RV cv;
+        const RV yv = R(gelu_vec)(RLD(x + i), &cv);
+        if (c)
+            RST(c + i, cv);
         RST(y + i, yv);
     }
     if (i < n) { /* the tail through one padded vector */
-        RT xb[RN] = {0}, eb[RN];
+        RT xb[RN] = {0}, cb[RN];
         memcpy(xb, x + i, (size_t)(n - i) * sizeof(RT));
-        RV ev;
-        RST(xb, R(gelu_vec)(RLD(xb), &ev));
-        RST(eb, ev);
+        RV cv;
+        RST(xb, R(gelu_vec)(RLD(xb), &cv));
+        RST(cb, cv);
         memcpy(y + i, xb, (size_t)(n - i) * sizeof(RT));
-        if (e)
-            memcpy(e + i, eb, (size_t)(n - i) * sizeof(RT));
+        if (c)
+            memcpy(c + i, cb, (size_t)(n - i) * sizeof(RT));
     }
 }
 
-/* dx = dy (Phi(x) + x phi(x)) for one vector, from e = erf(x / sqrt 2):
- * one exp, no erf (ops/vmath.h). */
-static inline RV R(gelu_grad_vec)(RV x, RV e, RV dy)
+/* dx = dy (Phi(x) + x phi(x)) for one vector, from c = erfc(|x| / sqrt 2):
+ * one exp, no erfc (ops/vmath.h). */
+static inline RV R(gelu_grad_vec)(RV x, RV c, RV dy)
 {
     const RV q = REXP(RD1(gelu_expo_d, x));
-    return RD4(gelu_dx_d, dy, e, x, q);
+    return RD4(gelu_dx_d, dy, c, x, q);
 }
 
-void R(tg__gelu_grad)(int64_t n, const RT *x, const RT *e, const RT *dy, RT *dx)
+void R(tg__gelu_grad)(int64_t n, const RT *x, const RT *c, const RT *dy, RT *dx)
 {
     int64_t i = 0;
     for (; i + RN <= n; i += RN)
-        RST(dx + i, R(gelu_grad_vec)(RLD(x + i), RLD(e + i), RLD(dy + i)));
+        RST(dx + i, R(gelu_grad_vec)(RLD(x + i), RLD(c + i), RLD(dy + i)));
     if (i < n) {
-        RT xb[RN] = {0}, eb[RN] = {0}, gb[RN] = {0};
+        RT xb[RN] = {0}, cb[RN] = {0}, gb[RN] = {0};
         const size_t tail = (size_t)(n - i) * sizeof(RT);
         memcpy(xb, x + i, tail);
-        memcpy(eb, e + i, tail);
+        memcpy(cb, c + i, tail);
         memcpy(gb, dy + i, tail);
-        RST(gb, R(gelu_grad_vec)(RLD(xb), RLD(eb), RLD(gb)));
+        RST(gb, R(gelu_grad_vec)(RLD(xb), RLD(cb), RLD(gb)));
         memcpy(dx + i, gb, tail);
     }
 }
@@ -265,7 +265,7 @@ void R(tg__gelu_grad)(int64_t n, const RT *x, const RT *e, const RT *dy, RT *dx)
 #undef REXP
 #undef RLOG
 #undef RTANH
-#undef RERF
+#undef RERFC
 #undef RSUM_ADD
 #undef RSUM_TOTAL
 #undef RDOT_ADD
