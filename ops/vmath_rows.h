@@ -204,13 +204,21 @@ static inline RV R(gelu_vec)(RV x, RV *c)
 
 void R(tg__gelu)(int64_t n, const RT *x, RT *y, RT *c)
 {
+    RT buf[GELU_BLOCK];
     int64_t i = 0;
-    for (; i + RN <= n; i += RN) {
-        RV cv;
-        const RV yv = R(gelu_vec)(RLD(x + i), &cv);
-        if (c)
-            RST(c + i, cv);
-        RST(y + i, yv);
+    for (; i + RN <= n; i += GELU_BLOCK) {
+        const int64_t nb = (n - i < GELU_BLOCK ? n - i : GELU_BLOCK) / RN * RN;
+        RT *cb = c ? c + i : buf; /* erfc's values, kept or not */
+        for (int64_t j = 0; j < nb; j += RN)
+            RST(cb + j, RD1(gelu_arg_d, RLD(x + i + j)));
+        for (int64_t j = 0; j < nb; j += RN)
+            RST(cb + j, RERFC(RLD(cb + j)));
+        for (int64_t j = 0; j < nb; j += RN) /* y may be x: read, then write */
+            RST(y + i + j, RD2(gelu_out_d, RLD(x + i + j), RLD(cb + j)));
+        if (nb < GELU_BLOCK) {
+            i += nb;
+            break;
+        }
     }
     if (i < n) { /* the tail through one padded vector */
         RT xb[RN] = {0}, cb[RN];
@@ -234,9 +242,22 @@ static inline RV R(gelu_grad_vec)(RV x, RV c, RV dy)
 
 void R(tg__gelu_grad)(int64_t n, const RT *x, const RT *c, const RT *dy, RT *dx)
 {
+    RT q[GELU_BLOCK];
     int64_t i = 0;
-    for (; i + RN <= n; i += RN)
-        RST(dx + i, R(gelu_grad_vec)(RLD(x + i), RLD(c + i), RLD(dy + i)));
+    for (; i + RN <= n; i += GELU_BLOCK) {
+        const int64_t nb = (n - i < GELU_BLOCK ? n - i : GELU_BLOCK) / RN * RN;
+        for (int64_t j = 0; j < nb; j += RN)
+            RST(q + j, RD1(gelu_expo_d, RLD(x + i + j)));
+        for (int64_t j = 0; j < nb; j += RN)
+            RST(q + j, REXP(RLD(q + j)));
+        for (int64_t j = 0; j < nb; j += RN) /* dx may be dy */
+            RST(dx + i + j, RD4(gelu_dx_d, RLD(dy + i + j), RLD(c + i + j),
+                                RLD(x + i + j), RLD(q + j)));
+        if (nb < GELU_BLOCK) {
+            i += nb;
+            break;
+        }
+    }
     if (i < n) {
         RT xb[RN] = {0}, cb[RN] = {0}, gb[RN] = {0};
         const size_t tail = (size_t)(n - i) * sizeof(RT);

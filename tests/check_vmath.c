@@ -749,14 +749,17 @@ static bool same_bits_or_nan(const void *a, const void *b, size_t size)
 
 /* tg__vgelu and tg__vgelu_grad at level l against their definition
  * (ops/vmath.h) written out here with tg__vmap's erfc and exp over the
- * edges, every length up to 48 (every tail): the same bits, and c exactly
- * tg__vmap's erfc(|x| / sqrt 2), which the backward takes for its Phi. */
+ * edges, every length up to 48 (every tail) and lengths across the
+ * kernels' blocks of 256: the same bits, and c exactly tg__vmap's
+ * erfc(|x| / sqrt 2), which the backward takes for its Phi. */
+enum { GELU_MAX_N = 800 };
 static void check_gelu_kernels(tg_dtype dt, int l, int64_t n)
 {
+    ck_assert_int_le(n, GELU_MAX_N);
     const int old = tg__cpu_cap(l);
     TG_DISPATCH_FLOAT(dt, T, {
-        T x[N_EDGES], dy[N_EDGES], y[N_EDGES], c[N_EDGES], dx[N_EDGES];
-        T erfc_ref[N_EDGES], exp_ref[N_EDGES];
+        static T x[GELU_MAX_N], dy[GELU_MAX_N], y[GELU_MAX_N], c[GELU_MAX_N],
+            dx[GELU_MAX_N], erfc_ref[GELU_MAX_N], exp_ref[GELU_MAX_N];
         for (int64_t i = 0; i < n; i++) {
             x[i] = (T)edges[(i * 7 + n) % N_EDGES];
             dy[i] = (T)(1 - 0.03 * (double)i);
@@ -795,6 +798,13 @@ START_TEST(gelu_kernels_same_bits)
         for (int64_t n = 1; n <= N_EDGES; n++) {
             check_gelu_kernels(TG_FLOAT32, levels[li], n);
             check_gelu_kernels(TG_FLOAT64, levels[li], n);
+        }
+    /* a full block, one and two with a tail of vectors, a tail of lanes */
+    static const int64_t across[] = {255, 256, 257, 263, 520, 797};
+    for (int li = 0; li < nl; li++)
+        for (size_t k = 0; k < sizeof across / sizeof *across; k++) {
+            check_gelu_kernels(TG_FLOAT32, levels[li], across[k]);
+            check_gelu_kernels(TG_FLOAT64, levels[li], across[k]);
         }
 }
 END_TEST
