@@ -122,9 +122,17 @@ UK_TARGET static void UK_PACK_A(const tg__gemm_product *g, int64_t i0,
             }
             continue;
         }
-        for (int64_t p = 0; p < kb; p++)
-            for (int i = 0; i < UK_MR; i++)
-                dst[p * UK_MR + i] = r + i < mb ? src[i * lda + p] : 0;
+        /* the cut panel a row at a time, its rows then zeros: a select
+         * per element took twice the time (17% of a batch of (32,16) @
+         * (16,32) products in perf, 9% this way; Zen 3) */
+        for (int i = 0; i < UK_MR; i++) {
+            if (r + i < mb)
+                for (int64_t p = 0; p < kb; p++)
+                    dst[p * UK_MR + i] = src[i * lda + p];
+            else
+                for (int64_t p = 0; p < kb; p++)
+                    dst[p * UK_MR + i] = 0;
+        }
     }
 }
 
