@@ -372,12 +372,26 @@ tg_tensor *tg_zeros(tg_dtype dt, int ndim, const int64_t *shape)
     return tg__new("zeros", dt, ndim, shape, true);
 }
 
+/* Every element of t's storage set to v converted to t's dtype: one element
+ * converted, copied over a block of up to 4 KiB in doubling steps, then the
+ * block over the rest (memcpy's speed for every dtype; the element-by-element
+ * conversion ran at 2-3 ns an element). */
 static void fill(tg_tensor *t, double v)
 {
-    int64_t n = tg_numel(t);
-    void *p = t->storage->data;
-    for (int64_t i = 0; i < n; i++)
-        tg__store(t->dtype, p, i, v);
+    const int64_t n = tg_numel(t);
+    if (n == 0)
+        return;
+    char *p = t->storage->data;
+    const size_t total = (size_t)n * tg_dtype_size(t->dtype);
+    const size_t block = total < 4096 ? total : 4096;
+    tg__store(t->dtype, p, 0, v);
+    for (size_t done = tg_dtype_size(t->dtype); done < block;) {
+        const size_t k = done < block - done ? done : block - done;
+        memcpy(p + done, p, k);
+        done += k;
+    }
+    for (size_t off = block; off < total; off += block)
+        memcpy(p + off, p, total - off < block ? total - off : block);
 }
 
 /* A new tensor filled with value; errors name op. */
