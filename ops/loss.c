@@ -4,9 +4,11 @@
  *
  * cross_entropy walks the rows of the logits along the last dim (positions
  * in C order, matching a contiguous copy of the targets) and computes each
- * counted row's log-sum-exp in double with the row max subtracted, so large
- * logits do not overflow. The forward keeps every row's log-sum-exp for the
- * backward, which is then one pass.
+ * counted row's log-sum-exp with the row max subtracted, so large logits do
+ * not overflow: a row of adjacent logits by the row kernels of ops/vmath.h
+ * (exp in the dtype, as softmax's rows, the sum in double), others in
+ * double. The forward keeps every row's log-sum-exp for the backward, which
+ * is then one pass.
  *
  * Masking: a logit at -inf weighs exp(-inf) = 0, so a masked class that is
  * not the target costs nothing and gets gradient exactly 0. A target whose
@@ -21,19 +23,6 @@
 #include <string.h>
 
 /* ---- cross-entropy ------------------------------------------------------ */
-
-/* Rows of adjacent logits take the vector exp of ops/vmath.h, a block of
- * the row at a time: the arguments x_k - c in double (as the scalar loops
- * compute them), into this much stack room. */
-enum { EXP_BLOCK = 256 };
-
-/* e[k] = exp(x[k] - c) for k < n (n <= EXP_BLOCK), x adjacent, in double. */
-#define SHIFTED_EXP_BLOCK(e, x, n, c)                                          \
-    do {                                                                       \
-        for (int64_t k_ = 0; k_ < (n); k_++)                                   \
-            (e)[k_] = (double)(x)[k_] - (c);                                   \
-        tg__vmap(TG_VEXP, TG_FLOAT64, (n), (e), (e));                          \
-    } while (0)
 
 /* For each row r of logits whose target is not `ignore`:
  *   lse[r] = log sum_k exp(row_r[k])   and   loss[r] = lse[r] - row_r[t_r]
@@ -63,25 +52,18 @@ static double cross_entropy_rows(const tg_tensor *logits,
                     continue;
                 }
                 const T *xr = TG_DATA(T, logits) + L.off[0] + i * L.step[0];
-                double m = -INFINITY;
-                for (int64_t k = 0; k < V; k++)
-                    if (xr[k * xs] > m)
-                        m = xr[k * xs];
-                double s = 0;
                 if (vec) {
-                    double e[EXP_BLOCK];
-                    for (int64_t k0 = 0; k0 < V; k0 += EXP_BLOCK) {
-                        const int64_t nb =
-                            V - k0 < EXP_BLOCK ? V - k0 : EXP_BLOCK;
-                        SHIFTED_EXP_BLOCK(e, xr + k0, nb, m);
-                        for (int64_t k = 0; k < nb; k++)
-                            s += e[k];
-                    }
+                    lse[r] = tg__logsumexp_row(logits->dtype, V, xr);
                 } else {
+                    double m = -INFINITY;
+                    for (int64_t k = 0; k < V; k++)
+                        if (xr[k * xs] > m)
+                            m = xr[k * xs];
+                    double s = 0;
                     for (int64_t k = 0; k < V; k++)
                         s += exp(xr[k * xs] - m);
+                    lse[r] = m + log(s); /* s >= 1: the max adds exp(0) */
                 }
-                lse[r] = m + log(s); /* s >= 1: the max adds exp(0) */
                 const double row_loss = lse[r] - xr[targets[r] * xs];
                 if (loss)
                     loss[r] = row_loss;
@@ -159,15 +141,8 @@ static void cross_entropy_backward(tg_node *n, tg_tensor *dy)
                 const double s = dys ? dys[r] : scale;
                 const T *xr = TG_DATA(T, x) + L.off[0] + i * L.step[0];
                 if (vec) {
-                    double e[EXP_BLOCK];
-                    for (int64_t k0 = 0; k0 < V; k0 += EXP_BLOCK) {
-                        const int64_t nb =
-                            V - k0 < EXP_BLOCK ? V - k0 : EXP_BLOCK;
-                        SHIFTED_EXP_BLOCK(e, xr + k0, nb, lse[r]);
-                        for (int64_t k = 0; k < nb; k++)
-                            dxr[k0 + k] =
-                                (T)((e[k] - (k0 + k == targets[r])) * s);
-                    }
+                    tg__ce_grad_row(x->dtype, V, xr, lse[r], s, targets[r],
+                                    dxr);
                     continue;
                 }
                 for (int64_t k = 0; k < V; k++)

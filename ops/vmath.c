@@ -114,6 +114,19 @@ void tg__log_softmax_backward_row(tg_dtype dt, int64_t n, const void *y,
     ROW_CALL(tg__log_softmax_bwd_row, dt, n, y, dy, dx);
 }
 
+double tg__logsumexp_row(tg_dtype dt, int64_t n, const void *x)
+{
+    double lse = NAN;
+    ROW_CALL(tg__logsumexp_row, dt, n, x, &lse);
+    return lse;
+}
+
+void tg__ce_grad_row(tg_dtype dt, int64_t n, const void *x, double lse,
+                     double s, int64_t t, void *dx)
+{
+    ROW_CALL(tg__ce_grad_row, dt, n, x, lse, s, t, dx);
+}
+
 void tg__vgelu(tg_dtype dt, int64_t n, const void *x, void *y, void *c)
 {
     ROW_CALL(tg__gelu, dt, n, x, y, c);

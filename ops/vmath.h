@@ -68,6 +68,18 @@ TG_HIDDEN void tg__log_softmax_backward_row(tg_dtype dt, int64_t n,
                                             const void *y, const void *dy,
                                             void *dx);
 
+/* Cross-entropy's rows (ops/loss.c), contiguous, vector paths only:
+ *   logsumexp:  *lse = m + log(sum_k exp(x_k - m)),   m = max_k x_k
+ *   ce_grad:    dx_k = (T)((exp((T)(x_k - lse)) - [k == t]) * s)
+ * exp in the dtype (SLEEF, 1 ulp) as in tg__softmax_row, the sum and the
+ * other arithmetic in double lanes. The max ignores NaN (it reaches lse
+ * through the sum); a row with nothing above -inf has lse NaN, as the
+ * scalar loop's exp(-inf - -inf) makes it; x_k = -inf gives dx_k = 0 (or
+ * -s at the target). t in [0, n). */
+TG_HIDDEN double tg__logsumexp_row(tg_dtype dt, int64_t n, const void *x);
+TG_HIDDEN void tg__ce_grad_row(tg_dtype dt, int64_t n, const void *x,
+                               double lse, double s, int64_t t, void *dx);
+
 /* GELU, y = x Phi(x) with Phi(x) the normal CDF, from one erfc of |x|:
  *   Phi(x) = erfc(|x| / sqrt 2) / 2         x < 0
  *          = 1 - erfc(|x| / sqrt 2) / 2     x >= 0
@@ -122,6 +134,16 @@ TG_HIDDEN void tg__vgelu_grad(tg_dtype dt, int64_t n, const void *x,
         int64_t n, const float *y, const float *dy, float *dx);                \
     TG_HIDDEN void tg__log_softmax_bwd_row_f64_##isa(                          \
         int64_t n, const double *y, const double *dy, double *dx);             \
+    TG_HIDDEN void tg__logsumexp_row_f32_##isa(int64_t n, const float *x,      \
+                                               double *lse);                   \
+    TG_HIDDEN void tg__logsumexp_row_f64_##isa(int64_t n, const double *x,     \
+                                               double *lse);                   \
+    TG_HIDDEN void tg__ce_grad_row_f32_##isa(int64_t n, const float *x,        \
+                                             double lse, double s, int64_t t,  \
+                                             float *dx);                       \
+    TG_HIDDEN void tg__ce_grad_row_f64_##isa(int64_t n, const double *x,       \
+                                             double lse, double s, int64_t t,  \
+                                             double *dx);                      \
     TG_HIDDEN void tg__gelu_f32_##isa(int64_t n, const float *x, float *y,     \
                                       float *c);                               \
     TG_HIDDEN void tg__gelu_f64_##isa(int64_t n, const double *x, double *y,   \

@@ -17,7 +17,8 @@
  *
  * and defines for ops/vmath_rows.h, per dtype, RD1 RD2 RD4(F, vectors...):
  * F, a function of double lanes, applied to the vectors' lanes (float32's
- * widened in two halves and the results narrowed, float64's as they are).
+ * widened in two halves and the results narrowed, float64's as they are),
+ * and RSUB_D, RMUL_D(v, c): v - c, v * c for a VD c, the same way.
  *
  * Tails (n not a multiple of the lanes) go through a padded buffer of one
  * vector, so every element of a row takes the same exp() whatever its
@@ -92,6 +93,8 @@ enum { GELU_BLOCK = 256 };
 #define RLSM_DX(dy, e, vsum)                                                   \
     PACKF(SUBD(LO_D(dy), MULD(LO_D(e), vsum)),                                 \
           SUBD(HI_D(dy), MULD(HI_D(e), vsum)))
+#define RSUB_D(v, c) PACKF(SUBD(LO_D(v), c), SUBD(HI_D(v), c))
+#define RMUL_D(v, c) PACKF(MULD(LO_D(v), c), MULD(HI_D(v), c))
 #define RD1(F, a)    PACKF(F(LO_D(a)), F(HI_D(a)))
 #define RD2(F, a, b) PACKF(F(LO_D(a), LO_D(b)), F(HI_D(a), HI_D(b)))
 #define RD4(F, a, b, c, d)                                                     \
@@ -122,6 +125,8 @@ enum { GELU_BLOCK = 256 };
 #define RSUM_TOTAL(lo, hi)    ((void)(hi), HSUMD(lo))
 #define RDOT_ADD(acc, a, b)   (acc = ADDD(acc, MULD(a, b)))
 #define RLSM_DX(dy, e, vsum)  SUBD(dy, MULD(e, vsum))
+#define RSUB_D(v, c)          SUBD(v, c)
+#define RMUL_D(v, c)          MULD(v, c)
 #define RD1(F, a)             F(a)
 #define RD2(F, a, b)          F(a, b)
 #define RD4(F, a, b, c, d)    F(a, b, c, d)

@@ -143,6 +143,52 @@ void R(tg__softmax_exp_row)(int64_t n, RT *x, double *max, double *sum)
     *sum = R(shifted_exp_sum)(n, x, x, m);
 }
 
+/* ---- cross-entropy ------------------------------------------------------ */
+
+/* *lse = m + log(sum_k exp(x_k - m)), m = max_k x_k (ops/vmath.h): NaN
+ * for a row with nothing above -inf, as exp(-inf - -inf) makes it in the
+ * scalar loop of ops/loss.c. */
+void R(tg__logsumexp_row)(int64_t n, const RT *x, double *lse)
+{
+    const RT m = R(row_max)(n, x);
+    *lse = m == -INFINITY ? NAN
+                          : (double)m + log(R(shifted_exp_sum)(n, x, NULL, m));
+}
+
+/* dx_k = (T)((e_k - [k == t]) * s),  e_k = exp((T)(x_k - lse))  (ops/vmath.h):
+ * e_k in the dtype's lanes, the rest in double lanes rounded once, the
+ * target's e_k taken from its vector and finished alone. */
+void R(tg__ce_grad_row)(int64_t n, const RT *x, double lse, double s, int64_t t,
+                        RT *dx)
+{
+    const VD vl = SETD(lse), vs = SETD(s);
+    RT eb[RN];
+    int64_t k = 0;
+    for (; k < n; k += RN) {
+        const bool tail = k + RN > n;
+        RV xv;
+        if (tail) { /* padded with -inf: e = 0 */
+            for (int i = 0; i < RN; i++)
+                eb[i] = k + i < n ? x[k + i] : -INFINITY;
+            xv = RLD(eb);
+        } else {
+            xv = RLD(x + k);
+        }
+        const RV e = REXP(RSUB_D(xv, vl));
+        const RV d = RMUL_D(e, vs);
+        if (tail) {
+            RST(eb, d);
+            memcpy(dx + k, eb, (size_t)(n - k) * sizeof(RT));
+        } else {
+            RST(dx + k, d);
+        }
+        if (t >= k && t < k + RN) {
+            RST(eb, e);
+            dx[t] = (RT)(((double)eb[t - k] - 1) * s);
+        }
+    }
+}
+
 /* ---- softmax backward --------------------------------------------------- */
 
 /* dx = y * (dy - dot),  dot = sum_k y_k dy_k   (ops/softmax.c derives it).
@@ -292,5 +338,7 @@ void R(tg__gelu_grad)(int64_t n, const RT *x, const RT *c, const RT *dy, RT *dx)
 #undef RDOT_ADD
 #undef RLSM_DX
 #undef RD1
+#undef RSUB_D
+#undef RMUL_D
 #undef RD2
 #undef RD4

@@ -574,6 +574,79 @@ START_TEST(cross_entropy_matches_scalar)
 }
 END_TEST
 
+/* Rows the row kernels treat apart, per position ('none') at level l
+ * against the scalar path, V = 11 (a vector and a tail in float32): every
+ * logit -inf (NaN), a NaN logit (NaN), the target at -inf (+inf), a +inf
+ * logit (NaN), 3e38 logits (no overflow), the target in the tail, and an
+ * ordinary row. Loss and gradient NaN where the scalar's are, and equal to
+ * 1e-6 (float32) or 1e-14 of max(|value|, 1) elsewhere. */
+static void check_cross_entropy_edges(tg_dtype dt, int l)
+{
+    enum { R = 7, V = 11 };
+    const int64_t targets[R] = {2, 3, 4, 0, 1, 10, 5};
+    tg_tensor *t = tg_from_data(TG_INT64, 1, (int64_t[]){R}, targets);
+    tg_tensor *loss[2], *grad[2];
+    for (int v = 0; v < 2; v++) {
+        const int old = tg__cpu_cap(v ? l : TG_CPU_SCALAR);
+        tg_tensor *x = tg_zeros(dt, 2, (int64_t[]){R, V});
+        for (int64_t r = 0; r < R; r++)
+            for (int64_t k = 0; k < V; k++) {
+                double w = cos(1.3 * (double)(r * V + k)) * 5;
+                if (r == 0 || (r == 2 && k == targets[r]))
+                    w = -INFINITY;
+                else if (r == 1 && k == 7)
+                    w = NAN;
+                else if (r == 3 && k == 9)
+                    w = INFINITY;
+                else if (r == 4)
+                    w = 3e38 * (k % 2 ? 1 : -1);
+                tg_set(x, (int64_t[]){r, k}, w);
+            }
+        tg_set_requires_grad(x, true);
+        loss[v] =
+            tg_cross_entropy_with(x, t, TG_IGNORE_INDEX, TG_REDUCTION_NONE);
+        ck_assert_msg(loss[v] != NULL, "%s", tg_last_error());
+        tg_tensor *ones = tg_ones_like(loss[v]);
+        ck_assert_int_eq(tg_backward_with(loss[v], ones), 0);
+        tg_release(ones);
+        grad[v] = tg_retain(tg_grad(x));
+        tg__cpu_cap(old);
+        tg_release(x);
+    }
+    const double tol = dt == TG_FLOAT32 ? 1e-6 : 1e-14;
+    for (int64_t i = 0; i < R * (V + 1); i++) {
+        const bool is_loss = i < R;
+        const int64_t at[] = {is_loss ? i : (i - R) / V, (i - R) % V};
+        const double g = is_loss ? tg_get(loss[1], at) : tg_get(grad[1], at);
+        const double w = is_loss ? tg_get(loss[0], at) : tg_get(grad[0], at);
+        const bool ok = isnan(w)   ? isnan(g)
+                        : isinf(w) ? g == w
+                                   : fabs(g - w) <= tol * fmax(fabs(w), 1);
+        if (!ok)
+            ck_abort_msg("cross_entropy %s %s at %s, row %lld [%lld]: %.17g, "
+                         "scalar %.17g",
+                         is_loss ? "loss" : "grad",
+                         dt == TG_FLOAT32 ? "f32" : "f64", tg__cpu_name(l),
+                         (long long)at[0], (long long)at[1], g, w);
+    }
+    for (int v = 0; v < 2; v++) {
+        tg_release(loss[v]);
+        tg_release(grad[v]);
+    }
+    tg_release(t);
+}
+
+START_TEST(cross_entropy_edges_match_scalar)
+{
+    int levels[3];
+    const int nl = vector_levels(levels);
+    for (int li = 0; li < nl; li++) {
+        check_cross_entropy_edges(TG_FLOAT32, levels[li]);
+        check_cross_entropy_edges(TG_FLOAT64, levels[li]);
+    }
+}
+END_TEST
+
 /* ---- masked_fill's vector path ------------------------------------------ */
 
 /* masked_fill of (3,T,T) scores with a (T,T) bool mask (broadcast over the
@@ -926,6 +999,7 @@ Suite *vmath_suite(void)
     tcase_add_test(tc, masked_fill_matches_scalar);
     tcase_add_test(tc, unary_ops_match_scalar);
     tcase_add_test(tc, cross_entropy_matches_scalar);
+    tcase_add_test(tc, cross_entropy_edges_match_scalar);
     tcase_add_test(tc, attention_matches_scalar);
     tcase_add_test(tc, arithmetic_same_bits);
     suite_add_tcase(s, tc);
