@@ -50,6 +50,14 @@ UK_TARGET static void UK_NAME(int64_t kc, const void *ap_, int64_t rs_a,
         ap += cs_a;
         bp += 2 * UK_LANES;
     }
+    if (alpha == 1 && beta == 0) { /* matmul's: c = the sums as they are */
+#pragma GCC unroll 16
+        for (int i = 0; i < UK_MR; i++) {
+            UK_STOREU(c + i * ldc, acc[i][0]);
+            UK_STOREU(c + i * ldc + UK_LANES, acc[i][1]);
+        }
+        return;
+    }
     const UK_V va = UK_SET1((UK_T)alpha), vb = UK_SET1((UK_T)beta);
 #pragma GCC unroll 16
     for (int i = 0; i < UK_MR; i++) {
