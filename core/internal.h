@@ -576,6 +576,17 @@ TG_HIDDEN void tg__save(tg_node *n, tg_tensor *t);
 TG_HIDDEN void tg__accumulate(tg_node *n, int i, tg_tensor *g);
 /* True when input i of n needs a gradient (skip computing it otherwise). */
 TG_HIDDEN bool tg__needs_grad(const tg_node *n, int i);
+/* The gradient of input i of n, when a backward may add its contribution
+ * into it in place instead of passing it to tg__accumulate (matmul's GEMM
+ * with beta = 1: no tensor for the contribution, no pass to add it); NULL
+ * when it must go through tg__accumulate: the input needs no gradient,
+ * the walk has failed, it has no gradient yet (the first contribution is
+ * adopted or copied), or anomaly mode checks each contribution. The
+ * gradient has the input's shape and dtype, is contiguous at offset 0,
+ * and is not n's output gradient; the caller adds only a contribution of
+ * exactly that shape, and on failure passes NULL to tg__accumulate (the
+ * walk then drops or restores every gradient it touched). */
+TG_HIDDEN tg_tensor *tg__grad_into(tg_node *n, int i);
 /* The op of the first entry on this thread's tape that holds (for its
  * backward) a tensor over storage s, with its call site; NULL when none
  * does. For the in-place calls' refusal (core/inplace.c). */

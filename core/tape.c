@@ -510,6 +510,16 @@ bool tg__needs_grad(const tg_node *n, int i)
     return n->in[i] && n->in[i]->requires_grad;
 }
 
+tg_tensor *tg__grad_into(tg_node *n, int i)
+{
+    if (!tg__needs_grad(n, i) || walk_failed || tg__anomaly_on())
+        return NULL;
+    tg_tensor *g = n->in[i]->grad;
+    if (!g || g == n->out->grad || g->offset != 0 || !tg_is_contiguous(g))
+        return NULL;
+    return g;
+}
+
 void tg__accumulate(tg_node *n, int i, tg_tensor *g)
 {
     if (!tg__needs_grad(n, i) || walk_failed)

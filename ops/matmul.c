@@ -182,6 +182,7 @@ typedef struct {
     const mats *A, *B;
     const char *a, *b;
     char *c;
+    double beta; /* 0: c = a @ b; 1: c += a @ b */
     const batch *bt;
     atomic_bool failed; /* a piece ran out of memory */
 } multiply_job;
@@ -212,7 +213,7 @@ static void multiply_range(void *ctx, int64_t lo, int64_t hi)
         const void *pb = gemm_arg_data(&eb, j->B, dt, j->b + (size_t)ob * es);
         void *pc = j->c + (size_t)(i * n * m) * es;
         ok = tg__gemm(dt, ea.trans, eb.trans, n, m, k, 1, pa, ea.ld, pb, eb.ld,
-                      0, pc, m);
+                      j->beta, pc, m);
     }
     if (!ok)
         atomic_store(&j->failed, true);
@@ -231,11 +232,17 @@ static void multiply_range(void *ctx, int64_t lo, int64_t hi)
  * (its threads and ours would fight). Each product is the same sums
  * whichever thread runs it: the same bits. false when out of memory. */
 static bool multiply(tg_dtype dt, const mats *A, const char *a, const mats *B,
-                     const char *b, char *c, const batch *bt)
+                     const char *b, char *c, double beta, const batch *bt)
 {
     const int64_t n = A->rows, k = A->cols, m = B->cols;
-    multiply_job j = {
-        .dt = dt, .A = A, .B = B, .a = a, .b = b, .c = c, .bt = bt};
+    multiply_job j = {.dt = dt,
+                      .A = A,
+                      .B = B,
+                      .a = a,
+                      .b = b,
+                      .c = c,
+                      .beta = beta,
+                      .bt = bt};
     atomic_init(&j.failed, false);
     const double each = (double)n * (double)m * (double)k;
     const int threads = tg__parallel_threads(bt->count, TG_PARALLEL_MIN);
@@ -250,25 +257,86 @@ static bool multiply(tg_dtype dt, const mats *A, const char *a, const mats *B,
 
 /* ---- the op ------------------------------------------------------------- */
 
-/* out = a @ b into the contiguous out, whatever it held. false with an
- * error. */
+/* out = a @ b (beta 0: whatever out held) or out += a @ b (beta 1) into
+ * the contiguous out. false with an error. */
 static bool compute(tg_tensor *out, const tg_tensor *a, const tg_tensor *b,
-                    mats A, mats B, batch bt)
+                    mats A, mats B, batch bt, double beta)
 {
+    size_t es = tg_dtype_size(a->dtype);
+    char *pc = (char *)out->storage->data + (size_t)out->offset * es;
     if (bt.count == 0 || A.rows == 0 || B.cols == 0)
-        return true; /* no elements */
-    if (A.cols == 0) {
-        memset(out->storage->data, 0, out->storage->nbytes);
-        return true; /* k == 0 sums nothing: zeros */
+        return true;   /* no elements */
+    if (A.cols == 0) { /* k == 0 sums nothing: zeros, or nothing added */
+        if (beta == 0)
+            memset(pc, 0, (size_t)tg_numel(out) * es);
+        return true;
     }
     fold_batch_into_rows(&A, &bt);
-    size_t es = tg_dtype_size(a->dtype);
     const char *pa = (const char *)a->storage->data + (size_t)a->offset * es;
     const char *pb = (const char *)b->storage->data + (size_t)b->offset * es;
-    if (!multiply(a->dtype, &A, pa, &B, pb, out->storage->data, &bt)) {
+    if (!multiply(a->dtype, &A, pa, &B, pb, pc, beta, &bt)) {
         tg__error("matmul: out of memory for %s @ %s", TG_SHP(a), TG_SHP(b));
         return false;
     }
+    return true;
+}
+
+/* a @ b's operands as matrix stacks, its batch and its shape (batch...,
+ * n, m, without the dims of 1-D operands) in shape[*nd]; false with an
+ * error for operands that do not multiply. */
+static bool plan(const tg_tensor *a, const tg_tensor *b, mats *A, mats *B,
+                 batch *bt, int64_t *shape, int *nd)
+{
+    if (!tg__check_same_float("matmul", a, b))
+        return false;
+    if (a->ndim == 0 || b->ndim == 0) {
+        tg__error("matmul: shapes %s and %s: a 0-d operand has no matrix dims "
+                  "(scale with tg_mul or tg_scale)",
+                  TG_SHP(a), TG_SHP(b));
+        return false;
+    }
+    *A = as_mats(a, true), *B = as_mats(b, false);
+    if (A->cols != B->rows) {
+        tg__error("matmul: shapes %s and %s are not aligned: %lld != %lld",
+                  TG_SHP(a), TG_SHP(b), (long long)A->cols, (long long)B->rows);
+        return false;
+    }
+    if (!broadcast_batch(a, b, A, B, bt))
+        return false;
+    *nd = bt->ndim;
+    for (int d = 0; d < bt->ndim; d++)
+        shape[d] = bt->shape[d];
+    if (a->ndim > 1)
+        shape[(*nd)++] = A->rows;
+    if (b->ndim > 1)
+        shape[(*nd)++] = B->cols;
+    return true;
+}
+
+/* grad += a @ b in place, into input i's gradient when the walk lends it
+ * (tg__grad_into) and it has exactly a @ b's shape: one GEMM with beta = 1
+ * instead of a product into a new tensor and tg__accumulate's pass adding
+ * it (h = ln(x) feeding the q, k and v of every head takes 3 * heads
+ * contributions a step). Each element gets grad + the product's sum in one
+ * rounding, as the add did (within one k block: k <= 512 on AVX2). false
+ * when it does not apply (nothing written, a or b NULL included); on failure (out of memory,
+ * with some products maybe added) it stops the walk, which drops or
+ * restores the gradient, and returns true. */
+static bool add_product_to_grad(tg_node *n, int i, const tg_tensor *a,
+                                const tg_tensor *b)
+{
+    tg_tensor *g = a && b ? tg__grad_into(n, i) : NULL;
+    if (!g || g->storage == a->storage || g->storage == b->storage)
+        return false;
+    mats A, B;
+    batch bt;
+    int64_t shape[TG_MAX_DIMS];
+    int nd;
+    if (!plan(a, b, &A, &B, &bt, shape, &nd) || nd != g->ndim ||
+        memcmp(shape, g->shape, sizeof(int64_t) * (size_t)nd) != 0)
+        return false;
+    if (!compute(g, a, b, A, B, bt, 1))
+        tg__accumulate(n, i, NULL);
     return true;
 }
 
@@ -301,9 +369,11 @@ static void matmul_backward(tg_node *n, tg_tensor *dy)
     }
     if (a && b && dY && tg__needs_grad(n, 0)) {
         tg_tensor *bT = tg_transpose(b, -2, -1); /* (...,m,k), a view */
-        tg_tensor *da = tg_matmul(dY, bT);       /* (...,n,k) */
-        tg__accumulate(n, 0, da);
-        tg_release(da);
+        if (!add_product_to_grad(n, 0, dY, bT)) {
+            tg_tensor *da = tg_matmul(dY, bT); /* (...,n,k) */
+            tg__accumulate(n, 0, da);
+            tg_release(da);
+        }
         tg_release(bT);
     }
     if (a && b && dY && tg__needs_grad(n, 1)) {
@@ -318,11 +388,14 @@ static void matmul_backward(tg_node *n, tg_tensor *dy)
                 dY, tg_reshape(dY, 2, (const int64_t[]){-1, b->shape[1]}));
         }
         tg_tensor *aT = tg_transpose(a, -2, -1); /* (...,k,n), a view */
-        tg_tensor *db = tg_matmul(aT, dY);       /* (...,k,m) */
-        if (b_col)
-            db = tg__then(db, tg_squeeze(db, tg_ndim(db) - 1)); /* (...,k) */
-        tg__accumulate(n, 1, db);
-        tg_release(db);
+        if (b_col || !add_product_to_grad(n, 1, aT, dY)) {
+            tg_tensor *db = tg_matmul(aT, dY); /* (...,k,m) */
+            if (b_col)
+                db =
+                    tg__then(db, tg_squeeze(db, tg_ndim(db) - 1)); /* (...,k) */
+            tg__accumulate(n, 1, db);
+            tg_release(db);
+        }
         tg_release(aT);
     }
     tg_release(dY);
@@ -335,36 +408,16 @@ tg_tensor *tg_matmul(tg_tensor *a, tg_tensor *b)
 {
     if (!a || !b)
         return NULL;
-    if (!tg__check_same_float("matmul", a, b))
-        return NULL;
-    if (a->ndim == 0 || b->ndim == 0) {
-        tg__error("matmul: shapes %s and %s: a 0-d operand has no matrix dims "
-                  "(scale with tg_mul or tg_scale)",
-                  TG_SHP(a), TG_SHP(b));
-        return NULL;
-    }
-    mats A = as_mats(a, true), B = as_mats(b, false);
-    if (A.cols != B.rows) {
-        tg__error("matmul: shapes %s and %s are not aligned: %lld != %lld",
-                  TG_SHP(a), TG_SHP(b), (long long)A.cols, (long long)B.rows);
-        return NULL;
-    }
+    mats A, B;
     batch bt;
-    if (!broadcast_batch(a, b, &A, &B, &bt))
-        return NULL;
-    /* (batch..., n, m), without the dims of 1-D operands */
     int64_t shape[TG_MAX_DIMS];
-    int nd = bt.ndim;
-    for (int d = 0; d < nd; d++)
-        shape[d] = bt.shape[d];
-    if (a->ndim > 1)
-        shape[nd++] = A.rows;
-    if (b->ndim > 1)
-        shape[nd++] = B.cols;
+    int nd;
+    if (!plan(a, b, &A, &B, &bt, shape, &nd))
+        return NULL;
     tg_tensor *out = tg__new("matmul", a->dtype, nd, shape, false);
     if (!out)
         return NULL;
-    if (!compute(out, a, b, A, B, bt)) {
+    if (!compute(out, a, b, A, B, bt, 0)) {
         tg_release(out);
         return NULL;
     }

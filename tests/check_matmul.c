@@ -471,6 +471,96 @@ START_TEST(grad_same_operand)
 }
 END_TEST
 
+/* x feeding four products, as a head's input feeds its projections (x @
+ * w1, x @ w2, x @ w3) and once on the right (p @ x): loss = sum of each
+ * product times a constant, two backward passes without zeroing. x.grad
+ * takes three contributions in place (matmul's add_product_to_grad), and
+ * the leaves' second pass adds to the first; anomaly mode, which checks
+ * each contribution, takes them through tg__accumulate one by one
+ * instead. grads[5] gets the gradients of x, w1, w2, w3, p. */
+static void multi_use_grads(tg_dtype dt, bool anomaly, tg_tensor **grads)
+{
+    tg_rng rng;
+    tg_rng_seed(&rng, 91);
+    tg_tensor *x = tg_randn(&rng, dt, TG_SHAPE(48, 40));
+    tg_tensor *leaves[5] = {x};
+    for (int i = 1; i < 4; i++)
+        leaves[i] = tg_randn(&rng, dt, TG_SHAPE(40, 24));
+    leaves[4] = tg_randn(&rng, dt, TG_SHAPE(30, 48));
+    tg_tensor *c[4];
+    for (int i = 0; i < 3; i++)
+        c[i] = tg_randn(&rng, dt, TG_SHAPE(48, 24));
+    c[3] = tg_randn(&rng, dt, TG_SHAPE(30, 40));
+    for (int i = 0; i < 5; i++)
+        tg_set_requires_grad(leaves[i], true);
+    const bool was = tg_set_anomaly_mode(anomaly);
+    for (int pass = 0; pass < 2; pass++) {
+        tg_scope_begin();
+        tg_tensor *loss = tg_sum_all(tg_mul(tg_matmul(leaves[4], x), c[3]));
+        for (int i = 0; i < 3; i++)
+            loss = tg_add(
+                loss, tg_sum_all(tg_mul(tg_matmul(x, leaves[i + 1]), c[i])));
+        ck_assert_int_eq(tg_backward(loss), 0);
+        tg_scope_end();
+    }
+    tg_set_anomaly_mode(was);
+    for (int i = 0; i < 5; i++) {
+        grads[i] = tg_retain(tg_grad(leaves[i]));
+        tg_release(leaves[i]);
+    }
+    for (int i = 0; i < 4; i++)
+        tg_release(c[i]);
+}
+
+START_TEST(grad_added_in_place_same_bits)
+{
+    for (int d = 0; d < 2; d++) {
+        const tg_dtype dt = d ? TG_FLOAT64 : TG_FLOAT32;
+        tg_tensor *fused[5], *apart[5];
+        multi_use_grads(dt, false, fused);
+        multi_use_grads(dt, true, apart);
+        for (int i = 0; i < 5; i++) {
+            ck_assert_ptr_nonnull(fused[i]);
+            assert_close(fused[i], apart[i], 0);
+            tg_release(fused[i]);
+            tg_release(apart[i]);
+        }
+    }
+}
+END_TEST
+
+/* x @ w1 + x @ w2 + (p @ x) @ w3 with x in both places of the products:
+ * the contributions added in place, by central differences */
+static tg_tensor *mm_multi_use(tg_tensor *const *in, void *ctx)
+{
+    (void)ctx;
+    tg_tensor *y1 = tg_matmul(in[0], in[1]), *y2 = tg_matmul(in[0], in[2]);
+    tg_tensor *px = tg_matmul(in[3], in[0]);
+    tg_tensor *y3 = tg_matmul(px, in[2]);
+    tg_tensor *s = tg_add(y1, y2);
+    tg_tensor *y = tg_add(s, y3);
+    tg_tensor *drop[] = {y1, y2, px, y3, s};
+    for (int i = 0; i < 5; i++)
+        tg_release(drop[i]);
+    return y;
+}
+
+START_TEST(grad_multi_use)
+{
+    tg_rng rng;
+    tg_rng_seed(&rng, 92);
+    tg_tensor *in[4] = {tg_randn(&rng, TG_FLOAT64, TG_SHAPE(5, 4)),
+                        tg_randn(&rng, TG_FLOAT64, TG_SHAPE(4, 3)),
+                        tg_randn(&rng, TG_FLOAT64, TG_SHAPE(4, 3)),
+                        tg_randn(&rng, TG_FLOAT64, TG_SHAPE(5, 5))};
+    for (int i = 0; i < 4; i++)
+        tg_set_requires_grad(in[i], true);
+    assert_gradcheck(mm_multi_use, NULL, 4, in);
+    for (int i = 0; i < 4; i++)
+        tg_release(in[i]);
+}
+END_TEST
+
 /* ---- errors ------------------------------------------------------------ */
 
 START_TEST(error_not_aligned)
@@ -616,6 +706,8 @@ Suite *matmul_suite(void)
     tcase_add_test(tg, grad_strided);
     tcase_add_test(tg, grad_one_input);
     tcase_add_test(tg, grad_same_operand);
+    tcase_add_test(tg, grad_added_in_place_same_bits);
+    tcase_add_test(tg, grad_multi_use);
     suite_add_tcase(s, tg);
 
     TCase *te = tcase_create("errors");
