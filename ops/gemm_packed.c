@@ -293,6 +293,10 @@ static void run_parts(void *ctx, int64_t lo, int64_t hi)
     const bool a_packed =
         g->n > A_IN_PLACE_MAX_SLIVERS * uk->nr ||
         (g->ta && (g->dt == TG_FLOAT64 || (size_t)g->lda * es >= 4096));
+    /* A row-major b of exactly one sliver's width, rows nr apart, is laid
+     * out as its packed sliver already: the kernel reads it in place (the
+     * (1024,16) dq of h^T @ dq was copied whole for each k block). */
+    const bool b_in_place = !g->tb && g->n == uk->nr && g->ldb == uk->nr;
     for (int64_t u = lo; u < hi; u++) {
         const int64_t i_lo = u % jb->m_parts * jb->rows;
         const int64_t i_hi = min64(g->m, i_lo + jb->rows);
@@ -303,7 +307,10 @@ static void run_parts(void *ctx, int64_t lo, int64_t hi)
             for (int64_t p0 = 0; p0 < g->k; p0 += kc) {
                 const int64_t kb = min64(kc, g->k - p0);
                 const double beta = p0 == 0 ? g->beta : 1;
-                if (uk->pack_b)
+                const char *bk = bp;
+                if (b_in_place)
+                    bk = (const char *)g->b + (size_t)(p0 * g->ldb) * es;
+                else if (uk->pack_b)
                     uk->pack_b(g, p0, kb, j0, nb, bp);
                 else
                     pack_b(g, uk->nr, p0, kb, j0, nb, bp);
@@ -315,7 +322,7 @@ static void run_parts(void *ctx, int64_t lo, int64_t hi)
                         pack_a_of(uk, g, i0 + mb - mb % uk->mr, mb % uk->mr, p0,
                                   kb, ap);
                     multiply_block(
-                        uk, g, i0, mb, p0, kb, nb, a_packed, ap, bp, beta,
+                        uk, g, i0, mb, p0, kb, nb, a_packed, ap, bk, beta,
                         (char *)g->c + (size_t)(i0 * g->ldc + j0) * es, tile);
                 }
             }
