@@ -104,26 +104,118 @@ transpose4(__m256d r[4])
 #define UK_FMA(x, y, z) _mm256_fmadd_pd(x, y, z)
 #include "ops/gemm_ukernel.h"
 
+/* The same tiles 4, 2 and 1 rows high, for a block's last panel when m is
+ * not a multiple of 6 (ops/gemm_packed.c: read where a lies, written
+ * straight to c): each element the same sum in the same order as in the
+ * 6-row tile, so the same bits. */
+#define UK_NAME         sgemm_4x16
+#define UK_T            float
+#define UK_V            __m256
+#define UK_LANES        8
+#define UK_MR           4
+#define UK_ZERO()       _mm256_setzero_ps()
+#define UK_SET1(x)      _mm256_set1_ps(x)
+#define UK_LOADU(p)     _mm256_loadu_ps(p)
+#define UK_STOREU(p, v) _mm256_storeu_ps(p, v)
+#define UK_BCAST(p)     _mm256_broadcast_ss(p)
+#define UK_MUL(x, y)    _mm256_mul_ps(x, y)
+#define UK_FMA(x, y, z) _mm256_fmadd_ps(x, y, z)
+#include "ops/gemm_ukernel.h"
+
+#define UK_NAME         sgemm_2x16
+#define UK_T            float
+#define UK_V            __m256
+#define UK_LANES        8
+#define UK_MR           2
+#define UK_ZERO()       _mm256_setzero_ps()
+#define UK_SET1(x)      _mm256_set1_ps(x)
+#define UK_LOADU(p)     _mm256_loadu_ps(p)
+#define UK_STOREU(p, v) _mm256_storeu_ps(p, v)
+#define UK_BCAST(p)     _mm256_broadcast_ss(p)
+#define UK_MUL(x, y)    _mm256_mul_ps(x, y)
+#define UK_FMA(x, y, z) _mm256_fmadd_ps(x, y, z)
+#include "ops/gemm_ukernel.h"
+
+#define UK_NAME         sgemm_1x16
+#define UK_T            float
+#define UK_V            __m256
+#define UK_LANES        8
+#define UK_MR           1
+#define UK_ZERO()       _mm256_setzero_ps()
+#define UK_SET1(x)      _mm256_set1_ps(x)
+#define UK_LOADU(p)     _mm256_loadu_ps(p)
+#define UK_STOREU(p, v) _mm256_storeu_ps(p, v)
+#define UK_BCAST(p)     _mm256_broadcast_ss(p)
+#define UK_MUL(x, y)    _mm256_mul_ps(x, y)
+#define UK_FMA(x, y, z) _mm256_fmadd_ps(x, y, z)
+#include "ops/gemm_ukernel.h"
+
+#define UK_NAME         dgemm_4x8
+#define UK_T            double
+#define UK_V            __m256d
+#define UK_LANES        4
+#define UK_MR           4
+#define UK_ZERO()       _mm256_setzero_pd()
+#define UK_SET1(x)      _mm256_set1_pd(x)
+#define UK_LOADU(p)     _mm256_loadu_pd(p)
+#define UK_STOREU(p, v) _mm256_storeu_pd(p, v)
+#define UK_BCAST(p)     _mm256_broadcast_sd(p)
+#define UK_MUL(x, y)    _mm256_mul_pd(x, y)
+#define UK_FMA(x, y, z) _mm256_fmadd_pd(x, y, z)
+#include "ops/gemm_ukernel.h"
+
+#define UK_NAME         dgemm_2x8
+#define UK_T            double
+#define UK_V            __m256d
+#define UK_LANES        4
+#define UK_MR           2
+#define UK_ZERO()       _mm256_setzero_pd()
+#define UK_SET1(x)      _mm256_set1_pd(x)
+#define UK_LOADU(p)     _mm256_loadu_pd(p)
+#define UK_STOREU(p, v) _mm256_storeu_pd(p, v)
+#define UK_BCAST(p)     _mm256_broadcast_sd(p)
+#define UK_MUL(x, y)    _mm256_mul_pd(x, y)
+#define UK_FMA(x, y, z) _mm256_fmadd_pd(x, y, z)
+#include "ops/gemm_ukernel.h"
+
+#define UK_NAME         dgemm_1x8
+#define UK_T            double
+#define UK_V            __m256d
+#define UK_LANES        4
+#define UK_MR           1
+#define UK_ZERO()       _mm256_setzero_pd()
+#define UK_SET1(x)      _mm256_set1_pd(x)
+#define UK_LOADU(p)     _mm256_loadu_pd(p)
+#define UK_STOREU(p, v) _mm256_storeu_pd(p, v)
+#define UK_BCAST(p)     _mm256_broadcast_sd(p)
+#define UK_MUL(x, y)    _mm256_mul_pd(x, y)
+#define UK_FMA(x, y, z) _mm256_fmadd_pd(x, y, z)
+#include "ops/gemm_ukernel.h"
+
 #undef UK_TARGET
 
-static const tg__gemm_ukernel sgemm = {.mr = 6,
-                                       .nr = 16,
-                                       .mc = 144,
-                                       .kc = 256,
-                                       .k_one = 512,
-                                       .nc = 3072,
-                                       .run = sgemm_6x16,
-                                       .pack_a = sgemm_6x16_pack_a,
-                                       .pack_b = sgemm_6x16_pack_b};
-static const tg__gemm_ukernel dgemm = {.mr = 6,
-                                       .nr = 8,
-                                       .mc = 96,
-                                       .kc = 256,
-                                       .k_one = 512,
-                                       .nc = 3072,
-                                       .run = dgemm_6x8,
-                                       .pack_a = dgemm_6x8_pack_a,
-                                       .pack_b = dgemm_6x8_pack_b};
+static const tg__gemm_ukernel sgemm = {
+    .mr = 6,
+    .nr = 16,
+    .mc = 144,
+    .kc = 256,
+    .k_one = 512,
+    .nc = 3072,
+    .run = sgemm_6x16,
+    .run_rows = {sgemm_4x16, sgemm_2x16, sgemm_1x16},
+    .pack_a = sgemm_6x16_pack_a,
+    .pack_b = sgemm_6x16_pack_b};
+static const tg__gemm_ukernel dgemm = {
+    .mr = 6,
+    .nr = 8,
+    .mc = 96,
+    .kc = 256,
+    .k_one = 512,
+    .nc = 3072,
+    .run = dgemm_6x8,
+    .run_rows = {dgemm_4x8, dgemm_2x8, dgemm_1x8},
+    .pack_a = dgemm_6x8_pack_a,
+    .pack_b = dgemm_6x8_pack_b};
 
 const tg__gemm_ukernel *tg__gemm_ukernel_avx2(tg_dtype dt)
 {

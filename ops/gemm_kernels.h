@@ -44,6 +44,13 @@ typedef struct {
     void (*run)(int64_t kc, const void *ap, int64_t rs_a, int64_t cs_a,
                 const void *bp, double alpha, double beta, void *c,
                 int64_t ldc);
+    /* The same tile 4, 2 and 1 rows high (the same sums, element for
+     * element), for a block's panel cut by m; NULL when the kernel has
+     * none: the cut panel is then packed with zero rows and run through a
+     * scratch tile. */
+    void (*run_rows[3])(int64_t kc, const void *ap, int64_t rs_a, int64_t cs_a,
+                        const void *bp, double alpha, double beta, void *c,
+                        int64_t ldc);
     /* The packers of its blocks (ops/gemm_packed.c's layouts), compiled
      * for its instruction set; NULL for the portable ones. */
     void (*pack_a)(const tg__gemm_product *g, int64_t i0, int64_t mb,

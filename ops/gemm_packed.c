@@ -186,11 +186,33 @@ typedef struct {
     int64_t rs, cs;
 } a_panel;
 
+/* A tile of rows < mr (the block's last panel, cut by m) with uk's
+ * run_rows kernels, 4, 2 and 1 rows at a time, a's rows from pa (packed or
+ * in place), onto ct (ldc apart): c itself, or the scratch tile. */
+static void run_cut_rows(const tg__gemm_ukernel *uk, const tg__gemm_product *g,
+                         int64_t rows, int64_t kb, a_panel pa,
+                         const char *b_sliver, double beta, char *ct,
+                         int64_t ldc)
+{
+    const size_t es = tg_dtype_size(g->dt);
+    for (int64_t done = 0; done < rows;) {
+        const int h = rows - done >= 4 ? 4 : rows - done >= 2 ? 2 : 1;
+        uk->run_rows[h == 4   ? 0
+                     : h == 2 ? 1
+                              : 2](kb, pa.base + (size_t)(done * pa.rs) * es,
+                                   pa.rs, pa.cs, b_sliver, g->alpha, beta,
+                                   ct + (size_t)(done * ldc) * es, ldc);
+        done += h;
+    }
+}
+
 /* One block: c (mb,nb) at c = alpha * op(a)[i0:, p0:] @ Bp + beta * c.
- * With a_packed, a's panels are in ap; else full panels are read in place
- * and only the last, cut by the edge, was packed (to ap). A tile cut by the
- * block's edge runs on tile (mr x nr scratch) and is copied out, its c
- * values copied in first when beta reads them. */
+ * With a_packed, a's panels are in ap; else full panels are read in place,
+ * and so is the last, cut by the edge, when uk has run_rows kernels (else
+ * it was packed, to ap). A tile cut by the block's edge runs on c itself
+ * when only its rows are cut and uk has run_rows; else on tile (mr x nr
+ * scratch), copied out, its c values copied in first when beta reads
+ * them. */
 static void multiply_block(const tg__gemm_ukernel *uk,
                            const tg__gemm_product *g, int64_t i0, int64_t mb,
                            int64_t p0, int64_t kb, int64_t nb, bool a_packed,
@@ -205,8 +227,9 @@ static void multiply_block(const tg__gemm_ukernel *uk,
         const char *b_sliver = bp + (size_t)(jr * kb) * es;
         for (int64_t ir = 0; ir < mb; ir += mr) {
             const int64_t rows = min64(mr, mb - ir);
+            const bool cut_rows = rows < mr && uk->run_rows[0];
             a_panel pa = {ap + (size_t)(ir * kb) * es, 1, mr};
-            if (!a_packed && rows == mr) {
+            if (!a_packed && (rows == mr || cut_rows)) {
                 pa.rs = g->ta ? 1 : g->lda, pa.cs = g->ta ? g->lda : 1;
                 pa.base = (const char *)g->a +
                           (size_t)((i0 + ir) * pa.rs + p0 * pa.cs) * es;
@@ -219,11 +242,18 @@ static void multiply_block(const tg__gemm_ukernel *uk,
                         ldc);
                 continue;
             }
+            if (cut_rows && cols == nr) {
+                run_cut_rows(uk, g, rows, kb, pa, b_sliver, beta, ct, ldc);
+                continue;
+            }
             for (int64_t i = 0; beta != 0 && i < rows; i++)
                 memcpy(tile + (size_t)(i * nr) * es,
                        ct + (size_t)(i * ldc) * es, (size_t)cols * es);
-            uk->run(kb, pa.base, pa.rs, pa.cs, b_sliver, g->alpha, beta, tile,
-                    nr);
+            if (cut_rows)
+                run_cut_rows(uk, g, rows, kb, pa, b_sliver, beta, tile, nr);
+            else
+                uk->run(kb, pa.base, pa.rs, pa.cs, b_sliver, g->alpha, beta,
+                        tile, nr);
             for (int64_t i = 0; i < rows; i++)
                 memcpy(ct + (size_t)(i * ldc) * es,
                        tile + (size_t)(i * nr) * es, (size_t)cols * es);
@@ -318,7 +348,7 @@ static void run_parts(void *ctx, int64_t lo, int64_t hi)
                     const int64_t mb = min64(mc, i_hi - i0);
                     if (a_packed)
                         pack_a_of(uk, g, i0, mb, p0, kb, ap);
-                    else if (mb % uk->mr)
+                    else if (mb % uk->mr && !uk->run_rows[0])
                         pack_a_of(uk, g, i0 + mb - mb % uk->mr, mb % uk->mr, p0,
                                   kb, ap);
                     multiply_block(

@@ -7,7 +7,9 @@
  *     UK_ZERO(), UK_SET1(x), UK_LOADU(p), UK_STOREU(p, v), UK_BCAST(p)
  *     (*p to every lane), UK_MUL(x, y), UK_FMA(x, y, z) (x * y + z, one
  *     rounding)
- *     UK_PACK_A, UK_PACK_B  the packers' names (below)
+ *     UK_PACK_A, UK_PACK_B  the packers' names (below); a kernel of fewer
+ *     rows for a block's cut panel leaves them (and the transposing ones)
+ *     undefined, and gets no packers
  *     UK_TRANSPOSE(v), UK_PACK_A_T, UK_PACK_B_T  optional: the transposing
  *     packers (at the end)
  * It undefines them all at its end but UK_TARGET, so the next kernel of the
@@ -72,6 +74,7 @@ UK_TARGET static void UK_NAME(int64_t kc, const void *ap_, int64_t rs_a,
     }
 }
 
+#ifdef UK_PACK_A
 /* The packing of ops/gemm_packed.c's blocks for this kernel (UK_PACK_A,
  * UK_PACK_B: their names), the same copies as its portable pack_a and
  * pack_b (the layouts are described there) with the tile's sizes known at
@@ -189,6 +192,8 @@ UK_TARGET static void UK_PACK_B(const tg__gemm_product *g, int64_t p0,
                 dst[p * NR + j] = s + j < nb ? src[j * ldb + p] : 0;
     }
 }
+
+#endif /* UK_PACK_A */
 
 #ifdef UK_TRANSPOSE
 /* The transposing packers, for a file that has a register transpose:
