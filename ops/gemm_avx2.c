@@ -66,6 +66,11 @@ transpose4(__m256d r[4])
     r[3] = _mm256_permute2f128_pd(t1, t3, 0x31);
 }
 
+/* Each type's 6-row tile, then the same tile 4, 2 and 1 rows high, for a
+ * block's last panel when m is not a multiple of 6 (ops/gemm_packed.c:
+ * read where a lies, written straight to c): each element the same sum in
+ * the same order as in the 6-row tile, so the same bits. */
+#define UK_KEEP_OPS
 #define UK_NAME         sgemm_6x16
 #define UK_PACK_A       sgemm_6x16_pack_a_copy
 #define UK_PACK_B       sgemm_6x16_pack_b_copy
@@ -85,6 +90,20 @@ transpose4(__m256d r[4])
 #define UK_FMA(x, y, z) _mm256_fmadd_ps(x, y, z)
 #include "ops/gemm_ukernel.h"
 
+#define UK_NAME sgemm_4x16
+#define UK_MR   4
+#include "ops/gemm_ukernel.h"
+
+#define UK_NAME sgemm_2x16
+#define UK_MR   2
+#include "ops/gemm_ukernel.h"
+
+#define UK_NAME sgemm_1x16
+#define UK_MR   1
+#undef UK_KEEP_OPS
+#include "ops/gemm_ukernel.h"
+
+#define UK_KEEP_OPS
 #define UK_NAME         dgemm_6x8
 #define UK_PACK_A       dgemm_6x8_pack_a_copy
 #define UK_PACK_B       dgemm_6x8_pack_b_copy
@@ -104,92 +123,17 @@ transpose4(__m256d r[4])
 #define UK_FMA(x, y, z) _mm256_fmadd_pd(x, y, z)
 #include "ops/gemm_ukernel.h"
 
-/* The same tiles 4, 2 and 1 rows high, for a block's last panel when m is
- * not a multiple of 6 (ops/gemm_packed.c: read where a lies, written
- * straight to c): each element the same sum in the same order as in the
- * 6-row tile, so the same bits. */
-#define UK_NAME         sgemm_4x16
-#define UK_T            float
-#define UK_V            __m256
-#define UK_LANES        8
-#define UK_MR           4
-#define UK_ZERO()       _mm256_setzero_ps()
-#define UK_SET1(x)      _mm256_set1_ps(x)
-#define UK_LOADU(p)     _mm256_loadu_ps(p)
-#define UK_STOREU(p, v) _mm256_storeu_ps(p, v)
-#define UK_BCAST(p)     _mm256_broadcast_ss(p)
-#define UK_MUL(x, y)    _mm256_mul_ps(x, y)
-#define UK_FMA(x, y, z) _mm256_fmadd_ps(x, y, z)
+#define UK_NAME dgemm_4x8
+#define UK_MR   4
 #include "ops/gemm_ukernel.h"
 
-#define UK_NAME         sgemm_2x16
-#define UK_T            float
-#define UK_V            __m256
-#define UK_LANES        8
-#define UK_MR           2
-#define UK_ZERO()       _mm256_setzero_ps()
-#define UK_SET1(x)      _mm256_set1_ps(x)
-#define UK_LOADU(p)     _mm256_loadu_ps(p)
-#define UK_STOREU(p, v) _mm256_storeu_ps(p, v)
-#define UK_BCAST(p)     _mm256_broadcast_ss(p)
-#define UK_MUL(x, y)    _mm256_mul_ps(x, y)
-#define UK_FMA(x, y, z) _mm256_fmadd_ps(x, y, z)
+#define UK_NAME dgemm_2x8
+#define UK_MR   2
 #include "ops/gemm_ukernel.h"
 
-#define UK_NAME         sgemm_1x16
-#define UK_T            float
-#define UK_V            __m256
-#define UK_LANES        8
-#define UK_MR           1
-#define UK_ZERO()       _mm256_setzero_ps()
-#define UK_SET1(x)      _mm256_set1_ps(x)
-#define UK_LOADU(p)     _mm256_loadu_ps(p)
-#define UK_STOREU(p, v) _mm256_storeu_ps(p, v)
-#define UK_BCAST(p)     _mm256_broadcast_ss(p)
-#define UK_MUL(x, y)    _mm256_mul_ps(x, y)
-#define UK_FMA(x, y, z) _mm256_fmadd_ps(x, y, z)
-#include "ops/gemm_ukernel.h"
-
-#define UK_NAME         dgemm_4x8
-#define UK_T            double
-#define UK_V            __m256d
-#define UK_LANES        4
-#define UK_MR           4
-#define UK_ZERO()       _mm256_setzero_pd()
-#define UK_SET1(x)      _mm256_set1_pd(x)
-#define UK_LOADU(p)     _mm256_loadu_pd(p)
-#define UK_STOREU(p, v) _mm256_storeu_pd(p, v)
-#define UK_BCAST(p)     _mm256_broadcast_sd(p)
-#define UK_MUL(x, y)    _mm256_mul_pd(x, y)
-#define UK_FMA(x, y, z) _mm256_fmadd_pd(x, y, z)
-#include "ops/gemm_ukernel.h"
-
-#define UK_NAME         dgemm_2x8
-#define UK_T            double
-#define UK_V            __m256d
-#define UK_LANES        4
-#define UK_MR           2
-#define UK_ZERO()       _mm256_setzero_pd()
-#define UK_SET1(x)      _mm256_set1_pd(x)
-#define UK_LOADU(p)     _mm256_loadu_pd(p)
-#define UK_STOREU(p, v) _mm256_storeu_pd(p, v)
-#define UK_BCAST(p)     _mm256_broadcast_sd(p)
-#define UK_MUL(x, y)    _mm256_mul_pd(x, y)
-#define UK_FMA(x, y, z) _mm256_fmadd_pd(x, y, z)
-#include "ops/gemm_ukernel.h"
-
-#define UK_NAME         dgemm_1x8
-#define UK_T            double
-#define UK_V            __m256d
-#define UK_LANES        4
-#define UK_MR           1
-#define UK_ZERO()       _mm256_setzero_pd()
-#define UK_SET1(x)      _mm256_set1_pd(x)
-#define UK_LOADU(p)     _mm256_loadu_pd(p)
-#define UK_STOREU(p, v) _mm256_storeu_pd(p, v)
-#define UK_BCAST(p)     _mm256_broadcast_sd(p)
-#define UK_MUL(x, y)    _mm256_mul_pd(x, y)
-#define UK_FMA(x, y, z) _mm256_fmadd_pd(x, y, z)
+#define UK_NAME dgemm_1x8
+#define UK_MR   1
+#undef UK_KEEP_OPS
 #include "ops/gemm_ukernel.h"
 
 #undef UK_TARGET

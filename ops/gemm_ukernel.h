@@ -13,7 +13,10 @@
  *     UK_TRANSPOSE(v), UK_PACK_A_T, UK_PACK_B_T  optional: the transposing
  *     packers (at the end)
  * It undefines them all at its end but UK_TARGET, so the next kernel of the
- * file defines its own. No include guard: included once per kernel.
+ * file defines its own; with UK_KEEP_OPS defined it leaves the type and the
+ * operations (UK_T to UK_FMA) for the next kernel of the same type, which
+ * then defines only its name and UK_MR. No include guard: included once
+ * per kernel.
  *
  * a's element (i,p) is at ap[i*rs_a + p*cs_a]: a packed panel (rs_a = 1,
  * cs_a = mr), or mr full rows of op(a) read where they are stored.
@@ -296,10 +299,11 @@ UK_TARGET static void UK_PACK_B_T(const tg__gemm_product *g, int64_t p0,
 #undef UK_PACK_A_T
 #undef UK_PACK_B_T
 #undef UK_TRANSPOSE
+#undef UK_MR
+#ifndef UK_KEEP_OPS
 #undef UK_T
 #undef UK_V
 #undef UK_LANES
-#undef UK_MR
 #undef UK_ZERO
 #undef UK_SET1
 #undef UK_LOADU
@@ -307,3 +311,4 @@ UK_TARGET static void UK_PACK_B_T(const tg__gemm_product *g, int64_t p0,
 #undef UK_BCAST
 #undef UK_MUL
 #undef UK_FMA
+#endif
