@@ -442,8 +442,13 @@ tg_tensor *tg_relu(tg_tensor *t) { return unary(RELU, 0, t); }
  *            = 2 - c      x >= 0
  * rather than 1 + erf(x / sqrt 2), its equal: for x below -1 that sum
  * cancels (erf near -1 has ulps of 6e-8 in float32 and 1e-16 in double,
- * while Phi(-5.5) is 2e-8 and Phi(-8.5) 1e-17), where c keeps every digit
- * of Phi however small; for x >= 0, c <= 1 and 2 - c loses nothing.
+ * while Phi(-5.5) is 2e-8 and Phi(-8.5) 1e-17), where c is relative to
+ * Phi itself however small; for x >= 0, c <= 1 and 2 - c loses nothing.
+ * This loop takes erfc in double of the exact |x| / sqrt 2; the float32
+ * vector path rounds that to float first, which moves erfc by up to
+ * about x^2 ulps for x < 0 (measured: 25 near -5.5, 56 near -9.5; the
+ * error of an input within half an ulp of x, while torch's float32
+ * 1 + erf has lost every digit there).
  * A recorded gelu keeps c, the value its forward computed (a tensor of
  * x's shape and dtype, from the storage pool), so that the backward
  * evaluates no erfc: one erfc per element per training step instead of

@@ -339,7 +339,7 @@ static void run_parts(void *ctx, int64_t lo, int64_t hi)
                 const double beta = p0 == 0 ? g->beta : 1;
                 const char *bk = bp;
                 if (b_in_place)
-                    bk = (const char *)g->b + (size_t)(p0 * g->ldb) * es;
+                    bk = (const char *)g->b + (size_t)(p0 * g->ldb + j0) * es;
                 else if (uk->pack_b)
                     uk->pack_b(g, p0, kb, j0, nb, bp);
                 else

@@ -317,11 +317,15 @@ static bool plan(const tg_tensor *a, const tg_tensor *b, mats *A, mats *B,
  * (tg__grad_into) and it has exactly a @ b's shape: one GEMM with beta = 1
  * instead of a product into a new tensor and tg__accumulate's pass adding
  * it (h = ln(x) feeding the q, k and v of every head takes 3 * heads
- * contributions a step). Each element gets grad + the product's sum in one
- * rounding, as the add did (within one k block: k <= 512 on AVX2). false
- * when it does not apply (nothing written, a or b NULL included); on failure (out of memory,
- * with some products maybe added) it stops the walk, which drops or
- * restores the gradient, and returns true. */
+ * contributions a step). Within one k block of the GEMM (k up to the
+ * kernel's k_one: 512 on AVX2, 192 on AVX-512; any k on the portable
+ * kernel) each element gets grad + the product's sum in one rounding, the
+ * bits the add gave; past it the gradient joins the sum at the first
+ * block, a different rounding (and OpenBLAS, when it runs the products,
+ * promises no order either way). false when it does not apply (nothing
+ * written; a or b NULL included); on failure (out of memory, with some
+ * products maybe added) it stops the walk, which drops or restores the
+ * gradient, and returns true. */
 static bool add_product_to_grad(tg_node *n, int i, const tg_tensor *a,
                                 const tg_tensor *b)
 {

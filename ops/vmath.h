@@ -1,13 +1,15 @@
 /* Private to ops/: vector math over contiguous arrays and the softmax row
  * kernels, for the op files (softmax, attention, elementwise, loss).
  *
- * The vector paths call SLEEF's 1-ulp functions (Sleef_expf8_u10avx2, ...)
+ * The vector paths call SLEEF's 1-ulp functions (Sleef_expf8_u10avx2, ...;
+ * erfc: glibc libmvec's float32 erfcf, within 2 ulp, or SLEEF's u15, 1.5)
  * from code compiled for AVX2+FMA (ops/vmath_avx2.c) or AVX-512
  * (ops/vmath_avx512.c), chosen at run time by tg__cpu_level(). Built
  * without SLEEF (configure's summary says so), or on a CPU below AVX2,
  * every function here takes its scalar libm path. float32 is computed in
  * float32 on the vector paths (SLEEF's expf, at most 1 ulp), in double
- * rounded once on the scalar path: the two agree to 1 ulp, not bit for bit.
+ * rounded once on the scalar path: the two agree to the functions' ulps,
+ * not bit for bit.
  */
 #ifndef TAPEGRAD_OPS_VMATH_H
 #define TAPEGRAD_OPS_VMATH_H
@@ -71,8 +73,9 @@ TG_HIDDEN void tg__log_softmax_backward_row(tg_dtype dt, int64_t n,
 /* Cross-entropy's rows (ops/loss.c), contiguous, vector paths only:
  *   logsumexp:  *lse = m + log(sum_k exp(x_k - m)),   m = max_k x_k
  *   ce_grad:    dx_k = (T)((exp((T)(x_k - lse)) - [k == t]) * s)
- * exp in the dtype (SLEEF, 1 ulp) as in tg__softmax_row, the sum and the
- * other arithmetic in double lanes. The max ignores NaN (it reaches lse
+ * logsumexp as tg__softmax_row: x_k - m and its exp in the dtype (SLEEF, 1
+ * ulp), the sum in double lanes; ce_grad: x_k - lse in double rounded to
+ * the dtype, exp in the dtype, the rest in double lanes rounded once. The max ignores NaN (it reaches lse
  * through the sum); a row with nothing above -inf has lse NaN, as the
  * scalar loop's exp(-inf - -inf) makes it; x_k = -inf gives dx_k = 0 (or
  * -s at the target). t in [0, n). */
@@ -93,6 +96,8 @@ TG_HIDDEN void tg__ce_grad_row(tg_dtype dt, int64_t n, const void *x,
  *   c = erfc(s)                          in T: float32 libmvec's (within
  *                                        2 ulp) or SLEEF's u15, float64
  *                                        SLEEF's u15 (within 1.5 ulp)
+ *                                        (s rounded moves c by up to
+ *                                        2 s^2 ulps: ops/elementwise.c)
  *   y = (T)((0.5 x) (x < 0 ? c : 2 - c))   in double, rounded once
  * (the sign taken from x's sign bit, so -0 and NaN follow it; the same
  * bits as tg__vmap's erfc of s, then y). When c is not NULL it receives

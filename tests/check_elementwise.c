@@ -362,7 +362,7 @@ static tg_tensor *call_gelu_expanded(tg_tensor *const *in, void *ctx)
 }
 
 /* gelu's gradient dx = dy (Phi(x) + x phi(x)), its backward reading the
- * erf(x / sqrt 2) its forward kept, by central differences (float64) with
+ * erfc(|x| / sqrt 2) its forward kept, by central differences (float64) with
  * x plain, broadcast, transposed, sliced and 0-d, over [-4, 4). */
 START_TEST(gelu_grad_layouts)
 {
@@ -385,12 +385,12 @@ START_TEST(gelu_grad_layouts)
 }
 END_TEST
 
-/* float32: gelu and its gradient on a transposed x (the scalar loop, which
- * keeps erf rounded to float32) against the same values laid out
- * contiguously (the vector path where there is one, whose erf is float32
- * within 1 ulp: near -1 that is 6e-8 absolute, which 1 + erf does not
- * shrink): y within 2e-7 (1 + |x|), dx within 1e-6 (dy ~ 1, and dx
- * crosses 0, so no relative bound). */
+/* float32: gelu and its gradient on a transposed x (the scalar loop, erfc
+ * in double, kept rounded to float32) against the same values laid out
+ * contiguously (the vector path where there is one: erfc in float32 within
+ * 2 ulp, 2.4e-7 absolute below 2, of |x| / sqrt 2 rounded to float): y
+ * within 2e-7 (1 + |x|), dx within 1e-6 (dy ~ 1, and dx crosses 0, so no
+ * relative bound). */
 START_TEST(gelu_f32_strided_matches_contiguous)
 {
     tg_scope_begin();

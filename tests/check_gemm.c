@@ -34,15 +34,15 @@ enum { N_KERNELS = sizeof kernels / sizeof kernels[0] };
  * AVX2 kernels run k up to 512 in one block, so k = 257 is one block there
  * and 513 three; 193 and 385 cross AVX-512's), the row block (144, 96),
  * and of the width (8 slivers) up to which a is read in place rather than
- * packed; n of one AVX2 sliver over k blocks (b then read in place when
- * not padded). */
+ * packed; n of one sliver (16 and 8 on AVX2, 32 and 16 on AVX-512) over
+ * k blocks (b then read in place when not padded). */
 static const int64_t shapes[][3] = {
     {1, 1, 1},     {17, 33, 5},  {5, 17, 33},   {64, 64, 64}, {65, 130, 67},
     {1, 70, 1},    {70, 1, 3},   {2, 3, 200},   {3, 4, 0},    {0, 5, 3},
     {4, 0, 3},     {0, 0, 0},    {6, 16, 8},    {5, 15, 7},   {7, 17, 9},
     {13, 9, 193},  {15, 31, 31}, {29, 33, 11},  {7, 65, 257}, {146, 5, 257},
     {100, 70, 20}, {7, 65, 513}, {146, 5, 513}, {13, 9, 385}, {13, 16, 600},
-    {9, 8, 530},
+    {13, 32, 600}, {9, 8, 530},
 };
 enum { N_SHAPES = sizeof shapes / sizeof shapes[0] };
 

@@ -92,8 +92,8 @@ START_TEST(zeros_ones_full)
     tg_release(z);
     tg_release(o);
     tg_release(f);
-    /* past the fill's 4 KiB block and not a multiple of it */
-    tg_tensor *wide = tg_full(dt, TG_SHAPE(3, 1001), -7.25);
+    /* past the fill's 4 KiB block and not a multiple of it (bool too) */
+    tg_tensor *wide = tg_full(dt, TG_SHAPE(3, 1401), -7.25);
     assert_all(wide, dt == TG_BOOL ? 1 : -7.25);
     tg_release(wide);
 }
