@@ -388,7 +388,7 @@ END_TEST
 /* float32: gelu and its gradient on a transposed x (the scalar loop, erfc
  * in double, kept rounded to float32) against the same values laid out
  * contiguously (the vector path where there is one: erfc in float32 within
- * 2 ulp, 2.4e-7 absolute below 2, of |x| / sqrt 2 rounded to float): y
+ * 2 ulp, 1.2e-7 absolute as c <= 1, of |x| / sqrt 2 rounded to float): y
  * within 2e-7 (1 + |x|), dx within 1e-6 (dy ~ 1, and dx crosses 0, so no
  * relative bound). */
 START_TEST(gelu_f32_strided_matches_contiguous)

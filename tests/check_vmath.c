@@ -393,11 +393,10 @@ END_TEST
  * erfc takes |x| / sqrt 2 rounded to float, which can move it by up to x^2
  * ulps for x < 0, 56 near -9.5; at the edges' -3 and -9.5 the rounding
  * is small and 2e-6, some 17 ulps, holds) or absolute below 1e-30, 1e-15
- * in float64;
- * gelu's gradient (which 3: Phi(x) + x phi(x), with erfc and exp from the
- * vector path, in blocks) within 1e-6 in float32 and 1e-15 in float64 of
- * max(1, |scalar's|): it crosses 0 near x = -0.75, where no relative
- * bound holds. */
+ * in float64; gelu's gradient (which 3: Phi(x) + x phi(x), with erfc and
+ * exp from the vector path, in blocks) within 1e-6 in float32 and 1e-15 in
+ * float64 of max(1, |scalar's|): it crosses 0 near x = -0.75, where no
+ * relative bound holds. */
 static void check_unary(tg_dtype dt, int l, int which)
 {
     tg_tensor *x = tg_zeros(dt, 1, (int64_t[]){N_EDGES});
