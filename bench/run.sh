@@ -4,7 +4,11 @@
 # First bench/bench_peak: one core's FMA peak (float32, float64) and the
 # memory bandwidth (STREAM copy, triad), the yardsticks. Then for each
 # configuration (size x dtype x threads), interleaved so that load on the
-# machine falls on all of them alike:
+# machine falls on all of them alike, in rounds (each run below once a
+# round, each round a share of the time budget; a configuration's figure is
+# the median of its rounds' medians: the load on a shared host comes and
+# goes in phases of a second or two that slow a small step up to 2x, and a
+# single run of each drew a phase of its own):
 #   1. bench/bench_head           the HEADLINE: the composed head step,
 #                                 public ops as PyTorch's peer composes them
 #                                 (x@W_q, x@W_k, x@W_v, q@k^T, scale,
@@ -30,7 +34,8 @@
 #   run.sh [--quick]      --quick (or BENCH_QUICK=1): tiny, small, medium in
 #                         float32 on 1 thread, and the matmul table at medium
 # Environment: BENCH_PYTHON (default /usr/bin/python3, Debian's python3-torch),
-# BENCH_SECONDS (timed budget per run, default 1.5), BENCH_SIZES,
+# BENCH_SECONDS (timed budget per configuration and program, default 1.5,
+# split among the rounds), BENCH_ROUNDS (default 3), BENCH_SIZES,
 # BENCH_DTYPES, BENCH_THREADS (lists overriding the defaults below).
 # OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are passed through untouched
 # (but for the Prescott table, whose runs set OPENBLAS_CORETYPE=Prescott);
@@ -49,6 +54,7 @@ peer=$here/peer_torch.py
 peer_gpt=$here/peer_torch_gpt.py
 python=${BENCH_PYTHON:-/usr/bin/python3}
 seconds=${BENCH_SECONDS:-1.5}
+rounds=${BENCH_ROUNDS:-3}
 quick=${BENCH_QUICK:-0}
 tuned='glibc.malloc.trim_threshold=68719476736:glibc.malloc.mmap_threshold=33554432:glibc.malloc.hugetlb=1'
 
@@ -86,6 +92,14 @@ else
     matmul_sizes=tiny,small,medium,large,xl
     peak_args="--seconds 0.5 --mb 128"
 fi
+
+case $rounds in
+'' | *[!0-9]* | 0)
+    echo "run.sh: BENCH_ROUNDS must be a positive whole number, not '$rounds'" >&2
+    exit 2
+    ;;
+esac
+round_seconds=$(awk -v s="$seconds" -v r="$rounds" 'BEGIN { print s / r }')
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/tg-bench.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
@@ -127,8 +141,9 @@ if [ "$have_fused" = 0 ]; then
     echo "fused: skipped, \`bench_head --path tiled --config tiny\` fails:" \
         "$(tail -n 1 "$tmp/fused_err")"
 fi
-echo "per run: warm-up >= 2 steps and 0.25 s, then ~${seconds} s of steps" \
-    "(>= 3) timed one by one; ms are medians"
+echo "per run: warm-up >= 2 steps and 0.25 s, then ~${round_seconds} s of steps" \
+    "(>= 3) timed one by one; ${rounds} rounds of runs, interleaved; ms are" \
+    "the median of the rounds' medians"
 echo
 
 # ---- the machine's peak ----------------------------------------------------
@@ -166,12 +181,16 @@ measure() {
     fi
 }
 
-# The median of KEY's IMPL run, for the progress line.
+# The medians of KEY's IMPL runs, round by round (a/b/c), for the progress
+# line.
 median_of() {
     awk -v key="$1" -v impl="$2" '
         index($0, " key=" key " tag=" impl) {
             for (i = 1; i <= NF; i++)
-                if ($i ~ /^median_ms=/) { sub(/^median_ms=/, "", $i); m = $i }
+                if ($i ~ /^median_ms=/) {
+                    sub(/^median_ms=/, "", $i)
+                    m = m == "" ? $i : m "/" $i
+                }
         }
         END { print (m == "" ? "-" : m) }' "$results"
 }
@@ -188,16 +207,21 @@ for s in $sizes; do
         for t in $threads_list; do
             i=$((i + 1))
             key="$s/$d/${t}t"
-            set -- --config "$s" --dtype "$d" --threads "$t" --seconds "$seconds"
-            measure "$key" ours "$t" "$head" "$@"
-            for path in $fused_paths; do
-                measure "$key" "$path" "$t" "$head" --path "$path" "$@"
+            set -- --config "$s" --dtype "$d" --threads "$t" \
+                --seconds "$round_seconds"
+            r=0
+            while [ "$r" -lt "$rounds" ]; do
+                r=$((r + 1))
+                measure "$key" ours "$t" "$head" "$@"
+                for path in $fused_paths; do
+                    measure "$key" "$path" "$t" "$head" --path "$path" "$@"
+                done
+                if [ "$have_torch" = 1 ]; then
+                    measure "$key" torch "$t" "$python" "$peer" "$@"
+                    measure "$key" tuned "$t" env "GLIBC_TUNABLES=${GLIBC_TUNABLES:+$GLIBC_TUNABLES:}$tuned" \
+                        "$python" "$peer" --impl torch-tuned "$@"
+                fi
             done
-            if [ "$have_torch" = 1 ]; then
-                measure "$key" torch "$t" "$python" "$peer" "$@"
-                measure "$key" tuned "$t" env "GLIBC_TUNABLES=${GLIBC_TUNABLES:+$GLIBC_TUNABLES:}$tuned" \
-                    "$python" "$peer" --impl torch-tuned "$@"
-            fi
             fused_ms=
             if [ "$have_fused" = 1 ]; then
                 fused_ms=" (tiled $(median_of "$key" tiled))"
@@ -218,10 +242,14 @@ out=$prescott
 if [ "$have_torch" = 1 ]; then
     for s in $sizes; do
         key="$s/f32/1t"
-        set -- --config "$s" --dtype f32 --threads 1 --seconds "$seconds"
-        measure "$key" ours 1 env OPENBLAS_CORETYPE=Prescott "$head" "$@"
-        measure "$key" torch 1 env OPENBLAS_CORETYPE=Prescott \
-            "$python" "$peer" "$@"
+        set -- --config "$s" --dtype f32 --threads 1 --seconds "$round_seconds"
+        r=0
+        while [ "$r" -lt "$rounds" ]; do
+            r=$((r + 1))
+            measure "$key" ours 1 env OPENBLAS_CORETYPE=Prescott "$head" "$@"
+            measure "$key" torch 1 env OPENBLAS_CORETYPE=Prescott \
+                "$python" "$peer" "$@"
+        done
         echo "[Prescott] $key done" >&2
     done
 fi
@@ -232,11 +260,15 @@ out=$gpt_results
 : >"$gpt_results"
 for t in $threads_list; do
     key="gpt/${t}t"
-    measure "$key" ours "$t" "$gpt" --threads "$t" --seconds "$seconds"
-    if [ "$have_torch" = 1 ]; then
-        measure "$key" torch "$t" "$python" "$peer_gpt" --threads "$t" \
-            --seconds "$seconds"
-    fi
+    r=0
+    while [ "$r" -lt "$rounds" ]; do
+        r=$((r + 1))
+        measure "$key" ours "$t" "$gpt" --threads "$t" --seconds "$round_seconds"
+        if [ "$have_torch" = 1 ]; then
+            measure "$key" torch "$t" "$python" "$peer_gpt" --threads "$t" \
+                --seconds "$round_seconds"
+        fi
+    done
     echo "[tiny_gpt] $key done" >&2
 done
 
@@ -291,6 +323,56 @@ function speedup(theirs, ours) {
     return theirs == "" || ours == "" || ours + 0 <= 0 ? "-" : \
         sprintf("%.2fx", theirs / ours)
 }'
+
+# The rounds to one line per configuration and program: the round whose
+# median is the median of the rounds' medians (the lower middle for an even
+# count), with the min and max over every round, the largest peak RSS, and
+# rounds=N round_medians=a/b/c; a failed round fails the configuration. In
+# place, before the tables read the file.
+consolidate() {
+    awk "$awk_field"'
+    {
+        g = field("key") SUBSEP field("tag")
+        if (!(g in count)) order[++n] = g
+        c = ++count[g]; line[g, c] = $0
+        if (field("failed") != "") { failed[g] = $0; next }
+        med[g, c] = field("median_ms") + 0
+        v = field("min_ms"); if (v != "" && (!((g) in lo) || v + 0 < lo[g] + 0)) lo[g] = v
+        v = field("max_ms"); if (v != "" && (!((g) in hi) || v + 0 > hi[g] + 0)) hi[g] = v
+        v = field("peak_rss_kb"); if (v != "" && v + 0 > rss[g] + 0) rss[g] = v
+    }
+    END {
+        for (r = 1; r <= n; r++) {
+            g = order[r]
+            if (g in failed) { print failed[g]; continue }
+            c = count[g]
+            for (i = 1; i <= c; i++) idx[i] = i
+            for (i = 2; i <= c; i++)   # insertion sort of the rounds by median
+                for (j = i; j > 1 && med[g, idx[j]] < med[g, idx[j - 1]]; j--) {
+                    t = idx[j]; idx[j] = idx[j - 1]; idx[j - 1] = t
+                }
+            m = split(line[g, idx[int((c + 1) / 2)]], f, " ")
+            out = ""; meds = ""
+            for (i = 1; i <= c; i++) meds = meds (i > 1 ? "/" : "") field_of(line[g, i], "median_ms")
+            for (i = 1; i <= m; i++) {
+                if (index(f[i], "min_ms=") == 1 && (g in lo)) f[i] = "min_ms=" lo[g]
+                else if (index(f[i], "max_ms=") == 1 && (g in hi)) f[i] = "max_ms=" hi[g]
+                else if (index(f[i], "peak_rss_kb=") == 1 && (g in rss)) f[i] = "peak_rss_kb=" rss[g]
+                out = out (i > 1 ? " " : "") f[i]
+            }
+            print out " rounds=" c " round_medians=" meds
+        }
+    }
+    function field_of(s, name,   k, a, i) {
+        k = split(s, a, " ")
+        for (i = 1; i <= k; i++)
+            if (index(a[i], name "=") == 1) return substr(a[i], length(name) + 2)
+        return ""
+    }' "$1" >"$1.rounds" && mv "$1.rounds" "$1"
+}
+consolidate "$results"
+consolidate "$prescott"
+consolidate "$gpt_results"
 
 echo "attention head, one training step (forward, MSE, backward, AdamW, zero grads)"
 echo "HEADLINE: the composed head step (public ops, as PyTorch composes them);" \
