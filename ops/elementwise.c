@@ -446,9 +446,10 @@ tg_tensor *tg_relu(tg_tensor *t) { return unary(RELU, 0, t); }
  * Phi itself however small; for x >= 0, c <= 1 and 2 - c loses nothing.
  * This loop takes erfc in double of the exact |x| / sqrt 2; the float32
  * vector path rounds that to float first, which moves erfc by up to
- * about x^2 ulps for x < 0 (measured: 25 near -5.5, 56 near -9.5; the
- * error of an input within half an ulp of x, while torch's float32
- * 1 + erf has lost every digit there).
+ * about x^2 ulps for x < 0 (151 near -13.1), and corrects for it to
+ * first order (ops/vmath_isa.h, gelu_fix_d): within 3 ulps of this loop
+ * for |x| <= 12.8 (measured over every float; torch's float32 1 + erf
+ * has lost every digit of Phi below -5.5).
  * A recorded gelu keeps c, the value its forward computed (a tensor of
  * x's shape and dtype, from the storage pool), so that the backward
  * evaluates no erfc: one erfc per element per training step instead of

@@ -96,8 +96,10 @@ TG_HIDDEN void tg__ce_grad_row(tg_dtype dt, int64_t n, const void *x,
  *   c = erfc(s)                          in T: float32 libmvec's (within
  *                                        2 ulp) or SLEEF's u15, float64
  *                                        SLEEF's u15 (within 1.5 ulp)
- *                                        (s rounded moves c by up to
- *                                        2 s^2 ulps: ops/elementwise.c)
+ *   c = c (1 + 2 s' ((T)s' - s')),       float32 only, in double:
+ *       s' = min(|x| / sqrt 2, 16)       s rounded moves c by up to 2 s^2
+ *                                        ulps, this puts it back to first
+ *                                        order (ops/vmath_isa.h)
  *   y = (T)((0.5 x) (x < 0 ? c : 2 - c))   in double, rounded once
  * (the sign taken from x's sign bit, so -0 and NaN follow it; the same
  * bits as tg__vmap's erfc of s, then y). When c is not NULL it receives

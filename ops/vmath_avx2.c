@@ -61,11 +61,13 @@ static inline double hsum_d4(__m256d v)
 #define MULD     _mm256_mul_pd
 #define DIVD     _mm256_div_pd
 #define MAXD     _mm256_max_pd
+#define MIND     _mm256_min_pd
 #define HMAXD    hmax_d4
 #define HSUMD    hsum_d4
 #define ABSD(v)  _mm256_andnot_pd(_mm256_set1_pd(-0.0), (v))
 #define LO_D(v)  _mm256_cvtps_pd(_mm256_castps256_ps128(v))
 #define HI_D(v)  _mm256_cvtps_pd(_mm256_extractf128_ps((v), 1))
+#define TOF_D(v) _mm256_cvtps_pd(_mm256_cvtpd_ps(v))
 #define PACKF(lo, hi)                                                          \
     _mm256_insertf128_ps(_mm256_castps128_ps256(_mm256_cvtpd_ps(lo)),          \
                          _mm256_cvtpd_ps(hi), 1)

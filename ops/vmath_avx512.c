@@ -39,11 +39,13 @@
 #define MULD     _mm512_mul_pd
 #define DIVD     _mm512_div_pd
 #define MAXD     _mm512_max_pd
+#define MIND     _mm512_min_pd
 #define HMAXD    _mm512_reduce_max_pd
 #define HSUMD    _mm512_reduce_add_pd
 #define ABSD     _mm512_abs_pd
 #define LO_D(v)  _mm512_cvtps_pd(_mm512_castps512_ps256(v))
 #define HI_D(v)  _mm512_cvtps_pd(_mm512_extractf32x8_ps((v), 1))
+#define TOF_D(v) _mm512_cvtps_pd(_mm512_cvtpd_ps(v))
 #define PACKF(lo, hi)                                                          \
     _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(lo)),            \
                        _mm512_cvtpd_ps(hi), 1)

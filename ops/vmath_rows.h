@@ -241,11 +241,12 @@ void R(tg__log_softmax_bwd_row)(int64_t n, const RT *y, const RT *dy, RT *dx)
 
 /* ---- gelu --------------------------------------------------------------- */
 
-/* y = x Phi(x) for one vector, and *c = erfc(|x| / sqrt 2) (ops/vmath.h). */
+/* y = x Phi(x) for one vector, and *c = erfc(|x| / sqrt 2) (ops/vmath.h;
+ * float32's corrected for its rounded argument, ops/vmath_isa.h). */
 static inline RV R(gelu_vec)(RV x, RV *c)
 {
     *c = RERFC(RD1(gelu_arg_d, x));
-    return RD2(gelu_out_d, x, *c);
+    return RGELU_OUT(x, c);
 }
 
 void R(tg__gelu)(int64_t n, const RT *x, RT *y, RT *c)
@@ -262,8 +263,12 @@ void R(tg__gelu)(int64_t n, const RT *x, RT *y, RT *c)
             RST(cb + j, RD1(gelu_arg_d, RLD(x + i + j)));
         for (int64_t j = 0; j < nb; j += RN)
             RST(cb + j, RERFC(RLD(cb + j)));
-        for (int64_t j = 0; j < nb; j += RN) /* y may be x: read, then write */
-            RST(y + i + j, RD2(gelu_out_d, RLD(x + i + j), RLD(cb + j)));
+        for (int64_t j = 0; j < nb; j += RN) { /* y may be x: read, write */
+            RV cv = RLD(cb + j);
+            const RV yv = RGELU_OUT(RLD(x + i + j), &cv);
+            RST(cb + j, cv);
+            RST(y + i + j, yv);
+        }
         if (nb < GELU_BLOCK) {
             i += nb;
             break;
@@ -345,3 +350,4 @@ void R(tg__gelu_grad)(int64_t n, const RT *x, const RT *c, const RT *dy, RT *dx)
 #undef RMUL_D
 #undef RD2
 #undef RD4
+#undef RGELU_OUT
