@@ -167,11 +167,14 @@ UK_TARGET static void UK_PACK_B(const tg__gemm_product *g, int64_t p0,
                 const UK_T *src = b + (p0 + p) * ldb + j0;
                 for (int64_t s = s0; s < s_end; s += NR) {
                     UK_T *d = dst + s * kb + p * NR;
+                    if (s + NR <= nb) { /* a fixed size: vector moves */
+                        memcpy(d, src + s, sizeof(UK_T) * NR);
+                        continue;
+                    }
                     /* a cut sliver: its columns, then zeros */
-                    const int64_t w = s + NR <= nb ? NR : nb - s;
-                    memcpy(d, src + s, sizeof(UK_T) * (size_t)w);
-                    if (w < NR)
-                        memset(d + w, 0, sizeof(UK_T) * (size_t)(NR - w));
+                    const size_t w = (size_t)(nb - s);
+                    memcpy(d, src + s, sizeof(UK_T) * w);
+                    memset(d + w, 0, sizeof(UK_T) * (NR - w));
                 }
             }
         }
