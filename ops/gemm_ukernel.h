@@ -153,7 +153,7 @@ UK_TARGET static void UK_PACK_A(const tg__gemm_product *g, int64_t i0,
 UK_TARGET static void UK_PACK_B(const tg__gemm_product *g, int64_t p0,
                                 int64_t kb, int64_t j0, int64_t nb, void *bp)
 {
-    enum { NR = 2 * UK_LANES, SLIVERS = 4 };
+    enum { NR = 2 * UK_LANES, SLIVERS = 4, PD = 8 };
     const UK_T *b = g->b;
     UK_T *dst = bp;
     const int64_t ldb = g->ldb;
@@ -165,6 +165,13 @@ UK_TARGET static void UK_PACK_B(const tg__gemm_product *g, int64_t p0,
                 s0 + SLIVERS * NR < nb ? s0 + SLIVERS * NR : nb;
             for (int64_t p = 0; p < kb; p++) {
                 const UK_T *src = b + (p0 + p) * ldb + j0;
+                /* the row PD ahead meanwhile: rows ldb apart are no
+                 * stream the hardware follows far enough (B at 1024^3 came
+                 * from memory at some 3 GB/s, 4.6% of the product) */
+                if (p + PD < kb)
+                    for (int64_t s = s0; s < s_end; s += 64 / (int)sizeof(UK_T))
+                        _mm_prefetch((const char *)(src + PD * ldb + s),
+                                     _MM_HINT_T0);
                 for (int64_t s = s0; s < s_end; s += NR) {
                     UK_T *d = dst + s * kb + p * NR;
                     if (s + NR <= nb) { /* a fixed size: vector moves */
@@ -227,8 +234,17 @@ UK_TARGET static void UK_PACK_A_T(const tg__gemm_product *g, int64_t i0,
     const int64_t lda = g->lda, full = mb - mb % UK_MR;
     for (int64_t r = 0; r < full; r += UK_MR, dst += UK_MR * kb) {
         const UK_T *src = a + (i0 + r) * lda + p0;
+        /* the next panel's rows meanwhile, a line of each per line of
+         * these: each row is a run of only kb elements, too short for the
+         * hardware's streams to ramp up (a at 1024^3 came from memory at
+         * some 3 GB/s, 4% of the product) */
+        const bool ahead = r + 2 * UK_MR <= mb;
         int64_t p = 0;
         for (; p + UK_LANES <= kb; p += UK_LANES) {
+            if (ahead && p % (64 / (int)sizeof(UK_T)) == 0)
+                for (int i = 0; i < UK_MR; i++)
+                    _mm_prefetch((const char *)(src + (UK_MR + i) * lda + p),
+                                 _MM_HINT_T0);
 #pragma GCC unroll 4
             for (int c = 0; c < CHUNKS; c++) {
                 const int rows = UK_MR - c * UK_LANES < UK_LANES
