@@ -738,7 +738,8 @@ int tg_read_npz(const char *path, tg_params *out);
 int tg_save_safetensors(const tg_params *ps, const char *path);
 /** Loads values by name into the parameters, in place, as tg_load_npz: each
  * tensor must have the parameter's shape; a float parameter takes F32, F64,
- * BF16 or F16 (converted), an int64 one I64. Tensors of the file that no
+ * BF16 or F16 (converted), an int64 one I64, I32, U32, I16, U16, I8 or U8
+ * (widened), a bool one BOOL. Tensors of the file that no
  * parameter names are ignored, and so is "__metadata__". The whole file is
  * checked first: a header that is not JSON or lies (its length past the
  * file, offsets out of range, overlapping, leaving gaps or not aligned to
@@ -749,7 +750,9 @@ int tg_save_safetensors(const tg_params *ps, const char *path);
 int tg_load_safetensors(const tg_params *ps, const char *path);
 /** Reads every tensor of the .safetensors file at path as a NEW tensor
  * appended to out, named as in the file, in the header's order: F32, BF16
- * and F16 as float32, F64 as float64, I64 as int64. The tensors belong to
+ * and F16 as float32, F64 as float64, I64, I32, U32, I16, U16, I8 and U8 as
+ * int64 (every value exactly), BOOL as bool (a byte other than 0 or 1 is
+ * an error); U64 and the 8-bit floats are refused. The tensors belong to
  * out: release them with tg_params_release. All or nothing, with
  * tg_load_safetensors' checks, plus a name longer than
  * TG_PARAM_NAME_MAX - 1 or already in out: on -1, out is as it was. 0 or

@@ -37,8 +37,24 @@
 #define METADATA   "__metadata__"
 #define NUMEL_MAX  (INT64_C(1) << 59) /* tapegrad's bound on a tensor */
 
-/* The dtypes of the format that we read, and how each becomes ours. */
-typedef enum { ST_F32, ST_F64, ST_I64, ST_BF16, ST_F16 } st_dtype;
+/* The dtypes of the format that we read, and how each becomes ours: the
+ * halves widened to float32 and the narrower integers to int64, exactly, as
+ * numpy's astype would (tapegrad has no other types; older GPT-2 exports
+ * keep their causal-mask buffers as U8 or BOOL). */
+typedef enum {
+    ST_F32,
+    ST_F64,
+    ST_I64,
+    ST_BF16,
+    ST_F16,
+    ST_BOOL,
+    ST_U8,
+    ST_I8,
+    ST_U16,
+    ST_I16,
+    ST_U32,
+    ST_I32
+} st_dtype;
 static const struct {
     const char *name;
     size_t size;   /* bytes per element in the file */
@@ -46,13 +62,15 @@ static const struct {
 } DTYPES[] = {
     [ST_F32] = {"F32", 4, TG_FLOAT32}, [ST_F64] = {"F64", 8, TG_FLOAT64},
     [ST_I64] = {"I64", 8, TG_INT64},   [ST_BF16] = {"BF16", 2, TG_FLOAT32},
-    [ST_F16] = {"F16", 2, TG_FLOAT32},
+    [ST_F16] = {"F16", 2, TG_FLOAT32}, [ST_BOOL] = {"BOOL", 1, TG_BOOL},
+    [ST_U8] = {"U8", 1, TG_INT64},     [ST_I8] = {"I8", 1, TG_INT64},
+    [ST_U16] = {"U16", 2, TG_INT64},   [ST_I16] = {"I16", 2, TG_INT64},
+    [ST_U32] = {"U32", 4, TG_INT64},   [ST_I32] = {"I32", 4, TG_INT64},
 };
 #define N_DTYPES ((int)(sizeof DTYPES / sizeof DTYPES[0]))
-/* The format's other dtypes, named as such in the error. */
-static const char *const OTHER_DTYPES[] = {
-    "BOOL", "U8", "I8", "I16", "U16", "I32", "U32", "U64", "F8_E4M3", "F8_E5M2",
-};
+/* The format's other dtypes, named as such in the error (U64: its values
+ * past 2^63 have no int64). */
+static const char *const OTHER_DTYPES[] = {"U64", "F8_E4M3", "F8_E5M2"};
 
 /* One tensor of the header, checked. */
 typedef struct st_entry {
@@ -160,7 +178,8 @@ static bool parse_dtype(const st_file *r, const char *name, const json_t *v,
         if (strcmp(s, OTHER_DTYPES[i]) == 0)
             return fail(r,
                         "tensor '%s' has dtype %s, which tapegrad does not "
-                        "read (F32, F64, I64, BF16, F16)",
+                        "read (F32, F64, I64, BF16, F16, BOOL, U8, I8, U16, "
+                        "I16, U32, I32)",
                         name, s);
     return fail(r, "tensor '%s' has an unknown dtype '%.40s'", name, s);
 }
@@ -367,14 +386,55 @@ static float f16_to_float(uint16_t h)
     return f;
 }
 
-/* Entry e as a new tensor: F32, F64 and I64 as they are, BF16 and F16
- * widened to float32. */
+/* The element at src, of file dtype dt (a half or an integer narrower than
+ * 8 bytes, little-endian), widened into dst: a float, or an int64. */
+static void widen(st_dtype dt, const unsigned char *src, unsigned char *dst)
+{
+    if (dt == ST_BF16 || dt == ST_F16) {
+        uint16_t h;
+        memcpy(&h, src, 2);
+        float f = dt == ST_BF16 ? bf16_to_float(h) : f16_to_float(h);
+        memcpy(dst, &f, 4);
+        return;
+    }
+    int64_t v = 0;
+    switch (dt) {
+    case ST_U8: v = src[0]; break;
+    case ST_I8: v = (int8_t)src[0]; break;
+    case ST_U16: {
+        uint16_t u;
+        memcpy(&u, src, 2);
+        v = u;
+    } break;
+    case ST_I16: {
+        int16_t s;
+        memcpy(&s, src, 2);
+        v = s;
+    } break;
+    case ST_U32: {
+        uint32_t u;
+        memcpy(&u, src, 4);
+        v = u;
+    } break;
+    case ST_I32: {
+        int32_t s;
+        memcpy(&s, src, 4);
+        v = s;
+    } break;
+    default: break; /* not called for the others */
+    }
+    memcpy(dst, &v, 8);
+}
+
+/* Entry e as a new tensor: F32, F64, I64 and BOOL as they are, BF16 and F16
+ * widened to float32, the narrower integers to int64. A BOOL byte other
+ * than 0 or 1 is an error (torch writes 0 and 1; any other is no bool). */
 static tg_tensor *read_tensor(const st_file *r, const st_entry *e)
 {
     size_t nbytes = (size_t)(e->end - e->begin);
     size_t es = DTYPES[e->dtype].size, numel = nbytes / es;
-    bool half = e->dtype == ST_BF16 || e->dtype == ST_F16;
-    size_t out_bytes = half ? numel * sizeof(float) : nbytes;
+    size_t out_es = tg_dtype_size(DTYPES[e->dtype].into);
+    size_t out_bytes = numel * out_es; /* no overflow: numel < 2^59 */
     unsigned char *buf = tg__malloc(out_bytes ? out_bytes : 1);
     if (!buf) {
         fail(r, "out of memory for tensor '%s' (%zu bytes)", e->name,
@@ -382,16 +442,21 @@ static tg_tensor *read_tensor(const st_file *r, const st_entry *e)
         return NULL;
     }
     tg_tensor *t = NULL;
-    /* Halves are read into the buffer's upper half, then widened from the
-     * front: element i's float lands at or before its half is read. */
-    unsigned char *at = half ? buf + out_bytes - nbytes : buf;
-    if (read_at(r, r->data_at + e->begin, nbytes, at)) {
-        for (size_t i = 0; half && i < numel; i++) {
-            uint16_t h;
-            memcpy(&h, at + 2 * i, 2);
-            float f = e->dtype == ST_BF16 ? bf16_to_float(h) : f16_to_float(h);
-            memcpy(buf + 4 * i, &f, 4);
-        }
+    /* Narrower elements are read into the buffer's upper end, then widened
+     * from the front: element i's wide value ends at or before element
+     * i + 1 starts ((i + 1) out_es <= numel (out_es - es) + (i + 1) es),
+     * and is written after element i is read. */
+    unsigned char *at = buf + out_bytes - nbytes;
+    bool ok = read_at(r, r->data_at + e->begin, nbytes, at);
+    for (size_t i = 0; ok && es < out_es && i < numel; i++)
+        widen(e->dtype, at + es * i, buf + out_es * i);
+    for (size_t i = 0; ok && e->dtype == ST_BOOL && i < numel; i++)
+        if (buf[i] > 1)
+            ok = fail(r,
+                      "tensor '%s': BOOL element %zu is the byte %u, not 0 "
+                      "or 1",
+                      e->name, i, (unsigned)buf[i]);
+    if (ok) {
         t = tg_from_data(DTYPES[e->dtype].into, e->ndim, e->shape, buf);
         if (!t)
             tg__error_wrap(r->op);

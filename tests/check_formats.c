@@ -1,6 +1,7 @@
 /* Checkpoint formats: .safetensors (jansson) and .npz through libzip.
  * Values against files numpy and torch wrote (tests/fixtures/gen_formats.py:
- * formats_model.safetensors with F32, F64, I64, BF16 and F16 tensors laid
+ * formats_model.safetensors with F32, F64, I64, BF16, F16, BOOL and the
+ * narrower integer tensors laid
  * out as the safetensors library lays them out, and a
  * numpy.savez_compressed archive), each compared with the same arrays
  * saved as plain .npy; round trips bit for bit; and every kind of lying
@@ -52,11 +53,21 @@ static void assert_same_bits(const tg_tensor *a, const tg_tensor *b,
 /* ---- .safetensors: values from the fixture ---------------------------- */
 
 static const char *const MODEL_NAMES[] = {
-    "tokens",         "transformer.h.0.attn.c_attn.bias",
-    "scale",          "transformer.wte.weight",
-    "lm_head.weight", "ln_f.weight",
+    "tokens",
+    "transformer.h.0.attn.c_attn.bias",
+    "int32",
+    "scale",
+    "transformer.wte.weight",
+    "uint32",
+    "int16",
+    "lm_head.weight",
+    "ln_f.weight",
+    "uint16",
+    "h.0.attn.bias",
+    "int8",
+    "uint8",
 };
-enum { N_MODEL = 6 };
+enum { N_MODEL = sizeof MODEL_NAMES / sizeof *MODEL_NAMES };
 
 /* The fixture's values of tensor name (formats_model_<name>.npy), as dt,
  * or as saved for a negative dt. */
@@ -76,7 +87,9 @@ static tg_tensor *model_value(const char *name)
 }
 
 /* Every tensor, in the header's order, each the value torch and numpy
- * hold: BF16 and F16 widened to float32 exactly, int64 beyond 2^53 whole. */
+ * hold: BF16 and F16 widened to float32 exactly, int64 beyond 2^53 whole,
+ * the narrower integers' extremes widened to int64 (numpy's astype), BOOL
+ * as bool. */
 START_TEST(read_safetensors_values)
 {
     tg_params ps;
@@ -329,8 +342,8 @@ static const struct bad_header {
      "hold 8 bytes but shape (3,) of F32 needs 12"},
     {"unknown dtype", "{" T("a", "Q7", "[1]", 0, 4) "}", 0, 4,
      "tensor 'a' has an unknown dtype 'Q7'"},
-    {"unsupported dtype", "{" T("a", "I32", "[1]", 0, 4) "}", 0, 4,
-     "tensor 'a' has dtype I32, which tapegrad does not read"},
+    {"unsupported dtype", "{" T("a", "U64", "[1]", 0, 8) "}", 0, 8,
+     "tensor 'a' has dtype U64, which tapegrad does not read"},
     {"duplicate name",
      "{" T("a", "F32", "[1]", 0, 4) "," T("a", "F32", "[1]", 0, 4) "}", 0, 4,
      "duplicate object key"},
@@ -405,6 +418,54 @@ START_TEST(safetensors_edge_cases_load)
                   tg_last_error());
     ck_assert_int_eq(ps.n, 3);
     tg_params_release(&ps);
+}
+END_TEST
+
+/* Into an int64 parameter from U8 and I32 (widened), into a bool one from
+ * BOOL; a BOOL byte other than 0 or 1 is refused by both readers, naming
+ * the tensor and the element, and nothing is loaded. */
+START_TEST(safetensors_narrow_ints_and_bool)
+{
+    tg_tensor *u8 = tg_zeros(TG_INT64, TG_SHAPE(2, 3));
+    tg_tensor *i32 = tg_zeros(TG_INT64, TG_SHAPE(2, 3));
+    tg_tensor *mask = tg_zeros(TG_BOOL, TG_SHAPE(1, 1, 3, 3));
+    tg_params ps;
+    tg_params_init(&ps);
+    tg_params_add(&ps, NULL, "uint8", u8);
+    tg_params_add(&ps, NULL, "int32", i32);
+    tg_params_add(&ps, "h.0.attn", "bias", mask);
+    ck_assert_msg(tg_load_safetensors(
+                      &ps, fixture_path("formats_model.safetensors")) == 0,
+                  "%s", tg_last_error());
+    for (int i = 0; i < ps.n; i++) {
+        tg_tensor *want = model_value(ps.items[i].name);
+        assert_same_bits(ps.items[i].t, want, ps.items[i].name);
+        tg_release(want);
+    }
+    tg_params_free(&ps);
+    /* data bytes are 0x3f: element 0 of a BOOL is no bool */
+    const char *path = write_st(
+        "bool.safetensors",
+        "{" T("uint8", "U8", "[2,3]", 0, 6) "," T("m", "BOOL", "[2]", 6, 8) "}",
+        0, 8);
+    tg_tensor *m = tg_zeros(TG_BOOL, TG_SHAPE(2));
+    tg_params_init(&ps);
+    tg_params_add(&ps, NULL, "uint8", u8);
+    tg_params_add(&ps, NULL, "m", m);
+    ck_assert_int_eq(tg_load_safetensors(&ps, path), -1);
+    const char *why = "tensor 'm': BOOL element 0 is the byte 63, not 0 or 1";
+    ck_assert_msg(strstr(tg_last_error(), why), "%s", tg_last_error());
+    ck_assert_int_eq(tg_get(u8, (int64_t[]){0, 1}), 255); /* as it was */
+    tg_params back;
+    tg_params_init(&back);
+    ck_assert_int_eq(tg_read_safetensors(path, &back), -1);
+    ck_assert_msg(strstr(tg_last_error(), why), "%s", tg_last_error());
+    ck_assert_int_eq(back.n, 0);
+    tg_params_free(&ps);
+    tg_release(m);
+    tg_release(u8);
+    tg_release(i32);
+    tg_release(mask);
 }
 END_TEST
 
@@ -683,6 +744,7 @@ Suite *formats_suite(void)
     tcase_add_test(st, safetensors_save_refused_keeps_file);
     tcase_add_loop_test(st, safetensors_bad_header, 0, N_BAD);
     tcase_add_test(st, safetensors_edge_cases_load);
+    tcase_add_test(st, safetensors_narrow_ints_and_bool);
     tcase_add_test(st, safetensors_truncated_or_corrupt);
     suite_add_tcase(s, st);
     TCase *npz = tcase_create("npz");
