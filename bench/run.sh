@@ -94,12 +94,19 @@ else
 fi
 
 case $rounds in
-'' | *[!0-9]* | 0)
-    echo "run.sh: BENCH_ROUNDS must be a positive whole number, not '$rounds'" >&2
-    exit 2
-    ;;
+'' | *[!0-9]*) rounds=0 ;;
 esac
-round_seconds=$(awk -v s="$seconds" -v r="$rounds" 'BEGIN { print s / r }')
+if [ "$rounds" -lt 1 ]; then
+    echo "run.sh: BENCH_ROUNDS must be a whole number >= 1, not '${BENCH_ROUNDS-}'" >&2
+    exit 2
+fi
+# each round's share of BENCH_SECONDS (a positive decimal number)
+if ! round_seconds=$(awk -v s="$seconds" -v r="$rounds" 'BEGIN {
+    if (s !~ /^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$/ || s + 0 <= 0) exit 1
+    print s / r }'); then
+    echo "run.sh: BENCH_SECONDS must be a positive number, not '$seconds'" >&2
+    exit 2
+fi
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/tg-bench.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
@@ -326,7 +333,8 @@ function speedup(theirs, ours) {
 
 # The rounds to one line per configuration and program: the round whose
 # median is the median of the rounds' medians (the lower middle for an even
-# count), with the min and max over every round, the largest peak RSS, and
+# count), with the min and max over every round, the median of the rounds'
+# CPU times (by the same rule, on its own), the largest peak RSS, and
 # rounds=N round_medians=a/b/c; a failed round fails the configuration. In
 # place, before the tables read the file.
 consolidate() {
@@ -337,27 +345,34 @@ consolidate() {
         c = ++count[g]; line[g, c] = $0
         if (field("failed") != "") { failed[g] = $0; next }
         med[g, c] = field("median_ms") + 0
-        v = field("min_ms"); if (v != "" && (!((g) in lo) || v + 0 < lo[g] + 0)) lo[g] = v
-        v = field("max_ms"); if (v != "" && (!((g) in hi) || v + 0 > hi[g] + 0)) hi[g] = v
-        v = field("peak_rss_kb"); if (v != "" && v + 0 > rss[g] + 0) rss[g] = v
+        cpu[g, c] = field("cpu_ms")
+        v = field("min_ms"); if (v != "" && (!(g in lo) || v + 0 < lo[g] + 0)) lo[g] = v
+        v = field("max_ms"); if (v != "" && (!(g in hi) || v + 0 > hi[g] + 0)) hi[g] = v
+        v = field("peak_rss_kb"); if (v != "" && (!(g in rss) || v + 0 > rss[g] + 0)) rss[g] = v
+    }
+    # the lower middle of the c values v[g, 1..c], sorted in idx[]
+    function middle(v, g, c,   i, j, t) {
+        for (i = 1; i <= c; i++) idx[i] = i
+        for (i = 2; i <= c; i++)
+            for (j = i; j > 1 && v[g, idx[j]] + 0 < v[g, idx[j - 1]] + 0; j--) {
+                t = idx[j]; idx[j] = idx[j - 1]; idx[j - 1] = t
+            }
+        return idx[int((c + 1) / 2)]
     }
     END {
         for (r = 1; r <= n; r++) {
             g = order[r]
             if (g in failed) { print failed[g]; continue }
             c = count[g]
-            for (i = 1; i <= c; i++) idx[i] = i
-            for (i = 2; i <= c; i++)   # insertion sort of the rounds by median
-                for (j = i; j > 1 && med[g, idx[j]] < med[g, idx[j - 1]]; j--) {
-                    t = idx[j]; idx[j] = idx[j - 1]; idx[j - 1] = t
-                }
-            m = split(line[g, idx[int((c + 1) / 2)]], f, " ")
+            mid_cpu = cpu[g, middle(cpu, g, c)]
+            m = split(line[g, middle(med, g, c)], f, " ")
             out = ""; meds = ""
             for (i = 1; i <= c; i++) meds = meds (i > 1 ? "/" : "") field_of(line[g, i], "median_ms")
             for (i = 1; i <= m; i++) {
                 if (index(f[i], "min_ms=") == 1 && (g in lo)) f[i] = "min_ms=" lo[g]
                 else if (index(f[i], "max_ms=") == 1 && (g in hi)) f[i] = "max_ms=" hi[g]
                 else if (index(f[i], "peak_rss_kb=") == 1 && (g in rss)) f[i] = "peak_rss_kb=" rss[g]
+                else if (index(f[i], "cpu_ms=") == 1 && mid_cpu != "") f[i] = "cpu_ms=" mid_cpu
                 out = out (i > 1 ? " " : "") f[i]
             }
             print out " rounds=" c " round_medians=" meds

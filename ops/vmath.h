@@ -101,10 +101,11 @@ TG_HIDDEN void tg__ce_grad_row(tg_dtype dt, int64_t n, const void *x,
  *                                        ulps, this puts it back to first
  *                                        order (ops/vmath_isa.h)
  *   y = (T)((0.5 x) (x < 0 ? c : 2 - c))   in double, rounded once
- * (the sign taken from x's sign bit, so -0 and NaN follow it; the same
- * bits as tg__vmap's erfc of s, then y). When c is not NULL it receives
- * erfc(|x| / sqrt 2), for the backward (tg__vgelu_grad), which then
- * evaluates no erfc at all. y may be x. */
+ * (the sign taken from x's sign bit, so -0 and NaN follow it; c is the
+ * same bits as tg__vmap's erfc of s in float64, that times the correction
+ * rounded once in float32; y from c before that rounding). When c is not
+ * NULL it receives that c, erfc(|x| / sqrt 2), for the backward
+ * (tg__vgelu_grad), which then evaluates no erfc at all. y may be x. */
 TG_HIDDEN void tg__vgelu(tg_dtype dt, int64_t n, const void *x, void *y,
                          void *c);
 

@@ -58,20 +58,21 @@ static inline VD gelu_dx_d(VD dy, VD c, VD x, VD q)
 }
 
 /* float32's erfc takes s = |x| / sqrt 2 rounded to float, sr = s + d
- * (|d| <= s 2^-25), and to first order in d
+ * (|d| <= s 2^-24), and to first order in d
  *   erfc(s) = erfc(sr - d) = erfc(sr) (1 + d 2g(s)),
  *   g(s) = exp(-s^2) / (sqrt(pi) erfc(s))   (erfc' = -2 exp(-s^2) / sqrt pi)
- * so the rounding moves c by a relative d 2g(s), about s 2^-24 2s: 2 s^2
- * ulps, x^2 (151 near x = -13.1, measured). 2g(s) = 2s + 1/s - ... (its
- * asymptotic series), and 2g(s) - 2s is at most 2/sqrt(pi) (at s = 0)
- * and under 1/s past 1, so c (1 + 2s d) leaves a relative error of at most
- * s 2^-25 min(1.13, 1/s) <= 2^-25, half an ulp:
- * measured over every float32 of [-12.8, 12.8], y within 3 ulps of the
- * scalar loop's (erfcf's 2, y's rounding, this), 151 uncorrected. s is
- * clamped at 16 (erfc is 0 well before), so that an infinite x gives d = 0,
- * not inf - inf; a NaN x gives 16 too (MIND), and c stays NaN. float32
- * only: float64's erfc takes s as the scalar loop computes it. In double,
- * operation for operation as tests/check_vmath.c's reference. */
+ * so the rounding moves c by a relative d 2g(s), up to about s 2^-24 2s:
+ * 2 s^2 ulps, x^2 (151 near x = -13.1, measured). 2g(s) = 2s + 1/s - ...
+ * (its asymptotic series), and s (2g(s) - 2s) < 1 for every s >= 0 (0.64
+ * at s = 1, rising towards 1), so c (1 + 2s d) leaves a relative error
+ * under s 2^-24 / s = 2^-24: under an ulp of c (0.875 at s = 8, in exact
+ * arithmetic); d^2 terms are below 1e-10. With erfcf's 2 ulps and y's
+ * rounding that bounds y within 3.5 ulps of c's worth; measured over every
+ * float32 of [-12.8, -1], within 3 of the scalar loop's (151 uncorrected).
+ * s is clamped at 16 (erfc is 0 well before), so that an infinite x gives
+ * d = 0, not inf - inf; a NaN x gives 16 too (MIND), and c stays NaN.
+ * float32 only: float64's erfc takes s as the scalar loop computes it. In
+ * double, operation for operation as tests/check_vmath.c's reference. */
 static inline VD gelu_fix_d(VD x, VD c)
 {
     const VD s = MIND(gelu_arg_d(x), SETD(16));

@@ -182,12 +182,11 @@ static int64_t sweep_f32(tg_vfn f, int l, float lo, float hi, int64_t stride)
 
 /* tg_gelu in float32 at level l over every `stride`-th float of [lo, hi]
  * against x Phi(x) from libm's erfc in double of the exact |x| / sqrt 2
- * (the scalar loop of ops/elementwise.c), rounded once; the worst ulps. */
-static int64_t sweep_gelu_f32(int l, float lo, float hi, int64_t stride)
+ * (the scalar loop of ops/elementwise.c), rounded once: within 3 ulps. */
+static void sweep_gelu_f32(int l, float lo, float hi, int64_t stride)
 {
     enum { CHUNK = 4096 };
     static float x[CHUNK], yv[CHUNK];
-    int64_t worst = 0;
     const int old = tg__cpu_cap(l);
     const int64_t a = ordered_f32(lo), b = ordered_f32(hi);
     for (int64_t start = a; start <= b; start += CHUNK * stride) {
@@ -206,13 +205,11 @@ static int64_t sweep_gelu_f32(int l, float lo, float hi, int64_t stride)
             if (u > 3)
                 ck_abort_msg("gelu(%.9g) = %.9g, want %.9g (%lld ulps)", v,
                              yv[i], want, (long long)u);
-            worst = u > worst ? u : worst;
         }
         tg_release(y);
         tg_release(t);
     }
     tg__cpu_cap(old);
-    return worst;
 }
 
 /* float32 gelu on the vector path, whose erfc takes |x| / sqrt 2 rounded
@@ -220,17 +217,18 @@ static int64_t sweep_gelu_f32(int l, float lo, float hi, int64_t stride)
  * of the exact argument's value over [-12.8, 12.8]. Uncorrected, the
  * rounding moved y by up to x^2 ulps (151 near -13.1, measured): this
  * fails with the correction off. Below -12.8, y's c = 2 Phi(x) is a
- * subnormal float32 and has fewer digits. Every 31st float (a million an
- * ISA), wider under valgrind. */
+ * subnormal float32 and has fewer digits. Every 31st float of [-12.8, -1]
+ * (a million an ISA) and every 124th of [-1, 12.8] (17 million, nearly
+ * all near 0, where nothing is corrected and y = x Phi rounds once); wider
+ * under valgrind. The sweep aborts on the first input past 3 ulps. */
 START_TEST(gelu_f32_tail_within_3_ulps)
 {
     int levels[3];
     const int nl = vector_levels(levels);
     const int64_t stride = under_valgrind() ? 40009 : 31;
     for (int li = 0; li < nl; li++) {
-        ck_assert_int_le(sweep_gelu_f32(levels[li], -12.8f, -1.0f, stride), 3);
-        ck_assert_int_le(sweep_gelu_f32(levels[li], -1.0f, 12.8f, 4 * stride),
-                         3);
+        sweep_gelu_f32(levels[li], -12.8f, -1.0f, stride);
+        sweep_gelu_f32(levels[li], -1.0f, 12.8f, 4 * stride);
     }
 }
 END_TEST
@@ -444,7 +442,7 @@ END_TEST
 
 /* tg_exp, tg_log and tg_gelu over the edges (every length up to 48 cuts a
  * tail somewhere) at level l against the scalar path: within 1 ulp for
- * exp and log; gelu within 3 ulps in float32 (tg_gelu_f32_tail_within_3_ulps
+ * exp and log; gelu within 3 ulps in float32 (gelu_f32_tail_within_3_ulps
  * sweeps it) or absolute below 1e-30, 1e-15 relative in float64; gelu's
  * gradient (which 3: Phi(x) + x phi(x), with erfc and
  * exp from the vector path, in blocks) within 1e-6 in float32 and 1e-15 in
@@ -1011,11 +1009,11 @@ START_TEST(gelu_keeps_erfc_only_when_recorded)
             const int64_t at[] = {2, 0, i};
             const double xi = tg_get(x, at);
             const double want = erfc(fabs(xi) * TG_INV_SQRT2);
-            /* c <= 1: 2 ulps of float32 below 1 are 1.2e-7, and what the
-             * correction for |x| / sqrt 2 rounded to float leaves is under
-             * 3e-8 more */
+            /* c <= 1: erfcf's 2 ulps of float32 below 1 are 1.2e-7, what
+             * the correction for |x| / sqrt 2 rounded to float leaves under
+             * 1.2e-8, and the corrected c's rounding to float 3e-8 */
             ck_assert_msg(fabs(tg_get(c, at) - want) <=
-                              (dt == TG_FLOAT32 ? 1.5e-7 : 1e-15),
+                              (dt == TG_FLOAT32 ? 1.7e-7 : 1e-15),
                           "gelu's kept erfc(|%.9g| / sqrt 2) = %.17g, libm "
                           "%.17g",
                           xi, tg_get(c, at), want);
