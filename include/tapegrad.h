@@ -551,7 +551,9 @@ tg_tensor *tg_layer_norm(tg_tensor *x, tg_tensor *gamma, tg_tensor *beta,
  * float32, within 3 ulps of the double computation rounded once, measured
  * for |x| <= 12.8; below, where 2 Phi(x) is a subnormal float, to that
  * subnormal's precision).
- * Gradient: dx = dy * (Phi(x) + x * phi(x)). When recorded for backward it
+ * Gradient: dx = dy * (Phi(x) + x * phi(x)) (float32: within 3 ulps for
+ * -12.8 <= x <= -1.5 and x >= 1, measured; it crosses 0 near x = -0.75,
+ * where the sum cancels). When recorded for backward it
  * keeps c, one tensor of t's shape, so the backward evaluates no erfc. New
  * reference; NULL for a t that is not float. */
 tg_tensor *tg_gelu(tg_tensor *t);

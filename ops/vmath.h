@@ -111,7 +111,12 @@ TG_HIDDEN void tg__vgelu(tg_dtype dt, int64_t n, const void *x, void *y,
 
 /* GELU's gradient from the forward's c = erfc(|x| / sqrt 2), contiguous:
  *   q  = (T)((-0.5 x) x)                 in double, rounded once
- *   dx = (T)(dy (0.5 (x < 0 ? c : 2 - c) + x (phi0 exp(q))))
+ *   e  = exp(q)                          in T
+ *   e  = e (1 - ((T)q' - q')),           float32 only, in double:
+ *       q' = max((-0.5 x) x, -128)       q rounded moves e by up to |q|
+ *                                        ulps, this puts it back to first
+ *                                        order (ops/vmath_isa.h)
+ *   dx = (T)(dy (0.5 (x < 0 ? c : 2 - c) + x (phi0 e)))
  *                                        in double, rounded once
  * with exp(q) SLEEF's u10 exp in T and phi0 = 1 / sqrt(2 pi): the formula
  * dx = dy (Phi(x) + x phi(x)), phi(x) = exp(-x^2/2) / sqrt(2 pi).

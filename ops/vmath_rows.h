@@ -291,7 +291,7 @@ void R(tg__gelu)(int64_t n, const RT *x, RT *y, RT *c)
 static inline RV R(gelu_grad_vec)(RV x, RV c, RV dy)
 {
     const RV q = REXP(RD1(gelu_expo_d, x));
-    return RD4(gelu_dx_d, dy, c, x, q);
+    return RD4(RGELU_DX, dy, c, x, q);
 }
 
 void R(tg__gelu_grad)(int64_t n, const RT *x, const RT *c, const RT *dy, RT *dx)
@@ -305,7 +305,7 @@ void R(tg__gelu_grad)(int64_t n, const RT *x, const RT *c, const RT *dy, RT *dx)
         for (int64_t j = 0; j < nb; j += RN)
             RST(q + j, REXP(RLD(q + j)));
         for (int64_t j = 0; j < nb; j += RN) /* dx may be dy */
-            RST(dx + i + j, RD4(gelu_dx_d, RLD(dy + i + j), RLD(c + i + j),
+            RST(dx + i + j, RD4(RGELU_DX, RLD(dy + i + j), RLD(c + i + j),
                                 RLD(x + i + j), RLD(q + j)));
         if (nb < GELU_BLOCK) {
             i += nb;
@@ -351,3 +351,4 @@ void R(tg__gelu_grad)(int64_t n, const RT *x, const RT *c, const RT *dy, RT *dx)
 #undef RD2
 #undef RD4
 #undef RGELU_OUT
+#undef RGELU_DX

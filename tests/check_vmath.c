@@ -212,6 +212,42 @@ static void sweep_gelu_f32(int l, float lo, float hi, int64_t stride)
     tg__cpu_cap(old);
 }
 
+/* d sum(gelu(x)) / dx in float32 at level l over every `stride`-th float
+ * of [lo, hi] against Phi(x) + x phi(x) in double from libm's erfc and
+ * exp, rounded once: within 3 ulps. */
+static void sweep_gelu_grad_f32(int l, float lo, float hi, int64_t stride)
+{
+    enum { CHUNK = 4096 };
+    static float x[CHUNK], g[CHUNK];
+    const int old = tg__cpu_cap(l);
+    const int64_t a = ordered_f32(lo), b = ordered_f32(hi);
+    for (int64_t start = a; start <= b; start += CHUNK * stride) {
+        int n = 0;
+        for (int64_t o = start; o <= b && n < CHUNK; o += stride) {
+            int32_t bits = o < 0 ? (int32_t)((-o) | 0x80000000u) : (int32_t)o;
+            memcpy(&x[n++], &bits, sizeof bits);
+        }
+        tg_tensor *t = tg_from_f32(1, (int64_t[]){n}, x);
+        tg_set_requires_grad(t, true);
+        tg_scope_begin();
+        ck_assert_int_eq(tg_backward(tg_sum_all(tg_gelu(t))), 0);
+        tg_scope_end();
+        ck_assert_int_eq(tg_copy_out(tg_grad(t), TG_FLOAT32, g), 0);
+        for (int i = 0; i < n; i++) {
+            const double v = x[i], c = erfc(fabs(v) * TG_INV_SQRT2);
+            const double cdf = 0.5 * (signbit(v) ? c : 2 - c);
+            const float want =
+                (float)(cdf + v * TG_INV_SQRT_2PI * exp(-0.5 * v * v));
+            const int64_t u = ulps_f32(g[i], want);
+            if (u > 3)
+                ck_abort_msg("gelu'(%.9g) = %.9g, want %.9g (%lld ulps)", v,
+                             g[i], want, (long long)u);
+        }
+        tg_release(t);
+    }
+    tg__cpu_cap(old);
+}
+
 /* float32 gelu on the vector path, whose erfc takes |x| / sqrt 2 rounded
  * to float and corrects for it (ops/vmath_isa.h, gelu_fix_d): within 3 ulps
  * of the exact argument's value over [-12.8, 12.8]. Uncorrected, the
@@ -220,7 +256,11 @@ static void sweep_gelu_f32(int l, float lo, float hi, int64_t stride)
  * subnormal float32 and has fewer digits. Every 31st float of [-12.8, -1]
  * (a million an ISA) and every 124th of [-1, 12.8] (17 million, nearly
  * all near 0, where nothing is corrected and y = x Phi rounds once); wider
- * under valgrind. The sweep aborts on the first input past 3 ulps. */
+ * under valgrind. The sweep aborts on the first input past 3 ulps. The
+ * gradient likewise over [-12.8, -1.5], whose exp takes -x^2 / 2 rounded to
+ * float and is corrected (gelu_dx_fix_d; 65 ulps near -12.7 uncorrected);
+ * above -1.5, Phi(x) + x phi(x) cancels towards its 0 near x = -0.75, and
+ * no ulp bound holds there (check_unary bounds it absolutely). */
 START_TEST(gelu_f32_tail_within_3_ulps)
 {
     int levels[3];
@@ -229,6 +269,7 @@ START_TEST(gelu_f32_tail_within_3_ulps)
     for (int li = 0; li < nl; li++) {
         sweep_gelu_f32(levels[li], -12.8f, -1.0f, stride);
         sweep_gelu_f32(levels[li], -1.0f, 12.8f, 4 * stride);
+        sweep_gelu_grad_f32(levels[li], -12.8f, -1.5f, stride);
     }
 }
 END_TEST
@@ -881,8 +922,9 @@ static bool same_bits_or_nan(const void *a, const void *b, size_t size)
  * edges, every length up to 48 (every tail) and lengths across the
  * kernels' blocks of 256: the same bits, and c exactly tg__vmap's
  * erfc(|x| / sqrt 2) (float32's times the correction for its rounded
- * argument, as ops/vmath_isa.h's gelu_fix_d writes it), which the backward
- * takes for its Phi; and the same bits again in place. */
+ * argument, as ops/vmath_isa.h's gelu_fix_d writes it, and the backward's
+ * exp likewise, gelu_dx_fix_d), which the backward takes for its Phi; and
+ * the same bits again in place. */
 enum { GELU_MAX_N = 800 };
 static void check_gelu_kernels(tg_dtype dt, int l, int64_t n)
 {
@@ -892,7 +934,9 @@ static void check_gelu_kernels(tg_dtype dt, int l, int64_t n)
         static T x[GELU_MAX_N], dy[GELU_MAX_N], y[GELU_MAX_N], c[GELU_MAX_N],
             dx[GELU_MAX_N], erfc_ref[GELU_MAX_N], exp_ref[GELU_MAX_N];
         for (int64_t i = 0; i < n; i++) {
-            x[i] = (T)edges[(i * 7 + n) % N_EDGES];
+            /* every third edge off its round value, so that |x| / sqrt 2
+             * and x^2 / 2 round (for 3 and 9.5 the latter is exact) */
+            x[i] = (T)(edges[(i * 7 + n) % N_EDGES] * (i % 3 == 2 ? 1.1 : 1));
             dy[i] = (T)(1 - 0.03 * (double)i);
             erfc_ref[i] = (T)(fabs((double)x[i]) * TG_INV_SQRT2);
             exp_ref[i] = (T)(-0.5 * x[i] * x[i]);
@@ -912,7 +956,12 @@ static void check_gelu_kernels(tg_dtype dt, int l, int64_t n)
             const T want_y = (T)(0.5 * x[i] * cdf2);
             const double cdf2_kept = /* the backward's, from c as kept */
                 signbit(x[i]) ? (double)erfc_ref[i] : 2 - (double)erfc_ref[i];
-            const double pdf = TG_INV_SQRT_2PI * (double)exp_ref[i];
+            double e = exp_ref[i];
+            if (dt == TG_FLOAT32) { /* corrected for q rounded: gelu_dx_fix_d */
+                const double q = fmax(-0.5 * x[i] * x[i], -128);
+                e = e * (1 - ((double)(float)q - q));
+            }
+            const double pdf = TG_INV_SQRT_2PI * e;
             const T want_dx = (T)(dy[i] * (0.5 * cdf2_kept + x[i] * pdf));
             if (!same_bits_or_nan(&c[i], &erfc_ref[i], sizeof(T)) ||
                 !same_bits_or_nan(&y[i], &want_y, sizeof(T)) ||
