@@ -447,7 +447,7 @@ tg_tensor *tg_relu(tg_tensor *t) { return unary(RELU, 0, t); }
  * This loop takes erfc in double of the exact |x| / sqrt 2; the float32
  * vector path rounds that to float first, which moves erfc by up to
  * about x^2 ulps for x < 0 (151 near -13.1), and corrects for it to
- * first order (ops/vmath_isa.h, gelu_fix_d): within 3 ulps of this loop
+ * first order (ops/vmath_isa.h, gelu_out_f): within 4 ulps of this loop
  * for |x| <= 12.8 (measured over every float; torch's float32 1 + erf
  * has lost every digit of Phi below -5.5).
  * A recorded gelu keeps c, the value its forward computed (a tensor of

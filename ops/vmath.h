@@ -89,38 +89,41 @@ TG_HIDDEN void tg__ce_grad_row(tg_dtype dt, int64_t n, const void *x,
  * (not (1 + erf(x / sqrt 2)) / 2, which cancels for x below -1 and loses
  * every digit of Phi past x = -5.5 in float32), over contiguous arrays of
  * n entries of dt; vector paths only (call when tg__vrows() is true).
- * Each lane takes the operations of the scalar loop in ops/elementwise.c
- * in the same order, in double, with erfc in T where the scalar loop
- * calls libm's in double:
- *   s = (T)(|x| * (1 / sqrt 2))          in double, rounded to T once
- *   c = erfc(s)                          in T: float32 libmvec's (within
- *                                        2 ulp) or SLEEF's u15, float64
- *                                        SLEEF's u15 (within 1.5 ulp)
- *   c = c (1 + 2 s' ((T)s' - s')),       float32 only, in double:
- *       s' = min(|x| / sqrt 2, 16)       s rounded moves c by up to 2 s^2
- *                                        ulps, this puts it back to first
- *                                        order (ops/vmath_isa.h)
- *   y = (T)((0.5 x) (x < 0 ? c : 2 - c))   in double, rounded once
- * (the sign taken from x's sign bit, so -0 and NaN follow it; c is the
- * same bits as tg__vmap's erfc of s in float64, that times the correction
- * rounded once in float32; y from c before that rounding). When c is not
- * NULL it receives that c, erfc(|x| / sqrt 2), for the backward
- * (tg__vgelu_grad), which then evaluates no erfc at all. y may be x. */
+ * float64 takes the operations of the scalar loop in ops/elementwise.c in
+ * the same order, with SLEEF's u15 erfc (within 1.5 ulp) where the loop
+ * calls libm's:
+ *   s = |x| * (1 / sqrt 2),  c = erfc(s),  y = (0.5 x) (x < 0 ? c : 2 - c)
+ * float32 runs in float lanes (ops/vmath_isa.h, gelu_arg_f, gelu_out_f):
+ *   s = |x| k_hi                          k_hi: 1 / sqrt 2 rounded to float
+ *   c = erfc(s)                           libmvec's (within 2 ulp) or
+ *                                         SLEEF's u15
+ *   c = c + c ((-2s) err)                 one rounding (FMA), err the
+ *                                         exact s* - s by FMA: s rounded
+ *                                         moves c by up to 2 s^2 ulps, this
+ *                                         puts it back to first order
+ *   y = (0.5 x) (x < 0 ? c : 2 - c)
+ * within 4 ulps of the scalar loop for |x| <= 12.8. The sign is taken from
+ * x's sign bit, so -0 and NaN follow it. When c is not NULL it receives
+ * that c, erfc(|x| / sqrt 2), for the backward (tg__vgelu_grad), which
+ * then evaluates no erfc at all. y may be x. */
 TG_HIDDEN void tg__vgelu(tg_dtype dt, int64_t n, const void *x, void *y,
                          void *c);
 
-/* GELU's gradient from the forward's c = erfc(|x| / sqrt 2), contiguous:
- *   q  = (T)((-0.5 x) x)                 in double, rounded once
- *   e  = exp(q)                          in T
- *   e  = e (1 - ((T)q' - q')),           float32 only, in double:
- *       q' = max((-0.5 x) x, -128)       q rounded moves e by up to |q|
- *                                        ulps, this puts it back to first
- *                                        order (ops/vmath_isa.h)
- *   dx = (T)(dy (0.5 (x < 0 ? c : 2 - c) + x (phi0 e)))
- *                                        in double, rounded once
- * with exp(q) SLEEF's u10 exp in T and phi0 = 1 / sqrt(2 pi): the formula
- * dx = dy (Phi(x) + x phi(x)), phi(x) = exp(-x^2/2) / sqrt(2 pi).
- * Vector paths only; dx may be dy. */
+/* GELU's gradient from the forward's c = erfc(|x| / sqrt 2), contiguous,
+ * the formula dx = dy (Phi(x) + x phi(x)), phi(x) = exp(-x^2/2) / sqrt(2 pi),
+ * with exp SLEEF's u10 in T and phi0 = 1 / sqrt(2 pi). float64, as the
+ * scalar loop:
+ *   q = (-0.5 x) x,  dx = dy (0.5 (x < 0 ? c : 2 - c) + x (phi0 exp(q)))
+ * float32, in float lanes (gelu_expo_f, gelu_dx_f):
+ *   q  = (-0.5 x) x,  e = exp(q)
+ *   e  = e + e e1                         e1 = fma(-0.5 x, x, -q), exact:
+ *                                         q rounded moves e by up to |q|
+ *                                         ulps, this puts it back to first
+ *                                         order
+ *   dx = dy fma(x, phi0 e, 0.5 (x < 0 ? c : 2 - c))
+ *                                         (phi0 e in two parts, by FMA)
+ * within 5 ulps for -12.8 <= x <= -1.5 (cancelling towards its 0 near
+ * x = -0.75 above that). Vector paths only; dx may be dy. */
 TG_HIDDEN void tg__vgelu_grad(tg_dtype dt, int64_t n, const void *x,
                               const void *c, const void *dy, void *dx);
 

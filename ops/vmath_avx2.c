@@ -52,6 +52,10 @@ static inline double hsum_d4(__m256d v)
 #define MULF     _mm256_mul_ps
 #define DIVF     _mm256_div_ps
 #define MAXF     _mm256_max_ps
+#define MINF     _mm256_min_ps
+#define FMA_F    _mm256_fmadd_ps
+#define FMS_F    _mm256_fmsub_ps
+#define ABSF(v)  _mm256_andnot_ps(_mm256_set1_ps(-0.0f), (v))
 #define HMAXF    hmax_f8
 #define LDD      _mm256_loadu_pd
 #define STD      _mm256_storeu_pd
@@ -61,13 +65,11 @@ static inline double hsum_d4(__m256d v)
 #define MULD     _mm256_mul_pd
 #define DIVD     _mm256_div_pd
 #define MAXD     _mm256_max_pd
-#define MIND     _mm256_min_pd
 #define HMAXD    hmax_d4
 #define HSUMD    hsum_d4
 #define ABSD(v)  _mm256_andnot_pd(_mm256_set1_pd(-0.0), (v))
 #define LO_D(v)  _mm256_cvtps_pd(_mm256_castps256_ps128(v))
 #define HI_D(v)  _mm256_cvtps_pd(_mm256_extractf128_ps((v), 1))
-#define TOF_D(v) _mm256_cvtps_pd(_mm256_cvtpd_ps(v))
 #define PACKF(lo, hi)                                                          \
     _mm256_insertf128_ps(_mm256_castps128_ps256(_mm256_cvtpd_ps(lo)),          \
                          _mm256_cvtpd_ps(hi), 1)
@@ -85,6 +87,7 @@ static inline double hsum_d4(__m256d v)
         _mm256_cmp_pd((x), _mm256_set1_pd(-INFINITY), _CMP_EQ_OQ), (e))
 /* a where x's sign bit is set (blendv reads x's top bit), b elsewhere */
 #define SELNEG_D(x, a, b) _mm256_blendv_pd((b), (a), (x))
+#define SELNEG_F(x, a, b) _mm256_blendv_ps((b), (a), (x))
 
 #define EXPF  Sleef_expf8_u10avx2
 #define LOGF  Sleef_logf8_u10avx2

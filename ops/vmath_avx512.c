@@ -30,6 +30,10 @@
 #define MULF     _mm512_mul_ps
 #define DIVF     _mm512_div_ps
 #define MAXF     _mm512_max_ps
+#define MINF     _mm512_min_ps
+#define FMA_F    _mm512_fmadd_ps
+#define FMS_F    _mm512_fmsub_ps
+#define ABSF     _mm512_abs_ps
 #define HMAXF    _mm512_reduce_max_ps
 #define LDD      _mm512_loadu_pd
 #define STD      _mm512_storeu_pd
@@ -39,13 +43,11 @@
 #define MULD     _mm512_mul_pd
 #define DIVD     _mm512_div_pd
 #define MAXD     _mm512_max_pd
-#define MIND     _mm512_min_pd
 #define HMAXD    _mm512_reduce_max_pd
 #define HSUMD    _mm512_reduce_add_pd
 #define ABSD     _mm512_abs_pd
 #define LO_D(v)  _mm512_cvtps_pd(_mm512_castps512_ps256(v))
 #define HI_D(v)  _mm512_cvtps_pd(_mm512_extractf32x8_ps((v), 1))
-#define TOF_D(v) _mm512_cvtps_pd(_mm512_cvtpd_ps(v))
 #define PACKF(lo, hi)                                                          \
     _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(lo)),            \
                        _mm512_cvtpd_ps(hi), 1)
@@ -63,6 +65,8 @@
  * elsewhere */
 #define SELNEG_D(x, a, b)                                                      \
     _mm512_mask_blend_pd(_mm512_movepi64_mask(_mm512_castpd_si512(x)), (b), (a))
+#define SELNEG_F(x, a, b)                                                      \
+    _mm512_mask_blend_ps(_mm512_movepi32_mask(_mm512_castps_si512(x)), (b), (a))
 
 #define EXPF  Sleef_expf16_u10avx512f
 #define LOGF  Sleef_logf16_u10avx512f

@@ -4,12 +4,12 @@
  *
  *   VM(name)        name with the ISA's suffix (tg__vmap_f32_avx2)
  *   VF, VD, NF, ND  the float and double vector types and their lane counts
- *   LDF STF SETF ADDF SUBF MULF DIVF MAXF HMAXF    float lanes
- *   LDD STD SETD ADDD SUBD MULD DIVD MAXD MIND HMAXD HSUMD   double lanes
- *                      (MAXD(a, b) and MIND(a, b) are b when a is NaN)
- *   ABSD(v)            |v| (the sign bit cleared)
- *   TOF_D(v)           v's lanes rounded to float, and back to double
- *   SELNEG_D(x, a, b)  a where x's sign bit is set, b elsewhere
+ *   LDF STF SETF ADDF SUBF MULF DIVF MAXF MINF HMAXF   float lanes
+ *                      (MAXF(a, b) and MINF(a, b) are b when a is NaN)
+ *   FMA_F FMS_F (a, b, c)   a b + c, a b - c: one rounding
+ *   LDD STD SETD ADDD SUBD MULD DIVD MAXD HMAXD HSUMD   double lanes
+ *   ABSF(v), ABSD(v)   |v| (the sign bit cleared)
+ *   SELNEG_F(x, a, b), SELNEG_D   a where x's sign bit is set, b elsewhere
  *   LO_D(v), HI_D(v)   the low and high halves of a VF widened to VD
  *   PACKF(lo, hi)      two VD narrowed (rounded) into one VF
  *   NEGINF_ALL_F(v)    every lane of v is -inf (same for _D)
@@ -27,10 +27,11 @@
  * position. The kernels are ops/vmath_rows.h, included here once per
  * dtype. Not a header for the op files: ops/vmath.h is. */
 
-/* GELU's arithmetic around its erfc and exp (ops/vmath.h, tg__vgelu), in
- * double lanes: each is the expression of ops/elementwise.c's scalar loop,
- * operation for operation (no FMA: -ffp-contract=off), so every lane
- * rounds as a double expression there does.
+/* float64's GELU arithmetic around its erfc and exp (ops/vmath.h,
+ * tg__vgelu), in its double lanes: each is the expression of
+ * ops/elementwise.c's scalar loop, operation for operation (no FMA:
+ * -ffp-contract=off), so every lane rounds as a double expression there
+ * does. (float32's, in float lanes with its corrections, is below.)
  *   erfc's argument   |x| (1 / sqrt 2)
  *   2 Phi(x)          x's sign bit set ? c : 2 - c,   c = erfc(|x| / sqrt 2)
  *   y                 (0.5 x) (2 Phi(x))
@@ -57,44 +58,6 @@ static inline VD gelu_dx_d(VD dy, VD c, VD x, VD q)
     return MULD(dy, ADDD(cdf, MULD(x, pdf)));
 }
 
-/* float32's erfc takes s = |x| / sqrt 2 rounded to float, sr = s + d
- * (|d| <= s 2^-24), and to first order in d
- *   erfc(s) = erfc(sr - d) = erfc(sr) (1 + d 2g(s)),
- *   g(s) = exp(-s^2) / (sqrt(pi) erfc(s))   (erfc' = -2 exp(-s^2) / sqrt pi)
- * so the rounding moves c by a relative d 2g(s), up to about s 2^-24 2s:
- * 2 s^2 ulps, x^2 (151 near x = -13.1, measured). 2g(s) = 2s + 1/s - ...
- * (its asymptotic series), and s (2g(s) - 2s) < 1 for every s >= 0 (0.64
- * at s = 1, rising towards 1), so c (1 + 2s d) leaves a relative error
- * under s 2^-24 / s = 2^-24: under an ulp of c (0.875 at s = 8, in exact
- * arithmetic); d^2 terms are below 1e-10. With erfcf's 2 ulps and y's
- * rounding that bounds y within 3.5 ulps of c's worth; measured over every
- * float32 of [-12.8, -1], within 3 of the scalar loop's (151 uncorrected).
- * s is clamped at 16 (erfc is 0 well before), so that an infinite x gives
- * d = 0, not inf - inf; a NaN x gives 16 too (MIND), and c stays NaN.
- * float32 only: float64's erfc takes s as the scalar loop computes it. In
- * double, operation for operation as tests/check_vmath.c's reference. */
-static inline VD gelu_fix_d(VD x, VD c)
-{
-    const VD s = MIND(gelu_arg_d(x), SETD(16));
-    const VD d = SUBD(TOF_D(s), s);
-    return MULD(c, ADDD(SETD(1), MULD(MULD(SETD(2), s), d)));
-}
-
-/* The backward's like of it: float32's exp takes q = -x^2 / 2 rounded to
- * float, qr = q + d (|d| <= |q| 2^-24), and exp(q) = exp(qr) exp(-d) =
- * exp(qr) (1 - d) to first order (d^2 / 2 <= 2^-48 q^2, nothing below
- * exp's underflow near q = -104): uncorrected the rounding moved phi(x) by
- * up to |q| ulps (dx 65 ulps off near x = -12.7, measured), corrected by
- * under one. q is clamped at -128, past exp's underflow, so that an
- * infinite x gives d = 0, not -inf + inf (a NaN x: -128 too, and dx stays
- * NaN). float32 only; in double, as tests/check_vmath.c's reference. */
-static inline VD gelu_dx_fix_d(VD dy, VD c, VD x, VD e)
-{
-    const VD q = MAXD(gelu_expo_d(x), SETD(-128));
-    const VD d = SUBD(TOF_D(q), q);
-    return gelu_dx_d(dy, c, x, MULD(e, SUBD(SETD(1), d)));
-}
-
 /* The gelu kernels run a block of GELU_BLOCK elements at a time in three
  * passes (the argument of erfc or exp into a buffer, the function over the
  * buffer, then the arithmetic around it), not one vector through all three
@@ -106,15 +69,77 @@ static inline VD gelu_dx_fix_d(VD dy, VD c, VD x, VD e)
  * time (ops/vmath_rows.h). A multiple of every RN; a few KiB of stack. */
 enum { GELU_BLOCK = 256 };
 
-/* gelu's y from x and its c = erfc(s) (ops/vmath_rows.h), float32: c
- * corrected for the rounding of s (gelu_fix_d) and narrowed in place, y
- * from the corrected c in double */
-static inline VF gelu_out_f32(VF x, VF *c)
+/* float32's GELU arithmetic, in float lanes (the rest of float32's row
+ * kernels sum in double lanes; these need no sum, and widening each vector
+ * both ways around a dozen operations cost more than erfc itself).
+ *
+ * erfc takes s = |x| / sqrt 2 rounded to float, s = s* + d with s* the
+ * exact value and |d| <= s 2^-24 (plus |x| k_lo, k_lo the part of 1/sqrt 2
+ * past float's k_hi), and to first order in d
+ *   erfc(s*) = erfc(s - d) = erfc(s) (1 + d 2g(s*)),
+ *   g(s) = exp(-s^2) / (sqrt(pi) erfc(s))   (erfc' = -2 exp(-s^2) / sqrt pi)
+ * so the rounding moves c by a relative d 2g, up to about 2 s^2 2^-24: 2 s^2
+ * ulps, x^2 (151 near x = -13.1, measured). 2g(s) = 2s + 1/s - ... (its
+ * asymptotic series), and s (2g(s) - 2s) < 1 for every s >= 0 (0.64 at
+ * s = 1, rising towards 1), so c (1 + 2s d) leaves a relative error under
+ * s 2^-24 / s = 2^-24, under an ulp of c. d comes exact from an FMA:
+ * s* - s = fma(|x|, k_hi, -s) + |x| k_lo (the first term is exact, the
+ * second under 2^-25 of s and rounded once with it). |x| is clamped at 32
+ * for the correction (erfc is 0 past s = 10.1) so that an infinite x gives
+ * a finite d (c = 0 stays 0); a NaN x gives 32 too (MINF returns its
+ * second operand), and c stays NaN.
+ *
+ * Likewise the backward's exp takes q = (-x/2) x rounded to float,
+ * q = q* - e1 with e1 = fma(-x/2, x, -q) exact, and exp(q*) =
+ * exp(q) (1 + e1) to first order: uncorrected the rounding moved phi(x)
+ * by up to |q| ulps (dx 65 ulps off near x = -12.7, measured). x is
+ * clamped to [-16, 16] for the correction (exp is 0 past q = -104), so an
+ * infinite x gives e1 = 0, not NaN.
+ *
+ * Measured over every float32 (tests/check_vmath.c sweeps them): y within
+ * 4 ulps of the double computation rounded once for |x| <= 12.8 (2 for
+ * x > -1); dx within 4 ulps for -12.8 <= x <= -2 and x >= 1, 5 on
+ * [-2, -1.5] (Phi(x) + x phi(x) crosses 0 near -0.75, where no ulp bound
+ * holds). Against the same arithmetic in double lanes (3 and 5 ulps) this
+ * takes 1.2-2.0 ns an element forward and 1.3-2.0 backward instead of
+ * 2.3-3.1 and 2.0-2.9 (float32 (262144,), Zen 3). Each operation is an
+ * IEEE float operation or an FMA, so tests/check_vmath.c writes the same
+ * expressions in C (fmaf) and gets the same bits. */
+#define GELU_K_HI    ((float)TG_INV_SQRT2)
+#define GELU_K_LO    ((float)(TG_INV_SQRT2 - (double)(float)TG_INV_SQRT2))
+#define GELU_PHI0_HI ((float)TG_INV_SQRT_2PI)
+#define GELU_PHI0_LO ((float)(TG_INV_SQRT_2PI - (double)(float)TG_INV_SQRT_2PI))
+
+/* erfc's argument, s = |x| k_hi */
+static inline VF gelu_arg_f(VF x) { return MULF(ABSF(x), SETF(GELU_K_HI)); }
+
+/* y = (0.5 x) (x < 0 ? c : 2 - c) from c = erfc(s) corrected in place:
+ * c + c t, t = (-2s)(s* - s), one rounding (FMA; not c - c (-t) by FNMA,
+ * whose zero valgrind signs differently) */
+static inline VF gelu_out_f(VF x, VF *c)
 {
-    const VD xl = LO_D(x), xh = HI_D(x);
-    const VD cl = gelu_fix_d(xl, LO_D(*c)), ch = gelu_fix_d(xh, HI_D(*c));
-    *c = PACKF(cl, ch);
-    return PACKF(gelu_out_d(xl, cl), gelu_out_d(xh, ch));
+    const VF a = MINF(ABSF(x), SETF(32));
+    const VF s = MULF(a, SETF(GELU_K_HI));
+    const VF err = FMA_F(a, SETF(GELU_K_LO), FMS_F(a, SETF(GELU_K_HI), s));
+    const VF t = MULF(MULF(SETF(-2), s), err);
+    *c = FMA_F(*c, t, *c);
+    const VF cdf2 = SELNEG_F(x, *c, SUBF(SETF(2), *c));
+    return MULF(MULF(SETF(0.5f), x), cdf2);
+}
+
+/* exp's argument, q = (-0.5 x) x */
+static inline VF gelu_expo_f(VF x) { return MULF(MULF(SETF(-0.5f), x), x); }
+
+/* dx = dy (0.5 (x < 0 ? c : 2 - c) + x (phi0 e')), e' = e + e e1 (FMA) */
+static inline VF gelu_dx_f(VF dy, VF c, VF x, VF e)
+{
+    const VF xc = MINF(MAXF(x, SETF(-16)), SETF(16));
+    const VF h = MULF(SETF(-0.5f), xc);
+    const VF e1 = FMS_F(h, xc, MULF(h, xc));
+    const VF ec = FMA_F(e, e1, e);
+    const VF cdf = MULF(SETF(0.5f), SELNEG_F(x, c, SUBF(SETF(2), c)));
+    const VF pdf = FMA_F(SETF(GELU_PHI0_HI), ec, MULF(SETF(GELU_PHI0_LO), ec));
+    return MULF(dy, FMA_F(x, pdf, cdf));
 }
 
 /* float32: sums in double lanes, each vector widened in two halves */
@@ -151,8 +176,10 @@ static inline VF gelu_out_f32(VF x, VF *c)
 #define RD4(F, a, b, c, d)                                                     \
     PACKF(F(LO_D(a), LO_D(b), LO_D(c), LO_D(d)),                               \
           F(HI_D(a), HI_D(b), HI_D(c), HI_D(d)))
-#define RGELU_OUT(x, c) gelu_out_f32(x, c)
-#define RGELU_DX        gelu_dx_fix_d
+#define RGELU_ARG  gelu_arg_f
+#define RGELU_OUT  gelu_out_f
+#define RGELU_EXPO gelu_expo_f
+#define RGELU_DX   gelu_dx_f
 #include "ops/vmath_rows.h"
 
 /* float64: its lanes are double already (hi stays 0 and out of the sum) */
@@ -183,6 +210,8 @@ static inline VF gelu_out_f32(VF x, VF *c)
 #define RD1(F, a)             F(a)
 #define RD2(F, a, b)          F(a, b)
 #define RD4(F, a, b, c, d)    F(a, b, c, d)
+#define RGELU_ARG             gelu_arg_d
 #define RGELU_OUT(x, c)       gelu_out_d(x, *(c))
+#define RGELU_EXPO            gelu_expo_d
 #define RGELU_DX              gelu_dx_d
 #include "ops/vmath_rows.h"

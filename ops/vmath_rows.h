@@ -245,7 +245,7 @@ void R(tg__log_softmax_bwd_row)(int64_t n, const RT *y, const RT *dy, RT *dx)
  * float32's corrected for its rounded argument, ops/vmath_isa.h). */
 static inline RV R(gelu_vec)(RV x, RV *c)
 {
-    *c = RERFC(RD1(gelu_arg_d, x));
+    *c = RERFC(RGELU_ARG(x));
     return RGELU_OUT(x, c);
 }
 
@@ -260,7 +260,7 @@ void R(tg__gelu)(int64_t n, const RT *x, RT *y, RT *c)
         // cppcheck-suppress legacyUninitvar
         RT *cb = c ? c + i : buf;
         for (int64_t j = 0; j < nb; j += RN)
-            RST(cb + j, RD1(gelu_arg_d, RLD(x + i + j)));
+            RST(cb + j, RGELU_ARG(RLD(x + i + j)));
         for (int64_t j = 0; j < nb; j += RN)
             RST(cb + j, RERFC(RLD(cb + j)));
         for (int64_t j = 0; j < nb; j += RN) { /* y may be x: read, write */
@@ -290,8 +290,8 @@ void R(tg__gelu)(int64_t n, const RT *x, RT *y, RT *c)
  * one exp, no erfc (ops/vmath.h). */
 static inline RV R(gelu_grad_vec)(RV x, RV c, RV dy)
 {
-    const RV q = REXP(RD1(gelu_expo_d, x));
-    return RD4(RGELU_DX, dy, c, x, q);
+    const RV q = REXP(RGELU_EXPO(x));
+    return RGELU_DX(dy, c, x, q);
 }
 
 void R(tg__gelu_grad)(int64_t n, const RT *x, const RT *c, const RT *dy, RT *dx)
@@ -301,12 +301,12 @@ void R(tg__gelu_grad)(int64_t n, const RT *x, const RT *c, const RT *dy, RT *dx)
     for (; i + RN <= n; i += GELU_BLOCK) {
         const int64_t nb = (n - i < GELU_BLOCK ? n - i : GELU_BLOCK) / RN * RN;
         for (int64_t j = 0; j < nb; j += RN)
-            RST(q + j, RD1(gelu_expo_d, RLD(x + i + j)));
+            RST(q + j, RGELU_EXPO(RLD(x + i + j)));
         for (int64_t j = 0; j < nb; j += RN)
             RST(q + j, REXP(RLD(q + j)));
         for (int64_t j = 0; j < nb; j += RN) /* dx may be dy */
-            RST(dx + i + j, RD4(RGELU_DX, RLD(dy + i + j), RLD(c + i + j),
-                                RLD(x + i + j), RLD(q + j)));
+            RST(dx + i + j, RGELU_DX(RLD(dy + i + j), RLD(c + i + j),
+                                     RLD(x + i + j), RLD(q + j)));
         if (nb < GELU_BLOCK) {
             i += nb;
             break;
@@ -350,5 +350,7 @@ void R(tg__gelu_grad)(int64_t n, const RT *x, const RT *c, const RT *dy, RT *dx)
 #undef RMUL_D
 #undef RD2
 #undef RD4
+#undef RGELU_ARG
 #undef RGELU_OUT
+#undef RGELU_EXPO
 #undef RGELU_DX

@@ -182,7 +182,7 @@ static int64_t sweep_f32(tg_vfn f, int l, float lo, float hi, int64_t stride)
 
 /* tg_gelu in float32 at level l over every `stride`-th float of [lo, hi]
  * against x Phi(x) from libm's erfc in double of the exact |x| / sqrt 2
- * (the scalar loop of ops/elementwise.c), rounded once: within 3 ulps. */
+ * (the scalar loop of ops/elementwise.c), rounded once: within 4 ulps. */
 static void sweep_gelu_f32(int l, float lo, float hi, int64_t stride)
 {
     enum { CHUNK = 4096 };
@@ -202,7 +202,7 @@ static void sweep_gelu_f32(int l, float lo, float hi, int64_t stride)
             const double v = x[i], c = erfc(fabs(v) * TG_INV_SQRT2);
             const float want = (float)(0.5 * v * (signbit(v) ? c : 2 - c));
             const int64_t u = ulps_f32(yv[i], want);
-            if (u > 3)
+            if (u > 4)
                 ck_abort_msg("gelu(%.9g) = %.9g, want %.9g (%lld ulps)", v,
                              yv[i], want, (long long)u);
         }
@@ -214,7 +214,7 @@ static void sweep_gelu_f32(int l, float lo, float hi, int64_t stride)
 
 /* d sum(gelu(x)) / dx in float32 at level l over every `stride`-th float
  * of [lo, hi] against Phi(x) + x phi(x) in double from libm's erfc and
- * exp, rounded once: within 3 ulps. */
+ * exp, rounded once: within 5 ulps. */
 static void sweep_gelu_grad_f32(int l, float lo, float hi, int64_t stride)
 {
     enum { CHUNK = 4096 };
@@ -239,7 +239,7 @@ static void sweep_gelu_grad_f32(int l, float lo, float hi, int64_t stride)
             const float want =
                 (float)(cdf + v * TG_INV_SQRT_2PI * exp(-0.5 * v * v));
             const int64_t u = ulps_f32(g[i], want);
-            if (u > 3)
+            if (u > 5)
                 ck_abort_msg("gelu'(%.9g) = %.9g, want %.9g (%lld ulps)", v,
                              g[i], want, (long long)u);
         }
@@ -248,20 +248,21 @@ static void sweep_gelu_grad_f32(int l, float lo, float hi, int64_t stride)
     tg__cpu_cap(old);
 }
 
-/* float32 gelu on the vector path, whose erfc takes |x| / sqrt 2 rounded
- * to float and corrects for it (ops/vmath_isa.h, gelu_fix_d): within 3 ulps
- * of the exact argument's value over [-12.8, 12.8]. Uncorrected, the
- * rounding moved y by up to x^2 ulps (151 near -13.1, measured): this
- * fails with the correction off. Below -12.8, y's c = 2 Phi(x) is a
- * subnormal float32 and has fewer digits. Every 31st float of [-12.8, -1]
- * (a million an ISA) and every 124th of [-1, 12.8] (17 million, nearly
- * all near 0, where nothing is corrected and y = x Phi rounds once); wider
- * under valgrind. The sweep aborts on the first input past 3 ulps. The
- * gradient likewise over [-12.8, -1.5], whose exp takes -x^2 / 2 rounded to
- * float and is corrected (gelu_dx_fix_d; 65 ulps near -12.7 uncorrected);
- * above -1.5, Phi(x) + x phi(x) cancels towards its 0 near x = -0.75, and
- * no ulp bound holds there (check_unary bounds it absolutely). */
-START_TEST(gelu_f32_tail_within_3_ulps)
+/* float32 gelu on the vector path (float lanes), whose erfc takes
+ * |x| / sqrt 2 rounded to float and corrects for it (ops/vmath_isa.h,
+ * gelu_out_f): within 4 ulps of the double computation over [-12.8, 12.8]
+ * (measured over every float: 4 below -1, 2 above). Uncorrected, the
+ * rounding moved y by up to x^2 ulps (151 near -13.1): this fails with the
+ * correction off. Below -12.8, y's c = 2 Phi(x) is a subnormal float32 and
+ * has fewer digits. Every 31st float of [-12.8, -1] (a million an ISA) and
+ * every 124th of [-1, 12.8] (17 million, nearly all near 0, where nothing
+ * is corrected); wider under valgrind. The sweep aborts on the first input
+ * past its bound. The gradient likewise over [-12.8, -1.5], within 5 ulps
+ * (measured: 4 below -2, 5 near -1.64, where Phi(x) + x phi(x) starts to
+ * cancel), its exp's argument corrected too (gelu_dx_f; 65 ulps near -12.7
+ * uncorrected); above -1.5 the sum cancels towards its 0 near x = -0.75,
+ * and no ulp bound holds there (check_unary bounds it absolutely). */
+START_TEST(gelu_f32_tail_ulps)
 {
     int levels[3];
     const int nl = vector_levels(levels);
@@ -483,7 +484,7 @@ END_TEST
 
 /* tg_exp, tg_log and tg_gelu over the edges (every length up to 48 cuts a
  * tail somewhere) at level l against the scalar path: within 1 ulp for
- * exp and log; gelu within 3 ulps in float32 (gelu_f32_tail_within_3_ulps
+ * exp and log; gelu within 4 ulps in float32 (gelu_f32_tail_ulps
  * sweeps it) or absolute below 1e-30, 1e-15 relative in float64; gelu's
  * gradient (which 3: Phi(x) + x phi(x), with erfc and
  * exp from the vector path, in blocks) within 1e-6 in float32 and 1e-15 in
@@ -521,7 +522,7 @@ static void check_unary(tg_dtype dt, int l, int which)
             ok = (isnan(g) && isnan(w)) || g == w ||
                  fabs(g - w) <= (f32 ? 1e-6 : 1e-15) * fmax(1, fabs(w));
         else if (f32)
-            ok = (isnan(g) && isnan(w)) || ulps_f32((float)g, (float)w) <= 3 ||
+            ok = (isnan(g) && isnan(w)) || ulps_f32((float)g, (float)w) <= 4 ||
                  fabs(g - w) <= 1e-30;
         else
             ok = (isnan(g) && isnan(w)) || g == w ||
@@ -917,6 +918,28 @@ static bool same_bits_or_nan(const void *a, const void *b, size_t size)
     return memcmp(a, b, size) == 0;
 }
 
+/* float32's GELU arithmetic as ops/vmath_isa.h's gelu_out_f and gelu_dx_f
+ * write it, one float operation or fmaf at a time: from x, dy, c = erfc of
+ * |x| k_hi and e = exp of (-0.5 x) x, *c corrected, *y and *dx. */
+#define GELU_K_HI    ((float)TG_INV_SQRT2)
+#define GELU_K_LO    ((float)(TG_INV_SQRT2 - (double)(float)TG_INV_SQRT2))
+#define GELU_PHI0_HI ((float)TG_INV_SQRT_2PI)
+#define GELU_PHI0_LO ((float)(TG_INV_SQRT_2PI - (double)(float)TG_INV_SQRT_2PI))
+static void gelu_ref_f32(float x, float dy, float *c, float e, float *y,
+                         float *dx)
+{
+    const float a = fminf(fabsf(x), 32), s = a * GELU_K_HI;
+    const float err = fmaf(a, GELU_K_LO, fmaf(a, GELU_K_HI, -s));
+    const float t = (-2 * s) * err;
+    *c = fmaf(*c, t, *c);
+    *y = (0.5f * x) * (signbit(x) ? *c : 2 - *c);
+    const float xc = fminf(fmaxf(x, -16), 16), h = -0.5f * xc;
+    const float e1 = fmaf(h, xc, -(h * xc)), ec = fmaf(e, e1, e);
+    const float cdf = 0.5f * (signbit(x) ? *c : 2 - *c);
+    const float pdf = fmaf(GELU_PHI0_HI, ec, GELU_PHI0_LO * ec);
+    *dx = dy * fmaf(x, pdf, cdf);
+}
+
 /* tg__vgelu and tg__vgelu_grad at level l against their definition
  * (ops/vmath.h) written out here with tg__vmap's erfc and exp over the
  * edges, every length up to 48 (every tail) and lengths across the
@@ -938,31 +961,33 @@ static void check_gelu_kernels(tg_dtype dt, int l, int64_t n)
              * and x^2 / 2 round (for 3 and 9.5 the latter is exact) */
             x[i] = (T)(edges[(i * 7 + n) % N_EDGES] * (i % 3 == 2 ? 1.1 : 1));
             dy[i] = (T)(1 - 0.03 * (double)i);
-            erfc_ref[i] = (T)(fabs((double)x[i]) * TG_INV_SQRT2);
-            exp_ref[i] = (T)(-0.5 * x[i] * x[i]);
+            if (dt == TG_FLOAT32) { /* in float: gelu_arg_f, gelu_expo_f */
+                const float xf = (float)x[i];
+                erfc_ref[i] = (T)(fabsf(xf) * GELU_K_HI);
+                exp_ref[i] = (T)((-0.5f * xf) * xf);
+            } else {
+                erfc_ref[i] = (T)(fabs((double)x[i]) * TG_INV_SQRT2);
+                exp_ref[i] = (T)(-0.5 * x[i] * x[i]);
+            }
         }
         tg__vmap(TG_VERFC, dt, n, erfc_ref, erfc_ref);
         tg__vmap(TG_VEXP, dt, n, exp_ref, exp_ref);
         tg__vgelu(dt, n, x, y, c);
         tg__vgelu_grad(dt, n, x, c, dy, dx);
         for (int64_t i = 0; i < n; i++) {
-            double ci = erfc_ref[i];
-            if (dt == TG_FLOAT32) { /* corrected for s rounded: gelu_fix_d */
-                const double s = fmin(fabs((double)x[i]) * TG_INV_SQRT2, 16);
-                ci = ci * (1 + 2 * s * ((double)(float)s - s));
-                erfc_ref[i] = (T)ci;
+            T want_y, want_dx;
+            if (dt == TG_FLOAT32) {
+                float cf = (float)erfc_ref[i], yf, dxf;
+                gelu_ref_f32((float)x[i], (float)dy[i], &cf, (float)exp_ref[i],
+                             &yf, &dxf);
+                erfc_ref[i] = (T)cf, want_y = (T)yf, want_dx = (T)dxf;
+            } else {
+                const double ci = erfc_ref[i];
+                const double cdf2 = signbit(x[i]) ? ci : 2 - ci; /* 2 Phi */
+                want_y = (T)(0.5 * x[i] * cdf2);
+                const double pdf = TG_INV_SQRT_2PI * (double)exp_ref[i];
+                want_dx = (T)(dy[i] * (0.5 * cdf2 + x[i] * pdf));
             }
-            const double cdf2 = signbit(x[i]) ? ci : 2 - ci; /* 2 Phi(x) */
-            const T want_y = (T)(0.5 * x[i] * cdf2);
-            const double cdf2_kept = /* the backward's, from c as kept */
-                signbit(x[i]) ? (double)erfc_ref[i] : 2 - (double)erfc_ref[i];
-            double e = exp_ref[i];
-            if (dt == TG_FLOAT32) { /* corrected for q rounded: gelu_dx_fix_d */
-                const double q = fmax(-0.5 * x[i] * x[i], -128);
-                e = e * (1 - ((double)(float)q - q));
-            }
-            const double pdf = TG_INV_SQRT_2PI * e;
-            const T want_dx = (T)(dy[i] * (0.5 * cdf2_kept + x[i] * pdf));
             if (!same_bits_or_nan(&c[i], &erfc_ref[i], sizeof(T)) ||
                 !same_bits_or_nan(&y[i], &want_y, sizeof(T)) ||
                 !same_bits_or_nan(&dx[i], &want_dx, sizeof(T)))
@@ -1140,7 +1165,7 @@ Suite *vmath_suite(void)
     TCase *acc = tcase_create("accuracy");
     tcase_set_timeout(acc, 300); /* the sweeps, on a loaded machine */
     tcase_add_test(acc, f32_maps_within_ulp_bound);
-    tcase_add_test(acc, gelu_f32_tail_within_3_ulps);
+    tcase_add_test(acc, gelu_f32_tail_ulps);
     tcase_add_test(acc, f64_maps_within_ulp_bound);
     suite_add_tcase(s, acc);
     return s;
