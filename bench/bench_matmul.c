@@ -253,42 +253,6 @@ typedef struct medians {
     double wall, cpu;
 } medians;
 
-/* Times fn call by call: warm-up calls (at least 2, for a fifth of the
- * budget), then as many as fit in seconds at the mean warm-up call after
- * the first, at least 3 and at most 20000. */
-static medians time_calls(run_fn fn, void *ctx, double seconds)
-{
-    medians fail = {-1, -1};
-    double start = now_ms(), after_first = 0;
-    int warmup = 0;
-    do {
-        double t0 = now_ms();
-        if (fn(ctx) < 0)
-            return fail;
-        if (warmup++ > 0)
-            after_first += now_ms() - t0;
-    } while (warmup < 2 || now_ms() - start < seconds * 200);
-    double call_ms = after_first / (warmup - 1);
-    double want = seconds * 1e3 / (call_ms > 1e-6 ? call_ms : 1e-6);
-    int reps = want < 3 ? 3 : want > 20000 ? 20000 : (int)want;
-    double *ms = malloc((size_t)reps * sizeof *ms);
-    double *cpu = malloc((size_t)reps * sizeof *cpu);
-    bool ok = ms && cpu;
-    for (int i = 0; ok && i < reps; i++) {
-        /* the CPU clock is a system call: read it outside the wall interval */
-        double c0 = cpu_ms(), t0 = now_ms();
-        ok = fn(ctx) == 0;
-        ms[i] = now_ms() - t0;
-        cpu[i] = cpu_ms() - c0;
-    }
-    medians m = fail;
-    if (ok)
-        m = (medians){median_sorted(ms, reps), median_sorted(cpu, reps)};
-    free(ms);
-    free(cpu);
-    return m;
-}
-
 /* Times the k runners fns[j](ctxs[j]) call by call in turn, j = 0..k-1
  * each round, so that the host's load, which comes and goes in phases of a
  * second or two, falls on all of them alike: warm-up rounds (at least 2,
@@ -317,7 +281,7 @@ static bool time_interleaved(const run_fn *fns, void *const *ctxs, int k,
     for (int i = 0; ok && i < reps; i++)
         for (int j = 0; ok && j < k; j++) {
             double c0 = cpu_ms(), t0 = now_ms();
-            ok = fns[j](ctxs[j]) == 0;
+            ok = fns[j](ctxs[j]) >= 0;
             ms[j * reps + i] = now_ms() - t0;
             cpu[j * reps + i] = cpu_ms() - c0;
         }
@@ -327,6 +291,16 @@ static bool time_interleaved(const run_fn *fns, void *const *ctxs, int k,
     free(ms);
     free(cpu);
     return ok;
+}
+
+/* Times fn call by call (time_interleaved with one runner): its medians,
+ * wall < 0 when a call failed or there was no memory. */
+static medians time_calls(run_fn fn, void *ctx, double seconds)
+{
+    medians m = {-1, -1};
+    if (!time_interleaved(&fn, &ctx, 1, seconds, &m))
+        m = (medians){-1, -1};
+    return m;
 }
 
 static void set_threads(int n)
@@ -678,8 +652,12 @@ static int reference(double seconds)
         fflush(stdout);
         tg_release(q.ta), tg_release(q.tb);
         free(q.a), free(q.b), free(q.c);
-        if (!ok)
+        if (!ok) {
+            fprintf(stderr, "bench_matmul: the %s reference failed: %s\n",
+                    d ? "dgemm" : "sgemm",
+                    tg_last_error()[0] ? tg_last_error() : "out of memory");
             return -1;
+        }
     }
     return 0;
 }
@@ -726,10 +704,8 @@ int main(int argc, char **argv)
             return 1;
         }
 #ifdef TG_HAVE_BLAS
-    if (o.reference && reference(o.seconds * 5) < 0) {
-        fprintf(stderr, "bench_matmul: out of memory\n");
-        return 1;
-    }
+    if (o.reference && reference(o.seconds * 5) < 0)
+        return 1; /* reference() said why */
 #endif
     return 0;
 }

@@ -8,9 +8,10 @@
  *   message and the list as it was (empty), and never a crash, a read past
  *   the input, a leak, or an allocation the input's size does not justify
  *   (make fuzz-run passes -malloc_limit_mb for that);
- * - a file that reads gives contiguous tensors of float32, float64 or
- *   int64 whose bytes fit in the input (a 2-byte half becomes a 4-byte
- *   float: at most twice), each with a distinct name other than
+ * - a file that reads gives contiguous tensors of float32, float64, int64
+ *   or bool whose bytes fit in the input (a 2-byte half becomes a 4-byte
+ *   float, a 1-byte U8 an 8-byte int64: at most 8 times), each with a
+ *   distinct name other than
  *   "__metadata__"; tg_save_safetensors writes them (to a file in
  *   $TMPDIR, /tmp by default), and that file reads back to the same names,
  *   dtypes, shapes and bytes.
@@ -90,13 +91,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (int i = 0; i < ps.n; i++) {
         const tg_tensor *t = ps.items[i].t;
         REQUIRE(t->dtype == TG_FLOAT32 || t->dtype == TG_FLOAT64 ||
-                t->dtype == TG_INT64);
+                t->dtype == TG_INT64 || t->dtype == TG_BOOL);
         REQUIRE(t->ndim >= 0 && t->ndim <= TG_MAX_DIMS);
         REQUIRE(tg_numel(t) == 0 || tg_is_contiguous(t));
         REQUIRE(strcmp(ps.items[i].name, "__metadata__") != 0);
         bytes += (uint64_t)tg_numel(t) * tg_dtype_size(t->dtype);
     }
-    REQUIRE(bytes <= 2 * (uint64_t)size);
+    REQUIRE(bytes <= 8 * (uint64_t)size);
     check_round_trip(&ps);
     tg_params_release(&ps);
     return 0;

@@ -729,9 +729,10 @@ int tg_read_npz(const char *path, tg_params *out);
  * `{"__metadata__":{"format":"pt"},"<name>":{"dtype":"F32","shape":[2,3],
  * "data_offsets":[begin,end]},...}` in the list's order, padded with spaces
  * so that the data starts at a multiple of 8, then the data, each tensor's
- * offset a multiple of its element size (8-byte dtypes first). float32,
- * float64 and int64 parameters are written as F32, F64 and I64, bit for
- * bit. 0, or -1 for a NULL list or path, a NULL or bool parameter, a name
+ * offset a multiple of its element size (8-byte dtypes first, bool last).
+ * float32, float64, int64 and bool parameters are written as F32, F64, I64
+ * and BOOL, bit for bit. 0, or -1 for a NULL list or path, a NULL
+ * parameter, a name
  * twice in the list, named "__metadata__" or not valid UTF-8, a file that
  * cannot be written, or no memory. Atomic as tg_save_npz: a failure leaves
  * the file that was at path byte for byte as it was. */

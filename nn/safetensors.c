@@ -477,7 +477,8 @@ static const st_entry *find(const st_file *r, const char *name)
 }
 
 /* The value for parameter p, checked: the same shape; a float dtype for a
- * float parameter (converted), I64 for an int64 one. */
+ * float parameter (converted), an integer one for an int64 one (widened),
+ * BOOL for a bool one. */
 static tg_tensor *load_value(const st_file *r, const tg_param *p)
 {
     const st_entry *e = find(r, p->name);
@@ -590,15 +591,16 @@ int tg__safetensors_read_mem(const char *name, const void *bytes, size_t len,
 
 /* ---- Saving ------------------------------------------------------------- */
 
-/* The parameters in the data buffer's order: 8-byte dtypes before 4-byte
- * ones (each in the list's order), so every offset is a multiple of its
- * element size, as the reference library lays them out. */
+/* The parameters in the data buffer's order: 8-byte dtypes, then 4-byte,
+ * then 1-byte (bool), each in the list's order, so every offset is a
+ * multiple of its element size, as the reference library lays them out. */
 static void data_order(const tg_params *ps, int *order)
 {
+    static const size_t sizes[] = {8, 4, 1};
     int k = 0;
-    for (int pass = 0; pass < 2; pass++)
+    for (size_t pass = 0; pass < sizeof sizes / sizeof *sizes; pass++)
         for (int i = 0; i < ps->n; i++)
-            if ((tg_dtype_size(tg_dtype_of(ps->items[i].t)) == 8) == !pass)
+            if (tg_dtype_size(tg_dtype_of(ps->items[i].t)) == sizes[pass])
                 order[k++] = i;
 }
 
@@ -607,6 +609,7 @@ static const char *save_dtype(tg_dtype dt)
     return dt == TG_FLOAT32   ? "F32"
            : dt == TG_FLOAT64 ? "F64"
            : dt == TG_INT64   ? "I64"
+           : dt == TG_BOOL    ? "BOOL"
                               : NULL;
 }
 
@@ -684,7 +687,7 @@ static bool check_save_args(const tg_params *ps, const char *path)
         }
         if (!save_dtype(tg_dtype_of(p->t))) {
             tg__error("%s: %s: parameter '%s' is %s; safetensors are "
-                      "written from float32, float64 and int64",
+                      "written from float32, float64, int64 and bool",
                       op, path, p->name, tg_dtype_name(tg_dtype_of(p->t)));
             return false;
         }

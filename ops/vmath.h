@@ -116,14 +116,15 @@ TG_HIDDEN void tg__vgelu(tg_dtype dt, int64_t n, const void *x, void *y,
  *   q = (-0.5 x) x,  dx = dy (0.5 (x < 0 ? c : 2 - c) + x (phi0 exp(q)))
  * float32, in float lanes (gelu_expo_f, gelu_dx_f):
  *   q  = (-0.5 x) x,  e = exp(q)
- *   e  = e + e e1                         e1 = fma(-0.5 x, x, -q), exact:
+ *   e  = e + e e1                         e1 = fma(-0.5 x, x, -q), exact
+ *                                         (x clamped to [-16, 16] for it):
  *                                         q rounded moves e by up to |q|
  *                                         ulps, this puts it back to first
  *                                         order
  *   dx = dy fma(x, phi0 e, 0.5 (x < 0 ? c : 2 - c))
  *                                         (phi0 e in two parts, by FMA)
- * within 5 ulps for -12.8 <= x <= -1.5 (cancelling towards its 0 near
- * x = -0.75 above that). Vector paths only; dx may be dy. */
+ * within 5 ulps for -12.8 <= x <= -1.5 and x >= 1 (cancelling towards its
+ * 0 near x = -0.75 in between). Vector paths only; dx may be dy. */
 TG_HIDDEN void tg__vgelu_grad(tg_dtype dt, int64_t n, const void *x,
                               const void *c, const void *dy, void *dx);
 

@@ -17,10 +17,11 @@
  *   EXPF LOGF TANHF ERFCF, EXPD LOGD TANHD ERFCD   SLEEF's u10 functions
  *                  (erfc: libmvec's or SLEEF's u15, ops/vmath_avx2.c)
  *
- * and defines for ops/vmath_rows.h, per dtype, RD1 RD2 RD4(F, vectors...):
- * F, a function of double lanes, applied to the vectors' lanes (float32's
- * widened in two halves and the results narrowed, float64's as they are),
- * and RSUB_D, RMUL_D(v, c): v - c, v * c for a VD c, the same way.
+ * and defines for ops/vmath_rows.h, per dtype, RSUB_D, RMUL_D(v, c): v - c,
+ * v * c for a VD c (float32's lanes widened in two halves and the results
+ * narrowed, float64's as they are), and RGELU_ARG, RGELU_OUT, RGELU_EXPO,
+ * RGELU_DX: the dtype's GELU arithmetic (float32's in float lanes,
+ * float64's in double, below).
  *
  * Tails (n not a multiple of the lanes) go through a padded buffer of one
  * vector, so every element of a row takes the same exp() whatever its
@@ -82,7 +83,8 @@ enum { GELU_BLOCK = 256 };
  * ulps, x^2 (151 near x = -13.1, measured). 2g(s) = 2s + 1/s - ... (its
  * asymptotic series), and s (2g(s) - 2s) < 1 for every s >= 0 (0.64 at
  * s = 1, rising towards 1), so c (1 + 2s d) leaves a relative error under
- * s 2^-24 / s = 2^-24, under an ulp of c. d comes exact from an FMA:
+ * s 2^-24 / s = 2^-24 (about 1.3 times that with the |x| k_lo part of d):
+ * about an ulp of c. d comes exact from an FMA:
  * s* - s = fma(|x|, k_hi, -s) + |x| k_lo (the first term is exact, the
  * second under 2^-25 of s and rounded once with it). |x| is clamped at 32
  * for the correction (erfc is 0 past s = 10.1) so that an infinite x gives
@@ -98,11 +100,12 @@ enum { GELU_BLOCK = 256 };
  *
  * Measured over every float32 (tests/check_vmath.c sweeps them): y within
  * 4 ulps of the double computation rounded once for |x| <= 12.8 (2 for
- * x > -1); dx within 4 ulps for -12.8 <= x <= -2 and x >= 1, 5 on
- * [-2, -1.5] (Phi(x) + x phi(x) crosses 0 near -0.75, where no ulp bound
- * holds). Against the same arithmetic in double lanes (3 and 5 ulps) this
- * takes 1.2-2.0 ns an element forward and 1.3-2.0 backward instead of
- * 2.3-3.1 and 2.0-2.9 (float32 (262144,), Zen 3). Each operation is an
+ * x > -1); dx within 4 ulps for -12.8 <= x <= -2, 5 on [-2, -1.5] and
+ * for x >= 1 (Phi(x) + x phi(x) crosses 0 near -0.75, where no ulp bound
+ * holds). The same corrections in double lanes measured 3 and 3 ulps, at
+ * 2.3-3.1 ns an element forward and 2.0-2.9 backward; in float lanes,
+ * 1.2-2.0 and 1.3-2.0 (float32 (262144,), Zen 3): an ulp or two given up
+ * for half the time of GELU's arithmetic. Each operation is an
  * IEEE float operation or an FMA, so tests/check_vmath.c writes the same
  * expressions in C (fmaf) and gets the same bits. */
 #define GELU_K_HI    ((float)TG_INV_SQRT2)
@@ -171,15 +174,10 @@ static inline VF gelu_dx_f(VF dy, VF c, VF x, VF e)
           SUBD(HI_D(dy), MULD(HI_D(e), vsum)))
 #define RSUB_D(v, c) PACKF(SUBD(LO_D(v), c), SUBD(HI_D(v), c))
 #define RMUL_D(v, c) PACKF(MULD(LO_D(v), c), MULD(HI_D(v), c))
-#define RD1(F, a)    PACKF(F(LO_D(a)), F(HI_D(a)))
-#define RD2(F, a, b) PACKF(F(LO_D(a), LO_D(b)), F(HI_D(a), HI_D(b)))
-#define RD4(F, a, b, c, d)                                                     \
-    PACKF(F(LO_D(a), LO_D(b), LO_D(c), LO_D(d)),                               \
-          F(HI_D(a), HI_D(b), HI_D(c), HI_D(d)))
-#define RGELU_ARG  gelu_arg_f
-#define RGELU_OUT  gelu_out_f
-#define RGELU_EXPO gelu_expo_f
-#define RGELU_DX   gelu_dx_f
+#define RGELU_ARG    gelu_arg_f
+#define RGELU_OUT    gelu_out_f
+#define RGELU_EXPO   gelu_expo_f
+#define RGELU_DX     gelu_dx_f
 #include "ops/vmath_rows.h"
 
 /* float64: its lanes are double already (hi stays 0 and out of the sum) */
@@ -207,9 +205,6 @@ static inline VF gelu_dx_f(VF dy, VF c, VF x, VF e)
 #define RLSM_DX(dy, e, vsum)  SUBD(dy, MULD(e, vsum))
 #define RSUB_D(v, c)          SUBD(v, c)
 #define RMUL_D(v, c)          MULD(v, c)
-#define RD1(F, a)             F(a)
-#define RD2(F, a, b)          F(a, b)
-#define RD4(F, a, b, c, d)    F(a, b, c, d)
 #define RGELU_ARG             gelu_arg_d
 #define RGELU_OUT(x, c)       gelu_out_d(x, *(c))
 #define RGELU_EXPO            gelu_expo_d

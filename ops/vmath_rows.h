@@ -13,7 +13,9 @@
  *   RSUM_TOTAL(lo, hi)        the sum of lo's and hi's lanes
  *   RDOT_ADD(acc, a, b)       acc += a * b, lane by lane, in double
  *   RLSM_DX(dy, e, vsum)      dy - e * vsum in double, back in RV
- *   RD1 RD2 RD4(F, ...)       F of double lanes over the vectors' lanes
+ *   RSUB_D RMUL_D(v, c)       v - c, v * c for a VD c, back in RV
+ *   RGELU_ARG RGELU_OUT RGELU_EXPO RGELU_DX   GELU's arithmetic
+ *                             (ops/vmath_isa.h)
  * It undefines them all at its end. No include guard. */
 
 /* ---- maps --------------------------------------------------------------- */
@@ -345,11 +347,8 @@ void R(tg__gelu_grad)(int64_t n, const RT *x, const RT *c, const RT *dy, RT *dx)
 #undef RSUM_TOTAL
 #undef RDOT_ADD
 #undef RLSM_DX
-#undef RD1
 #undef RSUB_D
 #undef RMUL_D
-#undef RD2
-#undef RD4
 #undef RGELU_ARG
 #undef RGELU_OUT
 #undef RGELU_EXPO

@@ -751,11 +751,10 @@ static void nn_table(table_walk *w, env *e)
     ROW_RC("save_safetensors NULL parameter",
            tg_save_safetensors(x_and(e, "v", NULL), tmp_path("a.safetensors")),
            "save_safetensors:", "'v'", "NULL");
-    ROW_RC(
-        "save_safetensors bool parameter",
-        tg_save_safetensors(x_and(e, "v", temp(tg_zeros(TG_BOOL, TG_SHAPE(2)))),
-                            tmp_path("a.safetensors")),
-        "save_safetensors:", "'v'", "bool");
+    ROW_RC("save_safetensors parameter named __metadata__",
+           tg_save_safetensors(x_and(e, "__metadata__", e->v3),
+                               tmp_path("a.safetensors")),
+           "save_safetensors:", "may not be named '__metadata__'");
     ROW_RC("load_safetensors NULL list",
            tg_load_safetensors(NULL, tmp_path("a.safetensors")),
            "load_safetensors:", "NULL");

@@ -147,6 +147,18 @@ END_TEST
 /* The largest ulp error of f (float32, at level l) over the bit patterns
  * lo..hi (as ordered ints, stride `stride`), against double libm rounded
  * to float. */
+/* x[0..n) = the floats of ordered_f32 values start, start + stride, ...
+ * up to b, at most cap of them; returns n. */
+static int fill_f32(int64_t start, int64_t b, int64_t stride, float *x, int cap)
+{
+    int n = 0;
+    for (int64_t o = start; o <= b && n < cap; o += stride) {
+        int32_t bits = o < 0 ? (int32_t)((-o) | 0x80000000u) : (int32_t)o;
+        memcpy(&x[n++], &bits, sizeof bits);
+    }
+    return n;
+}
+
 static int64_t sweep_f32(tg_vfn f, int l, float lo, float hi, int64_t stride)
 {
     enum { CHUNK = 4096 };
@@ -155,11 +167,7 @@ static int64_t sweep_f32(tg_vfn f, int l, float lo, float hi, int64_t stride)
     const int old = tg__cpu_cap(l);
     const int64_t a = ordered_f32(lo), b = ordered_f32(hi);
     for (int64_t start = a; start <= b; start += CHUNK * stride) {
-        int n = 0;
-        for (int64_t o = start; o <= b && n < CHUNK; o += stride) {
-            int32_t bits = o < 0 ? (int32_t)((-o) | 0x80000000u) : (int32_t)o;
-            memcpy(&x[n++], &bits, sizeof bits);
-        }
+        const int n = fill_f32(start, b, stride, x, CHUNK);
         tg__vmap(f, TG_FLOAT32, n, x, y);
         for (int i = 0; i < n; i++) {
             const double v = x[i];
@@ -190,11 +198,7 @@ static void sweep_gelu_f32(int l, float lo, float hi, int64_t stride)
     const int old = tg__cpu_cap(l);
     const int64_t a = ordered_f32(lo), b = ordered_f32(hi);
     for (int64_t start = a; start <= b; start += CHUNK * stride) {
-        int n = 0;
-        for (int64_t o = start; o <= b && n < CHUNK; o += stride) {
-            int32_t bits = o < 0 ? (int32_t)((-o) | 0x80000000u) : (int32_t)o;
-            memcpy(&x[n++], &bits, sizeof bits);
-        }
+        const int n = fill_f32(start, b, stride, x, CHUNK);
         tg_tensor *t = tg_from_f32(1, (int64_t[]){n}, x);
         tg_tensor *y = tg_gelu(t);
         ck_assert_int_eq(tg_copy_out(y, TG_FLOAT32, yv), 0);
@@ -222,11 +226,7 @@ static void sweep_gelu_grad_f32(int l, float lo, float hi, int64_t stride)
     const int old = tg__cpu_cap(l);
     const int64_t a = ordered_f32(lo), b = ordered_f32(hi);
     for (int64_t start = a; start <= b; start += CHUNK * stride) {
-        int n = 0;
-        for (int64_t o = start; o <= b && n < CHUNK; o += stride) {
-            int32_t bits = o < 0 ? (int32_t)((-o) | 0x80000000u) : (int32_t)o;
-            memcpy(&x[n++], &bits, sizeof bits);
-        }
+        const int n = fill_f32(start, b, stride, x, CHUNK);
         tg_tensor *t = tg_from_f32(1, (int64_t[]){n}, x);
         tg_set_requires_grad(t, true);
         tg_scope_begin();
@@ -257,7 +257,8 @@ static void sweep_gelu_grad_f32(int l, float lo, float hi, int64_t stride)
  * has fewer digits. Every 31st float of [-12.8, -1] (a million an ISA) and
  * every 124th of [-1, 12.8] (17 million, nearly all near 0, where nothing
  * is corrected); wider under valgrind. The sweep aborts on the first input
- * past its bound. The gradient likewise over [-12.8, -1.5], within 5 ulps
+ * past its bound. The gradient likewise over [-12.8, -1.5] and [1, 12.8],
+ * within 5 ulps
  * (measured: 4 below -2, 5 near -1.64, where Phi(x) + x phi(x) starts to
  * cancel), its exp's argument corrected too (gelu_dx_f; 65 ulps near -12.7
  * uncorrected); above -1.5 the sum cancels towards its 0 near x = -0.75,
@@ -271,6 +272,7 @@ START_TEST(gelu_f32_tail_ulps)
         sweep_gelu_f32(levels[li], -12.8f, -1.0f, stride);
         sweep_gelu_f32(levels[li], -1.0f, 12.8f, 4 * stride);
         sweep_gelu_grad_f32(levels[li], -12.8f, -1.5f, stride);
+        sweep_gelu_grad_f32(levels[li], 1.0f, 12.8f, stride);
     }
 }
 END_TEST
@@ -945,8 +947,8 @@ static void gelu_ref_f32(float x, float dy, float *c, float e, float *y,
  * edges, every length up to 48 (every tail) and lengths across the
  * kernels' blocks of 256: the same bits, and c exactly tg__vmap's
  * erfc(|x| / sqrt 2) (float32's times the correction for its rounded
- * argument, as ops/vmath_isa.h's gelu_fix_d writes it, and the backward's
- * exp likewise, gelu_dx_fix_d), which the backward takes for its Phi; and
+ * argument, as ops/vmath_isa.h's gelu_out_f writes it, and the backward's
+ * exp likewise, gelu_dx_f), which the backward takes for its Phi; and
  * the same bits again in place. */
 enum { GELU_MAX_N = 800 };
 static void check_gelu_kernels(tg_dtype dt, int l, int64_t n)
