@@ -732,16 +732,15 @@ int tg_read_npz(const char *path, tg_params *out);
  * offset a multiple of its element size (8-byte dtypes first, bool last).
  * float32, float64, int64 and bool parameters are written as F32, F64, I64
  * and BOOL, bit for bit. 0, or -1 for a NULL list or path, a NULL
- * parameter, a name
- * twice in the list, named "__metadata__" or not valid UTF-8, a file that
- * cannot be written, or no memory. Atomic as tg_save_npz: a failure leaves
+ * parameter, a name twice in the list, named "__metadata__" or not valid
+ * UTF-8, a file that cannot be written, or no memory. Atomic as tg_save_npz: a failure leaves
  * the file that was at path byte for byte as it was. */
 int tg_save_safetensors(const tg_params *ps, const char *path);
 /** Loads values by name into the parameters, in place, as tg_load_npz: each
  * tensor must have the parameter's shape; a float parameter takes F32, F64,
  * BF16 or F16 (converted), an int64 one I64, I32, U32, I16, U16, I8 or U8
- * (widened), a bool one BOOL. Tensors of the file that no
- * parameter names are ignored, and so is "__metadata__". The whole file is
+ * (widened), a bool one BOOL. Tensors of the file that no parameter names
+ * are ignored, and so is "__metadata__". The whole file is
  * checked first: a header that is not JSON or lies (its length past the
  * file, offsets out of range, overlapping, leaving gaps or not aligned to
  * the element size, sizes that do not match shape times dtype, an unknown

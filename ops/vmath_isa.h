@@ -62,12 +62,13 @@ static inline VD gelu_dx_d(VD dy, VD c, VD x, VD q)
 /* The gelu kernels run a block of GELU_BLOCK elements at a time in three
  * passes (the argument of erfc or exp into a buffer, the function over the
  * buffer, then the arithmetic around it), not one vector through all three
- * at a time: each vector's chain (widen, multiply, call, widen, combine,
- * narrow) is some 60 cycles long with registers spilled around the call,
- * and one after another they ran at 2.7-2.9 ns an element in float32 while
- * libmvec's erfcf alone runs at 1.2 (Zen 3). The passes compute the same
- * expressions on the same values, so the bits are those of one vector at a
- * time (ops/vmath_rows.h). A multiple of every RN; a few KiB of stack. */
+ * at a time: each vector's chain (then: widen, multiply, call, widen,
+ * combine, narrow) was some 60 cycles long with registers spilled around
+ * the call, and one after another they ran at 2.7-2.9 ns an element in
+ * float32 while libmvec's erfcf alone runs at 1.2 (Zen 3). The passes
+ * compute the same expressions on the same values, so the bits are those
+ * of one vector at a time (ops/vmath_rows.h). A multiple of every RN; a
+ * few KiB of stack. */
 enum { GELU_BLOCK = 256 };
 
 /* float32's GELU arithmetic, in float lanes (the rest of float32's row
