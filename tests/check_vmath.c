@@ -188,60 +188,40 @@ static int64_t sweep_f32(tg_vfn f, int l, float lo, float hi, int64_t stride)
     return worst;
 }
 
-/* tg_gelu in float32 at level l over every `stride`-th float of [lo, hi]
- * against x Phi(x) from libm's erfc in double of the exact |x| / sqrt 2
- * (the scalar loop of ops/elementwise.c), rounded once: within 4 ulps. */
-static void sweep_gelu_f32(int l, float lo, float hi, int64_t stride)
+/* tg_gelu in float32 at level l over every `stride`-th float of [lo, hi],
+ * or with grad its gradient d sum(gelu(x)) / dx, against the double
+ * computation rounded once (the scalar loop of ops/elementwise.c, libm's
+ * erfc of the exact |x| / sqrt 2 and exp): x Phi(x) within `bound` ulps,
+ * or Phi(x) + x phi(x). */
+static void sweep_gelu_f32(int l, float lo, float hi, int64_t stride, bool grad,
+                           int64_t bound)
 {
     enum { CHUNK = 4096 };
-    static float x[CHUNK], yv[CHUNK];
+    static float x[CHUNK], got[CHUNK];
     const int old = tg__cpu_cap(l);
     const int64_t a = ordered_f32(lo), b = ordered_f32(hi);
     for (int64_t start = a; start <= b; start += CHUNK * stride) {
         const int n = fill_f32(start, b, stride, x, CHUNK);
         tg_tensor *t = tg_from_f32(1, (int64_t[]){n}, x);
-        tg_tensor *y = tg_gelu(t);
-        ck_assert_int_eq(tg_copy_out(y, TG_FLOAT32, yv), 0);
-        for (int i = 0; i < n; i++) {
-            const double v = x[i], c = erfc(fabs(v) * TG_INV_SQRT2);
-            const float want = (float)(0.5 * v * (signbit(v) ? c : 2 - c));
-            const int64_t u = ulps_f32(yv[i], want);
-            if (u > 4)
-                ck_abort_msg("gelu(%.9g) = %.9g, want %.9g (%lld ulps)", v,
-                             yv[i], want, (long long)u);
-        }
-        tg_release(y);
-        tg_release(t);
-    }
-    tg__cpu_cap(old);
-}
-
-/* d sum(gelu(x)) / dx in float32 at level l over every `stride`-th float
- * of [lo, hi] against Phi(x) + x phi(x) in double from libm's erfc and
- * exp, rounded once: within 5 ulps. */
-static void sweep_gelu_grad_f32(int l, float lo, float hi, int64_t stride)
-{
-    enum { CHUNK = 4096 };
-    static float x[CHUNK], g[CHUNK];
-    const int old = tg__cpu_cap(l);
-    const int64_t a = ordered_f32(lo), b = ordered_f32(hi);
-    for (int64_t start = a; start <= b; start += CHUNK * stride) {
-        const int n = fill_f32(start, b, stride, x, CHUNK);
-        tg_tensor *t = tg_from_f32(1, (int64_t[]){n}, x);
-        tg_set_requires_grad(t, true);
+        tg_set_requires_grad(t, grad);
         tg_scope_begin();
-        ck_assert_int_eq(tg_backward(tg_sum_all(tg_gelu(t))), 0);
+        tg_tensor *y = tg_gelu(t);
+        if (grad)
+            ck_assert_int_eq(tg_backward(tg_sum_all(y)), 0);
+        ck_assert_int_eq(tg_copy_out(grad ? tg_grad(t) : y, TG_FLOAT32, got),
+                         0);
         tg_scope_end();
-        ck_assert_int_eq(tg_copy_out(tg_grad(t), TG_FLOAT32, g), 0);
         for (int i = 0; i < n; i++) {
             const double v = x[i], c = erfc(fabs(v) * TG_INV_SQRT2);
-            const double cdf = 0.5 * (signbit(v) ? c : 2 - c);
-            const float want =
-                (float)(cdf + v * TG_INV_SQRT_2PI * exp(-0.5 * v * v));
-            const int64_t u = ulps_f32(g[i], want);
-            if (u > 5)
-                ck_abort_msg("gelu'(%.9g) = %.9g, want %.9g (%lld ulps)", v,
-                             g[i], want, (long long)u);
+            const double cdf2 = signbit(v) ? c : 2 - c; /* 2 Phi(x) */
+            const float want = grad
+                                   ? (float)(0.5 * cdf2 + v * TG_INV_SQRT_2PI *
+                                                              exp(-0.5 * v * v))
+                                   : (float)(0.5 * v * cdf2);
+            const int64_t u = ulps_f32(got[i], want);
+            if (u > bound)
+                ck_abort_msg("gelu%s(%.9g) = %.9g, want %.9g (%lld ulps)",
+                             grad ? "'" : "", v, got[i], want, (long long)u);
         }
         tg_release(t);
     }
@@ -269,10 +249,10 @@ START_TEST(gelu_f32_tail_ulps)
     const int nl = vector_levels(levels);
     const int64_t stride = under_valgrind() ? 40009 : 31;
     for (int li = 0; li < nl; li++) {
-        sweep_gelu_f32(levels[li], -12.8f, -1.0f, stride);
-        sweep_gelu_f32(levels[li], -1.0f, 12.8f, 4 * stride);
-        sweep_gelu_grad_f32(levels[li], -12.8f, -1.5f, stride);
-        sweep_gelu_grad_f32(levels[li], 1.0f, 12.8f, stride);
+        sweep_gelu_f32(levels[li], -12.8f, -1.0f, stride, false, 4);
+        sweep_gelu_f32(levels[li], -1.0f, 12.8f, 4 * stride, false, 4);
+        sweep_gelu_f32(levels[li], -12.8f, -1.5f, stride, true, 5);
+        sweep_gelu_f32(levels[li], 1.0f, 12.8f, stride, true, 5);
     }
 }
 END_TEST
