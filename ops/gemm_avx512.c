@@ -18,9 +18,81 @@
 
 #define UK_TARGET __attribute__((target("avx512f")))
 
+/* The register transposes of the transposing packers (the template's
+ * UK_TRANSPOSE). 16 x 16 floats: unpack pairs of rows, shuffle 4 x 4 blocks
+ * within each 128-bit lane, then two rounds of 128-bit lane shuffles
+ * (shuffle_f32x4 0x88 takes lanes 0, 2 of each source, 0xDD lanes 1, 3).
+ * 8 x 8 doubles: unpack pairs of rows, gather 2 x 2 blocks into 4 x 4
+ * ones (permutex2var), then whole 256-bit halves (shuffle_f64x2). */
+UK_TARGET static inline __attribute__((always_inline)) void
+transpose16(__m512 r[16])
+{
+    __m512 t[16], u[16], v[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    /* u[4b + c]: column 4L + c of rows 4b..4b+3 in each 128-bit lane L */
+#pragma GCC unroll 16
+    for (int b = 0; b < 16; b += 4) {
+        u[b] = _mm512_shuffle_ps(t[b], t[b + 2], 0x44);
+        u[b + 1] = _mm512_shuffle_ps(t[b], t[b + 2], 0xEE);
+        u[b + 2] = _mm512_shuffle_ps(t[b + 1], t[b + 3], 0x44);
+        u[b + 3] = _mm512_shuffle_ps(t[b + 1], t[b + 3], 0xEE);
+    }
+#pragma GCC unroll 16
+    for (int c = 0; c < 4; c++) {
+        v[c] = _mm512_shuffle_f32x4(u[c], u[c + 4], 0x88);
+        v[c + 4] = _mm512_shuffle_f32x4(u[c], u[c + 4], 0xDD);
+        v[c + 8] = _mm512_shuffle_f32x4(u[c + 8], u[c + 12], 0x88);
+        v[c + 12] = _mm512_shuffle_f32x4(u[c + 8], u[c + 12], 0xDD);
+    }
+#pragma GCC unroll 16
+    for (int c = 0; c < 8; c++) {
+        r[c] = _mm512_shuffle_f32x4(v[c], v[c + 8], 0x88);
+        r[c + 8] = _mm512_shuffle_f32x4(v[c], v[c + 8], 0xDD);
+    }
+}
+
+UK_TARGET static inline __attribute__((always_inline)) void
+transpose8d(__m512d r[8])
+{
+    const __m512i lo = _mm512_set_epi64(13, 12, 5, 4, 9, 8, 1, 0);
+    const __m512i hi = _mm512_set_epi64(15, 14, 7, 6, 11, 10, 3, 2);
+    __m512d t[8], u[8];
+#pragma GCC unroll 16
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm512_unpacklo_pd(r[i], r[i + 1]);     /* columns 0 2 4 6 */
+        t[i + 1] = _mm512_unpackhi_pd(r[i], r[i + 1]); /* 1 3 5 7 */
+    }
+    /* u[4h + c]: rows 4h..4h+3 of columns c' and c' + 4, c' = 0 2 1 3 */
+#pragma GCC unroll 16
+    for (int h = 0; h < 8; h += 4) {
+        u[h] = _mm512_permutex2var_pd(t[h], lo, t[h + 2]);
+        u[h + 1] = _mm512_permutex2var_pd(t[h], hi, t[h + 2]);
+        u[h + 2] = _mm512_permutex2var_pd(t[h + 1], lo, t[h + 3]);
+        u[h + 3] = _mm512_permutex2var_pd(t[h + 1], hi, t[h + 3]);
+    }
+#pragma GCC unroll 16
+    for (int c = 0; c < 4; c++) {
+        const int col = c == 1 ? 2 : c == 2 ? 1 : c; /* 0 2 1 3 */
+        r[col] = _mm512_shuffle_f64x2(u[c], u[c + 4], 0x44);
+        r[col + 4] = _mm512_shuffle_f64x2(u[c], u[c + 4], 0xEE);
+    }
+}
+
+/* Each type's 14-row tile, then the same tile 4, 2 and 1 rows high, for a
+ * block's last panel when m is not a multiple of 14 (as in
+ * ops/gemm_avx2.c: the same sums in the same order, so the same bits). */
+
+#define UK_KEEP_OPS
 #define UK_NAME         sgemm_14x32
-#define UK_PACK_A       sgemm_14x32_pack_a
-#define UK_PACK_B       sgemm_14x32_pack_b
+#define UK_PACK_A       sgemm_14x32_pack_a_copy
+#define UK_PACK_B       sgemm_14x32_pack_b_copy
+#define UK_PACK_A_T     sgemm_14x32_pack_a
+#define UK_PACK_B_T     sgemm_14x32_pack_b
+#define UK_TRANSPOSE(v) transpose16(v)
 #define UK_T            float
 #define UK_V            __m512
 #define UK_LANES        16
@@ -34,9 +106,26 @@
 #define UK_FMA(x, y, z) _mm512_fmadd_ps(x, y, z)
 #include "ops/gemm_ukernel.h"
 
+#define UK_NAME sgemm_4x32
+#define UK_MR   4
+#include "ops/gemm_ukernel.h"
+
+#define UK_NAME sgemm_2x32
+#define UK_MR   2
+#include "ops/gemm_ukernel.h"
+
+#define UK_NAME sgemm_1x32
+#define UK_MR   1
+#undef UK_KEEP_OPS
+#include "ops/gemm_ukernel.h"
+
+#define UK_KEEP_OPS
 #define UK_NAME         dgemm_14x16
-#define UK_PACK_A       dgemm_14x16_pack_a
-#define UK_PACK_B       dgemm_14x16_pack_b
+#define UK_PACK_A       dgemm_14x16_pack_a_copy
+#define UK_PACK_B       dgemm_14x16_pack_b_copy
+#define UK_PACK_A_T     dgemm_14x16_pack_a
+#define UK_PACK_B_T     dgemm_14x16_pack_b
+#define UK_TRANSPOSE(v) transpose8d(v)
 #define UK_T            double
 #define UK_V            __m512d
 #define UK_LANES        8
@@ -50,26 +139,43 @@
 #define UK_FMA(x, y, z) _mm512_fmadd_pd(x, y, z)
 #include "ops/gemm_ukernel.h"
 
+#define UK_NAME dgemm_4x16
+#define UK_MR   4
+#include "ops/gemm_ukernel.h"
+
+#define UK_NAME dgemm_2x16
+#define UK_MR   2
+#include "ops/gemm_ukernel.h"
+
+#define UK_NAME dgemm_1x16
+#define UK_MR   1
+#undef UK_KEEP_OPS
+#include "ops/gemm_ukernel.h"
+
 #undef UK_TARGET
 
-static const tg__gemm_ukernel sgemm = {.mr = 14,
-                                       .nr = 32,
-                                       .mc = 140,
-                                       .kc = 192,
-                                       .k_one = 192,
-                                       .nc = 3072,
-                                       .run = sgemm_14x32,
-                                       .pack_a = sgemm_14x32_pack_a,
-                                       .pack_b = sgemm_14x32_pack_b};
-static const tg__gemm_ukernel dgemm = {.mr = 14,
-                                       .nr = 16,
-                                       .mc = 112,
-                                       .kc = 192,
-                                       .k_one = 192,
-                                       .nc = 3072,
-                                       .run = dgemm_14x16,
-                                       .pack_a = dgemm_14x16_pack_a,
-                                       .pack_b = dgemm_14x16_pack_b};
+static const tg__gemm_ukernel sgemm = {
+    .mr = 14,
+    .nr = 32,
+    .mc = 140,
+    .kc = 192,
+    .k_one = 192,
+    .nc = 3072,
+    .run = sgemm_14x32,
+    .run_rows = {sgemm_4x32, sgemm_2x32, sgemm_1x32},
+    .pack_a = sgemm_14x32_pack_a,
+    .pack_b = sgemm_14x32_pack_b};
+static const tg__gemm_ukernel dgemm = {
+    .mr = 14,
+    .nr = 16,
+    .mc = 112,
+    .kc = 192,
+    .k_one = 192,
+    .nc = 3072,
+    .run = dgemm_14x16,
+    .run_rows = {dgemm_4x16, dgemm_2x16, dgemm_1x16},
+    .pack_a = dgemm_14x16_pack_a,
+    .pack_b = dgemm_14x16_pack_b};
 
 const tg__gemm_ukernel *tg__gemm_ukernel_avx512(tg_dtype dt)
 {
