@@ -4,9 +4,16 @@
  * registers). Compiled for AVX-512 F whatever the build's -march (the
  * target attribute), called only when tg__cpu_level() is TG_CPU_AVX512.
  *
- * Blocks for Skylake-SP / Ice Lake-class cores (32K-48K L1d, 1M-2M L2):
- * a (kc,nr) b sliver of 192 x 32 floats (or 192 x 16 doubles) is 24K; an
- * (mc,kc) a block of 140 x 192 floats is 105K (112 x 192 doubles: 168K). */
+ * Blocks measured on Zen 5 (48K L1d, 1M L2), the first AVX-512 core run
+ * here: a (kc,nr) b sliver of 512 x 32 floats (or 512 x 16 doubles) is
+ * 64K, past L1, but the kernel's 2 b loads per 28 FMAs stream well from
+ * L2; an (mc,kc) a block of 280 x 512 floats (140 x 512 doubles) is 560K,
+ * within L2; k up to k_one = 1024 runs in one block. Against the earlier
+ * Skylake-class choice (kc 192, mc 140 or 112, k_one 192; 24K slivers),
+ * the head's float32 products at large and xl went from a geomean of
+ * 65-69% of the FMA peak to 82-85% (three interleaved rounds of
+ * bench_matmul), and 1024^3 from 148-185 to 178-189 GFLOP/s; float64's
+ * products were even within the noise, its 1024^3 from 70-72 to 74-82. */
 #include <config.h>
 
 #include "ops/gemm_kernels.h"

@@ -30,19 +30,23 @@ enum { N_KERNELS = sizeof kernels / sizeof kernels[0] };
 
 /* (m,n,k): degenerate, odd, and on both sides of the portable kernel's
  * 64-wide blocks; of the AVX2 tiles (6 rows; 16 float or 8 double
- * columns), the AVX-512 ones (14; 32 or 16), the k block (256 or 192; the
- * AVX2 kernels run k up to 512 in one block, so k = 257 is one block there
- * and 513 three; 193 and 385 cross AVX-512's), the row block (144, 96),
- * and of the width (8 slivers) up to which a is read in place rather than
- * packed; n of one sliver (16 and 8 on AVX2, 32 and 16 on AVX-512) over
- * k blocks (b then read in place when not padded). */
+ * columns), the AVX-512 ones (14; 32 or 16), the k block (AVX2: 256, with
+ * k up to 512 in one block, so k = 257 is one block there and 513 three;
+ * AVX-512: 512, with k up to 1024 in one block, so 1100 is three), the row
+ * block (AVX2 144 float, 96 double; AVX-512 280, 140), and of the width
+ * (8 slivers: 128 or 64 columns on AVX2, 256 or 128 on AVX-512) up to
+ * which a is read in place rather than packed (n = 300 packs it on both,
+ * through the transposing packer when not ta); n of one sliver (16 and 8
+ * on AVX2, 32 and 16 on AVX-512) over k blocks (b then read in place when
+ * not padded). */
 static const int64_t shapes[][3] = {
-    {1, 1, 1},     {17, 33, 5},  {5, 17, 33},   {64, 64, 64}, {65, 130, 67},
-    {1, 70, 1},    {70, 1, 3},   {2, 3, 200},   {3, 4, 0},    {0, 5, 3},
-    {4, 0, 3},     {0, 0, 0},    {6, 16, 8},    {5, 15, 7},   {7, 17, 9},
-    {13, 9, 193},  {15, 31, 31}, {29, 33, 11},  {7, 65, 257}, {146, 5, 257},
-    {100, 70, 20}, {7, 65, 513}, {146, 5, 513}, {13, 9, 385}, {13, 16, 600},
-    {13, 32, 600}, {9, 8, 530},
+    {1, 1, 1},     {17, 33, 5},  {5, 17, 33},    {64, 64, 64},  {65, 130, 67},
+    {1, 70, 1},    {70, 1, 3},   {2, 3, 200},    {3, 4, 0},     {0, 5, 3},
+    {4, 0, 3},     {0, 0, 0},    {6, 16, 8},     {5, 15, 7},    {7, 17, 9},
+    {13, 9, 193},  {15, 31, 31}, {29, 33, 11},   {7, 65, 257},  {146, 5, 257},
+    {100, 70, 20}, {7, 65, 513}, {146, 5, 513},  {13, 9, 385},  {13, 16, 600},
+    {13, 32, 600}, {9, 8, 530},  {13, 32, 1100}, {9, 16, 1100}, {290, 40, 20},
+    {20, 300, 40},
 };
 enum { N_SHAPES = sizeof shapes / sizeof shapes[0] };
 
