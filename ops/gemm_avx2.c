@@ -155,6 +155,7 @@ static const tg__gemm_ukernel dgemm = {
     .mc = 96,
     .kc = 256,
     .k_one = 512,
+    .pack_ta = true,
     .nc = 3072,
     .run = dgemm_6x8,
     .run_rows = {dgemm_4x8, dgemm_2x8, dgemm_1x8},

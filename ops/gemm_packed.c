@@ -280,9 +280,10 @@ enum { A_IN_PLACE_MAX_SLIVERS = 8 };
  * the projections of the head, (16384,512) @ (512,64) and (8192,384) @
  * (384,64), ran 20-30% faster in float32 and 14-24% in float64 at k = 512
  * and 384 in one block than at 256 + 256 and 256 + 128 (medians of five
- * interleaved runs; 512^3 even; Zen 3, 1 thread). The AVX-512 kernels
- * keep k_one = kc until measured on such a CPU. It depends on k alone, so
- * the sum order stays the same for every layout and thread count. */
+ * interleaved runs; 512^3 even; Zen 3, 1 thread). The AVX-512 kernels'
+ * k_one, 2 kc as well, was measured on Zen 5 (ops/gemm_avx512.c). It
+ * depends on k alone, so the sum order stays the same for every layout
+ * and thread count. */
 static int64_t k_block(const tg__gemm_ukernel *uk, int64_t k)
 {
     return k <= uk->k_one ? k : uk->kc;
@@ -307,22 +308,27 @@ static void run_parts(void *ctx, int64_t lo, int64_t hi)
     }
     char *bp = ap + (size_t)a_size * es, *tile = bp + (size_t)b_size * es;
     /* Packing a pays when each panel then meets many b slivers; with few
-     * (a narrow c), the kernel reads a where it lies. Except a float64 a
-     * stored transposed (rows of op(a) down storage's columns), packed
-     * whatever the width: read in place its panels walk storage a row
-     * apart per step, measured 9-23% slower than packing at 4 and 8
+     * (a narrow c), the kernel reads a where it lies. Except an a stored
+     * transposed (rows of op(a) down storage's columns) when the kernel
+     * says pack_ta: read in place, its panels walk storage a row apart
+     * per step. AVX2's float64 kernel says so: its 6-double panels (48
+     * bytes a step) in place measured 9-23% slower than packed at 4 and 8
      * slivers (k^T @ dq shapes (256,64,256), (128,32,4096), (384,64,8192)
-     * on Zen 3, 1 thread); float32 panels packed measured 0-13% slower
-     * at 4 to 8 slivers (its kernel does half the work per element
-     * packed), so they stay in place, unless storage's rows are a page
-     * or more apart: then every step of a panel is a new page and, at
-     * 4 KiB exactly, the same L1 set, and attn^T @ dout at (16,1024,1024)
-     * x (16,1024,64) ran 47 ms in place against 34 ms packed (medians of
-     * three; 2 KiB rows measured even, 1 KiB and less in place 2-12%
-     * faster; Zen 3, 1 thread). */
+     * on Zen 3, 1 thread); its float32 panels packed measured 0-13%
+     * slower. AVX-512's float64 kernel does not: its 14-double panels
+     * (112 bytes a step) in place ran the head's transposed products at
+     * medium and large at 69-87% of the FMA peak against 58-65% packed
+     * (three interleaved rounds of bench_matmul; (384,8192)^T @ (8192,64)
+     * 84-85 GFLOP/s against 55-58; Zen 5, 1 thread), the packing then
+     * a quarter of the product in perf. Any kernel packs such an a when
+     * storage's rows are a page or more apart: then every step of a panel
+     * is a new page and, at 4 KiB exactly, the same L1 set, and attn^T @
+     * dout at (16,1024,1024) x (16,1024,64) ran 47 ms in place against 34
+     * ms packed (medians of three; 2 KiB rows measured even, 1 KiB and
+     * less in place 2-12% faster; Zen 3, 1 thread). */
     const bool a_packed =
         g->n > A_IN_PLACE_MAX_SLIVERS * uk->nr ||
-        (g->ta && (g->dt == TG_FLOAT64 || (size_t)g->lda * es >= 4096));
+        (g->ta && (uk->pack_ta || (size_t)g->lda * es >= 4096));
     /* A row-major b of exactly one sliver's width, rows nr apart, is laid
      * out as its packed sliver already: the kernel reads it in place (the
      * (1024,16) dq of h^T @ dq was copied whole for each k block). */
