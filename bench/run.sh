@@ -528,7 +528,9 @@ FILENAME ~ /matmul$/ {
         for (i = 3; i < NF; i++) {
             if ($i == "thread") ref[dt, 1] = $(i + 1)
             if ($i == "threads") ref[dt, 2] = $(i + 1)
-            if ($i == "time") { v = $(i + 1); sub(/[),]$/, "", v); refcpu[dt] = v }
+            # + 0: sub() leaves v a string, and strings compare as text
+            # ("158.7" < "96.4")
+            if ($i == "time") { v = $(i + 1); sub(/[),]$/, "", v); refcpu[dt] = v + 0 }
         }
     }
     next
