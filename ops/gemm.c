@@ -264,11 +264,13 @@ typedef enum {
  * columns wide, or NULL below AVX2. On AVX-512 a product no wider than one
  * AVX2 sliver (n <= 16 float, 8 double) runs the AVX2 kernel: the AVX-512
  * sliver, twice as wide, would be half padding or more. Measured on Zen 5
- * (bench_matmul, tiny and small, the ratio to OpenBLAS): the n = 16 float
- * products 0.75-1.28x with the AVX2 kernel against 0.87-2.10x, the n = 8
- * double one 1.15x against 1.45-1.50x, while every wider one is faster on
- * AVX-512's (n = 64 float: 0.49x against 0.84x). The choice depends on n
- * alone, so a product's bits still do not depend on its layout. */
+ * (bench_matmul's tiny and small products, two interleaved rounds; time
+ * over OpenBLAS's, lower is faster; AVX2's kernel first, then AVX-512's):
+ * the n = 16 float products 0.70-1.83x against 0.88-2.33x, each of them
+ * faster on AVX2's; the n = 8 double one 1.45-1.50x against 1.90-1.94x;
+ * the wider ones are AVX-512's either way (n = 64 float: 0.84x on AVX2's
+ * against 0.49x, from an earlier round). The choice depends on n alone,
+ * so a product's bits do not depend on its layout. */
 static const tg__gemm_ukernel *own_kernel(tg_dtype dt, int64_t n)
 {
     const int level = tg__cpu_level();
@@ -288,7 +290,7 @@ static bool blas_first(tg_dtype dt)
     (void)dt;
     return true;
 #elif defined(TG_HAVE_BLAS)
-    return own_kernel(dt, 0) == NULL;
+    return own_kernel(dt, 0) == NULL; /* NULL below AVX2, whatever n */
 #else
     (void)dt;
     return false;

@@ -27,10 +27,13 @@
  *
  * Sum order: our kernels add each c element's k products in order, kc of
  * them at a time into c (alpha * sum + beta * c for the first block, + c
- * after; all k in one block when k <= k_one, 2 kc on AVX2), the same for
- * every transpose and leading dim and every thread count: threads share
- * c's blocks, never k. (The portable kernel too sums in k order; OpenBLAS
- * makes no such promise.)
+ * after; all k in one block when k <= k_one, 2 kc on both levels), the
+ * same for every transpose and leading dim and every thread count: threads
+ * share c's blocks, never k. The kernel, and so the k blocks, follow the
+ * CPU level and n (on AVX-512 a product of n <= 16 float or 8 double runs
+ * the AVX2 kernel): a slice of c's columns computed alone may round
+ * differently from the same columns of the whole product. (The portable
+ * kernel too sums in k order; OpenBLAS makes no such promise.)
  *
  * Threads: our kernels share a large product among tg__parallel_for's
  * threads and OpenBLAS among its own (see tg__gemm_blas_threaded); called
@@ -54,7 +57,9 @@ TG_HIDDEN bool tg__gemm_portable(tg_dtype dt, bool trans_a, bool trans_b,
                                  int64_t ldc);
 
 /* The same product on our packed kernels at tg__cpu_level() (the portable
- * one below AVX2) whatever the build: for the tests and the benchmark. */
+ * one below AVX2; on AVX-512 the AVX2 kernel for a product of n <= 16
+ * float or 8 double) whatever the build: for the tests and the
+ * benchmark. */
 TG_HIDDEN bool tg__gemm_own(tg_dtype dt, bool trans_a, bool trans_b, int64_t m,
                             int64_t n, int64_t k, double alpha, const void *a,
                             int64_t lda, const void *b, int64_t ldb,

@@ -4,16 +4,21 @@
  * registers). Compiled for AVX-512 F whatever the build's -march (the
  * target attribute), called only when tg__cpu_level() is TG_CPU_AVX512.
  *
- * Blocks measured on Zen 5 (48K L1d, 1M L2), the first AVX-512 core run
- * here: a (kc,nr) b sliver of 512 x 32 floats (or 512 x 16 doubles) is
- * 64K, past L1, but the kernel's 2 b loads per 28 FMAs stream well from
- * L2; an (mc,kc) a block of 280 x 512 floats (140 x 512 doubles) is 560K,
- * within L2; k up to k_one = 1024 runs in one block. Against the earlier
- * Skylake-class choice (kc 192, mc 140 or 112, k_one 192; 24K slivers),
- * the head's float32 products at large and xl went from a geomean of
- * 65-69% of the FMA peak to 82-85% (three interleaved rounds of
- * bench_matmul), and 1024^3 from 148-185 to 178-189 GFLOP/s; float64's
- * products were even within the noise, its 1024^3 from 70-72 to 74-82. */
+ * Blocks measured on Zen 5 (48K L1d, 1M L2): a (kc,nr) b sliver of 512 x
+ * 32 floats (or 512 x 16 doubles) is 64K, past L1, but the kernel's 2 b
+ * loads per 28 FMAs stream well enough from L2; an (mc,kc) a block of 280
+ * x 512 floats (140 x 512 doubles) is 560K, within L2. A product of k up
+ * to k_one = 1024 runs in one k block (ops/gemm_packed.c, k_block), its
+ * sliver then up to 128K and its a block up to 1120K, past L2, and still
+ * faster. Among kc 192 to 1024, mc 70 to 420 and k_one kc or 2 kc, these
+ * ran the head's float32 products at large and xl fastest, at a geomean of
+ * 82-85% of the FMA peak (kc 192, mc 140: 65-69%; interleaved rounds of
+ * bench_matmul, 1 thread), and float32 1024^3 at 178-189 GFLOP/s of a
+ * 207 peak; for float64 they measured 1-3 points above kc 192 on the
+ * same products and 1024^3 at 79-93 GFLOP/s of 105, against 72-79.
+ *
+ * An a stored transposed is read in place when c is narrow (pack_ta
+ * false; see a_packed in ops/gemm_packed.c). */
 #include <config.h>
 
 #include "ops/gemm_kernels.h"
@@ -40,7 +45,8 @@ transpose16(__m512 r[16])
         t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
         t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
     }
-    /* u[4b + c]: column 4L + c of rows 4b..4b+3 in each 128-bit lane L */
+    /* u[b + c] (b = 0, 4, 8, 12): column 4L + c of rows b..b+3 in each
+     * 128-bit lane L */
 #pragma GCC unroll 16
     for (int b = 0; b < 16; b += 4) {
         u[b] = _mm512_shuffle_ps(t[b], t[b + 2], 0x44);
@@ -48,6 +54,9 @@ transpose16(__m512 r[16])
         u[b + 2] = _mm512_shuffle_ps(t[b + 1], t[b + 3], 0x44);
         u[b + 3] = _mm512_shuffle_ps(t[b + 1], t[b + 3], 0xEE);
     }
+    /* v[c] (c < 8): columns c and c + 8 of rows 0..7, lane by lane column
+     * c rows 0..3, column c + 8 rows 0..3, then the same of rows 4..7;
+     * v[c + 8] the same of rows 8..15 */
 #pragma GCC unroll 16
     for (int c = 0; c < 4; c++) {
         v[c] = _mm512_shuffle_f32x4(u[c], u[c + 4], 0x88);
@@ -73,7 +82,8 @@ transpose8d(__m512d r[8])
         t[i] = _mm512_unpacklo_pd(r[i], r[i + 1]);     /* columns 0 2 4 6 */
         t[i + 1] = _mm512_unpackhi_pd(r[i], r[i + 1]); /* 1 3 5 7 */
     }
-    /* u[4h + c]: rows 4h..4h+3 of columns c' and c' + 4, c' = 0 2 1 3 */
+    /* u[h + c] (h = 0, 4): rows h..h+3 of columns c' and c' + 4, c' = 0 2 1
+     * 3 for c = 0 1 2 3 */
 #pragma GCC unroll 16
     for (int h = 0; h < 8; h += 4) {
         u[h] = _mm512_permutex2var_pd(t[h], lo, t[h + 2]);
@@ -164,9 +174,9 @@ transpose8d(__m512d r[8])
 static const tg__gemm_ukernel sgemm = {
     .mr = 14,
     .nr = 32,
-    .mc = 140,
-    .kc = 192,
-    .k_one = 192,
+    .mc = 280,
+    .kc = 512,
+    .k_one = 1024,
     .nc = 3072,
     .run = sgemm_14x32,
     .run_rows = {sgemm_4x32, sgemm_2x32, sgemm_1x32},
@@ -175,9 +185,9 @@ static const tg__gemm_ukernel sgemm = {
 static const tg__gemm_ukernel dgemm = {
     .mr = 14,
     .nr = 16,
-    .mc = 112,
-    .kc = 192,
-    .k_one = 192,
+    .mc = 140,
+    .kc = 512,
+    .k_one = 1024,
     .nc = 3072,
     .run = dgemm_14x16,
     .run_rows = {dgemm_4x16, dgemm_2x16, dgemm_1x16},

@@ -33,8 +33,9 @@ typedef struct {
  * not depend on where the tile lies.
  *
  * Cache blocks: an (mc,kc) block of packed a stays in L2 while each (kc,nr)
- * sliver of packed b, in L1, meets its mr-row panels; a (kc,nc) block of
- * packed b is shared by all the a blocks of a column block. */
+ * sliver of packed b, near the core (L1, or L2 where a kernel's file says
+ * so), meets its mr-row panels; a (kc,nc) block of packed b is shared by
+ * all the a blocks of a column block. */
 typedef struct {
     int mr, nr;
     int64_t mc, kc, nc;

@@ -20,11 +20,27 @@ typedef bool (*gemm_fn)(tg_dtype dt, bool trans_a, bool trans_b, int64_t m,
                         int64_t lda, const void *b, int64_t ldb, double beta,
                         void *c, int64_t ldc);
 
+/* tg__gemm_own with the CPU level capped at AVX2: on an AVX-512 CPU
+ * tg__gemm_own runs the AVX2 kernels only for products of one AVX2
+ * sliver's width (ops/gemm.c), so this runs them on every shape. */
+static bool gemm_own_avx2(tg_dtype dt, bool trans_a, bool trans_b, int64_t m,
+                          int64_t n, int64_t k, double alpha, const void *a,
+                          int64_t lda, const void *b, int64_t ldb, double beta,
+                          void *c, int64_t ldc)
+{
+    const int old = tg__cpu_cap(TG_CPU_AVX2);
+    const bool ok = tg__gemm_own(dt, trans_a, trans_b, m, n, k, alpha, a, lda,
+                                 b, ldb, beta, c, ldc);
+    tg__cpu_cap(old);
+    return ok;
+}
+
 static const struct {
     const char *name;
     gemm_fn fn;
 } kernels[] = {{"tg__gemm", tg__gemm},
                {"tg__gemm_own", tg__gemm_own},
+               {"tg__gemm_own at avx2", gemm_own_avx2},
                {"tg__gemm_portable", tg__gemm_portable}};
 enum { N_KERNELS = sizeof kernels / sizeof kernels[0] };
 
@@ -255,7 +271,7 @@ START_TEST(test_same_bits_any_layout)
 {
     const gemm_fn fn = _i / 2 ? tg__gemm_portable : tg__gemm_own;
     const tg_dtype dt = _i % 2 ? TG_FLOAT64 : TG_FLOAT32;
-    const int64_t m = 37, n = 70, k = 301;
+    const int64_t m = 37, n = 70, k = 1100; /* k blocks on every level */
     uint64_t state = 3;
     matrix a = matrix_new(dt, m, k, 0, &state);
     matrix b = matrix_new(dt, k, n, 0, &state);
@@ -297,7 +313,7 @@ END_TEST
 START_TEST(test_same_bits_any_threads)
 {
     const tg_dtype dt = _i ? TG_FLOAT64 : TG_FLOAT32;
-    const int64_t m = 203, n = 150, k = 300;
+    const int64_t m = 203, n = 150, k = 1100;
     uint64_t state = 4;
     matrix a = matrix_new(dt, m, k, 0, &state);
     matrix b = matrix_new(dt, n, k, 0, &state);
@@ -378,6 +394,15 @@ START_TEST(test_level_against_portable)
         for (int t = 0; t < 4; t++)
             check_level(level, dt, u, t / 2, t % 2, sizes[s][0], sizes[s][1],
                         sizes[s][2]);
+    /* a packed through the transposing packer (not ta) and b through its
+     * own (tb), past every block of the widest kernel: more than 8
+     * slivers (256 floats, 128 doubles on AVX-512), rows past its row
+     * block (280, 140) and k past its one-block k (1024), so the packers
+     * start at rows i0 > 0 and depths p0 > 0, panel after panel */
+    if (dt == TG_FLOAT32)
+        check_level(level, dt, u, false, true, 290, 257, 1025);
+    else
+        check_level(level, dt, u, false, true, 150, 129, 1025);
     tg__cpu_cap(old);
 }
 END_TEST
