@@ -317,7 +317,7 @@ static void run_parts(void *ctx, int64_t lo, int64_t hi)
      * on Zen 3, 1 thread); its float32 panels packed measured 0-13%
      * slower. AVX-512's float64 kernel does not: its 14-double panels
      * (112 bytes a step) in place ran the head's transposed products at
-     * medium and large at 69-87% of the FMA peak against 58-65% packed
+     * medium and large at 72-87% of the FMA peak against 54-62% packed
      * (three interleaved rounds of bench_matmul; (384,8192)^T @ (8192,64)
      * 84-85 GFLOP/s against 55-58; Zen 5, 1 thread), the packing then
      * a quarter of the product in a profile. Any kernel packs such an a when
