@@ -320,12 +320,12 @@ static void run_parts(void *ctx, int64_t lo, int64_t hi)
      * medium and large at 72-87% of the FMA peak against 54-62% packed
      * (three interleaved rounds of bench_matmul; (384,8192)^T @ (8192,64)
      * 84-85 GFLOP/s against 55-58; Zen 5, 1 thread), the packing then
-     * a quarter of the product in a profile. Any kernel packs such an a when
-     * storage's rows are a page or more apart: then every step of a panel
-     * is a new page and, at 4 KiB exactly, the same L1 set, and attn^T @
-     * dout at (16,1024,1024) x (16,1024,64) ran 47 ms in place against 34
-     * ms packed (medians of three; 2 KiB rows measured even, 1 KiB and
-     * less in place 2-12% faster; Zen 3, 1 thread). */
+     * a quarter of the product in a profile. Any kernel packs such an a
+     * when storage's rows are a page or more apart: then every step of a
+     * panel is a new page and, at 4 KiB exactly, the same L1 set, and
+     * attn^T @ dout at (16,1024,1024) x (16,1024,64) ran 47 ms in place
+     * against 34 ms packed (medians of three; 2 KiB rows measured even,
+     * 1 KiB and less in place 2-12% faster; Zen 3, 1 thread). */
     const bool a_packed =
         g->n > A_IN_PLACE_MAX_SLIVERS * uk->nr ||
         (g->ta && (uk->pack_ta || (size_t)g->lda * es >= 4096));

@@ -319,13 +319,13 @@ static bool plan(const tg_tensor *a, const tg_tensor *b, mats *A, mats *B,
  * it (h = ln(x) feeding the q, k and v of every head takes 3 * heads
  * contributions a step). Within one k block of the GEMM (k up to the
  * k_one of the kernel ops/gemm.c picks for the product: 512 on AVX2, 1024
- * on AVX-512; any k on the portable kernel) each element gets grad + the product's sum in one rounding, the
- * bits the add gave; past it the gradient joins the sum at the first
- * block, a different rounding (and OpenBLAS, when it runs the products,
- * promises no order either way). false when it does not apply (nothing
- * written; a or b NULL included); on failure (out of memory, with some
- * products maybe added) it stops the walk, which drops or restores the
- * gradient, and returns true. */
+ * on AVX-512; any k on the portable kernel) each element gets grad + the
+ * product's sum in one rounding, the bits the add gave; past it the
+ * gradient joins the sum at the first block, a different rounding (and
+ * OpenBLAS, when it runs the products, promises no order either way).
+ * false when it does not apply (nothing written; a or b NULL included);
+ * on failure (out of memory, with some products maybe added) it stops the
+ * walk, which drops or restores the gradient, and returns true. */
 static bool add_product_to_grad(tg_node *n, int i, const tg_tensor *a,
                                 const tg_tensor *b)
 {
