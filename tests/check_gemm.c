@@ -1,6 +1,6 @@
 /* The GEMM layer (ops/gemm.h, private: a white-box test): tg__gemm, our
- * packed kernels at this CPU's level and the portable kernel on its own,
- * against a naive product in double, for every transpose, leading dims
+ * packed kernels at this CPU's level and capped at AVX2, and the portable
+ * kernel on its own, against a naive product in double, for every transpose, leading dims
  * wider than the rows, alpha and beta, sizes around the kernels' tiles and
  * blocks, and BLAS's special cases: k = 0, alpha = 0 (a and b unread),
  * beta = 0 (c overwritten, NaN and all). Then the packed kernels' promises:
