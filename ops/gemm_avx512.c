@@ -17,8 +17,8 @@
  * 207 peak; for float64 they measured 1-3 points above kc 192 on the
  * same products and 1024^3 at 79-93 GFLOP/s of 105, against 72-79.
  *
- * An a stored transposed is read in place when c is narrow (pack_ta
- * false; see a_packed in ops/gemm_packed.c). */
+ * An a stored transposed is read in place when c is narrow, however far
+ * apart its rows (ta_pack_from; see a_packed in ops/gemm_packed.c). */
 #include <config.h>
 
 #include "ops/gemm_kernels.h"
@@ -177,6 +177,7 @@ static const tg__gemm_ukernel sgemm = {
     .mc = 280,
     .kc = 512,
     .k_one = 1024,
+    .ta_pack_from = INT64_MAX,
     .nc = 3072,
     .run = sgemm_14x32,
     .run_rows = {sgemm_4x32, sgemm_2x32, sgemm_1x32},
@@ -188,6 +189,7 @@ static const tg__gemm_ukernel dgemm = {
     .mc = 140,
     .kc = 512,
     .k_one = 1024,
+    .ta_pack_from = INT64_MAX,
     .nc = 3072,
     .run = dgemm_14x16,
     .run_rows = {dgemm_4x16, dgemm_2x16, dgemm_1x16},

@@ -42,10 +42,10 @@ typedef struct {
     /* k up to this (kc or more) runs in one block: see k_block in
      * ops/gemm_packed.c */
     int64_t k_one;
-    /* Pack an a stored transposed (ta) whatever c's width, rather than
-     * read it in place when c is narrow: measured per kernel (see a_packed
-     * in ops/gemm_packed.c) */
-    bool pack_ta;
+    /* Pack an a stored transposed (ta) when its storage rows are at least
+     * this many bytes apart (0: always), rather than read it in place when
+     * c is narrow: measured per kernel (see a_packed in ops/gemm_packed.c) */
+    int64_t ta_pack_from;
     void (*run)(int64_t kc, const void *ap, int64_t rs_a, int64_t cs_a,
                 const void *bp, double alpha, double beta, void *c,
                 int64_t ldc);

@@ -309,26 +309,29 @@ static void run_parts(void *ctx, int64_t lo, int64_t hi)
     char *bp = ap + (size_t)a_size * es, *tile = bp + (size_t)b_size * es;
     /* Packing a pays when each panel then meets many b slivers; with few
      * (a narrow c), the kernel reads a where it lies. Except an a stored
-     * transposed (rows of op(a) down storage's columns) when the kernel
-     * says pack_ta: read in place, its panels walk storage a row apart
-     * per step. AVX2's float64 kernel says so: its 6-double panels (48
-     * bytes a step) in place measured 9-23% slower than packed at 4 and 8
-     * slivers (k^T @ dq shapes (256,64,256), (128,32,4096), (384,64,8192)
-     * on Zen 3, 1 thread); its float32 panels packed measured 0-13%
-     * slower. AVX-512's float64 kernel does not: its 14-double panels
-     * (112 bytes a step) in place ran the head's transposed products at
-     * medium and large at 72-87% of the FMA peak against 54-62% packed
-     * (three interleaved rounds of bench_matmul; (384,8192)^T @ (8192,64)
-     * 84-85 GFLOP/s against 55-58; Zen 5, 1 thread), the packing then
-     * a quarter of the product in a profile. Any kernel packs such an a
-     * when storage's rows are a page or more apart: then every step of a
-     * panel is a new page and, at 4 KiB exactly, the same L1 set, and
-     * attn^T @ dout at (16,1024,1024) x (16,1024,64) ran 47 ms in place
-     * against 34 ms packed (medians of three; 2 KiB rows measured even,
-     * 1 KiB and less in place 2-12% faster; Zen 3, 1 thread). */
-    const bool a_packed =
-        g->n > A_IN_PLACE_MAX_SLIVERS * uk->nr ||
-        (g->ta && (uk->pack_ta || (size_t)g->lda * es >= 4096));
+     * transposed (rows of op(a) down storage's columns) with rows at least
+     * the kernel's ta_pack_from bytes apart: read in place, its panels
+     * walk storage a row per step, a new page per step once rows are 4
+     * KiB apart. Measured per kernel (1 thread):
+     * - AVX2 float64 packs always: its 6-double panels (48 bytes a step)
+     *   in place ran 9-23% slower than packed at 4 and 8 slivers (k^T @ dq
+     *   shapes (256,64,256), (128,32,4096), (384,64,8192); Zen 3).
+     * - AVX2 float32 packs from 4 KiB: attn^T @ dout at (16,1024,1024) x
+     *   (16,1024,64) ran 47 ms in place against 34 ms packed (medians of
+     *   three; 2 KiB rows even, 1 KiB and less in place 2-12% faster; its
+     *   panels packed at 4 and 8 slivers 0-13% slower; Zen 3).
+     * - AVX-512 never packs: its 14-element panels (56 or 112 bytes a
+     *   step) in place ran the head's transposed products at medium and
+     *   large at 72-87% of the FMA peak in float64 against 54-62% packed
+     *   ((384,8192)^T @ (8192,64) 84-85 GFLOP/s against 55-58). With
+     *   rows 4 KiB apart and more, the same attn^T @ dout in float32 ran
+     *   144-150 GFLOP/s in place against 130-133 packed, and 173-181
+     *   against 130-133 with rows 4160 bytes apart; float64 (8 KiB rows)
+     *   64 either way, and 80-82 against 64-69 at (32,512,512) x
+     *   (32,512,64) and with rows 8256 bytes apart (medians of three
+     *   interleaved runs of CPU time; Zen 5). */
+    const bool a_packed = g->n > A_IN_PLACE_MAX_SLIVERS * uk->nr ||
+                          (g->ta && g->lda * (int64_t)es >= uk->ta_pack_from);
     /* A row-major b of exactly one sliver's width, rows nr apart, is laid
      * out as its packed sliver already: the kernel reads it in place (the
      * (1024,16) dq of h^T @ dq was copied whole for each k block). */

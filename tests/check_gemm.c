@@ -54,15 +54,16 @@ enum { N_KERNELS = sizeof kernels / sizeof kernels[0] };
  * which a is read in place rather than packed (n = 300 packs it on both,
  * through the transposing packer when not ta); n of one sliver (16 and 8
  * on AVX2, 32 and 16 on AVX-512) over k blocks (b then read in place when
- * not padded). */
+ * not padded); m = 1030, whose a stored transposed has rows over 4 KiB
+ * apart (AVX2 packs it, AVX-512 reads it in place: ta_pack_from). */
 static const int64_t shapes[][3] = {
-    {1, 1, 1},     {17, 33, 5},  {5, 17, 33},    {64, 64, 64},  {65, 130, 67},
-    {1, 70, 1},    {70, 1, 3},   {2, 3, 200},    {3, 4, 0},     {0, 5, 3},
-    {4, 0, 3},     {0, 0, 0},    {6, 16, 8},     {5, 15, 7},    {7, 17, 9},
-    {13, 9, 193},  {15, 31, 31}, {29, 33, 11},   {7, 65, 257},  {146, 5, 257},
-    {100, 70, 20}, {7, 65, 513}, {146, 5, 513},  {13, 9, 385},  {13, 16, 600},
-    {13, 32, 600}, {9, 8, 530},  {13, 32, 1100}, {9, 16, 1100}, {290, 40, 20},
-    {20, 300, 40},
+    {1, 1, 1},     {17, 33, 5},   {5, 17, 33},    {64, 64, 64},  {65, 130, 67},
+    {1, 70, 1},    {70, 1, 3},    {2, 3, 200},    {3, 4, 0},     {0, 5, 3},
+    {4, 0, 3},     {0, 0, 0},     {6, 16, 8},     {5, 15, 7},    {7, 17, 9},
+    {13, 9, 193},  {15, 31, 31},  {29, 33, 11},   {7, 65, 257},  {146, 5, 257},
+    {100, 70, 20}, {7, 65, 513},  {146, 5, 513},  {13, 9, 385},  {13, 16, 600},
+    {13, 32, 600}, {9, 8, 530},   {13, 32, 1100}, {9, 16, 1100}, {290, 40, 20},
+    {20, 300, 40}, {1030, 20, 9},
 };
 enum { N_SHAPES = sizeof shapes / sizeof shapes[0] };
 
