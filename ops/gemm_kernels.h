@@ -43,8 +43,9 @@ typedef struct {
      * ops/gemm_packed.c */
     int64_t k_one;
     /* Pack an a stored transposed (ta) when its storage rows are at least
-     * this many bytes apart (0: always), rather than read it in place when
-     * c is narrow: measured per kernel (see a_packed in ops/gemm_packed.c) */
+     * this many bytes apart (0: always; INT64_MAX: never), rather than read
+     * it in place when c is narrow: measured per kernel (see a_packed in
+     * ops/gemm_packed.c). Every kernel sets it. */
     int64_t ta_pack_from;
     void (*run)(int64_t kc, const void *ap, int64_t rs_a, int64_t cs_a,
                 const void *bp, double alpha, double beta, void *c,

@@ -12,11 +12,11 @@
  *     undefined, and gets no packers
  *     UK_TRANSPOSE(v), UK_PACK_A_T, UK_PACK_B_T  optional: the transposing
  *     packers (at the end)
- * It undefines them all at its end but UK_TARGET, so the next kernel of the
- * file defines its own; with UK_KEEP_OPS defined it leaves the type and the
- * operations (UK_T to UK_FMA) for the next kernel of the same type, which
- * then defines only its name and UK_MR. No include guard: included once
- * per kernel.
+ * It undefines them all (and its own UK_CAT) at its end but UK_TARGET, so
+ * the next kernel of the file defines its own; with UK_KEEP_OPS defined it
+ * leaves the type and the operations (UK_T to UK_FMA) for the next kernel
+ * of the same type, which then defines only its name and UK_MR. No include
+ * guard: included once per kernel.
  *
  * a's element (i,p) is at ap[i*rs_a + p*cs_a]: a packed panel (rs_a = 1,
  * cs_a = mr), or mr full rows of op(a) read where they are stored.
@@ -30,13 +30,12 @@
 /* The k loop: acc[i][v] = fma(a(i,p), b[p][v], acc[i][v]) for p = 0..kc-1
  * in order, a(i,p) at ap[i*rs_a + p*cs_a], b[p] the sliver's row p (two
  * vectors). Inlined into the kernel twice (below), so that each copy is
- * compiled for its own strides; acc stays in registers (the kernels'
- * instruction counts and stack accesses are those of the two loops written
- * out). */
-#ifndef UK_CAT
+ * compiled for its own strides. In the build checked (objdump), acc stayed
+ * in registers, and each kernel had the instruction count and stack
+ * accesses of the same loop written out at both calls. UK_CAT pastes
+ * after expanding, so the helper is named after the kernel. */
 #define UK_CAT_(x, y) x##y
 #define UK_CAT(x, y)  UK_CAT_(x, y)
-#endif
 UK_TARGET static inline __attribute__((always_inline)) void
 UK_CAT(UK_NAME, _k_loop)(int64_t kc, const UK_T *ap, int64_t rs_a, int64_t cs_a,
                          const UK_T *bp, UK_V acc[UK_MR][2])
@@ -343,6 +342,8 @@ UK_TARGET static void UK_PACK_B_T(const tg__gemm_product *g, int64_t p0,
 #endif
 
 #undef UK_NAME
+#undef UK_CAT
+#undef UK_CAT_
 #undef UK_PACK_A
 #undef UK_PACK_B
 #undef UK_PACK_A_T

@@ -1,8 +1,9 @@
 /* The GEMM layer (ops/gemm.h, private: a white-box test): tg__gemm, our
  * packed kernels at this CPU's level and capped at AVX2, and the portable
- * kernel on its own, against a naive product in double, for every transpose, leading dims
- * wider than the rows, alpha and beta, sizes around the kernels' tiles and
- * blocks, and BLAS's special cases: k = 0, alpha = 0 (a and b unread),
+ * kernel on its own, against a naive product in double, for every
+ * transpose, leading dims wider than the rows, alpha and beta, sizes around
+ * the kernels' tiles and blocks, and BLAS's special cases: k = 0, alpha = 0
+ * (a and b unread),
  * beta = 0 (c overwritten, NaN and all). Then the packed kernels' promises:
  * the same bits for every layout and thread count, and each vector level
  * against the portable kernel (tg__cpu_cap forcing the level). */
@@ -55,7 +56,9 @@ enum { N_KERNELS = sizeof kernels / sizeof kernels[0] };
  * through the transposing packer when not ta); n of one sliver (16 and 8
  * on AVX2, 32 and 16 on AVX-512) over k blocks (b then read in place when
  * not padded); m = 1030, whose a stored transposed has rows over 4 KiB
- * apart (AVX2 packs it, AVX-512 reads it in place: ta_pack_from). */
+ * apart (AVX2 packs it; AVX-512, on a CPU that has it, reads it in place:
+ * ta_pack_from; both give the same bits, so the test checks each path's
+ * values, not which one ran). */
 static const int64_t shapes[][3] = {
     {1, 1, 1},     {17, 33, 5},   {5, 17, 33},    {64, 64, 64},  {65, 130, 67},
     {1, 70, 1},    {70, 1, 3},    {2, 3, 200},    {3, 4, 0},     {0, 5, 3},
