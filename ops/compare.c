@@ -6,7 +6,50 @@
 typedef enum { EQ, NE, LT, LE, GT, GE } cmp_kind;
 static const char *const cmp_names[] = {"eq", "ne", "lt", "le", "gt", "ge"};
 
-static uint8_t cmp(cmp_kind kind, double x, double y)
+/* One comparison: out = a (kind) b, b broadcast, or a (kind) v when b is
+ * NULL. */
+typedef struct cmp_job {
+    cmp_kind kind;
+    tg_tensor *out;
+    const tg_tensor *a, *b;
+    double v;
+} cmp_job;
+
+/* o[i] = x[i] OP y[i] over one run, y of type Y (y's step 0: one value
+ * for all), the adjacent cases as loops of their own that the compiler
+ * vectorises. */
+#define CMP_LOOP(OP, Y)                                                        \
+    do {                                                                       \
+        if (so == 1 && sx == 1 && sy == 1) {                                   \
+            TG_SIMD                                                            \
+            for (int64_t i = 0; i < len; i++)                                  \
+                o[i] = x[i] OP y[i];                                           \
+        } else if (so == 1 && sx == 1 && sy == 0) {                            \
+            const Y y0 = *y;                                                   \
+            TG_SIMD                                                            \
+            for (int64_t i = 0; i < len; i++)                                  \
+                o[i] = x[i] OP y0;                                             \
+        } else {                                                               \
+            for (int64_t i = 0; i < len; i++)                                  \
+                o[i * so] = x[i * sx] OP y[i * sy];                            \
+        }                                                                      \
+    } while (0)
+
+/* CMP_LOOP for the job's kind: the switch outside the loop. */
+#define CMP_KIND(kind, Y)                                                      \
+    do {                                                                       \
+        switch (kind) {                                                        \
+        case EQ: CMP_LOOP(==, Y); break;                                       \
+        case NE: CMP_LOOP(!=, Y); break;                                       \
+        case LT: CMP_LOOP(<, Y); break;                                        \
+        case LE: CMP_LOOP(<=, Y); break;                                       \
+        case GT: CMP_LOOP(>, Y); break;                                        \
+        case GE: CMP_LOOP(>=, Y); break;                                       \
+        }                                                                      \
+    } while (0)
+
+/* x (kind) y for one pair. */
+static bool holds(cmp_kind kind, double x, double y)
 {
     switch (kind) {
     case EQ: return x == y;
@@ -16,26 +59,74 @@ static uint8_t cmp(cmp_kind kind, double x, double y)
     case GT: return x > y;
     case GE: return x >= y;
     }
-    return 0;
+    return false;
 }
 
-/* out[i] = a[i] (kind) b[i], with b broadcast; b == NULL compares against v. */
+/* A bool tensor against a scalar: each element is 0 or 1, so the answer
+ * is one of two, looked up. */
+static void bool_scalar_run(const cmp_job *j, const int64_t *off,
+                            const int64_t *step, int64_t len)
+{
+    const uint8_t r0 = holds(j->kind, 0, j->v), r1 = holds(j->kind, 1, j->v);
+    uint8_t *o = TG_DATA(uint8_t, j->out) + off[0];
+    const uint8_t *x = TG_DATA(uint8_t, j->a) + off[1];
+    if (step[0] == 1 && step[1] == 1) {
+        TG_SIMD
+        for (int64_t i = 0; i < len; i++)
+            o[i] = x[i] ? r1 : r0;
+    } else {
+        for (int64_t i = 0; i < len; i++)
+            o[i * step[0]] = x[i * step[1]] ? r1 : r0;
+    }
+}
+
+/* One run of a comparison. Two tensors (of one dtype) compare in their
+ * own type: exactly, int64 too (through double, 2^53 + 1 would equal
+ * 2^53). A scalar v compares with a float tensor in its type (v is already
+ * rounded to it, so as in double), with a bool or int64 one in double, as
+ * numpy compares an integer array with a Python float. */
+static void cmp_run(void *job, int64_t start, const int64_t *off,
+                    const int64_t *step, int64_t len)
+{
+    const cmp_job *j = job;
+    const int64_t so = step[0], sx = step[1];
+    const bool is_float =
+        j->a->dtype == TG_FLOAT32 || j->a->dtype == TG_FLOAT64;
+    (void)start;
+    if (!j->b && j->a->dtype == TG_BOOL) {
+        bool_scalar_run(j, off, step, len);
+        return;
+    }
+    TG_DISPATCH_ANY(j->a->dtype, T, {
+        uint8_t *o = TG_DATA(uint8_t, j->out) + off[0];
+        const T *x = TG_DATA(T, j->a) + off[1];
+        if (j->b) {
+            const T *y = TG_DATA(T, j->b) + off[2];
+            const int64_t sy = step[2];
+            CMP_KIND(j->kind, T);
+        } else if (is_float) {
+            const T v = (T)j->v, *y = &v;
+            const int64_t sy = 0;
+            CMP_KIND(j->kind, T);
+        } else {
+            const double *y = &j->v;
+            const int64_t sy = 0;
+            CMP_KIND(j->kind, double);
+        }
+    });
+}
+#undef CMP_KIND
+#undef CMP_LOOP
+
+/* out = a (kind) b elementwise, b broadcast to out's shape; b == NULL
+ * compares against v. */
 static void cmp_kernel(cmp_kind kind, tg_tensor *out, const tg_tensor *a,
                        const tg_tensor *b, double v)
 {
     tg_loop L;
-    const tg_tensor *ops[3] = {out, a, b ? b : a};
-    tg__loop_init(&L, out->ndim, out->shape, 3, ops);
-    TG_DISPATCH_ANY(a->dtype, T, {
-        do {
-            uint8_t *o = TG_DATA(uint8_t, out) + L.off[0];
-            const T *x = TG_DATA(T, a) + L.off[1];
-            const T *y = b ? TG_DATA(T, b) + L.off[2] : NULL;
-            for (int64_t i = 0; i < L.inner; i++)
-                o[i * L.step[0]] = cmp(kind, (double)x[i * L.step[1]],
-                                       y ? (double)y[i * L.step[2]] : v);
-        } while (tg__loop_next(&L));
-    });
+    tg__loop_init(&L, out->ndim, out->shape, 3,
+                  (const tg_tensor *const[]){out, a, b ? b : a});
+    tg__loop_run(&L, 1, cmp_run, &(cmp_job){kind, out, a, b, v});
 }
 
 static tg_tensor *compare(cmp_kind kind, tg_tensor *a, tg_tensor *b)

@@ -556,6 +556,84 @@ START_TEST(compare_bool_operands)
 }
 END_TEST
 
+/* a (op) b in int64 arithmetic, the reference for int64 operands. */
+static bool int64_compare(const char *op, int64_t a, int64_t b)
+{
+    return !strcmp(op, "eq")   ? a == b
+           : !strcmp(op, "ne") ? a != b
+           : !strcmp(op, "lt") ? a < b
+           : !strcmp(op, "le") ? a <= b
+           : !strcmp(op, "gt") ? a > b
+                               : a >= b;
+}
+
+/* int64 operands compare as int64, as numpy's do: 2^53 + 1 and 2^53 are
+ * the same double, so a comparison through double called them equal. One
+ * operand a transposed view, so the strided loop is checked too. */
+START_TEST(compare_int64_exact)
+{
+    const compare_case *c = &compares[_i];
+    tg_scope_begin();
+    const int64_t p = (int64_t)1 << 53;
+    /* x stored (3,2), compared as its transpose (2,3) */
+    const int64_t xs[6] = {p, p + 1, INT64_MIN, INT64_MAX, -p - 1, 7};
+    const int64_t ys[6] = {p + 1, INT64_MIN + 1, -p, p, INT64_MAX - 1, 7};
+    tg_tensor *x = tg_transpose(tg_from_i64(TG_SHAPE(3, 2), xs), 0, 1);
+    tg_tensor *y = tg_from_i64(TG_SHAPE(2, 3), ys);
+    tg_tensor *got = c->f(x, y);
+    ck_assert_msg(got != NULL, "%s: %s", c->name, tg_last_error());
+    for (int64_t i = 0; i < 2; i++)
+        for (int64_t j = 0; j < 3; j++) {
+            const int64_t a = xs[j * 2 + i], b = ys[i * 3 + j];
+            ck_assert_msg(tg_get(got, (const int64_t[]){i, j}) ==
+                              int64_compare(c->name, a, b),
+                          "%s(%lld, %lld)", c->name, (long long)a,
+                          (long long)b);
+        }
+    tg_scope_end();
+}
+END_TEST
+
+/* a (op) b in double, the reference for a bool tensor against a scalar. */
+static bool double_compare(const char *op, double a, double b)
+{
+    return !strcmp(op, "eq")   ? a == b
+           : !strcmp(op, "ne") ? a != b
+           : !strcmp(op, "lt") ? a < b
+           : !strcmp(op, "le") ? a <= b
+           : !strcmp(op, "gt") ? a > b
+                               : a >= b;
+}
+
+/* A bool tensor against scalars on both sides of 0 and 1, and NaN: as its
+ * 0s and 1s in double (numpy's bool array against a Python float). Also
+ * through a transposed view (the strided loop). */
+START_TEST(compare_bool_scalar)
+{
+    const compare_case *c = &compares[_i];
+    const double vs[] = {-1, 0, 0.5, 1, 2, NAN};
+    tg_scope_begin();
+    tg_tensor *mask = load_fixture("ew_cmp_eq_row.npy"); /* bool (3,4) */
+    tg_tensor *views[] = {mask, tg_transpose(mask, 0, 1)};
+    for (int w = 0; w < 2; w++)
+        for (size_t k = 0; k < sizeof vs / sizeof vs[0]; k++) {
+            tg_tensor *got = c->fs(views[w], vs[k]);
+            ck_assert_msg(got != NULL, "%s: %s", c->name, tg_last_error());
+            const int64_t rows = tg_shape(views[w])[0];
+            const int64_t cols = tg_shape(views[w])[1];
+            for (int64_t i = 0; i < rows; i++)
+                for (int64_t j = 0; j < cols; j++) {
+                    const int64_t at[] = {i, j};
+                    const double m = tg_get(views[w], at);
+                    ck_assert_msg(
+                        tg_get(got, at) == double_compare(c->name, m, vs[k]),
+                        "%s_scalar(%g, %g), view %d", c->name, m, vs[k], w);
+                }
+        }
+    tg_scope_end();
+}
+END_TEST
+
 /* Size-0 dims broadcast as numpy's: (0,4) with (4,), (0,1) with (1,4). */
 START_TEST(empty_operands)
 {
@@ -675,6 +753,8 @@ Suite *elementwise_suite(void)
     tcase_add_loop_test(forward, compare_forward, 0, N_COMPARE);
     tcase_add_loop_test(forward, compare_scalar_in_tensor_dtype, 0, N_COMPARE);
     tcase_add_test(forward, compare_bool_operands);
+    tcase_add_loop_test(forward, compare_int64_exact, 0, N_COMPARE);
+    tcase_add_loop_test(forward, compare_bool_scalar, 0, N_COMPARE);
     tcase_add_test(forward, empty_operands);
     tcase_add_loop_test(forward, compare_records_nothing, 0, N_COMPARE);
     suite_add_tcase(s, forward);
