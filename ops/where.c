@@ -58,9 +58,45 @@ where_f64_avx2(int64_t len, double *o, const uint8_t *c, const double *x,
     }
     return i;
 }
+
+/* The same with AVX-512: 16 floats or 8 doubles a step, cond != 0 as a
+ * mask register that picks a's lanes. masked_fill of (16,1024,1024) float32
+ * scores ran at 1.21-1.25 times scale's time on the same tensor, against
+ * 1.22-1.31 with the AVX2 loop (six interleaved runs, 1 thread; Zen 5). */
+__attribute__((target("avx512f"))) static int64_t
+where_f32_avx512(int64_t len, float *o, const uint8_t *c, const float *x,
+                 int64_t sx, const float *y, int64_t sy)
+{
+    int64_t i = 0;
+    for (; i + 16 <= len; i += 16) {
+        const __m512i c16 =
+            _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(c + i)));
+        const __mmask16 nz = _mm512_test_epi32_mask(c16, c16);
+        const __m512 xv = sx ? _mm512_loadu_ps(x + i) : _mm512_set1_ps(*x);
+        const __m512 yv = sy ? _mm512_loadu_ps(y + i) : _mm512_set1_ps(*y);
+        _mm512_storeu_ps(o + i, _mm512_mask_blend_ps(nz, yv, xv));
+    }
+    return i;
+}
+
+__attribute__((target("avx512f"))) static int64_t
+where_f64_avx512(int64_t len, double *o, const uint8_t *c, const double *x,
+                 int64_t sx, const double *y, int64_t sy)
+{
+    int64_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        const __m512i c8 =
+            _mm512_cvtepu8_epi64(_mm_loadl_epi64((const __m128i *)(c + i)));
+        const __mmask8 nz = _mm512_test_epi64_mask(c8, c8);
+        const __m512d xv = sx ? _mm512_loadu_pd(x + i) : _mm512_set1_pd(*x);
+        const __m512d yv = sy ? _mm512_loadu_pd(y + i) : _mm512_set1_pd(*y);
+        _mm512_storeu_pd(o + i, _mm512_mask_blend_pd(nz, yv, xv));
+    }
+    return i;
+}
 #endif
 
-/* How many leading elements of the run the AVX2 paths above did (0 when
+/* How many leading elements of the run the vector paths above did (0 when
  * they do not apply). */
 static int64_t where_vector(const where_job *j, const int64_t *off,
                             const int64_t *step, int64_t len)
@@ -70,6 +106,15 @@ static int64_t where_vector(const where_job *j, const int64_t *off,
         step[2] > 1 || step[3] > 1 || tg__cpu_level() < TG_CPU_AVX2)
         return 0;
     const uint8_t *c = TG_DATA(uint8_t, j->cond) + off[1];
+    if (tg__cpu_level() >= TG_CPU_AVX512) {
+        if (j->out->dtype == TG_FLOAT32)
+            return where_f32_avx512(len, TG_DATA(float, j->out) + off[0], c,
+                                    TG_DATA(float, j->a) + off[2], step[2],
+                                    TG_DATA(float, j->b) + off[3], step[3]);
+        return where_f64_avx512(len, TG_DATA(double, j->out) + off[0], c,
+                                TG_DATA(double, j->a) + off[2], step[2],
+                                TG_DATA(double, j->b) + off[3], step[3]);
+    }
     if (j->out->dtype == TG_FLOAT32)
         return where_f32_avx2(len, TG_DATA(float, j->out) + off[0], c,
                               TG_DATA(float, j->a) + off[2], step[2],
