@@ -195,6 +195,13 @@ int tg_copy_in(tg_tensor *t, tg_dtype as, const void *src)
         tg__error("copy_in: src is NULL for %s", TG_SHP(t));
         return -1;
     }
+    const int64_t bad = as == TG_BOOL ? tg__bad_bool(src, tg_numel(t)) : -1;
+    if (bad >= 0) {
+        tg__error("copy_in: bool element %lld for %s is the byte %u, not 0 "
+                  "or 1",
+                  (long long)bad, TG_SHP(t), ((const uint8_t *)src)[bad]);
+        return -1;
+    }
     /* the elements in C order, as tg_copy_out writes them: the same dtype
      * byte for byte (through a double an int64 above 2^53 would round),
      * another converted */

@@ -380,13 +380,10 @@ static bool check_bools(const npy_file *in, const npy_header *h,
                         const tg_tensor *t)
 {
     const uint8_t *b = t->storage->data;
-    int64_t n = tg_numel(t);
-    for (int64_t i = 0; i < n; i++)
-        if (b[i] > 1)
-            return fail(in,
-                        "'%s' element %lld is %u, but a bool must be 0 "
-                        "or 1",
-                        h->descr, (long long)i, b[i]);
+    const int64_t i = tg__bad_bool(b, tg_numel(t));
+    if (i >= 0)
+        return fail(in, "'%s' element %lld is %u, but a bool must be 0 or 1",
+                    h->descr, (long long)i, b[i]);
     return true;
 }
 

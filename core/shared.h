@@ -11,6 +11,13 @@
  * scope: the scope's reference is someone else's. (core/tensor.c) */
 TG_HIDDEN void tg__drop(tg_tensor *t);
 
+/* The index of the first of n TG_BOOL bytes that is not 0 or 1, or -1:
+ * what enters a bool tensor from outside (tg_from_data, tg_copy_in, the
+ * npy and safetensors loaders) is checked with it, so the library may take
+ * every bool as 0 or 1 (ops/compare.c looks a bool's answer up).
+ * (core/tensor.c) */
+TG_HIDDEN int64_t tg__bad_bool(const uint8_t *b, int64_t n);
+
 /* dst = src elementwise, src broadcast to dst's shape; converts dtypes. No
  * tape entry: for checkpoint loading, which writes parameters in place.
  * (core/iter.c) */

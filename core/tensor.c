@@ -419,6 +419,14 @@ tg_tensor *tg_scalar(tg_dtype dt, double value)
     return filled("scalar", dt, 0, NULL, value);
 }
 
+int64_t tg__bad_bool(const uint8_t *b, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (b[i] > 1)
+            return i;
+    return -1;
+}
+
 tg_tensor *tg_from_data(tg_dtype dt, int ndim, const int64_t *shape,
                         const void *data)
 {
@@ -428,6 +436,14 @@ tg_tensor *tg_from_data(tg_dtype dt, int ndim, const int64_t *shape,
     if (!data && tg_numel(t) > 0) {
         tg_release(t);
         tg__error("from_data: data is NULL");
+        return NULL;
+    }
+    const int64_t bad = dt == TG_BOOL ? tg__bad_bool(data, tg_numel(t)) : -1;
+    if (bad >= 0) {
+        tg__error("from_data: bool element %lld of %s is the byte %u, not 0 "
+                  "or 1",
+                  (long long)bad, TG_SHP(t), ((const uint8_t *)data)[bad]);
+        tg_release(t);
         return NULL;
     }
     if (tg_numel(t) > 0)

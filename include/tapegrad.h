@@ -187,7 +187,8 @@ tg_tensor *tg_full(tg_dtype dt, int ndim, const int64_t *shape, double value);
 tg_tensor *tg_scalar(tg_dtype dt, double value);
 /** A new tensor holding a copy of data: numel elements of type dt in C order
  * (float, double, uint8_t for TG_BOOL, int64_t for TG_INT64). data is not
- * kept. New reference; NULL on a bad shape or a NULL data. */
+ * kept. New reference; NULL on a bad shape, a NULL data, or a TG_BOOL byte
+ * other than 0 or 1. */
 tg_tensor *tg_from_data(tg_dtype dt, int ndim, const int64_t *shape,
                         const void *data);
 /** numpy.arange(start, stop, step): 1-D, ceil((stop - start) / step) elements
@@ -376,7 +377,11 @@ tg_tensor *tg_relu(tg_tensor *t);
 
 /* Comparisons: TG_BOOL results in the broadcast shape, no gradient. The
  * operands may have any dtype, but the same one (NULL with an error
- * otherwise, or when the shapes do not broadcast). New references. */
+ * otherwise, or when the shapes do not broadcast), and compare in it:
+ * int64 exactly (2^53 + 1 > 2^53). Against a scalar v, as numpy against a
+ * Python float: a float32 tensor with v rounded to float32 first (so
+ * float32(0.1) == 0.1 holds), a float64 one with v, a bool or int64 one in
+ * double. New references. */
 
 /** a == b, elementwise. */
 tg_tensor *tg_eq(tg_tensor *a, tg_tensor *b);
@@ -390,7 +395,7 @@ tg_tensor *tg_le(tg_tensor *a, tg_tensor *b);
 tg_tensor *tg_gt(tg_tensor *a, tg_tensor *b);
 /** a >= b, elementwise. */
 tg_tensor *tg_ge(tg_tensor *a, tg_tensor *b);
-/** t == v, elementwise, t of any dtype (compared as double). */
+/** t == v, elementwise, t of any dtype (v as above). */
 tg_tensor *tg_eq_scalar(tg_tensor *t, double v);
 /** t != v, elementwise. */
 tg_tensor *tg_ne_scalar(tg_tensor *t, double v);
@@ -1063,7 +1068,8 @@ int tg_mul_(tg_tensor *t, tg_tensor *other);
 int tg_copy_(tg_tensor *dst, tg_tensor *src);
 /** Copies tg_numel(t) elements of dtype `as` from src, in C order, into t,
  * converted to t's dtype: the mirror of tg_copy_out. -1 also for a NULL src
- * (with t non-empty) or an unknown dtype. */
+ * (with t non-empty), an unknown dtype, or (as TG_BOOL) a byte other than 0
+ * or 1; t is then unchanged. */
 int tg_copy_in(tg_tensor *t, tg_dtype as, const void *src);
 /** Every element of t = v (converted to t's dtype). */
 int tg_fill_(tg_tensor *t, double v);

@@ -450,12 +450,12 @@ static tg_tensor *read_tensor(const st_file *r, const st_entry *e)
     bool ok = read_at(r, r->data_at + e->begin, nbytes, at);
     for (size_t i = 0; ok && es < out_es && i < numel; i++)
         widen(e->dtype, at + es * i, buf + out_es * i);
-    for (size_t i = 0; ok && e->dtype == ST_BOOL && i < numel; i++)
-        if (buf[i] > 1)
-            ok = fail(r,
-                      "tensor '%s': BOOL element %zu is the byte %u, not 0 "
-                      "or 1",
-                      e->name, i, (unsigned)buf[i]);
+    const int64_t bad =
+        ok && e->dtype == ST_BOOL ? tg__bad_bool(buf, (int64_t)numel) : -1;
+    if (bad >= 0)
+        ok =
+            fail(r, "tensor '%s': BOOL element %lld is the byte %u, not 0 or 1",
+                 e->name, (long long)bad, (unsigned)buf[bad]);
     if (ok) {
         t = tg_from_data(DTYPES[e->dtype].into, e->ndim, e->shape, buf);
         if (!t)

@@ -16,8 +16,9 @@ typedef struct cmp_job {
 } cmp_job;
 
 /* o[i] = x[i] OP y[i] over one run, y of type Y (y's step 0: one value
- * for all), the adjacent cases as loops of their own that the compiler
- * vectorises. */
+ * for all), the adjacent cases as loops of their own, marked for the
+ * compiler to vectorise (TG_SIMD: out is a new tensor, so no store of o
+ * reaches x or y). */
 #define CMP_LOOP(OP, Y)                                                        \
     do {                                                                       \
         if (so == 1 && sx == 1 && sy == 1) {                                   \
@@ -62,8 +63,9 @@ static bool holds(cmp_kind kind, double x, double y)
     return false;
 }
 
-/* A bool tensor against a scalar: each element is 0 or 1, so the answer
- * is one of two, looked up. */
+/* A bool tensor against a scalar: each element is 0 or 1 (checked where
+ * bools enter the library: tg__bad_bool), so the answer is one of two,
+ * looked up. */
 static void bool_scalar_run(const cmp_job *j, const int64_t *off,
                             const int64_t *step, int64_t len)
 {

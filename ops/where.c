@@ -60,9 +60,11 @@ where_f64_avx2(int64_t len, double *o, const uint8_t *c, const double *x,
 }
 
 /* The same with AVX-512: 16 floats or 8 doubles a step, cond != 0 as a
- * mask register that picks a's lanes. masked_fill of (16,1024,1024) float32
- * scores ran at 1.21-1.25 times scale's time on the same tensor, against
- * 1.22-1.31 with the AVX2 loop (six interleaved runs, 1 thread; Zen 5). */
+ * mask register that picks a's lanes. A memory-bound select, so the gain
+ * is small: masked_fill of (16,1024,1024) float32 scores with a (1024,1024)
+ * mask took a median 4.87 ms against 5.11 with the AVX2 loop on 1 thread
+ * (4.66-5.67 against 4.49-5.72), and the same on 2 (2.87 against 2.82;
+ * six interleaved runs each; Zen 5). */
 __attribute__((target("avx512f"))) static int64_t
 where_f32_avx512(int64_t len, float *o, const uint8_t *c, const float *x,
                  int64_t sx, const float *y, int64_t sy)

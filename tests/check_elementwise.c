@@ -556,54 +556,61 @@ START_TEST(compare_bool_operands)
 }
 END_TEST
 
-/* a (op) b in int64 arithmetic, the reference for int64 operands. */
-static bool int64_compare(const char *op, int64_t a, int64_t b)
+/* a (op) b in the operands' own C type: the reference for int64 operands
+ * (in int64) and for bool ones against a scalar (in double). */
+#define REFERENCE_COMPARE(op, a, b)                                            \
+    (!strcmp(op, "eq")   ? (a) == (b)                                          \
+     : !strcmp(op, "ne") ? (a) != (b)                                          \
+     : !strcmp(op, "lt") ? (a) < (b)                                           \
+     : !strcmp(op, "le") ? (a) <= (b)                                          \
+     : !strcmp(op, "gt") ? (a) > (b)                                           \
+                         : (a) >= (b))
+
+/* got (2,3) against REFERENCE_COMPARE of xs (stored (3,2) when x_t, else
+ * (2,3)) with ys (2,3), or with ys[0] for all when y1. */
+static void assert_int64_compare(const char *op, tg_tensor *got,
+                                 const int64_t *xs, bool x_t, const int64_t *ys,
+                                 bool y1)
 {
-    return !strcmp(op, "eq")   ? a == b
-           : !strcmp(op, "ne") ? a != b
-           : !strcmp(op, "lt") ? a < b
-           : !strcmp(op, "le") ? a <= b
-           : !strcmp(op, "gt") ? a > b
-                               : a >= b;
+    ck_assert_msg(got != NULL, "%s: %s", op, tg_last_error());
+    for (int64_t i = 0; i < 2; i++)
+        for (int64_t j = 0; j < 3; j++) {
+            const int64_t a = x_t ? xs[j * 2 + i] : xs[i * 3 + j];
+            const int64_t b = y1 ? ys[0] : ys[i * 3 + j];
+            ck_assert_msg(tg_get(got, (const int64_t[]){i, j}) ==
+                              REFERENCE_COMPARE(op, a, b),
+                          "%s(%lld, %lld)", op, (long long)a, (long long)b);
+        }
 }
 
 /* int64 operands compare as int64, as numpy's do: 2^53 + 1 and 2^53 are
- * the same double, so a comparison through double called them equal. One
- * operand a transposed view, so the strided loop is checked too. */
+ * the same double, so a comparison through double called them equal. On
+ * each of the kernel's loops: adjacent operands, a broadcast one (step 0),
+ * a transposed view (strided). Against a scalar, in double, as numpy with
+ * a Python float: 2^53 + 1 == 2.0^53 there. */
 START_TEST(compare_int64_exact)
 {
     const compare_case *c = &compares[_i];
     tg_scope_begin();
     const int64_t p = (int64_t)1 << 53;
-    /* x stored (3,2), compared as its transpose (2,3) */
     const int64_t xs[6] = {p, p + 1, INT64_MIN, INT64_MAX, -p - 1, 7};
     const int64_t ys[6] = {p + 1, INT64_MIN + 1, -p, p, INT64_MAX - 1, 7};
-    tg_tensor *x = tg_transpose(tg_from_i64(TG_SHAPE(3, 2), xs), 0, 1);
+    const int64_t one[1] = {p + 1};
+    tg_tensor *x = tg_from_i64(TG_SHAPE(2, 3), xs);
+    tg_tensor *xt = tg_transpose(tg_from_i64(TG_SHAPE(3, 2), xs), 0, 1);
     tg_tensor *y = tg_from_i64(TG_SHAPE(2, 3), ys);
-    tg_tensor *got = c->f(x, y);
+    assert_int64_compare(c->name, c->f(x, y), xs, false, ys, false);
+    assert_int64_compare(c->name, c->f(x, tg_from_i64(TG_SHAPE(1), one)), xs,
+                         false, one, true);
+    assert_int64_compare(c->name, c->f(xt, y), xs, true, ys, false);
+    tg_tensor *got = c->fs(tg_from_i64(TG_SHAPE(1), one), 0x1p53);
     ck_assert_msg(got != NULL, "%s: %s", c->name, tg_last_error());
-    for (int64_t i = 0; i < 2; i++)
-        for (int64_t j = 0; j < 3; j++) {
-            const int64_t a = xs[j * 2 + i], b = ys[i * 3 + j];
-            ck_assert_msg(tg_get(got, (const int64_t[]){i, j}) ==
-                              int64_compare(c->name, a, b),
-                          "%s(%lld, %lld)", c->name, (long long)a,
-                          (long long)b);
-        }
+    ck_assert_msg(tg_get(got, (const int64_t[]){0}) ==
+                      REFERENCE_COMPARE(c->name, (double)(p + 1), 0x1p53),
+                  "%s_scalar(2^53 + 1, 2^53)", c->name);
     tg_scope_end();
 }
 END_TEST
-
-/* a (op) b in double, the reference for a bool tensor against a scalar. */
-static bool double_compare(const char *op, double a, double b)
-{
-    return !strcmp(op, "eq")   ? a == b
-           : !strcmp(op, "ne") ? a != b
-           : !strcmp(op, "lt") ? a < b
-           : !strcmp(op, "le") ? a <= b
-           : !strcmp(op, "gt") ? a > b
-                               : a >= b;
-}
 
 /* A bool tensor against scalars on both sides of 0 and 1, and NaN: as its
  * 0s and 1s in double (numpy's bool array against a Python float). Also
@@ -626,7 +633,7 @@ START_TEST(compare_bool_scalar)
                     const int64_t at[] = {i, j};
                     const double m = tg_get(views[w], at);
                     ck_assert_msg(
-                        tg_get(got, at) == double_compare(c->name, m, vs[k]),
+                        tg_get(got, at) == REFERENCE_COMPARE(c->name, m, vs[k]),
                         "%s_scalar(%g, %g), view %d", c->name, m, vs[k], w);
                 }
         }

@@ -207,6 +207,9 @@ static void core_table(table_walk *w, env *e)
         "from_data:", "NULL");
     ROW("from_data negative size", tg_from_data(TG_FLOAT64, TG_SHAPE(-1), nine),
         "from_data:", "(-1,)");
+    ROW("from_data bool byte 2",
+        tg_from_data(TG_BOOL, TG_SHAPE(3), (uint8_t[3]){1, 2, 0}),
+        "from_data:", "element 1 of (3,)", "byte 2");
     ROW("arange step 0", tg_arange(TG_FLOAT64, 0, 1, 0), "arange:", "step");
     ROW("arange too long", tg_arange(TG_FLOAT64, 0, 0x1p61, 1),
         "arange:", "(2305843009213693952,)", "more elements");
@@ -313,6 +316,9 @@ static void core_table(table_walk *w, env *e)
            "copy_in:", "dtype 7");
     ROW_RC("copy_in NULL src", tg_copy_in(e->v3, TG_FLOAT64, NULL),
            "copy_in:", "NULL", "(3,)");
+    ROW_RC("copy_in bool byte 7",
+           tg_copy_in(e->v3, TG_BOOL, (uint8_t[3]){0, 1, 7}),
+           "copy_in:", "element 2 for (3,)", "byte 7");
     ROW_RC("zero_ non-leaf", tg_zero_(temp(tg_scale(e->x, 2))),
            "zero_:", "output of 'scale'");
     ROW_IF("backward after tg_set", backward_after_set(e), "backward:", "'mul'",

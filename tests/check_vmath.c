@@ -18,21 +18,29 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The vector levels this CPU can run, lowest first; 0 of them without
- * SLEEF or below AVX2 (the tests then check nothing and say so). */
-static int vector_levels(int *levels)
+/* The vector levels this CPU can run, lowest first; 0 of them below
+ * AVX2. */
+static int isa_levels(int *levels)
 {
     int n = 0;
     const int old = tg__cpu_cap(-1);
     const int have = tg__cpu_level();
     tg__cpu_cap(old);
-#ifdef TG_HAVE_SLEEF
     for (int l = TG_CPU_AVX2; l <= have; l++)
         levels[n++] = l;
-#else
-    (void)have, (void)levels;
-#endif
     return n;
+}
+
+/* The levels whose vector math runs: isa_levels, none without SLEEF (the
+ * tests then check nothing and say so). */
+static int vector_levels(int *levels)
+{
+#ifdef TG_HAVE_SLEEF
+    return isa_levels(levels);
+#else
+    (void)levels;
+    return 0;
+#endif
 }
 
 /* Valgrind (make valgrind) runs ~50x slower: the sweeps stride wider. */
@@ -730,11 +738,12 @@ END_TEST
 /* ---- masked_fill's vector path ------------------------------------------ */
 
 /* masked_fill of (3,T,T) scores with a (T,T) bool mask (broadcast over the
- * batch), and its backward, at level l and at the scalar path: the same
- * bits, since both only select (T*T runs leave tails for every T here). */
+ * batch), its backward, and where(mask, x, dy) of two adjacent tensors, at
+ * level l and at the scalar path: the same bits, since all only select
+ * (T*T runs leave tails for every T here). */
 static void check_masked_fill(tg_dtype dt, int l, int64_t T)
 {
-    tg_tensor *res[2][2];
+    tg_tensor *res[2][3];
     for (int v = 0; v < 2; v++) {
         const int old = tg__cpu_cap(v ? l : TG_CPU_SCALAR);
         tg_tensor *x = tg_zeros(dt, 3, (int64_t[]){3, T, T});
@@ -753,21 +762,23 @@ static void check_masked_fill(tg_dtype dt, int l, int64_t T)
         ck_assert_ptr_nonnull(res[v][0]);
         ck_assert_int_eq(tg_backward_with(res[v][0], dy), 0);
         res[v][1] = tg_retain(tg_grad(x));
+        res[v][2] = tg_where(mask, x, dy);
+        ck_assert_ptr_nonnull(res[v][2]);
         tg__cpu_cap(old);
         tg_release(mask);
         tg_release(base);
         tg_release(dy);
         tg_release(x);
     }
-    for (int k = 0; k < 2; k++) {
+    static const char *const what[] = {"masked_fill forward",
+                                       "masked_fill backward", "where"};
+    for (int k = 0; k < 3; k++) {
         for (int64_t i = 0; i < 3 * T * T; i++) {
             const int64_t at[] = {i / (T * T), i / T % T, i % T};
             const double g = tg_get(res[1][k], at), w = tg_get(res[0][k], at);
             if (memcmp(&g, &w, sizeof g) != 0)
-                ck_abort_msg(
-                    "masked_fill %s at %s, T=%lld, [%lld]: %g, scalar %g",
-                    k ? "backward" : "forward", tg__cpu_name(l), (long long)T,
-                    (long long)i, g, w);
+                ck_abort_msg("%s at %s, T=%lld, [%lld]: %g, scalar %g", what[k],
+                             tg__cpu_name(l), (long long)T, (long long)i, g, w);
         }
         tg_release(res[0][k]);
         tg_release(res[1][k]);
@@ -777,7 +788,7 @@ static void check_masked_fill(tg_dtype dt, int l, int64_t T)
 START_TEST(masked_fill_matches_scalar)
 {
     int levels[3];
-    const int nl = vector_levels(levels);
+    const int nl = isa_levels(levels); /* no vector math: SLEEF or not */
     for (int li = 0; li < nl; li++)
         for (int64_t T = 1; T <= 9; T++) {
             check_masked_fill(TG_FLOAT32, levels[li], T);
