@@ -9,7 +9,7 @@
  * first offender's message is kept and the call turns into an error at the
  * API boundary (tg_check_result), so everything computed after it is
  * dropped, as torch.autograd.detect_anomaly raises. */
-#include "core/internal.h"
+#include "core/tape.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -8,7 +8,7 @@
  * Masked outputs (-inf) get u = 0, so they never turn L into NaN; infinite
  * inputs are not perturbed (inf +- eps is inf), and their autograd gradient
  * must be exactly 0. */
-#include "core/internal.h"
+#include "core/tape.h"
 
 #include <math.h>
 #include <stdio.h>

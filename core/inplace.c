@@ -20,7 +20,7 @@
  *
  * A floor of its own beside print.c: it calls the tape (tg__tape_holder)
  * and the tensor below it. */
-#include "core/internal.h"
+#include "core/tape.h"
 #include "core/exported.h"
 
 #include <string.h>

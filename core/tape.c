@@ -21,7 +21,7 @@
  * and the walk's are dropped. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime, for tg_profile_start */
 
-#include "core/internal.h"
+#include "core/tape.h"
 
 #include <math.h>
 #include <pthread.h>

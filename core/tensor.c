@@ -3,7 +3,7 @@
  * access, lifetimes, and the end of a scope (which releases what the scope
  * stack of core/scope.c holds). A dying tensor frees the tape entry that
  * made it (tg__node_free): the one circle of core, with core/tape.c. */
-#include "core/internal.h"
+#include "core/tape.h"
 
 #include <math.h>
 #include <pthread.h>

@@ -1,7 +1,7 @@
 /* Private to nn/: what the module files share. nn/ sees tensors only
  * through the public API, plus the error helpers (core/error.h), core's
  * offer to the floors above (core/shared.h, core/npy.h) and the
- * optimizers' update kernels (ops/update.h). */
+ * optimizers' update kernels (kernels/update.h). */
 #ifndef TAPEGRAD_NN_PRIVATE_H
 #define TAPEGRAD_NN_PRIVATE_H
 

@@ -13,11 +13,11 @@
  * with the parameters and loaded back by name (tg_optim_state): the rate
  * and each group's settings (float64 0-d), each parameter's step count
  * (int64 0-d) and its buffers. The per-element updates, in torch's order of
- * operations, are kernels in ops/update.c. */
+ * operations, are kernels in kernels/update.c. */
 #include "core/shared.h"
 #include "nn/formats.h"
 #include "nn/nn.h"
-#include "ops/update.h"
+#include "kernels/update.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -2,7 +2,7 @@
  * gradient clipping and checkpoints can walk any model. */
 #include "core/shared.h"
 #include "nn/nn.h"
-#include "ops/update.h"
+#include "kernels/update.h"
 
 #include <math.h>
 #include <stdlib.h>

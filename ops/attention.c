@@ -24,13 +24,13 @@
  * by blocks the forward ran 5-23% and the backward 3-20% faster, four
  * interleaved runs, 1 thread).
  * The backward (above attention_backward) recomputes S and P per block.
- * P's exp is the vector exp of ops/vmath.h (SLEEF, in the rows' type)
+ * P's exp is the vector exp of kernels/vmath.h (SLEEF, in the rows' type)
  * where the CPU has one, libm's otherwise.
  *
  * Memory: out and L, plus per thread a block's rows of S and, in the
  * backward, of dP: (TILE,Tk) each, O(T*dv + TILE*Tk), never O(Tq*Tk).
  *
- * Block products go to the GEMM layer (tg__gemm, ops/gemm.h). Threads (the
+ * Block products go to the GEMM layer (tg__gemm, kernels/gemm.h). Threads (the
  * library's pool, tg__parallel_for): the forward splits over (entry, query
  * block); the backward over entries only, because dK and dV sum over query
  * blocks: splitting one entry would need atomics or a second pass. Small
@@ -38,10 +38,10 @@
  * thread itself (configured --with-gemm=openblas). */
 #include <config.h>
 
-#include "core/internal.h"
+#include "core/tape.h"
 
-#include "ops/gemm.h"
-#include "ops/vmath.h"
+#include "kernels/gemm.h"
+#include "kernels/vmath.h"
 
 #include <limits.h>
 #include <stdatomic.h>
@@ -213,7 +213,7 @@ static void exp_rows(const problem *pr, scratch *w, int bq, int n)
     TG_DISPATCH_FLOAT(pr->dt, T, {
         for (int r = 0; r < bq; r++) {
             T *row = (T *)w->P + (int64_t)r * pr->tk;
-            if (vec) { /* the same in the vector math of ops/vmath.h, the
+            if (vec) { /* the same in the vector math of kernels/vmath.h, the
                         * sum in double lanes */
                 tg__softmax_exp_row(pr->dt, n, row, &w->row_max[r],
                                     &w->row_sum[r]);
@@ -300,7 +300,7 @@ static void probs_rows(const problem *pr, const double *L, int bq, int n,
             if (L[r] == -INFINITY) {
                 for (int c = 0; c < n; c++)
                     row[c] = 0;
-            } else if (vec) { /* the same in the vector math of ops/vmath.h */
+            } else if (vec) { /* the same in the vector math of kernels/vmath.h */
                 TG_SIMD
                 for (int c = 0; c < n; c++)
                     row[c] = (T)(row[c] - L[r]);
@@ -315,7 +315,7 @@ static void probs_rows(const problem *pr, const double *L, int bq, int n,
 
 /* dP becomes dS = P * (dP - D), D_r = sum_c P_rc dP_rc, row by row.
  *                                                          (bq,n), ld tk
- * The vector path is the softmax backward row kernel of ops/vmath.h (D in
+ * The vector path is the softmax backward row kernel of kernels/vmath.h (D in
  * double lanes, rounded to T once; dS in T lanes); the scalar one keeps D
  * in double, summed key by key. */
 static void dscores_rows(const problem *pr, scratch *w, int bq, int n)

@@ -3,7 +3,7 @@
  * cat copies its inputs once, side by side, into one contiguous output, and
  * records one tape entry holding all of them. chunk is n narrow views;
  * their entries are narrow's. */
-#include "core/internal.h"
+#include "core/tape.h"
 
 #include <string.h>
 

@@ -3,7 +3,7 @@
  * so the expected value of every element is unchanged and evaluation needs
  * no rescaling. The mask is drawn from the caller's tg_rng, one uniform per
  * element in row-major order, and kept on the tape for the backward. */
-#include "core/internal.h"
+#include "core/tape.h"
 
 #include <math.h>
 

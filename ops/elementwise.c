@@ -5,8 +5,8 @@
  * inner loop is a plain loop, vectorised where the operands are adjacent (or
  * one is a scalar along the run), and large tensors are split across
  * threads (every element is computed alone: the same bits either way). */
-#include "core/internal.h"
-#include "ops/vmath.h"
+#include "core/tape.h"
+#include "kernels/vmath.h"
 
 #include <math.h>
 
@@ -288,7 +288,7 @@ static bool unary_simple(unary_kind kind, tg_dtype dt, int64_t len,
     return true;
 }
 
-/* exp and log over an adjacent run by the vector math of ops/vmath.h
+/* exp and log over an adjacent run by the vector math of kernels/vmath.h
  * (SLEEF, in the tensor's type: within 1 ulp of the scalar loop's double
  * libm rounded once, not bit for bit). false when there is no vector path
  * (CPU, build) or the map has none. */
@@ -447,7 +447,7 @@ tg_tensor *tg_relu(tg_tensor *t) { return unary(RELU, 0, t); }
  * This loop takes erfc in double of the exact |x| / sqrt 2; the float32
  * vector path rounds that to float first, which moves erfc by up to
  * about x^2 ulps for x < 0 (151 near -13.1), and corrects for it to
- * first order (ops/vmath_isa.h, gelu_out_f): within 4 ulps of this loop
+ * first order (kernels/vmath_isa.h, gelu_out_f): within 4 ulps of this loop
  * for |x| <= 12.8 (measured over every float; torch's float32 1 + erf
  * has lost every digit of Phi below -5.5).
  * A recorded gelu keeps c, the value its forward computed (a tensor of

@@ -18,7 +18,7 @@
  * every row: in blocks of BLOCK rows, each summed in row order from 0, the
  * blocks' sums then added in block order (each k its own sum, vectorised
  * over k); the blocks go to any thread. */
-#include "core/internal.h"
+#include "core/tape.h"
 
 #include <math.h>
 

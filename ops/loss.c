@@ -5,7 +5,7 @@
  * cross_entropy walks the rows of the logits along the last dim (positions
  * in C order, matching a contiguous copy of the targets) and computes each
  * counted row's log-sum-exp with the row max subtracted, so large logits do
- * not overflow: a row of adjacent logits by the row kernels of ops/vmath.h
+ * not overflow: a row of adjacent logits by the row kernels of kernels/vmath.h
  * (exp in the dtype, as softmax's rows, the sum in double), others in
  * double. The forward keeps every row's log-sum-exp for the backward, which
  * is then one pass.
@@ -14,7 +14,7 @@
  * not the target costs nothing and gets gradient exactly 0. A target whose
  * logit is -inf makes that position's loss +inf (as torch). */
 #include "ops/ops.h"
-#include "ops/vmath.h"
+#include "kernels/vmath.h"
 
 #include <stdio.h>
 

@@ -1,5 +1,5 @@
 /* Matmul: numpy.matmul, (...,n,k) @ (...,k,m) -> (...,n,m) with the batch
- * dims broadcast, as products of the GEMM layer (tg__gemm, ops/gemm.h:
+ * dims broadcast, as products of the GEMM layer (tg__gemm, kernels/gemm.h:
  * OpenBLAS when configure found it, a portable blocked kernel otherwise).
  *
  * Each operand is read as a stack of strided matrices: its batch dims, then
@@ -17,9 +17,9 @@
  * way to read it. */
 #include <config.h>
 
-#include "core/internal.h"
+#include "core/tape.h"
 
-#include "ops/gemm.h"
+#include "kernels/gemm.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -318,7 +318,7 @@ static bool plan(const tg_tensor *a, const tg_tensor *b, mats *A, mats *B,
  * instead of a product into a new tensor and tg__accumulate's pass adding
  * it (h = ln(x) feeding the q, k and v of every head takes 3 * heads
  * contributions a step). Within one k block of the GEMM (k up to the
- * k_one of the kernel ops/gemm.c picks for the product: 512 on AVX2, 1024
+ * k_one of the kernel kernels/gemm.c picks for the product: 512 on AVX2, 1024
  * on AVX-512; any k on the portable kernel) each element gets grad + the
  * product's sum in one rounding, the bits the add gave; past it the
  * gradient joins the sum at the first block, a different rounding (and

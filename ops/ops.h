@@ -3,7 +3,7 @@
 #ifndef TAPEGRAD_OPS_H
 #define TAPEGRAD_OPS_H
 
-#include "core/internal.h"
+#include "core/tape.h"
 
 /* Indices (ops/embedding.c, shared with the losses): a contiguous int64
  * tensor holding ids's values (new), after checking every value lies in

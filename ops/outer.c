@@ -1,7 +1,7 @@
 /* The outer product of two vectors, torch.outer: out[i,j] = a[i] * b[j].
  * One tape entry (not a reshape and a broadcast multiply), so the tape
  * reads "outer"; the backward is two matrix-vector products. */
-#include "core/internal.h"
+#include "core/tape.h"
 
 static void outer_backward(tg_node *n, tg_tensor *dy);
 static const tg_op outer_op = {.name = "outer", .backward = outer_backward};

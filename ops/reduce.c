@@ -17,7 +17,7 @@
  *
  * Over a zero-length dim sum gives 0 and mean 0/0 = NaN (as numpy); max is an
  * error, there being no element to take. */
-#include "core/internal.h"
+#include "core/tape.h"
 
 #include <math.h>
 

@@ -5,7 +5,7 @@
  * stride along dim. The positions come from a tg_loop over the shape with
  * dim set to 1, so transposed and sliced inputs are read in place.
  * Contiguous rows on an AVX2 or AVX-512 CPU take the vector row kernels of
- * ops/vmath.h (SLEEF's exp in the row's own type, the sum in double);
+ * kernels/vmath.h (SLEEF's exp in the row's own type, the sum in double);
  * other rows are computed here in double and rounded to the tensor's type
  * once. The two agree to a few ulps, not bit for bit. Rows are
  * independent, so large inputs are split across threads by rows, with the
@@ -24,7 +24,7 @@
  *
  * The softmax kernels also serve tg_attention_softmax (ops/ops.h). */
 #include "ops/ops.h"
-#include "ops/vmath.h"
+#include "kernels/vmath.h"
 
 #include <math.h>
 
@@ -79,7 +79,7 @@ static void softmax_run(void *job, int64_t start, const int64_t *off,
     const int64_t n = j->n, xs = j->xs, ys = j->outs;
     const bool as_log = j->as_log;
     double e[ROW_SCRATCH]; /* exp(x_k - m), when the row fits */
-    /* Contiguous rows take the vector row kernel (ops/vmath.h), which
+    /* Contiguous rows take the vector row kernel (kernels/vmath.h), which
      * computes the same formulas in the row's own type. */
     const bool vec = xs == 1 && ys == 1 && tg__vrows();
     (void)start;

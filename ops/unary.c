@@ -6,11 +6,11 @@
  * Forward and backward are one tg_loop each, split across threads for large
  * tensors; every element is computed alone, so the bits do not depend on
  * the number of threads. tanh and sigmoid take the vector math of
- * ops/vmath.h (SLEEF) on contiguous runs where this CPU and build have it,
+ * kernels/vmath.h (SLEEF) on contiguous runs where this CPU and build have it,
  * and libm in double, rounded once, elsewhere: the two agree to a couple
  * of ulps. */
-#include "core/internal.h"
-#include "ops/vmath.h"
+#include "core/tape.h"
+#include "kernels/vmath.h"
 
 #include <math.h>
 

@@ -9,7 +9,7 @@
  *   reshape & co:    dx = reshape(dy, x.shape)
  *   contiguous:      dx = dy
  *   to(dtype):       dx = to(dy, x.dtype) */
-#include "core/internal.h"
+#include "core/tape.h"
 
 #include <string.h>
 

@@ -1,5 +1,5 @@
 /* Selection by a mask: where, masked_fill, and tril/triu. */
-#include "core/internal.h"
+#include "core/tape.h"
 
 #include <string.h>
 

@@ -1,4 +1,4 @@
-/* The GEMM layer (ops/gemm.h, private: a white-box test): tg__gemm, our
+/* The GEMM layer (kernels/gemm.h, private: a white-box test): tg__gemm, our
  * packed kernels at this CPU's level and capped at AVX2, and the portable
  * kernel on its own, against a naive product in double, for every
  * transpose, leading dims wider than the rows, alpha and beta, sizes around
@@ -7,8 +7,8 @@
  * beta = 0 (c overwritten, NaN and all). Then the packed kernels' promises:
  * the same bits for every layout and thread count, and each vector level
  * against the portable kernel (tg__cpu_cap forcing the level). */
-#include "ops/gemm.h"
-#include "ops/gemm_kernels.h"
+#include "kernels/gemm.h"
+#include "kernels/gemm_kernels.h"
 #include "tests.h"
 
 #include <float.h>
@@ -23,7 +23,7 @@ typedef bool (*gemm_fn)(tg_dtype dt, bool trans_a, bool trans_b, int64_t m,
 
 /* tg__gemm_own with the CPU level capped at AVX2: on an AVX-512 CPU
  * tg__gemm_own runs the AVX2 kernels only for products of one AVX2
- * sliver's width (ops/gemm.c), so this runs them on every shape. */
+ * sliver's width (kernels/gemm.c), so this runs them on every shape. */
 static bool gemm_own_avx2(tg_dtype dt, bool trans_a, bool trans_b, int64_t m,
                           int64_t n, int64_t k, double alpha, const void *a,
                           int64_t lda, const void *b, int64_t ldb, double beta,

@@ -3,7 +3,7 @@
  * selected and expanded (strided) operands, float32 and float64; gradients
  * by central differences; and the errors. */
 #include "tests.h"
-#include "core/internal.h"
+#include "core/tape.h"
 
 #include <stdio.h>
 #include <stdlib.h>

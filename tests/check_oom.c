@@ -18,7 +18,7 @@
  * second in all); under valgrind every 7th. */
 #include "tests.h"
 
-#include "ops/gemm.h" /* and core/error.h */
+#include "kernels/gemm.h" /* and core/error.h */
 
 #include <fcntl.h>
 #include <stdarg.h>

@@ -1,5 +1,5 @@
 /* The vector paths (core/cpu.c's levels) against the scalar one, forced by
- * tg__cpu_cap (a white-box test): the optimizers' updates (ops/update.c),
+ * tg__cpu_cap (a white-box test): the optimizers' updates (kernels/update.c),
  * the gradient adds (core/iter.c), the simple maps (sqrt, neg, scale,
  * add_scalar, relu: ops/elementwise.c), layer norm (ops/layernorm.c) and the
  * embedding's scatter-add (ops/embedding.c), on edge inputs (NaN, +-inf,
@@ -14,7 +14,7 @@
  * tg__cpu_level never exceeds what the CPU has. */
 #include "core/internal.h"
 #include "core/shared.h"
-#include "ops/update.h"
+#include "kernels/update.h"
 #include "tests.h"
 
 #include <math.h>

@@ -1,4 +1,4 @@
-/* The vector math (ops/vmath.h) and the softmax row kernels: each vector
+/* The vector math (kernels/vmath.h) and the softmax row kernels: each vector
  * path (AVX2, and AVX-512 where the CPU has it; skipped otherwise) against
  * the scalar path, forced in-process with tg__cpu_cap, over edge inputs
  * (NaN, +-inf, denormals, +-0, the overflow and underflow thresholds of exp,
@@ -9,8 +9,8 @@
  * computed here by libm, never written into the test. */
 #include "tests.h"
 
-#include "core/internal.h"
-#include "ops/vmath.h"
+#include "core/tape.h"
+#include "kernels/vmath.h"
 
 #include <config.h>
 #include <math.h>
@@ -237,7 +237,7 @@ static void sweep_gelu_f32(int l, float lo, float hi, int64_t stride, bool grad,
 }
 
 /* float32 gelu on the vector path (float lanes), whose erfc takes
- * |x| / sqrt 2 rounded to float and corrects for it (ops/vmath_isa.h,
+ * |x| / sqrt 2 rounded to float and corrects for it (kernels/vmath_isa.h,
  * gelu_out_f): within 4 ulps of the double computation over [-12.8, 12.8]
  * (measured over every float: 4 below -1, 2 above). Uncorrected, the
  * rounding moved y by up to x^2 ulps (151 near -13.1): this fails with the
@@ -911,7 +911,7 @@ static bool same_bits_or_nan(const void *a, const void *b, size_t size)
     return memcmp(a, b, size) == 0;
 }
 
-/* float32's GELU arithmetic as ops/vmath_isa.h's gelu_out_f and gelu_dx_f
+/* float32's GELU arithmetic as kernels/vmath_isa.h's gelu_out_f and gelu_dx_f
  * write it, one float operation or fmaf at a time: from x, dy, c = erfc of
  * |x| k_hi and e = exp of (-0.5 x) x, *c corrected, *y and *dx. */
 #define GELU_K_HI    ((float)TG_INV_SQRT2)
@@ -934,11 +934,11 @@ static void gelu_ref_f32(float x, float dy, float *c, float e, float *y,
 }
 
 /* tg__vgelu and tg__vgelu_grad at level l against their definition
- * (ops/vmath.h) written out here with tg__vmap's erfc and exp over the
+ * (kernels/vmath.h) written out here with tg__vmap's erfc and exp over the
  * edges, every length up to 48 (every tail) and lengths across the
  * kernels' blocks of 256: the same bits, and c exactly tg__vmap's
  * erfc(|x| / sqrt 2) (float32's times the correction for its rounded
- * argument, as ops/vmath_isa.h's gelu_out_f writes it, and the backward's
+ * argument, as kernels/vmath_isa.h's gelu_out_f writes it, and the backward's
  * exp likewise, gelu_dx_f), which the backward takes for its Phi; and
  * the same bits again in place. */
 enum { GELU_MAX_N = 800 };
@@ -991,7 +991,7 @@ static void check_gelu_kernels(tg_dtype dt, int l, int64_t n)
                              (double)erfc_ref[i], (double)y[i], (double)want_y,
                              (double)dx[i], (double)want_dx);
         }
-        /* in place, as ops/vmath.h allows: y over x, dx over dy */
+        /* in place, as kernels/vmath.h allows: y over x, dx over dy */
         static T in_place[GELU_MAX_N], c2[GELU_MAX_N];
         memcpy(in_place, x, (size_t)n * sizeof(T));
         tg__vgelu(dt, n, in_place, in_place, c2);

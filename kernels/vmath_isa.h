@@ -1,5 +1,5 @@
-/* The vector kernels of ops/vmath.h, written once for any vector width and
- * included by ops/vmath_avx2.c and ops/vmath_avx512.c after they select
+/* The vector kernels of kernels/vmath.h, written once for any vector width and
+ * included by kernels/vmath_avx2.c and kernels/vmath_avx512.c after they select
  * their instruction set (#pragma GCC target) and define:
  *
  *   VM(name)        name with the ISA's suffix (tg__vmap_f32_avx2)
@@ -15,9 +15,9 @@
  *   NEGINF_ALL_F(v)    every lane of v is -inf (same for _D)
  *   ZERO_AT_NEGINF_F(e, x)   e with the lanes where x = -inf set to 0
  *   EXPF LOGF TANHF ERFCF, EXPD LOGD TANHD ERFCD   SLEEF's u10 functions
- *                  (erfc: libmvec's or SLEEF's u15, ops/vmath_avx2.c)
+ *                  (erfc: libmvec's or SLEEF's u15, kernels/vmath_avx2.c)
  *
- * and defines for ops/vmath_rows.h, per dtype, RSUB_D, RMUL_D(v, c): v - c,
+ * and defines for kernels/vmath_rows.h, per dtype, RSUB_D, RMUL_D(v, c): v - c,
  * v * c for a VD c (float32's lanes widened in two halves and the results
  * narrowed, float64's as they are), and RGELU_ARG, RGELU_OUT, RGELU_EXPO,
  * RGELU_DX: the dtype's GELU arithmetic (float32's in float lanes,
@@ -25,10 +25,10 @@
  *
  * Tails (n not a multiple of the lanes) go through a padded buffer of one
  * vector, so every element of a row takes the same exp() whatever its
- * position. The kernels are ops/vmath_rows.h, included here once per
- * dtype. Not a header for the op files: ops/vmath.h is. */
+ * position. The kernels are kernels/vmath_rows.h, included here once per
+ * dtype. Not a header for the op files: kernels/vmath.h is. */
 
-/* float64's GELU arithmetic around its erfc and exp (ops/vmath.h,
+/* float64's GELU arithmetic around its erfc and exp (kernels/vmath.h,
  * tg__vgelu), in its double lanes: each is the expression of
  * ops/elementwise.c's scalar loop, operation for operation (no FMA:
  * -ffp-contract=off), so every lane rounds as a double expression there
@@ -67,7 +67,7 @@ static inline VD gelu_dx_d(VD dy, VD c, VD x, VD q)
  * the call, and one after another they ran at 2.7-2.9 ns an element in
  * float32 while libmvec's erfcf alone runs at 1.2 (Zen 3). The passes
  * compute the same expressions on the same values, so the bits are those
- * of one vector at a time (ops/vmath_rows.h). A multiple of every RN; a
+ * of one vector at a time (kernels/vmath_rows.h). A multiple of every RN; a
  * few KiB of stack. */
 enum { GELU_BLOCK = 256 };
 
@@ -179,7 +179,7 @@ static inline VF gelu_dx_f(VF dy, VF c, VF x, VF e)
 #define RGELU_OUT    gelu_out_f
 #define RGELU_EXPO   gelu_expo_f
 #define RGELU_DX     gelu_dx_f
-#include "ops/vmath_rows.h"
+#include "kernels/vmath_rows.h"
 
 /* float64: its lanes are double already (hi stays 0 and out of the sum) */
 #define R(name)               VM(name##_f64)
@@ -210,4 +210,4 @@ static inline VF gelu_dx_f(VF dy, VF c, VF x, VF e)
 #define RGELU_OUT(x, c)       gelu_out_d(x, *(c))
 #define RGELU_EXPO            gelu_expo_d
 #define RGELU_DX              gelu_dx_d
-#include "ops/vmath_rows.h"
+#include "kernels/vmath_rows.h"

@@ -1,6 +1,6 @@
 /* Private to libtapegrad: the in-place kernels ops/ offers the optimizers
  * (nn/optim.c, nn/params.c), which see tensors only through the public API.
- * (ops/update.c) */
+ * (kernels/update.c) */
 #ifndef TAPEGRAD_UPDATE_H
 #define TAPEGRAD_UPDATE_H
 

@@ -1,5 +1,5 @@
-/* ops/vmath.h's dispatch: the vector kernel the CPU level allows
- * (ops/vmath_avx2.c, ops/vmath_avx512.c), or the scalar libm loop.
+/* kernels/vmath.h's dispatch: the vector kernel the CPU level allows
+ * (kernels/vmath_avx2.c, kernels/vmath_avx512.c), or the scalar libm loop.
  *
  * The vector paths are SLEEF's: a maintained library of vector math with
  * documented error bounds (the u10 functions are within 1 ulp), so none of
@@ -10,7 +10,7 @@
  * rounded or within a fraction of an ulp there), as the ops always have. */
 #include <config.h>
 
-#include "ops/vmath.h"
+#include "kernels/vmath.h"
 
 #include <math.h>
 

@@ -1,7 +1,7 @@
-/* The packed GEMM kernels behind tg__gemm (ops/gemm.h): one product's
- * arguments, the register-tile micro-kernels (ops/gemm_avx2.c,
- * ops/gemm_avx512.c) and the driver that packs and blocks for them
- * (ops/gemm_packed.c). Private to the GEMM layer's files. */
+/* The packed GEMM kernels behind tg__gemm (kernels/gemm.h): one product's
+ * arguments, the register-tile micro-kernels (kernels/gemm_avx2.c,
+ * kernels/gemm_avx512.c) and the driver that packs and blocks for them
+ * (kernels/gemm_packed.c). Private to the GEMM layer's files. */
 #ifndef TAPEGRAD_GEMM_KERNELS_H
 #define TAPEGRAD_GEMM_KERNELS_H
 
@@ -40,12 +40,12 @@ typedef struct {
     int mr, nr;
     int64_t mc, kc, nc;
     /* k up to this (kc or more) runs in one block: see k_block in
-     * ops/gemm_packed.c */
+     * kernels/gemm_packed.c */
     int64_t k_one;
     /* Pack an a stored transposed (ta) when its storage rows are at least
      * this many bytes apart (0: always; INT64_MAX: never), rather than read
      * it in place when c is narrow: measured per kernel (see a_packed in
-     * ops/gemm_packed.c). Every kernel sets it. */
+     * kernels/gemm_packed.c). Every kernel sets it. */
     int64_t ta_pack_from;
     void (*run)(int64_t kc, const void *ap, int64_t rs_a, int64_t cs_a,
                 const void *bp, double alpha, double beta, void *c,
@@ -57,7 +57,7 @@ typedef struct {
     void (*run_rows[3])(int64_t kc, const void *ap, int64_t rs_a, int64_t cs_a,
                         const void *bp, double alpha, double beta, void *c,
                         int64_t ldc);
-    /* The packers of its blocks (ops/gemm_packed.c's layouts), compiled
+    /* The packers of its blocks (kernels/gemm_packed.c's layouts), compiled
      * for its instruction set; NULL for the portable ones. */
     void (*pack_a)(const tg__gemm_product *g, int64_t i0, int64_t mb,
                    int64_t p0, int64_t kb, void *ap);

@@ -1,6 +1,6 @@
 /* The GEMM layer: every matrix product of the library (ops/matmul.c and the
  * tiles of ops/attention.c) goes through tg__gemm, which picks the kernel:
- * our packed micro-kernels (ops/gemm_kernels.h) when tg__cpu_level() is
+ * our packed micro-kernels (kernels/gemm_kernels.h) when tg__cpu_level() is
  * AVX2 or AVX-512, else OpenBLAS's cblas_?gemm when configure found it
  * (TG_HAVE_BLAS; first when configured --with-gemm=openblas), else the
  * portable cache-blocked kernel, which also takes a product whose sizes do
@@ -67,7 +67,7 @@ TG_HIDDEN bool tg__gemm_own(tg_dtype dt, bool trans_a, bool trans_b, int64_t m,
 
 /* Below this many multiply-adds, work stays on its thread: waking the
  * pool costs more than the half it would save (about 2^22 is 100 us on
- * one core). Our kernels thread a product from this size (ops/gemm_packed.c),
+ * one core). Our kernels thread a product from this size (kernels/gemm_packed.c),
  * and matmul a batch of products (ops/matmul.c). */
 #define TG_GEMM_THREADED_MIN 4194304.0
 

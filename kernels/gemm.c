@@ -1,5 +1,5 @@
-/* The GEMM layer (ops/gemm.h): c = alpha * op(a) @ op(b) + beta * c on
- * the packed micro-kernels of this CPU (ops/gemm_packed.c) when it has
+/* The GEMM layer (kernels/gemm.h): c = alpha * op(a) @ op(b) + beta * c on
+ * the packed micro-kernels of this CPU (kernels/gemm_packed.c) when it has
  * AVX2 or AVX-512, else on OpenBLAS when configure found it, else on the
  * portable kernel below. configure --with-gemm=openblas puts OpenBLAS first.
  *
@@ -16,8 +16,8 @@
  * with alpha = 1, beta = 0 the plain sum, as a zeroed c added into. */
 #include <config.h>
 
-#include "ops/gemm.h"
-#include "ops/gemm_kernels.h"
+#include "kernels/gemm.h"
+#include "kernels/gemm_kernels.h"
 
 #include <stdatomic.h>
 #include <stdio.h>

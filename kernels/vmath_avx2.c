@@ -1,7 +1,7 @@
-/* ops/vmath.h's vector kernels for AVX2+FMA: 8 floats or 4 doubles a
+/* kernels/vmath.h's vector kernels for AVX2+FMA: 8 floats or 4 doubles a
  * vector, SLEEF's *_u10avx2 functions (erfc: libmvec's, or SLEEF's u15).
  * Compiled for that instruction set by the pragma below, whatever the rest
- * of the library is built for; ops/vmath.c calls it only when
+ * of the library is built for; kernels/vmath.c calls it only when
  * tg__cpu_level() >= TG_CPU_AVX2. */
 #include <config.h>
 
@@ -9,7 +9,7 @@
 
 #pragma GCC target("avx2,fma")
 
-#include "ops/vmath.h"
+#include "kernels/vmath.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -104,6 +104,6 @@ __m256 _ZGVdN8v_erfcf(__m256 x);
 #define TANHD Sleef_tanhd4_u10avx2
 #define ERFCD Sleef_erfcd4_u15avx2
 
-#include "ops/vmath_isa.h"
+#include "kernels/vmath_isa.h"
 
 #endif /* TG_HAVE_SLEEF */

@@ -1,5 +1,5 @@
-/* The AVX-512 micro-kernels (ops/gemm_kernels.h), the AVX2 ones
- * (ops/gemm_avx2.c) widened: 14 x 32 float32 and 14 x 16 float64 tiles,
+/* The AVX-512 micro-kernels (kernels/gemm_kernels.h), the AVX2 ones
+ * (kernels/gemm_avx2.c) widened: 14 x 32 float32 and 14 x 16 float64 tiles,
  * 28 zmm accumulators, 2 b vectors and 1 broadcast per step (31 of the 32
  * registers). Compiled for AVX-512 F whatever the build's -march (the
  * target attribute), called only when tg__cpu_level() is TG_CPU_AVX512.
@@ -8,7 +8,7 @@
  * 32 floats (or 512 x 16 doubles) is 64K, past L1, but the kernel's 2 b
  * loads per 28 FMAs stream well enough from L2; an (mc,kc) a block of 280
  * x 512 floats (140 x 512 doubles) is 560K, within L2. A product of k up
- * to k_one = 1024 runs in one k block (ops/gemm_packed.c, k_block), its
+ * to k_one = 1024 runs in one k block (kernels/gemm_packed.c, k_block), its
  * sliver then up to 128K and its a block up to 1120K, past L2, and still
  * faster. Among kc 192 to 1024, mc 70 to 420 and k_one kc or 2 kc, these
  * ran the head's float32 products at large and xl fastest, at a geomean of
@@ -18,10 +18,10 @@
  * same products and 1024^3 at 79-93 GFLOP/s of 105, against 72-79.
  *
  * An a stored transposed is read in place when c is narrow, however far
- * apart its rows (ta_pack_from; see a_packed in ops/gemm_packed.c). */
+ * apart its rows (ta_pack_from; see a_packed in kernels/gemm_packed.c). */
 #include <config.h>
 
-#include "ops/gemm_kernels.h"
+#include "kernels/gemm_kernels.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 
@@ -101,7 +101,7 @@ transpose8d(__m512d r[8])
 
 /* Each type's 14-row tile, then the same tile 4, 2 and 1 rows high, for a
  * block's last panel when m is not a multiple of 14 (as in
- * ops/gemm_avx2.c: the same sums in the same order, so the same bits). */
+ * kernels/gemm_avx2.c: the same sums in the same order, so the same bits). */
 
 #define UK_KEEP_OPS
 #define UK_NAME         sgemm_14x32
@@ -121,20 +121,20 @@ transpose8d(__m512d r[8])
 #define UK_BCAST(p)     _mm512_set1_ps(*(p))
 #define UK_MUL(x, y)    _mm512_mul_ps(x, y)
 #define UK_FMA(x, y, z) _mm512_fmadd_ps(x, y, z)
-#include "ops/gemm_ukernel.h"
+#include "kernels/gemm_ukernel.h"
 
 #define UK_NAME sgemm_4x32
 #define UK_MR   4
-#include "ops/gemm_ukernel.h"
+#include "kernels/gemm_ukernel.h"
 
 #define UK_NAME sgemm_2x32
 #define UK_MR   2
-#include "ops/gemm_ukernel.h"
+#include "kernels/gemm_ukernel.h"
 
 #define UK_NAME sgemm_1x32
 #define UK_MR   1
 #undef UK_KEEP_OPS
-#include "ops/gemm_ukernel.h"
+#include "kernels/gemm_ukernel.h"
 
 #define UK_KEEP_OPS
 #define UK_NAME         dgemm_14x16
@@ -154,20 +154,20 @@ transpose8d(__m512d r[8])
 #define UK_BCAST(p)     _mm512_set1_pd(*(p))
 #define UK_MUL(x, y)    _mm512_mul_pd(x, y)
 #define UK_FMA(x, y, z) _mm512_fmadd_pd(x, y, z)
-#include "ops/gemm_ukernel.h"
+#include "kernels/gemm_ukernel.h"
 
 #define UK_NAME dgemm_4x16
 #define UK_MR   4
-#include "ops/gemm_ukernel.h"
+#include "kernels/gemm_ukernel.h"
 
 #define UK_NAME dgemm_2x16
 #define UK_MR   2
-#include "ops/gemm_ukernel.h"
+#include "kernels/gemm_ukernel.h"
 
 #define UK_NAME dgemm_1x16
 #define UK_MR   1
 #undef UK_KEEP_OPS
-#include "ops/gemm_ukernel.h"
+#include "kernels/gemm_ukernel.h"
 
 #undef UK_TARGET
 

@@ -1,4 +1,4 @@
-/* The kernels of ops/vmath_isa.h for one dtype, written once: vmath_isa.h
+/* The kernels of kernels/vmath_isa.h for one dtype, written once: vmath_isa.h
  * includes this file twice, for float32 and float64, after defining
  *
  *   R(name)      name with the dtype's and the ISA's suffixes
@@ -6,7 +6,7 @@
  *   RT, RV, RN   the element and vector types, the lanes
  *   RLD RST RSET RSUB RMUL RDIV RMAX RHMAX   the vector operations
  *   RNEGINF_ALL(v), RZERO_AT_NEGINF(e, x)   as NEGINF_ALL_F... (isa.h)
- *   REXP RLOG RTANH RERFC                   the vector maps (ops/vmath_isa.h)
+ *   REXP RLOG RTANH RERFC                   the vector maps (kernels/vmath_isa.h)
  * and the sums, always in double lanes (VD): float32 lanes are widened in
  * two halves, float64 lanes are added as they are:
  *   RSUM_ADD(lo, hi, v)       lo, hi += v's lanes (a softmax row's sum)
@@ -15,7 +15,7 @@
  *   RLSM_DX(dy, e, vsum)      dy - e * vsum in double, back in RV
  *   RSUB_D RMUL_D(v, c)       v - c, v * c for a VD c, back in RV
  *   RGELU_ARG RGELU_OUT RGELU_EXPO RGELU_DX   GELU's arithmetic
- *                             (ops/vmath_isa.h)
+ *                             (kernels/vmath_isa.h)
  * It undefines them all at its end. No include guard. */
 
 /* ---- maps --------------------------------------------------------------- */
@@ -147,7 +147,7 @@ void R(tg__softmax_exp_row)(int64_t n, RT *x, double *max, double *sum)
 
 /* ---- cross-entropy ------------------------------------------------------ */
 
-/* *lse = m + log(sum_k exp(x_k - m)), m = max_k x_k (ops/vmath.h): NaN
+/* *lse = m + log(sum_k exp(x_k - m)), m = max_k x_k (kernels/vmath.h): NaN
  * for a row with nothing above -inf, as exp(-inf - -inf) makes it in the
  * scalar loop of ops/loss.c. */
 void R(tg__logsumexp_row)(int64_t n, const RT *x, double *lse)
@@ -157,7 +157,7 @@ void R(tg__logsumexp_row)(int64_t n, const RT *x, double *lse)
                           : (double)m + log(R(shifted_exp_sum)(n, x, NULL, m));
 }
 
-/* dx_k = (T)((e_k - [k == t]) * s),  e_k = exp((T)(x_k - lse))  (ops/vmath.h):
+/* dx_k = (T)((e_k - [k == t]) * s),  e_k = exp((T)(x_k - lse))  (kernels/vmath.h):
  * e_k in the dtype's lanes, the rest in double lanes rounded once, the
  * target's e_k taken from its vector and finished alone. */
 void R(tg__ce_grad_row)(int64_t n, const RT *x, double lse, double s, int64_t t,
@@ -243,8 +243,8 @@ void R(tg__log_softmax_bwd_row)(int64_t n, const RT *y, const RT *dy, RT *dx)
 
 /* ---- gelu --------------------------------------------------------------- */
 
-/* y = x Phi(x) for one vector, and *c = erfc(|x| / sqrt 2) (ops/vmath.h;
- * float32's corrected for its rounded argument, ops/vmath_isa.h). */
+/* y = x Phi(x) for one vector, and *c = erfc(|x| / sqrt 2) (kernels/vmath.h;
+ * float32's corrected for its rounded argument, kernels/vmath_isa.h). */
 static inline RV R(gelu_vec)(RV x, RV *c)
 {
     *c = RERFC(RGELU_ARG(x));
@@ -289,7 +289,7 @@ void R(tg__gelu)(int64_t n, const RT *x, RT *y, RT *c)
 }
 
 /* dx = dy (Phi(x) + x phi(x)) for one vector, from c = erfc(|x| / sqrt 2):
- * one exp, no erfc (ops/vmath.h). */
+ * one exp, no erfc (kernels/vmath.h). */
 static inline RV R(gelu_grad_vec)(RV x, RV c, RV dy)
 {
     const RV q = REXP(RGELU_EXPO(x));

@@ -1,8 +1,8 @@
-/* ops/vmath.h's vector kernels for AVX-512 (F, DQ, BW, VL): 16 floats or
+/* kernels/vmath.h's vector kernels for AVX-512 (F, DQ, BW, VL): 16 floats or
  * 8 doubles a vector, SLEEF's *_u10avx512f functions (erfc: libmvec's, or
- * SLEEF's u15); the same kernels as ops/vmath_avx2.c (ops/vmath_isa.h),
+ * SLEEF's u15); the same kernels as kernels/vmath_avx2.c (kernels/vmath_isa.h),
  * with masks in k registers. Compiled for that instruction set by the
- * pragma below; ops/vmath.c calls it only when tg__cpu_level() is
+ * pragma below; kernels/vmath.c calls it only when tg__cpu_level() is
  * TG_CPU_AVX512. */
 #include <config.h>
 
@@ -10,7 +10,7 @@
 
 #pragma GCC target("avx512f,avx512dq,avx512bw,avx512vl")
 
-#include "ops/vmath.h"
+#include "kernels/vmath.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -91,6 +91,6 @@ static inline __m512 erfcf_16(__m512 x)
 #define TANHD Sleef_tanhd8_u10avx512f
 #define ERFCD Sleef_erfcd8_u15avx512f
 
-#include "ops/vmath_isa.h"
+#include "kernels/vmath_isa.h"
 
 #endif /* TG_HAVE_SLEEF */

@@ -1,4 +1,4 @@
-/* The AVX2 + FMA micro-kernels (ops/gemm_kernels.h): 6 x 16 float32 and
+/* The AVX2 + FMA micro-kernels (kernels/gemm_kernels.h): 6 x 16 float32 and
  * 6 x 8 float64 tiles, 12 ymm accumulators, 2 b vectors and 1 broadcast
  * per step (15 of the 16 registers). Compiled for AVX2 whatever the build's
  * -march (the target attribute), called only when tg__cpu_level() is at
@@ -8,11 +8,11 @@
  * a (kc,nr) b sliver of 256 x 16 floats (or 256 x 8 doubles) is 16K, half
  * of L1; an (mc,kc) a block of 144 x 256 floats is 144K (96 x 256 doubles:
  * 192K), within L2. A product of k up to k_one = 512 runs in one k block
- * (ops/gemm_packed.c, k_block), measured faster on Zen 3 although its b
+ * (kernels/gemm_packed.c, k_block), measured faster on Zen 3 although its b
  * sliver then fills L1 and its a block, 288K, is past a 256K L2. */
 #include <config.h>
 
-#include "ops/gemm_kernels.h"
+#include "kernels/gemm_kernels.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 
@@ -67,7 +67,7 @@ transpose4(__m256d r[4])
 }
 
 /* Each type's 6-row tile, then the same tile 4, 2 and 1 rows high, for a
- * block's last panel when m is not a multiple of 6 (ops/gemm_packed.c:
+ * block's last panel when m is not a multiple of 6 (kernels/gemm_packed.c:
  * read where a lies, written straight to c): each element the same sum in
  * the same order as in the 6-row tile, so the same bits. */
 #define UK_KEEP_OPS
@@ -88,20 +88,20 @@ transpose4(__m256d r[4])
 #define UK_BCAST(p)     _mm256_broadcast_ss(p)
 #define UK_MUL(x, y)    _mm256_mul_ps(x, y)
 #define UK_FMA(x, y, z) _mm256_fmadd_ps(x, y, z)
-#include "ops/gemm_ukernel.h"
+#include "kernels/gemm_ukernel.h"
 
 #define UK_NAME sgemm_4x16
 #define UK_MR   4
-#include "ops/gemm_ukernel.h"
+#include "kernels/gemm_ukernel.h"
 
 #define UK_NAME sgemm_2x16
 #define UK_MR   2
-#include "ops/gemm_ukernel.h"
+#include "kernels/gemm_ukernel.h"
 
 #define UK_NAME sgemm_1x16
 #define UK_MR   1
 #undef UK_KEEP_OPS
-#include "ops/gemm_ukernel.h"
+#include "kernels/gemm_ukernel.h"
 
 #define UK_KEEP_OPS
 #define UK_NAME         dgemm_6x8
@@ -121,20 +121,20 @@ transpose4(__m256d r[4])
 #define UK_BCAST(p)     _mm256_broadcast_sd(p)
 #define UK_MUL(x, y)    _mm256_mul_pd(x, y)
 #define UK_FMA(x, y, z) _mm256_fmadd_pd(x, y, z)
-#include "ops/gemm_ukernel.h"
+#include "kernels/gemm_ukernel.h"
 
 #define UK_NAME dgemm_4x8
 #define UK_MR   4
-#include "ops/gemm_ukernel.h"
+#include "kernels/gemm_ukernel.h"
 
 #define UK_NAME dgemm_2x8
 #define UK_MR   2
-#include "ops/gemm_ukernel.h"
+#include "kernels/gemm_ukernel.h"
 
 #define UK_NAME dgemm_1x8
 #define UK_MR   1
 #undef UK_KEEP_OPS
-#include "ops/gemm_ukernel.h"
+#include "kernels/gemm_ukernel.h"
 
 #undef UK_TARGET
 

@@ -1,4 +1,4 @@
-/* The driver of the packed micro-kernels (ops/gemm_kernels.h), in the
+/* The driver of the packed micro-kernels (kernels/gemm_kernels.h), in the
  * GotoBLAS / BLIS loop order, for one (mc x nc) block of c at a time:
  *
  *     for j0 in 0, nc, 2nc, ...
@@ -25,8 +25,8 @@
  * a time), which keeps attention's per-tile products on their thread. */
 #include <config.h>
 
-#include "ops/gemm.h"
-#include "ops/gemm_kernels.h"
+#include "kernels/gemm.h"
+#include "kernels/gemm_kernels.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -281,7 +281,7 @@ enum { A_IN_PLACE_MAX_SLIVERS = 8 };
  * (384,64), ran 20-30% faster in float32 and 14-24% in float64 at k = 512
  * and 384 in one block than at 256 + 256 and 256 + 128 (medians of five
  * interleaved runs; 512^3 even; Zen 3, 1 thread). The AVX-512 kernels'
- * k_one, 2 kc as well, was measured on Zen 5 (ops/gemm_avx512.c). It
+ * k_one, 2 kc as well, was measured on Zen 5 (kernels/gemm_avx512.c). It
  * depends on k alone, so the sum order stays the same for every layout
  * and thread count. */
 static int64_t k_block(const tg__gemm_ukernel *uk, int64_t k)

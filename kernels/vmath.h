@@ -3,8 +3,8 @@
  *
  * The vector paths call SLEEF's 1-ulp functions (Sleef_expf8_u10avx2, ...;
  * erfc: glibc libmvec's float32 erfcf, within 2 ulp, or SLEEF's u15, 1.5)
- * from code compiled for AVX2+FMA (ops/vmath_avx2.c) or AVX-512
- * (ops/vmath_avx512.c), chosen at run time by tg__cpu_level(). Built
+ * from code compiled for AVX2+FMA (kernels/vmath_avx2.c) or AVX-512
+ * (kernels/vmath_avx512.c), chosen at run time by tg__cpu_level(). Built
  * without SLEEF (configure's summary says so), or on a CPU below AVX2,
  * every function here takes its scalar libm path. float32 is computed in
  * float32 on the vector paths (SLEEF's expf, at most 1 ulp), in double
@@ -93,7 +93,7 @@ TG_HIDDEN void tg__ce_grad_row(tg_dtype dt, int64_t n, const void *x,
  * the same order, with SLEEF's u15 erfc (within 1.5 ulp) where the loop
  * calls libm's:
  *   s = |x| * (1 / sqrt 2),  c = erfc(s),  y = (0.5 x) (x < 0 ? c : 2 - c)
- * float32 runs in float lanes (ops/vmath_isa.h, gelu_arg_f, gelu_out_f):
+ * float32 runs in float lanes (kernels/vmath_isa.h, gelu_arg_f, gelu_out_f):
  *   s = |x| k_hi                          k_hi: 1 / sqrt 2 rounded to float
  *   c = erfc(s)                           libmvec's (within 2 ulp) or
  *                                         SLEEF's u15
@@ -128,7 +128,7 @@ TG_HIDDEN void tg__vgelu(tg_dtype dt, int64_t n, const void *x, void *y,
 TG_HIDDEN void tg__vgelu_grad(tg_dtype dt, int64_t n, const void *x,
                               const void *c, const void *dy, void *dx);
 
-/* The per-ISA kernels behind the functions above (ops/vmath_isa.h, compiled
+/* The per-ISA kernels behind the functions above (kernels/vmath_isa.h, compiled
  * once per instruction set). Not for the op files: call the ones above. */
 #define TG__VMATH_ISA_DECLS(isa)                                               \
     TG_HIDDEN void tg__vmap_f32_##isa(tg_vfn f, int64_t n, const float *x,     \

@@ -1,4 +1,4 @@
-/* The micro-kernel template of ops/gemm_kernels.h, written once for every
+/* The micro-kernel template of kernels/gemm_kernels.h, written once for every
  * vector width: a file that includes it defines
  *     UK_NAME  the function's name      UK_T      float or double
  *     UK_TARGET  the function's target attribute (the instruction set)
@@ -104,7 +104,7 @@ UK_TARGET static void UK_NAME(int64_t kc, const void *ap_, int64_t rs_a,
 }
 
 #ifdef UK_PACK_A
-/* The packing of ops/gemm_packed.c's blocks for this kernel (UK_PACK_A,
+/* The packing of kernels/gemm_packed.c's blocks for this kernel (UK_PACK_A,
  * UK_PACK_B: their names), the same copies as its portable pack_a and
  * pack_b (the layouts are described there) with the tile's sizes known at
  * compile time: a full panel or sliver is a fixed-size copy that the

@@ -1,0 +1,126 @@
+/* Private to core/ and ops/: the tape entry and the calls that record and
+ * feed it. Apart from core/internal.h so that the floor between them,
+ * kernels/ (the GEMM layer, the vector math, the optimizers' updates), sees
+ * tensors and loops but never a tape entry: it may not include this header
+ * (tests/layers.test). */
+#ifndef TAPEGRAD_TAPE_H
+#define TAPEGRAD_TAPE_H
+
+#include "core/internal.h"
+
+/* ------------------------------------------------------------------ */
+/* The tape                                                           */
+/* ------------------------------------------------------------------ */
+
+#define TG_NODE_MAX_SAVED 3
+
+/* An op's descriptor: its name and backward. backward gets the gradient dy
+ * of the node's output (same shape as the output) and adds each input's
+ * gradient with tg__accumulate. It runs with grad mode off, so it may use
+ * the public ops freely. It has no error path of its own: when it cannot
+ * compute a gradient (out of memory: the shapes were checked forward), it
+ * passes NULL to tg__accumulate for it, which stops the walk with an error;
+ * so a backward must never dereference a result it did not check, and may
+ * hand a NULL from a public op straight on. */
+typedef struct tg_op {
+    const char *name;
+    void (*backward)(tg_node *n, tg_tensor *dy);
+    bool makes_neg_inf; /* -inf in its output is a mask, not an anomaly */
+    /* Its backward reads the output (n->out: sigmoid's y (1 - y), exp's
+     * dy * y...). The entry then holds the output's storage as it holds a
+     * saved tensor: counted in tape_refs, so that an in-place write to it
+     * (through tg_detach, or with grad mode off) is refused, and its
+     * version noted, so that a write that bypasses the guard (tg_set) fails
+     * the backward. Ops that do not read it leave their output writable
+     * with grad mode off. */
+    bool reads_out;
+} tg_op;
+
+struct tg_node {
+    const tg_op *op;
+    uint64_t seq;   /* creation order: a topological order of the tape */
+    int n_in;       /* any number (cat takes many) */
+    tg_tensor **in; /* retained until consumed */
+    tg_tensor *saved[TG_NODE_MAX_SAVED]; /* retained until consumed */
+    double p[4];                         /* op parameters (scale, value...) */
+    int64_t ip[4];                       /* integer parameters (dims, k...) */
+
+    tg_tensor *out; /* weak: the output owns the node; alive during backward */
+    const char *file; /* the user's call that recorded it (call-site macros) */
+    int line;
+    /* What the tape prints, kept after the inputs are released. */
+    int *in_ndim;                     /* these four: n_in entries each, */
+    int64_t (*in_shape)[TG_MAX_DIMS]; /* allocated with the node */
+    uint64_t *in_seq;     /* producer entry of each input; 0: leaf */
+    uint64_t *in_tid;     /* each input's tensor id (tg_tensor.id); 0: none */
+    uint64_t *in_version; /* its storage's version when recorded */
+    char (*in_name)[TG_NAME_MAX]; /* a leaf input's name when recorded */
+    uint64_t saved_version[TG_NODE_MAX_SAVED];
+    /* op->reads_out: the output's storage version when recorded, and
+     * whether the entry still counts it in tape_refs (until consumed) */
+    uint64_t out_version;
+    bool holds_out;
+    /* The output's, for a record kept after the output died
+     * (tg_tape_keep_record): out is NULL then. */
+    int out_ndim;
+    int64_t out_shape[TG_MAX_DIMS];
+    uint64_t out_tid;
+    char out_name[TG_NAME_MAX];
+    double
+        grad_norm; /* of the gradient that reached out; < 0 before backward */
+    /* and how many of its grad_numel elements are exactly 0 (< 0 before) */
+    int64_t grad_zeros, grad_numel;
+    bool consumed;        /* backward ran and released in/saved */
+    tg_tape *tape;        /* the tape of the thread that recorded it */
+    tg_node *prev, *next; /* that tape's list of live entries */
+};
+
+/* Records an op on the tape if grad mode is on and any input requires grad:
+ * appends an entry retaining the inputs and marks out as requiring grad.
+ * Returns out, whose entry, when one was recorded, is out->node (for
+ * tg__save and parameters); or NULL when the entry cannot be allocated,
+ * having released out and set "<op>: out of memory recording its tape
+ * entry", so that an op ends with `return tg__record(...)` or
+ * `y = tg__record(...); if (y && y->node) ...` and never returns a result
+ * missing from the tape. A NULL out gives NULL (its error kept). Inputs may
+ * include NULL (e.g. an absent bias): skipped. */
+TG_HIDDEN tg_tensor *tg__record(const tg_op *op, tg_tensor *out, int n_in,
+                                tg_tensor *const *in);
+/* Retains t in the entry for backward. Never the entry's own output (that
+ * would be a reference cycle): backward reads the output as n->out. */
+TG_HIDDEN void tg__save(tg_node *n, tg_tensor *t);
+/* Adds g into the gradient of input i of n, summing g down to that input's
+ * shape first if the input was broadcast. Takes g borrowed. No-op if the
+ * input does not require grad. A NULL g says the backward could not compute
+ * this gradient (its error set): the walk stops with an error, as it does
+ * when adding g runs out of memory; later calls in this backward do
+ * nothing. */
+TG_HIDDEN void tg__accumulate(tg_node *n, int i, tg_tensor *g);
+/* True when input i of n needs a gradient (skip computing it otherwise). */
+TG_HIDDEN bool tg__needs_grad(const tg_node *n, int i);
+/* The gradient of input i of n, when a backward may add its contribution
+ * into it in place instead of passing it to tg__accumulate (matmul's GEMM
+ * with beta = 1: no tensor for the contribution, no pass to add it); NULL
+ * when it must go through tg__accumulate: the input needs no gradient,
+ * the walk has failed, it has no gradient yet (the first contribution is
+ * adopted or copied), or anomaly mode checks each contribution. The
+ * gradient has the input's shape and dtype, is contiguous at offset 0,
+ * and is not n's output gradient; the caller adds only a contribution of
+ * exactly that shape, and on failure passes NULL to tg__accumulate (the
+ * walk then drops or restores every gradient it touched). */
+TG_HIDDEN tg_tensor *tg__grad_into(tg_node *n, int i);
+/* The op of the first entry on this thread's tape that holds (for its
+ * backward) a tensor over storage s, with its call site; NULL when none
+ * does. For the in-place calls' refusal (core/inplace.c). */
+TG_HIDDEN const char *tg__tape_holder(const tg_storage *s, int *line,
+                                      const char **file);
+/* Unlinks and frees the node of a dying tensor. */
+TG_HIDDEN void tg__node_free(tg_node *n);
+
+/* Sums g over the dims along which a tensor of (ndim, shape) was broadcast
+ * to g's shape, giving a new tensor of exactly (ndim, shape); NULL with an
+ * error when out of memory. */
+TG_HIDDEN tg_tensor *tg__sum_to_shape(tg_tensor *g, int ndim,
+                                      const int64_t *shape);
+
+#endif /* TAPEGRAD_TAPE_H */
