@@ -1,7 +1,7 @@
 /* The optimizers' updates, in place: one pass over each parameter with its
  * gradient and state (nn/optim.c steps them, one call per parameter). They
- * live with the ops because they are kernels over the tensors' layout,
- * which nn/ does not see. torch.optim (1.13, single-tensor path) computes
+ * live in kernels/ because they are loops over the tensors' layout, which
+ * nn/ does not see, and record nothing. torch.optim (1.13, single-tensor path) computes
  * each in-place op as one expression per element, in this order:
  *   a.add_(b, alpha=s)       a + s * b
  *   a.addcmul_(b, c, value=s) a + s * b * c      ((s * b) * c)
@@ -10,7 +10,7 @@
  * Python-side scalars (1 - beta1, lr / bias_correction1, ...) are computed
  * in double and then rounded to that dtype, as torch does. */
 #include "core/internal.h"
-#include "ops/update.h"
+#include "kernels/update.h"
 
 #include <math.h>
 #include <string.h>

@@ -1,6 +1,6 @@
-/* Private to libtapegrad: the in-place kernels ops/ offers the optimizers
- * (nn/optim.c, nn/params.c), which see tensors only through the public API.
- * (kernels/update.c) */
+/* Private to libtapegrad: the in-place update loops kernels/ offers the
+ * optimizers (nn/optim.c, nn/params.c), which see tensors only through the
+ * public API. (kernels/update.c) */
 #ifndef TAPEGRAD_UPDATE_H
 #define TAPEGRAD_UPDATE_H
 

@@ -1,4 +1,4 @@
-/* Private to ops/: vector math over contiguous arrays and the softmax row
+/* Private to kernels/ and ops/: vector math over contiguous arrays and the softmax row
  * kernels, for the op files (softmax, attention, elementwise, loss).
  *
  * The vector paths call SLEEF's 1-ulp functions (Sleef_expf8_u10avx2, ...;
