@@ -208,6 +208,7 @@ int main(void)
      * cores) can take longer for the gradchecks without anything wrong. */
     setenv("CK_DEFAULT_TIMEOUT", "120", 0);
     const char *only = getenv("CK_RUN_SUITE");
+    ops_list_begin();
     for (size_t i = 0; i < sizeof suites / sizeof *suites; i++) {
         if (only && *only && strcmp(only, suites[i].name) != 0)
             continue;
@@ -225,6 +226,11 @@ int main(void)
             leaking++;
         }
     }
+    /* The op list's promises, when every suite ran (one suite alone
+     * cannot keep them): a broken one fails the run like a test. */
+    int unkept = only && *only ? 0 : ops_list_verdict();
+    if (unkept > 0)
+        failed++;
     /* The closing line CI reads; failures include leaking suites. */
     printf("check_tapegrad: %d passed, %d failed\n", run - failed,
            failed + leaking);

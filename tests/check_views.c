@@ -644,6 +644,32 @@ START_TEST(to_grad)
 }
 END_TEST
 
+/* The same through a central difference, as a gradcheck: y = x * to(to(x,
+ * float32), float64) on a fresh and a transposed input. The float32
+ * rounding moves each evaluation by up to 2^-24 |x|, so eps must stand far
+ * above float32's ulp: at 1e-3 the difference is off by at most about
+ * 2^-24 / 1e-3 = 6e-5 relative, inside the default rtol (1e-3). */
+static tg_tensor *through_float32(tg_tensor *const *in, void *ctx)
+{
+    (void)ctx;
+    return tg_mul(in[0], tg_to(tg_to(in[0], TG_FLOAT32), TG_FLOAT64));
+}
+
+START_TEST(to_gradcheck)
+{
+    tg_scope_begin();
+    tg_gradcheck_opts o = tg_gradcheck_defaults();
+    o.eps = 1e-3;
+    for (int transposed = 0; transposed < 2; transposed++) {
+        tg_tensor *x = input(transposed, TG_SHAPE(2, 3, 4), 3);
+        tg_gradcheck_report r;
+        ck_assert_int_eq(tg_gradcheck(through_float32, NULL, 1, &x, &o, &r), 0);
+        ck_assert_int_eq(r.n_checked, 24);
+    }
+    tg_scope_end();
+}
+END_TEST
+
 /* ---- errors ---------------------------------------------------------------- */
 
 START_TEST(bad_dims)
@@ -950,6 +976,7 @@ Suite *views_suite(void)
     tcase_add_test(grad, contiguous_grad);
     tcase_add_test(grad, chain_grad);
     tcase_add_test(grad, to_grad);
+    tcase_add_test(grad, to_gradcheck);
     suite_add_tcase(s, grad);
 
     TCase *errors = tcase_create("errors");
