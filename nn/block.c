@@ -24,13 +24,10 @@ tg_block_config tg_block_config_default(int n_embd, int n_heads)
 int tg_block_init_with(tg_block *b, tg_dtype dt, const tg_block_config *cfg,
                        tg_rng *rng)
 {
-    if (!b || !cfg) {
-        tg__error("block_init: %s is NULL", b ? "the config" : "the block");
-        if (b)
-            memset(b, 0, sizeof *b);
+    /* the parts' inits check the dtype and the rng */
+    if (!tg__init_begin("block_init", "the block", b, sizeof *b,
+                        TG__INIT_CONFIG, dt, cfg, rng))
         return -1;
-    }
-    memset(b, 0, sizeof *b);
     tg_layernorm_config ln = tg_layernorm_config_default(cfg->n_embd);
     ln.eps = cfg->ln_eps;
     ln.bias = cfg->bias;

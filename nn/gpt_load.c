@@ -399,21 +399,15 @@ static int copy_all(const plan *p, const source *s, tg_gpt *g)
 int tg_gpt_from_state_dict(tg_gpt *g, const tg_params *sd, int n_head,
                            tg_dtype dt)
 {
-    if (!g) {
-        tg__error("gpt_from_state_dict: the model is NULL");
+    if (!tg__init_begin("gpt_from_state_dict", "the model", g, sizeof *g, 0, dt,
+                        NULL, NULL))
         return -1;
-    }
-    memset(g, 0, sizeof *g);
     if (!sd) {
         tg__error("gpt_from_state_dict: the state dict is NULL");
         return -1;
     }
-    if (dt != TG_FLOAT32 && dt != TG_FLOAT64) {
-        tg__error("gpt_from_state_dict: dtype must be float32 or float64, "
-                  "got %s",
-                  tg_dtype_name(dt));
+    if (!tg__check_float_dtype("gpt_from_state_dict", dt))
         return -1;
-    }
     source s = {.sd = sd, .used = tg__calloc((size_t)sd->n + 1, sizeof(bool))};
     plan p = {0};
     int rc = -1;

@@ -84,20 +84,10 @@ static tg_tensor *zero_bias(tg_dtype dt, int hs)
 int tg_head_init_with(tg_head *h, tg_dtype dt, const tg_head_config *cfg,
                       tg_rng *rng)
 {
-    if (!h || !rng || !cfg) {
-        tg__error("head_init: %s is NULL", !h     ? "the head"
-                                           : !rng ? "rng"
-                                                  : "the config");
-        if (h)
-            memset(h, 0, sizeof *h);
+    if (!tg__init_begin("head_init", "the head", h, sizeof *h,
+                        TG__INIT_RNG | TG__INIT_CONFIG | TG__INIT_FLOAT, dt,
+                        cfg, rng))
         return -1;
-    }
-    memset(h, 0, sizeof *h);
-    if (dt != TG_FLOAT32 && dt != TG_FLOAT64) {
-        tg__error("head_init: dtype must be float32 or float64, got %s",
-                  tg_dtype_name(dt));
-        return -1;
-    }
     int n_embd = cfg->n_embd, head_size = cfg->head_size;
     if (n_embd <= 0 || head_size <= 0) {
         tg__error("head_init: sizes must be positive, got n_embd %d, "

@@ -37,20 +37,10 @@ tg_linear_config tg_linear_config_default(int in, int out)
 int tg_linear_init_with(tg_linear *l, tg_dtype dt, const tg_linear_config *cfg,
                         tg_rng *rng)
 {
-    if (!l || !rng || !cfg) {
-        tg__error("linear_init: %s is NULL", !l     ? "the layer"
-                                             : !rng ? "rng"
-                                                    : "the config");
-        if (l)
-            memset(l, 0, sizeof *l);
+    if (!tg__init_begin("linear_init", "the layer", l, sizeof *l,
+                        TG__INIT_RNG | TG__INIT_CONFIG | TG__INIT_FLOAT, dt,
+                        cfg, rng))
         return -1;
-    }
-    memset(l, 0, sizeof *l);
-    if (dt != TG_FLOAT32 && dt != TG_FLOAT64) {
-        tg__error("linear_init: dtype must be float32 or float64, got %s",
-                  tg_dtype_name(dt));
-        return -1;
-    }
     int in = cfg->in, out = cfg->out;
     if (in <= 0 || out <= 0) {
         tg__error("linear_init: sizes must be positive, got in %d, out %d", in,
