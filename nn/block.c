@@ -74,11 +74,7 @@ void tg_block_free(tg_block *b)
 /* Errors unless b is initialised (op names the caller). */
 static bool check_module(const char *op, const tg_block *b)
 {
-    if (b && b->ln1.gamma)
-        return true;
-    tg__error("%s: %s", op,
-              b ? "the block is not initialised" : "the block is NULL");
-    return false;
+    return tg__module_ready(op, "the block", b, b && b->ln1.gamma);
 }
 
 /* x must be (B,T,C) in the block's dtype. A NULL x keeps the first error. */

@@ -39,11 +39,7 @@ void tg_embed_free(tg_embed *e)
 /* Errors unless e is an initialised table (op names the caller). */
 static bool check_table(const char *op, const tg_embed *e)
 {
-    if (e && e->weight)
-        return true;
-    tg__error("%s: %s", op,
-              e ? "the table is not initialised" : "the table is NULL");
-    return false;
+    return tg__module_ready(op, "the table", e, e && e->weight);
 }
 
 /* out[..., :] = weight[ids[...], :]                 ids (...) -> (..., dim)

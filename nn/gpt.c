@@ -112,11 +112,7 @@ void tg_gpt_free(tg_gpt *g)
 /* Errors unless g is initialised (op names the caller). */
 static bool check_module(const char *op, const tg_gpt *g)
 {
-    if (g && g->tok.weight)
-        return true;
-    tg__error("%s: %s", op,
-              g ? "the model is not initialised" : "the model is NULL");
-    return false;
+    return tg__module_ready(op, "the model", g, g && g->tok.weight);
 }
 
 /* ids must be int64 (B,T) with 1 <= T <= block_size (positions beyond it

@@ -65,12 +65,7 @@ void tg_layernorm_free(tg_layernorm *n)
 /* Errors unless n is initialised (op names the caller). */
 static bool check_module(const char *op, const tg_layernorm *n)
 {
-    if (n && n->gamma)
-        return true;
-    tg__error("%s: %s", op,
-              n ? "the layer norm is not initialised"
-                : "the layer norm is NULL");
-    return false;
+    return tg__module_ready(op, "the layer norm", n, n && n->gamma);
 }
 
 /* y = (x - mean) / sqrt(var + eps) * gamma + beta over the last dim, var

@@ -80,12 +80,7 @@ void tg_linear_free(tg_linear *l)
 /* x must be (..., in) in the layer's dtype. A NULL x keeps the first error. */
 static bool check_input(const tg_linear *l, const tg_tensor *x)
 {
-    if (!l || !l->weight) {
-        tg__error("linear: %s",
-                  l ? "the layer is not initialised" : "the layer is NULL");
-        return false;
-    }
-    if (!x)
+    if (!tg__module_ready("linear", "the layer", l, l && l->weight) || !x)
         return false;
     tg_dtype dt = tg_dtype_of(l->weight);
     if (tg_ndim(x) < 1 || tg_size(x, -1) != l->in || tg_dtype_of(x) != dt) {
@@ -112,11 +107,8 @@ tg_tensor *tg_linear_forward(tg_linear *l, tg_tensor *x)
 
 int tg_linear_params(tg_linear *l, tg_params *ps, const char *prefix)
 {
-    if (!l || !l->weight) {
-        tg__error("linear_params: %s",
-                  l ? "the layer is not initialised" : "the layer is NULL");
+    if (!tg__module_ready("linear_params", "the layer", l, l && l->weight))
         return -1;
-    }
     if (tg_params_add(ps, prefix, "weight", l->weight) < 0 ||
         (l->bias && tg_params_add(ps, prefix, "bias", l->bias) < 0))
         return tg__error_wrap("linear_params");

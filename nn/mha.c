@@ -83,11 +83,7 @@ void tg_mha_free(tg_mha *m)
 /* Errors unless m is initialised (op names the caller). */
 static bool check_module(const char *op, const tg_mha *m)
 {
-    if (m && m->heads)
-        return true;
-    tg__error("%s: %s", op,
-              m ? "the module is not initialised" : "the module is NULL");
-    return false;
+    return tg__module_ready(op, "the module", m, m && m->heads);
 }
 
 /* x must be (B,T,C) in the module's dtype. A NULL x keeps the first error. */

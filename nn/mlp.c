@@ -65,11 +65,7 @@ void tg_mlp_free(tg_mlp *m)
 /* Errors unless m is initialised (op names the caller). */
 static bool check_module(const char *op, const tg_mlp *m)
 {
-    if (m && m->fc.weight)
-        return true;
-    tg__error("%s: %s", op,
-              m ? "the module is not initialised" : "the module is NULL");
-    return false;
+    return tg__module_ready(op, "the module", m, m && m->fc.weight);
 }
 
 /* dropout(proj(act(fc(x))))                          (...,C) -> (...,C)

@@ -1,6 +1,7 @@
-/* What the modules' inits share: the checks before each init's own code.
- * Every message names the init's op ("linear_init: ..."), so a caller
- * sees which module of a nested one refused. */
+/* What the modules share: the checks before each init's own code, and the
+ * check that a module is initialised before it is used. Every message
+ * names the op ("linear_init: ..."), so a caller sees which module of a
+ * nested one refused. */
 #include "nn/nn.h"
 
 #include <string.h>
@@ -32,4 +33,13 @@ bool tg__init_begin(const char *op, const char *what, void *m, size_t size,
         return false;
     }
     return !(takes & TG__INIT_FLOAT) || tg__check_float_dtype(op, dt);
+}
+
+bool tg__module_ready(const char *op, const char *what, const void *m,
+                      bool initialised)
+{
+    if (m && initialised)
+        return true;
+    tg__error("%s: %s %s", op, what, m ? "is not initialised" : "is NULL");
+    return false;
 }

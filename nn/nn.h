@@ -36,6 +36,13 @@ TG_HIDDEN bool tg__init_begin(const char *op, const char *what, void *m,
                               size_t size, unsigned takes, tg_dtype dt,
                               const void *cfg, const tg_rng *rng);
 
+/* Errors, naming op and the module as what ("the layer"), unless m is
+ * initialised: "<op>: <what> is NULL" for a NULL m, "<op>: <what> is not
+ * initialised" when initialised is false (the caller's test of a part
+ * every initialised module has, e.g. m && m->weight) (nn/module.c). */
+TG_HIDDEN bool tg__module_ready(const char *op, const char *what, const void *m,
+                                bool initialised);
+
 /* Errors (naming op) unless dt is float32 or float64, the dtypes a
  * module's parameters can have (nn/module.c). */
 TG_HIDDEN bool tg__check_float_dtype(const char *op, tg_dtype dt);
