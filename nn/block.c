@@ -24,13 +24,10 @@ tg_block_config tg_block_config_default(int n_embd, int n_heads)
 int tg_block_init_with(tg_block *b, tg_dtype dt, const tg_block_config *cfg,
                        tg_rng *rng)
 {
-    if (!b || !cfg) {
-        tg__error("block_init: %s is NULL", b ? "the config" : "the block");
-        if (b)
-            memset(b, 0, sizeof *b);
+    /* the parts' inits check the dtype and the rng */
+    if (!tg__init_begin("block_init", "the block", b, sizeof *b,
+                        TG__INIT_CONFIG, dt, cfg, rng))
         return -1;
-    }
-    memset(b, 0, sizeof *b);
     tg_layernorm_config ln = tg_layernorm_config_default(cfg->n_embd);
     ln.eps = cfg->ln_eps;
     ln.bias = cfg->bias;
@@ -77,11 +74,7 @@ void tg_block_free(tg_block *b)
 /* Errors unless b is initialised (op names the caller). */
 static bool check_module(const char *op, const tg_block *b)
 {
-    if (b && b->ln1.gamma)
-        return true;
-    tg__error("%s: %s", op,
-              b ? "the block is not initialised" : "the block is NULL");
-    return false;
+    return tg__module_ready(op, "the block", b, b && b->ln1.gamma);
 }
 
 /* x must be (B,T,C) in the block's dtype. A NULL x keeps the first error. */

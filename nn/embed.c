@@ -9,16 +9,9 @@
  * zeroed. */
 int tg_embed_init(tg_embed *e, tg_dtype dt, int num, int dim, tg_rng *rng)
 {
-    if (!e || !rng) {
-        tg__error("embed_init: %s is NULL", e ? "rng" : "the table");
+    if (!tg__init_begin("embed_init", "the table", e, sizeof *e,
+                        TG__INIT_RNG | TG__INIT_FLOAT, dt, NULL, rng))
         return -1;
-    }
-    memset(e, 0, sizeof *e);
-    if (dt != TG_FLOAT32 && dt != TG_FLOAT64) {
-        tg__error("embed_init: dtype must be float32 or float64, got %s",
-                  tg_dtype_name(dt));
-        return -1;
-    }
     if (num <= 0 || dim <= 0) {
         tg__error("embed_init: sizes must be positive, got num %d, dim %d", num,
                   dim);
@@ -46,11 +39,7 @@ void tg_embed_free(tg_embed *e)
 /* Errors unless e is an initialised table (op names the caller). */
 static bool check_table(const char *op, const tg_embed *e)
 {
-    if (e && e->weight)
-        return true;
-    tg__error("%s: %s", op,
-              e ? "the table is not initialised" : "the table is NULL");
-    return false;
+    return tg__module_ready(op, "the table", e, e && e->weight);
 }
 
 /* out[..., :] = weight[ids[...], :]                 ids (...) -> (..., dim)

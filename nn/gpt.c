@@ -19,11 +19,8 @@ static bool check_config(tg_gpt_config c)
                   c.vocab_size, c.block_size, c.n_embd, c.n_head, c.n_layer);
         return false;
     }
-    if (c.dtype != TG_FLOAT32 && c.dtype != TG_FLOAT64) {
-        tg__error("gpt_init: dtype must be float32 or float64, got %s",
-                  tg_dtype_name(c.dtype));
+    if (!tg__check_float_dtype("gpt_init", c.dtype))
         return false;
-    }
     if ((unsigned)c.bias > TG_GPT_BIAS_NONE) {
         tg__error("gpt_init: bias %d is not a tg_gpt_bias (0..%d)", (int)c.bias,
                   TG_GPT_BIAS_NONE);
@@ -63,11 +60,11 @@ static tg_block_config block_config(const tg_gpt_config *c)
  * left zeroed. */
 int tg_gpt_init(tg_gpt *g, tg_gpt_config cfg, tg_rng *rng)
 {
-    if (!g) {
-        tg__error("gpt_init: the model is NULL");
+    /* cfg comes by value; the parts' inits check the rng, and check_config
+     * the dtype, after the sizes (so the order of the errors stays) */
+    if (!tg__init_begin("gpt_init", "the model", g, sizeof *g, 0, cfg.dtype,
+                        NULL, rng))
         return -1;
-    }
-    memset(g, 0, sizeof *g);
     if (!check_config(cfg))
         return -1;
     g->blocks = tg__calloc((size_t)cfg.n_layer, sizeof *g->blocks);
@@ -115,11 +112,7 @@ void tg_gpt_free(tg_gpt *g)
 /* Errors unless g is initialised (op names the caller). */
 static bool check_module(const char *op, const tg_gpt *g)
 {
-    if (g && g->tok.weight)
-        return true;
-    tg__error("%s: %s", op,
-              g ? "the model is not initialised" : "the model is NULL");
-    return false;
+    return tg__module_ready(op, "the model", g, g && g->tok.weight);
 }
 
 /* ids must be int64 (B,T) with 1 <= T <= block_size (positions beyond it

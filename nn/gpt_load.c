@@ -202,27 +202,27 @@ static int token_table(const source *s, bool *as_lm_head)
     return w >= 0 ? w : lm;
 }
 
-/* Reads the config off the shapes and checks every entry (all before the
- * model is touched). */
-static bool make_plan(source *s, int n_head, tg_dtype dt, plan *p)
+/* The layout of the file's linear weights, told by block 0's c_attn: a
+ * Conv1D's is (C,3C), a Linear's (3C,C) (or anything else, which
+ * expect_block then refuses in the Linear's terms). */
+static layout layout_of(const source *s, int64_t C)
 {
-    bool as_lm_head;
-    int w = find_prefix(s) ? token_table(s, &as_lm_head) : -1;
-    if (w < 0)
-        return false;
-    const char *wte_name = s->sd->items[w].name;
-    tg_tensor *wte = s->sd->items[w].t;
-    if (!wte || tg_ndim(wte) != 2) {
-        tg__error("gpt_from_state_dict: tensor '%s' must be (vocab_size, "
-                  "n_embd), got %s",
-                  wte_name, wte ? TG_SHP(wte) : "NULL");
-        return false;
-    }
+    int ca = find(s, s->prefix, "h.0.attn.c_attn.weight");
+    tg_tensor *c_attn = ca >= 0 ? s->sd->items[ca].t : NULL;
+    return c_attn && tg_ndim(c_attn) == 2 && tg_size(c_attn, 0) == C &&
+                   tg_size(c_attn, 1) == 3 * C
+               ? CONV1D
+               : LINEAR;
+}
+
+/* Errors unless the sizes read off the shapes make a model: V = vocab_size
+ * and C = n_embd from the token table wte (named wte_name), T = block_size
+ * from wpe, n_layer blocks, and n_head dividing C. */
+static bool check_sizes(const source *s, const char *wte_name,
+                        const tg_tensor *wte, int64_t T, int n_layer,
+                        int n_head)
+{
     int64_t V = tg_size(wte, 0), C = tg_size(wte, 1);
-    int wp = find(s, s->prefix, "wpe.weight");
-    tg_tensor *wpe = wp >= 0 ? s->sd->items[wp].t : NULL;
-    int64_t T = wpe && tg_ndim(wpe) == 2 ? tg_size(wpe, 0) : 1;
-    int n_layer = count_layers(s);
     if (n_layer == 0) {
         tg__error("gpt_from_state_dict: no blocks ('%sh.0.*') in the state "
                   "dict",
@@ -241,12 +241,36 @@ static bool make_plan(source *s, int n_head, tg_dtype dt, plan *p)
                   n_head, (long long)C, wte_name, TG_SHP(wte));
         return false;
     }
-    int ca = find(s, s->prefix, "h.0.attn.c_attn.weight");
-    tg_tensor *c_attn = ca >= 0 ? s->sd->items[ca].t : NULL;
-    p->lay = c_attn && tg_ndim(c_attn) == 2 && tg_size(c_attn, 0) == C &&
-                     tg_size(c_attn, 1) == 3 * C
-                 ? CONV1D
-                 : LINEAR;
+    return true;
+}
+
+/* Step 1 of the plan: finds the name prefix and the token table (*w, and
+ * whether it is lm_head.weight), then reads p->cfg and p->lay off the
+ * shapes: V and C from the table (V,C), T from wpe (T,C), n_layer from the
+ * block names, biases from ln_f.bias. tie_weights is settled later, by
+ * tie_lm_head. */
+static bool read_config(const source *s, int n_head, tg_dtype dt, plan *p,
+                        int *w, bool *as_lm_head)
+{
+    *w = token_table(s, as_lm_head);
+    if (*w < 0)
+        return false;
+    const char *wte_name = s->sd->items[*w].name;
+    tg_tensor *wte = s->sd->items[*w].t;
+    if (!wte || tg_ndim(wte) != 2) {
+        tg__error("gpt_from_state_dict: tensor '%s' must be (vocab_size, "
+                  "n_embd), got %s",
+                  wte_name, wte ? TG_SHP(wte) : "NULL");
+        return false;
+    }
+    int wp = find(s, s->prefix, "wpe.weight");
+    tg_tensor *wpe = wp >= 0 ? s->sd->items[wp].t : NULL;
+    int64_t T = wpe && tg_ndim(wpe) == 2 ? tg_size(wpe, 0) : 1;
+    int n_layer = count_layers(s);
+    if (!check_sizes(s, wte_name, wte, T, n_layer, n_head))
+        return false;
+    int64_t V = tg_size(wte, 0), C = tg_size(wte, 1);
+    p->lay = layout_of(s, C);
     bool bias = find(s, s->prefix, "ln_f.bias") >= 0;
     p->cfg = (tg_gpt_config){
         .vocab_size = (int)V,
@@ -260,42 +284,74 @@ static bool make_plan(source *s, int n_head, tg_dtype dt, plan *p)
         .tie_weights = true,
         .gelu_tanh = p->lay == CONV1D,
     };
-    p->blocks = tg__calloc((size_t)n_layer, sizeof *p->blocks);
+    return true;
+}
+
+/* Step 2: every entry the model of p->cfg needs exists with its shape:
+ * the token table (as found: wte.weight, or lm_head.weight), wpe, each
+ * block, ln_f. */
+static bool expect_entries(const source *s, plan *p, bool as_lm_head)
+{
+    int64_t V = p->cfg.vocab_size, C = p->cfg.n_embd, T = p->cfg.block_size;
+    bool bias = p->cfg.bias != TG_GPT_BIAS_NONE;
+    p->blocks = tg__calloc((size_t)p->cfg.n_layer, sizeof *p->blocks);
     if (!p->blocks) {
-        tg__error("gpt_from_state_dict: out of memory for %d blocks", n_layer);
+        tg__error("gpt_from_state_dict: out of memory for %d blocks",
+                  p->cfg.n_layer);
         return false;
     }
     if (!expect(s, &p->wte, as_lm_head ? s->outer : s->prefix,
                 as_lm_head ? "lm_head.weight" : "wte.weight", 2, V, C) ||
         !expect(s, &p->wpe, s->prefix, "wpe.weight", 2, T, C))
         return false;
-    for (int i = 0; i < n_layer; i++)
+    for (int i = 0; i < p->cfg.n_layer; i++)
         if (!expect_block(s, p, i, &p->blocks[i]))
             return false;
-    if (!expect(s, &p->ln_f_w, s->prefix, "ln_f.weight", 1, C, 0) ||
-        (bias && !expect(s, &p->ln_f_b, s->prefix, "ln_f.bias", 1, C, 0)))
-        return false;
-    /* lm_head is an nn.Linear (V,C) in both families; tied when the file
-     * drops it (safetensors keeps one of two shared tensors) or holds a
-     * copy of wte */
+    return expect(s, &p->ln_f_w, s->prefix, "ln_f.weight", 1, C, 0) &&
+           (!bias || expect(s, &p->ln_f_b, s->prefix, "ln_f.bias", 1, C, 0));
+}
+
+/* Step 3: lm_head is an nn.Linear (V,C) in both families; tied when the
+ * file drops it (safetensors keeps one of two shared tensors) or holds a
+ * copy of wte (the tensor at index w). */
+static bool tie_lm_head(const source *s, plan *p, int w, bool as_lm_head)
+{
     p->has_lm_head = !as_lm_head && find(s, s->outer, "lm_head.weight") >= 0;
-    if (p->has_lm_head &&
-        !expect(s, &p->lm_head, s->outer, "lm_head.weight", 2, V, C))
+    if (p->has_lm_head && !expect(s, &p->lm_head, s->outer, "lm_head.weight", 2,
+                                  p->cfg.vocab_size, p->cfg.n_embd))
         return false;
     p->cfg.tie_weights =
         !p->has_lm_head ||
-        tg_allclose(s->sd->items[p->lm_head.index].t, wte, 0, 0);
-    skip_buffers(s, n_layer);
+        tg_allclose(s->sd->items[p->lm_head.index].t, s->sd->items[w].t, 0, 0);
+    return true;
+}
+
+/* Step 4: once the entries and the buffers are marked used, any name left
+ * over is one the model does not have. */
+static bool check_unknown(const source *s, const plan *p)
+{
+    skip_buffers(s, p->cfg.n_layer);
     for (int i = 0; i < s->sd->n; i++)
         if (!s->used[i]) {
             tg__error("gpt_from_state_dict: unknown tensor '%s' (not a "
                       "name of a %s model with%s biases)",
                       s->sd->items[i].name,
                       p->lay == LINEAR ? "nanoGPT" : "GPT-2",
-                      bias ? "" : "out");
+                      p->cfg.bias != TG_GPT_BIAS_NONE ? "" : "out");
             return false;
         }
     return true;
+}
+
+/* Reads the config off the shapes and checks every entry (all before the
+ * model is touched), in the steps above. */
+static bool make_plan(source *s, int n_head, tg_dtype dt, plan *p)
+{
+    int w;
+    bool as_lm_head;
+    return find_prefix(s) && read_config(s, n_head, dt, p, &w, &as_lm_head) &&
+           expect_entries(s, p, as_lm_head) &&
+           tie_lm_head(s, p, w, as_lm_head) && check_unknown(s, p);
 }
 
 /* dst = src[start : start + len] along dim (the whole of src when len is
@@ -399,21 +455,15 @@ static int copy_all(const plan *p, const source *s, tg_gpt *g)
 int tg_gpt_from_state_dict(tg_gpt *g, const tg_params *sd, int n_head,
                            tg_dtype dt)
 {
-    if (!g) {
-        tg__error("gpt_from_state_dict: the model is NULL");
+    if (!tg__init_begin("gpt_from_state_dict", "the model", g, sizeof *g, 0, dt,
+                        NULL, NULL))
         return -1;
-    }
-    memset(g, 0, sizeof *g);
     if (!sd) {
         tg__error("gpt_from_state_dict: the state dict is NULL");
         return -1;
     }
-    if (dt != TG_FLOAT32 && dt != TG_FLOAT64) {
-        tg__error("gpt_from_state_dict: dtype must be float32 or float64, "
-                  "got %s",
-                  tg_dtype_name(dt));
+    if (!tg__check_float_dtype("gpt_from_state_dict", dt))
         return -1;
-    }
     source s = {.sd = sd, .used = tg__calloc((size_t)sd->n + 1, sizeof(bool))};
     plan p = {0};
     int rc = -1;

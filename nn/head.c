@@ -84,20 +84,10 @@ static tg_tensor *zero_bias(tg_dtype dt, int hs)
 int tg_head_init_with(tg_head *h, tg_dtype dt, const tg_head_config *cfg,
                       tg_rng *rng)
 {
-    if (!h || !rng || !cfg) {
-        tg__error("head_init: %s is NULL", !h     ? "the head"
-                                           : !rng ? "rng"
-                                                  : "the config");
-        if (h)
-            memset(h, 0, sizeof *h);
+    if (!tg__init_begin("head_init", "the head", h, sizeof *h,
+                        TG__INIT_RNG | TG__INIT_CONFIG | TG__INIT_FLOAT, dt,
+                        cfg, rng))
         return -1;
-    }
-    memset(h, 0, sizeof *h);
-    if (dt != TG_FLOAT32 && dt != TG_FLOAT64) {
-        tg__error("head_init: dtype must be float32 or float64, got %s",
-                  tg_dtype_name(dt));
-        return -1;
-    }
     int n_embd = cfg->n_embd, head_size = cfg->head_size;
     if (n_embd <= 0 || head_size <= 0) {
         tg__error("head_init: sizes must be positive, got n_embd %d, "
@@ -141,13 +131,16 @@ int tg_head_init(tg_head *h, tg_dtype dt, int n_embd, int head_size,
     return tg_head_init_with(h, dt, &cfg, rng);
 }
 
+/* Errors unless h is initialised (op names the caller). */
+static bool check_module(const char *op, const tg_head *h)
+{
+    return tg__module_ready(op, "the head", h, h && h->w_q);
+}
+
 int tg_head_train(tg_head *h, bool on, tg_rng *rng)
 {
-    if (!h || !h->w_q) {
-        tg__error("head_train: %s",
-                  h ? "the head is not initialised" : "the head is NULL");
+    if (!check_module("head_train", h))
         return -1;
-    }
     h->training = on;
     h->rng = rng;
     return 0;
@@ -171,12 +164,7 @@ void tg_head_free(tg_head *h)
  * earlier call failed) keeps the first error. */
 static bool check_input(const tg_head *h, const tg_tensor *x)
 {
-    if (!h || !h->w_q) {
-        tg__error("head: %s",
-                  h ? "the head is not initialised" : "the head is NULL");
-        return false;
-    }
-    if (!x)
+    if (!check_module("head", h) || !x)
         return false;
     if ((unsigned)h->path > TG_HEAD_TILED) {
         tg__error("head: path %d is not a tg_head_path (0..%d)", (int)h->path,
@@ -295,11 +283,8 @@ tg_tensor *tg_head_forward(tg_head *h, tg_tensor *x)
 
 int tg_head_params(tg_head *h, tg_params *ps, const char *prefix)
 {
-    if (!h || !h->w_q) {
-        tg__error("head_params: %s",
-                  h ? "the head is not initialised" : "the head is NULL");
+    if (!check_module("head_params", h))
         return -1;
-    }
     if (tg_params_add(ps, prefix, "w_q", h->w_q) < 0 ||
         tg_params_add(ps, prefix, "w_k", h->w_k) < 0 ||
         tg_params_add(ps, prefix, "w_v", h->w_v) < 0 ||

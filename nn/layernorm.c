@@ -24,19 +24,9 @@ tg_layernorm_config tg_layernorm_config_default(int dim)
 int tg_layernorm_init_with(tg_layernorm *n, tg_dtype dt,
                            const tg_layernorm_config *cfg)
 {
-    if (!n || !cfg) {
-        tg__error("layernorm_init: %s is NULL",
-                  n ? "the config" : "the layer norm");
-        if (n)
-            memset(n, 0, sizeof *n);
+    if (!tg__init_begin("layernorm_init", "the layer norm", n, sizeof *n,
+                        TG__INIT_CONFIG | TG__INIT_FLOAT, dt, cfg, NULL))
         return -1;
-    }
-    memset(n, 0, sizeof *n);
-    if (dt != TG_FLOAT32 && dt != TG_FLOAT64) {
-        tg__error("layernorm_init: dtype must be float32 or float64, got %s",
-                  tg_dtype_name(dt));
-        return -1;
-    }
     if (cfg->dim <= 0) {
         tg__error("layernorm_init: dim must be positive, got %d", cfg->dim);
         return -1;
@@ -75,12 +65,7 @@ void tg_layernorm_free(tg_layernorm *n)
 /* Errors unless n is initialised (op names the caller). */
 static bool check_module(const char *op, const tg_layernorm *n)
 {
-    if (n && n->gamma)
-        return true;
-    tg__error("%s: %s", op,
-              n ? "the layer norm is not initialised"
-                : "the layer norm is NULL");
-    return false;
+    return tg__module_ready(op, "the layer norm", n, n && n->gamma);
 }
 
 /* y = (x - mean) / sqrt(var + eps) * gamma + beta over the last dim, var

@@ -37,20 +37,10 @@ tg_linear_config tg_linear_config_default(int in, int out)
 int tg_linear_init_with(tg_linear *l, tg_dtype dt, const tg_linear_config *cfg,
                         tg_rng *rng)
 {
-    if (!l || !rng || !cfg) {
-        tg__error("linear_init: %s is NULL", !l     ? "the layer"
-                                             : !rng ? "rng"
-                                                    : "the config");
-        if (l)
-            memset(l, 0, sizeof *l);
+    if (!tg__init_begin("linear_init", "the layer", l, sizeof *l,
+                        TG__INIT_RNG | TG__INIT_CONFIG | TG__INIT_FLOAT, dt,
+                        cfg, rng))
         return -1;
-    }
-    memset(l, 0, sizeof *l);
-    if (dt != TG_FLOAT32 && dt != TG_FLOAT64) {
-        tg__error("linear_init: dtype must be float32 or float64, got %s",
-                  tg_dtype_name(dt));
-        return -1;
-    }
     int in = cfg->in, out = cfg->out;
     if (in <= 0 || out <= 0) {
         tg__error("linear_init: sizes must be positive, got in %d, out %d", in,
@@ -90,12 +80,7 @@ void tg_linear_free(tg_linear *l)
 /* x must be (..., in) in the layer's dtype. A NULL x keeps the first error. */
 static bool check_input(const tg_linear *l, const tg_tensor *x)
 {
-    if (!l || !l->weight) {
-        tg__error("linear: %s",
-                  l ? "the layer is not initialised" : "the layer is NULL");
-        return false;
-    }
-    if (!x)
+    if (!tg__module_ready("linear", "the layer", l, l && l->weight) || !x)
         return false;
     tg_dtype dt = tg_dtype_of(l->weight);
     if (tg_ndim(x) < 1 || tg_size(x, -1) != l->in || tg_dtype_of(x) != dt) {
@@ -122,11 +107,8 @@ tg_tensor *tg_linear_forward(tg_linear *l, tg_tensor *x)
 
 int tg_linear_params(tg_linear *l, tg_params *ps, const char *prefix)
 {
-    if (!l || !l->weight) {
-        tg__error("linear_params: %s",
-                  l ? "the layer is not initialised" : "the layer is NULL");
+    if (!tg__module_ready("linear_params", "the layer", l, l && l->weight))
         return -1;
-    }
     if (tg_params_add(ps, prefix, "weight", l->weight) < 0 ||
         (l->bias && tg_params_add(ps, prefix, "bias", l->bias) < 0))
         return tg__error_wrap("linear_params");

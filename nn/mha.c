@@ -25,13 +25,10 @@ tg_mha_config tg_mha_config_default(int n_embd, int n_heads)
 int tg_mha_init_with(tg_mha *m, tg_dtype dt, const tg_mha_config *cfg,
                      tg_rng *rng)
 {
-    if (!m || !cfg) {
-        tg__error("mha_init: %s is NULL", m ? "the config" : "the module");
-        if (m)
-            memset(m, 0, sizeof *m);
+    /* the parts' inits check the dtype and the rng */
+    if (!tg__init_begin("mha_init", "the module", m, sizeof *m, TG__INIT_CONFIG,
+                        dt, cfg, rng))
         return -1;
-    }
-    memset(m, 0, sizeof *m);
     int n_embd = cfg->n_embd, n_heads = cfg->n_heads;
     if (n_embd <= 0 || n_heads <= 0 || n_embd % n_heads != 0) {
         tg__error("mha_init: n_heads %d does not divide n_embd %d", n_heads,
@@ -86,11 +83,7 @@ void tg_mha_free(tg_mha *m)
 /* Errors unless m is initialised (op names the caller). */
 static bool check_module(const char *op, const tg_mha *m)
 {
-    if (m && m->heads)
-        return true;
-    tg__error("%s: %s", op,
-              m ? "the module is not initialised" : "the module is NULL");
-    return false;
+    return tg__module_ready(op, "the module", m, m && m->heads);
 }
 
 /* x must be (B,T,C) in the module's dtype. A NULL x keeps the first error. */

@@ -19,13 +19,10 @@ tg_mlp_config tg_mlp_config_default(int n_embd)
 int tg_mlp_init_with(tg_mlp *m, tg_dtype dt, const tg_mlp_config *cfg,
                      tg_rng *rng)
 {
-    if (!m || !cfg) {
-        tg__error("mlp_init: %s is NULL", m ? "the config" : "the module");
-        if (m)
-            memset(m, 0, sizeof *m);
+    /* the parts' inits check the dtype and the rng */
+    if (!tg__init_begin("mlp_init", "the module", m, sizeof *m, TG__INIT_CONFIG,
+                        dt, cfg, rng))
         return -1;
-    }
-    memset(m, 0, sizeof *m);
     int n_embd = cfg->n_embd;
     if (n_embd <= 0 || n_embd > INT_MAX / 4) {
         tg__error("mlp_init: n_embd must be in 1..%d, got %d", INT_MAX / 4,
@@ -68,11 +65,7 @@ void tg_mlp_free(tg_mlp *m)
 /* Errors unless m is initialised (op names the caller). */
 static bool check_module(const char *op, const tg_mlp *m)
 {
-    if (m && m->fc.weight)
-        return true;
-    tg__error("%s: %s", op,
-              m ? "the module is not initialised" : "the module is NULL");
-    return false;
+    return tg__module_ready(op, "the module", m, m && m->fc.weight);
 }
 
 /* dropout(proj(act(fc(x))))                          (...,C) -> (...,C)

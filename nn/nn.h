@@ -16,6 +16,37 @@ TG_HIDDEN const char *tg__param_prefix(const char *op, char *buf,
                                        const char *prefix, const char *name,
                                        int index);
 
+/* What a module's init takes besides the module and its dtype, for
+ * tg__init_begin to check: */
+enum {
+    TG__INIT_RNG = 1u << 0,    /* an rng it draws from, never NULL */
+    TG__INIT_CONFIG = 1u << 1, /* a config by pointer, never NULL */
+    /* it makes tensors of dt itself, so dt must be float32 or float64 (a
+     * module built of others leaves the dtype to its parts' inits) */
+    TG__INIT_FLOAT = 1u << 2,
+};
+
+/* The preamble of every module's init (nn/module.c), so that an init goes
+ * on with the module's own code: zeroes the size bytes of m (a failed init
+ * leaves the module zeroed), then errors, naming op, for the first of m
+ * ("<op>: <what> is NULL"), the rng ("rng is NULL") and the config ("the
+ * config is NULL") that takes asks for and is NULL, then for a dt that is
+ * not float when takes has TG__INIT_FLOAT. */
+TG_HIDDEN bool tg__init_begin(const char *op, const char *what, void *m,
+                              size_t size, unsigned takes, tg_dtype dt,
+                              const void *cfg, const tg_rng *rng);
+
+/* Errors, naming op and the module as what ("the layer"), unless m is
+ * initialised: "<op>: <what> is NULL" for a NULL m, "<op>: <what> is not
+ * initialised" when initialised is false (the caller's test of a part
+ * every initialised module has, e.g. m && m->weight) (nn/module.c). */
+TG_HIDDEN bool tg__module_ready(const char *op, const char *what, const void *m,
+                                bool initialised);
+
+/* Errors (naming op) unless dt is float32 or float64, the dtypes a
+ * module's parameters can have (nn/module.c). */
+TG_HIDDEN bool tg__check_float_dtype(const char *op, tg_dtype dt);
+
 /* One dropout step of a module's forward: x itself when not training or p
  * is 0 (so a model without dropout records exactly the ops it always did),
  * else tg_dropout(x, p) drawing from rng; x is given up either way (as
