@@ -1,6 +1,41 @@
 /** @file
  * tapegrad: an autograd tensor framework in C11.
  *
+ * A first program: one attention head's scores, the causal mask, softmax,
+ * backward, and a gradient check (link with -ltapegrad -lm):
+ * @code{.c}
+ * #include <math.h>
+ * #include <tapegrad.h>
+ *
+ * static tg_tensor *head_loss(tg_tensor *const *in, void *ctx) // in: x, w
+ * {
+ *     (void)ctx;
+ *     tg_tensor *q = tg_matmul(in[0], in[1]);            // (T,C) @ (C,H)
+ *     tg_tensor *scores = tg_scale(tg_matmul(q, tg_transpose(q, 0, 1)), 0.5);
+ *     tg_tensor *future = tg_eq_scalar(tg_tril(tg_ones_like(scores), 0), 0);
+ *     tg_tensor *attn = tg_softmax(tg_masked_fill(scores, future, -INFINITY), -1);
+ *     return tg_mean_all(tg_matmul(attn, in[0]));
+ * }
+ *
+ * int main(void)
+ * {
+ *     tg_rng rng;
+ *     tg_rng_seed(&rng, 1337);
+ *     tg_scope_begin();                       // frees every tensor made below
+ *     tg_tensor *x = tg_randn(&rng, TG_FLOAT64, TG_SHAPE(4, 8));
+ *     tg_tensor *w = tg_randn(&rng, TG_FLOAT64, TG_SHAPE(8, 4));
+ *     tg_set_requires_grad(w, true);
+ *     tg_tensor *loss = head_loss((tg_tensor *[]){x, w}, NULL);
+ *     if (!loss || tg_backward(loss) < 0)     // dloss/dw lands in tg_grad(w)
+ *         fprintf(stderr, "%s\n", tg_last_error());
+ *     tg_fprint(stdout, tg_grad(w), 4);
+ *     // 0: backward agrees with central differences, element by element
+ *     int rc = tg_gradcheck(head_loss, NULL, 2, (tg_tensor *[]){x, w}, NULL, NULL);
+ *     tg_scope_end();
+ *     return rc;
+ * }
+ * @endcode
+ *
  * Which header: this one has tensors, ops, autograd, gradcheck and file I/O,
  * and stands alone. `<tapegrad_nn.h>` adds modules, optimizers and
  * checkpoints, `<tapegrad_plot.h>` pictures (each includes this one), and
@@ -437,7 +472,8 @@ tg_tensor *tg_triu(tg_tensor *t, int k);
 /** numpy.matmul: (...,n,k) @ (...,k,m) -> (...,n,m) with the batch dims
  * broadcast, e.g. (T,T) @ (B,T,C) -> (B,T,C). A 1-D left operand is a row
  * (k) -> its dim is dropped from the result; a 1-D right operand is a column.
- * Transposed views go to BLAS as transpose flags, never copied.
+ * Transposed views are read in place (the GEMM kernels take them as
+ * transpose flags), never copied.
  * Gradient: da = dy @ b^T, db = a^T @ dy, each summed over the batch dims
  * that were broadcast. New reference; NULL for a 0-d operand, inner sizes
  * that differ, batch dims that do not broadcast, or operands that are not
@@ -452,8 +488,8 @@ tg_tensor *tg_matmul(tg_tensor *a, tg_tensor *b);
  * scores are never held whole: each block's rows of scores against the
  * keys it sees, softmax, @ v; the backward recomputes them block by block
  * (as FlashAttention does tile by tile), so the extra memory is a few
- * (64,Tk) rows per thread, O(T), not O(T^2). Same values and gradients as the
- * composed ops. New reference; NULL when the shapes disagree as above (or
+ * (64,Tk) rows per thread, O(T), not O(T^2). The values and gradients of the
+ * composed ops, within rounding (it sums in another order). New reference; NULL when the shapes disagree as above (or
  * have fewer than 2 dims), q, k, v are not one float dtype, or scale is not
  * finite. */
 tg_tensor *tg_attention(tg_tensor *q, tg_tensor *k, tg_tensor *v, bool causal,

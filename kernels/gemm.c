@@ -281,21 +281,20 @@ static const tg__gemm_ukernel *own_kernel(tg_dtype dt, int64_t n)
     return narrow;
 }
 
+#ifdef TG_HAVE_BLAS
 /* Whether OpenBLAS runs the products given USE_DEFAULT: when linked, and
  * either configured first (--with-gemm=openblas) or our kernels have no
- * path on this CPU. */
+ * path on this CPU. (Without OpenBLAS nothing asks.) */
 static bool blas_first(tg_dtype dt)
 {
-#if defined(TG_HAVE_BLAS) && defined(TG_GEMM_OPENBLAS)
+#ifdef TG_GEMM_OPENBLAS
     (void)dt;
     return true;
-#elif defined(TG_HAVE_BLAS)
-    return own_kernel(dt, 0) == NULL; /* NULL below AVX2, whatever n */
 #else
-    (void)dt;
-    return false;
+    return own_kernel(dt, 0) == NULL; /* NULL below AVX2, whatever n */
 #endif
 }
+#endif
 
 static bool gemm(choice use, tg_dtype dt, bool ta, bool tb, int64_t m,
                  int64_t n, int64_t k, double alpha, const void *a, int64_t lda,

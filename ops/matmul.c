@@ -1,6 +1,7 @@
 /* Matmul: numpy.matmul, (...,n,k) @ (...,k,m) -> (...,n,m) with the batch
  * dims broadcast, as products of the GEMM layer (tg__gemm, kernels/gemm.h:
- * OpenBLAS when configure found it, a portable blocked kernel otherwise).
+ * our packed micro-kernels on AVX2 and AVX-512, OpenBLAS below them when
+ * configure found it, a portable blocked kernel otherwise).
  *
  * Each operand is read as a stack of strided matrices: its batch dims, then
  * (rows, cols) with their strides. A 1-D left operand is one row (1,k), a 1-D
