@@ -181,11 +181,12 @@ static int plan_buckets(tg_ddp *p, size_t limit, bool assign)
     return nb;
 }
 
-tg_ddp *tg_ddp_new(tg_dist *d, const tg_params *ps, size_t bucket_bytes)
+/* What the engine takes beyond tg__dist_params_check: float leaves (their
+ * gradients are what backward accumulates), each small enough for one MPI
+ * message, no tensor listed twice (it would have two hooks). */
+static int check_ddp_params(const char *op, const tg_params *ps)
 {
-    const char *op = "ddp_new";
-    int st = tg__dist_params_check(op, ps);
-    for (int i = 0; st == 0 && i < ps->n; i++) {
+    for (int i = 0; i < ps->n; i++) {
         const tg_param *q = &ps->items[i];
         char s[200];
         if (!is_float(tg_dtype_of(q->t)) || !tg_is_leaf(q->t)) {
@@ -195,65 +196,90 @@ tg_ddp *tg_ddp_new(tg_dist *d, const tg_params *ps, size_t bucket_bytes)
                 tg__dist_shape_str(tg_ndim(q->t), tg_shape(q->t), s, sizeof s),
                 tg_is_leaf(q->t) ? "not float32 or float64"
                                  : "not a leaf (an op's output)");
-            st = -1;
-        } else if (tg_numel(q->t) > INT_MAX) {
+            return -1;
+        }
+        if (tg_numel(q->t) > INT_MAX) {
             tg__x_error("%s: parameter %d '%s' has %lld elements, more than "
                         "one MPI message holds",
                         op, i, q->name, (long long)tg_numel(q->t));
-            st = -1;
+            return -1;
         }
-        for (int j = 0; st == 0 && j < i; j++)
+        for (int j = 0; j < i; j++)
             if (ps->items[j].t == q->t) {
                 tg__x_error("%s: parameters %d '%s' and %d '%s' are the same "
                             "tensor",
                             op, j, ps->items[j].name, i, q->name);
-                st = -1;
+                return -1;
             }
     }
-    tg_ddp *p = NULL;
-    if (st == 0) {
-        p = tg__x_calloc(1, sizeof *p);
-        if (p && ps->n > 0) {
-            p->params = tg__x_calloc((size_t)ps->n, sizeof *p->params);
-            p->has = tg__x_calloc((size_t)ps->n, 1);
+    return 0;
+}
+
+/* The engine and its per-parameter arrays, zeroed, into *out (which may
+ * be set, partly allocated, on a failure: tg_ddp_free it with n = 0). */
+static int alloc_engine(const char *op, const tg_params *ps, tg_ddp **out)
+{
+    tg_ddp *p = tg__x_calloc(1, sizeof *p);
+    *out = p;
+    if (p && ps->n > 0) {
+        p->params = tg__x_calloc((size_t)ps->n, sizeof *p->params);
+        p->has = tg__x_calloc((size_t)ps->n, 1);
+    }
+    if (!p || (ps->n > 0 && (!p->params || !p->has))) {
+        tg__x_error("%s: out of memory", op);
+        return -1;
+    }
+    return 0;
+}
+
+/* The parameters recorded, grouped into buckets of at most bucket_bytes
+ * (0: 25 MiB), and each bucket's buffer allocated. */
+static int alloc_buckets(tg_ddp *p, const char *op, const tg_params *ps,
+                         size_t bucket_bytes)
+{
+    p->n = ps->n;
+    for (int i = 0; i < ps->n; i++)
+        p->params[i] = (ddp_param){p, ps->items[i].t,           0,
+                                   0, tg_numel(ps->items[i].t), false};
+    size_t limit = bucket_bytes ? bucket_bytes : (size_t)25 << 20;
+    p->nb = plan_buckets(p, limit, false);
+    p->buckets = p->nb ? tg__x_calloc((size_t)p->nb, sizeof *p->buckets) : NULL;
+    if (p->nb && !p->buckets) {
+        tg__x_error("%s: out of memory", op);
+        return -1;
+    }
+    plan_buckets(p, limit, true);
+    int st = 0;
+    for (int k = 0; st == 0 && k < p->nb; k++) {
+        ddp_bucket *b = &p->buckets[k];
+        size_t bytes = (size_t)b->numel * tg_dtype_size(b->dt);
+        if (bytes && !(b->buf = tg__x_malloc(bytes))) {
+            tg__x_error("%s: out of memory for a bucket of %zu bytes", op,
+                        bytes);
+            st = -1;
         }
-        if (!p || (ps->n > 0 && (!p->params || !p->has))) {
-            tg__x_error("%s: out of memory", op);
+        if (b->numel > INT_MAX) {
+            tg__x_error("%s: a bucket of %lld elements is more than one MPI "
+                        "message holds: give a smaller bucket_bytes",
+                        op, (long long)b->numel);
             st = -1;
         }
     }
+    return st;
+}
+
+tg_ddp *tg_ddp_new(tg_dist *d, const tg_params *ps, size_t bucket_bytes)
+{
+    const char *op = "ddp_new";
+    int st = tg__dist_params_check(op, ps);
+    if (st == 0)
+        st = check_ddp_params(op, ps);
+    tg_ddp *p = NULL;
+    if (st == 0)
+        st = alloc_engine(op, ps, &p);
     if (st == 0) {
         p->d = d;
-        p->n = ps->n;
-        for (int i = 0; i < ps->n; i++)
-            p->params[i] = (ddp_param){p, ps->items[i].t,           0,
-                                       0, tg_numel(ps->items[i].t), false};
-        size_t limit = bucket_bytes ? bucket_bytes : (size_t)25 << 20;
-        p->nb = plan_buckets(p, limit, false);
-        p->buckets =
-            p->nb ? tg__x_calloc((size_t)p->nb, sizeof *p->buckets) : NULL;
-        if (p->nb && !p->buckets) {
-            tg__x_error("%s: out of memory", op);
-            st = -1;
-        } else {
-            plan_buckets(p, limit, true);
-            for (int k = 0; st == 0 && k < p->nb; k++) {
-                ddp_bucket *b = &p->buckets[k];
-                size_t bytes = (size_t)b->numel * tg_dtype_size(b->dt);
-                if (bytes && !(b->buf = tg__x_malloc(bytes))) {
-                    tg__x_error("%s: out of memory for a bucket of %zu bytes",
-                                op, bytes);
-                    st = -1;
-                }
-                if (b->numel > INT_MAX) {
-                    tg__x_error("%s: a bucket of %lld elements is more than "
-                                "one MPI message holds: give a smaller "
-                                "bucket_bytes",
-                                op, (long long)b->numel);
-                    st = -1;
-                }
-            }
-        }
+        st = alloc_buckets(p, op, ps, bucket_bytes);
     }
     if (tg_dist_agree(d, st) < 0 ||
         (talks(d) && tg__dist_compare_params(d, op, ps) < 0)) {
@@ -272,6 +298,8 @@ tg_ddp *tg_ddp_new(tg_dist *d, const tg_params *ps, size_t bucket_bytes)
     return p;
 }
 
+/* ---- a step -------------------------------------------------------- */
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -279,39 +307,30 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-int tg_ddp_backward(tg_ddp *p, tg_tensor *loss)
+/* The loss backward starts from: one float element (NULL keeps the error
+ * of the call that gave it). */
+static int check_loss(const char *op, tg_tensor *loss)
 {
-    const char *op = "ddp_backward";
-    if (!p) {
-        tg__x_error("%s: NULL tg_ddp", op);
-        return -1;
-    }
-    tg_dist *d = p->d;
-    int st = 0;
     if (!loss) {
         if (!*tg_last_error())
             tg__x_error("%s: no loss (NULL)", op);
-        st = -1;
-    } else if (tg_numel(loss) != 1 || !is_float(tg_dtype_of(loss))) {
+        return -1;
+    }
+    if (tg_numel(loss) != 1 || !is_float(tg_dtype_of(loss))) {
         char s[200];
         tg__x_error(
             "%s: the loss must be one float element, got %s %s", op,
             tg_dtype_name(tg_dtype_of(loss)),
             tg__dist_shape_str(tg_ndim(loss), tg_shape(loss), s, sizeof s));
-        st = -1;
-    }
-    if (tg_dist_agree(d, st) < 0)
         return -1;
-    double t0 = now_s();
-    if (!talks(d)) { /* the mean over one rank is the gradient itself */
-        int rc = tg_backward(loss);
-        if (rc == 0) {
-            p->stats.steps++;
-            p->stats.backward_s += now_s() - t0;
-        }
-        return tg_dist_agree(d, rc);
     }
+    return 0;
+}
+
 #ifdef TG_HAVE_MPI
+/* Every bucket waits for all its parameters again; none started. */
+static void begin_step(tg_ddp *p)
+{
     for (int k = 0; k < p->nb; k++)
         p->buckets[k].pending = p->buckets[k].n_params;
     for (int i = 0; i < p->n; i++)
@@ -320,20 +339,21 @@ int tg_ddp_backward(tg_ddp *p, tg_tensor *loss)
     p->failed = 0;
     p->mpi_rc = MPI_SUCCESS;
     p->active = true;
-    int rc = tg_backward(loss);
-    char err[MSG_MAX];
-    snprintf(err, sizeof err, "%s", tg_last_error());
-    double t1 = now_s();
-    /* What the walk did not reach (or, after a failure, did not finish)
-     * goes now, last parameter first, so that every rank starts every
-     * bucket, in order. */
+}
+
+/* After backward: what the walk did not reach (or, after a failure, did not
+ * finish) goes now, last parameter first, so that every rank starts every
+ * bucket, in order; then every bucket is waited for. Returns how many
+ * buckets had started with data and already finished (the overlap). */
+static int64_t drain(tg_ddp *p)
+{
     for (int i = p->n - 1; i >= 0; i--)
         if (!p->params[i].ready) {
             param_ready(p, &p->params[i]);
             launch_ready(p);
         }
     p->active = false;
-    int64_t early = 0; /* started with data and already finished */
+    int64_t early = 0;
     for (int k = 0; k < p->nb; k++)
         early +=
             p->buckets[k].numel > 0 && p->buckets[k].req == MPI_REQUEST_NULL;
@@ -343,21 +363,19 @@ int tg_ddp_backward(tg_ddp *p, tg_tensor *loss)
             if (w != MPI_SUCCESS && p->mpi_rc == MPI_SUCCESS)
                 p->mpi_rc = w;
         }
-    double t2 = now_s();
-    if (p->mpi_rc != MPI_SUCCESS)
-        return tg__dist_mpi_fail(op, "MPI_Iallreduce", p->mpi_rc);
-    if (rc < 0)
-        tg__x_error("%s", err); /* the backward's, not a later one's */
-    st = rc < 0 || p->failed ? -1 : 0;
-    if (tg_dist_agree(d, st) < 0 ||
-        tg__dist_any_rank_has(d, op, p->has, p->n) < 0)
-        return -1;
-    /* The sums, divided by the world size, into the gradients; a parameter
-     * that has no gradient here but has one on another rank gets one.
-     * What can fail (that gradient of zeros; each write check: a pending
-     * tape entry may hold a gradient) is done first and agreed on, and only
-     * then are the gradients written, which cannot fail: after a failure
-     * no gradient is half reduced. */
+    return early;
+}
+
+/* The sums, divided by the world size, into the gradients; a parameter
+ * that has no gradient here but has one on another rank gets one. What can
+ * fail (that gradient of zeros; each write check: a pending tape entry may
+ * hold a gradient) is done first and agreed on, and only then are the
+ * gradients written, which cannot fail: after a failure no gradient is half
+ * reduced. */
+static int write_means(tg_ddp *p, const char *op)
+{
+    tg_dist *d = p->d;
+    int st = 0;
     for (int i = 0; st == 0 && i < p->n; i++) {
         ddp_param *pp = &p->params[i];
         if (!p->has[i] || pp->numel == 0)
@@ -381,13 +399,60 @@ int tg_ddp_backward(tg_ddp *p, tg_tensor *loss)
                        b->buf + (size_t)pp->offset * tg_dtype_size(b->dt)) < 0)
             st = -1; /* (checked above: cannot happen) */
     }
-    if (tg_dist_agree(d, st) < 0)
+    return tg_dist_agree(d, st);
+}
+
+/* The step on more than one rank, from t0 (the loss agreed on): backward
+ * with the hooks active, the buckets drained, the means written. */
+static int overlapped_step(tg_ddp *p, tg_tensor *loss, double t0)
+{
+    const char *op = "ddp_backward";
+    begin_step(p);
+    int rc = tg_backward(loss);
+    char err[MSG_MAX];
+    snprintf(err, sizeof err, "%s", tg_last_error());
+    double t1 = now_s();
+    int64_t early = drain(p);
+    double t2 = now_s();
+    if (p->mpi_rc != MPI_SUCCESS)
+        return tg__dist_mpi_fail(op, "MPI_Iallreduce", p->mpi_rc);
+    if (rc < 0)
+        tg__x_error("%s", err); /* the backward's, not a later one's */
+    int st = rc < 0 || p->failed ? -1 : 0;
+    if (tg_dist_agree(p->d, st) < 0 ||
+        tg__dist_any_rank_has(p->d, op, p->has, p->n) < 0)
+        return -1;
+    if (write_means(p, op) < 0)
         return -1;
     p->stats.steps++;
     p->stats.backward_s += t1 - t0;
     p->stats.wait_s += t2 - t1;
     p->stats.early += early;
     return 0;
+}
+#endif
+
+int tg_ddp_backward(tg_ddp *p, tg_tensor *loss)
+{
+    const char *op = "ddp_backward";
+    if (!p) {
+        tg__x_error("%s: NULL tg_ddp", op);
+        return -1;
+    }
+    tg_dist *d = p->d;
+    if (tg_dist_agree(d, check_loss(op, loss)) < 0)
+        return -1;
+    double t0 = now_s();
+    if (!talks(d)) { /* the mean over one rank is the gradient itself */
+        int rc = tg_backward(loss);
+        if (rc == 0) {
+            p->stats.steps++;
+            p->stats.backward_s += now_s() - t0;
+        }
+        return tg_dist_agree(d, rc);
+    }
+#ifdef TG_HAVE_MPI
+    return overlapped_step(p, loss, t0);
 #else
     return 0; /* (not reached: one rank does not talk) */
 #endif

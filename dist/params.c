@@ -54,78 +54,72 @@ static uint64_t param_digest(const tg_param *p)
     return fnv1a(h, tg_shape(p->t), (size_t)nd * sizeof(int64_t));
 }
 
-/* "'w_q' is float32 (8,4)" */
-static void describe(const tg_param *p, char *buf, size_t n)
+/* The whole list's digest: its parameters' digests in order, then the
+ * count. */
+static uint64_t list_digest(const tg_params *ps)
 {
-    char s[200];
-    snprintf(buf, n, "'%s' is %s %s", p->name, tg_dtype_name(tg_dtype_of(p->t)),
-             tg__dist_shape_str(tg_ndim(p->t), tg_shape(p->t), s, sizeof s));
-}
-
-#endif
-
-#define CHUNK 256
-
-/* The collective part of tg_dist_check_params, after the local checks
- * agreed: the digest of the whole list compared by MIN and MAX; on a
- * difference, rank 0's per-parameter digests go out CHUNK at a time, each
- * rank finds its first parameter that differs from rank 0's, and the lowest
- * (index, rank) pair (MINLOC) is described by rank 0 and by that rank. */
-int tg__dist_compare_params(tg_dist *d, const char *op, const tg_params *ps)
-{
-#ifdef TG_HAVE_MPI
     uint64_t h = FNV_BASIS;
     for (int i = 0; i < ps->n; i++) {
         uint64_t pi = param_digest(&ps->items[i]);
         h = fnv1a(h, &pi, sizeof pi);
     }
-    h = fnv1a(h, &ps->n, sizeof ps->n);
-    uint64_t lo = 0, hi = 0;
-    MPI_CHECK(op, MPI_Allreduce(&h, &lo, 1, MPI_UINT64_T, MPI_MIN, d->comm));
-    MPI_CHECK(op, MPI_Allreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, d->comm));
-    if (lo == hi)
-        return 0;
-    int n0 = ps->n;
-    MPI_CHECK(op, MPI_Bcast(&n0, 1, MPI_INT, 0, d->comm));
-    int first = INT_MAX; /* my first parameter that differs from rank 0's */
+    return fnv1a(h, &ps->n, sizeof ps->n);
+}
+
+/* "'w_q' is float32 (8,4)", or "missing" when the list has no parameter
+ * idx. */
+static void describe(const tg_params *ps, int idx, char *buf, size_t n)
+{
+    if (idx >= ps->n) {
+        snprintf(buf, n, "missing");
+        return;
+    }
+    const tg_param *p = &ps->items[idx];
+    char s[200];
+    snprintf(buf, n, "'%s' is %s %s", p->name, tg_dtype_name(tg_dtype_of(p->t)),
+             tg__dist_shape_str(tg_ndim(p->t), tg_shape(p->t), s, sizeof s));
+}
+
+#define CHUNK 256
+
+/* Rank 0's per-parameter digests go out CHUNK at a time (its count n0
+ * first); *first is this rank's first parameter that differs from rank 0's
+ * (n0 when it lists more, INT_MAX when none differs). */
+static int first_difference(tg_dist *d, const char *op, const tg_params *ps,
+                            int *n0, int *first)
+{
+    *n0 = ps->n;
+    MPI_CHECK(op, MPI_Bcast(n0, 1, MPI_INT, 0, d->comm));
+    *first = INT_MAX;
     uint64_t chunk[CHUNK];
-    for (int base = 0; base < n0; base += CHUNK) {
-        int m = n0 - base < CHUNK ? n0 - base : CHUNK;
+    for (int base = 0; base < *n0; base += CHUNK) {
+        int m = *n0 - base < CHUNK ? *n0 - base : CHUNK;
         if (d->rank == 0)
             for (int j = 0; j < m; j++)
                 chunk[j] = param_digest(&ps->items[base + j]);
         MPI_CHECK(op, MPI_Bcast(chunk, m, MPI_UINT64_T, 0, d->comm));
-        for (int j = 0; j < m && first == INT_MAX; j++)
+        for (int j = 0; j < m && *first == INT_MAX; j++)
             if (base + j >= ps->n ||
                 param_digest(&ps->items[base + j]) != chunk[j])
-                first = base + j;
+                *first = base + j;
     }
-    if (first == INT_MAX && ps->n > n0)
-        first = n0;
-    struct {
-        int index, rank;
-    } mine = {first, d->rank}, low;
-    MPI_CHECK(op, MPI_Allreduce(&mine, &low, 1, MPI_2INT, MPI_MINLOC, d->comm));
+    if (*first == INT_MAX && ps->n > *n0)
+        *first = *n0;
+    return 0;
+}
+
+/* Parameter idx as rank 0 and rank r list it, each described by its own
+ * rank and broadcast, as every rank's error; returns -1. */
+static int report_difference(tg_dist *d, const char *op, const tg_params *ps,
+                             int n0, int idx, int r)
+{
     char on0[512], onr[512];
     memset(on0, 0, sizeof on0);
     memset(onr, 0, sizeof onr);
-    int idx = low.index, r = low.rank;
-    if (idx == INT_MAX) { /* the digests collided the other way round */
-        tg__x_error("%s: the parameter lists differ between ranks", op);
-        return -1;
-    }
-    if (d->rank == 0) {
-        if (idx < ps->n)
-            describe(&ps->items[idx], on0, sizeof on0);
-        else
-            snprintf(on0, sizeof on0, "missing");
-    }
-    if (d->rank == r) {
-        if (idx < ps->n)
-            describe(&ps->items[idx], onr, sizeof onr);
-        else
-            snprintf(onr, sizeof onr, "missing");
-    }
+    if (d->rank == 0)
+        describe(ps, idx, on0, sizeof on0);
+    if (d->rank == r)
+        describe(ps, idx, onr, sizeof onr);
     MPI_CHECK(op, MPI_Bcast(on0, sizeof on0, MPI_CHAR, 0, d->comm));
     MPI_CHECK(op, MPI_Bcast(onr, sizeof onr, MPI_CHAR, r, d->comm));
     on0[sizeof on0 - 1] = onr[sizeof onr - 1] = '\0';
@@ -146,6 +140,33 @@ int tg__dist_compare_params(tg_dist *d, const char *op, const tg_params *ps)
                     on0, theirs, r);
     }
     return -1;
+}
+#endif
+
+/* The digest of the whole list compared by MIN and MAX; on a difference,
+ * each rank finds its first parameter that differs from rank 0's, and the
+ * lowest (index, rank) pair (MINLOC) is described by rank 0 and by that
+ * rank. */
+int tg__dist_compare_params(tg_dist *d, const char *op, const tg_params *ps)
+{
+#ifdef TG_HAVE_MPI
+    uint64_t h = list_digest(ps), lo = 0, hi = 0;
+    MPI_CHECK(op, MPI_Allreduce(&h, &lo, 1, MPI_UINT64_T, MPI_MIN, d->comm));
+    MPI_CHECK(op, MPI_Allreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, d->comm));
+    if (lo == hi)
+        return 0;
+    int n0 = 0, first = INT_MAX;
+    if (first_difference(d, op, ps, &n0, &first) < 0)
+        return -1;
+    struct {
+        int index, rank;
+    } mine = {first, d->rank}, low;
+    MPI_CHECK(op, MPI_Allreduce(&mine, &low, 1, MPI_2INT, MPI_MINLOC, d->comm));
+    if (low.index == INT_MAX) { /* the digests collided the other way round */
+        tg__x_error("%s: the parameter lists differ between ranks", op);
+        return -1;
+    }
+    return report_difference(d, op, ps, n0, low.index, low.rank);
 #else
     (void)d;
     (void)op;
