@@ -48,6 +48,8 @@ struct tg_ddp {
     tg_ddp_stats stats;
 };
 
+/* ---- during backward: the hook ------------------------------------ */
+
 /* Starts every bucket that is ready, in index order: bucket k starts only
  * after 0..k-1 have, so that every rank starts the same collectives in the
  * same order whatever order its gradients came in. */
@@ -129,6 +131,8 @@ static void ddp_hook(tg_tensor *t, void *ctx)
     launch_ready(p);
     progress(p);
 }
+
+/* ---- the engine, made and freed ------------------------------------ */
 
 void tg_ddp_free(tg_ddp *p)
 {
