@@ -249,6 +249,7 @@ static int alloc_buckets(tg_ddp *p, const char *op, const tg_params *ps,
     p->nb = plan_buckets(p, limit, false);
     p->buckets = p->nb ? tg__x_calloc((size_t)p->nb, sizeof *p->buckets) : NULL;
     if (p->nb && !p->buckets) {
+        p->nb = 0; /* tg_ddp_free walks nb buckets: there are none */
         tg__x_error("%s: out of memory", op);
         return -1;
     }
