@@ -11,7 +11,11 @@
  * with penwidth 1 + 4 sqrt(G / Gmax) and from grey to red as G grows, and
  * an entry whose gradient holds exact zeros (the masked positions under
  * masked_fill and softmax) gets a double blue border and a line below the
- * picture. */
+ * picture.
+ *
+ * plot/report.c wraps the figure in its section; the figure's own text goes
+ * through plot/report_text.c, and dot is found and run by
+ * plot/report_tools.c. */
 #include "plot/report.h"
 
 #include <errno.h>
@@ -125,13 +129,14 @@ static void grad_colour(sbuf *b, double g, double gmax)
     tg__sb_printf(b, "#%02x%02x%02x", r, gg, bb);
 }
 
-/* Rewrites the DOT text: tooltips, widths and colours by |grad|. */
-static char *dress(const char *dot, tnode **nodes_out, int *n_out)
+/* The graph's nodes as the DOT text declares them (id, label, statistics)
+ * into *nodes_out, their count into *n_out; false when out of memory (the
+ * nodes read so far are kept, for the caller to free). */
+static bool read_nodes(const char *dot, tnode **nodes_out, int *n_out)
 {
     int n = 0, cap = 0;
     tnode *nodes = NULL;
     bool oom = false;
-    /* pass 1: the nodes */
     for (const char *line = dot; *line;) {
         const char *eol = strchr(line, '\n');
         size_t len = eol ? (size_t)(eol - line) : strlen(line);
@@ -163,49 +168,76 @@ static char *dress(const char *dot, tnode **nodes_out, int *n_out)
         }
         line += len + (eol != NULL);
     }
+    *nodes_out = nodes;
+    *n_out = n;
+    return !oom;
+}
+
+/* The edge line (len bytes) from -> to, dressed: its width and colour by
+ * the |grad| of the entry it leaves, its label kept. */
+static void dress_edge(sbuf *b, const char *line, size_t len, const char *from,
+                       const char *to, const tnode *nodes, int n, double gmax)
+{
+    tg__sb_printf(b, "  %s -> %s [", from, to);
+    const tnode *src = find(nodes, n, from);
+    double g = src ? src->g : -1;
+    tg__sb_printf(b, "penwidth=%.2f, color=\"",
+                  g >= 0 && gmax > 0 ? 1 + 4 * sqrt(g / gmax) : 1.0);
+    grad_colour(b, g, gmax);
+    tg__sb_puts(b, "\"");
+    const char *lab = strstr(line, "label=\"");
+    if (lab && (size_t)(lab - line) < len) {
+        const char *end;
+        char *s = dot_string(lab + 7, &end);
+        if (s)
+            tg__sb_printf(b, ", label=\"%s\"", s);
+        free(s);
+    }
+    tg__sb_puts(b, "];\n");
+}
+
+/* The node t, dressed: an entry's rounded box or a leaf's ellipse, its
+ * border coloured by |grad| (double and blue when its gradient holds exact
+ * zeros), its label as the tooltip too. */
+static void dress_node(sbuf *b, const tnode *t, double gmax)
+{
+    bool entry = t->id[0] == 'e';
+    tg__sb_printf(b, "  %s [shape=%s, style=\"%sfilled\", ", t->id,
+                  entry ? "box" : "ellipse", entry ? "rounded," : "");
+    tg__sb_printf(b, "fillcolor=\"%s\", color=\"",
+                  entry ? "#f4f6fb" : "#fdf6e3");
+    if (t->zeros > 0)
+        tg__sb_puts(b, "#1f5fbf\", peripheries=2");
+    else {
+        grad_colour(b, t->g, gmax);
+        tg__sb_puts(b, "\"");
+    }
+    tg__sb_printf(b, ", tooltip=\"%s\", label=\"%s\"];\n", t->label, t->label);
+}
+
+/* Rewrites the DOT text: tooltips, widths and colours by |grad|. The nodes
+ * go to *nodes_out (the caller frees them and their labels, also when the
+ * text is NULL: out of memory). */
+static char *dress(const char *dot, tnode **nodes_out, int *n_out)
+{
+    tnode *nodes;
+    int n;
+    bool oom = !read_nodes(dot, &nodes, &n);
     double gmax = 0;
     for (int i = 0; i < n; i++)
         gmax = fmax(gmax, nodes[i].g);
-    /* pass 2: the new text */
     sbuf b = {0};
     for (const char *line = dot; *line && !oom;) {
         const char *eol = strchr(line, '\n');
         size_t len = eol ? (size_t)(eol - line) : strlen(line);
         char id[24], from[24], to[24];
         const tnode *t;
-        if (sscanf(line, " %23[et0-9] -> %23[et0-9]", from, to) == 2) {
-            tg__sb_printf(&b, "  %s -> %s [", from, to);
-            const tnode *src = find(nodes, n, from);
-            double g = src ? src->g : -1;
-            tg__sb_printf(&b, "penwidth=%.2f, color=\"",
-                          g >= 0 && gmax > 0 ? 1 + 4 * sqrt(g / gmax) : 1.0);
-            grad_colour(&b, g, gmax);
-            tg__sb_puts(&b, "\"");
-            const char *lab = strstr(line, "label=\"");
-            if (lab && (size_t)(lab - line) < len) {
-                const char *end;
-                char *s = dot_string(lab + 7, &end);
-                if (s)
-                    tg__sb_printf(&b, ", label=\"%s\"", s);
-                free(s);
-            }
-            tg__sb_puts(&b, "];\n");
-        } else if (sscanf(line, " %23[et0-9] [", id) == 1 &&
-                   (t = find(nodes, n, id))) {
-            bool entry = id[0] == 'e';
-            tg__sb_printf(&b, "  %s [shape=%s, style=\"%sfilled\", ", id,
-                          entry ? "box" : "ellipse", entry ? "rounded," : "");
-            tg__sb_printf(&b, "fillcolor=\"%s\", color=\"",
-                          entry ? "#f4f6fb" : "#fdf6e3");
-            if (t->zeros > 0)
-                tg__sb_puts(&b, "#1f5fbf\", peripheries=2");
-            else {
-                grad_colour(&b, t->g, gmax);
-                tg__sb_puts(&b, "\"");
-            }
-            tg__sb_printf(&b, ", tooltip=\"%s\", label=\"%s\"];\n", t->label,
-                          t->label);
-        } else {
+        if (sscanf(line, " %23[et0-9] -> %23[et0-9]", from, to) == 2)
+            dress_edge(&b, line, len, from, to, nodes, n, gmax);
+        else if (sscanf(line, " %23[et0-9] [", id) == 1 &&
+                 (t = find(nodes, n, id)))
+            dress_node(&b, t, gmax);
+        else {
             tg__sb_putn(&b, line, len);
             tg__sb_putn(&b, "\n", 1);
             if (!strncmp(line, "  node [", 8))
@@ -261,85 +293,105 @@ static void put_svg(sbuf *sec, const char *svg, const tnode *nodes, int n)
     }
 }
 
-bool tg__report_tape_body(sbuf *sec, sbuf *data)
+/* The tape as tg_tape_dot writes it; NULL (error set) when out of
+ * memory. */
+static char *tape_dot(void)
 {
     char *dot = NULL;
     size_t dot_len = 0;
     FILE *mem = open_memstream(&dot, &dot_len);
     if (!mem) {
         tg__error("report_tape: out of memory");
-        return false;
+        return NULL;
     }
     tg_tape_dot(mem);
     if (fclose(mem) != 0 || !dot) {
         free(dot);
         tg__error("report_tape: out of memory");
-        return false;
+        return NULL;
     }
-    tnode *nodes = NULL;
-    int n = 0;
-    char *dressed = dress(dot, &nodes, &n);
-    free(dot);
-    bool ok = dressed != NULL;
-    int entries = 0;
-    for (int i = 0; i < n; i++)
-        entries += nodes[i].id[0] == 'e';
-    if (ok && entries == 0)
-        tg__sb_puts(sec, "<p class=\"tg-note\">The tape is empty.</p>\n");
-    else if (ok) {
-        rtool dot_tool;
-        tg__report_dot(&dot_tool);
-        char why[512] = "", dir[4096];
-        char *svg = NULL;
-        if (!dot_tool.usable)
-            snprintf(why, sizeof why, "%s", dot_tool.why);
-        else if (!tg__report_tmpdir(dir, sizeof dir))
-            snprintf(why, sizeof why, "no temporary directory for dot: %s",
-                     strerror(errno));
+    return dot;
+}
+
+/* The dressed graph drawn by dot as SVG (the caller frees it); NULL with
+ * why set when dot is missing or fails. */
+static char *draw_svg(const char *dressed, char *why, size_t cap)
+{
+    rtool dot_tool;
+    tg__report_dot(&dot_tool);
+    char dir[4096];
+    char *svg = NULL;
+    if (!dot_tool.usable)
+        snprintf(why, cap, "%s", dot_tool.why);
+    else if (!tg__report_tmpdir(dir, sizeof dir))
+        snprintf(why, cap, "no temporary directory for dot: %s",
+                 strerror(errno));
+    else {
+        char in[4200], out[4200], last[256];
+        snprintf(in, sizeof in, "%s/tape.dot", dir);
+        snprintf(out, sizeof out, "%s/tape.svg", dir);
+        FILE *f = fopen(in, "w");
+        if (!f || fputs(dressed, f) < 0 || fclose(f) != 0)
+            snprintf(why, cap, "cannot write the graph for dot");
         else {
-            char in[4200], out[4200], last[256];
-            snprintf(in, sizeof in, "%s/tape.dot", dir);
-            snprintf(out, sizeof out, "%s/tape.svg", dir);
-            FILE *f = fopen(in, "w");
-            if (!f || fputs(dressed, f) < 0 || fclose(f) != 0)
-                snprintf(why, sizeof why, "cannot write the graph for dot");
-            else {
-                char *const argv[] = {"dot", "-Tsvg", "-o", out, in, NULL};
-                if (!tg__report_run(dot_tool.path, argv, last, sizeof last))
-                    snprintf(why, sizeof why, "dot failed: %.200s", last);
-                else if (!(svg = tg__report_slurp(out, NULL)))
-                    snprintf(why, sizeof why, "dot wrote no picture");
-            }
-            tg__report_rmdir(dir);
+            char *const argv[] = {"dot", "-Tsvg", "-o", out, in, NULL};
+            if (!tg__report_run(dot_tool.path, argv, last, sizeof last))
+                snprintf(why, cap, "dot failed: %.200s", last);
+            else if (!(svg = tg__report_slurp(out, NULL)))
+                snprintf(why, cap, "dot wrote no picture");
         }
-        if (svg) {
-            tg__sb_puts(sec, "<div class=\"tg-tape\">\n");
-            put_svg(sec, svg, nodes, n);
-            tg__sb_puts(sec, "</div>\n");
-            free(svg);
-        } else
-            tg__report_missing(sec, why);
-        bool any = false;
-        for (int i = 0; i < n; i++)
-            if (nodes[i].zeros > 0) {
-                tg__sb_puts(sec, any ? ""
-                                     : "<p class=\"tg-note\">Entries whose "
-                                       "gradient holds exact zeros (where "
-                                       "the mask, or a softmax row with a "
-                                       "single choice, cut the path):</p>\n"
-                                       "<ul class=\"tg-zeros\">\n");
-                any = true;
-                tg__sb_puts(sec, "<li>");
-                label_text(sec, nodes[i].label, true, ", ");
-                tg__sb_puts(sec, "</li>\n");
-            }
-        if (any)
-            tg__sb_puts(sec, "</ul>\n");
-        tg__sb_puts(sec, "<details><summary>The graph (DOT)</summary><pre "
-                         "class=\"tg-pre\">");
-        tg__put_html(sec, dressed);
-        tg__sb_puts(sec, "</pre></details>\n");
+        tg__report_rmdir(dir);
     }
+    return svg;
+}
+
+/* The list under the picture of the entries whose gradient holds exact
+ * zeros (nothing when none does). */
+static void zeros_list(sbuf *sec, const tnode *nodes, int n)
+{
+    bool any = false;
+    for (int i = 0; i < n; i++)
+        if (nodes[i].zeros > 0) {
+            tg__sb_puts(sec, any ? ""
+                                 : "<p class=\"tg-note\">Entries whose "
+                                   "gradient holds exact zeros (where "
+                                   "the mask, or a softmax row with a "
+                                   "single choice, cut the path):</p>\n"
+                                   "<ul class=\"tg-zeros\">\n");
+            any = true;
+            tg__sb_puts(sec, "<li>");
+            label_text(sec, nodes[i].label, true, ", ");
+            tg__sb_puts(sec, "</li>\n");
+        }
+    if (any)
+        tg__sb_puts(sec, "</ul>\n");
+}
+
+/* The figure of a tape with entries: the picture (or why it is missing),
+ * the entries with exact zeros, the dressed DOT text itself. */
+static void tape_figure(sbuf *sec, const char *dressed, const tnode *nodes,
+                        int n)
+{
+    char why[512] = "";
+    char *svg = draw_svg(dressed, why, sizeof why);
+    if (svg) {
+        tg__sb_puts(sec, "<div class=\"tg-tape\">\n");
+        put_svg(sec, svg, nodes, n);
+        tg__sb_puts(sec, "</div>\n");
+        free(svg);
+    } else
+        tg__report_missing(sec, why);
+    zeros_list(sec, nodes, n);
+    tg__sb_puts(sec, "<details><summary>The graph (DOT)</summary><pre "
+                     "class=\"tg-pre\">");
+    tg__put_html(sec, dressed);
+    tg__sb_puts(sec, "</pre></details>\n");
+}
+
+/* The section's JSON fields: the number of entries, and each node's id,
+ * text, |grad| and zeros. */
+static void tape_json(sbuf *data, const tnode *nodes, int n, int entries)
+{
     tg__sb_printf(data, "\"entries\":%d,\"nodes\":[", entries);
     for (int i = 0; i < n; i++) {
         tg__sb_puts(data, i ? ",{\"id\":" : "{\"id\":");
@@ -358,6 +410,26 @@ bool tg__report_tape_body(sbuf *sec, sbuf *data)
         tg__sb_puts(data, "}");
     }
     tg__sb_puts(data, "]");
+}
+
+bool tg__report_tape_body(sbuf *sec, sbuf *data)
+{
+    char *dot = tape_dot();
+    if (!dot)
+        return false;
+    tnode *nodes = NULL;
+    int n = 0;
+    char *dressed = dress(dot, &nodes, &n);
+    free(dot);
+    bool ok = dressed != NULL;
+    int entries = 0;
+    for (int i = 0; i < n; i++)
+        entries += nodes[i].id[0] == 'e';
+    if (ok && entries == 0)
+        tg__sb_puts(sec, "<p class=\"tg-note\">The tape is empty.</p>\n");
+    else if (ok)
+        tape_figure(sec, dressed, nodes, n);
+    tape_json(data, nodes, n, entries);
     for (int i = 0; i < n; i++)
         free(nodes[i].label);
     free(nodes);

@@ -1,0 +1,477 @@
+/* Matrix figures: the heatmap (drawn by gnuplot, plot/report_gnuplot.c)
+ * and the lesson's averaging and attention figures (drawn by the page's
+ * script, plot/report.js). A matrix is read once, as the section is added:
+ * masked, and downsampled to block means beyond MAX_CELLS a side. */
+#include "plot/report.h"
+#include "plot/tools.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { MAX_CELLS = 256 }; /* a drawn matrix's largest side */
+
+/* ===================================================================== */
+/* Matrices: read, masked, downsampled                                    */
+/* ===================================================================== */
+
+typedef struct matrix {
+    int64_t rows, cols;   /* as drawn */
+    int64_t rows0, cols0; /* as given */
+    int64_t fr, fc;       /* block size: 1 unless downsampled */
+    double *v;            /* rows * cols */
+    unsigned char *mask;  /* rows * cols, 1 = masked; NULL: none */
+    bool single;          /* float32 values: their digits */
+} matrix;
+
+static void matrix_free(matrix *m)
+{
+    free(m->v);
+    free(m->mask);
+}
+
+/* The mean of the unmasked v[a*C + c], a in [a0,a1), c in [c0,c1); 0 with
+ * *none set when all are masked (none is written only when mk is given).
+ * The plain sum can overflow for finite elements (16 of 1e308): then the
+ * mean is summed as sum(v / n), each term at most DBL_MAX / n. */
+static double block_mean(const double *v, const double *mk, int64_t C,
+                         int64_t a0, int64_t a1, int64_t c0, int64_t c1,
+                         unsigned char *none)
+{
+    double sum = 0;
+    int64_t n = 0;
+    bool finite = true;
+    for (int64_t a = a0; a < a1; a++)
+        for (int64_t c = c0; c < c1; c++) {
+            if (mk && mk[a * C + c] != 0)
+                continue;
+            sum += v[a * C + c];
+            finite = finite && isfinite(v[a * C + c]);
+            n++;
+        }
+    if (mk)
+        *none = n == 0;
+    if (n == 0)
+        return 0;
+    if (finite && !isfinite(sum)) {
+        sum = 0;
+        for (int64_t a = a0; a < a1; a++)
+            for (int64_t c = c0; c < c1; c++)
+                if (!(mk && mk[a * C + c] != 0))
+                    sum += v[a * C + c] / (double)n;
+        return sum;
+    }
+    return sum / (double)n;
+}
+
+/* Reads m (and mask, of m's shape) into x, block means beyond MAX_CELLS a
+ * side: a block's value is the mean of its unmasked cells, masked when all
+ * are. square: m must be (T,T). */
+static bool read_matrix(const char *op, const tg_tensor *m,
+                        const tg_tensor *mask, bool square, matrix *x)
+{
+    *x = (matrix){0};
+    if (!tg__report_check_tensor(op, "tensor", m))
+        return false;
+    if (tg_ndim(m) != 2 || tg_numel(m) == 0 ||
+        (square && tg_size(m, 0) != tg_size(m, 1))) {
+        tg__error("%s: expected a %s 2-D tensor, got shape %s", op,
+                  square ? "square (T,T)" : "non-empty", TG_SHP(m));
+        return false;
+    }
+    if (mask && (tg_ndim(mask) != 2 || tg_size(mask, 0) != tg_size(m, 0) ||
+                 tg_size(mask, 1) != tg_size(m, 1))) {
+        tg__error("%s: mask of shape %s does not match the matrix %s", op,
+                  TG_SHP(mask), TG_SHP(m));
+        return false;
+    }
+    int64_t R = tg_size(m, 0), C = tg_size(m, 1);
+    double *v = tg__malloc(sizeof(double) * (size_t)(R * C));
+    double *mk = mask ? tg__malloc(sizeof(double) * (size_t)(R * C)) : NULL;
+    if (!v || (mask && !mk)) {
+        free(v);
+        free(mk);
+        tg__error("%s: out of memory for shape %s", op, TG_SHP(m));
+        return false;
+    }
+    if (tg_copy_out(m, TG_FLOAT64, v) != 0 ||
+        (mask && tg_copy_out(mask, TG_FLOAT64, mk) != 0)) {
+        free(v);
+        free(mk);
+        return tg__error_wrap(op), false;
+    }
+    x->rows0 = R;
+    x->cols0 = C;
+    x->fr = (R + MAX_CELLS - 1) / MAX_CELLS;
+    x->fc = (C + MAX_CELLS - 1) / MAX_CELLS;
+    x->rows = (R + x->fr - 1) / x->fr;
+    x->cols = (C + x->fc - 1) / x->fc;
+    x->single = tg_dtype_of(m) == TG_FLOAT32;
+    x->v = tg__malloc(sizeof(double) * (size_t)(x->rows * x->cols));
+    x->mask = mk ? tg__calloc((size_t)(x->rows * x->cols), 1) : NULL;
+    if (!x->v || (mk && !x->mask)) {
+        free(v);
+        free(mk);
+        matrix_free(x);
+        tg__error("%s: out of memory for shape %s", op, TG_SHP(m));
+        return false;
+    }
+    for (int64_t i = 0; i < x->rows; i++)
+        for (int64_t j = 0; j < x->cols; j++) {
+            int64_t k = i * x->cols + j;
+            if (x->fr == 1 && x->fc == 1) {
+                x->v[k] = v[i * C + j]; /* exact, masked or not */
+                if (mk)
+                    x->mask[k] = mk[i * C + j] != 0;
+                continue;
+            }
+            double mean = block_mean(
+                v, mk, C, i * x->fr,
+                i * x->fr + x->fr < R ? i * x->fr + x->fr : R, j * x->fc,
+                j * x->fc + x->fc < C ? j * x->fc + x->fc : C,
+                mk ? &x->mask[k] : NULL);
+            /* a float32's digits are enough for a block's mean: a float32
+             * input's mean rounded to float, a float64's to 9 significant
+             * digits (in double: a 1e300 or 1e-300 block stays itself) */
+            if (tg_dtype_of(m) == TG_FLOAT32)
+                x->v[k] = (double)(float)mean;
+            else if (isfinite(mean)) {
+                char text[32];
+                snprintf(text, sizeof text, "%.9g", mean);
+                x->v[k] = strtod(text, NULL);
+            } else
+                x->v[k] = mean;
+        }
+    free(v);
+    free(mk);
+    return true;
+}
+
+static void json_matrix(sbuf *b, const matrix *x)
+{
+    tg__sb_printf(b, "\"rows\":%lld,\"cols\":%lld,\"v\":[", (long long)x->rows,
+                  (long long)x->cols);
+    for (int64_t k = 0; k < x->rows * x->cols; k++) {
+        if (k)
+            tg__sb_putn(b, ",", 1);
+        tg__put_num(b, x->v[k], x->single);
+    }
+    tg__sb_puts(b, "],\"mask\":");
+    if (x->mask) {
+        tg__sb_putn(b, "[", 1);
+        for (int64_t k = 0; k < x->rows * x->cols; k++)
+            tg__sb_puts(b, k ? (x->mask[k] ? ",1" : ",0")
+                             : (x->mask[k] ? "1" : "0"));
+        tg__sb_putn(b, "]", 1);
+    } else
+        tg__sb_puts(b, "null");
+    if (x->fr > 1 || x->fc > 1)
+        tg__sb_printf(b,
+                      ",\"block\":{\"rows\":%lld,\"cols\":%lld,\"fr\":%lld,"
+                      "\"fc\":%lld}",
+                      (long long)x->rows0, (long long)x->cols0,
+                      (long long)x->fr, (long long)x->fc);
+    else
+        tg__sb_puts(b, ",\"block\":null");
+}
+
+static void downsample_note(sbuf *b, const matrix *x)
+{
+    if (x->fr == 1 && x->fc == 1)
+        return;
+    tg__sb_printf(b,
+                  "<p class=\"tg-note\">Downsampled from %lld x %lld to "
+                  "%lld x %lld: each cell is the mean of a %lld x %lld block "
+                  "(of its unmasked entries).</p>\n",
+                  (long long)x->rows0, (long long)x->cols0, (long long)x->rows,
+                  (long long)x->cols, (long long)x->fr, (long long)x->fc);
+}
+
+/* labels[0..n) as a JSON array of strings (a NULL label as ""), or null. */
+static void json_labels(sbuf *b, const char *const *labels, int64_t n)
+{
+    if (!labels) {
+        tg__sb_puts(b, "null");
+        return;
+    }
+    tg__sb_putn(b, "[", 1);
+    for (int64_t i = 0; i < n; i++) {
+        if (i)
+            tg__sb_putn(b, ",", 1);
+        tg__put_json(b, labels[i] ? labels[i] : "");
+    }
+    tg__sb_putn(b, "]", 1);
+}
+
+/* ===================================================================== */
+/* The heatmap                                                            */
+/* ===================================================================== */
+
+/* gnuplot's tics for labels (at most 64 shown, else numbers). */
+static void gp_tics(sbuf *b, const char *axis, const char *const *labels,
+                    int64_t n)
+{
+    if (!labels || n > 64) {
+        tg__sb_printf(b, "set %stics out\n", axis);
+        return;
+    }
+    tg__sb_printf(b, "set %stics out %s(", axis,
+                  axis[0] == 'x' ? "rotate by -45 left " : "");
+    for (int64_t i = 0; i < n; i++) {
+        if (i)
+            tg__sb_putn(b, ", ", 2);
+        tg__gp_text(b, labels[i] ? labels[i] : "", 24);
+        tg__sb_printf(b, " %lld", (long long)i);
+    }
+    tg__sb_puts(b, ")\n");
+}
+
+/* A heatmap's cell colours: finite unmasked cells through the palette
+ * (viridis); above them an rgbalpha layer paints masked cells grey, NaN
+ * magenta, +inf red and -inf black. A side of 1 is drawn as two half cells,
+ * since gnuplot's images need a grid of at least 2 x 2 points. */
+static const char heat_palette[] =
+    "set palette defined (0 '#440154', 0.25 '#3b528b', 0.5 '#21908d', "
+    "0.75 '#5dc963', 1 '#fde725')\n";
+
+static void heat_points(sbuf *b, const matrix *x, bool overlay)
+{
+    int sr = x->rows == 1 ? 2 : 1, sc = x->cols == 1 ? 2 : 1;
+    for (int64_t i = 0; i < x->rows * sr; i++) {
+        double y = sr == 2 ? (double)(i / 2) - 0.25 + 0.5 * (double)(i % 2)
+                           : (double)i;
+        for (int64_t j = 0; j < x->cols * sc; j++) {
+            double xx = sc == 2 ? (double)(j / 2) - 0.25 + 0.5 * (double)(j % 2)
+                                : (double)j;
+            int64_t k = (i / sr) * x->cols + j / sc;
+            double v = x->v[k];
+            bool masked = x->mask && x->mask[k];
+            if (!overlay) {
+                if (masked || !isfinite(v))
+                    tg__sb_printf(b, "%g %g NaN\n", xx, y);
+                else
+                    tg__sb_printf(b, "%g %g %.17g\n", xx, y, v);
+                continue;
+            }
+            int rgba[4] = {0, 0, 0, 0};
+            if (masked)
+                memcpy(rgba, (int[4]){170, 170, 170, 255}, sizeof rgba);
+            else if (isnan(v))
+                memcpy(rgba, (int[4]){255, 0, 255, 255}, sizeof rgba);
+            else if (isinf(v))
+                memcpy(rgba,
+                       v > 0 ? (int[4]){255, 0, 0, 255}
+                             : (int[4]){0, 0, 0, 255},
+                       sizeof rgba);
+            tg__sb_printf(b, "%g %g %d %d %d %d\n", xx, y, rgba[0], rgba[1],
+                          rgba[2], rgba[3]);
+        }
+        tg__sb_putn(b, "\n", 1);
+    }
+}
+
+int tg_report_heatmap(tg_report *r, const char *title, const tg_tensor *m,
+                      const tg_tensor *mask, const char *const *row_labels,
+                      const char *const *col_labels)
+{
+    const char *op = "report_heatmap";
+    if (!tg__report_check(op, r))
+        return -1;
+    matrix x;
+    if (!read_matrix(op, m, mask, false, &x))
+        return -1;
+    tg__c_numbers c = tg__c_numbers_begin();
+    int n = r->n + 1;
+    bool special = false;
+    double lo = INFINITY, hi = -INFINITY;
+    for (int64_t k = 0; k < x.rows * x.cols; k++) {
+        bool masked = x.mask && x.mask[k];
+        special |= masked || !isfinite(x.v[k]);
+        if (!masked && isfinite(x.v[k])) {
+            lo = fmin(lo, x.v[k]);
+            hi = fmax(hi, x.v[k]);
+        }
+    }
+    if (!(lo < hi)) { /* one value, or none */
+        lo = isfinite(lo) ? lo - 0.5 : 0;
+        hi = isfinite(hi) ? hi + 0.5 : 1;
+    }
+    bool blocks = x.fr > 1 || x.fc > 1;
+    sbuf body = {0};
+    tg__sb_printf(&body,
+                  "unset key\nset xrange [-0.5:%lld.5]\nset yrange "
+                  "[%lld.5:-0.5]\nset cbrange [%.17g:%.17g]\nset format cb "
+                  "'%%g'\n%s",
+                  (long long)x.cols - 1, (long long)x.rows - 1, lo, hi,
+                  heat_palette);
+    gp_tics(&body, "x", blocks ? NULL : col_labels, x.cols);
+    gp_tics(&body, "y", blocks ? NULL : row_labels, x.rows);
+    tg__sb_puts(&body, "$v << EOD\n");
+    heat_points(&body, &x, false);
+    tg__sb_puts(&body, "EOD\n");
+    if (special) {
+        tg__sb_puts(&body, "$o << EOD\n");
+        heat_points(&body, &x, true);
+        tg__sb_puts(&body, "EOD\n");
+    }
+    tg__sb_printf(&body, "plot $v using 1:2:3 with image%s\n",
+                  special ? ", $o using 1:2:3:4:5:6 with rgbalpha" : "");
+    char *script = tg__sb_detach(&body);
+
+    sbuf sec = {0}, data = {0};
+    tg__report_open_section(&sec, n, "heatmap", title);
+    downsample_note(&sec, &x);
+    char *js =
+        script ? tg__gp_figure(r, n, script, 560, 480, &sec, &data) : NULL;
+    free(script);
+    tg__sb_puts(&sec, "<div class=\"tg-readout\"></div>\n");
+    if (special)
+        tg__sb_puts(&sec, "<p class=\"tg-legend\">grey: masked; magenta: nan; "
+                          "red: inf; black: -inf</p>\n");
+    tg__report_data_open(&sec);
+    tg__sb_puts(&sec, "{");
+    tg__sb_putn(&sec, data.p ? data.p : "", data.len);
+    tg__sb_putn(&sec, ",", 1);
+    json_matrix(&sec, &x);
+    tg__sb_puts(&sec, ",\"rl\":");
+    json_labels(&sec, row_labels, x.rows0);
+    tg__sb_puts(&sec, ",\"cl\":");
+    json_labels(&sec, col_labels, x.cols0);
+    tg__sb_puts(&sec, "}");
+    tg__report_data_close(&sec);
+    free(data.p);
+    if (data.oom)
+        sec.oom = true;
+    matrix_free(&x);
+    tg__c_numbers_end(c);
+    return tg__report_add_section(op, r, &sec, js);
+}
+/* ===================================================================== */
+/* The lesson's figures (drawn by the page's script)                      */
+/* ===================================================================== */
+
+/* A lesson figure's data, closing its section: the canvas it draws on,
+ * the temperature (the attention figure's; NULL for the averaging one),
+ * the matrix and the tokens. */
+static void lesson_data(sbuf *sec, int n, const matrix *x,
+                        const char *const *tokens, const double *temperature)
+{
+    tg__report_data_open(sec);
+    tg__sb_printf(sec, "{\"canvas\":\"tgfig%d\",", n);
+    if (temperature) {
+        tg__sb_puts(sec, "\"temp\":");
+        tg__put_num(sec, *temperature, false);
+        tg__sb_putn(sec, ",", 1);
+    }
+    json_matrix(sec, x);
+    tg__sb_puts(sec, ",\"tok\":");
+    json_labels(sec, tokens, x->rows);
+    tg__sb_puts(sec, "}");
+    tg__report_data_close(sec);
+}
+
+static bool lesson_matrix(const char *op, const tg_tensor *m,
+                          const tg_tensor *mask, matrix *x)
+{
+    if (!read_matrix(op, m, mask, true, x))
+        return false;
+    if (x->fr > 1) {
+        tg__error("%s: shape %s is too large for the figure (T <= %d)", op,
+                  TG_SHP(m), MAX_CELLS);
+        matrix_free(x);
+        return false;
+    }
+    return true;
+}
+
+static void lesson_canvas(sbuf *b, int n)
+{
+    tg__sb_printf(b,
+                  "<canvas id=\"tgfig%d\" class=\"tg-canvas tg-lesson\" "
+                  "width=\"560\" height=\"480\"></canvas>\n",
+                  n);
+}
+
+int tg_report_averaging(tg_report *r, const char *title, const tg_tensor *wei,
+                        const char *const *tokens)
+{
+    const char *op = "report_averaging";
+    if (!tg__report_check(op, r))
+        return -1;
+    matrix x;
+    if (!lesson_matrix(op, wei, NULL, &x))
+        return -1;
+    tg__c_numbers c = tg__c_numbers_begin();
+    int n = r->n + 1;
+    sbuf sec = {0};
+    tg__report_open_section(&sec, n, "averaging", title);
+    tg__sb_puts(&sec, "<p class=\"tg-hint\">Click a row: the tokens it "
+                      "averages, with their weights.</p>\n");
+    lesson_canvas(&sec, n);
+    tg__sb_puts(&sec, "<div class=\"tg-readout\"></div>\n");
+    lesson_data(&sec, n, &x, tokens, NULL);
+    matrix_free(&x);
+    tg__c_numbers_end(c);
+    return tg__report_add_section(op, r, &sec, NULL);
+}
+
+int tg_report_attention(tg_report *r, const char *title,
+                        const tg_tensor *scores, const tg_tensor *mask,
+                        const char *const *tokens, double temperature)
+{
+    const char *op = "report_attention";
+    if (!tg__report_check(op, r))
+        return -1;
+    if (!tg__report_check_tensor(op, "scores", scores))
+        return -1;
+    if (!(temperature > 0) || !isfinite(temperature)) {
+        tg__error("%s: temperature must be finite and > 0, got %g (scores "
+                  "%s)",
+                  op, temperature, TG_SHP(scores));
+        return -1;
+    }
+    matrix x;
+    if (!lesson_matrix(op, scores, mask, &x))
+        return -1;
+    tg__c_numbers c = tg__c_numbers_begin();
+    int n = r->n + 1;
+    /* the slider: from a tenth of the temperature (or less) to ten times,
+     * or to the spread of the scores when that is more (where every row is
+     * nearly uniform: un-scaled scores reach the scaled regime) */
+    double smin = INFINITY, smax = -INFINITY;
+    for (int64_t k = 0; k < x.rows * x.cols; k++)
+        if (!(x.mask && x.mask[k]) && isfinite(x.v[k])) {
+            smin = fmin(smin, x.v[k]);
+            smax = fmax(smax, x.v[k]);
+        }
+    double lo = fmin(0.01, temperature / 10), hi = fmax(10, temperature * 10);
+    if (smax - smin > hi)
+        hi = ceil(smax - smin);
+    /* scores spanning +-DBL_MAX, or a temperature above DBL_MAX / 10, give
+     * inf: the attribute needs a number, the largest finite one serves */
+    hi = fmin(hi, DBL_MAX);
+    sbuf sec = {0};
+    tg__report_open_section(&sec, n, "attention", title);
+    tg__sb_puts(&sec, "<p class=\"tg-hint\">Hover a cell for its weight; "
+                      "drag the temperature: low is the peaky, un-scaled "
+                      "regime, where the gradient's gain starves.</p>\n");
+    tg__sb_puts(&sec, "<label class=\"tg-temp\">temperature <input "
+                      "type=\"range\" class=\"tg-temperature\" min=\"");
+    tg__put_num(&sec, lo, false);
+    tg__sb_puts(&sec, "\" max=\"");
+    tg__put_num(&sec, hi, false);
+    tg__sb_puts(&sec, "\" step=\"any\" value=\"");
+    tg__put_num(&sec, temperature, false);
+    tg__sb_puts(&sec, "\"> <span class=\"tg-temperature-value\">");
+    tg__put_num(&sec, temperature, false);
+    tg__sb_puts(&sec, "</span></label>\n");
+    lesson_canvas(&sec, n);
+    tg__sb_puts(&sec, "<div class=\"tg-readout\"></div>\n"
+                      "<div class=\"tg-rowstats\"></div>\n");
+    lesson_data(&sec, n, &x, tokens, &temperature);
+    matrix_free(&x);
+    tg__c_numbers_end(c);
+    return tg__report_add_section(op, r, &sec, NULL);
+}
