@@ -289,6 +289,38 @@ static int64_t k_block(const tg__gemm_ukernel *uk, int64_t k)
     return k <= uk->k_one ? k : uk->kc;
 }
 
+/* Packing a pays when each panel then meets many b slivers; with few
+ * (a narrow c), the kernel reads a where it lies. Except an a stored
+ * transposed (rows of op(a) down storage's columns) with rows at least
+ * the kernel's ta_pack_from bytes apart: read in place, its panels
+ * walk storage a row per step, a new page per step once rows are
+ * 4 KiB apart, and the same L1 set per step when exactly 4 KiB (or a
+ * multiple) apart. Measured per kernel (1 thread):
+ * - AVX2 float64 packs always: its 6-double panels (48 bytes a step)
+ *   in place ran 9-23% slower than packed at 4 and 8 slivers (k^T @ dq
+ *   shapes (256,64,256), (128,32,4096), (384,64,8192); Zen 3).
+ * - AVX2 float32 packs from 4 KiB: attn^T @ dout at (16,1024,1024) x
+ *   (16,1024,64) ran 47 ms in place against 34 ms packed (medians of
+ *   three; 2 KiB rows even, 1 KiB and less in place 2-12% faster; its
+ *   panels packed at 4 and 8 slivers 0-13% slower; Zen 3).
+ * - AVX-512 never packs: its 14-element panels (56 or 112 bytes a
+ *   step) in place ran the head's transposed float64 products at
+ *   medium and large, rows under 4 KiB apart, at 72-87% of the FMA
+ *   peak against 54-62% packed. From 4 KiB (GFLOP/s, medians of three
+ *   interleaved runs of CPU time; Zen 5), the same attn^T @ dout:
+ *     float32, rows 4096 bytes apart:  144-150 in place, 130-133 packed
+ *     float32, rows 4160 bytes apart:  173-181 in place, 130-133 packed
+ *     float64, rows 8192 bytes apart:  64 either way
+ *     float64, rows 8256 bytes apart:  81-82 in place, 67-69 packed
+ *   and float64 (32,512,512) x (32,512,64), rows 4096 bytes apart:
+ *   80-81 in place, 64-66 packed. */
+static bool a_packed_for(const tg__gemm_ukernel *uk, const tg__gemm_product *g,
+                         size_t es)
+{
+    return g->n > A_IN_PLACE_MAX_SLIVERS * uk->nr ||
+           (g->ta && (uint64_t)g->lda * es >= (uint64_t)uk->ta_pack_from);
+}
+
 static void run_parts(void *ctx, int64_t lo, int64_t hi)
 {
     job *jb = ctx;
@@ -307,34 +339,7 @@ static void run_parts(void *ctx, int64_t lo, int64_t hi)
         return;
     }
     char *bp = ap + (size_t)a_size * es, *tile = bp + (size_t)b_size * es;
-    /* Packing a pays when each panel then meets many b slivers; with few
-     * (a narrow c), the kernel reads a where it lies. Except an a stored
-     * transposed (rows of op(a) down storage's columns) with rows at least
-     * the kernel's ta_pack_from bytes apart: read in place, its panels
-     * walk storage a row per step, a new page per step once rows are
-     * 4 KiB apart, and the same L1 set per step when exactly 4 KiB (or a
-     * multiple) apart. Measured per kernel (1 thread):
-     * - AVX2 float64 packs always: its 6-double panels (48 bytes a step)
-     *   in place ran 9-23% slower than packed at 4 and 8 slivers (k^T @ dq
-     *   shapes (256,64,256), (128,32,4096), (384,64,8192); Zen 3).
-     * - AVX2 float32 packs from 4 KiB: attn^T @ dout at (16,1024,1024) x
-     *   (16,1024,64) ran 47 ms in place against 34 ms packed (medians of
-     *   three; 2 KiB rows even, 1 KiB and less in place 2-12% faster; its
-     *   panels packed at 4 and 8 slivers 0-13% slower; Zen 3).
-     * - AVX-512 never packs: its 14-element panels (56 or 112 bytes a
-     *   step) in place ran the head's transposed float64 products at
-     *   medium and large, rows under 4 KiB apart, at 72-87% of the FMA
-     *   peak against 54-62% packed. From 4 KiB (GFLOP/s, medians of three
-     *   interleaved runs of CPU time; Zen 5), the same attn^T @ dout:
-     *     float32, rows 4096 bytes apart:  144-150 in place, 130-133 packed
-     *     float32, rows 4160 bytes apart:  173-181 in place, 130-133 packed
-     *     float64, rows 8192 bytes apart:  64 either way
-     *     float64, rows 8256 bytes apart:  81-82 in place, 67-69 packed
-     *   and float64 (32,512,512) x (32,512,64), rows 4096 bytes apart:
-     *   80-81 in place, 64-66 packed. */
-    const bool a_packed =
-        g->n > A_IN_PLACE_MAX_SLIVERS * uk->nr ||
-        (g->ta && (uint64_t)g->lda * es >= (uint64_t)uk->ta_pack_from);
+    const bool a_packed = a_packed_for(uk, g, es);
     /* A row-major b of exactly one sliver's width, rows nr apart, is laid
      * out as its packed sliver already: the kernel reads it in place (the
      * (1024,16) dq of h^T @ dq was copied whole for each k block). */
