@@ -281,6 +281,108 @@ typedef enum { CUT_FRACTION, CUT_TOTAL } cutoff_mode;
 
 #define MAX_DIGITS 128
 
+/* dragon4's numbers: value / scale is what is left of |f| in units of the
+ * next digit, mlow / mhigh the margins over the same scale. */
+typedef struct dragon {
+    big value, scale, mlow, mhigh;
+} dragon;
+
+/* Sets d up for the first digit of |f| (not 0), that of 10^(k-1), and
+ * returns k: floor(log10 |f|) + 1, raised in positional output with a
+ * cutoff_max so that the first digit is at most the last one kept. */
+static int dragon_start(dragon *d, const fparts *f, cutoff_mode mode,
+                        int cutoff_max)
+{
+    const int margin_shift = f->unequal_margins ? 2 : 1;
+
+    /* value / scale = mantissa * 2^exponent, margins over the same scale,
+     * everything doubled (quadrupled with unequal margins) to stay integer. */
+    big_set(&d->value, f->mantissa);
+    if (f->exponent > 0) {
+        big_shl(&d->value, f->exponent + margin_shift);
+        big_set(&d->scale, (uint64_t)1 << margin_shift);
+        big_pow2(&d->mlow, f->exponent);
+    } else {
+        big_shl(&d->value, margin_shift);
+        big_pow2(&d->scale, -f->exponent + margin_shift);
+        big_set(&d->mlow, 1);
+    }
+
+    /* k = floor(log10 |f|) + 1, or one less: the estimate is fixed below. */
+    int k = (int)ceil((double)(f->mantissa_bit + f->exponent) *
+                          0.30102999566398119521373889472449 -
+                      0.69);
+    /* Positional output never needs digits left of the first kept one. */
+    if (cutoff_max >= 0 && mode == CUT_FRACTION && k <= -cutoff_max)
+        k = -cutoff_max + 1;
+    if (k > 0) {
+        big_mul_pow10(&d->scale, k);
+    } else if (k < 0) {
+        big_mul_pow10(&d->value, -k);
+        big_mul_pow10(&d->mlow, -k);
+    }
+    if (big_cmp(&d->value, &d->scale) >= 0) {
+        k++;
+    } else {
+        big_mul_small(&d->value, 10);
+        big_mul_small(&d->mlow, 10);
+    }
+    d->mhigh = d->mlow;
+    if (f->unequal_margins)
+        big_mul_small(&d->mhigh, 2);
+    return k;
+}
+
+/* The exponents of the last digit allowed and of the last one required,
+ * for digits starting below 10^k. */
+static void digit_span(int k, cutoff_mode mode, int cutoff_max, int cutoff_min,
+                       int *last_allowed, int *last_required)
+{
+    *last_allowed = k - MAX_DIGITS;
+    if (cutoff_max >= 0) {
+        int want = mode == CUT_TOTAL ? k - cutoff_max : -cutoff_max;
+        if (want > *last_allowed)
+            *last_allowed = want;
+    }
+    *last_required = k;
+    if (cutoff_min >= 0) {
+        int want = mode == CUT_TOTAL ? k - cutoff_min : -cutoff_min;
+        if (want < *last_required)
+            *last_required = want;
+    }
+}
+
+/* Writes the last digit after the n in digits, rounded: down if only the
+ * low end is close, up if only the high end is, otherwise to nearest with
+ * ties to even. Returns the count of digits then (a carry through 9s may
+ * shorten them, and one past the first adds 1 to *exp10). */
+static int round_last(dragon *d, char *digits, int n, int digit, bool low,
+                      bool high, int *exp10)
+{
+    bool round_down = low;
+    if (low == high) {
+        big_mul_small(&d->value, 2);
+        int c = big_cmp(&d->value, &d->scale);
+        round_down = c < 0 || (c == 0 && digit % 2 == 0);
+    }
+    if (round_down || digit < 9) {
+        digits[n++] = (char)('0' + digit + !round_down);
+        return n;
+    }
+    /* Round up through a run of 9s: 0.0999 -> 0.1. */
+    for (;;) {
+        if (n == 0) {
+            digits[n++] = '1';
+            *exp10 += 1;
+            return n;
+        }
+        if (digits[--n] != '9') {
+            digits[n++]++;
+            return n;
+        }
+    }
+}
+
 /* Writes the decimal digits of |f| into digits (no NUL) and returns how many;
  * *exp10 is the power of ten of the first digit. Digits are generated until
  * they identify f uniquely among its neighbours (and at least cutoff_min of
@@ -302,102 +404,31 @@ static int dragon4(const fparts *f, cutoff_mode mode, int cutoff_max,
         return 1;
     }
     const bool is_even = (f->mantissa & 1) == 0;
-    const int margin_shift = f->unequal_margins ? 2 : 1;
-    big value, scale, mlow, mhigh, value_high;
-
-    /* value / scale = mantissa * 2^exponent, margins over the same scale,
-     * everything doubled (quadrupled with unequal margins) to stay integer. */
-    big_set(&value, f->mantissa);
-    if (f->exponent > 0) {
-        big_shl(&value, f->exponent + margin_shift);
-        big_set(&scale, (uint64_t)1 << margin_shift);
-        big_pow2(&mlow, f->exponent);
-    } else {
-        big_shl(&value, margin_shift);
-        big_pow2(&scale, -f->exponent + margin_shift);
-        big_set(&mlow, 1);
-    }
-
-    /* k = floor(log10 |f|) + 1, or one less: the estimate is fixed below. */
-    int k = (int)ceil((double)(f->mantissa_bit + f->exponent) *
-                          0.30102999566398119521373889472449 -
-                      0.69);
-    /* Positional output never needs digits left of the first kept one. */
-    if (cutoff_max >= 0 && mode == CUT_FRACTION && k <= -cutoff_max)
-        k = -cutoff_max + 1;
-    if (k > 0) {
-        big_mul_pow10(&scale, k);
-    } else if (k < 0) {
-        big_mul_pow10(&value, -k);
-        big_mul_pow10(&mlow, -k);
-    }
-    if (big_cmp(&value, &scale) >= 0) {
-        k++;
-    } else {
-        big_mul_small(&value, 10);
-        big_mul_small(&mlow, 10);
-    }
-    mhigh = mlow;
-    if (f->unequal_margins)
-        big_mul_small(&mhigh, 2);
-
-    /* The exponents of the last digit allowed and the last one required. */
-    int last_allowed = k - MAX_DIGITS;
-    if (cutoff_max >= 0) {
-        int want = mode == CUT_TOTAL ? k - cutoff_max : -cutoff_max;
-        if (want > last_allowed)
-            last_allowed = want;
-    }
-    int last_required = k;
-    if (cutoff_min >= 0) {
-        int want = mode == CUT_TOTAL ? k - cutoff_min : -cutoff_min;
-        if (want < last_required)
-            last_required = want;
-    }
+    dragon d;
+    int k = dragon_start(&d, f, mode, cutoff_max);
+    int last_allowed, last_required;
+    digit_span(k, mode, cutoff_max, cutoff_min, &last_allowed, &last_required);
     *exp10 = k - 1;
 
     int n = 0, digit;
     bool low, high;
+    big value_high;
     for (;;) {
         k--;
-        digit = big_divmod_digit(&value, &scale);
-        big_add(&value_high, &value, &mhigh);
-        int cmp_low = big_cmp(&value, &mlow);
-        int cmp_high = big_cmp(&value_high, &scale);
+        digit = big_divmod_digit(&d.value, &d.scale);
+        big_add(&value_high, &d.value, &d.mhigh);
+        int cmp_low = big_cmp(&d.value, &d.mlow);
+        int cmp_high = big_cmp(&value_high, &d.scale);
         low = is_even ? cmp_low <= 0 : cmp_low < 0;
         high = is_even ? cmp_high >= 0 : cmp_high > 0;
         if (((low || high) && k <= last_required) || k == last_allowed)
             break;
         digits[n++] = (char)('0' + digit);
-        big_mul_small(&value, 10);
-        big_mul_small(&mlow, 10);
-        big_mul_small(&mhigh, 10);
+        big_mul_small(&d.value, 10);
+        big_mul_small(&d.mlow, 10);
+        big_mul_small(&d.mhigh, 10);
     }
-
-    /* Round the last digit: down if only the low end is close, up if only
-     * the high end is, otherwise to nearest with ties to even. */
-    bool round_down = low;
-    if (low == high) {
-        big_mul_small(&value, 2);
-        int c = big_cmp(&value, &scale);
-        round_down = c < 0 || (c == 0 && digit % 2 == 0);
-    }
-    if (round_down || digit < 9) {
-        digits[n++] = (char)('0' + digit + !round_down);
-        return n;
-    }
-    /* Round up through a run of 9s: 0.0999 -> 0.1. */
-    for (;;) {
-        if (n == 0) {
-            digits[n++] = '1';
-            *exp10 += 1;
-            return n;
-        }
-        if (digits[--n] != '9') {
-            digits[n++]++;
-            return n;
-        }
-    }
+    return round_last(&d, digits, n, digit, low, high, exp10);
 }
 
 /* ===================================================================== */

@@ -39,17 +39,26 @@ static bool weighted_sum(const tg_tensor *y, const double *u, double *L)
     return true;
 }
 
+/* The check's problem: f and its inputs, the weights u (one per element of
+ * y0, f's output at the inputs as given, whose shape an output must keep). */
+typedef struct problem {
+    tg_fn f;
+    void *ctx;
+    tg_tensor *const *inputs;
+    const double *u;
+    const tg_tensor *y0;
+} problem;
+
 /* *L at the inputs as they are now, with grad mode off (NAN when f's
  * output changed shape). false, with the error set, when f failed or
  * there was no memory: that is an error, not a gradient that disagrees. */
-static bool eval_L(tg_fn f, void *ctx, tg_tensor *const *inputs,
-                   const double *u, const tg_tensor *y0, double *L)
+static bool eval_L(const problem *p, double *L)
 {
-    tg_tensor *y = f(inputs, ctx);
+    tg_tensor *y = p->f(p->inputs, p->ctx);
     *L = NAN;
     bool ok = y != NULL;
-    if (y && y->ndim == y0->ndim && tg_numel(y) == tg_numel(y0))
-        ok = weighted_sum(y, u, L);
+    if (y && y->ndim == p->y0->ndim && tg_numel(y) == tg_numel(p->y0))
+        ok = weighted_sum(y, p->u, L);
     tg_release(y);
     return ok;
 }
@@ -161,21 +170,103 @@ fail:
     return NULL;
 }
 
+/* Whether o is usable (an error when not). */
+static bool check_opts(const tg_gradcheck_opts *o)
+{
+    if (o->eps > 0 && isfinite(o->eps) && o->atol >= 0 && o->rtol >= 0)
+        return true;
+    tg__error("gradcheck: need eps > 0 (finite), atol >= 0 and rtol >= 0, "
+              "got eps %g, atol %g, rtol %g",
+              o->eps, o->atol, o->rtol);
+    return false;
+}
+
+/* The central difference of L along the element of x at storage offset
+ * off, whose value is orig: the element is set to orig + eps, then orig -
+ * eps, then back to orig. false, with the error set, when f failed. */
+static bool central_difference(const problem *p, tg_tensor *x, int64_t off,
+                               double orig, double eps, double *numeric)
+{
+    void *data = x->storage->data;
+    double Lp, Lm;
+    tg__store(x->dtype, data, off, orig + eps);
+    bool ok = eval_L(p, &Lp);
+    tg__store(x->dtype, data, off, orig - eps);
+    ok = ok && eval_L(p, &Lm);
+    tg__store(x->dtype, data, off, orig);
+    if (ok)
+        *numeric = (Lp - Lm) / (2 * eps);
+    return ok;
+}
+
+/* The report as it grows, with the worst element's err / bound. */
+typedef struct tally {
+    tg_gradcheck_report rep;
+    double worst_ratio;
+} tally;
+
+/* Adds element j of input i to t: its analytic gradient against the
+ * numeric one (an element orig that is not finite is not perturbed: its
+ * bound is 0, its gradient must be exactly 0). true when within bounds. */
+static bool tally_element(tally *t, const tg_gradcheck_opts *o, int i,
+                          int64_t j, double orig, double analytic,
+                          double numeric)
+{
+    double err = fabs(analytic - numeric);
+    double bound = isfinite(orig) ? o->atol + o->rtol * fabs(numeric) : 0;
+    double rel = err / fmax(fmax(fabs(analytic), fabs(numeric)), o->atol);
+    double ratio = bound > 0 ? err / bound : (err > 0 ? INFINITY : 0);
+    if (!isfinite(err))
+        rel = ratio = INFINITY, err = isnan(err) ? INFINITY : err;
+    t->rep.n_checked++;
+    t->rep.max_abs_err = fmax(t->rep.max_abs_err, err);
+    t->rep.max_rel_err = fmax(t->rep.max_rel_err, rel);
+    if (ratio > t->worst_ratio) {
+        t->worst_ratio = ratio;
+        t->rep.worst_input = i;
+        t->rep.worst_index = j;
+        t->rep.worst_analytic = analytic;
+        t->rep.worst_numeric = numeric;
+    }
+    return err <= bound;
+}
+
+/* Checks each element of input i (its analytic gradient in its grad field)
+ * into t: 1 when one is out of bounds, else 0; -1 when f failed, which is
+ * an error, not a mismatch (the check stops there). */
+static int check_input(const problem *p, int i, const tg_gradcheck_opts *o,
+                       tally *t)
+{
+    tg_tensor *x = p->inputs[i];
+    int result = 0;
+    int64_t m = tg_numel(x);
+    for (int64_t j = 0; j < m; j++) {
+        int64_t off = tg__flat_offset(x, j);
+        double orig = tg__load(x->dtype, x->storage->data, off);
+        double analytic = x->grad ? tg__load(x->dtype, x->grad->storage->data,
+                                             tg__flat_offset(x->grad, j))
+                                  : 0;
+        double numeric = 0;
+        if (isfinite(orig) &&
+            !central_difference(p, x, off, orig, o->eps, &numeric))
+            return -1;
+        if (!tally_element(t, o, i, j, orig, analytic, numeric))
+            result = 1;
+    }
+    return result;
+}
+
 int tg_gradcheck(tg_fn f, void *ctx, int n, tg_tensor *const *inputs,
                  const tg_gradcheck_opts *opts, tg_gradcheck_report *report)
 {
-    tg_gradcheck_report rep = {.worst_input = -1, .worst_index = -1};
+    tally t = {{.worst_input = -1, .worst_index = -1}, -1};
     if (report)
-        *report = rep;
+        *report = t.rep;
     if (!check_inputs(f, n, inputs))
         return -1;
     tg_gradcheck_opts o = opts ? *opts : tg_gradcheck_defaults();
-    if (!(o.eps > 0 && isfinite(o.eps) && o.atol >= 0 && o.rtol >= 0)) {
-        tg__error("gradcheck: need eps > 0 (finite), atol >= 0 and rtol >= 0, "
-                  "got eps %g, atol %g, rtol %g",
-                  o.eps, o.atol, o.rtol);
+    if (!check_opts(&o))
         return -1;
-    }
 
     /* Keep the caller's accumulated gradients aside, and restore them. */
     tg_tensor **kept = tg__calloc((size_t)n, sizeof *kept);
@@ -189,55 +280,14 @@ int tg_gradcheck(tg_fn f, void *ctx, int n, tg_tensor *const *inputs,
     double *u = NULL;
     tg_tensor *y0 = analytic_pass(f, ctx, inputs, o.seed, &u);
     int result = y0 ? 0 : -1;
+    problem p = {f, ctx, inputs, u, y0};
     bool was = tg_set_grad_enabled(false);
-    double worst_ratio = -1;
     for (int i = 0; y0 && i < n && result >= 0; i++) {
-        tg_tensor *x = inputs[i];
-        if (!x->requires_grad)
+        if (!inputs[i]->requires_grad)
             continue;
-        int64_t m = tg_numel(x);
-        void *data = x->storage->data;
-        for (int64_t j = 0; j < m; j++) {
-            int64_t off = tg__flat_offset(x, j);
-            double orig = tg__load(x->dtype, data, off);
-            double analytic = x->grad
-                                  ? tg__load(x->dtype, x->grad->storage->data,
-                                             tg__flat_offset(x->grad, j))
-                                  : 0;
-            double numeric = 0;
-            if (isfinite(orig)) {
-                double Lp, Lm;
-                tg__store(x->dtype, data, off, orig + o.eps);
-                bool ok = eval_L(f, ctx, inputs, u, y0, &Lp);
-                tg__store(x->dtype, data, off, orig - o.eps);
-                ok = ok && eval_L(f, ctx, inputs, u, y0, &Lm);
-                tg__store(x->dtype, data, off, orig);
-                if (!ok) { /* f failed: an error, not a mismatch */
-                    result = -1;
-                    break;
-                }
-                numeric = (Lp - Lm) / (2 * o.eps);
-            }
-            double err = fabs(analytic - numeric);
-            double bound = isfinite(orig) ? o.atol + o.rtol * fabs(numeric) : 0;
-            double rel =
-                err / fmax(fmax(fabs(analytic), fabs(numeric)), o.atol);
-            double ratio = bound > 0 ? err / bound : (err > 0 ? INFINITY : 0);
-            if (!isfinite(err))
-                rel = ratio = INFINITY, err = isnan(err) ? INFINITY : err;
-            rep.n_checked++;
-            rep.max_abs_err = fmax(rep.max_abs_err, err);
-            rep.max_rel_err = fmax(rep.max_rel_err, rel);
-            if (ratio > worst_ratio) {
-                worst_ratio = ratio;
-                rep.worst_input = i;
-                rep.worst_index = j;
-                rep.worst_analytic = analytic;
-                rep.worst_numeric = numeric;
-            }
-            if (!(err <= bound))
-                result = 1;
-        }
+        int r = check_input(&p, i, &o, &t);
+        if (r != 0)
+            result = r;
     }
     tg_set_grad_enabled(was);
     tg_release(y0);
@@ -248,6 +298,6 @@ int tg_gradcheck(tg_fn f, void *ctx, int n, tg_tensor *const *inputs,
     }
     free(kept);
     if (report)
-        *report = rep;
+        *report = t.rep;
     return result;
 }

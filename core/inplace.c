@@ -8,7 +8,7 @@
  * the line that would break the graph; and each write adds one to the
  * storage's version, which the entries note when they record, so that a
  * write that did not pass here (tg_set) is caught when backward starts
- * (core/tape.c, versions_hold). PyTorch has only the second: it lets the
+ * (core/backward.c, versions_hold). PyTorch has only the second: it lets the
  * write happen and fails the backward. Refusing the write itself is
  * stricter (a graph that is never backpropagated but still alive blocks
  * the update too: release it first, or compute it with grad mode off), and

@@ -7,15 +7,26 @@
  *
  * core/ is built in floors, each file calling only those below it:
  *
- *   error.c, alloc.c   errors, shape strings, call sites; every allocation
- *   parallel.c, file.c the worker threads; safe file writes (tg__file_*)
- *   iter.c             broadcasting, strided loops, load/store, copy/add
- *   storage.c          refcounted buffers and their pool
- *   audit.c, scope.c   the leak audit; the scope stack
- *   tensor.c <-> tape.c
- *   anomaly.c          (tape.c calls it; it calls tensor.c)
- *   print.c, dtoa.c, npy.c, rng.c, pcg64.c, inplace.c
- *   gradcheck.c, create.c, jacobian.c
+ *   error.c, alloc.c, cpu.c   errors, shape strings, call sites; every
+ *                             allocation; the CPU's vector level
+ *   parallel.c, file.c        the worker threads; safe file writes
+ *   iter.c                    broadcasting, strided loops, load/store,
+ *                             copy/add
+ *   storage.c                 refcounted buffers and their pool
+ *   audit.c, scope.c, dtoa.c  the leak audit; the scope stack; the
+ *                             shortest digits of a float
+ *   tensor.c                  headers, views, lifetimes (<-> tape.c)
+ *   anomaly.c, profile.c      anomaly mode; the profiler
+ *   tape.c                    recording, the entries' lifetime, grad mode
+ *   print.c, npy.c, rng.c, pcg64.c, inplace.c, tape_print.c, grad.c,
+ *   gather.c                  printing, .npy, the generators, the in-place
+ *                             writes; the tape shown; the leaves and the
+ *                             adding into gradients; what a walk visits
+ *   backward.c                the backward walk
+ *   gradcheck.c, jacobian.c, create.c
+ *
+ * (tests/layers.test's floor_of holds the same floors; core/tape_state.h
+ * says how the tape's six files share the work.)
  *
  * The one circle is tensor <-> tape, and it is the model itself: a tensor
  * owns the tape entry that made it (so freeing the tensor frees the entry,

@@ -52,24 +52,20 @@ static void part_lengths(const char *s, int *before, int *after, int *exp)
     *exp = e ? (int)strlen(e + 1) : 0;
 }
 
-/* numpy's FloatingFormat.fillFormat over the n values shown, for
- * floatmode='maxprec': one pass formatting every finite value with at most
- * `precision` fractional digits fixes the widths. */
-static bool fill_format(float_format *ff, tg_dtype dt, const double *vals,
-                        int64_t n, int precision)
+/* fill_format's first pass: counts the finite values, says whether a -inf
+ * is among the others, and picks the notation from the nonzero
+ * magnitudes. */
+static int64_t scan_values(float_format *ff, const double *vals, int64_t n,
+                           bool *neg_inf)
 {
-    *ff = (float_format){.dt = dt,
-                         .precision = precision,
-                         .min_digits = -1,
-                         .trim = TRIM_ZEROS,
-                         .exp_size = -1};
     int64_t n_finite = 0;
-    bool any_nonzero = false, neg_inf = false;
+    bool any_nonzero = false;
     double max_abs = 0, min_abs = INFINITY;
+    *neg_inf = false;
     for (int64_t i = 0; i < n; i++) {
         double v = vals[i];
         if (!isfinite(v)) {
-            neg_inf = neg_inf || (isinf(v) && v < 0);
+            *neg_inf = *neg_inf || (isinf(v) && v < 0);
             continue;
         }
         n_finite++;
@@ -82,38 +78,61 @@ static bool fill_format(float_format *ff, tg_dtype dt, const double *vals,
     if (any_nonzero) {
         /* numpy divides in the array's own dtype (and compares in double). */
         double ratio = max_abs / min_abs;
-        if (dt == TG_FLOAT32) {
+        if (ff->dt == TG_FLOAT32) {
             float ratio32 = (float)max_abs / (float)min_abs;
             ratio = ratio32;
         }
         ff->scientific = max_abs >= 1e8 || min_abs < 1e-4 || ratio > 1000.;
     }
+    return n_finite;
+}
 
+/* fill_format's second pass: the longest parts (before the point, after it,
+ * the exponent) of the finite values in ff's notation with at most
+ * `precision` fractional digits. false when out of memory. */
+static bool widest_parts(const float_format *ff, const double *vals, int64_t n,
+                         int precision, int *before, int *after, int *exp)
+{
+    *before = *after = *exp = 0;
+    sbuf s = {0};
+    for (int64_t i = 0; i < n; i++) {
+        if (!isfinite(vals[i]))
+            continue;
+        fparts f = tg__decompose(ff->dt, vals[i]);
+        s.len = 0;
+        if (ff->scientific)
+            tg__format_scientific(&s, &f, precision, -1, TRIM_ZEROS, -1, -1);
+        else
+            tg__format_positional(&s, &f, precision, -1, TRIM_ZEROS, -1, -1);
+        if (s.oom)
+            break;
+        int b, a, e;
+        part_lengths(s.p, &b, &a, &e);
+        *before = b > *before ? b : *before;
+        *after = a > *after ? a : *after;
+        *exp = e > *exp ? e : *exp;
+    }
+    bool oom = s.oom;
+    free(s.p);
+    return !oom;
+}
+
+/* numpy's FloatingFormat.fillFormat over the n values shown, for
+ * floatmode='maxprec': one pass formatting every finite value with at most
+ * `precision` fractional digits fixes the widths. */
+static bool fill_format(float_format *ff, tg_dtype dt, const double *vals,
+                        int64_t n, int precision)
+{
+    *ff = (float_format){.dt = dt,
+                         .precision = precision,
+                         .min_digits = -1,
+                         .trim = TRIM_ZEROS,
+                         .exp_size = -1};
+    bool neg_inf;
+    int64_t n_finite = scan_values(ff, vals, n, &neg_inf);
     if (n_finite > 0) {
-        int before = 0, after = 0, exp = 0;
-        sbuf s = {0};
-        for (int64_t i = 0; i < n; i++) {
-            if (!isfinite(vals[i]))
-                continue;
-            fparts f = tg__decompose(dt, vals[i]);
-            s.len = 0;
-            if (ff->scientific)
-                tg__format_scientific(&s, &f, precision, -1, TRIM_ZEROS, -1,
-                                      -1);
-            else
-                tg__format_positional(&s, &f, precision, -1, TRIM_ZEROS, -1,
-                                      -1);
-            if (s.oom)
-                break;
-            int b, a, e;
-            part_lengths(s.p, &b, &a, &e);
-            before = b > before ? b : before;
-            after = a > after ? a : after;
-            exp = e > exp ? e : exp;
-        }
-        bool oom = s.oom;
-        free(s.p);
-        if (oom)
+        int before, after, exp;
+        if (!widest_parts(ff, vals, n, precision, &before, &after, &exp))
             return false;
         ff->pad_left = before;
         if (ff->scientific) {

@@ -43,7 +43,7 @@ TG_HIDDEN void tg__write_done(tg_tensor *t);
 
 /* Sum of g's squared elements, in double: in fixed blocks shared among the
  * threads, so the same bits with any thread count. For the tape's |grad|
- * and clip_grad_norm. (core/tape.c) */
+ * and clip_grad_norm. (core/tape_print.c) */
 TG_HIDDEN double tg__sum_squares(const tg_tensor *g);
 
 /* ---- Reading a file (core/file.c) ----------------------------------- */

@@ -300,8 +300,7 @@ static void probs_rows(const problem *pr, const double *L, int bq, int n,
             if (L[r] == -INFINITY) {
                 for (int c = 0; c < n; c++)
                     row[c] = 0;
-            } else if (
-                vec) { /* the same in the vector math of kernels/vmath.h */
+            } else if (vec) { /* the same as kernels/vmath.h's vector math */
                 TG_SIMD
                 for (int c = 0; c < n; c++)
                     row[c] = (T)(row[c] - L[r]);

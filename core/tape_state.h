@@ -1,0 +1,140 @@
+/* Private to core's tape files: what they share among themselves and
+ * ops/ never needs (that is core/tape.h). The tape and its engine are six
+ * files, each calling only those above it here (tests/layers.test):
+ *
+ *   profile.c     the profiler: each op's share of the time
+ *   tape.c        recording, and the entries' lifetime: the per-thread
+ *                 tape, grad mode
+ *   tape_print.c  the tape shown: what the walk notes of each gradient,
+ *                 tg_tape_print, tg_tape_dot
+ *   grad.c        a tensor's gradient: the leaves' flags, and the adding
+ *                 of the backward functions' contributions (tg__accumulate)
+ *   gather.c      what a walk visits: its entries, newest first, and leaves
+ *   backward.c    the backward walk
+ *
+ * so the walk sits above the tape it walks, the gradients it sums, what it
+ * gathers, and the printouts whose statistics it notes. */
+#ifndef TAPEGRAD_TAPE_STATE_H
+#define TAPEGRAD_TAPE_STATE_H
+
+#include "core/tape.h"
+
+#include <string.h>
+
+/* ---- the profiler (core/profile.c) ------------------------------------ */
+
+/* This thread's profile: non-NULL while on (tg_profile_start), so that an
+ * op pays one thread-local test when it is off. */
+struct tg__profile;
+extern TG_HIDDEN TG_THREAD_LOCAL struct tg__profile *tg__prof;
+
+/* The profile's clock, in ms. */
+TG_HIDDEN double tg__profile_now(void);
+/* op's forward, recorded (profile on): the time since the previous charge
+ * is its. */
+TG_HIDDEN void tg__profile_forward(const char *op);
+/* op's backward function, begun at t0: its time, charged and returned. */
+TG_HIDDEN double tg__profile_backward(const char *op, double t0);
+/* A walk's end: its time since the last charge, less its backward
+ * functions' ops_ms, to the walk's own entry. Nothing when a backward
+ * function stopped the profile. */
+TG_HIDDEN void tg__profile_walk_end(double ops_ms);
+
+/* ---- the tape (core/tape.c) ------------------------------------------- */
+
+/* Locks this thread's tape and returns its oldest entry (NULL when it never
+ * recorded), for a pass along it (e = e->next); tg__tape_unlock ends the
+ * pass. While locked, no entry can leave the tape, so each entry's output
+ * is alive (it is freed after its entry leaves). */
+TG_HIDDEN tg_node *tg__tape_lock(void);
+TG_HIDDEN void tg__tape_unlock(void);
+/* Whether this thread's tape keeps its consumed entries as records
+ * (tg_tape_keep_record). */
+TG_HIDDEN bool tg__tape_keeps_record(void);
+/* Whether the backward walk is running on this thread (tg__record then
+ * neither profiles an op nor checks it for anomalies: the walk checks the
+ * gradients); tg__set_in_backward sets it and returns what it was. */
+TG_HIDDEN bool tg__in_backward(void);
+TG_HIDDEN bool tg__set_in_backward(bool on);
+/* Entry n's backward ran: it releases what it held for it (inputs, saved
+ * tensors, its output's storage), and a later walk through it is an
+ * error. */
+TG_HIDDEN void tg__node_consume(tg_node *n);
+
+/* ---- the tape shown (core/tape_print.c) ------------------------------- */
+
+/* The walk reached entry n with its output's gradient g: when the
+ * printouts ask (tg_tape_record_norms, tg_tape_keep_record), notes g's
+ * norm and its zeros in n for them. */
+TG_HIDDEN void tg__tape_note_grad(tg_node *n, const tg_tensor *g);
+
+/* ---- the gradients (core/grad.c) ------------------------------------- */
+
+/* Whether a and b have the same shape. */
+static inline bool tg__same_shape(const tg_tensor *a, const tg_tensor *b)
+{
+    return a->ndim == b->ndim &&
+           memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim) == 0;
+}
+/* t.grad += g. The first gradient becomes one t owns, so that a gradient
+ * never aliases a tensor someone else holds: g itself when adopt allows and
+ * nobody else holds it (the caller's reference is then shared with t, and
+ * dropping it leaves t the owner), else a copy, summed down to t's shape
+ * where t was broadcast. false, with the error set and t.grad as it was,
+ * when out of memory. */
+TG_HIDDEN bool tg__grad_add(tg_tensor *t, tg_tensor *g, bool adopt);
+/* Whether this thread's walk has failed: a backward could not compute or
+ * add a gradient (out of memory, its error set). tg__accumulate then does
+ * nothing, and the walk stops and gives the gradients back as they were.
+ * tg__set_walk_failed sets it and returns what it was. */
+TG_HIDDEN bool tg__walk_failed(void);
+TG_HIDDEN bool tg__set_walk_failed(bool failed);
+
+/* ---- what a walk visits (core/gather.c) ------------------------------ */
+
+/* A leaf the walk reaches, and the gradient it had before the walk (set
+ * aside meanwhile, so that the walk sums its contributions into a fresh
+ * one). */
+typedef struct tg_walk_leaf {
+    tg_tensor *leaf;
+    tg_tensor *before;
+    /* With hooks: the uses of the leaf by the walk's entries still to run
+     * (the entry's inputs that need its gradient, counted once each), and
+     * whether its gradient was made final early, for its hook. */
+    int64_t uses;
+    bool settled;
+} tg_walk_leaf;
+
+/* The arrays a walk gathers into: the entries found (newest first once
+ * sorted), the depth-first stack, the leaves. */
+typedef struct tg_walk_bufs {
+    tg_node **found, **stack;
+    tg_walk_leaf *leaves;
+    int64_t found_cap, stack_cap, leaf_cap;
+    bool busy; /* a walk is using them (this thread's kept arrays) */
+} tg_walk_bufs;
+
+/* What a walk visits: the entries out depends on, newest first, and the
+ * leaves they reach that require grad, each once, sorted by address. */
+typedef struct tg_walk_plan {
+    tg_walk_bufs *bufs; /* this thread's kept arrays, or own */
+    tg_walk_bufs own;   /* a nested walk's */
+    tg_node **order;
+    int64_t count;
+    tg_walk_leaf *leaves;
+    int64_t n_leaves;
+    bool hooks; /* some leaf has a post-accumulate-grad hook */
+} tg_walk_plan;
+
+/* Gathers the plan of the walk from out (which has a tape entry). false
+ * with an error, and nothing changed (the arrays given back), when an entry
+ * on the way was consumed by an earlier backward or holds a tensor written
+ * since it recorded, or when out of memory. */
+TG_HIDDEN bool tg__walk_gather(tg_tensor *out, tg_walk_plan *w);
+/* Ends a walk: its arrays are kept for the next, or freed. */
+TG_HIDDEN void tg__walk_done(tg_walk_plan *w);
+/* The plan's entry for leaf x (which it lists). */
+TG_HIDDEN tg_walk_leaf *tg__walk_leaf(const tg_walk_plan *w,
+                                      const tg_tensor *x);
+
+#endif /* TAPEGRAD_TAPE_STATE_H */
