@@ -1,32 +1,15 @@
-/* Private to libtapegrad's two lower floors, core/ and ops/: the tensor's
- * layout, the tape entry, the loops, and the helpers they share. Not
+/* Private to libtapegrad's lower floors, core/, kernels/ and ops/: the
+ * tensor's layout, the loops, threads and CPU levels, and the helpers they
+ * share (the tape entry is core/tape.h's, for core/ and ops/). Not
  * installed, and not for nn/ or plot/, which see tensors only through the
  * public API plus core/error.h and core/shared.h (tests/layers.test checks
  * it). Names here are tg__ (two underscores): shared between files, never
  * exported (the link exports ^tg_ names only, and these are hidden).
  *
- * core/ is built in floors, each file calling only those below it:
- *
- *   error.c, alloc.c, cpu.c   errors, shape strings, call sites; every
- *                             allocation; the CPU's vector level
- *   parallel.c, file.c        the worker threads; safe file writes
- *   iter.c                    broadcasting, strided loops, load/store,
- *                             copy/add
- *   storage.c                 refcounted buffers and their pool
- *   audit.c, scope.c, dtoa.c  the leak audit; the scope stack; the
- *                             shortest digits of a float
- *   tensor.c                  headers, views, lifetimes (<-> tape.c)
- *   anomaly.c, profile.c      anomaly mode; the profiler
- *   tape.c                    recording, the entries' lifetime, grad mode
- *   print.c, npy.c, rng.c, pcg64.c, inplace.c, tape_print.c, grad.c,
- *   gather.c                  printing, .npy, the generators, the in-place
- *                             writes; the tape shown; the leaves and the
- *                             adding into gradients; what a walk visits
- *   backward.c                the backward walk
- *   gradcheck.c, jacobian.c, create.c
- *
- * (tests/layers.test's floor_of holds the same floors; core/tape_state.h
- * says how the tape's six files share the work.)
+ * core/ is built in floors, each file calling only those below it: the
+ * list of them, with what each file holds, is tests/layers.test's floor_of
+ * (the test reads the calls from the built objects and holds them to it).
+ * core/tape_state.h says how the tape's six files share the work.
  *
  * The one circle is tensor <-> tape, and it is the model itself: a tensor
  * owns the tape entry that made it (so freeing the tensor frees the entry,
