@@ -32,11 +32,13 @@
 #include <tapegrad_plot.h>
 #include <tapegrad_report.h>
 
+#include "options.h"
 #include "page_echo.h"
 #include "recall_task.h"
 
 #include <math.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -656,6 +658,42 @@ static int write_page(const options *o, stats st[N_SIZES][2],
 
 /* ---- command line ------------------------------------------------------- */
 
+static const options defaults = {
+    .steps = 800, .lr = 0.01, .seed = 1337, .out = "pictures"};
+
+static void usage(FILE *f);
+
+/* The options, their lines of the usage and their ranges: --steps leaves at
+ * least the SMOOTH steps that print_training averages. */
+#define F(member) offsetof(options, member)
+static const opt option_table[] = {
+    {"--steps", OPT_INT, F(steps), .lo = SMOOTH, .hi = 1e7,
+     .help = "  --steps N   training steps for each version (default %d, at\n"
+             "              least 20)\n"},
+    {"--lr", OPT_REAL, F(lr), .lo = 0, .hi = 10,
+     .help = "  --lr X      Adam's learning rate (default %g)\n"},
+    {"--seed", OPT_U32, F(seed), .lo = 0, .hi = UINT32_MAX,
+     .help = "  --seed N    seed of all weights and data (default %u)\n"},
+    {"--out", OPT_STRING, F(out), .nonempty = true,
+     .help = "  --out DIR   where the pictures go (default ./%s)\n"},
+    {"--html", OPT_STRING, F(html), .nonempty = true,
+     .help = "  --html FILE where the page goes (default DIR/unscaled.html)\n"},
+    {"--quiet", OPT_TRUE, F(quiet),
+     .help = "  --quiet     skip the tables at initialisation\n"},
+};
+#undef F
+
+static const opt_parser parser = {
+    .prog = "unscaled",
+    .table = option_table,
+    .n = sizeof option_table / sizeof option_table[0],
+    .usage = usage,
+    .missing = "%s needs a value",
+    .unknown = "unknown option %s",
+    .invalid = "%s needs a valid value",
+    .usage_on_unknown = true,
+};
+
 static void usage(FILE *f)
 {
     fputs(
@@ -676,62 +714,14 @@ static void usage(FILE *f)
         "with one sequence's unscaled and scaled scores as interactive\n"
         "attention figures (a temperature slider, the exact weight, entropy\n"
         "and gain of the row under the mouse).\n"
-        "\n"
-        "  --steps N   training steps for each version (default 800, at\n"
-        "              least 20)\n"
-        "  --lr X      Adam's learning rate (default 0.01)\n"
-        "  --seed N    seed of all weights and data (default 1337)\n"
-        "  --out DIR   where the pictures go (default ./pictures)\n"
-        "  --html FILE where the page goes (default DIR/unscaled.html)\n"
-        "  --quiet     skip the tables at initialisation\n"
-        "\n"
-        "Exits 0 on success, 1 on a library error or a failed gradient check,\n"
-        "2 on a bad command line.\n",
+        "\n",
         f);
-}
-
-/* Returns 0 on success, -1 for --help, 2 after saying what is wrong. */
-static int parse_options(int argc, char **argv, options *o)
-{
-    *o = (options){.steps = 800, .lr = 0.01, .seed = 1337, .out = "pictures"};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h"))
-            return -1;
-        if (!strcmp(a, "--quiet")) {
-            o->quiet = true;
-            continue;
-        }
-        const char *val = i + 1 < argc ? argv[++i] : NULL;
-        double v;
-        bool ok;
-        if (!strcmp(a, "--steps")) {
-            ok = parse_num(val, SMOOTH, 1e7, true, &v);
-            o->steps = (int)v;
-        } else if (!strcmp(a, "--lr")) {
-            ok = parse_num(val, 0, 10, false, &v);
-            o->lr = v;
-        } else if (!strcmp(a, "--seed")) {
-            ok = parse_num(val, 0, UINT32_MAX, true, &v);
-            o->seed = (uint32_t)v;
-        } else if (!strcmp(a, "--out")) {
-            ok = val && *val;
-            o->out = val;
-        } else if (!strcmp(a, "--html")) {
-            ok = val && *val;
-            o->html = val;
-        } else {
-            fprintf(stderr, "unscaled: unknown option %s\n\n", a);
-            usage(stderr);
-            return 2;
-        }
-        if (!ok) {
-            fprintf(stderr, "unscaled: %s needs %s\n", a,
-                    val ? "a valid value" : "a value");
-            return 2;
-        }
-    }
-    return 0;
+    opt_help(&parser, &defaults, f);
+    fputs("\n"
+          "Exits 0 on success, 1 on a library error or a failed gradient "
+          "check,\n"
+          "2 on a bad command line.\n",
+          f);
 }
 
 static int run(const options *o)
@@ -770,13 +760,10 @@ static int run(const options *o)
 
 int main(int argc, char **argv)
 {
-    options o;
-    int rc = parse_options(argc, argv, &o);
-    if (rc) {
-        if (rc < 0)
-            usage(stdout);
-        return rc < 0 ? 0 : rc;
-    }
+    options o = defaults;
+    int rc = opt_parse(&parser, argc, argv, &o, NULL);
+    if (rc)
+        return rc == 1 ? 0 : 2;
     if (example_make_dir(o.out) < 0) {
         perror(o.out);
         return 1;
