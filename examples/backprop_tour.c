@@ -22,12 +22,14 @@
 
 #include <tapegrad.h>
 #include "make_dir.h"
+#include "options.h"
 #include "page_echo.h" /* and <tapegrad_report.h> */
 
 #include <errno.h>
 #include <math.h>
 #include <spawn.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -579,61 +581,90 @@ static int write_page(tour *S, tg_report *rep, const char *path)
 
 /* ---- main --------------------------------------------------------------- */
 
+/* Where the graph and the page go. */
+typedef struct options {
+    const char *dot_path;  /* --out */
+    const char *html_path; /* --html; NULL: beside the graph */
+} options;
+
+static const options defaults = {.dot_path = "pictures/backprop_tour.dot"};
+
+static void usage(FILE *f);
+
+/* The options and their lines of the usage: --out may be "" (the graph then
+ * fails to be written, saying why), --html not. */
+#define F(member) offsetof(options, member)
+static const opt option_table[] = {
+    {"--out", OPT_STRING, F(dot_path),
+     .help = "  --out FILE.dot  where to write the tape as a Graphviz graph\n"
+             "                  (default %s, pictures/\n"
+             "                  made if missing); when `dot` is on the\n"
+             "                  PATH it is also drawn as FILE.png\n"},
+    {"--html", OPT_STRING, F(html_path), .nonempty = true,
+     .help = "  --html FILE     where to write the tour as one HTML page (the "
+             "tape\n"
+             "                  with |grad| and the zeros under the mask, all "
+             "that\n"
+             "                  is printed); default FILE.dot with .html for "
+             ".dot\n"},
+    {NULL, OPT_TEXT, 0, .help = "  --help          this text\n"},
+};
+#undef F
+
+static const opt_parser parser = {
+    .prog = "backprop_tour",
+    .table = option_table,
+    .n = sizeof option_table / sizeof option_table[0],
+    .usage = usage,
+    .missing = "%s needs a file name",
+    .unknown = "unknown option '%s'",
+    .invalid = "%s needs a file name",
+    .usage_on_unknown = true,
+};
+
 static void usage(FILE *f)
 {
-    fputs(
-        "Usage: backprop_tour [--out FILE.dot] [--html FILE] [--help]\n"
-        "\n"
-        "Builds the lesson's attention head (B=4, T=8, C=32, head_size=16,\n"
-        "seed 1337) op by op, puts the loss sum(out * u) on top, runs\n"
-        "backward, prints the tape, and then follows the gradient back:\n"
-        "  (0) the loss        dout = u\n"
-        "  (a) out = attn @ v  dattn = dout @ v^T, dv = attn^T @ dout\n"
-        "  (b) softmax         one row's Jacobian J = diag(p) - p p^T\n"
-        "  (c) causal mask     exactly zero gradient at the masked entries\n"
-        "  (d) 1/sqrt(16)      dscores = dscaled / 4\n"
-        "  (e) projections     dq, dk, dW_q, dW_k, dW_v, dx\n"
-        "Each gradient is recomputed by hand and compared with autograd's.\n"
-        "\n"
-        "  --out FILE.dot  where to write the tape as a Graphviz graph\n"
-        "                  (default pictures/backprop_tour.dot, pictures/\n"
-        "                  made if missing); when `dot` is on the\n"
-        "                  PATH it is also drawn as FILE.png\n"
-        "  --html FILE     where to write the tour as one HTML page (the tape\n"
-        "                  with |grad| and the zeros under the mask, all that\n"
-        "                  is printed); default FILE.dot with .html for .dot\n"
-        "  --help          this text\n"
-        "\n"
-        "Exits 0 when every check holds (max abs diff <= 1e-12), 1 when one\n"
-        "does not or the library reports an error, 2 on a bad option.\n",
-        f);
+    fputs("Usage: backprop_tour [--out FILE.dot] [--html FILE] [--help]\n"
+          "\n"
+          "Builds the lesson's attention head (B=4, T=8, C=32, head_size=16,\n"
+          "seed 1337) op by op, puts the loss sum(out * u) on top, runs\n"
+          "backward, prints the tape, and then follows the gradient back:\n"
+          "  (0) the loss        dout = u\n"
+          "  (a) out = attn @ v  dattn = dout @ v^T, dv = attn^T @ dout\n"
+          "  (b) softmax         one row's Jacobian J = diag(p) - p p^T\n"
+          "  (c) causal mask     exactly zero gradient at the masked entries\n"
+          "  (d) 1/sqrt(16)      dscores = dscaled / 4\n"
+          "  (e) projections     dq, dk, dW_q, dW_k, dW_v, dx\n"
+          "Each gradient is recomputed by hand and compared with autograd's.\n"
+          "\n",
+          f);
+    opt_help(&parser, &defaults, f);
+    fputs("\n"
+          "Exits 0 when every check holds (max abs diff <= 1e-12), 1 when one\n"
+          "does not or the library reports an error, 2 on a bad option.\n",
+          f);
+}
+
+/* The page's path: --html, or the graph's with .html for its .dot. */
+static void page_path_of(const options *o, char *path, size_t cap)
+{
+    size_t len = strlen(o->dot_path);
+    if (o->html_path)
+        snprintf(path, cap, "%s", o->html_path);
+    else
+        snprintf(path, cap, "%.*s.html",
+                 (int)(len > 4 && !strcmp(o->dot_path + len - 4, ".dot")
+                           ? len - 4
+                           : len),
+                 o->dot_path);
 }
 
 int main(int argc, char **argv)
 {
-    const char *dot_path = "pictures/backprop_tour.dot", *html_path = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(argv[i], "--out")) {
-            if (i + 1 == argc) {
-                fputs("backprop_tour: --out needs a file name\n", stderr);
-                return 2;
-            }
-            dot_path = argv[++i];
-        } else if (!strcmp(argv[i], "--html")) {
-            if (i + 1 == argc || !argv[i + 1][0]) {
-                fputs("backprop_tour: --html needs a file name\n", stderr);
-                return 2;
-            }
-            html_path = argv[++i];
-        } else {
-            fprintf(stderr, "backprop_tour: unknown option '%s'\n\n", argv[i]);
-            usage(stderr);
-            return 2;
-        }
-    }
+    options o = defaults;
+    int parsed = opt_parse(&parser, argc, argv, &o, NULL);
+    if (parsed)
+        return parsed == 1 ? 0 : 2;
 
     tour S = {0};
     tg_report *rep = NULL;
@@ -663,17 +694,10 @@ int main(int argc, char **argv)
         tg_set_grad_enabled(true);
     }
     if (rc == 0)
-        rc = write_graph(dot_path);
+        rc = write_graph(o.dot_path);
     /* the page beside the graph: FILE.dot -> FILE.html */
     char page_path[4096];
-    size_t len = strlen(dot_path);
-    if (html_path)
-        snprintf(page_path, sizeof page_path, "%s", html_path);
-    else
-        snprintf(page_path, sizeof page_path, "%.*s.html",
-                 (int)(len > 4 && !strcmp(dot_path + len - 4, ".dot") ? len - 4
-                                                                      : len),
-                 dot_path);
+    page_path_of(&o, page_path, sizeof page_path);
     if (rc == 0)
         rc = write_page(&S, rep, page_path);
     tg_report_free(rep);
