@@ -29,9 +29,9 @@
  * Training has to find such weights from random ones; the loss only ever
  * approaches 0, never reaches it.
  *
- * Header-only (static inline) because each example is built from a single
- * .c file; include it after <tapegrad.h>, with _POSIX_C_SOURCE defined
- * first for make_dir.h's mkdir. */
+ * Header-only (static inline), as make_dir.h and options.h; include it
+ * after <tapegrad.h>, with _POSIX_C_SOURCE defined first for make_dir.h's
+ * mkdir. */
 #ifndef RECALL_TASK_H
 #define RECALL_TASK_H
 
