@@ -120,15 +120,15 @@ static inline void *opt_member(const opt *e, void *values)
 static inline const char *opt_text_of(const opt *e, const void *values,
                                       char *buf, size_t cap)
 {
-    const char *m = (const char *)values + e->field;
-    const char *const *s = (const char *const *)(const void *)m;
+    const void *m = (const char *)values + e->field;
+    const char *const *s = m;
     buf[0] = '\0';
     if (e->kind == OPT_INT)
-        snprintf(buf, cap, "%d", *(const int *)(const void *)m);
+        snprintf(buf, cap, "%d", *(const int *)m);
     else if (e->kind == OPT_U32)
-        snprintf(buf, cap, "%u", (unsigned)*(const uint32_t *)(const void *)m);
+        snprintf(buf, cap, "%u", (unsigned)*(const uint32_t *)m);
     else if (e->kind == OPT_REAL)
-        snprintf(buf, cap, "%g", *(const double *)(const void *)m);
+        snprintf(buf, cap, "%g", *(const double *)m);
     else if ((e->kind == OPT_STRING || e->kind == OPT_ARG) && *s)
         return *s;
     return buf;
