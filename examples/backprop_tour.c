@@ -17,42 +17,22 @@
  * formula that undoes it, and recomputes the gradient by hand from the
  * gradient one step above, comparing it with what autograd stored (max abs
  * difference; every check must come out below 1e-12). Last, the tape is
- * written as a Graphviz graph (PNG with `dot`) and as one HTML page. */
-#define _POSIX_C_SOURCE 200809L /* posix_spawnp, waitpid */
-
+ * written as a Graphviz graph (PNG with `dot`) and as one HTML page
+ * (backprop_tour_page.c). */
 #include <tapegrad.h>
-#include "make_dir.h"
+#include "backprop_tour.h"
+#include "options.h"
 #include "page_echo.h" /* and <tapegrad_report.h> */
 
-#include <errno.h>
 #include <math.h>
-#include <spawn.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-extern char **environ;
-
-/* The lesson's sizes: B sequences, T tokens, C channels, heads of HS. */
-enum { B = 4, T = 8, C = 32, HS = 16 };
 /* A hand-computed gradient must match autograd's to this. */
 static const double TOL = 1e-12;
-
-/* Every tensor of the forward pass. They all stay alive to the end: a tape
- * entry belongs to the tensor it produced, and tg_tape_print / tg_tape_dot
- * only list entries whose outputs are still alive. */
-typedef struct tour {
-    tg_tensor *x, *W_q, *W_k, *W_v; /* leaves that require grad */
-    tg_tensor *u;                   /* (B,T,hs) fixed weights of the loss */
-    tg_tensor *future;              /* (T,T) true above the diagonal */
-    tg_tensor *q, *k, *v, *k_t, *scores, *scaled, *masked, *attn, *out;
-    tg_tensor *weighted, *loss;
-    int n_failed; /* checks above TOL */
-} tour;
 
 /* ---- the forward pass, one op per line --------------------------------- */
 
@@ -198,7 +178,7 @@ static int fprint_both(const tg_tensor *t)
     return rc;
 }
 
-static void section(const char *title)
+void section(const char *title)
 {
     say("\n== %s ", title);
     for (size_t n = strlen(title); n < 70; n++)
@@ -402,238 +382,92 @@ static int step_projections(tour *S)
     return rc;
 }
 
-/* ---- the picture -------------------------------------------------------- */
-
-/* Runs `dot -Tpng dot_path -o png_path` (no shell). Returns 1 when it drew
- * the picture, 0 when dot is not installed, -1 when dot failed. */
-static int render_png(const char *dot_path, const char *png_path)
-{
-    char *argv[] = {"dot", "-Tpng",          (char *)dot_path,
-                    "-o",  (char *)png_path, NULL};
-    pid_t pid;
-    int err = posix_spawnp(&pid, "dot", NULL, NULL, argv, environ);
-    if (err == ENOENT)
-        return 0;
-    if (err) {
-        fprintf(stderr, "backprop_tour: cannot run dot: %s\n", strerror(err));
-        return -1;
-    }
-    int status;
-    if (waitpid(pid, &status, 0) < 0) {
-        fprintf(stderr, "backprop_tour: waitpid: %s\n", strerror(errno));
-        return -1;
-    }
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
-        return 0; /* a libc that reports a failed exec this way */
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        fprintf(stderr, "backprop_tour: dot failed on %s\n", dot_path);
-        return -1;
-    }
-    return 1;
-}
-
-/* A temporary file beside path (path.XXXXXX, as mkstemp makes it, with
- * the mode a new file gets): its name in tmp (path's length + 8), its
- * descriptor returned, or -1 with a message. */
-static int temp_beside(const char *path, char *tmp)
-{
-    sprintf(tmp, "%s.XXXXXX", path);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        fprintf(stderr,
-                "backprop_tour: cannot create a temporary file for "
-                "%s: %s\n",
-                path, strerror(errno));
-        return -1;
-    }
-    mode_t mask = umask(0);
-    umask(mask);
-    fchmod(fd, 0666 & ~mask);
-    return fd;
-}
-
-/* Renames the finished temporary tmp over path (the old file stays whole
- * until then); on failure removes tmp. 0 or -1 with a message. */
-static int replace_with(const char *tmp, const char *path)
-{
-    if (rename(tmp, path) == 0)
-        return 0;
-    fprintf(stderr, "backprop_tour: cannot rename %s over %s: %s\n", tmp, path,
-            strerror(errno));
-    unlink(tmp);
-    return -1;
-}
-
-/* mkdir the directory part of path unless it is there. 0 or -1 with a
- * message. */
-static int make_parent(const char *path)
-{
-    char dir[4096];
-    if (example_make_parent(path, dir, sizeof dir) == 0)
-        return 0;
-    fprintf(stderr, "backprop_tour: cannot make the directory %s: %s\n", dir,
-            strerror(errno));
-    return -1;
-}
-
-/* Writes the tape to dot_path and, if Graphviz is there, a PNG beside it
- * (the same name with .dot replaced by, or else followed by, .png). Each
- * goes through a temporary renamed over the target, so an old graph is
- * never left half written. */
-static int write_graph(const char *dot_path)
-{
-    section("the tape as a graph");
-    size_t len = strlen(dot_path);
-    char *tmp = malloc(len + 16), *png_path = malloc(len + 5),
-         *png_tmp = malloc(len + 16);
-    if (!tmp || !png_path || !png_tmp) {
-        free(tmp);
-        free(png_path);
-        free(png_tmp);
-        fputs("backprop_tour: out of memory\n", stderr);
-        return -1;
-    }
-    int rc = make_parent(dot_path);
-    int fd = rc == 0 ? temp_beside(dot_path, tmp) : -1;
-    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-    if (fd >= 0 && !f) {
-        fprintf(stderr, "backprop_tour: %s: %s\n", tmp, strerror(errno));
-        close(fd);
-        unlink(tmp);
-    }
-    if (f) {
-        tg_tape_dot(f);
-        bool failed = fflush(f) != 0 || ferror(f) || fsync(fileno(f)) != 0;
-        if (fclose(f) != 0 || failed) {
-            fprintf(stderr, "backprop_tour: error writing %s\n", dot_path);
-            unlink(tmp);
-            rc = -1;
-        } else
-            rc = replace_with(tmp, dot_path);
-    } else
-        rc = -1;
-    int drawn = -1;
-    if (rc == 0) {
-        strcpy(png_path, dot_path);
-        if (len > 4 && !strcmp(png_path + len - 4, ".dot"))
-            png_path[len - 4] = '\0';
-        strcat(png_path, ".png");
-        say("wrote %s\n", dot_path);
-        fd = temp_beside(png_path, png_tmp);
-        if (fd >= 0) {
-            close(fd);
-            drawn = render_png(dot_path, png_tmp);
-            if (drawn > 0 && replace_with(png_tmp, png_path) != 0)
-                drawn = -1;
-            else if (drawn <= 0)
-                unlink(png_tmp);
-        }
-        if (drawn > 0)
-            say("drew  %s  (Graphviz dot)\n", png_path);
-        else if (drawn == 0)
-            say("Graphviz dot is not on the PATH; with it:\n"
-                "  dot -Tpng %s -o %s\n",
-                dot_path, png_path);
-    }
-    free(tmp);
-    free(png_path);
-    free(png_tmp);
-    return drawn < 0 ? -1 : 0;
-}
-
-/* ---- the page ------------------------------------------------------------ */
-
-/* The tape section, while the tour's tensors (and so their entries) live:
- * the |grad| recorded by backward through each entry, the zeros count of
- * masked_fill's and softmax's gradients. */
-static int page_tape(tg_report *rep)
-{
-    return tg_report_tape(rep, "The tape after backward: |grad| through each "
-                               "entry, exact zeros under the mask") > 0
-               ? 0
-               : -1;
-}
-
-/* The rest of the page: dloss/dscaled of sequence 0, whose upper triangle
- * is exactly 0 (the mask), and all the tour printed; then the file. */
-static int write_page(tour *S, tg_report *rep, const char *path)
-{
-    tg_scope_begin();
-    tg_tensor *g =
-        tg_grad(S->scaled) ? tg_select(tg_grad(S->scaled), 0, 0) : NULL;
-    const char *tok[T] = {"0", "1", "2", "3", "4", "5", "6", "7"};
-    int rc =
-        g &&
-                tg_report_heatmap(rep,
-                                  "dloss/dscaled of sequence 0: exactly 0 "
-                                  "above the diagonal (the mask's future)",
-                                  g, NULL, tok, tok) > 0 &&
-                tg_report_pre(rep, "The tour, as printed", page_echo_text()) > 0
-            ? tg_report_write(rep, path)
-            : -1;
-    tg_scope_end();
-    if (rc == 0)
-        say("page: %s\n", path);
-    return rc;
-}
-
 /* ---- main --------------------------------------------------------------- */
+
+/* Where the graph and the page go. */
+typedef struct options {
+    const char *dot_path;  /* --out */
+    const char *html_path; /* --html; NULL: beside the graph */
+} options;
+
+static const options defaults = {.dot_path = "pictures/backprop_tour.dot"};
+
+static void usage(FILE *f);
+
+/* The options and their lines of the usage: --out may be "" (the graph then
+ * fails to be written, saying why), --html not. */
+#define F(member) offsetof(options, member)
+static const opt option_table[] = {
+    {"--out", OPT_STRING, F(dot_path),
+     .help = "  --out FILE.dot  where to write the tape as a Graphviz graph\n"
+             "                  (default %s, pictures/\n"
+             "                  made if missing); when `dot` is on the\n"
+             "                  PATH it is also drawn as FILE.png\n"},
+    {"--html", OPT_STRING, F(html_path), .nonempty = true,
+     .help = "  --html FILE     where to write the tour as one HTML page (the "
+             "tape\n"
+             "                  with |grad| and the zeros under the mask, all "
+             "that\n"
+             "                  is printed); default FILE.dot with .html for "
+             ".dot\n"},
+    {NULL, OPT_TEXT, 0, .help = "  --help          this text\n"},
+};
+#undef F
+
+static const opt_parser parser = {
+    .prog = "backprop_tour",
+    .table = option_table,
+    .n = sizeof option_table / sizeof option_table[0],
+    .usage = usage,
+    .missing = "%s needs a file name",
+    .unknown = "unknown option '%s'",
+    .invalid = "%s needs a file name",
+    .usage_on_unknown = true,
+};
 
 static void usage(FILE *f)
 {
-    fputs(
-        "Usage: backprop_tour [--out FILE.dot] [--html FILE] [--help]\n"
-        "\n"
-        "Builds the lesson's attention head (B=4, T=8, C=32, head_size=16,\n"
-        "seed 1337) op by op, puts the loss sum(out * u) on top, runs\n"
-        "backward, prints the tape, and then follows the gradient back:\n"
-        "  (0) the loss        dout = u\n"
-        "  (a) out = attn @ v  dattn = dout @ v^T, dv = attn^T @ dout\n"
-        "  (b) softmax         one row's Jacobian J = diag(p) - p p^T\n"
-        "  (c) causal mask     exactly zero gradient at the masked entries\n"
-        "  (d) 1/sqrt(16)      dscores = dscaled / 4\n"
-        "  (e) projections     dq, dk, dW_q, dW_k, dW_v, dx\n"
-        "Each gradient is recomputed by hand and compared with autograd's.\n"
-        "\n"
-        "  --out FILE.dot  where to write the tape as a Graphviz graph\n"
-        "                  (default pictures/backprop_tour.dot, pictures/\n"
-        "                  made if missing); when `dot` is on the\n"
-        "                  PATH it is also drawn as FILE.png\n"
-        "  --html FILE     where to write the tour as one HTML page (the tape\n"
-        "                  with |grad| and the zeros under the mask, all that\n"
-        "                  is printed); default FILE.dot with .html for .dot\n"
-        "  --help          this text\n"
-        "\n"
-        "Exits 0 when every check holds (max abs diff <= 1e-12), 1 when one\n"
-        "does not or the library reports an error, 2 on a bad option.\n",
-        f);
+    fputs("Usage: backprop_tour [--out FILE.dot] [--html FILE] [--help]\n"
+          "\n"
+          "Builds the lesson's attention head (B=4, T=8, C=32, head_size=16,\n"
+          "seed 1337) op by op, puts the loss sum(out * u) on top, runs\n"
+          "backward, prints the tape, and then follows the gradient back:\n"
+          "  (0) the loss        dout = u\n"
+          "  (a) out = attn @ v  dattn = dout @ v^T, dv = attn^T @ dout\n"
+          "  (b) softmax         one row's Jacobian J = diag(p) - p p^T\n"
+          "  (c) causal mask     exactly zero gradient at the masked entries\n"
+          "  (d) 1/sqrt(16)      dscores = dscaled / 4\n"
+          "  (e) projections     dq, dk, dW_q, dW_k, dW_v, dx\n"
+          "Each gradient is recomputed by hand and compared with autograd's.\n"
+          "\n",
+          f);
+    opt_help(&parser, &defaults, f);
+    fputs("\n"
+          "Exits 0 when every check holds (max abs diff <= 1e-12), 1 when one\n"
+          "does not or the library reports an error, 2 on a bad option.\n",
+          f);
+}
+
+/* The page's path: --html, or the graph's with .html for its .dot. */
+static void page_path_of(const options *o, char *path, size_t cap)
+{
+    size_t len = strlen(o->dot_path);
+    if (o->html_path)
+        snprintf(path, cap, "%s", o->html_path);
+    else
+        snprintf(path, cap, "%.*s.html",
+                 (int)(len > 4 && !strcmp(o->dot_path + len - 4, ".dot")
+                           ? len - 4
+                           : len),
+                 o->dot_path);
 }
 
 int main(int argc, char **argv)
 {
-    const char *dot_path = "pictures/backprop_tour.dot", *html_path = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(argv[i], "--out")) {
-            if (i + 1 == argc) {
-                fputs("backprop_tour: --out needs a file name\n", stderr);
-                return 2;
-            }
-            dot_path = argv[++i];
-        } else if (!strcmp(argv[i], "--html")) {
-            if (i + 1 == argc || !argv[i + 1][0]) {
-                fputs("backprop_tour: --html needs a file name\n", stderr);
-                return 2;
-            }
-            html_path = argv[++i];
-        } else {
-            fprintf(stderr, "backprop_tour: unknown option '%s'\n\n", argv[i]);
-            usage(stderr);
-            return 2;
-        }
-    }
+    options o = defaults;
+    int parsed = opt_parse(&parser, argc, argv, &o, NULL);
+    if (parsed)
+        return parsed == 1 ? 0 : 2;
 
     tour S = {0};
     tg_report *rep = NULL;
@@ -663,17 +497,10 @@ int main(int argc, char **argv)
         tg_set_grad_enabled(true);
     }
     if (rc == 0)
-        rc = write_graph(dot_path);
+        rc = write_graph(o.dot_path);
     /* the page beside the graph: FILE.dot -> FILE.html */
     char page_path[4096];
-    size_t len = strlen(dot_path);
-    if (html_path)
-        snprintf(page_path, sizeof page_path, "%s", html_path);
-    else
-        snprintf(page_path, sizeof page_path, "%.*s.html",
-                 (int)(len > 4 && !strcmp(dot_path + len - 4, ".dot") ? len - 4
-                                                                      : len),
-                 dot_path);
+    page_path_of(&o, page_path, sizeof page_path);
     if (rc == 0)
         rc = write_page(&S, rep, page_path);
     tg_report_free(rep);

@@ -1,5 +1,4 @@
-/* recall_task.h: the toy task that train_head and unscaled train on, and
- * the command-line number parsing both use.
+/* recall_task.h: the toy task that train_head and unscaled train on.
  *
  * "A pronoun finds its noun", reduced to associative recall. Every sequence
  * holds T tokens of C = K + D + 1 features:
@@ -30,16 +29,14 @@
  * Training has to find such weights from random ones; the loss only ever
  * approaches 0, never reaches it.
  *
- * Header-only (static inline) because each example is built from a single
- * .c file; include it after <tapegrad.h>, with _POSIX_C_SOURCE defined
- * first for make_dir.h's mkdir. */
+ * Header-only (static inline), as make_dir.h and options.h; include it
+ * after <tapegrad.h>, with _POSIX_C_SOURCE defined first for make_dir.h's
+ * mkdir. */
 #ifndef RECALL_TASK_H
 #define RECALL_TASK_H
 
 #include <tapegrad.h>
 
-#include <errno.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -181,20 +178,6 @@ static inline double recall_accuracy(tg_tensor *attn, const recall_batch *rb,
     }
     free(rows);
     return rc == 0 ? (double)hits / rb->B : -1;
-}
-
-/* *v = s as a number, if s is one and lies in [lo, hi] (and has no
- * fraction, if integer); otherwise false and *v = 0. */
-static inline bool parse_num(const char *s, double lo, double hi, bool integer,
-                             double *v)
-{
-    char *end;
-    double x = s && *s ? strtod(s, &end) : NAN;
-    *v = 0;
-    if (isnan(x) || *end || x < lo || x > hi || (integer && x != floor(x)))
-        return false;
-    *v = x;
-    return true;
 }
 
 #endif /* RECALL_TASK_H */

@@ -27,11 +27,13 @@
 #include <tapegrad_plot.h>
 #include <tapegrad_report.h>
 
+#include "options.h"
 #include "page_echo.h"
 #include "recall_task.h"
 
 #include <math.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -481,6 +483,51 @@ static int train(const options *o)
 
 /* ---- command line ------------------------------------------------------ */
 
+static const options defaults = {.steps = 1000,
+                                 .check_every = 50,
+                                 .lr = 0.1,
+                                 .seed = 1337,
+                                 .out = "pictures"};
+
+static void usage(FILE *f);
+
+/* The options, their lines of the usage (after its head, before its tail)
+ * and their ranges. */
+#define F(member) offsetof(options, member)
+static const opt option_table[] = {
+    {"--steps", OPT_INT, F(steps), .lo = 1, .hi = 1e7,
+     .help = "  --steps N        Adam steps (default %d)\n"},
+    {"--lr", OPT_REAL, F(lr), .lo = 0, .hi = 10,
+     .help =
+         "  --lr X           Adam's learning rate for the first half of the\n"
+         "                   steps; /10 for the next quarter, /100 for the\n"
+         "                   last (default %g)\n"},
+    {"--seed", OPT_U32, F(seed), .lo = 0, .hi = UINT32_MAX,
+     .help =
+         "  --seed N         seed of the weights and the data (default %u)\n"},
+    {"--check-every", OPT_INT, F(check_every), .lo = 1, .hi = 1e7,
+     .help = "  --check-every N  gradcheck every N steps (default %d)\n"},
+    {"--out", OPT_STRING, F(out), .nonempty = true,
+     .help = "  --out DIR        where the pictures go (default ./%s)\n"},
+    {"--html", OPT_STRING, F(html), .nonempty = true,
+     .help = "  --html FILE      where the page goes (default "
+             "DIR/train_head.html)\n"},
+    {"--quiet", OPT_TRUE, F(quiet),
+     .help = "  --quiet          print the results only, not the table\n"},
+};
+#undef F
+
+static const opt_parser parser = {
+    .prog = "train_head",
+    .table = option_table,
+    .n = sizeof option_table / sizeof option_table[0],
+    .usage = usage,
+    .missing = "%s needs a value",
+    .unknown = "unknown option %s",
+    .invalid = "%s needs a valid value",
+    .usage_on_unknown = true,
+};
+
 static void usage(FILE *f)
 {
     fputs(
@@ -504,82 +551,22 @@ static void usage(FILE *f)
         "attention before and after with the value under the mouse, the tape\n"
         "of one step after backward, and the lesson's two figures (averaging\n"
         "weights; the trained head's scores with a temperature slider).\n"
-        "\n"
-        "  --steps N        Adam steps (default 1000)\n"
-        "  --lr X           Adam's learning rate for the first half of the\n"
-        "                   steps; /10 for the next quarter, /100 for the\n"
-        "                   last (default 0.1)\n"
-        "  --seed N         seed of the weights and the data (default 1337)\n"
-        "  --check-every N  gradcheck every N steps (default 50)\n"
-        "  --out DIR        where the pictures go (default ./pictures)\n"
-        "  --html FILE      where the page goes (default DIR/train_head.html)\n"
-        "  --quiet          print the results only, not the table\n"
-        "\n"
-        "Exits 0 on success, 1 on a library error or a failed gradient check,\n"
-        "2 on a bad command line.\n",
+        "\n",
         f);
-}
-
-/* Returns 0 on success, -1 for --help, 2 after saying what is wrong. */
-static int parse_options(int argc, char **argv, options *o)
-{
-    *o = (options){.steps = 1000,
-                   .check_every = 50,
-                   .lr = 0.1,
-                   .seed = 1337,
-                   .out = "pictures"};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h"))
-            return -1;
-        if (!strcmp(a, "--quiet")) {
-            o->quiet = true;
-            continue;
-        }
-        const char *val = i + 1 < argc ? argv[++i] : NULL;
-        double v;
-        bool ok;
-        if (!strcmp(a, "--steps")) {
-            ok = parse_num(val, 1, 1e7, true, &v);
-            o->steps = (int)v;
-        } else if (!strcmp(a, "--check-every")) {
-            ok = parse_num(val, 1, 1e7, true, &v);
-            o->check_every = (int)v;
-        } else if (!strcmp(a, "--lr")) {
-            ok = parse_num(val, 0, 10, false, &v);
-            o->lr = v;
-        } else if (!strcmp(a, "--seed")) {
-            ok = parse_num(val, 0, UINT32_MAX, true, &v);
-            o->seed = (uint32_t)v;
-        } else if (!strcmp(a, "--out")) {
-            ok = val && *val;
-            o->out = val;
-        } else if (!strcmp(a, "--html")) {
-            ok = val && *val;
-            o->html = val;
-        } else {
-            fprintf(stderr, "train_head: unknown option %s\n\n", a);
-            usage(stderr);
-            return 2;
-        }
-        if (!ok) {
-            fprintf(stderr, "train_head: %s needs %s\n", a,
-                    val ? "a valid value" : "a value");
-            return 2;
-        }
-    }
-    return 0;
+    opt_help(&parser, &defaults, f);
+    fputs("\n"
+          "Exits 0 on success, 1 on a library error or a failed gradient "
+          "check,\n"
+          "2 on a bad command line.\n",
+          f);
 }
 
 int main(int argc, char **argv)
 {
-    options o;
-    int rc = parse_options(argc, argv, &o);
-    if (rc) {
-        if (rc < 0)
-            usage(stdout);
-        return rc < 0 ? 0 : rc;
-    }
+    options o = defaults;
+    int rc = opt_parse(&parser, argc, argv, &o, NULL);
+    if (rc)
+        return rc == 1 ? 0 : 2;
     if (example_make_dir(o.out) < 0) {
         perror(o.out);
         return 1;
