@@ -86,14 +86,15 @@ static void describe(const tg_params *ps, int idx, char *buf, size_t n)
  * first); *first is this rank's first parameter that differs from rank 0's
  * (n0 when it lists more, INT_MAX when none differs). */
 static int first_difference(tg_dist *d, const char *op, const tg_params *ps,
-                            int *n0, int *first)
+                            int *n0_out, int *first)
 {
-    *n0 = ps->n;
-    MPI_CHECK(op, MPI_Bcast(n0, 1, MPI_INT, 0, d->comm));
+    int n0 = ps->n; /* the error names the call as written: "&n0" */
+    MPI_CHECK(op, MPI_Bcast(&n0, 1, MPI_INT, 0, d->comm));
+    *n0_out = n0;
     *first = INT_MAX;
     uint64_t chunk[CHUNK];
-    for (int base = 0; base < *n0; base += CHUNK) {
-        int m = *n0 - base < CHUNK ? *n0 - base : CHUNK;
+    for (int base = 0; base < n0; base += CHUNK) {
+        int m = n0 - base < CHUNK ? n0 - base : CHUNK;
         if (d->rank == 0)
             for (int j = 0; j < m; j++)
                 chunk[j] = param_digest(&ps->items[base + j]);
@@ -103,8 +104,8 @@ static int first_difference(tg_dist *d, const char *op, const tg_params *ps,
                 param_digest(&ps->items[base + j]) != chunk[j])
                 *first = base + j;
     }
-    if (*first == INT_MAX && ps->n > *n0)
-        *first = *n0;
+    if (*first == INT_MAX && ps->n > n0)
+        *first = n0;
     return 0;
 }
 

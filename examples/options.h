@@ -21,7 +21,7 @@
  * messages: an opt_parser keeps each program's wording (missing, unknown,
  * invalid) and its order of checks (value_first, whole_digits).
  *
- * Header-only (static inline), like make_dir.h and page_echo.h. */
+ * Header-only (static inline), like make_dir.h. */
 #ifndef TAPEGRAD_EXAMPLES_OPTIONS_H
 #define TAPEGRAD_EXAMPLES_OPTIONS_H
 

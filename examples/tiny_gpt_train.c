@@ -449,6 +449,8 @@ static void run_free(run *r)
 int train(options *o, const corpus *cp)
 {
     run r = {0};
+    r.val_loss =
+        NAN; /* no evaluation yet (a resume past --stop-at runs none) */
     tg_params_init(&r.ps);
     tg_params_init(&r.decay);
     tg_params_init(&r.no_decay);

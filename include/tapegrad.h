@@ -28,7 +28,8 @@
  *     tg_tensor *loss = head_loss((tg_tensor *[]){x, w}, NULL);
  *     if (!loss || tg_backward(loss) < 0)     // dloss/dw lands in tg_grad(w)
  *         fprintf(stderr, "%s\n", tg_last_error());
- *     tg_fprint(stdout, tg_grad(w), 4);
+ *     tg_fprint(stdout, tg_grad(w), 4);       // as numpy prints it
+ *     putchar('\n');
  *     // 0: backward agrees with central differences, element by element
  *     int rc = tg_gradcheck(head_loss, NULL, 2, (tg_tensor *[]){x, w}, NULL, NULL);
  *     tg_scope_end();
@@ -489,9 +490,9 @@ tg_tensor *tg_matmul(tg_tensor *a, tg_tensor *b);
  * keys it sees, softmax, @ v; the backward recomputes them block by block
  * (as FlashAttention does tile by tile), so the extra memory is a few
  * (64,Tk) rows per thread, O(T), not O(T^2). The values and gradients of the
- * composed ops, within rounding (it sums in another order). New reference; NULL when the shapes disagree as above (or
- * have fewer than 2 dims), q, k, v are not one float dtype, or scale is not
- * finite. */
+ * composed ops, within rounding (it sums in another order). New reference;
+ * NULL when the shapes disagree as above (or have fewer than 2 dims), q, k,
+ * v are not one float dtype, or scale is not finite. */
 tg_tensor *tg_attention(tg_tensor *q, tg_tensor *k, tg_tensor *v, bool causal,
                         double scale);
 

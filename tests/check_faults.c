@@ -182,8 +182,8 @@ END_TEST
 int main(void)
 {
 #ifndef CAN_FAIL_CALLOC
-    puts("check_faults: calloc cannot be interposed here (not glibc, or a "
-         "sanitizer): skipped");
+    puts("check_faults: SKIP: calloc cannot be interposed here (not glibc, "
+         "or a sanitizer)");
     return 77;
 #else
     setenv("TG_NO_POOL", "1", 1);

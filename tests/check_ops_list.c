@@ -190,8 +190,9 @@ int ops_list_verdict(void)
                               r->ctor, r->entry) > 0;
     }
     if (shared->unlisted[0])
-        missing += printf("ops list: a gradcheck's graph has an entry %s, "
-                          "which ops/ops.def does not list\n",
+        missing += printf("ops list: a watched graph (a gradcheck's or the "
+                          "tour's) has an entry %s, which ops/ops.def does "
+                          "not list\n",
                           shared->unlisted) > 0;
     if (missing == 0)
         printf("ops list: each of the %d differentiable ops of ops/ops.def "
