@@ -56,7 +56,7 @@ void ops_list_begin(void)
     shared = p == MAP_FAILED ? NULL : p; /* NULL: nothing is watched */
 }
 
-/* The entries on the graph of y, each once, oldest input first or not:
+/* The entries on the graph of y, each once, in no particular order:
  * calls note(name, arg) for each. Iterative, with the visited entries kept
  * in a growing array (a graph of a few thousand entries at most here). */
 static void walk(const tg_tensor *y, void (*note)(const char *, void *),
