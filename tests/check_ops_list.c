@@ -58,7 +58,10 @@ void ops_list_begin(void)
 
 /* The entries on the graph of y, each once, in no particular order:
  * calls note(name, arg) for each. Iterative, with the visited entries kept
- * in a growing array (a graph of a few thousand entries at most here). */
+ * in a growing array (a graph of a few thousand entries at most here).
+ * Not the engine's tg__walk_gather: that allocates through core/alloc.c,
+ * whose every allocation the allocation-failure tour fails in turn, and
+ * sets errors; watching must change nothing of what it watches. */
 static void walk(const tg_tensor *y, void (*note)(const char *, void *),
                  void *arg)
 {
