@@ -416,8 +416,7 @@ static const opt option_table[] = {
 
 static const opt_parser parser = {
     .prog = "backprop_tour",
-    .table = option_table,
-    .n = sizeof option_table / sizeof option_table[0],
+    OPT_TABLE(option_table),
     .usage = usage,
     .missing = "%s needs a file name",
     .unknown = "unknown option '%s'",

@@ -63,6 +63,9 @@ typedef struct opt {
     const char *help;
 } opt;
 
+/* An opt_parser's table and its length, from the table's array. */
+#define OPT_TABLE(t) .table = (t), .n = sizeof(t) / sizeof *(t)
+
 typedef struct opt_parser {
     const char *prog; /* "tiny_gpt": every message opens with it */
     const opt *table;

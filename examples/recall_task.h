@@ -43,6 +43,12 @@
 
 #include "make_dir.h"
 
+/* The recall programs' (train_head, unscaled) complaints about their
+ * options, one wording for both, in an opt_parser (options.h). */
+#define RECALL_OPT_WORDING                                                     \
+    .missing = "%s needs a value", .unknown = "unknown option %s",             \
+    .invalid = "%s needs a valid value", .usage_on_unknown = true
+
 typedef struct recall_task {
     int T;      /* tokens per sequence: T-1 stored pairs, then the query */
     int n_keys; /* K distinct keys (K >= T-1) */

@@ -188,8 +188,7 @@ static const opt option_table[] = {
 
 static const opt_parser parser = {
     .prog = "tiny_gpt",
-    .table = option_table,
-    .n = N_OPTIONS,
+    OPT_TABLE(option_table),
     .usage = usage,
     .missing = "%s needs a value (see --help)",
     .unknown = "unknown option '%s' (see --help)",

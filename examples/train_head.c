@@ -519,13 +519,9 @@ static const opt option_table[] = {
 
 static const opt_parser parser = {
     .prog = "train_head",
-    .table = option_table,
-    .n = sizeof option_table / sizeof option_table[0],
+    OPT_TABLE(option_table),
     .usage = usage,
-    .missing = "%s needs a value",
-    .unknown = "unknown option %s",
-    .invalid = "%s needs a valid value",
-    .usage_on_unknown = true,
+    RECALL_OPT_WORDING,
 };
 
 static void usage(FILE *f)
