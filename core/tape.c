@@ -332,6 +332,17 @@ static void node_drop_refs(tg_node *n)
         atomic_fetch_sub_explicit(&n->out->storage->tape_refs, 1,
                                   memory_order_relaxed);
     }
+    if (n->op->drop_state)
+        n->op->drop_state(n);
+}
+
+/* The entry's memory goes back to the pool, with its op's state. */
+static void node_put(tg_node *n)
+{
+    size_t size = node_size(n->n_in);
+    if (n->op->free_state)
+        n->op->free_state(n); /* n->op may be in the state: not read after */
+    tg__pool_put(n, size);
 }
 
 void tg__node_consume(tg_node *n)
@@ -371,7 +382,7 @@ void tg__node_free(tg_node *n)
         return; /* (a consumed entry holds nothing) */
     tape_unlink(n);
     node_drop_refs(n);
-    tg__pool_put(n, node_size(n->n_in));
+    node_put(n);
 }
 
 /* Frees the records on tp (entries whose output died after a backward
@@ -391,7 +402,7 @@ static void drop_records(tg_tape *tp)
                 n->next->prev = n->prev;
             else
                 tp->tail = n->prev;
-            tg__pool_put(n, node_size(n->n_in));
+            node_put(n);
         }
         n = next;
     }

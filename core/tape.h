@@ -34,6 +34,28 @@ typedef struct tg_op {
      * the backward. Ops that do not read it leave their output writable
      * with grad mode off. */
     bool reads_out;
+    /* Runs the op's forward again: in are n->n_in tensors in the order the
+     * entry recorded them (NULL where it recorded NULL), of the recorded
+     * shapes, the recorded tensors or others; float inputs may be of
+     * another float dtype than recorded (the float64 replay of a float32
+     * tape), the others are as recorded. With the attributes the entry
+     * keeps (p, ip, saved, state), it computes what the constructor
+     * computed, through the public constructor wherever one takes those
+     * attributes, so that with grad mode on it records an entry of the
+     * same op, whose backward is the one under check. Returns a new
+     * reference, or NULL with an error. Every differentiable op has one
+     * (tests/check_ops_list.c): the per-entry gradient check
+     * (core/entry_check.c) and the float64 replay (core/precision.c) run
+     * it. */
+    tg_tensor *(*replay)(const tg_node *n, tg_tensor *const *in);
+    /* An op whose entry holds state of its own (n->state: a custom op's
+     * context, core/custom.c): drop_state releases what the state holds
+     * for backward (with the entry's inputs: the entry is consumed or
+     * dies), free_state frees it (the entry itself goes; n->op may point
+     * into the state, so nothing reads n->op after it). NULL for the
+     * built-in ops. */
+    void (*drop_state)(tg_node *n);
+    void (*free_state)(tg_node *n);
 } tg_op;
 
 struct tg_node {
@@ -44,6 +66,7 @@ struct tg_node {
     tg_tensor *saved[TG_NODE_MAX_SAVED]; /* retained until consumed */
     double p[4];                         /* op parameters (scale, value...) */
     int64_t ip[4];                       /* integer parameters (dims, k...) */
+    void *state; /* an op's own (op->drop_state, op->free_state); NULL */
 
     tg_tensor *out; /* weak: the output owns the node; alive during backward */
     const char *file; /* the user's call that recorded it (call-site macros) */
