@@ -27,8 +27,10 @@ out=tapegrad_callsite.h
 #   tg_retain, tg_keep   return their argument
 #   tg_grad              borrowed: the gradient the tensor holds
 #   tg_params_get        borrowed: the module's parameter
+#   tg_custom_saved      borrowed: what a custom op's forward saved
 #   tg_check_result      what every macro calls; wrapped, it would wrap itself
-skip="tg_check_result tg_grad tg_keep tg_params_get tg_retain tg_scope_return"
+skip="tg_check_result tg_custom_saved tg_grad tg_keep tg_params_get tg_retain
+tg_scope_return"
 
 # Functions that make no tensor but whose errors name the caller's line (a
 # released tensor used, an in-place write refused, a backward that fails):
@@ -38,7 +40,7 @@ skip="tg_check_result tg_grad tg_keep tg_params_get tg_retain tg_scope_return"
 # tensor, as do the accessors. Not tg_fprint: its first
 # argument is often stdout, which glibc defines as a macro of itself, and
 # clang -Weverything flags that inside a macro's arguments.
-sited="tg_add_ tg_backward tg_backward_retain tg_backward_with tg_copy_
+sited="tg_add_ tg_backward tg_backward_retain tg_backward_with tg_copy_ tg_custom
 tg_copy_in tg_copy_out tg_fill_ tg_get tg_item tg_keep tg_mul_
 tg_print tg_release tg_retain tg_scope_end tg_scope_return tg_set
 tg_set_name tg_zero_ tg_ndim tg_size tg_shape tg_stride tg_numel tg_grad

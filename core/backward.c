@@ -273,8 +273,13 @@ static void walk_release(walk *w, bool ok)
 /* The walk of tg_backward_with, and with retain of tg_backward_retain:
  * then each entry keeps what it holds and stays unconsumed, for another
  * walk. */
+static TG_THREAD_LOCAL uint64_t walks; /* begun on this thread */
+
+uint64_t tg__walk_count(void) { return walks; }
+
 static int backward_walk(tg_tensor *out, tg_tensor *dout, bool retain)
 {
+    walks++;
     if (!walk_can_start(out, dout))
         return -1;
     if (!out->node)

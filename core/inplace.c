@@ -30,7 +30,7 @@
  * naming op. */
 bool tg__write_check(const char *op, tg_tensor *t)
 {
-    if (TG_BAD(op, t))
+    if (TG_BAD(op, t) || tg__lend_refuses(t, true, op))
         return false;
     if (atomic_load_explicit(&t->storage->tape_refs, memory_order_relaxed) >
         0) {

@@ -70,8 +70,6 @@ typedef struct tg_tape tg_tape; /* one thread's live entries (core/tape.c) */
 /* A live header's magic; tg__header_free writes TG_MAGIC_DEAD over it. */
 #define TG_MAGIC_LIVE 0x7467u /* "tg" */
 #define TG_MAGIC_DEAD 0xdeadu
-/* Bytes of a tensor's name, the NUL included (tg_set_name cuts longer). */
-#define TG_NAME_MAX 32
 
 struct tg_tensor {
     tg_dtype dtype;
@@ -201,6 +199,32 @@ TG_HIDDEN void tg__unscope(tg_tensor *t);
  * set, when the scope's list cannot grow, or when the innermost scope is one
  * tg_scope_begin could not open: the tensor cannot be made then. */
 TG_HIDDEN bool tg__scope_register(tg_tensor *t, const char *op);
+/* Tensors lent to a user's function (core/lend.c): while a checker or a
+ * custom op runs your function on them, tg_release and the in-place writes
+ * refuse them. Lendings nest (a custom op inside a gradcheck's function);
+ * each lender's tg__lend lives on its stack. */
+#define TG_LEND_MAX 16 /* inputs whose versions are compared at the end */
+typedef struct tg__lend {
+    const char *who; /* the lender, as its errors begin ("gradcheck") */
+    int n;
+    tg_tensor *const *t;
+    struct tg__lend *outer;
+    uint64_t version[TG_LEND_MAX];
+    int bad;          /* the first input released or written, or -1 */
+    const char *what; /* how ("released", "tg_add_"...) */
+    const char *file; /* the call that did it, when known */
+    int line;
+} tg__lend;
+/* Lends t[0..n) (NULLs skipped) until tg__lend_end. */
+TG_HIDDEN void tg__lend_begin(tg__lend *l, const char *who, int n,
+                              tg_tensor *const *t);
+/* Ends the lending: true when the function kept to it; false with the
+ * error naming what it did to which input and where. */
+TG_HIDDEN bool tg__lend_end(tg__lend *l);
+/* Whether t is lent, so that releasing it (write false) or writing its
+ * storage with op (write true) must be refused: true with the error set
+ * and the breach noted for its lender. */
+TG_HIDDEN bool tg__lend_refuses(const tg_tensor *t, bool write, const char *op);
 /* Pauses scopes (returns the previous state). While paused, new tensors
  * are not registered and tg_release never takes a tensor out of its scope:
  * the backward engine pauses them, so the references ops take and drop

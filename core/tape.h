@@ -137,6 +137,17 @@ TG_HIDDEN tg_tensor *tg__grad_into(tg_node *n, int i);
  * does. For the in-place calls' refusal (core/inplace.c). */
 TG_HIDDEN const char *tg__tape_holder(const tg_storage *s, int *line,
                                       const char **file);
+/* How many backward walks this thread has begun: the checkers compare it
+ * around a user's function, which must not run one (core/user_fn.c). */
+TG_HIDDEN uint64_t tg__walk_count(void);
+/* y = f(inputs, ctx) for the checker who (its errors' prefix), with grad
+ * mode set to grad and the inputs lent; NULL with an error saying why: f's
+ * own, ours when f set none, a lent input released or written, or a
+ * backward run inside f. When f succeeds, the error is as it was before
+ * the call, unless f set one. core/user_fn.c. */
+TG_HIDDEN tg_tensor *tg__call_user_fn(const char *who, tg_fn f, void *ctx,
+                                      int n, tg_tensor *const *inputs,
+                                      bool grad);
 /* Unlinks and frees the node of a dying tensor. */
 TG_HIDDEN void tg__node_free(tg_node *n);
 

@@ -305,6 +305,10 @@ void tg_release(tg_tensor *t)
         tg__dead_error("release", t);
         return;
     }
+    /* A function under a check releasing what it was lent (core/lend.c):
+     * refused, its lender fails with the error. */
+    if (tg__lend_refuses(t, false, "release"))
+        return;
     /* before the scope looks at t, whose slot is stale once it is freed */
     TG_ASSERT(atomic_load_explicit(&t->refcount, memory_order_relaxed) > 0);
     tg__scope_release(t);

@@ -110,6 +110,9 @@ extern "C" {
 
 /** The most dims a tensor can have. */
 #define TG_MAX_DIMS 8
+/** Bytes of a tensor's or an op's name, the NUL included (tg_set_name cuts
+ * longer ones). */
+#define TG_NAME_MAX 32
 
 /** A tensor: a shape, a dtype, strides into shared storage, and its place on
  * the tape. Opaque; reference counted (tg_retain, tg_release). */
@@ -950,6 +953,102 @@ void tg_profile_mark(const char *what);
 int tg_profile_stop(tg_profile_entry *out, int max);
 
 /* ===================================================================== */
+/* Custom ops: your own forward and backward                              */
+/* ===================================================================== */
+
+/** One call of a custom op, from its forward to its backward: what the
+ * forward saved, which inputs need a gradient, your pointer. Lent to your
+ * functions; never kept by them. */
+typedef struct tg_custom_ctx tg_custom_ctx;
+
+/** A differentiable op written in C, as PyTorch's torch.autograd.Function
+ * (the square, y = x * x, with dx = 2 x dy):
+ * @code{.c}
+ * static int sq_forward(tg_custom_ctx *c, tg_tensor *const *x, tg_tensor **y)
+ * {
+ *     tg_custom_save(c, x[0]);                  // kept for backward
+ *     y[0] = tg_mul(x[0], x[0]);
+ *     return y[0] ? 0 : -1;
+ * }
+ * static int sq_backward(tg_custom_ctx *c, tg_tensor *const *dy, tg_tensor **dx)
+ * {
+ *     tg_tensor *two_x = tg_scale(tg_custom_saved(c, 0), 2);
+ *     dx[0] = tg_mul(dy[0], two_x);             // dL/dx = 2 x dL/dy
+ *     tg_release(two_x);
+ *     return dx[0] ? 0 : -1;
+ * }
+ * static const tg_custom_op square = {"square", 1, 1, sq_forward, sq_backward};
+ * ...
+ * tg_tensor *y = tg_custom1(&square, NULL, (tg_tensor *[]){x});
+ * @endcode
+ * Both functions run with grad mode off, so they may use every public op;
+ * they return 0, or -1 with an error (an op's that failed, or their own
+ * through tg_custom_fail). The op is an entry on the tape under its name,
+ * as a built-in op is: tg_tape_print, DOT, the report pages, anomaly
+ * messages, errors and tg_gradcheck's localisation name it and your
+ * line. */
+typedef struct tg_custom_op {
+    /** the entry's name; must outlive the op's entries (a literal) */
+    const char *name;
+    int n_inputs;  /**< 1 to 16 */
+    int n_outputs; /**< 1 to 16 */
+    /** y[k] = a new tensor for each output k (never an input itself),
+     * from the inputs x (borrowed: read them, never write or release
+     * them). May save tensors for backward (tg_custom_save) and mark
+     * outputs that have no gradient (tg_custom_non_differentiable). */
+    int (*forward)(tg_custom_ctx *c, tg_tensor *const *x, tg_tensor **y);
+    /** The vector-Jacobian product: given dy[k], the gradient of the
+     * loss with respect to output k (its shape and dtype; zeros for an
+     * output the loss does not reach; NULL for a non-differentiable
+     * output), sets dx[i] = sum_k J_ki^T dy[k] as a new tensor of input
+     * i's shape, for each input with tg_custom_needs_grad(c, i), or
+     * leaves it NULL: no gradient flows to input i (it does not depend on
+     * it). With several differentiable outputs, backward runs once per
+     * output that the loss reaches, the other dy zero: the VJP is linear
+     * in dy, so the calls add up to one call with all of them. */
+    int (*backward)(tg_custom_ctx *c, tg_tensor *const *dy, tg_tensor **dx);
+    /** The forward-mode rule (y_dot = J x_dot); kept for forward-mode
+     * autograd, which does not exist yet: NULL. */
+    int (*jvp)(tg_custom_ctx *c, tg_tensor *const *x_dot, tg_tensor **y_dot);
+} tg_custom_op;
+
+/** Applies op to inputs (op->n_inputs, borrowed, none NULL), writing
+ * op->n_outputs new references to outputs. user is what tg_custom_user
+ * gives your functions; it must outlive the op's entries. When grad mode
+ * is on and an input requires grad, each differentiable output is recorded
+ * on the tape with the caller's line, and requires grad. Returns 0, or -1
+ * with an error naming the op and your line (outputs all NULL): a bad
+ * descriptor or input, out of memory, or your forward failing, returning
+ * an input or a NULL output, or writing an input in place (its message
+ * kept after the op's name). */
+int tg_custom(const tg_custom_op *op, void *user, tg_tensor *const *inputs,
+              tg_tensor **outputs);
+/** tg_custom for an op with one output: that output (new), or NULL. */
+tg_tensor *tg_custom1(const tg_custom_op *op, void *user,
+                      tg_tensor *const *inputs);
+/** The user pointer given to tg_custom. */
+void *tg_custom_user(const tg_custom_ctx *c);
+/** In forward: keeps t (retained) for backward, as PyTorch's
+ * save_for_backward; an input, an output or any other tensor. An input or
+ * output saved cannot be written in place while the entry waits for its
+ * backward (as the built-in ops' saved tensors). Returns its index for
+ * tg_custom_saved (0, 1... in order), or -1 with an error (called outside
+ * forward, a NULL t, out of memory). */
+int tg_custom_save(tg_custom_ctx *c, tg_tensor *t);
+/** In backward: the i-th saved tensor (borrowed), or NULL with an error. */
+tg_tensor *tg_custom_saved(const tg_custom_ctx *c, int i);
+/** Whether input i needs a gradient (it requires grad, and grad mode was
+ * on): backward need not compute the others. */
+bool tg_custom_needs_grad(const tg_custom_ctx *c, int i);
+/** In forward: output k has no gradient (indices, a mask...): it is not
+ * recorded and never requires grad, and backward gets dy[k] NULL. Returns
+ * 0, or -1 with an error. */
+int tg_custom_non_differentiable(tg_custom_ctx *c, int k);
+/** Sets the error "<op>: <your message>" and returns -1, for a forward or
+ * backward that refuses: return tg_custom_fail(c, "rows must be %d", n). */
+int tg_custom_fail(tg_custom_ctx *c, const char *fmt, ...);
+
+/* ===================================================================== */
 /* Gradient check                                                         */
 /* ===================================================================== */
 
@@ -963,7 +1062,35 @@ typedef struct tg_gradcheck_opts {
     double atol; /**< pass when |analytic - numeric| <= atol + rtol*|numeric| */
     double rtol; /**< (defaults 1e-5 and 1e-3, as torch.autograd.gradcheck) */
     uint32_t seed; /**< seed of the random output weights u (default 0) */
+    /** PyTorch's fast_mode: instead of one central difference per input
+     * element (2 calls of f each), one along a random direction v over
+     * all inputs: u^T J v from backward against (L(x + eps v) - L(x - eps
+     * v)) / 2 eps, 2 calls of f in all. Use it for inputs too large to
+     * check element by element; it tells that a gradient is wrong, not
+     * which element: on a failure the check falls back to the element-wise
+     * one (and its localisation) to say where. Default false. */
+    bool fast_mode;
 } tg_gradcheck_opts;
+
+/** A tape entry checked on its own: its backward against central
+ * differences of its own forward at the inputs it recorded, in float64
+ * (tg_gradcheck's localisation). */
+typedef struct tg_gradcheck_entry {
+    bool found;             /**< false: no entry was found wrong */
+    char op[TG_NAME_MAX];   /**< the op's name ("matmul", a custom op's) */
+    char name[TG_NAME_MAX]; /**< its output's name, when set (tg_set_name) */
+    const char *file;       /**< the call that recorded it (NULL: unknown) */
+    int line;
+    char shapes[160]; /**< "(4, 4), (4, 4) -> (4, 4)": inputs -> output */
+    int input;        /**< which of the entry's inputs */
+    int64_t index;    /**< flat C-order index into it */
+    char at[48];      /**< the same as a numpy index: "[2, 3]" */
+    double analytic, numeric; /**< the entry's gradient there, both ways */
+    /** the entry's output does not change at all when that element moves
+     * (a masked cell, a row the op never reads), yet its gradient is not
+     * zero */
+    bool independent;
+} tg_gradcheck_entry;
 
 /** What tg_gradcheck found. */
 typedef struct tg_gradcheck_report {
@@ -974,6 +1101,16 @@ typedef struct tg_gradcheck_report {
     int worst_input; /**< where max_abs_err / (atol + rtol*|numeric|) is largest */
     int64_t worst_index; /**< flat C-order index into that input */
     double worst_analytic, worst_numeric; /**< the two values there */
+    /** Where it went wrong, when the check failed: the first tape entry
+     * whose own backward disagrees with central differences of its own
+     * forward (below). */
+    tg_gradcheck_entry entry;
+    int n_entries_checked; /**< entries checked on their own */
+    int n_entries_wrong;   /**< of which failed (entry is the first) */
+    /** entries computed in float32 on the function's graph: central
+     * differences through them cannot be trusted (see
+     * tg_precision_check) */
+    int n_float32_entries;
 } tg_gradcheck_report;
 
 /** eps 1e-6, atol 1e-5, rtol 1e-3, seed 0. */

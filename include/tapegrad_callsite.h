@@ -56,6 +56,8 @@
     TG_CALL_(tg_cross_entropy, (tg_cross_entropy)(__VA_ARGS__))
 #define tg_cross_entropy_with(...)                                             \
     TG_CALL_(tg_cross_entropy_with, (tg_cross_entropy_with)(__VA_ARGS__))
+#define tg_custom(...)     TG_SITE_((tg_custom)(__VA_ARGS__))
+#define tg_custom1(...)    TG_CALL_(tg_custom1, (tg_custom1)(__VA_ARGS__))
 #define tg_detach(...)     TG_CALL_(tg_detach, (tg_detach)(__VA_ARGS__))
 #define tg_div(...)        TG_CALL_(tg_div, (tg_div)(__VA_ARGS__))
 #define tg_dropout(...)    TG_CALL_(tg_dropout, (tg_dropout)(__VA_ARGS__))

@@ -64,6 +64,10 @@
  *       size and norm.
  *   tg_gradcheck_defaults tg_sgd_config tg_adam_config tg_adamw_config
  *       build plain values; tg_gradcheck and tg_optim_new check them.
+ *   tg_custom_user tg_custom_needs_grad
+ *       total accessors of a custom op's context, which only the op's own
+ *       forward and backward hold: NULL for a NULL context, false for an
+ *       input out of range.
  *   tg_linear_config_default tg_layernorm_config_default
  *   tg_head_config_default tg_mha_config_default tg_mlp_config_default
  *   tg_block_config_default tg_gpt_sampling_default

@@ -1,0 +1,47 @@
+/* A user's function under a check (tg_gradcheck, tg_jacobian, the
+ * per-entry check, tg_precision_check): called with its inputs lent
+ * (core/lend.c), so that releasing or writing one is refused and named,
+ * and watched for a backward run inside it. A function that returns a
+ * gradient (one that calls tg_backward and returns tg_grad(x), or
+ * anything computed from it) hands the checker a tensor that is not on
+ * the tape: its derivative, the second order, would come out as zero, a
+ * silent wrong answer. Until backward records its own graph, that is
+ * refused.
+ *
+ * Its floor: above the walk, whose count it reads, below the checkers. */
+#include "core/tape.h"
+
+#include <stdio.h>
+
+tg_tensor *tg__call_user_fn(const char *who, tg_fn f, void *ctx, int n,
+                            tg_tensor *const *inputs, bool grad)
+{
+    char before[1024]; /* the size of the error, core/error.c */
+    snprintf(before, sizeof before, "%s", tg_last_error());
+    tg_clear_error();
+    tg__lend lend;
+    tg__lend_begin(&lend, who, n, inputs);
+    uint64_t walks = tg__walk_count();
+    bool was = tg_set_grad_enabled(grad);
+    tg_tensor *y = f(inputs, ctx);
+    tg_set_grad_enabled(was);
+    bool kept = tg__lend_end(&lend);
+    if (kept && y && tg__walk_count() != walks) {
+        tg__error("%s: the function ran a backward: a gradient is not "
+                  "recorded on the tape, so its derivative (second order) is "
+                  "not available; differentiate the forward only",
+                  who);
+        kept = false;
+    }
+    if (!kept) {
+        tg_release(y);
+        return NULL;
+    }
+    if (!tg_last_error()[0]) {
+        if (y)
+            tg__error("%s", before);
+        else
+            tg__error("%s: the function returned NULL without an error", who);
+    }
+    return y;
+}
