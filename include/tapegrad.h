@@ -1138,6 +1138,64 @@ int tg_gradcheck(tg_fn f, void *ctx, int n_inputs, tg_tensor *const *inputs,
                  const tg_gradcheck_opts *opts, tg_gradcheck_report *report);
 
 /* ===================================================================== */
+/* Where float32 loses precision                                          */
+/* ===================================================================== */
+
+/** One tape entry of a float32 program against its float64 replay. */
+typedef struct tg_precision_entry {
+    char op[TG_NAME_MAX];   /**< the op's name */
+    char name[TG_NAME_MAX]; /**< its output's name, when set */
+    const char *file;       /**< the call that recorded it (NULL: unknown) */
+    int line;
+    char shape[64]; /**< its output's shape, "(4, 4)" */
+    bool float32;   /**< computed in float32 */
+    /** max |y32 - y64| / max |y64| over its output's finite elements: the
+     * relative error of its forward value */
+    double value_err;
+    /** the same for the gradient that reached its output (0 when none) */
+    double grad_err;
+    /** value_err over the largest value_err of its inputs (a leaf's: 0;
+     * floored at float32's unit roundoff 2^-24): how much this entry
+     * adds to the error it was given */
+    double value_growth;
+    /** grad_err of its inputs' gradients, largest, over its own grad_err
+     * (floored likewise): how much its backward adds */
+    double grad_growth;
+} tg_precision_entry;
+
+/** What tg_precision_check found. Free with tg_precision_report_free. */
+typedef struct tg_precision_report {
+    int n_entries;               /**< the entries, in the order they ran */
+    tg_precision_entry *entries; /**< n_entries of them */
+    int worst_value;   /**< the entry whose value_growth is largest, or -1 */
+    int worst_grad;    /**< the entry whose grad_growth is largest, or -1 */
+    double output_err; /**< the output's relative error */
+    /** the largest relative error of an input's gradient (float32 against
+     * the float64 replay's) */
+    double input_grad_err;
+} tg_precision_report;
+
+/** Locates where a float32 program loses precision. Runs y = f(inputs) as
+ * it is (float32), then replays its tape in float64 from float64 copies of
+ * the inputs: each entry's op again (its replay) on the float64 values of
+ * its inputs. Both are backpropagated from the same random weights u over
+ * y (seeded by seed), and each entry's forward value and the gradient
+ * reaching it are compared with the float64 replay's; growth says where
+ * the error grows most (a saturated softmax row, a long sum, a
+ * cancellation). inputs are borrowed; those that require grad get their
+ * gradients compared; their own gradients are left as they were. Returns
+ * 0 with rep filled, or -1 with an error (f failing, no entry on y's
+ * graph, an entry that cannot replay, out of memory). */
+int tg_precision_check(tg_fn f, void *ctx, int n_inputs,
+                       tg_tensor *const *inputs, uint32_t seed,
+                       tg_precision_report *rep);
+/** Writes rep as a table, one entry a line, the worst marked, for a
+ * terminal. Returns 0, or -1 for a NULL out or rep. */
+int tg_precision_print(FILE *out, const tg_precision_report *rep);
+/** Frees what rep holds (NULL-safe); rep is left empty. */
+void tg_precision_report_free(tg_precision_report *rep);
+
+/* ===================================================================== */
 /* Printing and comparison                                                */
 /* ===================================================================== */
 
