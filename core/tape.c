@@ -270,6 +270,8 @@ tg_tensor *tg__record(const tg_op *op, tg_tensor *out, int n_in,
         atomic_fetch_add_explicit(&in[i]->tape_holds, 1, memory_order_relaxed);
     }
     n->out = out;
+    n->out_ndim = out->ndim; /* the output's shape, for replays and records */
+    memcpy(n->out_shape, out->shape, sizeof out->shape);
     out->node = n;
     out->requires_grad = true;
     if (op->reads_out) { /* held as a saved tensor is (see tg_op) */

@@ -84,7 +84,9 @@ struct tg_node {
     uint64_t out_version;
     bool holds_out;
     /* The output's, for a record kept after the output died
-     * (tg_tape_keep_record): out is NULL then. */
+     * (tg_tape_keep_record): out is NULL then. out_ndim and out_shape are
+     * set when the entry is recorded (a replay reads the shape it made:
+     * expand's, reshape's), the others when the output dies. */
     int out_ndim;
     int64_t out_shape[TG_MAX_DIMS];
     uint64_t out_tid;
