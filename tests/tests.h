@@ -45,6 +45,7 @@ Suite *retain_suite(void);
 Suite *gpt2_suite(void);
 Suite *report_suite(void);
 Suite *hooks_suite(void);
+Suite *replay_suite(void);
 
 /* The one list of ops against what the suites run (tests/check_ops_list.c):
  * ops_list_begin before the first suite, ops_list_toured on the
