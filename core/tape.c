@@ -366,9 +366,7 @@ static bool keep_as_record(tg_node *n)
     bool keep = atomic_load_explicit(&tp->keep_record, memory_order_relaxed) &&
                 !tp->orphaned;
     if (keep) {
-        const tg_tensor *y = n->out;
-        n->out_ndim = y->ndim;
-        memcpy(n->out_shape, y->shape, sizeof y->shape);
+        const tg_tensor *y = n->out; /* (its shape: kept when recorded) */
         n->out_tid = y->id;
         memcpy(n->out_name, y->name, TG_NAME_MAX);
         n->out = NULL;
