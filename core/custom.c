@@ -70,6 +70,7 @@ static void drop_saved(tg_custom_ctx *c)
             continue;
         atomic_fetch_sub_explicit(&t->storage->tape_refs, 1,
                                   memory_order_relaxed);
+        atomic_fetch_sub_explicit(&t->tape_holds, 1, memory_order_relaxed);
         tg__drop(t);
     }
 }
@@ -133,6 +134,7 @@ int tg_custom_save(tg_custom_ctx *c, tg_tensor *t)
     c->saved[c->n_saved] = tg_retain(t);
     c->saved_version[c->n_saved] = t->storage->version;
     atomic_fetch_add_explicit(&t->storage->tape_refs, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&t->tape_holds, 1, memory_order_relaxed);
     return c->n_saved++;
 }
 
@@ -211,13 +213,21 @@ static bool call_ok(const tg_custom_op *op, tg_tensor *const *in,
 /* Output k as the forward left it; false with an error when it cannot be
  * the op's output. */
 static bool output_ok(const tg_custom_ctx *c, tg_tensor *const *in,
-                      const tg_tensor *y, int k)
+                      tg_tensor *const *ys, int k)
 {
+    const tg_tensor *y = ys[k];
     if (!y || tg__is_dead(y)) {
         tg__error("%s: forward: returned 0 but left output %d %s", WHO(c), k,
                   y ? "released" : "NULL");
         return false;
     }
+    for (int j = 0; j < k; j++)
+        if (y == ys[j]) {
+            tg__error("%s: forward: outputs %d and %d are one tensor; return "
+                      "a new tensor for each",
+                      WHO(c), j, k);
+            return false;
+        }
     for (int i = 0; i < c->desc->n_inputs; i++)
         if (y == in[i]) {
             tg__error("%s: forward: output %d is input %d itself; return a "
@@ -242,7 +252,8 @@ static int run_forward(tg_custom_ctx *c, tg_tensor *const *in, tg_tensor **y)
     char w[320];
     snprintf(w, sizeof w, "%s: forward", WHO(c));
     tg__lend lend;
-    tg__lend_begin(&lend, w, c->desc->n_inputs, in);
+    if (!tg__lend_begin(&lend, w, c->desc->n_inputs, in))
+        return -1;
     bool was = tg_set_grad_enabled(false);
     c->in_forward = true;
     int rc = c->desc->forward(c, in, y);
@@ -257,7 +268,7 @@ static int run_forward(tg_custom_ctx *c, tg_tensor *const *in, tg_tensor **y)
         rc = -1;
     }
     for (int k = 0; rc == 0 && k < c->desc->n_outputs; k++)
-        if (!output_ok(c, in, y[k], k))
+        if (!output_ok(c, in, y, k))
             rc = -1;
     if (rc != 0)
         for (int k = 0; k < c->desc->n_outputs; k++) {
@@ -280,6 +291,9 @@ static bool unsave_outputs(tg_custom_ctx *c, tg_tensor **y)
             if (!a)
                 return false;
             c->saved[i] = tg_retain(a); /* same storage: tape_refs as is */
+            atomic_fetch_add_explicit(&a->tape_holds, 1, memory_order_relaxed);
+            atomic_fetch_sub_explicit(&y[k]->tape_holds, 1,
+                                      memory_order_relaxed);
             tg__drop(y[k]);
             tg_release(a);
         }
@@ -303,8 +317,10 @@ static bool record_outputs(tg_custom_ctx *c, tg_tensor *const *in,
         memcpy(c->out_shape[k], y[k]->shape, sizeof y[k]->shape);
         c->out_dtype[k] = y[k]->dtype;
     }
-    if (!any || !unsave_outputs(c, y))
-        return !any;
+    if (any && !unsave_outputs(c, y))
+        return false;
+    /* Every differentiable output passes tg__record, recorded or not, as
+     * a built-in op's does: the profile and anomaly mode see it there. */
     for (int k = 0; k < c->desc->n_outputs; k++) {
         if (c->no_grad_out[k])
             continue;
@@ -387,10 +403,15 @@ static bool call_backward(tg_custom_ctx *c, int k, tg_tensor *dy,
     char w[320];
     snprintf(w, sizeof w, "%s: backward", WHO(c));
     tg__lend lent_dy, lent_saved;
-    tg__lend_begin(&lent_dy, w, c->desc->n_outputs, dys);
-    tg__lend_begin(&lent_saved, w, c->n_saved, c->saved);
-    int rc = ok ? c->desc->backward(c, dys, dx) : -1;
-    ok = tg__lend_end(&lent_saved) & tg__lend_end(&lent_dy) && ok;
+    bool lent = ok && tg__lend_begin(&lent_dy, w, c->desc->n_outputs, dys);
+    if (lent && !tg__lend_begin(&lent_saved, w, c->n_saved, c->saved)) {
+        tg__lend_end(&lent_dy);
+        lent = false;
+    }
+    int rc = lent ? c->desc->backward(c, dys, dx) : -1;
+    if (lent) /* innermost first */
+        ok = tg__lend_end(&lent_saved) & tg__lend_end(&lent_dy);
+    ok = ok && lent;
     if (ok && rc != 0) {
         char inner[700];
         snprintf(inner, sizeof inner, "%s", tg_last_error());
@@ -398,7 +419,7 @@ static bool call_backward(tg_custom_ctx *c, int k, tg_tensor *dy,
         ok = false;
     }
     for (int j = 0; j < c->desc->n_outputs; j++)
-        tg_release(dys[j]);
+        tg__drop(dys[j]); /* made or retained with the scopes paused */
     return ok;
 }
 

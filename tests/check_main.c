@@ -200,6 +200,7 @@ static const struct {
     {"gpt2", gpt2_suite},
     {"hooks", hooks_suite},
     {"replay", replay_suite},
+    {"precision", precision_suite},
 };
 
 /* Whether this run is every test: Check narrows a run by suite, by test
