@@ -234,6 +234,25 @@ static bool output_ok(const tg_custom_ctx *c, tg_tensor *const *in,
     return true;
 }
 
+/* Whether y, an output the forward failed to make right, is the
+ * forward's to release: an input handed back as an output with no
+ * tg_retain of its own ("y[0] = x[0]") carries the caller's reference,
+ * which releasing would free under the caller. refs: the inputs' counts
+ * before the forward, which the saved tensors' tg_retain raise too. */
+static bool forward_owns(const tg_custom_ctx *c, tg_tensor *const *in,
+                         const int64_t *refs, const tg_tensor *y)
+{
+    for (int i = 0; i < c->desc->n_inputs; i++) {
+        if (y != in[i])
+            continue;
+        int64_t kept = refs[i];
+        for (int j = 0; j < c->n_saved; j++)
+            kept += c->saved[j] == in[i];
+        return atomic_load(&in[i]->refcount) > kept;
+    }
+    return true;
+}
+
 /* Runs the user's forward into y, with grad mode off and the inputs lent
  * (core/lend.c). 0, or -1 with the error naming the op, the call and the
  * forward (y all NULL then). */
@@ -241,6 +260,9 @@ static int run_forward(tg_custom_ctx *c, tg_tensor *const *in, tg_tensor **y)
 {
     char w[320];
     snprintf(w, sizeof w, "%s: forward", WHO(c));
+    int64_t refs[CUSTOM_MAX];
+    for (int i = 0; i < c->desc->n_inputs; i++)
+        refs[i] = atomic_load(&in[i]->refcount);
     tg__lend lend;
     tg__lend_begin(&lend, w, c->desc->n_inputs, in);
     bool was = tg_set_grad_enabled(false);
@@ -261,7 +283,7 @@ static int run_forward(tg_custom_ctx *c, tg_tensor *const *in, tg_tensor **y)
             rc = -1;
     if (rc != 0)
         for (int k = 0; k < c->desc->n_outputs; k++) {
-            if (y[k] && !tg__is_dead(y[k]))
+            if (y[k] && !tg__is_dead(y[k]) && forward_owns(c, in, refs, y[k]))
                 tg_release(y[k]);
             y[k] = NULL;
         }
