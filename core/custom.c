@@ -113,7 +113,7 @@ int tg_custom_save(tg_custom_ctx *c, tg_tensor *t)
     if (!c)
         return -1;
     if (!c->in_forward || TG_BAD(c->op.name, t)) {
-        if (t)
+        if (t || !tg_last_error()[0]) /* a failed call's NULL: its error */
             tg__error("%s: tg_custom_save is for the forward, with a tensor",
                       WHO(c));
         return -1;
