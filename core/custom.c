@@ -99,6 +99,17 @@ static void custom_drop_state(tg_node *n)
 
 static void custom_free_state(tg_node *n) { ctx_unref(n->state); }
 
+/* Whether c holds a saved tensor over s (for the in-place refusal's
+ * message: a saved output or other tensor is no input of the entry). */
+static bool custom_state_holds(const tg_node *n, const tg_storage *s)
+{
+    const tg_custom_ctx *c = n->state;
+    for (int i = 0; i < c->n_saved; i++)
+        if (c->saved[i] && c->saved[i]->storage == s)
+            return true;
+    return false;
+}
+
 /* ---- the context's calls ----------------------------------------------- */
 
 void *tg_custom_user(const tg_custom_ctx *c) { return c ? c->user : NULL; }
@@ -465,7 +476,8 @@ static int apply(const tg_custom_op *op, void *user, tg_tensor *const *in,
                                 .backward = custom_backward,
                                 .replay = custom_replay,
                                 .drop_state = custom_drop_state,
-                                .free_state = custom_free_state},
+                                .free_state = custom_free_state,
+                                .state_holds = custom_state_holds},
                          .desc = op,
                          .user = user,
                          .file = file,
