@@ -465,10 +465,11 @@ static int apply(const tg_custom_op *op, void *user, tg_tensor *const *in,
     char w[300];
     snprintf(w, sizeof w, "%s (at %s:%d)", op && op->name ? op->name : "",
              file ? file : "?", line);
+    if (op && out && op->n_outputs >= 1 && op->n_outputs <= CUSTOM_MAX)
+        for (int k = 0; k < op->n_outputs; k++)
+            out[k] = NULL; /* before any refusal: "outputs all NULL" */
     if (!call_ok(op, in, out, w))
         return -1;
-    for (int k = 0; k < op->n_outputs; k++)
-        out[k] = NULL;
     tg_custom_ctx *c = tg__calloc(1, sizeof *c);
     if (!c)
         return tg__error("%s: out of memory", w), -1;
