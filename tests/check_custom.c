@@ -227,8 +227,11 @@ static int exp_backward(tg_custom_ctx *c, tg_tensor *const *dy, tg_tensor **dx)
     return dx[0] ? 0 : -1;
 }
 
-static const tg_custom_op exp_op = {"exp_saving_output", 1,   1, exp_forward,
-                                    exp_backward,        NULL};
+static const tg_custom_op exp_op = {.name = "exp_saving_output",
+                                    .n_inputs = 1,
+                                    .n_outputs = 1,
+                                    .forward = exp_forward,
+                                    .backward = exp_backward};
 
 /* ---- forward values, backward, gradcheck, the tape ---------------------- */
 
@@ -283,7 +286,8 @@ START_TEST(square_matches_the_builtin)
     ck_assert_int_eq(tg_backward_with(y2, dy), 0);
     /* dy * (2x) and dy * x + dy * x are the same double: 2x is exact */
     ck_assert(same_values(tg_grad(x), tg_grad(x2)));
-    /* and not zero, nor dy: the gradient is there */
+    /* and it is 2 x dy element by element, not only what the built-in
+     * gives (which could be wrong the same way) */
     double *g = values_of(tg_grad(x)), *xv = values_of(x), *dv = values_of(dy);
     for (int i = 0; i < 12; i++)
         ck_assert_double_eq(g[i], dv[i] * 2 * xv[i]);
@@ -697,6 +701,26 @@ static int failing_backward(tg_custom_ctx *c, tg_tensor *const *dy,
     return tg_custom_fail(c, "no gradient today");
 }
 
+/* A backward may not release or write what it was lent either: its dy
+ * and the saved tensors. */
+static int releases_saved_backward(tg_custom_ctx *c, tg_tensor *const *dy,
+                                   tg_tensor **dx)
+{
+    tg_release(tg_custom_saved(c, 0)); /* the context's reference */
+    return sq_backward(c, dy, dx);
+}
+
+static int writes_dy_backward(tg_custom_ctx *c, tg_tensor *const *dy,
+                              tg_tensor **dx)
+{
+    tg_mul_(dy[0], dy[0]);
+    return sq_backward(c, dy, dx);
+}
+
+static const tg_custom_op releases_saved_op = {
+    "releases_saved", 1, 1, sq_forward, releases_saved_backward, NULL};
+static const tg_custom_op writes_dy_op = {
+    "writes_dy", 1, 1, sq_forward, writes_dy_backward, NULL};
 static const tg_custom_op wrong_shape_op = {
     "wrong_shape", 1, 1, sq_forward, wrong_shape_backward, NULL};
 static const tg_custom_op failing_backward_op = {
@@ -737,6 +761,10 @@ START_TEST(backward_failures)
 {
     assert_backward_fails(&wrong_shape_op, "dx[0] is float64 ()");
     assert_backward_fails(&failing_backward_op, "backward: no gradient today");
+    assert_backward_fails(&releases_saved_op,
+                          "backward: the function released its input 0");
+    assert_backward_fails(&writes_dy_op,
+                          "backward: the function wrote its input 0 in place");
 }
 END_TEST
 
