@@ -100,6 +100,17 @@ static void custom_drop_state(tg_node *n)
 
 static void custom_free_state(tg_node *n) { ctx_unref(n->state); }
 
+/* Whether c holds a saved tensor over s (for the in-place refusal's
+ * message: a saved output or other tensor is no input of the entry). */
+static bool custom_state_holds(const tg_node *n, const tg_storage *s)
+{
+    const tg_custom_ctx *c = n->state;
+    for (int i = 0; i < c->n_saved; i++)
+        if (c->saved[i] && c->saved[i]->storage == s)
+            return true;
+    return false;
+}
+
 /* ---- the context's calls ----------------------------------------------- */
 
 void *tg_custom_user(const tg_custom_ctx *c) { return c ? c->user : NULL; }
@@ -114,7 +125,7 @@ int tg_custom_save(tg_custom_ctx *c, tg_tensor *t)
     if (!c)
         return -1;
     if (!c->in_forward || TG_BAD(c->op.name, t)) {
-        if (t)
+        if (t || !tg_last_error()[0]) /* a failed call's NULL: its error */
             tg__error("%s: tg_custom_save is for the forward, with a tensor",
                       WHO(c));
         return -1;
@@ -244,6 +255,25 @@ static bool output_ok(const tg_custom_ctx *c, tg_tensor *const *in,
     return true;
 }
 
+/* Whether y, an output the forward failed to make right, is the
+ * forward's to release: an input handed back as an output with no
+ * tg_retain of its own ("y[0] = x[0]") carries the caller's reference,
+ * which releasing would free under the caller. refs: the inputs' counts
+ * before the forward, which the saved tensors' tg_retain raise too. */
+static bool forward_owns(const tg_custom_ctx *c, tg_tensor *const *in,
+                         const int64_t *refs, const tg_tensor *y)
+{
+    for (int i = 0; i < c->desc->n_inputs; i++) {
+        if (y != in[i])
+            continue;
+        int64_t kept = refs[i];
+        for (int j = 0; j < c->n_saved; j++)
+            kept += c->saved[j] == in[i];
+        return atomic_load(&in[i]->refcount) > kept;
+    }
+    return true;
+}
+
 /* Runs the user's forward into y, with grad mode off and the inputs lent
  * (core/lend.c). 0, or -1 with the error naming the op, the call and the
  * forward (y all NULL then). */
@@ -251,6 +281,9 @@ static int run_forward(tg_custom_ctx *c, tg_tensor *const *in, tg_tensor **y)
 {
     char w[320];
     snprintf(w, sizeof w, "%s: forward", WHO(c));
+    int64_t refs[CUSTOM_MAX];
+    for (int i = 0; i < c->desc->n_inputs; i++)
+        refs[i] = atomic_load(&in[i]->refcount);
     tg__lend lend;
     if (!tg__lend_begin(&lend, w, c->desc->n_inputs, in))
         return -1;
@@ -272,7 +305,7 @@ static int run_forward(tg_custom_ctx *c, tg_tensor *const *in, tg_tensor **y)
             rc = -1;
     if (rc != 0)
         for (int k = 0; k < c->desc->n_outputs; k++) {
-            if (y[k] && !tg__is_dead(y[k]))
+            if (y[k] && !tg__is_dead(y[k]) && forward_owns(c, in, refs, y[k]))
                 tg_release(y[k]);
             y[k] = NULL;
         }
@@ -453,10 +486,11 @@ static int apply(const tg_custom_op *op, void *user, tg_tensor *const *in,
     char w[300];
     snprintf(w, sizeof w, "%s (at %s:%d)", op && op->name ? op->name : "",
              file ? file : "?", line);
+    if (op && out && op->n_outputs >= 1 && op->n_outputs <= CUSTOM_MAX)
+        for (int k = 0; k < op->n_outputs; k++)
+            out[k] = NULL; /* before any refusal: "outputs all NULL" */
     if (!call_ok(op, in, out, w))
         return -1;
-    for (int k = 0; k < op->n_outputs; k++)
-        out[k] = NULL;
     tg_custom_ctx *c = tg__calloc(1, sizeof *c);
     if (!c)
         return tg__error("%s: out of memory", w), -1;
@@ -464,7 +498,8 @@ static int apply(const tg_custom_op *op, void *user, tg_tensor *const *in,
                                 .backward = custom_backward,
                                 .replay = custom_replay,
                                 .drop_state = custom_drop_state,
-                                .free_state = custom_free_state},
+                                .free_state = custom_free_state,
+                                .state_holds = custom_state_holds},
                          .desc = op,
                          .user = user,
                          .file = file,

@@ -176,6 +176,7 @@ static const struct {
     {"vmath", vmath_suite},
     {"tape", tape_suite},
     {"gradcheck", gradcheck_suite},
+    {"custom", custom_suite},
     {"errors_core", errors_core_suite},
     {"errors_ops", errors_ops_suite},
     {"errors_nn", errors_nn_suite},

@@ -22,6 +22,7 @@ Suite *softmax_suite(void);
 Suite *vmath_suite(void);
 Suite *tape_suite(void);
 Suite *gradcheck_suite(void);
+Suite *custom_suite(void);
 Suite *errors_core_suite(void);
 Suite *errors_ops_suite(void);
 Suite *errors_nn_suite(void);
