@@ -59,6 +59,28 @@ static const char *who(const tg_custom_ctx *c, char *buf, size_t size)
 }
 #define WHO(c) who((c), (char[300]){0}, 300)
 
+/* The user's forward or backward (step) failed: its error, or ours when it
+ * set none, after the op, its call and the step. */
+static void step_failed(const tg_custom_ctx *c, const char *step)
+{
+    char inner[700];
+    snprintf(inner, sizeof inner, "%s", tg_last_error());
+    tg__error("%s: %s: %s", WHO(c), step,
+              inner[0] ? inner : "failed, with no error");
+}
+
+/* Lends t[0..n) to c's step, its errors naming the op and its call. */
+static bool lend_to(const tg_custom_ctx *c, tg__lend *l, const char *step,
+                    const char *noun, int n, tg_tensor *const *t)
+{
+    if (!tg__lend_begin(l, c->op.name, noun, n, t))
+        return false;
+    l->at_file = c->file;
+    l->at_line = c->line;
+    l->step = step;
+    return true;
+}
+
 /* ---- the context's lifetime -------------------------------------------- */
 
 static void drop_saved(tg_custom_ctx *c)
@@ -192,7 +214,7 @@ int tg_custom_fail(tg_custom_ctx *c, const char *fmt, ...)
 
 /* The call's checks before its forward runs; false with an error. */
 static bool call_ok(const tg_custom_op *op, tg_tensor *const *in,
-                    tg_tensor **out, const char *w)
+                    tg_tensor **out, const char *file, int line)
 {
     if (!op || !op->name || !op->name[0] || !op->forward || !op->backward ||
         op->n_inputs < 1 || op->n_inputs > CUSTOM_MAX || op->n_outputs < 1 ||
@@ -204,6 +226,13 @@ static bool call_ok(const tg_custom_op *op, tg_tensor *const *in,
                   op ? op->n_inputs : 0, op ? op->n_outputs : 0);
         return false;
     }
+    bool ok = in && out;
+    for (int i = 0; ok && i < op->n_inputs; i++)
+        ok = in[i] && !tg__is_dead(in[i]);
+    if (ok)
+        return true;
+    char w[300]; /* the refusals' prefix, made only for them */
+    snprintf(w, sizeof w, "%s (at %s:%d)", op->name, file ? file : "?", line);
     if (!in || !out) {
         tg__error("%s: needs the arrays of its %d inputs and %d outputs", w,
                   op->n_inputs, op->n_outputs);
@@ -279,13 +308,11 @@ static bool forward_owns(const tg_custom_ctx *c, tg_tensor *const *in,
  * forward (y all NULL then). */
 static int run_forward(tg_custom_ctx *c, tg_tensor *const *in, tg_tensor **y)
 {
-    char w[320];
-    snprintf(w, sizeof w, "%s: forward", WHO(c));
     int64_t refs[CUSTOM_MAX];
     for (int i = 0; i < c->desc->n_inputs; i++)
         refs[i] = atomic_load(&in[i]->refcount);
     tg__lend lend;
-    if (!tg__lend_begin(&lend, w, "input", c->desc->n_inputs, in))
+    if (!lend_to(c, &lend, "forward", "input", c->desc->n_inputs, in))
         return -1;
     bool was = tg_set_grad_enabled(false);
     c->in_forward = true;
@@ -295,9 +322,7 @@ static int run_forward(tg_custom_ctx *c, tg_tensor *const *in, tg_tensor **y)
     if (!tg__lend_end(&lend)) {
         rc = -1;
     } else if (rc != 0) {
-        char inner[700];
-        snprintf(inner, sizeof inner, "%s", tg_last_error());
-        tg__error("%s: %s", w, inner[0] ? inner : "failed, with no error");
+        step_failed(c, "forward");
         rc = -1;
     }
     for (int k = 0; rc == 0 && k < c->desc->n_outputs; k++)
@@ -433,13 +458,11 @@ static bool call_backward(tg_custom_ctx *c, int k, tg_tensor *dy,
             ok = (dys[j] = tg_zeros(c->out_dtype[j], c->out_ndim[j],
                                     c->out_shape[j])) != NULL;
     }
-    char w[320];
-    snprintf(w, sizeof w, "%s: backward", WHO(c));
     tg__lend lent_dy, lent_saved;
     bool lent =
-        ok && tg__lend_begin(&lent_dy, w, "dy", c->desc->n_outputs, dys);
-    if (lent &&
-        !tg__lend_begin(&lent_saved, w, "saved tensor", c->n_saved, c->saved)) {
+        ok && lend_to(c, &lent_dy, "backward", "dy", c->desc->n_outputs, dys);
+    if (lent && !lend_to(c, &lent_saved, "backward", "saved tensor", c->n_saved,
+                         c->saved)) {
         tg__lend_end(&lent_dy);
         lent = false;
     }
@@ -448,9 +471,7 @@ static bool call_backward(tg_custom_ctx *c, int k, tg_tensor *dy,
         ok = tg__lend_end(&lent_saved) & tg__lend_end(&lent_dy);
     ok = ok && lent;
     if (ok && rc != 0) {
-        char inner[700];
-        snprintf(inner, sizeof inner, "%s", tg_last_error());
-        tg__error("%s: %s", w, inner[0] ? inner : "failed, with no error");
+        step_failed(c, "backward");
         ok = false;
     }
     for (int j = 0; j < c->desc->n_outputs; j++)
@@ -485,17 +506,16 @@ static tg_tensor *custom_replay(const tg_node *n, tg_tensor *const *in);
 static int apply(const tg_custom_op *op, void *user, tg_tensor *const *in,
                  tg_tensor **out, const char *file, int line)
 {
-    char w[300];
-    snprintf(w, sizeof w, "%s (at %s:%d)", op && op->name ? op->name : "",
-             file ? file : "?", line);
     if (op && out && op->n_outputs >= 1 && op->n_outputs <= CUSTOM_MAX)
         for (int k = 0; k < op->n_outputs; k++)
             out[k] = NULL; /* before any refusal: "outputs all NULL" */
-    if (!call_ok(op, in, out, w))
+    if (!call_ok(op, in, out, file, line))
         return -1;
-    tg_custom_ctx *c = tg__calloc(1, sizeof *c);
+    tg_custom_ctx *c = tg__malloc(sizeof *c); /* cleared just below */
     if (!c)
-        return tg__error("%s: out of memory", w), -1;
+        return tg__error("%s (at %s:%d): out of memory", op->name,
+                         file ? file : "?", line),
+               -1;
     *c = (tg_custom_ctx){.op = {.name = op->name,
                                 .backward = custom_backward,
                                 .replay = custom_replay,

@@ -206,6 +206,11 @@ TG_HIDDEN bool tg__scope_register(tg_tensor *t, const char *op);
 typedef struct tg__lend {
     const char *who;  /* the lender, as its errors begin ("gradcheck") */
     const char *noun; /* what a lent tensor is to the function ("input") */
+    /* optional, set after tg__lend_begin: the lender's own call, and its
+     * step ("my_op (at x.c:3): forward: ..."); formatted only on a breach,
+     * so that lending costs no text */
+    const char *at_file, *step;
+    int at_line;
     int n;
     tg_tensor *const *t;
     struct tg__lend *outer;

@@ -73,14 +73,17 @@ static void breach(tg__lend *l, int i, const char *what)
  * or "wrote its saved tensor 0 in place (fill_) at x.c:3". */
 static void breach_error(const tg__lend *l)
 {
-    char site[300] = "";
+    char site[300] = "", lender[300] = "";
     if (l->file)
         snprintf(site, sizeof site, " at %s:%d", l->file, l->line);
+    if (l->at_file)
+        snprintf(lender, sizeof lender, " (at %s:%d)", l->at_file, l->at_line);
     bool released = strcmp(l->what, "released") == 0;
-    tg__error("%s: the function %s its %s %d%s%s%s%s; it is lent to the "
-              "function, to read: compute new tensors from it, and release "
-              "only what the function made",
-              l->who, released ? "released" : "wrote", l->noun, l->bad,
+    tg__error("%s%s%s%s: the function %s its %s %d%s%s%s%s; it is lent to "
+              "the function, to read: compute new tensors from it, and "
+              "release only what the function made",
+              l->who, lender, l->step ? ": " : "", l->step ? l->step : "",
+              released ? "released" : "wrote", l->noun, l->bad,
               released ? "" : " in place (", released ? "" : l->what,
               released ? "" : ")", site);
 }
