@@ -270,6 +270,8 @@ tg_tensor *tg__record(const tg_op *op, tg_tensor *out, int n_in,
         atomic_fetch_add_explicit(&in[i]->tape_holds, 1, memory_order_relaxed);
     }
     n->out = out;
+    n->out_ndim = out->ndim; /* the output's shape, for replays and records */
+    memcpy(n->out_shape, out->shape, sizeof out->shape);
     out->node = n;
     out->requires_grad = true;
     if (op->reads_out) { /* held as a saved tensor is (see tg_op) */
@@ -364,9 +366,7 @@ static bool keep_as_record(tg_node *n)
     bool keep = atomic_load_explicit(&tp->keep_record, memory_order_relaxed) &&
                 !tp->orphaned;
     if (keep) {
-        const tg_tensor *y = n->out;
-        n->out_ndim = y->ndim;
-        memcpy(n->out_shape, y->shape, sizeof y->shape);
+        const tg_tensor *y = n->out; /* (its shape: kept when recorded) */
         n->out_tid = y->id;
         memcpy(n->out_name, y->name, TG_NAME_MAX);
         n->out = NULL;

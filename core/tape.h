@@ -38,7 +38,9 @@ typedef struct tg_op {
      * entry recorded them (NULL where it recorded NULL), of the recorded
      * shapes, the recorded tensors or others; float inputs may be of
      * another float dtype than recorded (the float64 replay of a float32
-     * tape), the others are as recorded. With the attributes the entry
+     * tape: the output's dtype follows them as the constructor's would,
+     * and a conversion between floats keeps the input's dtype, ops/views.c),
+     * the others are as recorded. With the attributes the entry
      * keeps (p, ip, saved, state), it computes what the constructor
      * computed, through the public constructor wherever one takes those
      * attributes, so that with grad mode on it records an entry of the
@@ -84,7 +86,9 @@ struct tg_node {
     uint64_t out_version;
     bool holds_out;
     /* The output's, for a record kept after the output died
-     * (tg_tape_keep_record): out is NULL then. */
+     * (tg_tape_keep_record): out is NULL then. out_ndim and out_shape are
+     * set when the entry is recorded (a replay reads the shape it made:
+     * expand's, reshape's), the others when the output dies. */
     int out_ndim;
     int64_t out_shape[TG_MAX_DIMS];
     uint64_t out_tid;

@@ -57,10 +57,20 @@ enum { TILE = 64 }; /* queries per block */
 
 static void attention_backward(tg_node *n, tg_tensor *dy);
 
+/* The blocks, their products and their split among threads are fixed by
+ * the shapes (each block's rows computed alone), so the recorded inputs
+ * give the recorded bits again. */
+static tg_tensor *attention_replay(const tg_node *n, tg_tensor *const *in)
+{
+    return tg_attention(in[0], in[1], in[2], n->ip[0] != 0, n->p[0]);
+}
+
 /* Parameters: p[0] the scale, ip[0] causal. Saved: L (...,Tq) float64.
  * Backward reads the output as n->out. */
-static const tg_op attention_op = {
-    .name = "attention", .backward = attention_backward, .reads_out = true};
+static const tg_op attention_op = {.name = "attention",
+                                   .backward = attention_backward,
+                                   .reads_out = true,
+                                   .replay = attention_replay};
 
 /* One call: nb entries of q (tq,d), k (tk,d), v (tk,dv), out (tq,dv) and
  * lse (tq, float64), each contiguous; entry b starts at b * rows * cols. */

@@ -29,6 +29,11 @@
 #include <math.h>
 
 static void attention_softmax_backward(tg_node *n, tg_tensor *dy);
+static tg_tensor *attention_softmax_replay(const tg_node *n,
+                                           tg_tensor *const *in)
+{
+    return tg_attention_softmax(in[0], n->p[0], n->ip[0] != 0);
+}
 
 /* Parameters: p[0] the scale, ip[0] causal. Backward reads the output attn
  * as n->out. makes_neg_inf stays false: the -inf of the mask never reaches
@@ -36,7 +41,8 @@ static void attention_softmax_backward(tg_node *n, tg_tensor *dy);
 static const tg_op attention_softmax_op = {.name = "attention_softmax",
                                            .backward =
                                                attention_softmax_backward,
-                                           .reads_out = true};
+                                           .reads_out = true,
+                                           .replay = attention_softmax_replay};
 
 /* One call over the rows along the last dim, of dst alone (in place) or of
  * src into dst. */

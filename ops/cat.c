@@ -26,7 +26,13 @@ static void cat_backward(tg_node *n, tg_tensor *dy)
         off += len;
     }
 }
-static const tg_op cat_op = {.name = "cat", .backward = cat_backward};
+/* ip[0] the dim; the inputs in order */
+static tg_tensor *cat_replay(const tg_node *n, tg_tensor *const *in)
+{
+    return tg_cat(in, n->n_in, (int)n->ip[0]);
+}
+static const tg_op cat_op = {
+    .name = "cat", .backward = cat_backward, .replay = cat_replay};
 
 /* Errors unless every ts[i] has ts[0]'s dtype and shape but along dim d. */
 static bool cat_check(tg_tensor *const *ts, int n, int d)

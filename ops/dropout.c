@@ -53,8 +53,70 @@ static void dropout_backward(tg_node *n, tg_tensor *dy)
     tg_release(dx);
 }
 
-static const tg_op dropout_op = {.name = "dropout",
-                                 .backward = dropout_backward};
+static tg_tensor *dropout_replay(const tg_node *n, tg_tensor *const *in);
+
+/* Parameters: saved[0] the mask (none when off), p[0] p. */
+static const tg_op dropout_op = {
+    .name = "dropout", .backward = dropout_backward, .replay = dropout_replay};
+
+/* y = t * mask, mask of t's dtype and shape, recorded with the mask and p
+ * kept. */
+static tg_tensor *masked_scale(tg_tensor *t, tg_tensor *mask, double p)
+{
+    tg_tensor *y = tg__new("dropout", t->dtype, t->ndim, t->shape, false);
+    if (y) {
+        tg_tensor *ops[3] = {y, t, mask};
+        tg_loop L;
+        tg__loop_init(&L, y->ndim, y->shape, 3, (const tg_tensor *const *)ops);
+        tg__loop_run(&L, 1, masked_scale_run, ops);
+    }
+    y = tg__record(&dropout_op, y, 1, &t);
+    if (y && y->node) {
+        tg__save(y->node, mask);
+        y->node->p[0] = p;
+    }
+    return y;
+}
+
+/* The recorded mask in dtype dt: the same elements kept, at (T)(1 / (1 -
+ * p)) in dt, which is the mask draw_mask makes in dt from the same
+ * uniforms (converting the mask would carry float32's rounding of the
+ * scale into a float64 replay). */
+static tg_tensor *mask_as(const tg_tensor *mask, tg_dtype dt, double p)
+{
+    tg_tensor *m = tg__new("dropout", dt, mask->ndim, mask->shape, false);
+    if (!m)
+        return NULL;
+    const double keep = 1.0 / (1.0 - p);
+    const int64_t n = tg_numel(m);
+    TG_DISPATCH_FLOAT(mask->dtype, S, {
+        const S *src = TG_DATA(S, mask);
+        TG_DISPATCH_FLOAT(dt, T, {
+            T *dst = TG_DATA(T, m);
+            for (int64_t i = 0; i < n; i++)
+                dst[i] = src[i] != 0 ? (T)keep : (T)0;
+        });
+    });
+    return m;
+}
+
+/* The recorded mask again, never a new draw (the rng is not touched): in
+ * the input's dtype when that is not the recorded one. Off, the view
+ * again. */
+static tg_tensor *dropout_replay(const tg_node *n, tg_tensor *const *in)
+{
+    tg_tensor *mask = n->saved[0];
+    if (!mask)
+        return tg_dropout(in[0], 0, false, NULL);
+    if (!in[0] || !tg__check_float("dropout", in[0]))
+        return NULL;
+    if (mask->dtype == in[0]->dtype)
+        return masked_scale(in[0], mask, n->p[0]);
+    tg_tensor *m = mask_as(mask, in[0]->dtype, n->p[0]);
+    tg_tensor *y = m ? masked_scale(in[0], m, n->p[0]) : NULL;
+    tg_release(m);
+    return y;
+}
 
 tg_tensor *tg_dropout(tg_tensor *t, double p, bool train, tg_rng *rng)
 {
@@ -77,17 +139,7 @@ tg_tensor *tg_dropout(tg_tensor *t, double p, bool train, tg_rng *rng)
         return NULL;
     }
     tg_tensor *mask = draw_mask(t, p, rng);
-    tg_tensor *y =
-        mask ? tg__new("dropout", t->dtype, t->ndim, t->shape, false) : NULL;
-    if (y) {
-        tg_tensor *ops[3] = {y, t, mask};
-        tg_loop L;
-        tg__loop_init(&L, y->ndim, y->shape, 3, (const tg_tensor *const *)ops);
-        tg__loop_run(&L, 1, masked_scale_run, ops);
-    }
-    y = tg__record(&dropout_op, y, 1, &t);
-    if (y && y->node)
-        tg__save(y->node, mask);
+    tg_tensor *y = mask ? masked_scale(t, mask, p) : NULL;
     tg_release(mask);
     return y;
 }

@@ -146,11 +146,16 @@ static void div_backward(tg_node *n, tg_tensor *dy)
     tg_release(da);
 }
 
+static tg_tensor *binary_replay(const tg_node *n, tg_tensor *const *in);
+
 static const tg_op binary_ops[] = {
-    [ADD] = {.name = "add", .backward = add_backward},
-    [SUB] = {.name = "sub", .backward = sub_backward},
-    [MUL] = {.name = "mul", .backward = mul_backward},
-    [DIV] = {.name = "div", .backward = div_backward, .reads_out = true},
+    [ADD] = {.name = "add", .backward = add_backward, .replay = binary_replay},
+    [SUB] = {.name = "sub", .backward = sub_backward, .replay = binary_replay},
+    [MUL] = {.name = "mul", .backward = mul_backward, .replay = binary_replay},
+    [DIV] = {.name = "div",
+             .backward = div_backward,
+             .reads_out = true,
+             .replay = binary_replay},
 };
 
 static tg_tensor *binary(binary_kind kind, tg_tensor *a, tg_tensor *b)
@@ -169,6 +174,12 @@ static tg_tensor *binary(binary_kind kind, tg_tensor *a, tg_tensor *b)
         return NULL;
     binary_kernel(kind, y, a, b);
     return tg__record(&binary_ops[kind], y, 2, (tg_tensor *[]){a, b});
+}
+
+/* The kind is the entry's place in the table. */
+static tg_tensor *binary_replay(const tg_node *n, tg_tensor *const *in)
+{
+    return binary((binary_kind)(n->op - binary_ops), in[0], in[1]);
 }
 
 tg_tensor *tg_add(tg_tensor *a, tg_tensor *b) { return binary(ADD, a, b); }
@@ -398,15 +409,29 @@ static void unary_backward(tg_node *n, tg_tensor *dy)
     tg_release(dx);
 }
 
+static tg_tensor *unary_replay(const tg_node *n, tg_tensor *const *in);
+
 static const tg_op unary_ops[] = {
-    [NEG] = {.name = "neg", .backward = unary_backward},
-    [SCALE] = {.name = "scale", .backward = unary_backward},
-    [ADD_SCALAR] = {.name = "add_scalar", .backward = unary_backward},
-    [EXP] = {.name = "exp", .backward = unary_backward, .reads_out = true},
-    [LOG] = {.name = "log", .backward = unary_backward},
-    [SQRT] = {.name = "sqrt", .backward = unary_backward, .reads_out = true},
-    [POW] = {.name = "pow", .backward = unary_backward},
-    [RELU] = {.name = "relu", .backward = unary_backward},
+    [NEG] = {.name = "neg", .backward = unary_backward, .replay = unary_replay},
+    [SCALE] = {.name = "scale",
+               .backward = unary_backward,
+               .replay = unary_replay},
+    [ADD_SCALAR] = {.name = "add_scalar",
+                    .backward = unary_backward,
+                    .replay = unary_replay},
+    [EXP] = {.name = "exp",
+             .backward = unary_backward,
+             .reads_out = true,
+             .replay = unary_replay},
+    [LOG] = {.name = "log", .backward = unary_backward, .replay = unary_replay},
+    [SQRT] = {.name = "sqrt",
+              .backward = unary_backward,
+              .reads_out = true,
+              .replay = unary_replay},
+    [POW] = {.name = "pow", .backward = unary_backward, .replay = unary_replay},
+    [RELU] = {.name = "relu",
+              .backward = unary_backward,
+              .replay = unary_replay},
 };
 
 static tg_tensor *unary(unary_kind kind, double p, tg_tensor *x)
@@ -421,6 +446,14 @@ static tg_tensor *unary(unary_kind kind, double p, tg_tensor *x)
         y->node->p[0] = p;
     }
     return y;
+}
+
+/* The kind and the scalar as recorded: p[0] is the scalar as the caller
+ * gave it (the kernel rounds it to the dtype), so a float64 replay of a
+ * float32 entry scales by the double the float64 call would. */
+static tg_tensor *unary_replay(const tg_node *n, tg_tensor *const *in)
+{
+    return unary((unary_kind)n->ip[0], n->p[0], in[0]);
 }
 
 tg_tensor *tg_neg(tg_tensor *t) { return unary(NEG, 0, t); }
@@ -529,7 +562,13 @@ static void gelu_backward(tg_node *n, tg_tensor *dy)
     tg_release(dx);
 }
 
-static const tg_op gelu_op = {.name = "gelu", .backward = gelu_backward};
+static tg_tensor *gelu_replay(const tg_node *n, tg_tensor *const *in)
+{
+    (void)n;
+    return tg_gelu(in[0]);
+}
+static const tg_op gelu_op = {
+    .name = "gelu", .backward = gelu_backward, .replay = gelu_replay};
 
 tg_tensor *tg_gelu(tg_tensor *x)
 {
@@ -641,8 +680,14 @@ static void gelu_tanh_backward(tg_node *n, tg_tensor *dy)
     tg_release(dx);
 }
 
+static tg_tensor *gelu_tanh_replay(const tg_node *n, tg_tensor *const *in)
+{
+    (void)n;
+    return tg_gelu_tanh(in[0]);
+}
 static const tg_op gelu_tanh_op = {.name = "gelu_tanh",
-                                   .backward = gelu_tanh_backward};
+                                   .backward = gelu_tanh_backward,
+                                   .replay = gelu_tanh_replay};
 
 tg_tensor *tg_gelu_tanh(tg_tensor *t)
 {

@@ -152,8 +152,14 @@ static void embedding_backward(tg_node *n, tg_tensor *dy)
     tg__accumulate(n, 0, dw);
     tg_release(dw);
 }
+/* saved[0] the ids as checked (int64, contiguous, the ids' shape) */
+static tg_tensor *embedding_replay(const tg_node *n, tg_tensor *const *in)
+{
+    return tg_embedding(in[0], n->saved[0]);
+}
 static const tg_op embedding_op = {.name = "embedding",
-                                   .backward = embedding_backward};
+                                   .backward = embedding_backward,
+                                   .replay = embedding_replay};
 
 tg_tensor *tg_embedding(tg_tensor *weight, tg_tensor *ids)
 {
@@ -255,7 +261,13 @@ static void gather_backward(tg_node *n, tg_tensor *dy)
     tg__accumulate(n, 0, starts ? dt : NULL);
     tg_release(dt);
 }
-static const tg_op gather_op = {.name = "gather", .backward = gather_backward};
+/* ip[0] the dim, saved[0] the index as checked (int64, contiguous) */
+static tg_tensor *gather_replay(const tg_node *n, tg_tensor *const *in)
+{
+    return tg_gather(in[0], (int)n->ip[0], n->saved[0]);
+}
+static const tg_op gather_op = {
+    .name = "gather", .backward = gather_backward, .replay = gather_replay};
 
 /* Errors unless index has t's ndim and is no larger than t but along d. */
 static bool gather_check_shape(const tg_tensor *t, int d,

@@ -308,8 +308,14 @@ static void layer_norm_backward(tg_node *n, tg_tensor *dy)
     tg_release(sums);
     tg_release(dx);
 }
+/* in: x, gamma, beta (either may be NULL); p[0] eps */
+static tg_tensor *layer_norm_replay(const tg_node *n, tg_tensor *const *in)
+{
+    return tg_layer_norm(in[0], in[1], in[2], n->p[0]);
+}
 static const tg_op layer_norm_op = {.name = "layer_norm",
-                                    .backward = layer_norm_backward};
+                                    .backward = layer_norm_backward,
+                                    .replay = layer_norm_replay};
 
 /* Errors unless p (gamma or beta) is NULL or a (C,) tensor of x's dtype. */
 static bool check_param(const char *name, const tg_tensor *p,
@@ -361,8 +367,10 @@ tg_tensor *tg_layer_norm(tg_tensor *x, tg_tensor *gamma, tg_tensor *beta,
     if (y && stats) {
         layer_norm_rows(x, gamma, beta, eps, y, TG_DATA(double, stats));
         y = tg__record(&layer_norm_op, y, 3, (tg_tensor *[]){x, gamma, beta});
-        if (y && y->node)
+        if (y && y->node) {
             tg__save(y->node, stats);
+            y->node->p[0] = eps;
+        }
     } else {
         tg_release(y);
         y = NULL;

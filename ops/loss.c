@@ -155,8 +155,17 @@ static void cross_entropy_backward(tg_node *n, tg_tensor *dy)
     tg__accumulate(n, 0, dx);
     tg_release(dx);
 }
+/* tg_cross_entropy is tg_cross_entropy_with with the defaults, so the
+ * attributes the entry keeps (saved[0] the checked targets, ignore and
+ * reduction) name the one call that gives its output. */
+static tg_tensor *cross_entropy_replay(const tg_node *n, tg_tensor *const *in)
+{
+    return tg_cross_entropy_with(in[0], n->saved[0], n->ip[IP_IGNORE],
+                                 (tg_reduction)n->ip[IP_REDUCTION]);
+}
 static const tg_op cross_entropy_op = {.name = "cross_entropy",
-                                       .backward = cross_entropy_backward};
+                                       .backward = cross_entropy_backward,
+                                       .replay = cross_entropy_replay};
 
 /* Errors unless targets is int64 shaped like logits without its last dim. */
 static bool check_targets(const tg_tensor *logits, const tg_tensor *targets)
@@ -366,8 +375,14 @@ static void mse_loss_backward(tg_node *n, tg_tensor *dy)
     tg_release(da);
     tg_release(diff);
 }
+static tg_tensor *mse_loss_replay(const tg_node *n, tg_tensor *const *in)
+{
+    (void)n;
+    return tg_mse_loss(in[0], in[1]);
+}
 static const tg_op mse_loss_op = {.name = "mse_loss",
-                                  .backward = mse_loss_backward};
+                                  .backward = mse_loss_backward,
+                                  .replay = mse_loss_replay};
 
 tg_tensor *tg_mse_loss(tg_tensor *a, tg_tensor *b)
 {

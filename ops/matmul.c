@@ -407,7 +407,15 @@ static void matmul_backward(tg_node *n, tg_tensor *dy)
     tg_release(a);
     tg_release(b);
 }
-static const tg_op matmul_op = {.name = "matmul", .backward = matmul_backward};
+/* The same inputs take the same path (GEMM kernel, packing, blocks), so a
+ * replay on the recorded tensors gives the recorded bits. */
+static tg_tensor *matmul_replay(const tg_node *n, tg_tensor *const *in)
+{
+    (void)n;
+    return tg_matmul(in[0], in[1]);
+}
+static const tg_op matmul_op = {
+    .name = "matmul", .backward = matmul_backward, .replay = matmul_replay};
 
 tg_tensor *tg_matmul(tg_tensor *a, tg_tensor *b)
 {

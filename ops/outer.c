@@ -4,7 +4,13 @@
 #include "core/tape.h"
 
 static void outer_backward(tg_node *n, tg_tensor *dy);
-static const tg_op outer_op = {.name = "outer", .backward = outer_backward};
+static tg_tensor *outer_replay(const tg_node *n, tg_tensor *const *in)
+{
+    (void)n;
+    return tg_outer(in[0], in[1]);
+}
+static const tg_op outer_op = {
+    .name = "outer", .backward = outer_backward, .replay = outer_replay};
 
 /* y[i,j] = a[i] * b[j], y contiguous (n,m), a and b at any stride. */
 static void outer_kernel(tg_tensor *y, const tg_tensor *a, const tg_tensor *b)

@@ -24,12 +24,19 @@
 static void sum_backward(tg_node *n, tg_tensor *dy);
 static void max_backward(tg_node *n, tg_tensor *dy);
 
+static tg_tensor *sum_replay(const tg_node *n, tg_tensor *const *in);
+static tg_tensor *max_replay(const tg_node *n, tg_tensor *const *in);
+
 /* Parameters, on both "sum" and "mean": ip[0] the reduced dim, or -1 for
  * every element; p[0] the divisor (1 for sum, n for mean). "max": ip[0] the
- * dim; saved[0] the argmax (float64, keepdim shape). */
-static const tg_op sum_op = {.name = "sum", .backward = sum_backward};
-static const tg_op mean_op = {.name = "mean", .backward = sum_backward};
-static const tg_op max_op = {.name = "max", .backward = max_backward};
+ * dim; saved[0] the argmax (float64, keepdim shape). keepdim is whether the
+ * output kept the input's ndim. */
+static const tg_op sum_op = {
+    .name = "sum", .backward = sum_backward, .replay = sum_replay};
+static const tg_op mean_op = {
+    .name = "mean", .backward = sum_backward, .replay = sum_replay};
+static const tg_op max_op = {
+    .name = "max", .backward = max_backward, .replay = max_replay};
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -217,6 +224,17 @@ tg_tensor *tg_sum_all(tg_tensor *t) { return sum_every(&sum_op, t); }
 
 tg_tensor *tg_mean_all(tg_tensor *t) { return sum_every(&mean_op, t); }
 
+/* ip[0] -1: tg_sum_all or tg_mean_all (a 0-d output), else tg_sum or
+ * tg_mean over that dim, keepdim when the output kept the input's ndim.
+ * (A reduction over the one dim of a 1-D input gives a 0-d output too, by
+ * another loop: ip[0] tells them apart.) */
+static tg_tensor *sum_replay(const tg_node *n, tg_tensor *const *in)
+{
+    if (n->ip[0] < 0)
+        return sum_every(n->op, in[0]);
+    return sum_dim(n->op, in[0], (int)n->ip[0], n->out_ndim == n->in_ndim[0]);
+}
+
 /* dx = dy / divisor over a run (operands {dx, dy}, dy broadcast). */
 static void expand_run(void *job, int64_t start, const int64_t *off,
                        const int64_t *step, int64_t len)
@@ -362,6 +380,11 @@ tg_tensor *tg_max(tg_tensor *t, int dim, bool keepdim)
         tg_release(argmax);
     }
     return y;
+}
+
+static tg_tensor *max_replay(const tg_node *n, tg_tensor *const *in)
+{
+    return tg_max(in[0], (int)n->ip[0], n->out_ndim == n->in_ndim[0]);
 }
 
 /* forward:  y[pos] = x[pos, a[pos]], a[pos] the first k with the largest

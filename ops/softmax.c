@@ -30,14 +30,18 @@
 
 static void softmax_backward(tg_node *n, tg_tensor *dy);
 static void log_softmax_backward(tg_node *n, tg_tensor *dy);
+static tg_tensor *softmax_replay(const tg_node *n, tg_tensor *const *in);
 
 /* Parameters: ip[0] the dim. Backward reads the output y as n->out. */
-static const tg_op softmax_op = {
-    .name = "softmax", .backward = softmax_backward, .reads_out = true};
+static const tg_op softmax_op = {.name = "softmax",
+                                 .backward = softmax_backward,
+                                 .reads_out = true,
+                                 .replay = softmax_replay};
 static const tg_op log_softmax_op = {.name = "log_softmax",
                                      .backward = log_softmax_backward,
                                      .makes_neg_inf = true,
-                                     .reads_out = true};
+                                     .reads_out = true,
+                                     .replay = softmax_replay};
 
 /* Rows up to this long keep their exp() terms for the second pass, in a
  * stack buffer; longer ones compute them twice. */
@@ -172,6 +176,11 @@ tg_tensor *tg_softmax(tg_tensor *t, int dim)
 tg_tensor *tg_log_softmax(tg_tensor *t, int dim)
 {
     return softmax_common(&log_softmax_op, t, dim);
+}
+
+static tg_tensor *softmax_replay(const tg_node *n, tg_tensor *const *in)
+{
+    return softmax_common(n->op, in[0], (int)n->ip[0]);
 }
 
 /* Runs a backward kernel over the rows along d: dx from y and dy. */

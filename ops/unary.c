@@ -17,14 +17,22 @@
 typedef enum { SIGMOID, TANH, ABS, CLAMP } map_kind;
 
 static void map_backward(tg_node *n, tg_tensor *dy);
+static tg_tensor *map_replay(const tg_node *n, tg_tensor *const *in);
 
+/* Parameters: ip[0] the kind; clamp's bounds in p[0], p[1] rounded to the
+ * dtype (what the backward compares with) and in p[2], p[3] as the caller
+ * gave them (what a replay at another dtype rounds). */
 static const tg_op map_ops[] = {
     [SIGMOID] = {.name = "sigmoid",
                  .backward = map_backward,
-                 .reads_out = true},
-    [TANH] = {.name = "tanh", .backward = map_backward, .reads_out = true},
-    [ABS] = {.name = "abs", .backward = map_backward},
-    [CLAMP] = {.name = "clamp", .backward = map_backward},
+                 .reads_out = true,
+                 .replay = map_replay},
+    [TANH] = {.name = "tanh",
+              .backward = map_backward,
+              .reads_out = true,
+              .replay = map_replay},
+    [ABS] = {.name = "abs", .backward = map_backward, .replay = map_replay},
+    [CLAMP] = {.name = "clamp", .backward = map_backward, .replay = map_replay},
 };
 
 typedef struct map_job {
@@ -117,11 +125,12 @@ static void map_run(void *job, int64_t start, const int64_t *off,
     });
 }
 
-static tg_tensor *map(map_kind kind, tg_tensor *x, double lo, double hi)
+static tg_tensor *map(map_kind kind, tg_tensor *x, double min, double max)
 {
     const char *name = map_ops[kind].name;
     if (!x || !tg__check_float(name, x))
         return NULL;
+    double lo = min, hi = max;
     if (x->dtype == TG_FLOAT32) { /* the bounds in the tensor's dtype */
         lo = (float)lo;
         hi = (float)hi;
@@ -139,8 +148,15 @@ static tg_tensor *map(map_kind kind, tg_tensor *x, double lo, double hi)
         y->node->ip[0] = kind;
         y->node->p[0] = lo;
         y->node->p[1] = hi;
+        y->node->p[2] = min;
+        y->node->p[3] = max;
     }
     return y;
+}
+
+static tg_tensor *map_replay(const tg_node *n, tg_tensor *const *in)
+{
+    return map((map_kind)n->ip[0], in[0], n->p[2], n->p[3]);
 }
 
 tg_tensor *tg_sigmoid(tg_tensor *t) { return map(SIGMOID, t, 0, 0); }

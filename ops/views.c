@@ -23,8 +23,16 @@ static void transpose_backward(tg_node *n, tg_tensor *dy)
     tg__accumulate(n, 0, dx);
     tg_release(dx);
 }
+/* The replays (tg_op.replay) of the views: the constructor again with the
+ * attributes the entry keeps. A view's elements are its input's, whatever
+ * the input's layout or float dtype. */
+static tg_tensor *transpose_replay(const tg_node *n, tg_tensor *const *in)
+{
+    return tg_transpose(in[0], (int)n->ip[0], (int)n->ip[1]);
+}
 static const tg_op transpose_op = {.name = "transpose",
-                                   .backward = transpose_backward};
+                                   .backward = transpose_backward,
+                                   .replay = transpose_replay};
 
 tg_tensor *tg_transpose(tg_tensor *t, int dim0, int dim1)
 {
@@ -79,8 +87,19 @@ static void slice_backward(tg_node *n, tg_tensor *dy)
     tg__accumulate(n, 0, ok ? dx : NULL);
     tg_release(dx);
 }
-static const tg_op slice_op = {.name = "slice", .backward = slice_backward};
-static const tg_op select_op = {.name = "select", .backward = slice_backward};
+/* ip[1], ip[2] are the window's start and length as window_view took them
+ * (in range, start >= 0), whichever of tg_slice, tg_narrow and tg_chunk
+ * computed them: tg_narrow takes them as they are. */
+static tg_tensor *slice_replay(const tg_node *n, tg_tensor *const *in)
+{
+    if (n->ip[3])
+        return tg_select(in[0], (int)n->ip[0], n->ip[1]);
+    return tg_narrow(in[0], (int)n->ip[0], n->ip[1], n->ip[2]);
+}
+static const tg_op slice_op = {
+    .name = "slice", .backward = slice_backward, .replay = slice_replay};
+static const tg_op select_op = {
+    .name = "select", .backward = slice_backward, .replay = slice_replay};
 
 /* A view of length elements from start along dim (already validated:
  * 0 <= start <= start + length <= size); drop removes the dim (select). */
@@ -176,7 +195,13 @@ static void expand_backward(tg_node *n, tg_tensor *dy)
 {
     tg__accumulate(n, 0, dy);
 }
-static const tg_op expand_op = {.name = "expand", .backward = expand_backward};
+/* The shape expanded to is the output's. */
+static tg_tensor *expand_replay(const tg_node *n, tg_tensor *const *in)
+{
+    return tg_expand(in[0], n->out_ndim, n->out_shape);
+}
+static const tg_op expand_op = {
+    .name = "expand", .backward = expand_backward, .replay = expand_replay};
 
 tg_tensor *tg_expand(tg_tensor *t, int ndim, const int64_t *shape)
 {
@@ -226,12 +251,28 @@ static void reshape_backward(tg_node *n, tg_tensor *dy)
     tg__accumulate(n, 0, dx);
     tg_release(dx);
 }
-static const tg_op reshape_op = {.name = "reshape",
-                                 .backward = reshape_backward};
+/* reshape: the shape asked for is the output's (a -1 resolved); unsqueeze
+ * and squeeze: ip[0] the dim inserted or removed (size1_view keeps it:
+ * with several size-1 dims the shapes alone do not say which). */
+static tg_tensor *reshape_replay(const tg_node *n, tg_tensor *const *in)
+{
+    return tg_reshape(in[0], n->out_ndim, n->out_shape);
+}
+static tg_tensor *unsqueeze_replay(const tg_node *n, tg_tensor *const *in)
+{
+    return tg_unsqueeze(in[0], (int)n->ip[0]);
+}
+static tg_tensor *squeeze_replay(const tg_node *n, tg_tensor *const *in)
+{
+    return tg_squeeze(in[0], (int)n->ip[0]);
+}
+static const tg_op reshape_op = {
+    .name = "reshape", .backward = reshape_backward, .replay = reshape_replay};
 static const tg_op unsqueeze_op = {.name = "unsqueeze",
-                                   .backward = reshape_backward};
-static const tg_op squeeze_op = {.name = "squeeze",
-                                 .backward = reshape_backward};
+                                   .backward = reshape_backward,
+                                   .replay = unsqueeze_replay};
+static const tg_op squeeze_op = {
+    .name = "squeeze", .backward = reshape_backward, .replay = squeeze_replay};
 
 /* A view of contiguous t with a new shape (numel already checked), or of a
  * contiguous copy when t is not; the entry is recorded against t. */
@@ -319,7 +360,10 @@ static tg_tensor *size1_view(const tg_op *op, tg_tensor *t, int d, bool insert)
         strides[i] = t->strides[k];
     }
     tg_tensor *y = tg__view(op->name, t, ndim, shape, strides, t->offset);
-    return tg__record(op, y, 1, &t);
+    y = tg__record(op, y, 1, &t);
+    if (y && y->node)
+        y->node->ip[0] = d;
+    return y;
 }
 
 tg_tensor *tg_unsqueeze(tg_tensor *t, int dim)
@@ -363,9 +407,13 @@ static void identity_backward(tg_node *n, tg_tensor *dy)
 {
     tg__accumulate(n, 0, dy);
 }
+static tg_tensor *contiguous_replay(const tg_node *n, tg_tensor *const *in);
+static tg_tensor *alias_replay(const tg_node *n, tg_tensor *const *in);
 static const tg_op contiguous_op = {.name = "contiguous",
-                                    .backward = identity_backward};
-static const tg_op alias_op = {.name = "alias", .backward = identity_backward};
+                                    .backward = identity_backward,
+                                    .replay = contiguous_replay};
+static const tg_op alias_op = {
+    .name = "alias", .backward = identity_backward, .replay = alias_replay};
 
 /* A new header over t's elements, recorded as an identity: what contiguous
  * and to (op) return when t already is what was asked for. (Not t itself
@@ -376,14 +424,35 @@ static tg_tensor *alias(const char *op, tg_tensor *t)
     return tg__record(&alias_op, y, 1, &t);
 }
 
+/* A C-order copy of t, recorded as contiguous, whatever t's layout. */
+static tg_tensor *contiguous_copy(tg_tensor *t)
+{
+    tg_tensor *y = tg__copy("contiguous", t);
+    return tg__record(&contiguous_op, y, 1, &t);
+}
+
 tg_tensor *tg_contiguous(tg_tensor *t)
 {
     if (!t)
         return NULL;
     if (tg_is_contiguous(t))
         return alias("contiguous", t);
-    tg_tensor *y = tg__copy("contiguous", t);
-    return tg__record(&contiguous_op, y, 1, &t);
+    return contiguous_copy(t);
+}
+
+/* The replays. contiguous copies again whatever the input's layout: given
+ * a contiguous input (a float64 copy of the recorded strided one is),
+ * tg_contiguous would record alias, the same values under another entry.
+ * alias is the identity again. */
+static tg_tensor *contiguous_replay(const tg_node *n, tg_tensor *const *in)
+{
+    (void)n;
+    return in[0] ? contiguous_copy(in[0]) : NULL;
+}
+
+static tg_tensor *alias_replay(const tg_node *n, tg_tensor *const *in)
+{
+    return in[0] ? alias(n->op->name, in[0]) : NULL;
 }
 
 /* forward:  y = x converted to another float dtype (rounded to float32)
@@ -394,7 +463,42 @@ static void to_backward(tg_node *n, tg_tensor *dy)
     tg__accumulate(n, 0, dx);
     tg_release(dx);
 }
-static const tg_op to_op = {.name = "to", .backward = to_backward};
+
+/* The recorded conversion (ip[1] the input's dtype, ip[0] the one asked
+ * for) when the input has the recorded dtype. A float input of the other
+ * float dtype (the float64 replay of a float32 tape) is not converted: the
+ * output keeps the input's dtype, a copy recorded as "to" all the same
+ * (its backward, to(dy, x.dtype), is then the identity too), so that a
+ * float64 replay stays float64 past a recorded float64 -> float32 and
+ * float32 -> float64 alike, as the float64 replay of every other op does.
+ * (Only conversions between floats are recorded.) */
+static tg_tensor *to_replay(const tg_node *n, tg_tensor *const *in);
+static const tg_op to_op = {
+    .name = "to", .backward = to_backward, .replay = to_replay};
+
+/* y = t converted to dt (a new tensor), recorded when dt is a float. */
+static tg_tensor *converted(tg_tensor *t, tg_dtype dt)
+{
+    tg_tensor *y = tg__new("to", dt, t->ndim, t->shape, false);
+    if (!y)
+        return NULL;
+    tg__copy_into(y, t);
+    if (dt != TG_FLOAT32 && dt != TG_FLOAT64)
+        return y;
+    y = tg__record(&to_op, y, 1, &t);
+    if (y && y->node)
+        y->node->ip[0] = dt, y->node->ip[1] = t->dtype;
+    return y;
+}
+
+static tg_tensor *to_replay(const tg_node *n, tg_tensor *const *in)
+{
+    tg_tensor *t = in[0];
+    if (!t)
+        return NULL;
+    bool as_recorded = t->dtype == (tg_dtype)n->ip[1];
+    return converted(t, as_recorded ? (tg_dtype)n->ip[0] : t->dtype);
+}
 
 tg_tensor *tg_to(tg_tensor *t, tg_dtype dt)
 {
@@ -407,11 +511,5 @@ tg_tensor *tg_to(tg_tensor *t, tg_dtype dt)
     }
     if (t->dtype == dt)
         return alias("to", t);
-    tg_tensor *y = tg__new("to", dt, t->ndim, t->shape, false);
-    if (!y)
-        return NULL;
-    tg__copy_into(y, t);
-    if (dt == TG_FLOAT32 || dt == TG_FLOAT64)
-        return tg__record(&to_op, y, 1, &t);
-    return y;
+    return converted(t, dt);
 }

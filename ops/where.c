@@ -110,8 +110,15 @@ static void where_backward(tg_node *n, tg_tensor *dy)
     }
     tg_release(zero);
 }
-static const tg_op where_op = {
-    .name = "where", .backward = where_backward, .makes_neg_inf = true};
+/* saved[0] is cond, as recorded (a mask is no float: replayed as it is) */
+static tg_tensor *where_replay(const tg_node *n, tg_tensor *const *in)
+{
+    return tg_where(n->saved[0], in[0], in[1]);
+}
+static const tg_op where_op = {.name = "where",
+                               .backward = where_backward,
+                               .makes_neg_inf = true,
+                               .replay = where_replay};
 
 tg_tensor *tg_where(tg_tensor *cond, tg_tensor *a, tg_tensor *b)
 {
@@ -139,9 +146,16 @@ static void masked_fill_backward(tg_node *n, tg_tensor *dy)
     tg_release(dt);
     tg_release(zero);
 }
+/* saved[0] the mask, p[0] the value as the caller gave it (tg_full rounds
+ * it to the dtype of the replay's input) */
+static tg_tensor *masked_fill_replay(const tg_node *n, tg_tensor *const *in)
+{
+    return tg_masked_fill(in[0], n->saved[0], n->p[0]);
+}
 static const tg_op masked_fill_op = {.name = "masked_fill",
                                      .backward = masked_fill_backward,
-                                     .makes_neg_inf = true};
+                                     .makes_neg_inf = true,
+                                     .replay = masked_fill_replay};
 
 tg_tensor *tg_masked_fill(tg_tensor *t, tg_tensor *mask, double value)
 {
@@ -160,8 +174,10 @@ tg_tensor *tg_masked_fill(tg_tensor *t, tg_tensor *mask, double value)
     tg_tensor *y = fill ? select_new("masked_fill", mask, fill, t) : NULL;
     tg_release(fill);
     y = tg__record(&masked_fill_op, y, 1, &t);
-    if (y && y->node)
+    if (y && y->node) {
         tg__save(y->node, mask);
+        y->node->p[0] = value;
+    }
     return y;
 }
 
@@ -199,8 +215,16 @@ static void tri_backward(tg_node *n, tg_tensor *dy)
     tg__accumulate(n, 0, dx);
     tg_release(dx);
 }
-static const tg_op tril_op = {.name = "tril", .backward = tri_backward};
-static const tg_op triu_op = {.name = "triu", .backward = tri_backward};
+/* ip[0] the diagonal k, ip[1] whether tril */
+static tg_tensor *tri_replay(const tg_node *n, tg_tensor *const *in)
+{
+    return n->ip[1] ? tg_tril(in[0], (int)n->ip[0])
+                    : tg_triu(in[0], (int)n->ip[0]);
+}
+static const tg_op tril_op = {
+    .name = "tril", .backward = tri_backward, .replay = tri_replay};
+static const tg_op triu_op = {
+    .name = "triu", .backward = tri_backward, .replay = tri_replay};
 
 static tg_tensor *triangle(tg_tensor *t, int k, bool lower)
 {

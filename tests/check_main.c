@@ -199,6 +199,7 @@ static const struct {
     {"retain", retain_suite},
     {"gpt2", gpt2_suite},
     {"hooks", hooks_suite},
+    {"replay", replay_suite},
 };
 
 /* Whether this run is every test: Check narrows a run by suite, by test

@@ -488,8 +488,10 @@ static int ops_tour(const char *path, tour_result *r)
     tg_tensor *loss = terms[0];
     for (int i = 1; i < nt; i++)
         loss = tg_add(loss, terms[i]);
-    ops_list_toured(loss); /* every differentiable op must be here */
-    int rc = loss ? tg_backward(loss) : -1;
+    /* every differentiable op must be here; each entry is replayed, and a
+     * replay that ran out of memory fails the tour as any op would */
+    bool replayed = ops_list_toured(loss);
+    int rc = loss && replayed ? tg_backward(loss) : -1;
     if (rc == 0) {
         r->n = 0;
         r->v[r->n++] = tg_item(loss);

@@ -10,8 +10,13 @@
  * that, the first time, walks the graph of the output it returns (its
  * entries and their inputs' entries, before any backward consumes them) and
  * notes each entry's name; when the real tg_gradcheck then passes (0:
- * float64, since it refuses float32), those ops count as gradchecked. The
- * tour calls ops_list_toured on its loss. Check forks each test, so the
+ * float64, since it refuses float32), those ops count as gradchecked.
+ * While that graph is alive, each entry is also replayed (tg_op.replay on
+ * its own inputs, grad mode off) and its op counts as replayed when the
+ * replay gives the recorded output to the bit. The tour calls
+ * ops_list_toured on its loss, which replays its entries too, so that
+ * every op's replay runs out of memory at each of its allocations in
+ * turn. Check forks each test, so the
  * marks live in memory shared with the runner (an anonymous MAP_SHARED
  * mapping made before the first fork), which ops_list_verdict reads after
  * the last suite. */
@@ -20,6 +25,7 @@
 
 #include "core/tape.h" /* white-box: an output's entry and its inputs */
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,7 +45,12 @@ static const row rows[] = {
 #undef TG_NOT_AN_OP
 #undef TG_ENTRY
 };
-enum { N_ROWS = sizeof rows / sizeof *rows, GRADCHECKED = 1, TOURED = 2 };
+enum {
+    N_ROWS = sizeof rows / sizeof *rows,
+    GRADCHECKED = 1,
+    TOURED = 2,
+    REPLAYED = 4
+};
 
 /* Shared with the forked tests: a mark per row, and the first entry name
  * that no row lists. */
@@ -57,12 +68,12 @@ void ops_list_begin(void)
 }
 
 /* The entries on the graph of y, each once, in no particular order:
- * calls note(name, arg) for each. Iterative, with the visited entries kept
+ * calls note(entry, arg) for each. Iterative, with the visited entries kept
  * in a growing array (a graph of a few thousand entries at most here).
  * Not the engine's tg__walk_gather: that allocates through core/alloc.c,
  * whose every allocation the allocation-failure tour fails in turn, and
  * sets errors; watching must change nothing of what it watches. */
-static void walk(const tg_tensor *y, void (*note)(const char *, void *),
+static void walk(const tg_tensor *y, void (*note)(const tg_node *, void *),
                  void *arg)
 {
     if (!y || !y->node)
@@ -86,7 +97,7 @@ static void walk(const tg_tensor *y, void (*note)(const char *, void *),
             ck_assert(seen && stack);
         }
         seen[n++] = e;
-        note(e->op->name, arg);
+        note(e, arg);
         for (int i = 0; i < e->n_in; i++)
             if (e->in && e->in[i] && e->in[i]->node && !e->consumed)
                 stack[top++] = e->in[i]->node;
@@ -97,24 +108,127 @@ static void walk(const tg_tensor *y, void (*note)(const char *, void *),
 
 /* Marks the rows of entry `name` with the bits in *bits (their union is
  * what a later pass or tour adds); a name no row lists is kept. */
-static void mark(const char *name, void *bits)
+static void mark_name(const char *name, unsigned char bits)
 {
     if (!shared)
         return;
     bool listed = false;
     for (int i = 0; i < N_ROWS; i++)
         if (strcmp(rows[i].entry, name) == 0) {
-            shared->row[i] |= *(unsigned char *)bits;
+            shared->row[i] |= bits;
             listed = true;
         }
     if (!listed && !shared->unlisted[0])
         snprintf(shared->unlisted, sizeof shared->unlisted, "%s", name);
 }
 
-void ops_list_toured(const tg_tensor *loss)
+/* ---- replays ------------------------------------------------------------- */
+
+/* Whether element a and b of dtype dt are the same: the same bytes, or
+ * both NaN (whatever their payloads). */
+static bool same_element(tg_dtype dt, const char *a, const char *b)
 {
-    unsigned char bits = TOURED;
-    walk(loss, mark, &bits);
+    size_t es = tg_dtype_size(dt);
+    if (memcmp(a, b, es) == 0)
+        return true;
+    if (dt == TG_FLOAT32) {
+        float x, y;
+        memcpy(&x, a, sizeof x);
+        memcpy(&y, b, sizeof y);
+        return isnan(x) && isnan(y);
+    }
+    if (dt == TG_FLOAT64) {
+        double x, y;
+        memcpy(&x, a, sizeof x);
+        memcpy(&y, b, sizeof y);
+        return isnan(x) && isnan(y);
+    }
+    return false;
+}
+
+/* Whether t and u have the same dtype, shape and elements, to the bit
+ * (NaN matching NaN; -inf only -inf). Each is copied out in its own dtype,
+ * which tg_copy_out does byte for byte, into the test's own memory. */
+static bool same_bits(const tg_tensor *t, const tg_tensor *u)
+{
+    int nd = tg_ndim(t);
+    if (tg_dtype_of(t) != tg_dtype_of(u) || nd != tg_ndim(u) ||
+        memcmp(tg_shape(t), tg_shape(u), sizeof(int64_t) * (size_t)nd) != 0)
+        return false;
+    tg_dtype dt = tg_dtype_of(t);
+    size_t es = tg_dtype_size(dt), n = (size_t)tg_numel(t);
+    char *a = malloc(es * (n ? n : 1)), *b = malloc(es * (n ? n : 1));
+    ck_assert(a && b);
+    ck_assert_int_eq(tg_copy_out(t, dt, a), 0);
+    ck_assert_int_eq(tg_copy_out(u, dt, b), 0);
+    bool same = true;
+    for (size_t i = 0; i < n && same; i++)
+        same = same_element(dt, a + i * es, b + i * es);
+    free(a);
+    free(b);
+    return same;
+}
+
+/* Whether e's inputs and saved tensors still hold what they held when it
+ * was recorded (an in-place write since would give its replay other
+ * values, and its backward an error). */
+static bool unwritten(const tg_node *e)
+{
+    for (int i = 0; i < e->n_in; i++)
+        if (e->in[i] && e->in[i]->storage->version != e->in_version[i])
+            return false;
+    for (int k = 0; k < TG_NODE_MAX_SAVED; k++)
+        if (e->saved[k] && e->saved[k]->storage->version != e->saved_version[k])
+            return false;
+    return true;
+}
+
+typedef enum { REPLAY_SKIPPED, REPLAY_EQUAL, REPLAY_OOM } replay_verdict;
+
+/* Replays entry e on its own inputs with grad mode off, and fails the test
+ * unless the result is its recorded output to the bit. SKIPPED: nothing
+ * to compare (no replay in its descriptor; the entry consumed or its
+ * inputs written since; anomaly mode on, whose report a replay could
+ * raise or, turned off around it, clear); OOM: the replay ran out of
+ * memory, its error set (the allocation-failure runs), which must then
+ * say so. */
+static replay_verdict replay_entry(const tg_node *e)
+{
+    if (!e->op->replay || e->consumed || !e->out || !unwritten(e) ||
+        tg_anomaly_mode())
+        return REPLAY_SKIPPED;
+    bool was = tg_set_grad_enabled(false);
+    tg_tensor *y = e->op->replay(e, e->in);
+    tg_set_grad_enabled(was);
+    if (!y) {
+        ck_assert_msg(strstr(tg_last_error(), "out of memory"),
+                      "the replay of entry %s (%s:%d) failed: %s", e->op->name,
+                      e->file ? e->file : "?", e->line, tg_last_error());
+        return REPLAY_OOM;
+    }
+    bool same = same_bits(y, e->out);
+    tg_release(y);
+    ck_assert_msg(same,
+                  "the replay of entry %s (%s:%d) differs from its recorded "
+                  "output",
+                  e->op->name, e->file ? e->file : "?", e->line);
+    return REPLAY_EQUAL;
+}
+
+/* The tour's note: its mark, and the entry replayed; *ok cleared when a
+ * replay ran out of memory. */
+static void tour_note(const tg_node *e, void *ok)
+{
+    mark_name(e->op->name, TOURED);
+    if (*(bool *)ok && replay_entry(e) == REPLAY_OOM)
+        *(bool *)ok = false;
+}
+
+bool ops_list_toured(const tg_tensor *loss)
+{
+    bool ok = true;
+    walk(loss, tour_note, &ok);
+    return ok;
 }
 
 /* ---- the spy around tg_gradcheck --------------------------------------- */
@@ -130,18 +244,29 @@ typedef struct spy {
     tg_fn f;
     void *ctx;
     bool walked;
+    bool out_of_memory;            /* a replay ran out of memory */
     unsigned char pending[N_ROWS]; /* rows seen, marked if the check passes */
 } spy;
 
-static void note_pending(const char *name, void *s)
+/* Notes e's rows as pending, and marks them replayed when its replay gives
+ * its output (whether or not the check passes: the replay is the
+ * forward's, not the backward's). */
+static void note_pending(const tg_node *e, void *arg)
 {
+    spy *s = arg;
     for (int i = 0; i < N_ROWS; i++)
-        if (strcmp(rows[i].entry, name) == 0)
-            ((spy *)s)->pending[i] = 1;
-    unsigned char none = 0; /* keeps an unlisted name, marks nothing */
-    mark(name, &none);
+        if (strcmp(rows[i].entry, e->op->name) == 0)
+            s->pending[i] = 1;
+    mark_name(e->op->name, 0); /* keeps an unlisted name, marks nothing */
+    replay_verdict v = s->out_of_memory ? REPLAY_SKIPPED : replay_entry(e);
+    if (v == REPLAY_EQUAL)
+        mark_name(e->op->name, REPLAYED);
+    s->out_of_memory |= v == REPLAY_OOM;
 }
 
+/* f, and at its first call the walk of its graph. A replay that ran out of
+ * memory fails the call (y released, the error kept): an allocation that
+ * fails must fail the check, as every other allocation of it does. */
 static tg_tensor *spy_fn(tg_tensor *const *inputs, void *ctx)
 {
     spy *s = ctx;
@@ -149,6 +274,10 @@ static tg_tensor *spy_fn(tg_tensor *const *inputs, void *ctx)
     if (!s->walked) {
         s->walked = true;
         walk(y, note_pending, s);
+        if (s->out_of_memory) {
+            tg_release(y);
+            return NULL;
+        }
     }
     return y;
 }
@@ -191,6 +320,10 @@ int ops_list_verdict(void)
                               "allocation-failure tour's graph "
                               "(tests/check_oom.c, ops_tour)\n",
                               r->ctor, r->entry) > 0;
+        if (!(shared->row[i] & REPLAYED))
+            missing += printf("ops list: %s (entry %s) has no replay equal to "
+                              "its recorded forward\n",
+                              r->ctor, r->entry) > 0;
     }
     if (shared->unlisted[0])
         missing += printf("ops list: a watched graph (a gradcheck's or the "
@@ -199,8 +332,8 @@ int ops_list_verdict(void)
                           shared->unlisted) > 0;
     if (missing == 0)
         printf("ops list: each of the %d differentiable ops of ops/ops.def "
-               "passed a float64 gradcheck and is on the allocation-failure "
-               "tour\n",
+               "passed a float64 gradcheck, is on the allocation-failure "
+               "tour and has a replay equal to its recorded forward\n",
                n_diff);
     munmap(shared, sizeof(marks));
     shared = NULL;

@@ -45,13 +45,15 @@ Suite *retain_suite(void);
 Suite *gpt2_suite(void);
 Suite *report_suite(void);
 Suite *hooks_suite(void);
+Suite *replay_suite(void);
 
 /* The one list of ops against what the suites run (tests/check_ops_list.c):
  * ops_list_begin before the first suite, ops_list_toured on the
- * allocation-failure tour's loss, ops_list_verdict after the last suite (the
- * number of promises of ops/ops.def not kept, each printed). */
+ * allocation-failure tour's loss (which replays its entries: false when a
+ * replay ran out of memory, the error set), ops_list_verdict after the last
+ * suite (the number of promises of ops/ops.def not kept, each printed). */
 void ops_list_begin(void);
-void ops_list_toured(const tg_tensor *loss);
+bool ops_list_toured(const tg_tensor *loss);
 int ops_list_verdict(void);
 
 /* The running TCase's scratch directory, for the suites that write files:
