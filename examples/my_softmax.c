@@ -53,40 +53,39 @@ static int my_softmax_forward(tg_custom_ctx *c, tg_tensor *const *x,
     return 0;
 }
 
-/* The p the backward uses: the saved output (borrowed); with --bug
- * no-mask, a softmax of the saved scores recomputed without the mask (the
- * scope's), so the future gets weight and the masked cells a gradient. */
-static tg_tensor *backward_p(tg_custom_ctx *c, const run *r)
-{
-    if (r->bug == BUG_NO_MASK)
-        return tg_softmax(tg_custom_saved(c, 0), -1);
-    return tg_custom_saved(c, 1);
-}
-
 /* ds = J^T dp = p * (dp - sum_j(p * dp)), J = diag(p) - p p^T; exactly 0
  * where p is (the masked cells). The bugs: no-ppT keeps only diag(p),
- * ds = p * dp; scale applies the head's 1/sqrt(hs) once more (its scale
- * entry's backward already does). */
+ * ds = p * dp; no-mask recomputes p as a softmax of the saved scores
+ * without the mask, so the future gets weight and the masked cells a
+ * gradient; scale applies the head's 1/sqrt(hs) once more (its scale
+ * entry's backward already does). Each temporary is released by hand: a
+ * backward runs inside the backward walk, where scopes are paused. */
 static int my_softmax_backward(tg_custom_ctx *c, tg_tensor *const *dy,
                                tg_tensor **dx)
 {
     const run *r = tg_custom_user(c);
     if (!tg_custom_needs_grad(c, 0))
         return 0;
-    tg_scope_begin();
-    tg_tensor *p = backward_p(c, r);
-    tg_tensor *ds;
+    tg_tensor *unmasked =
+        r->bug == BUG_NO_MASK ? tg_softmax(tg_custom_saved(c, 0), -1) : NULL;
+    tg_tensor *p = unmasked ? unmasked : tg_custom_saved(c, 1);
+    tg_tensor *p_dp = tg_mul(p, dy[0]), *ds;
     if (r->bug == BUG_NO_PPT) {
-        ds = tg_mul(p, dy[0]);
+        ds = tg_retain(p_dp);
     } else {
-        tg_tensor *p_dot_dp = tg_sum(tg_mul(p, dy[0]), -1, true); /* (T, 1) */
-        ds = tg_mul(p, tg_sub(dy[0], p_dot_dp));
+        tg_tensor *row = tg_sum(p_dp, -1, true); /* p . dp, (T, 1) */
+        tg_tensor *diff = tg_sub(dy[0], row);
+        ds = tg_mul(p, diff);
+        tg_release(row), tg_release(diff);
     }
-    if (r->bug == BUG_SCALE)
-        ds = tg_scale(ds, 1.0 / sqrt(HS));
-    dx[0] = tg_keep(ds);
-    tg_scope_end();
-    return dx[0] ? 0 : -1;
+    if (r->bug == BUG_SCALE) {
+        tg_tensor *scaled = tg_scale(ds, 1.0 / sqrt(HS));
+        tg_release(ds);
+        ds = scaled;
+    }
+    tg_release(p_dp), tg_release(unmasked);
+    dx[0] = ds;
+    return ds ? 0 : -1;
 }
 
 static const tg_custom_op my_softmax = {
@@ -190,14 +189,44 @@ static bool masked_cell(const tg_gradcheck_entry *e, int64_t *i, int64_t *j)
     return e->found && !strcmp(e->op, my_softmax.name) && *j > *i;
 }
 
-/* The wrong entry of a failed check, a field a line: "masked" is what the
- * causal mask says of the element, "depends" what the check found (the
- * forward does not depend on the element: a masked cell, and row 0's one
- * cell too, whose weight is 1 whatever its score). */
+int entry_fields(const run *r, const char **fields, char (*values)[ENTRY_CELL])
+{
+    static const char *const names[ENTRY_FIELDS] = {
+        "op",       "call site", "shapes", "element",
+        "backward", "numeric",   "masked", "depends"};
+    const tg_gradcheck_entry *e = &r->rep.entry;
+    char(*v)[ENTRY_CELL] = values;
+    int64_t i, j;
+    bool masked = masked_cell(e, &i, &j);
+    for (int k = 0; k < ENTRY_FIELDS; k++)
+        fields[k] = names[k];
+    snprintf(v[0], ENTRY_CELL, "%s%s%s%s", e->op, e->name[0] ? " (output " : "",
+             e->name, e->name[0] ? ")" : "");
+    snprintf(v[1], ENTRY_CELL, "%s:%d", e->file ? e->file : "?", e->line);
+    snprintf(v[2], ENTRY_CELL, "%s", e->shapes);
+    snprintf(v[3], ENTRY_CELL, "input %d at %s", e->input, e->at);
+    snprintf(v[4], ENTRY_CELL, "%.6g", e->analytic);
+    snprintf(v[5], ENTRY_CELL, "%.6g", e->numeric);
+    if (masked)
+        snprintf(v[6], ENTRY_CELL, "yes: column %lld is in row %lld's future",
+                 (long long)j, (long long)i);
+    else
+        snprintf(v[6], ENTRY_CELL, "no");
+    /* the forward does not depend on a masked cell, nor on row 0's one
+     * cell, whose weight is 1 whatever its score */
+    snprintf(v[7], ENTRY_CELL, "%s",
+             !e->independent ? "yes"
+             : masked || i || j
+                 ? "no: the output does not move with it, its gradient must "
+                   "be 0"
+                 : "no: row 0's one weight is 1 whatever its score");
+    return ENTRY_FIELDS;
+}
+
+/* The wrong entry of a failed check, a field a line. */
 static void print_entry(const run *r)
 {
-    const tg_gradcheck_entry *e = &r->rep.entry;
-    if (!e->found) {
+    if (!r->rep.entry.found) {
         say("no entry is wrong on its own (%d checked)\n",
             r->rep.n_entries_checked);
         return;
@@ -205,27 +234,11 @@ static void print_entry(const run *r)
     say("The first wrong entry, checked on its own (%d of %d entries "
         "wrong):\n",
         r->rep.n_entries_wrong, r->rep.n_entries_checked);
-    say("  op         %s%s%s%s\n", e->op, e->name[0] ? " (output " : "",
-        e->name, e->name[0] ? ")" : "");
-    say("  call site  %s:%d\n", e->file ? e->file : "?", e->line);
-    say("  shapes     %s\n", e->shapes);
-    say("  element    input %d at %s\n", e->input, e->at);
-    say("  backward   %.6g\n", e->analytic);
-    say("  numeric    %.6g\n", e->numeric);
-    int64_t i, j;
-    if (masked_cell(e, &i, &j))
-        say("  masked     yes: column %lld is in row %lld's future (-inf "
-            "before the softmax)\n",
-            (long long)j, (long long)i);
-    else
-        say("  masked     no\n");
-    if (e->independent)
-        say("  depends    no: the forward does not depend on this element, "
-            "yet its\n             gradient is not 0%s\n",
-            masked_cell(e, &i, &j) || i || j
-                ? ""
-                : " (row 0 has one cell: its weight is 1\n             "
-                  "whatever its score)");
+    const char *fields[ENTRY_FIELDS];
+    char values[ENTRY_FIELDS][ENTRY_CELL];
+    int n = entry_fields(r, fields, values);
+    for (int k = 0; k < n; k++)
+        say("  %-10s %s\n", fields[k], values[k]);
 }
 
 /* tg_gradcheck over x, W_q, W_k, W_v (defaults: eps 1e-6, |analytic -
@@ -283,6 +296,25 @@ static int grad_of_scores(run *r)
     return 0;
 }
 
+/* The table's worst entries in a sentence, from tg_precision_report's
+ * fields (numbered as tg_precision_print numbers them, from 1), against
+ * float32's unit roundoff 2^-24. */
+static void precision_summary(const tg_precision_report *p)
+{
+    if (p->worst_value < 0 || p->worst_grad < 0)
+        return;
+    double roundoff = ldexp(1, -24), worst = 0;
+    for (int i = 0; i < p->n_entries; i++)
+        worst = fmax(worst, p->entries[i].value_err);
+    const tg_precision_entry *v = &p->entries[p->worst_value],
+                             *g = &p->entries[p->worst_grad];
+    say("float32 rounds at 2^-24 = %.1e; the worst value is %.1f "
+        "roundoffs off.\nThe value's error grows most at #%d %s (x%.2f),\nthe "
+        "gradient's at #%d %s (x%.2f).\n",
+        roundoff, worst / roundoff, p->worst_value + 1, v->op, v->value_growth,
+        p->worst_grad + 1, g->op, g->grad_growth);
+}
+
 /* tg_precision_check of the lesson's head in float32: float32 copies of
  * the leaves, the same loss, replayed in float64. 0 or -1. */
 static int precision(run *r)
@@ -296,9 +328,9 @@ static int precision(run *r)
         tg_set_name(in[i], names[i]);
     }
     tg_set_grad_enabled(was);
-    say("\nWhere float32 loses precision: the lesson's head in float32 "
-        "(masked_fill and\nsoftmax of the library), L = sum(out * u), "
-        "replayed in float64 (tg_precision_check):\n");
+    say("\nWhere float32 loses precision: the lesson's head in float32 (the "
+        "library's\nmasked_fill and softmax), L = sum(out * u), replayed in "
+        "float64\n(tg_precision_check):\n");
     int rc = in[0] && in[1] && in[2] && in[3]
                  ? tg_precision_check(head_loss, r, 4, in, 0, &r->prec)
                  : -1;
@@ -306,6 +338,8 @@ static int precision(run *r)
         rc = tg_precision_print(stdout, &r->prec);
     if (rc == 0 && page_echo_file())
         rc = tg_precision_print(page_echo_file(), &r->prec);
+    if (rc == 0)
+        precision_summary(&r->prec);
     for (int i = 0; i < 4; i++)
         tg_release(in[i]);
     return rc;

@@ -37,6 +37,13 @@ typedef struct run {
     tg_precision_report prec;
 } run;
 
+/* The first wrong entry of a failed check (r->rep.entry) as fields and
+ * their values, for the printout and the page: its op, call site, shapes,
+ * element, both values, whether the causal mask hides that element and
+ * whether the forward depends on it. Returns how many (ENTRY_FIELDS). */
+enum { ENTRY_FIELDS = 8, ENTRY_CELL = 160 };
+int entry_fields(const run *r, const char **fields, char (*values)[ENTRY_CELL]);
+
 /* The page: what was printed, the check, the wrong entry, dL/dscores as a
  * heatmap, the precision table. Prints "page: PATH". 0 or -1. */
 int write_page(const run *r, const char *path);

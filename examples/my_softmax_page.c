@@ -11,12 +11,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-enum { FIELDS = 10, CELL = 160 };
+enum { FIELDS = 8 };
 
 /* A table of two columns, a field and its value a row, under the header
  * "field", "value". 0 or -1. */
 static int field_table(tg_report *rep, const char *caption, int n,
-                       const char *const *fields, char (*values)[CELL])
+                       const char *const *fields, char (*values)[ENTRY_CELL])
 {
     const char *cells[2 * (FIELDS + 1)] = {"field", "value"};
     for (int i = 0; i < n; i++) {
@@ -35,14 +35,14 @@ static int check_table(tg_report *rep, const run *r)
                                          "max rel err",
                                          "entries checked on their own",
                                          "of which wrong"};
-    char v[FIELDS][CELL];
+    char v[FIELDS][ENTRY_CELL];
     const tg_gradcheck_report *g = &r->rep;
-    snprintf(v[0], CELL, "%s", r->check_rc ? "FAIL" : "PASS");
-    snprintf(v[1], CELL, "%lld", (long long)g->n_checked);
-    snprintf(v[2], CELL, "%.1e", g->max_abs_err);
-    snprintf(v[3], CELL, "%.1e", g->max_rel_err);
-    snprintf(v[4], CELL, "%d", g->n_entries_checked);
-    snprintf(v[5], CELL, "%d", g->n_entries_wrong);
+    snprintf(v[0], ENTRY_CELL, "%s", r->check_rc ? "FAIL" : "PASS");
+    snprintf(v[1], ENTRY_CELL, "%lld", (long long)g->n_checked);
+    snprintf(v[2], ENTRY_CELL, "%.1e", g->max_abs_err);
+    snprintf(v[3], ENTRY_CELL, "%.1e", g->max_rel_err);
+    snprintf(v[4], ENTRY_CELL, "%d", g->n_entries_checked);
+    snprintf(v[5], ENTRY_CELL, "%d", g->n_entries_wrong);
     return field_table(rep,
                        "tg_gradcheck of the head's out over x, W_q, W_k, W_v "
                        "(float64)",
@@ -52,27 +52,13 @@ static int check_table(tg_report *rep, const run *r)
 /* The first wrong entry of a failed check, its fields. */
 static int entry_table(tg_report *rep, const run *r)
 {
-    static const char *const fields[] = {
-        "op",      "output name", "call site", "shapes",     "input",
-        "element", "backward",    "numeric",   "independent"};
-    const tg_gradcheck_entry *e = &r->rep.entry;
-    char v[FIELDS][CELL];
-    snprintf(v[0], CELL, "%s", e->op);
-    snprintf(v[1], CELL, "%s", e->name);
-    snprintf(v[2], CELL, "%s:%d", e->file ? e->file : "?", e->line);
-    snprintf(v[3], CELL, "%s", e->shapes);
-    snprintf(v[4], CELL, "%d", e->input);
-    snprintf(v[5], CELL, "%s", e->at);
-    snprintf(v[6], CELL, "%.6g", e->analytic);
-    snprintf(v[7], CELL, "%.6g", e->numeric);
-    snprintf(v[8], CELL, "%s",
-             e->independent ? "yes: a masked cell (the forward does not "
-                              "depend on it), yet its gradient is not 0"
-                            : "no");
+    const char *fields[ENTRY_FIELDS];
+    char v[ENTRY_FIELDS][ENTRY_CELL];
+    int n = entry_fields(r, fields, v);
     return field_table(rep,
                        "The first wrong entry, checked on its own "
                        "(tg_gradcheck_report.entry)",
-                       9, fields, v);
+                       n, fields, v);
 }
 
 /* dL/dscores (T, T), its rows and columns numbered. A masked cell whose
@@ -105,30 +91,32 @@ static int grad_heatmap(tg_report *rep, const run *r)
     return rc;
 }
 
-/* tg_precision_report as a table, an entry a row, the worst marked. */
+/* tg_precision_report as a table, an entry a row numbered from 1 as
+ * tg_precision_print numbers them, the worst marked. */
 static int precision_table(tg_report *rep, const tg_precision_report *p)
 {
-    enum { COLS = 8 };
+    enum { COLS = 9, W = 64 };
     static const char *const head[COLS] = {
-        "op",        "name",         "shape",    "dtype",
+        "#",         "op",           "name",     "shape",      "dtype",
         "value err", "value growth", "grad err", "grad growth"};
     int n = p->n_entries;
     const char **cells = malloc(sizeof *cells * (size_t)(n + 1) * COLS);
-    char(*text)[COLS][64] = malloc(sizeof *text * (size_t)(n ? n : 1));
+    char(*text)[COLS][W] = malloc(sizeof *text * (size_t)(n ? n : 1));
     int rc = cells && text ? 0 : -1;
     for (int j = 0; rc == 0 && j < COLS; j++)
         cells[j] = head[j];
     for (int i = 0; rc == 0 && i < n; i++) {
         const tg_precision_entry *e = &p->entries[i];
-        snprintf(text[i][0], 64, "%s", e->op);
-        snprintf(text[i][1], 64, "%s", e->name);
-        snprintf(text[i][2], 64, "%s", e->shape);
-        snprintf(text[i][3], 64, "%s", e->float32 ? "float32" : "float64");
-        snprintf(text[i][4], 64, "%.1e", e->value_err);
-        snprintf(text[i][5], 64, "%.1f%s", e->value_growth,
+        snprintf(text[i][0], W, "%d", i + 1);
+        snprintf(text[i][1], W, "%s", e->op);
+        snprintf(text[i][2], W, "%s", e->name);
+        snprintf(text[i][3], W, "%s", e->shape);
+        snprintf(text[i][4], W, "%s", e->float32 ? "float32" : "float64");
+        snprintf(text[i][5], W, "%.2e", e->value_err);
+        snprintf(text[i][6], W, "%.3g%s", e->value_growth,
                  i == p->worst_value ? " (worst)" : "");
-        snprintf(text[i][6], 64, "%.1e", e->grad_err);
-        snprintf(text[i][7], 64, "%.1f%s", e->grad_growth,
+        snprintf(text[i][7], W, "%.2e", e->grad_err);
+        snprintf(text[i][8], W, "%.3g%s", e->grad_growth,
                  i == p->worst_grad ? " (worst)" : "");
         for (int j = 0; j < COLS; j++)
             cells[(i + 1) * COLS + j] = text[i][j];
@@ -171,10 +159,5 @@ int write_page(const run *r, const char *path)
         rc = grad_heatmap(rep, r);
     if (rc == 0)
         rc = precision_table(rep, &r->prec);
-    if (rc == 0)
-        rc = tg_report_write(rep, path);
-    tg_report_free(rep);
-    if (rc == 0)
-        printf("page: %s\n", path);
-    return rc;
+    return page_write(rep, rc, path);
 }
