@@ -26,6 +26,10 @@ TG_HIDDEN int tg__gradcheck_run(const char *who, tg_fn f, void *ctx, int n,
 TG_HIDDEN int tg__entry_check(const tg_node *n, const tg_gradcheck_opts *o,
                               tg_gradcheck_entry *res);
 
+/* A float64 copy of x (new, contiguous, out of any scope, no entry),
+ * requiring grad as x does; NULL with an error. core/entry_check.c. */
+TG_HIDDEN tg_tensor *tg__float64_copy(const tg_tensor *x);
+
 /* "[2, 3]": the flat C-order index j of a tensor of shape (ndim, shape),
  * as numpy writes an index, into buf (size bytes). */
 TG_HIDDEN void tg__index_str(int ndim, const int64_t *shape, int64_t j,

@@ -37,6 +37,18 @@ static bool overlaps(const tg_tensor *t)
     return false;
 }
 
+tg_tensor *tg__float64_copy(const tg_tensor *x)
+{
+    tg_tensor *c = tg_zeros(TG_FLOAT64, x->ndim, x->shape);
+    if (c && tg_copy_(c, (tg_tensor *)x) < 0) /* dst = src, converted */
+        tg_release(c), c = NULL;
+    if (c) {
+        tg__unscope(c);
+        c->requires_grad = x->requires_grad;
+    }
+    return c;
+}
+
 /* The entry's input x as a leaf of the check (new), needing a gradient
  * when the entry's did. NULL with an error when out of memory. */
 static tg_tensor *as_leaf(const tg_node *n, int i)
@@ -44,20 +56,10 @@ static tg_tensor *as_leaf(const tg_node *n, int i)
     tg_tensor *x = n->in[i];
     if (x->dtype != TG_FLOAT32 && x->dtype != TG_FLOAT64)
         return tg_retain(x);
-    tg_tensor *leaf;
-    if (x->dtype == TG_FLOAT64 && !overlaps(x)) {
-        leaf = tg__view("entry check", x, x->ndim, x->shape, x->strides,
-                        x->offset);
-    } else {
-        tg_tensor *c = tg_to(x, TG_FLOAT64);
-        leaf = c ? tg_contiguous(c) : NULL;
-        tg_release(c);
-        if (leaf && leaf->storage == x->storage) { /* never x's own */
-            tg_release(leaf);
-            leaf = NULL;
-            tg__error("entry check: could not copy an input");
-        }
-    }
+    tg_tensor *leaf = x->dtype == TG_FLOAT64 && !overlaps(x)
+                          ? tg__view("entry check", x, x->ndim, x->shape,
+                                     x->strides, x->offset)
+                          : tg__float64_copy(x);
     if (leaf)
         leaf->requires_grad = tg__needs_grad(n, i);
     return leaf;

@@ -83,18 +83,9 @@ static tg_tensor *copy_of(replay *p, tg_tensor *x)
     for (int64_t i = 0; i < p->n_copies; i++)
         if (p->from[i] == x)
             return p->to[i];
-    tg_tensor *c;
-    if (x->dtype == TG_FLOAT32 || x->dtype == TG_FLOAT64) {
-        c = tg_zeros(TG_FLOAT64, x->ndim, x->shape);
-        if (c && tg_copy_(c, x) < 0) /* dst = src, converted */
-            tg_release(c), c = NULL;
-        if (c) {
-            tg__unscope(c);
-            c->requires_grad = x->requires_grad;
-        }
-    } else {
-        c = tg_retain(x);
-    }
+    tg_tensor *c = x->dtype == TG_FLOAT32 || x->dtype == TG_FLOAT64
+                       ? tg__float64_copy(x)
+                       : tg_retain(x);
     if (!c)
         return NULL;
     size_t size = sizeof(tg_tensor *) * (size_t)(p->n_copies + 1);

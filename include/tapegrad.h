@@ -1044,8 +1044,10 @@ bool tg_custom_needs_grad(const tg_custom_ctx *c, int i);
  * recorded and never requires grad, and backward gets dy[k] NULL. Returns
  * 0, or -1 with an error. */
 int tg_custom_non_differentiable(tg_custom_ctx *c, int k);
-/** Sets the error "<op>: <your message>" and returns -1, for a forward or
- * backward that refuses: return tg_custom_fail(c, "rows must be %d", n). */
+/** Sets the error to your message and returns -1, for a forward or
+ * backward that refuses: return tg_custom_fail(c, "rows must be %d", n).
+ * The call fails with "<op> (at <file:line>): forward: rows must be 4"
+ * (or backward), as it does with the error of an op that failed inside. */
 int tg_custom_fail(tg_custom_ctx *c, const char *fmt, ...);
 
 /* ===================================================================== */
@@ -1124,14 +1126,36 @@ tg_gradcheck_opts tg_gradcheck_defaults(void);
  * mask) are never perturbed; their gradient must be exactly 0.
  * Inputs (n_inputs of them, borrowed) are float64 leaves (float32 is
  * refused: its 24 bits cannot hold a central difference). They are
- * perturbed in place and restored. The inputs' accumulated gradients are
- * left as they were.
+ * perturbed in place and restored; f is lent them, to read: releasing one
+ * or writing one in place inside f is refused, and the check fails naming
+ * that call's line. f must not run a backward itself (a gradient is not on
+ * the tape, so its derivative, the second order, is not available). The
+ * inputs' accumulated gradients are left as they were.
+ *
+ * Where it is wrong: when the check fails, f runs once more and every entry
+ * of its graph is checked on its own, its backward against central
+ * differences of its own forward at the inputs it recorded (float64): the
+ * first wrong one, in the order f ran them, is report->entry (the op's
+ * name, a custom op's included, the call's file:line, the shapes, the
+ * element, both values, and whether the forward depends on that element at
+ * all: a masked cell given a gradient). When every entry is right on its
+ * own and some ran in float32, float32's rounding is the cause: the report
+ * counts them and the message names them (use tg_precision_check). Every
+ * failing check (1) sets tg_last_error() to that in one line.
+ *
+ * Which mode: element by element (the default) costs 2 calls of f per
+ * input element and says which element is wrong; use it up to some
+ * thousands of elements. fast_mode costs 2 calls of f in all (one random
+ * direction, as PyTorch's fast_mode): use it for larger inputs; when it
+ * fails, the check falls back to element by element to say where.
+ *
  * Returns 0 when every element passes, 1 when one does not (the report says
  * which), -1 on error: no function, no inputs, a NULL or non-leaf input, no
  * input requiring grad, options out of range (eps must be > 0 and finite,
  * atol and rtol >= 0: a NaN is an error, and the message names the three),
- * a float32 input that requires grad or a float32 output ("check in
- * float64"), or f returning NULL (f's error is kept; a function that set none gives
+ * a float32 input that requires grad ("check in float64", with how) or a
+ * float32 output, f releasing or writing an input or running a backward,
+ * or f returning NULL (f's error is kept; a function that set none gives
  * "gradcheck: the function returned NULL without an error"). opts may be
  * NULL (defaults); report may be NULL. */
 int tg_gradcheck(tg_fn f, void *ctx, int n_inputs, tg_tensor *const *inputs,
@@ -1346,8 +1370,10 @@ int tg_backward_retain(tg_tensor *out, tg_tensor *dout);
  * borrowed and left as it was (f sees a detached leaf that requires grad
  * and shares x's elements). Elements of y that do not depend on x give
  * rows of zeros. NULL with an error for a NULL f or x, a non-float x, f
- * failing (its error kept), a y that is not x's dtype, or y.ndim + x.ndim
- * past 8. */
+ * failing (its error kept), f releasing or writing x, or running a backward
+ * (a function that returns a gradient: its Jacobian, a Hessian, needs the
+ * second order, which is not available; refused rather than all zeros), a
+ * y that is not x's dtype, or y.ndim + x.ndim past 8. */
 tg_tensor *tg_jacobian(tg_fn f, void *ctx, tg_tensor *x);
 
 /** tg_fprint(stdout, t, -1) and a newline: numpy's print(t). Returns 0, or -1

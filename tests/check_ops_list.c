@@ -16,14 +16,18 @@
  * replay gives the recorded output to the bit. The tour calls
  * ops_list_toured on its loss, which replays its entries too, so that
  * every op's replay runs out of memory at each of its allocations in
- * turn. Check forks each test, so the
+ * turn. And each entry is checked on its own (core/entry_check.c: its
+ * backward against central differences of its replay, float64, the
+ * gradcheck's tolerances), once per op: its op counts as "backward checked
+ * on its own" when that passes. Check forks each test, so the
  * marks live in memory shared with the runner (an anonymous MAP_SHARED
  * mapping made before the first fork), which ops_list_verdict reads after
  * the last suite. */
 #define _DEFAULT_SOURCE /* MAP_ANONYMOUS, beside _POSIX_C_SOURCE */
 #include "tests.h"
 
-#include "core/tape.h" /* white-box: an output's entry and its inputs */
+#include "core/check.h" /* white-box: an output's entry, its inputs, and
+                           * the per-entry check */
 
 #include <math.h>
 #include <stdio.h>
@@ -49,7 +53,8 @@ enum {
     N_ROWS = sizeof rows / sizeof *rows,
     GRADCHECKED = 1,
     TOURED = 2,
-    REPLAYED = 4
+    REPLAYED = 4,
+    ENTRY_CHECKED = 8
 };
 
 /* Shared with the forked tests: a mark per row, and the first entry name
@@ -248,6 +253,76 @@ typedef struct spy {
     unsigned char pending[N_ROWS]; /* rows seen, marked if the check passes */
 } spy;
 
+/* Whether an entry of this name was checked on its own already. */
+static bool entry_checked(const char *name)
+{
+    for (int i = 0; shared && i < N_ROWS; i++)
+        if (strcmp(rows[i].entry, name) == 0)
+            return shared->row[i] & ENTRY_CHECKED;
+    return true; /* unlisted: the verdict names it */
+}
+
+/* Entry e checked on its own, once per op: its op marked when it passes;
+ * a failure is printed (the verdict then names the op). oom set when the
+ * check ran out of memory (its error kept). */
+typedef struct own_check {
+    const tg_gradcheck_opts *o;
+    bool oom;
+} own_check;
+
+static void check_on_its_own(const tg_node *e, void *arg)
+{
+    own_check *c = arg;
+    if (c->oom || entry_checked(e->op->name))
+        return;
+    tg_gradcheck_opts d = tg_gradcheck_defaults();
+    tg_gradcheck_entry res;
+    int rc = tg__entry_check(e, c->o ? c->o : &d, &res);
+    if (rc == 0)
+        mark_name(e->op->name, ENTRY_CHECKED);
+    else if (rc == 1)
+        fprintf(stderr,
+                "ops list: '%s' (%s:%d, %s) fails its check on its own: "
+                "input %d %s, backward %.6g, central differences %.6g\n",
+                res.op, res.file ? res.file : "?", res.line, res.shapes,
+                res.input, res.at, res.analytic, res.numeric);
+    c->oom = rc < 0 && strstr(tg_last_error(), "out of memory");
+}
+
+/* The entries of f's graph at inputs, each checked on its own: f runs
+ * once more before the gradcheck (inside it, the checks' own backward
+ * passes would be a backward run by f, which the gradcheck refuses). The
+ * inputs' gradients are not touched: no backward reaches them. false,
+ * with the error, when an allocation failed on the way: an allocation
+ * that fails must fail the check (tests/check_oom.c's sweep); any other
+ * failure is the gradcheck's to report, and the error is as before. */
+static bool checks_on_their_own(tg_fn f, void *ctx, int n,
+                                tg_tensor *const *inputs,
+                                const tg_gradcheck_opts *o)
+{
+    if (!shared || !inputs || n <= 0)
+        return true;
+    for (int i = 0; i < n; i++)
+        if (!inputs[i])
+            return true;
+    char kept[1024];
+    snprintf(kept, sizeof kept, "%s", tg_last_error());
+    tg_clear_error();
+    bool was = tg_set_grad_enabled(true);
+    tg_tensor *y = f(inputs, ctx);
+    tg_set_grad_enabled(was);
+    own_check c = {o, !y && strstr(tg_last_error(), "out of memory")};
+    if (y)
+        walk(y, check_on_its_own, &c);
+    tg_release(y);
+    if (c.oom)
+        return false;
+    tg_clear_error();
+    if (kept[0])
+        tg__error("%s", kept);
+    return true;
+}
+
 /* Notes e's rows as pending, and marks them replayed when its replay gives
  * its output (whether or not the check passes: the replay is the
  * forward's, not the backward's). */
@@ -288,6 +363,8 @@ int __wrap_tg_gradcheck(tg_fn f, void *ctx, int n_inputs,
 {
     if (!f) /* the refusal of a NULL function stays the library's */
         return __real_tg_gradcheck(f, ctx, n_inputs, inputs, o, report);
+    if (!checks_on_their_own(f, ctx, n_inputs, inputs, o))
+        return -1;
     spy s = {.f = f, .ctx = ctx};
     int rc = __real_tg_gradcheck(spy_fn, &s, n_inputs, inputs, o, report);
     for (int i = 0; rc == 0 && shared && i < N_ROWS; i++)
@@ -324,6 +401,10 @@ int ops_list_verdict(void)
             missing += printf("ops list: %s (entry %s) has no replay equal to "
                               "its recorded forward\n",
                               r->ctor, r->entry) > 0;
+        if (!(shared->row[i] & ENTRY_CHECKED))
+            missing += printf("ops list: %s (entry %s) has no backward "
+                              "checked on its own (core/entry_check.c)\n",
+                              r->ctor, r->entry) > 0;
     }
     if (shared->unlisted[0])
         missing += printf("ops list: a watched graph (a gradcheck's or the "
@@ -333,7 +414,8 @@ int ops_list_verdict(void)
     if (missing == 0)
         printf("ops list: each of the %d differentiable ops of ops/ops.def "
                "passed a float64 gradcheck, is on the allocation-failure "
-               "tour and has a replay equal to its recorded forward\n",
+               "tour, has a replay equal to its recorded forward and its "
+               "backward checked on its own\n",
                n_diff);
     munmap(shared, sizeof(marks));
     shared = NULL;
