@@ -4,7 +4,8 @@
  * For scores s (T, T) and the causal mask (future: column j > row i):
  *     forward    p  = softmax(masked_fill(s, future, -inf), -1)
  *     backward   ds = p * (dp - sum_j(p * dp))          row by row
- * Softmax's Jacobian, row by row, is dp_i/ds_j = p_i (delta_ij - p_j), the
+ * where dp = dL/dp is the gradient from above and ds = dL/ds. Softmax's
+ * Jacobian, row by row, is d p_i / d s_j = p_i (delta_ij - p_j), the
  * matrix J = diag(p) - p p^T. J is symmetric, so the vector-Jacobian
  * product is J dp = p * dp - p (p . dp): the line above. Under the mask p
  * is exactly 0 (exp(-inf)), so ds is exactly 0 there, as it must be: the
