@@ -178,8 +178,8 @@ static const char *const BUG_SAYS[] = {
     [BUG_NO_PPT] = "ds = p * dp (--bug no-ppT: the p p^T term dropped)",
     [BUG_NO_MASK] = "ds = p * (dp - sum(p * dp)) with p recomputed without "
                     "the mask\n          (--bug no-mask)",
-    [BUG_SCALE] = "ds = p * (dp - sum(p * dp)) / sqrt(hs) (--bug scale: the "
-                  "head's scale\n          once more)",
+    [BUG_SCALE] = "ds = p * (dp - sum(p * dp)) / sqrt(hs)\n          "
+                  "(--bug scale: the head's scale once more)",
 };
 
 /* Whether the wrong entry is my_softmax's and its element a masked cell
