@@ -20,9 +20,10 @@ TG_HIDDEN int tg__gradcheck_run(const char *who, tg_fn f, void *ctx, int n,
 
 /* Entry n, alive and unconsumed, checked on its own: its backward against
  * central differences of its own forward (n->op->replay) at the inputs it
- * recorded, in float64, with the tolerances of o (element-wise, whatever
- * o->fast_mode). 0 when it passes, 1 when not (res says where, with
- * res->found), -1 with an error. */
+ * recorded, in float64, with the tolerances of o (with o->fast_mode along
+ * one direction first, element by element only when that fails). 0 when it
+ * passes, 1 when not (res says where, with res->found), -1 with an
+ * error. */
 TG_HIDDEN int tg__entry_check(const tg_node *n, const tg_gradcheck_opts *o,
                               tg_gradcheck_entry *res);
 

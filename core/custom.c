@@ -70,6 +70,7 @@ static void drop_saved(tg_custom_ctx *c)
             continue;
         atomic_fetch_sub_explicit(&t->storage->tape_refs, 1,
                                   memory_order_relaxed);
+        atomic_fetch_sub_explicit(&t->tape_holds, 1, memory_order_relaxed);
         tg__drop(t);
     }
 }
@@ -99,6 +100,17 @@ static void custom_drop_state(tg_node *n)
 
 static void custom_free_state(tg_node *n) { ctx_unref(n->state); }
 
+/* Whether c holds a saved tensor over s (for the in-place refusal's
+ * message: a saved output or other tensor is no input of the entry). */
+static bool custom_state_holds(const tg_node *n, const tg_storage *s)
+{
+    const tg_custom_ctx *c = n->state;
+    for (int i = 0; i < c->n_saved; i++)
+        if (c->saved[i] && c->saved[i]->storage == s)
+            return true;
+    return false;
+}
+
 /* ---- the context's calls ----------------------------------------------- */
 
 void *tg_custom_user(const tg_custom_ctx *c) { return c ? c->user : NULL; }
@@ -113,7 +125,7 @@ int tg_custom_save(tg_custom_ctx *c, tg_tensor *t)
     if (!c)
         return -1;
     if (!c->in_forward || TG_BAD(c->op.name, t)) {
-        if (t)
+        if (t || !tg_last_error()[0]) /* a failed call's NULL: its error */
             tg__error("%s: tg_custom_save is for the forward, with a tensor",
                       WHO(c));
         return -1;
@@ -133,6 +145,7 @@ int tg_custom_save(tg_custom_ctx *c, tg_tensor *t)
     c->saved[c->n_saved] = tg_retain(t);
     c->saved_version[c->n_saved] = t->storage->version;
     atomic_fetch_add_explicit(&t->storage->tape_refs, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&t->tape_holds, 1, memory_order_relaxed);
     return c->n_saved++;
 }
 
@@ -211,13 +224,21 @@ static bool call_ok(const tg_custom_op *op, tg_tensor *const *in,
 /* Output k as the forward left it; false with an error when it cannot be
  * the op's output. */
 static bool output_ok(const tg_custom_ctx *c, tg_tensor *const *in,
-                      const tg_tensor *y, int k)
+                      tg_tensor *const *ys, int k)
 {
+    const tg_tensor *y = ys[k];
     if (!y || tg__is_dead(y)) {
         tg__error("%s: forward: returned 0 but left output %d %s", WHO(c), k,
                   y ? "released" : "NULL");
         return false;
     }
+    for (int j = 0; j < k; j++)
+        if (y == ys[j]) {
+            tg__error("%s: forward: outputs %d and %d are one tensor; return "
+                      "a new tensor for each",
+                      WHO(c), j, k);
+            return false;
+        }
     for (int i = 0; i < c->desc->n_inputs; i++)
         if (y == in[i]) {
             tg__error("%s: forward: output %d is input %d itself; return a "
@@ -234,6 +255,25 @@ static bool output_ok(const tg_custom_ctx *c, tg_tensor *const *in,
     return true;
 }
 
+/* Whether y, an output the forward failed to make right, is the
+ * forward's to release: an input handed back as an output with no
+ * tg_retain of its own ("y[0] = x[0]") carries the caller's reference,
+ * which releasing would free under the caller. refs: the inputs' counts
+ * before the forward, which the saved tensors' tg_retain raise too. */
+static bool forward_owns(const tg_custom_ctx *c, tg_tensor *const *in,
+                         const int64_t *refs, const tg_tensor *y)
+{
+    for (int i = 0; i < c->desc->n_inputs; i++) {
+        if (y != in[i])
+            continue;
+        int64_t kept = refs[i];
+        for (int j = 0; j < c->n_saved; j++)
+            kept += c->saved[j] == in[i];
+        return atomic_load(&in[i]->refcount) > kept;
+    }
+    return true;
+}
+
 /* Runs the user's forward into y, with grad mode off and the inputs lent
  * (core/lend.c). 0, or -1 with the error naming the op, the call and the
  * forward (y all NULL then). */
@@ -241,8 +281,12 @@ static int run_forward(tg_custom_ctx *c, tg_tensor *const *in, tg_tensor **y)
 {
     char w[320];
     snprintf(w, sizeof w, "%s: forward", WHO(c));
+    int64_t refs[CUSTOM_MAX];
+    for (int i = 0; i < c->desc->n_inputs; i++)
+        refs[i] = atomic_load(&in[i]->refcount);
     tg__lend lend;
-    tg__lend_begin(&lend, w, c->desc->n_inputs, in);
+    if (!tg__lend_begin(&lend, w, c->desc->n_inputs, in))
+        return -1;
     bool was = tg_set_grad_enabled(false);
     c->in_forward = true;
     int rc = c->desc->forward(c, in, y);
@@ -257,11 +301,11 @@ static int run_forward(tg_custom_ctx *c, tg_tensor *const *in, tg_tensor **y)
         rc = -1;
     }
     for (int k = 0; rc == 0 && k < c->desc->n_outputs; k++)
-        if (!output_ok(c, in, y[k], k))
+        if (!output_ok(c, in, y, k))
             rc = -1;
     if (rc != 0)
         for (int k = 0; k < c->desc->n_outputs; k++) {
-            if (y[k] && !tg__is_dead(y[k]))
+            if (y[k] && !tg__is_dead(y[k]) && forward_owns(c, in, refs, y[k]))
                 tg_release(y[k]);
             y[k] = NULL;
         }
@@ -280,6 +324,9 @@ static bool unsave_outputs(tg_custom_ctx *c, tg_tensor **y)
             if (!a)
                 return false;
             c->saved[i] = tg_retain(a); /* same storage: tape_refs as is */
+            atomic_fetch_add_explicit(&a->tape_holds, 1, memory_order_relaxed);
+            atomic_fetch_sub_explicit(&y[k]->tape_holds, 1,
+                                      memory_order_relaxed);
             tg__drop(y[k]);
             tg_release(a);
         }
@@ -303,8 +350,10 @@ static bool record_outputs(tg_custom_ctx *c, tg_tensor *const *in,
         memcpy(c->out_shape[k], y[k]->shape, sizeof y[k]->shape);
         c->out_dtype[k] = y[k]->dtype;
     }
-    if (!any || !unsave_outputs(c, y))
-        return !any;
+    if (any && !unsave_outputs(c, y))
+        return false;
+    /* Every differentiable output passes tg__record, recorded or not, as
+     * a built-in op's does: the profile and anomaly mode see it there. */
     for (int k = 0; k < c->desc->n_outputs; k++) {
         if (c->no_grad_out[k])
             continue;
@@ -387,10 +436,15 @@ static bool call_backward(tg_custom_ctx *c, int k, tg_tensor *dy,
     char w[320];
     snprintf(w, sizeof w, "%s: backward", WHO(c));
     tg__lend lent_dy, lent_saved;
-    tg__lend_begin(&lent_dy, w, c->desc->n_outputs, dys);
-    tg__lend_begin(&lent_saved, w, c->n_saved, c->saved);
-    int rc = ok ? c->desc->backward(c, dys, dx) : -1;
-    ok = tg__lend_end(&lent_saved) & tg__lend_end(&lent_dy) && ok;
+    bool lent = ok && tg__lend_begin(&lent_dy, w, c->desc->n_outputs, dys);
+    if (lent && !tg__lend_begin(&lent_saved, w, c->n_saved, c->saved)) {
+        tg__lend_end(&lent_dy);
+        lent = false;
+    }
+    int rc = lent ? c->desc->backward(c, dys, dx) : -1;
+    if (lent) /* innermost first */
+        ok = tg__lend_end(&lent_saved) & tg__lend_end(&lent_dy);
+    ok = ok && lent;
     if (ok && rc != 0) {
         char inner[700];
         snprintf(inner, sizeof inner, "%s", tg_last_error());
@@ -398,7 +452,7 @@ static bool call_backward(tg_custom_ctx *c, int k, tg_tensor *dy,
         ok = false;
     }
     for (int j = 0; j < c->desc->n_outputs; j++)
-        tg_release(dys[j]);
+        tg__drop(dys[j]); /* made or retained with the scopes paused */
     return ok;
 }
 
@@ -432,10 +486,11 @@ static int apply(const tg_custom_op *op, void *user, tg_tensor *const *in,
     char w[300];
     snprintf(w, sizeof w, "%s (at %s:%d)", op && op->name ? op->name : "",
              file ? file : "?", line);
+    if (op && out && op->n_outputs >= 1 && op->n_outputs <= CUSTOM_MAX)
+        for (int k = 0; k < op->n_outputs; k++)
+            out[k] = NULL; /* before any refusal: "outputs all NULL" */
     if (!call_ok(op, in, out, w))
         return -1;
-    for (int k = 0; k < op->n_outputs; k++)
-        out[k] = NULL;
     tg_custom_ctx *c = tg__calloc(1, sizeof *c);
     if (!c)
         return tg__error("%s: out of memory", w), -1;
@@ -443,7 +498,8 @@ static int apply(const tg_custom_op *op, void *user, tg_tensor *const *in,
                                 .backward = custom_backward,
                                 .replay = custom_replay,
                                 .drop_state = custom_drop_state,
-                                .free_state = custom_free_state},
+                                .free_state = custom_free_state,
+                                .state_holds = custom_state_holds},
                          .desc = op,
                          .user = user,
                          .file = file,

@@ -195,10 +195,16 @@ int tg__entry_check(const tg_node *n, const tg_gradcheck_opts *o,
             rc = -1;
         any |= in[i] && in[i]->requires_grad;
     }
+    /* In fast mode an entry is checked along one direction first, and
+     * element by element, to say where, only when that fails: locating
+     * then costs two replays an entry, and the elements of the wrong one. */
     tg_gradcheck_opts eo = *o;
-    eo.fast_mode = false; /* an entry is checked to say where */
     tg_gradcheck_report rep;
-    if (rc == 0 && any)
+    if (rc == 0 && any && eo.fast_mode)
+        rc = tg__gradcheck_run("entry check", replay_fn, (void *)n, n->n_in, in,
+                               &eo, &rep);
+    eo.fast_mode = false;
+    if ((rc == 0 && any && !o->fast_mode) || rc == 1)
         rc = tg__gradcheck_run("entry check", replay_fn, (void *)n, n->n_in, in,
                                &eo, &rep);
     if (rc == 1)

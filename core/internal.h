@@ -203,27 +203,32 @@ TG_HIDDEN bool tg__scope_register(tg_tensor *t, const char *op);
  * custom op runs your function on them, tg_release and the in-place writes
  * refuse them. Lendings nest (a custom op inside a gradcheck's function);
  * each lender's tg__lend lives on its stack. */
-#define TG_LEND_MAX 16 /* inputs whose versions are compared at the end */
 typedef struct tg__lend {
     const char *who; /* the lender, as its errors begin ("gradcheck") */
     int n;
     tg_tensor *const *t;
     struct tg__lend *outer;
-    uint64_t version[TG_LEND_MAX];
-    int bad;          /* the first input released or written, or -1 */
-    const char *what; /* how ("released", "tg_add_"...) */
+    /* per tensor: its storage's version, and its references other than
+     * tape entries' (refcount - tape_holds), when lent */
+    uint64_t *version;
+    int64_t *own;
+    int bad;          /* the first tensor released or written, or -1 */
+    const char *what; /* how ("released", "add_"...) */
     const char *file; /* the call that did it, when known */
     int line;
 } tg__lend;
-/* Lends t[0..n) (NULLs skipped) until tg__lend_end. */
-TG_HIDDEN void tg__lend_begin(tg__lend *l, const char *who, int n,
+/* Lends t[0..n) (NULLs skipped) until tg__lend_end; false with an error
+ * when out of memory (nothing lent then). */
+TG_HIDDEN bool tg__lend_begin(tg__lend *l, const char *who, int n,
                               tg_tensor *const *t);
 /* Ends the lending: true when the function kept to it; false with the
- * error naming what it did to which input and where. */
+ * error naming what it did to which tensor and where. */
 TG_HIDDEN bool tg__lend_end(tg__lend *l);
 /* Whether t is lent, so that releasing it (write false) or writing its
  * storage with op (write true) must be refused: true with the error set
- * and the breach noted for its lender. */
+ * and the breach noted for its lender. A release is refused only when it
+ * would drop a reference the function was lent, not one it took itself
+ * (tg_retain, or an op that returned its input). */
 TG_HIDDEN bool tg__lend_refuses(const tg_tensor *t, bool write, const char *op);
 /* Pauses scopes (returns the previous state). While paused, new tensors
  * are not registered and tg_release never takes a tensor out of its scope:

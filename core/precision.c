@@ -94,7 +94,7 @@ static tg_tensor *copy_of(replay *p, tg_tensor *x)
         p->from = f;
     tg_tensor **t = f ? tg__realloc(p->to, size) : NULL;
     if (!t) {
-        tg_release(c);
+        tg__drop(c);
         tg__error("precision_check: out of memory");
         return NULL;
     }
@@ -130,6 +130,14 @@ static bool replay_entry(replay *p, int64_t i)
         tg__error("precision_check: out of memory");
     bool was = tg_set_grad_enabled(true);
     p->r[i] = ok ? n->op->replay(n, in) : NULL;
+    if (p->r[i] && p->r[i]->dtype == TG_FLOAT32) {
+        /* a conversion to float32 the program made (its replay keeps the
+         * dtype it recorded): the replay goes on in float64 */
+        tg_tensor *r64 = tg_to(p->r[i], TG_FLOAT64);
+        tg__unscope(p->r[i]);
+        tg__drop(p->r[i]);
+        p->r[i] = r64;
+    }
     tg_set_grad_enabled(was);
     free(in);
     if (p->r[i]) {
@@ -189,16 +197,17 @@ static bool hold_tape(replay *p, tg_tensor *y)
 
 static void replay_free(replay *p)
 {
+    /* all references of the check's own, out of any scope: dropped */
     for (int64_t i = 0; i < p->m; i++) {
         if (p->r)
-            tg_release(p->r[i]);
+            tg__drop(p->r[i]);
         if (p->out32)
-            tg_release(p->out32[i]);
+            tg__drop(p->out32[i]);
         if (p->src)
             free(p->src[i]);
     }
     for (int64_t i = 0; i < p->n_copies; i++)
-        tg_release(p->to[i]);
+        tg__drop(p->to[i]);
     free(p->e);
     free(p->out32);
     free(p->r);

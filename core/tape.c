@@ -436,6 +436,8 @@ const char *tg__tape_holder(const tg_storage *s, int *line, const char **file)
                 op = e->op->name, *file = e->file, *line = e->line;
         if (!op && e->holds_out && e->out->storage == s)
             op = e->op->name, *file = e->file, *line = e->line;
+        if (!op && e->op->state_holds && e->state && e->op->state_holds(e, s))
+            op = e->op->name, *file = e->file, *line = e->line;
     }
     tg__tape_unlock();
     return op;

@@ -58,6 +58,11 @@ typedef struct tg_op {
      * built-in ops. */
     void (*drop_state)(tg_node *n);
     void (*free_state)(tg_node *n);
+    /* Whether that state holds a tensor over storage s for the backward
+     * (a custom op's saved tensors, its own output among them), so that
+     * an in-place write refused for it names the entry
+     * (tg__tape_holder). NULL for the built-in ops. */
+    bool (*state_holds)(const tg_node *n, const tg_storage *s);
 } tg_op;
 
 struct tg_node {

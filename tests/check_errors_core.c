@@ -132,6 +132,132 @@ static bool format_failed(const tg_tensor *t)
     return s == NULL;
 }
 
+/* ---- custom ops, and functions that misuse what a check lends them --- */
+
+/* y = exp(x), dx = y dy: a right op, whose descriptor the rows break. */
+static int cexp_forward(tg_custom_ctx *c, tg_tensor *const *x, tg_tensor **y)
+{
+    y[0] = tg_exp(x[0]);
+    return y[0] && tg_custom_save(c, y[0]) >= 0 ? 0 : -1;
+}
+
+static int cexp_backward(tg_custom_ctx *c, tg_tensor *const *dy, tg_tensor **dx)
+{
+    dx[0] = tg_mul(dy[0], tg_custom_saved(c, 0));
+    return dx[0] ? 0 : -1;
+}
+
+static int two_forward(tg_custom_ctx *c, tg_tensor *const *x, tg_tensor **y)
+{
+    (void)c;
+    y[0] = tg_exp(x[0]);
+    y[1] = tg_exp(x[0]);
+    return y[0] && y[1] ? 0 : -1;
+}
+
+/* Forwards that misuse the context (each returns the call's -1). */
+static int save_null_forward(tg_custom_ctx *c, tg_tensor *const *x,
+                             tg_tensor **y)
+{
+    (void)x;
+    (void)y;
+    return tg_custom_save(c, NULL); /* no error before: one of its own */
+}
+
+static int saved_in_forward(tg_custom_ctx *c, tg_tensor *const *x,
+                            tg_tensor **y)
+{
+    (void)x;
+    (void)y;
+    return tg_custom_saved(c, 0) ? 0 : -1;
+}
+
+static int non_diff_forward(tg_custom_ctx *c, tg_tensor *const *x,
+                            tg_tensor **y)
+{
+    (void)x;
+    (void)y;
+    return tg_custom_non_differentiable(c, 1); /* one output: 0 only */
+}
+
+static int fail_forward(tg_custom_ctx *c, tg_tensor *const *x, tg_tensor **y)
+{
+    (void)x;
+    (void)y;
+    return tg_custom_fail(c, "rows must be %d", 3);
+}
+
+/* A backward that saves: tg_custom_save is for the forward. */
+static int save_backward(tg_custom_ctx *c, tg_tensor *const *dy, tg_tensor **dx)
+{
+    (void)dx;
+    return tg_custom_save(c, dy[0]);
+}
+
+static const tg_custom_op cexp_op = {"cexp",        1,   1, cexp_forward,
+                                     cexp_backward, NULL};
+static const tg_custom_op no_backward_op = {"nobackward", 1,    1,
+                                            cexp_forward, NULL, NULL};
+static const tg_custom_op no_inputs_op = {"noinputs",    0,   1, cexp_forward,
+                                          cexp_backward, NULL};
+static const tg_custom_op many_outputs_op = {
+    "many", 1, 17, cexp_forward, cexp_backward, NULL};
+static const tg_custom_op two_op = {"two",         1,   2, two_forward,
+                                    cexp_backward, NULL};
+static const tg_custom_op save_null_op = {
+    "save_null", 1, 1, save_null_forward, cexp_backward, NULL};
+static const tg_custom_op saved_in_forward_op = {
+    "saved_early", 1, 1, saved_in_forward, cexp_backward, NULL};
+static const tg_custom_op non_diff_op = {
+    "non_diff", 1, 1, non_diff_forward, cexp_backward, NULL};
+static const tg_custom_op fail_op = {"refuser",     1,   1, fail_forward,
+                                     cexp_backward, NULL};
+static const tg_custom_op save_backward_op = {
+    "save_late", 1, 1, cexp_forward, save_backward, NULL};
+
+/* tg_custom1(op) on e->x, backward through it: true when the backward
+ * failed. */
+static bool custom_backward_fails(env *e, const tg_custom_op *op)
+{
+    tg_tensor *y = temp(tg_custom1(op, NULL, (tg_tensor *[]){e->x}));
+    if (!y)
+        note("%s: the forward failed: %s", op->name, tg_last_error());
+    bool f = tg_backward(temp(tg_sum_all(y))) < 0;
+    tg_zero_grad(e->x);
+    return f;
+}
+
+/* Functions under a check that misuse their lent input. */
+static tg_tensor *releases_input_fn(tg_tensor *const *in, void *ctx)
+{
+    (void)ctx;
+    tg_release(in[0]); /* the caller's reference: refused */
+    return tg_exp(in[0]);
+}
+
+static tg_tensor *writes_input_fn(tg_tensor *const *in, void *ctx)
+{
+    (void)ctx;
+    tg_mul_(in[0], in[0]); /* refused */
+    return tg_exp(in[0]);
+}
+
+/* Returns a gradient: a backward inside, the copy of tg_grad out. */
+static tg_tensor *gradient_fn(tg_tensor *const *in, void *ctx)
+{
+    (void)ctx;
+    tg_tensor *x = tg_detach(in[0]);
+    tg_set_requires_grad(x, true);
+    tg_tensor *sq = tg_mul(x, x);
+    tg_tensor *loss = tg_sum_all(sq);
+    tg_tensor *g =
+        loss && tg_backward(loss) == 0 ? tg_scale(tg_grad(x), 1) : NULL;
+    tg_release(loss);
+    tg_release(sq);
+    tg_release(x);
+    return g;
+}
+
 /* ---- in-place updates, poison, retain, jacobian ------------------------ */
 
 /* add_ into e->m while an entry (matmul's, recorded here) holds a view of
@@ -397,6 +523,56 @@ static void core_table(table_walk *w, env *e)
     ROW_RC("gradcheck float32 output",
            tg_gradcheck(to_f32_fn, NULL, 1, &e->x, NULL, NULL),
            "gradcheck:", "returned float32 (4,8,32)", "check in float64");
+    /* issue 29: a NULL input with no error before it says so; a function
+     * that releases or writes its lent input, or returns a gradient (its
+     * derivative would be a silent zero) */
+    ROW_RC("gradcheck NULL input",
+           tg_gradcheck(exp_fn, NULL, 1, (tg_tensor *[]){NUL}, NULL, NULL),
+           "gradcheck: input 0 is NULL");
+    ROW_RC("gradcheck f releases its input",
+           tg_gradcheck(releases_input_fn, NULL, 1, &e->x, NULL, NULL),
+           "gradcheck: the function released its input 0 at",
+           "check_errors_core.c:");
+    ROW_RC("gradcheck f writes its input",
+           tg_gradcheck(writes_input_fn, NULL, 1, &e->x, NULL, NULL),
+           "gradcheck: the function wrote its input 0 in place (mul_) at",
+           "check_errors_core.c:");
+    ROW_RC("gradcheck f runs a backward",
+           tg_gradcheck(gradient_fn, NULL, 1, &e->x, NULL, NULL),
+           "gradcheck: the function ran a backward", "second order");
+    ROW("jacobian of a gradient", tg_jacobian(gradient_fn, NULL, e->v3),
+        "jacobian", "ran a backward", "second order");
+
+    /* custom ops: the descriptor, the call, the forward's misuse of its
+     * context (its error after the op, its line and "forward") */
+    ROW("custom1 NULL op", tg_custom1(NULL, NULL, &e->x),
+        "tg_custom:", "needs a name, a forward, a backward", "no name");
+    ROW("custom no backward", tg_custom1(&no_backward_op, NULL, &e->x),
+        "tg_custom:", "a backward", "nobackward, 1 inputs, 1 outputs");
+    ROW("custom 0 inputs", tg_custom1(&no_inputs_op, NULL, &e->x),
+        "tg_custom:", "1 to 16 inputs", "noinputs, 0 inputs");
+    ROW_RC("custom 17 outputs",
+           tg_custom(&many_outputs_op, NULL, &e->x, (tg_tensor *[17]){NULL}),
+           "tg_custom:", "1 to 16", "17 outputs");
+    ROW("custom1 NULL input", tg_custom1(&cexp_op, NULL, (tg_tensor *[]){NUL}),
+        "cexp (at ", "check_errors_core.c:", "input 0 is NULL");
+    ROW_RC("custom NULL outputs", tg_custom(&cexp_op, NULL, &e->x, NULL),
+           "cexp (at ", "needs the arrays of its 1 inputs and 1 outputs");
+    ROW("custom1 of two outputs", tg_custom1(&two_op, NULL, &e->x),
+        "tg_custom1: two has 2 outputs", "call tg_custom");
+    ROW("custom_save NULL", tg_custom1(&save_null_op, NULL, &e->x),
+        "save_null (at ", "forward: ", "tg_custom_save");
+    ROW("custom_saved in forward",
+        tg_custom1(&saved_in_forward_op, NULL, &e->x), "saved_early (at ",
+        "forward: ", "no saved tensor 0 (0 saved");
+    ROW("custom_non_differentiable out of range",
+        tg_custom1(&non_diff_op, NULL, &e->x), "non_diff (at ",
+        "forward: ", "tg_custom_non_differentiable(1) is for the forward");
+    ROW("custom_fail", tg_custom1(&fail_op, NULL, &e->x), "refuser (at ",
+        "check_errors_core.c:", "forward: rows must be 3");
+    ROW_IF("custom_save in backward",
+           custom_backward_fails(e, &save_backward_op), "save_late (at ",
+           "backward: ", "tg_custom_save is for the forward");
 
     /* eye, linspace, randint, randperm; the typed constructors */
     ROW("eye negative size", tg_eye(TG_FLOAT64, 2, -1), "eye:", "-1");
@@ -506,6 +682,9 @@ static void core_null_table(table_walk *w, env *e)
         "gradcheck",
         tg_gradcheck(exp_fn, NULL, 2, (tg_tensor *[]){e->x, NUL}, NULL, NULL));
     NULL_ROW("check_result", tg_check_result(NUL, "tg_exp"));
+    NULL_ROW("custom1", tg_custom1(&cexp_op, NULL, (tg_tensor *[]){NUL}));
+    NULL_ROW_RC("custom", tg_custom(&cexp_op, NULL, (tg_tensor *[]){NUL},
+                                    (tg_tensor *[1]){NULL}));
 
     /* files and printing */
     NULL_ROW_IF("fprint", fprint_failed(NUL));
@@ -571,6 +750,17 @@ static void core_quiet_calls(void)
     tg_tape_print(NULL);
     tg_tape_dot(NULL);
     tg_set_callsite(NULL, 0);
+    /* a custom op's context calls, given no context */
+    if (tg_custom_user(NULL) != NULL)
+        note("custom_user(NULL) is not NULL");
+    if (tg_custom_needs_grad(NULL, 0))
+        note("custom_needs_grad(NULL, 0) is true");
+    if (tg_custom_saved(NULL, 0) != NULL)
+        note("custom_saved(NULL, 0) is not NULL");
+    if (tg_custom_save(NULL, NULL) != -1)
+        note("custom_save(NULL, NULL) is not -1");
+    if (tg_custom_non_differentiable(NULL, 0) != -1)
+        note("custom_non_differentiable(NULL, 0) is not -1");
 }
 
 START_TEST(quiet_on_null) { check_quiet("core", core_quiet_calls); }

@@ -176,6 +176,7 @@ static const struct {
     {"vmath", vmath_suite},
     {"tape", tape_suite},
     {"gradcheck", gradcheck_suite},
+    {"custom", custom_suite},
     {"errors_core", errors_core_suite},
     {"errors_ops", errors_ops_suite},
     {"errors_nn", errors_nn_suite},
@@ -200,6 +201,7 @@ static const struct {
     {"gpt2", gpt2_suite},
     {"hooks", hooks_suite},
     {"replay", replay_suite},
+    {"precision", precision_suite},
 };
 
 /* Whether this run is every test: Check narrows a run by suite, by test

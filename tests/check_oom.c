@@ -380,6 +380,50 @@ static void term(tg_tensor **terms, int *n, tg_tensor *t)
     terms[(*n)++] = tg_sum_all(t);
 }
 
+/* A custom op (core/custom.c) on the tour, by every path of its own that
+ * allocates: its context, two differentiable outputs y = x e and e =
+ * exp(x) (an entry each; backward runs once per output, with zeros made
+ * for the other's dy), and saved tensors of both kinds: the input x and
+ * the two outputs (held as detached aliases). dx = dy0 e (1 + x) + dy1 e. */
+static int tour_forward(tg_custom_ctx *c, tg_tensor *const *x, tg_tensor **y)
+{
+    y[1] = tg_exp(x[0]);
+    y[0] = tg_mul(x[0], y[1]);
+    if (!y[0] || !y[1])
+        return -1;
+    if (tg_custom_save(c, x[0]) < 0 || tg_custom_save(c, y[1]) < 0 ||
+        tg_custom_save(c, y[0]) < 0)
+        return -1;
+    return 0;
+}
+
+static int tour_backward(tg_custom_ctx *c, tg_tensor *const *dy, tg_tensor **dx)
+{
+    tg_tensor *x = tg_custom_saved(c, 0), *e = tg_custom_saved(c, 1);
+    tg_tensor *x1 = tg_add_scalar(x, 1);
+    tg_tensor *de = tg_mul(e, x1);     /* dy0/dx = e (1 + x) */
+    tg_tensor *t0 = tg_mul(dy[0], de); /* (NULL-safe: a NULL keeps its */
+    tg_tensor *t1 = tg_mul(dy[1], e);  /* error, and so on down) */
+    dx[0] = tg_add(t0, t1);
+    tg_release(x1);
+    tg_release(de);
+    tg_release(t0);
+    tg_release(t1);
+    return dx[0] ? 0 : -1;
+}
+
+static const tg_custom_op tour_op = {"tour_xexp",   1,   2, tour_forward,
+                                     tour_backward, NULL};
+
+/* Appends the sums of tour_op's two outputs on x to the tour's terms. */
+static void custom_terms(tg_tensor **terms, int *n, tg_tensor *x)
+{
+    tg_tensor *y[2] = {NULL, NULL};
+    tg_custom(&tour_op, NULL, (tg_tensor *[]){x}, y); /* NULLs on failure */
+    term(terms, n, y[0]);
+    term(terms, n, y[1]);
+}
+
 /* Every differentiable op forward and backward on small float64 tensors,
  * summed into one loss (r gets it and every leaf's gradient); then the
  * comparisons, tg_format and .npy I/O (at path). 0, or -1 with the error
@@ -484,6 +528,8 @@ static int ops_tour(const char *path, tour_result *r)
     term(terms, &nt, tg_abs(h));
     term(terms, &nt, tg_clamp(h, -0.5, 0.5));
     term(terms, &nt, tg_outer(v, b));
+    /* a custom op, forward and backward */
+    custom_terms(terms, &nt, tg_scale(h, 0.1));
 
     tg_tensor *loss = terms[0];
     for (int i = 1; i < nt; i++)

@@ -22,6 +22,7 @@ Suite *softmax_suite(void);
 Suite *vmath_suite(void);
 Suite *tape_suite(void);
 Suite *gradcheck_suite(void);
+Suite *custom_suite(void);
 Suite *errors_core_suite(void);
 Suite *errors_ops_suite(void);
 Suite *errors_nn_suite(void);
@@ -46,6 +47,7 @@ Suite *gpt2_suite(void);
 Suite *report_suite(void);
 Suite *hooks_suite(void);
 Suite *replay_suite(void);
+Suite *precision_suite(void);
 
 /* The one list of ops against what the suites run (tests/check_ops_list.c):
  * ops_list_begin before the first suite, ops_list_toured on the
