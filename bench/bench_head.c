@@ -45,6 +45,7 @@
 #include <time.h>
 
 #include "sizes.h"
+#include "timing.h"
 
 typedef struct options {
     const size_config *size;
@@ -181,38 +182,10 @@ static int omp_threads(void)
 #endif
 }
 
-static double clock_ms(clockid_t clock)
-{
-    struct timespec ts;
-    clock_gettime(clock, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
-
-/* Wall time, what the table compares. */
-static double now_ms(void) { return clock_ms(CLOCK_MONOTONIC); }
-
-/* CPU time of the whole process (every thread): on a shared machine this
- * leaves out the time spent waiting for a core, so with one thread it is
- * the steadier measure of the work itself. */
-static double cpu_ms(void) { return clock_ms(CLOCK_PROCESS_CPUTIME_ID); }
-
 static long peak_rss_kb(void)
 {
     struct rusage ru;
     return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : -1;
-}
-
-static int by_value(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Median of n sorted values (the mean of the middle two when n is even,
- * as Python's statistics.median). */
-static double median(const double *sorted, int n)
-{
-    return n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
 }
 
 /* Flops of the six matmuls of one step. Forward: q, k, v = x @ W_*
@@ -390,14 +363,6 @@ static const size_config *find_size(const char *name)
         if (strcmp(sizes[i].name, name) == 0)
             return &sizes[i];
     return NULL;
-}
-
-/* A positive number from arg, or 0 (bad). */
-static double positive(const char *arg)
-{
-    char *end;
-    double v = strtod(arg, &end);
-    return *arg && !*end && v > 0 ? v : 0;
 }
 
 /* Parses argv into o. Returns 0 to run, 1 when an action ran (help, info,

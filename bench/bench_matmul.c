@@ -48,6 +48,7 @@
 
 #include "fma_peak.h"
 #include "sizes.h"
+#include "timing.h"
 
 /* One operand: the shape of its contiguous storage, and whether tg_matmul
  * gets the transpose of its last two dims (a view) instead. */
@@ -221,32 +222,12 @@ static int parse(int argc, char **argv, options *o)
 
 /* ---- timing -------------------------------------------------------------- */
 
-static double clock_ms(clockid_t clock)
-{
-    struct timespec ts;
-    clock_gettime(clock, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
-
-static double now_ms(void) { return clock_ms(CLOCK_MONOTONIC); }
-
-/* CPU time of the process, all threads: leaves out the time spent waiting
- * for a core on a loaded machine, so with one thread it is the steadier
- * measure of the work. */
-static double cpu_ms(void) { return clock_ms(CLOCK_PROCESS_CPUTIME_ID); }
-
-static int by_value(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 typedef int (*run_fn)(void *ctx);
 
 static double median_sorted(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, by_value);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+    return median(v, n);
 }
 
 /* Median wall and CPU ms of one call; wall < 0 when the run failed. */

@@ -28,7 +28,11 @@
 # each op's share of the composed step (float32, 1 thread), from the tape's
 # timing mode (bench_head --profile, a run of its own, never the timed
 # one); tiny_gpt's training throughput (bench/bench_gpt against
-# bench/peer_torch_gpt.py, tokens/s); bench/bench_matmul's table; and the
+# bench/peer_torch_gpt.py, tokens/s); the custom op overhead (one step of
+# y = 2x, sum, backward through the built-in op and through a custom op
+# wrapping it: bench/bench_custom's tg_custom against
+# bench/peer_torch_custom.py's torch.autograd.Function, at a few sizes,
+# float32, 1 thread, ns per step); bench/bench_matmul's table; and the
 # issue's targets beside what was measured (the 1024^3 products as a % of
 # the FMA peak bench_matmul measures in turn with them).
 #
@@ -37,7 +41,10 @@
 # Environment: BENCH_PYTHON (default /usr/bin/python3, Debian's python3-torch),
 # BENCH_SECONDS (timed budget per configuration and program, default 1.5,
 # split among the rounds), BENCH_ROUNDS (default 3), BENCH_SIZES,
-# BENCH_DTYPES, BENCH_THREADS (lists overriding the defaults below).
+# BENCH_DTYPES, BENCH_THREADS (lists overriding the defaults below),
+# BENCH_CUSTOM_SIZES (the custom op's element counts, comma-separated,
+# default 16,4096,262144: its fixed cost shows at the first, vanishes at
+# the last; --quick runs them too, the whole section costs seconds).
 # OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are passed through untouched
 # (but for the Prescott table, whose runs set OPENBLAS_CORETYPE=Prescott);
 # OPENBLAS_NUM_THREADS and OMP_NUM_THREADS are set per configuration.
@@ -51,8 +58,10 @@ head=./bench/bench_head
 matmul=./bench/bench_matmul
 peak=./bench/bench_peak
 gpt=./bench/bench_gpt
+custom=./bench/bench_custom
 peer=$here/peer_torch.py
 peer_gpt=$here/peer_torch_gpt.py
+peer_custom=$here/peer_torch_custom.py
 python=${BENCH_PYTHON:-/usr/bin/python3}
 seconds=${BENCH_SECONDS:-1.5}
 rounds=${BENCH_ROUNDS:-3}
@@ -73,7 +82,7 @@ for arg in "$@"; do
     esac
 done
 
-for prog in "$head" "$matmul" "$peak" "$gpt"; do
+for prog in "$head" "$matmul" "$peak" "$gpt" "$custom"; do
     if [ ! -x "$prog" ]; then
         echo "run.sh: no $prog here: run it from the build dir (make bench)" >&2
         exit 2
@@ -114,9 +123,12 @@ trap 'rm -rf "$tmp"' EXIT
 trap 'exit 130' INT TERM
 results=$tmp/results
 # measure() appends to $out: the head table's lines go to $results, the
-# Prescott ones to $prescott, tiny_gpt's to $gpt_results
+# Prescott ones to $prescott, tiny_gpt's to $gpt_results, the custom op's
+# (measure_sizes) to $custom_results
 prescott=$tmp/prescott
 gpt_results=$tmp/gpt
+custom_results=$tmp/custom
+custom_sizes=${BENCH_CUSTOM_SIZES:-16,4096,262144}
 out=$results
 
 # ---- what is there to compare ---------------------------------------------
@@ -280,6 +292,41 @@ for t in $threads_list; do
     echo "[tiny_gpt] $key done" >&2
 done
 
+# ---- the custom op's overhead ----------------------------------------------
+
+# measure_sizes IMPL COMMAND...: as measure, for a program that prints one
+# line per size and way (bench_custom, peer_torch_custom.py), on 1 thread:
+# each line tagged key=N (its n=) tag=IMPL-WAY (its path=).
+measure_sizes() {
+    impl=$1
+    shift
+    if OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 "$@" >"$tmp/lines" \
+        2>"$tmp/err"; then
+        sed -n "s/.* n=\([0-9]*\) path=\([a-z]*\) .*/& key=\1 tag=$impl-\2/p" \
+            "$tmp/lines" >>"$out"
+    else
+        printf 'bench key=- tag=%s failed=1\n' "$impl" >>"$out"
+        echo "run.sh: $impl custom op overhead failed:" >&2
+        sed 's/^/  /' "$tmp/err" >&2
+    fi
+}
+
+# Each program alternates its two ways sample by sample (the ratio within
+# a program is the steady figure); the programs alternate round by round.
+out=$custom_results
+: >"$custom_results"
+r=0
+while [ "$r" -lt "$rounds" ]; do
+    r=$((r + 1))
+    measure_sizes tapegrad "$custom" --sizes "$custom_sizes" \
+        --seconds "$round_seconds"
+    if [ "$have_torch" = 1 ]; then
+        measure_sizes torch "$python" "$peer_custom" --sizes "$custom_sizes" \
+            --seconds "$round_seconds"
+    fi
+done
+echo "[custom op] done" >&2
+
 # ---- the per-op breakdown (a run of its own: profiling is never timed) -------
 
 # profile_run NAME COMMAND...: COMMAND's profile lines into $tmp/profile.NAME
@@ -389,6 +436,7 @@ consolidate() {
 consolidate "$results"
 consolidate "$prescott"
 consolidate "$gpt_results"
+consolidate "$custom_results"
 
 echo "attention head, one training step (forward, MSE, backward, AdamW, zero grads)"
 echo "HEADLINE: the composed head step (public ops, as PyTorch composes them);" \
@@ -480,6 +528,35 @@ END {
             mb(rss[key, "ours"]), mb(rss[key, "torch"])
     }
 }' "$gpt_results"
+echo
+
+echo "custom op overhead: one step of y = 2x (forward, sum, backward, the" \
+    "gradient dropped), float32, 1 thread, through the built-in op and" \
+    "through a custom op calling it (tg_custom; torch.autograd.Function)"
+awk "$awk_field"'
+{
+    key = field("key"); tag = field("tag")
+    if (key == "-") next # a failed run, reported on stderr
+    if (!(key in seen)) { seen[key] = 1; order[++n] = key }
+    med[key, tag] = field("median_ms")
+}
+function ns(v) { return v == "" ? "-" : sprintf("%.0f", v * 1e6) }
+function ratio(a, b) { return a == "" || b == "" || b + 0 <= 0 ? "-" : sprintf("%.2f", a / b) }
+END {
+    fmt = "  %9s %11s %11s %8s %11s %11s %8s %9s\n"
+    printf fmt, "n", "tapegrad", "tapegrad", "ratio", "torch", "torch", "ratio", "speedup"
+    printf fmt, "", "builtin ns", "custom ns", "", "builtin ns", "Function ns", "", "custom"
+    for (r = 1; r <= n; r++) {
+        k = order[r]
+        tb = med[k, "tapegrad-builtin"]; tc = med[k, "tapegrad-custom"]
+        pb = med[k, "torch-builtin"]; pf = med[k, "torch-function"]
+        printf fmt, k, ns(tb), ns(tc), ratio(tc, tb), ns(pb), ns(pf), \
+            ratio(pf, pb), speedup(pf, tc)
+    }
+}' "$custom_results"
+echo "(ns per step, the median of the rounds' medians; ratio: custom over" \
+    "built-in, the custom op's fixed cost where it is above 1; speedup:" \
+    "torch's Function time over tapegrad's custom op time)"
 echo
 
 echo "each op's share of the step (float32, 1 thread; the tape's timing mode," \

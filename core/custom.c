@@ -285,7 +285,7 @@ static int run_forward(tg_custom_ctx *c, tg_tensor *const *in, tg_tensor **y)
     for (int i = 0; i < c->desc->n_inputs; i++)
         refs[i] = atomic_load(&in[i]->refcount);
     tg__lend lend;
-    if (!tg__lend_begin(&lend, w, c->desc->n_inputs, in))
+    if (!tg__lend_begin(&lend, w, "input", c->desc->n_inputs, in))
         return -1;
     bool was = tg_set_grad_enabled(false);
     c->in_forward = true;
@@ -436,8 +436,10 @@ static bool call_backward(tg_custom_ctx *c, int k, tg_tensor *dy,
     char w[320];
     snprintf(w, sizeof w, "%s: backward", WHO(c));
     tg__lend lent_dy, lent_saved;
-    bool lent = ok && tg__lend_begin(&lent_dy, w, c->desc->n_outputs, dys);
-    if (lent && !tg__lend_begin(&lent_saved, w, c->n_saved, c->saved)) {
+    bool lent =
+        ok && tg__lend_begin(&lent_dy, w, "dy", c->desc->n_outputs, dys);
+    if (lent &&
+        !tg__lend_begin(&lent_saved, w, "saved tensor", c->n_saved, c->saved)) {
         tg__lend_end(&lent_dy);
         lent = false;
     }

@@ -51,8 +51,8 @@ static bool check_inputs(tg_fn f, int n, tg_tensor *const *inputs)
         if (inputs[i]->requires_grad && inputs[i]->dtype == TG_FLOAT32) {
             tg__error("gradcheck: input %d is float32 %s; central "
                       "differences need float64: check in float64, with x64 "
-                      "= tg_detach(tg_to(x, TG_FLOAT64)) and "
-                      "tg_set_requires_grad(x64, true)",
+                      "= tg_to(x, TG_FLOAT64) made with grad mode off "
+                      "(a leaf), then tg_set_requires_grad(x64, true)",
                       i, TG_SHP(inputs[i]));
             return false;
         }

@@ -204,7 +204,8 @@ TG_HIDDEN bool tg__scope_register(tg_tensor *t, const char *op);
  * refuse them. Lendings nest (a custom op inside a gradcheck's function);
  * each lender's tg__lend lives on its stack. */
 typedef struct tg__lend {
-    const char *who; /* the lender, as its errors begin ("gradcheck") */
+    const char *who;  /* the lender, as its errors begin ("gradcheck") */
+    const char *noun; /* what a lent tensor is to the function ("input") */
     int n;
     tg_tensor *const *t;
     struct tg__lend *outer;
@@ -219,8 +220,8 @@ typedef struct tg__lend {
 } tg__lend;
 /* Lends t[0..n) (NULLs skipped) until tg__lend_end; false with an error
  * when out of memory (nothing lent then). */
-TG_HIDDEN bool tg__lend_begin(tg__lend *l, const char *who, int n,
-                              tg_tensor *const *t);
+TG_HIDDEN bool tg__lend_begin(tg__lend *l, const char *who, const char *noun,
+                              int n, tg_tensor *const *t);
 /* Ends the lending: true when the function kept to it; false with the
  * error naming what it did to which tensor and where. */
 TG_HIDDEN bool tg__lend_end(tg__lend *l);

@@ -36,9 +36,11 @@ static int64_t own_refs(const tg_tensor *t)
            atomic_load_explicit(&t->tape_holds, memory_order_relaxed);
 }
 
-bool tg__lend_begin(tg__lend *l, const char *who, int n, tg_tensor *const *t)
+bool tg__lend_begin(tg__lend *l, const char *who, const char *noun, int n,
+                    tg_tensor *const *t)
 {
-    *l = (tg__lend){.who = who, .n = n, .t = t, .outer = top, .bad = -1};
+    *l = (tg__lend){
+        .who = who, .noun = noun, .n = n, .t = t, .outer = top, .bad = -1};
     size_t k = n > 0 ? (size_t)n : 1;
     l->version = tg__malloc(sizeof *l->version * k);
     l->own = tg__malloc(sizeof *l->own * k);
@@ -68,17 +70,17 @@ static void breach(tg__lend *l, int i, const char *what)
 }
 
 /* The error of l's breach (l->bad >= 0): "released its input 0 at x.c:3"
- * or "wrote its input 0 in place (fill_) at x.c:3". */
+ * or "wrote its saved tensor 0 in place (fill_) at x.c:3". */
 static void breach_error(const tg__lend *l)
 {
     char site[300] = "";
     if (l->file)
         snprintf(site, sizeof site, " at %s:%d", l->file, l->line);
     bool released = strcmp(l->what, "released") == 0;
-    tg__error("%s: the function %s its input %d%s%s%s%s; an input is lent "
-              "to it, to read: compute new tensors from it, and release only "
-              "what the function made",
-              l->who, released ? "released" : "wrote", l->bad,
+    tg__error("%s: the function %s its %s %d%s%s%s%s; it is lent to the "
+              "function, to read: compute new tensors from it, and release "
+              "only what the function made",
+              l->who, released ? "released" : "wrote", l->noun, l->bad,
               released ? "" : " in place (", released ? "" : l->what,
               released ? "" : ")", site);
 }

@@ -20,7 +20,7 @@ tg_tensor *tg__call_user_fn(const char *who, tg_fn f, void *ctx, int n,
     snprintf(before, sizeof before, "%s", tg_last_error());
     tg_clear_error();
     tg__lend lend;
-    if (!tg__lend_begin(&lend, who, n, inputs))
+    if (!tg__lend_begin(&lend, who, "input", n, inputs))
         return NULL;
     uint64_t walks = tg__walk_count();
     bool was = tg_set_grad_enabled(grad);

@@ -15,6 +15,8 @@
 static const int64_t nine[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
 static const int64_t huge = INT64_C(1) << 40;
 static double dst[1024]; /* room for any input of env, for copy_out */
+/* tg_precision_check's report in its rows (each fails: nothing to free) */
+static tg_precision_report prec_rep;
 
 static tg_tensor *exp_fn(tg_tensor *const *in, void *ctx)
 {
@@ -542,6 +544,23 @@ static void core_table(table_walk *w, env *e)
            "gradcheck: the function ran a backward", "second order");
     ROW("jacobian of a gradient", tg_jacobian(gradient_fn, NULL, e->v3),
         "jacobian", "ran a backward", "second order");
+
+    /* tg_precision_check: its arguments, a program with nothing on its
+     * tape, a function that fails; the printout's arguments */
+    ROW_RC("precision_check NULL function",
+           tg_precision_check(NULL, NULL, 1, &e->x, 0, &prec_rep),
+           "precision_check:", "a function, inputs and a report");
+    ROW_RC("precision_check NULL report",
+           tg_precision_check(exp_fn, NULL, 1, &e->x, 0, NULL),
+           "precision_check:", "a report");
+    ROW_RC("precision_check no entry",
+           tg_precision_check(exp_fn, NULL, 1, &e->m, 0, &prec_rep),
+           "precision_check:", "no entry on the tape", "(16,32)");
+    ROW_RC("precision_check function fails",
+           tg_precision_check(misaligned_fn, e->m, 1, &e->x, 0, &prec_rep),
+           MATMUL_MSG);
+    ROW_RC("precision_print NULL report", tg_precision_print(stdout, NULL),
+           "precision_print:", "report");
 
     /* custom ops: the descriptor, the call, the forward's misuse of its
      * context (its error after the op, its line and "forward") */

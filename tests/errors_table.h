@@ -64,6 +64,8 @@
  *       size and norm.
  *   tg_gradcheck_defaults tg_sgd_config tg_adam_config tg_adamw_config
  *       build plain values; tg_gradcheck and tg_optim_new check them.
+ *   tg_precision_report_free
+ *       void and NULL-safe (an empty report frees to nothing).
  *   tg_custom_user tg_custom_needs_grad
  *       total accessors of a custom op's context, which only the op's own
  *       forward and backward hold: NULL for a NULL context, false for an
