@@ -48,3 +48,13 @@ void page_echo_free(void)
     page_echo = NULL;
     page_echo_buf = NULL;
 }
+
+int page_write(tg_report *rep, int rc, const char *path)
+{
+    if (rc == 0)
+        rc = tg_report_write(rep, path);
+    tg_report_free(rep);
+    if (rc == 0)
+        printf("page: %s\n", path);
+    return rc;
+}

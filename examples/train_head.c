@@ -423,12 +423,9 @@ static int write_page(run *r, const options *o)
                 page_heatmap(rep, before, r->attn_before, tokens) == 0 &&
                 page_heatmap(rep, after, r->attn_after, tokens) == 0 &&
                 page_tape(r, rep) == 0 && page_lesson(r, rep, tokens) == 0
-            ? tg_report_write(rep, path)
+            ? 0
             : -1;
-    tg_report_free(rep);
-    if (rc == 0)
-        printf("page: %s\n", path);
-    return rc;
+    return page_write(rep, rc, path);
 }
 
 static int train(const options *o)

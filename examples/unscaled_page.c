@@ -214,10 +214,5 @@ int write_page(const options *o, stats st[N_SIZES][2], double *const losses[2],
                  : -1;
     if (rc == 0)
         rc = page_attention(o, rep);
-    if (rc == 0)
-        rc = tg_report_write(rep, path);
-    tg_report_free(rep);
-    if (rc == 0)
-        printf("page: %s\n", path);
-    return rc;
+    return page_write(rep, rc, path);
 }

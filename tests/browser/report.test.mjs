@@ -564,10 +564,73 @@ async function backpropTour(page, out, sections) {
     `${masked && masked[1]} masked entries)`, node ? JSON.stringify(node) : 'no node');
 }
 
+// The rows of a table section, each its cells' text.
+const rowsOf = (page, id) => page.$$eval(`#${id} tr`, (trs) =>
+  trs.map((tr) => [...tr.children].map((td) => td.textContent.trim())));
+
+// my_softmax's page: the check's figures as printed, the masked cells of
+// dL/dscores drawn masked (exactly 0, as they must be), and the float32
+// table's worst entries where the printed table has them.
+async function mySoftmax(page, out, sections) {
+  const pass = out.match(/^PASS: (\d+) elements checked, max abs err (\S+), max rel err (\S+)$/m);
+  const tables = sections.filter((s) => s.kind === 'table');
+  let figures = null;
+  for (const t of tables) {
+    const rows = await rowsOf(page, t.id);
+    if (rows.some((r) => r[0] === 'result')) figures = Object.fromEntries(rows);
+  }
+  check(pass && figures && figures.result === 'PASS' && figures['elements checked'] === pass[1] &&
+    figures['max abs err'] === pass[2] && figures['max rel err'] === pass[3],
+    `my_softmax: the check's table reads the printed PASS, ${pass && pass[1]} elements, ` +
+    `max abs err ${pass && pass[2]}`, JSON.stringify(figures));
+  const heat = sections.find((s) => s.kind === 'heatmap');
+  if (check(heat, 'my_softmax: a heatmap of dL/dscores')) {
+    const got = await hoverCell(page, heat.id, 0, 7);
+    check(got && /masked$/.test(got), 'my_softmax: its masked cell (0, 7) reads "masked"', `got "${got}"`);
+  }
+  const prec = tables.find((s) => /precision/.test(s.title));
+  const rows = prec ? await rowsOf(page, prec.id) : [];
+  for (const [what, re, col] of [['value', /^ +(\d+) +(\w+) .*<- value loses most here$/m, 6],
+    ['gradient', /^ +(\d+) +(\w+) .*<- gradient loses most here$/m, 8]]) {
+    const m = out.match(re);
+    const row = m && rows.find((r) => r[0] === m[1]);
+    check(row && row[1] === m[2] && row[col].endsWith('(worst)'),
+      `my_softmax: the float32 table marks #${m && m[1]} ${m && m[2]} worst for the ${what}, as printed`,
+      JSON.stringify(row));
+  }
+}
+
+// my_softmax --bug no-mask: the wrong entry's table as printed, and the
+// masked cell it names, coloured in the heatmap with the printed value.
+async function mySoftmaxNoMask(page, out, sections) {
+  const printed = Object.fromEntries([...out.matchAll(/^ {2}(op|call site|element|masked) +(.*)$/gm)]
+    .map((m) => [m[1], m[2]]));
+  let entry = null;
+  for (const t of sections.filter((s) => s.kind === 'table')) {
+    const rows = await rowsOf(page, t.id);
+    if (rows.some((r) => r[0] === 'call site')) entry = Object.fromEntries(rows);
+  }
+  check(entry && printed.op === 'my_softmax (output attn)' &&
+    ['op', 'call site', 'element', 'masked'].every((f) => entry[f] === printed[f]) &&
+    /my_softmax\.c:\d+$/.test(entry['call site']) && entry.masked.startsWith('yes'),
+    `my_softmax --bug no-mask: the entry's table reads the printed op, call site ` +
+    `${printed['call site']}, element and masked`, JSON.stringify(entry));
+  const cell = out.match(/at \[(\d+), (\d+)\], the wrong entry's element \(masked\): (\S+)/);
+  const heat = sections.find((s) => s.kind === 'heatmap');
+  if (check(cell && heat, 'my_softmax --bug no-mask: a heatmap and the printed masked cell')) {
+    const got = await hoverCell(page, heat.id, Number(cell[1]), Number(cell[2]));
+    const v = got && got.slice(got.lastIndexOf(': ') + 2);
+    check(v && asPrinted(Number(v), cell[3]),
+      `my_softmax --bug no-mask: hover the masked cell (${cell[1]}, ${cell[2]}) reads its ` +
+      `gradient ${cell[3]}, not "masked"`, `got "${got}"`);
+  }
+}
+
 // Each example's page (DIR/NAME.html) and what it printed (DIR/NAME.out).
 async function examplePages(browser, dir) {
   for (const [name, specific] of [['train_head', trainHead], ['unscaled', unscaled],
-    ['backprop_tour', backpropTour]]) {
+    ['backprop_tour', backpropTour], ['my_softmax', mySoftmax],
+    ['my_softmax_no-mask', mySoftmaxNoMask]]) {
     const file = join(dir, `${name}.html`);
     let out;
     try {
