@@ -443,6 +443,25 @@ static bool dx_ok(const tg_custom_ctx *c, const tg_node *n, int i,
     return false;
 }
 
+/* The user's backward, with scopes as its forward has them: the walk
+ * pauses them (its own references are plain counts), but the user's code
+ * may open scopes and expects its temporaries to go with them. So the
+ * backward runs inside a scope of its own, which releases what it leaves
+ * behind; the dx it returns are taken out of that scope first. */
+static int scoped_backward(tg_custom_ctx *c, tg_tensor *const *dys,
+                           tg_tensor **dx)
+{
+    bool paused = tg__scope_pause(false);
+    tg_scope_begin();
+    int rc = c->desc->backward(c, dys, dx);
+    for (int i = 0; i < c->desc->n_inputs; i++)
+        tg__scope_keep_inner(dx[i]);
+    if (tg_scope_end() < 0 && rc == 0) /* it could not open: out of memory */
+        rc = -1;
+    tg__scope_pause(paused);
+    return rc;
+}
+
 /* The user's backward with dy[k] = the gradient of this entry's output,
  * zeros for the op's other differentiable outputs, NULL for the rest;
  * false with the error set. */
@@ -466,7 +485,7 @@ static bool call_backward(tg_custom_ctx *c, int k, tg_tensor *dy,
         tg__lend_end(&lent_dy);
         lent = false;
     }
-    int rc = lent ? c->desc->backward(c, dys, dx) : -1;
+    int rc = lent ? scoped_backward(c, dys, dx) : -1;
     if (lent) /* innermost first */
         ok = tg__lend_end(&lent_saved) & tg__lend_end(&lent_dy);
     ok = ok && lent;

@@ -171,8 +171,9 @@ static void failure_error(const tg_gradcheck_report *rep, tg_tensor *const *in,
                  e->file ? e->file : "?", e->line, e->shapes, e->input, e->at,
                  e->analytic, e->numeric,
                  e->independent ? " (the forward does not depend on this "
-                                  "element: a masked cell, yet its gradient "
-                                  "is not 0)"
+                                  "element, a masked cell or one the output "
+                                  "cannot move with, yet its gradient is "
+                                  "not 0)"
                                 : "");
     else if (rep->n_float32_entries > 0)
         snprintf(where, sizeof where,

@@ -241,6 +241,11 @@ TG_HIDDEN bool tg__lend_refuses(const tg_tensor *t, bool write, const char *op);
  * the backward engine pauses them, so the references ops take and drop
  * inside backward are plain refcounts. */
 TG_HIDDEN bool tg__scope_pause(bool paused);
+/* Takes t out of the innermost scope when that scope owns it (tg_keep for
+ * that scope alone: a tensor an enclosing scope owns stays its). For a
+ * result made inside a scope of the library's own around a user's
+ * function (a custom op's backward). */
+TG_HIDDEN void tg__scope_keep_inner(tg_tensor *t);
 /* tg_release's first step: t's reference was the scope's, so forget it
  * (unless paused). */
 TG_HIDDEN void tg__scope_release(tg_tensor *t);

@@ -203,6 +203,13 @@ void tg__unscope(tg_tensor *t)
     t->scope_slot = -1;
 }
 
+void tg__scope_keep_inner(tg_tensor *t)
+{
+    if (t && n_marks > 0 && t->scope_thread == stack_id &&
+        t->scope_slot >= marks[n_marks - 1])
+        tg__unscope(t);
+}
+
 tg_tensor *tg_keep(tg_tensor *t)
 {
     if (TG_BAD("keep", t))

@@ -1005,7 +1005,9 @@ typedef struct tg_custom_op {
      * leaves it NULL: no gradient flows to input i (it does not depend on
      * it). With several differentiable outputs, backward runs once per
      * output that the loss reaches, the other dy zero: the VJP is linear
-     * in dy, so the calls add up to one call with all of them. */
+     * in dy, so the calls add up to one call with all of them. It runs
+     * inside a scope of its own: tensors it makes and does not release
+     * go when it returns, all but the dx it sets. */
     int (*backward)(tg_custom_ctx *c, tg_tensor *const *dy, tg_tensor **dx);
     /** The forward-mode rule (y_dot = J x_dot); kept for forward-mode
      * autograd, which does not exist yet: NULL. */

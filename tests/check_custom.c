@@ -845,6 +845,60 @@ START_TEST(scope_frees_everything)
 }
 END_TEST
 
+/* A backward written with scopes, as a forward may be: its temporaries go
+ * at its tg_scope_end (the walk's pause of scopes does not reach it), the
+ * dx it returns survives its scope. 2x dy through three temporaries. */
+static int scoped_sq_backward(tg_custom_ctx *c, tg_tensor *const *dy,
+                              tg_tensor **dx)
+{
+    tg_scope_begin();
+    tg_tensor *two_x = tg_scale(tg_custom_saved(c, 0), 2);
+    tg_tensor *g = tg_mul(dy[0], two_x);
+    dx[0] = tg_scope_return(tg_add_scalar(g, 0));
+    tg_scope_end();
+    return dx[0] ? 0 : -1;
+}
+
+static const tg_custom_op scoped_square_op = {
+    "scoped_square", 1, 1, sq_forward, scoped_sq_backward, NULL};
+
+/* The same with no scope of its own: its temporaries are the custom op's
+ * scope's, released when its backward returns. */
+static int unscoped_sq_backward(tg_custom_ctx *c, tg_tensor *const *dy,
+                                tg_tensor **dx)
+{
+    tg_tensor *two_x = tg_scale(tg_custom_saved(c, 0), 2);
+    dx[0] = tg_mul(dy[0], two_x); /* two_x never released here */
+    return dx[0] ? 0 : -1;
+}
+
+static const tg_custom_op unscoped_square_op = {
+    "unscoped_square", 1, 1, sq_forward, unscoped_sq_backward, NULL};
+
+START_TEST(backward_temporaries_freed)
+{
+    const tg_custom_op *ops[] = {&scoped_square_op, &unscoped_square_op};
+    for (int k = 0; k < 2; k++) {
+        tg_tensor *x = randn64(31, TG_SHAPE(5));
+        tg_set_requires_grad(x, true);
+        int64_t live = tg_live_tensors();
+        tg_tensor *y = tg_custom1(ops[k], NULL, (tg_tensor *[]){x});
+        tg_tensor *loss = tg_sum_all(y);
+        ck_assert_int_eq(tg_backward(loss), 0);
+        double g[5], v[5];
+        tg_copy_out(tg_grad(x), TG_FLOAT64, g);
+        tg_copy_out(x, TG_FLOAT64, v);
+        for (int i = 0; i < 5; i++)
+            ck_assert_double_eq(g[i], 2 * v[i]);
+        tg_release(loss);
+        tg_release(y);
+        if (live >= 0) /* x's gradient is the one tensor more */
+            ck_assert_int_eq(tg_live_tensors(), live + 1);
+        tg_release(x);
+    }
+}
+END_TEST
+
 /* Each thread: its own x, two custom ops, backward; the gradients of
  * sum(square(x) * exp(x)) = (2x + x^2) exp(x). */
 static void *thread_graphs(void *arg)
@@ -1238,6 +1292,7 @@ Suite *custom_suite(void)
     tcase_add_test(tc, grad_mode_off_records_nothing);
     tcase_add_test(tc, save_input_and_output);
     tcase_add_test(tc, scope_frees_everything);
+    tcase_add_test(tc, backward_temporaries_freed);
     tcase_add_test(tc, two_threads_at_once);
     suite_add_tcase(s, tc);
     TCase *te = tcase_create("errors");
