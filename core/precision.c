@@ -335,22 +335,40 @@ void tg_precision_report_free(tg_precision_report *rep)
     *rep = (tg_precision_report){.worst_value = -1, .worst_grad = -1};
 }
 
+/* "file:line" of entry e, into at (size bytes); its length. */
+static int site_of(const tg_precision_entry *e, char *at, size_t size)
+{
+    return snprintf(at, size, "%s:%d", e->file ? e->file : "?", e->line);
+}
+
 int tg_precision_print(FILE *out, const tg_precision_report *rep)
 {
     if (!out || !rep) {
         tg__error("precision_print: need a FILE and a report");
         return -1;
     }
-    fprintf(out, "%4s  %-18s %-22s %-12s %-7s %9s %8s %9s %8s\n", "#", "op",
-            "at", "shape", "dtype", "value err", "growth", "grad err",
-            "growth");
+    int w_op = 2, w_at = 2, w_shape = 5; /* the columns as wide as needed */
+    for (int i = 0; i < rep->n_entries; i++) {
+        char at[300];
+        int n = site_of(&rep->entries[i], at, sizeof at);
+        w_at = n > w_at ? n : w_at;
+        n = (int)strlen(rep->entries[i].op);
+        w_op = n > w_op ? n : w_op;
+        n = (int)strlen(rep->entries[i].shape);
+        w_shape = n > w_shape ? n : w_shape;
+    }
+    fprintf(out, "%4s  %-*s  %-*s  %-*s  %-7s  %9s  %8s  %9s  %8s\n", "#",
+            w_op, "op", w_at, "at", w_shape, "shape", "dtype", "value err",
+            "growth", "grad err", "growth");
     for (int i = 0; i < rep->n_entries; i++) {
         const tg_precision_entry *e = &rep->entries[i];
-        char at[64];
-        snprintf(at, sizeof at, "%s:%d", e->file ? e->file : "?", e->line);
-        fprintf(out, "%4d  %-18s %-22s %-12s %-7s %9.2e %8.3g %9.2e %8.3g%s\n",
-                i + 1, e->op, at, e->shape, e->float32 ? "float32" : "float64",
-                e->value_err, e->value_growth, e->grad_err, e->grad_growth,
+        char at[300];
+        site_of(e, at, sizeof at);
+        fprintf(out,
+                "%4d  %-*s  %-*s  %-*s  %-7s  %9.2e  %8.3g  %9.2e  %8.3g%s\n",
+                i + 1, w_op, e->op, w_at, at, w_shape, e->shape,
+                e->float32 ? "float32" : "float64", e->value_err,
+                e->value_growth, e->grad_err, e->grad_growth,
                 i == rep->worst_value && i == rep->worst_grad
                     ? "  <- value and gradient lose most here"
                 : i == rep->worst_value ? "  <- value loses most here"
