@@ -26,6 +26,7 @@
 #include "core/npy.h"
 #include "core/shared.h"
 #include "nn/formats.h"
+#include "nn/names.h"
 #include "nn/nn.h"
 
 #include <errno.h>
@@ -542,7 +543,14 @@ static bool entries_expected(const npz_reader *r, const tg_params *ps,
                              const char *prefix)
 {
     const size_t plen = strlen(prefix);
-    for (uint64_t k = 0; k < r->n_entries; k++) {
+    tg__names ix; /* ps by name: n log n, where a scan per entry is n^2 */
+    if (!tg__names_init(&ix, (size_t)ps->n))
+        return fail(r, "out of memory for %d names", ps->n);
+    for (int i = 0; i < ps->n; i++)
+        tg__names_add(&ix, ps->items[i].name, (size_t)i);
+    tg__names_sort(&ix);
+    bool ok = true;
+    for (uint64_t k = 0; ok && k < r->n_entries; k++) {
         const char *entry = zip_get_name(r->za, k, ZIP_FL_ENC_RAW);
         char name[TG_PARAM_NAME_MAX];
         size_t len = entry ? strlen(entry) : 0;
@@ -550,16 +558,17 @@ static bool entries_expected(const npz_reader *r, const tg_params *ps,
             strcmp(entry + len - NPY_SUFFIX_LEN, NPY_SUFFIX) == 0) {
             memcpy(name, entry, len - NPY_SUFFIX_LEN);
             name[len - NPY_SUFFIX_LEN] = '\0';
-            if (tg_params_get(ps, name) ||
+            if (tg__names_find(&ix, name) >= 0 ||
                 (strncmp(name, prefix, plen) == 0 && name[plen] == '.'))
                 continue;
         }
-        return fail(r,
-                    "entry '%s' is no parameter of the model (a checkpoint "
-                    "of another model?)",
-                    entry ? entry : "");
+        ok = fail(r,
+                  "entry '%s' is no parameter of the model (a checkpoint "
+                  "of another model?)",
+                  entry ? entry : "");
     }
-    return true;
+    tg__names_free(&ix);
+    return ok;
 }
 
 /* strict: refuse entries ps does not have but those under "<prefix>."
@@ -654,32 +663,4 @@ int tg__npz_read_mem(const char *name, const void *bytes, size_t len,
     int rc = open_memory(&r, bytes, len) ? read_all(&r, out) : -1;
     close_archive(&r);
     return rc;
-}
-
-/* ---- Lists that own their tensors ------------------------------------- */
-
-int tg__params_adopt(const char *op, const char *path, tg_params *out, size_t n,
-                     char (*names)[TG_PARAM_NAME_MAX], tg_tensor **ts)
-{
-    int n0 = out->n;
-    for (size_t k = 0; k < n; k++)
-        if (tg_params_add(out, NULL, names[k], ts[k]) != 0) {
-            char why[1024];
-            snprintf(why, sizeof why, "%s", tg_last_error());
-            tg__error("%s: %s: %s", op, path, why);
-            out->n = n0; /* the list as it was; the tensors are released */
-            for (size_t j = 0; j < n; j++)
-                tg_release(ts[j]);
-            return -1;
-        }
-    return 0;
-}
-
-void tg_params_release(tg_params *ps)
-{
-    if (!ps)
-        return;
-    for (int i = 0; i < ps->n; i++)
-        tg_release(ps->items[i].t);
-    tg_params_free(ps);
 }

@@ -19,6 +19,7 @@
 #include "core/npy.h"
 #include "core/shared.h"
 #include "nn/formats.h"
+#include "nn/names.h"
 #include "nn/nn.h"
 
 #include <errno.h>
@@ -90,6 +91,7 @@ typedef struct st_file {
     json_t *root;
     st_entry *entries;
     size_t n;
+    tg__names by_name; /* the entries by name, for a load (find) */
 } st_file;
 
 /* Sets the error "<op>: <path>: <problem>" and returns false. */
@@ -341,6 +343,7 @@ static void close_file(st_file *r)
 {
     json_decref(r->root);
     free(r->entries);
+    tg__names_free(&r->by_name);
     if (r->f)
         fclose(r->f);
 }
@@ -467,11 +470,23 @@ static tg_tensor *read_tensor(const st_file *r, const st_entry *e)
 
 /* ---- Loading by name -------------------------------------------------- */
 
+/* Indexes the entries by name, for find (a scan per parameter would make
+ * a load of n tensors n^2 / 2 comparisons). */
+static bool index_entries(st_file *r)
+{
+    if (!tg__names_init(&r->by_name, r->n))
+        return fail(r, "out of memory for %zu tensors", r->n);
+    for (size_t i = 0; i < r->n; i++)
+        tg__names_add(&r->by_name, r->entries[i].name, i);
+    tg__names_sort(&r->by_name); /* none twice: JSON_REJECT_DUPLICATES */
+    return true;
+}
+
 static const st_entry *find(const st_file *r, const char *name)
 {
-    for (size_t i = 0; i < r->n; i++)
-        if (strcmp(r->entries[i].name, name) == 0)
-            return &r->entries[i];
+    int64_t i = tg__names_find(&r->by_name, name);
+    if (i >= 0)
+        return &r->entries[i];
     fail(r, "no tensor '%s' for parameter '%s'", name, name);
     return NULL;
 }
@@ -521,7 +536,7 @@ int tg_load_safetensors(const tg_params *ps, const char *path)
     bool ok = values != NULL;
     if (!ok)
         tg__error("%s: %s: out of memory", op, path);
-    ok = ok && open_file(&r);
+    ok = ok && open_file(&r) && index_entries(&r);
     for (int i = 0; ok && i < ps->n; i++)
         ok = (values[i] = load_value(&r, &ps->items[i])) != NULL;
     for (int i = 0; ok && i < ps->n; i++) /* all free to write, first */
@@ -672,6 +687,23 @@ static char *header_text(const tg_params *ps, const int *order, size_t *len)
     return out;
 }
 
+/* No name twice in ps: the header's keys must differ. */
+static bool names_once(const char *op, const char *path, const tg_params *ps)
+{
+    tg__names ix;
+    if (!tg__names_init(&ix, (size_t)ps->n)) {
+        tg__error("%s: %s: out of memory for %d names", op, path, ps->n);
+        return false;
+    }
+    for (int i = 0; i < ps->n; i++)
+        tg__names_add(&ix, ps->items[i].name, (size_t)i);
+    const char *twice = tg__names_sort(&ix);
+    if (twice)
+        tg__error("%s: %s: two parameters are named '%s'", op, path, twice);
+    tg__names_free(&ix);
+    return !twice;
+}
+
 static bool check_save_args(const tg_params *ps, const char *path)
 {
     static const char op[] = "save_safetensors";
@@ -704,14 +736,8 @@ static bool check_save_args(const tg_params *ps, const char *path)
                       path);
             return false;
         }
-        for (int j = 0; j < i; j++)
-            if (strcmp(ps->items[j].name, p->name) == 0) {
-                tg__error("%s: %s: two parameters are named '%s'", op, path,
-                          p->name);
-                return false;
-            }
     }
-    return true;
+    return names_once(op, path, ps);
 }
 
 /* Writes each tensor's bytes in the data buffer's order. */
