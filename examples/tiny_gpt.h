@@ -5,6 +5,7 @@
  * The program (tiny_gpt.c says what it does and runs it):
  *   tiny_gpt.c             main, the processes of mpirun, the messages
  *   tiny_gpt_options.c     the command line: defaults, table, checks
+ *   tiny_gpt_ranks.c       what the ranks of mpirun must share, compared
  *   tiny_gpt_data.c        the text, its batches and the unigram baseline
  *   tiny_gpt_train.c       the training loop and its steps
  *   tiny_gpt_checkpoint.c  --out-dir's checkpoints and --resume
@@ -77,6 +78,9 @@ typedef struct processes {
      * top of tiny_gpt.c) */
     bool own_masks;
     tg_rng masks;
+    /* a failure every rank knows of (agree() said so): they all end
+     * together; any other failure ends the job (tg_dist_abort) */
+    bool agreed;
 } processes;
 
 extern processes world; /* tiny_gpt.c */
@@ -99,6 +103,11 @@ int make_parent_dir(const char *path);
 
 /* tiny_gpt_options.c */
 int parse_args(int argc, char **argv, options *o);
+const char *options_said(void);
+
+/* tiny_gpt_ranks.c: collective, 0 or -1 on every rank (0 with one) */
+int options_agree(const options *o);
+int text_agrees(const corpus *cp);
 
 /* tiny_gpt_data.c */
 int load_corpus(corpus *cp, const char *path, int block);

@@ -218,22 +218,23 @@ static void usage(FILE *f)
 static int check_options(options *o)
 {
     if (o->init_from && !o->n_head) {
-        fprintf(stderr, "tiny_gpt: --init-from needs --n-head (the file's "
-                        "shapes do not give the number of heads)\n");
+        opt_complain("tiny_gpt", "--init-from needs --n-head (the file's "
+                                 "shapes do not give the number of heads)");
         return 2;
     }
     if (o->eval_ids && !o->init_from) {
-        fprintf(stderr, "tiny_gpt: --eval-ids needs --init-from\n");
+        opt_complain("tiny_gpt", "--eval-ids needs --init-from");
         return 2;
     }
     if (o->init_from && (o->resume || o->model_given)) {
-        fprintf(stderr, "tiny_gpt: --init-from takes the model from the file: "
-                        "no --resume, --dropout, --bias, --tie with it\n");
+        opt_complain("tiny_gpt",
+                     "--init-from takes the model from the file: "
+                     "no --resume, --dropout, --bias, --tie with it");
         return 2;
     }
     if (!o->init_from && !o->resume && o->embd % o->heads) {
-        fprintf(stderr, "tiny_gpt: --embd %d is not a multiple of --heads %d\n",
-                o->embd, o->heads);
+        opt_complain("tiny_gpt", "--embd %d is not a multiple of --heads %d",
+                     o->embd, o->heads);
         return 2;
     }
     /* nanoGPT's schedule, its defaults scaled to --steps */
@@ -244,14 +245,17 @@ static int check_options(options *o)
     if (o->min_lr < 0)
         o->min_lr = o->lr / 10;
     if (o->decay_lr && o->warmup_iters >= o->lr_decay_iters) {
-        fprintf(stderr,
-                "tiny_gpt: --warmup-iters %d must be below --lr-decay-iters "
-                "%d\n",
-                o->warmup_iters, o->lr_decay_iters);
+        opt_complain("tiny_gpt",
+                     "--warmup-iters %d must be below --lr-decay-iters "
+                     "%d",
+                     o->warmup_iters, o->lr_decay_iters);
         return 2;
     }
     return 0;
 }
+
+/* The last complaint about the command line, for the other ranks. */
+const char *options_said(void) { return opt_said; }
 
 /* Fills *o from argv. Returns 0 to run, 1 after --help, 2 on a bad option. */
 int parse_args(int argc, char **argv, options *o)
