@@ -88,6 +88,7 @@ typedef struct st_file {
     const unsigned char *mem;
     uint64_t size;    /* bytes in all */
     uint64_t data_at; /* where the data buffer starts: 8 + N */
+    uint64_t at; /* where the stream stands: read_at seeks only elsewhere */
     json_t *root;
     st_entry *entries;
     size_t n;
@@ -98,17 +99,23 @@ typedef struct st_file {
 #define fail(r, ...) tg__file_error((r)->op, (r)->path, __VA_ARGS__)
 
 /* Reads len bytes at off, which the caller has checked lie in the file. */
-static bool read_at(const st_file *r, uint64_t off, size_t len, void *buf)
+static bool read_at(st_file *r, uint64_t off, size_t len, void *buf)
 {
     if (!r->f) {
         memcpy(buf, r->mem + off, len);
         return true;
     }
-    if (fseeko(r->f, (off_t)off, SEEK_SET) != 0 ||
-        fread(buf, 1, len, r->f) != len)
+    /* The tensors are read in the file's order, mostly: a seek (a system
+     * call, most of the time of a file of a million small tensors) only
+     * where the stream does not stand at off already. */
+    if ((r->at != off && fseeko(r->f, (off_t)off, SEEK_SET) != 0) ||
+        fread(buf, 1, len, r->f) != len) {
+        r->at = UINT64_MAX; /* unknown */
         return fail(r, "cannot read %zu bytes at byte %llu: %s", len,
                     (unsigned long long)off,
                     ferror(r->f) ? strerror(errno) : "unexpected end of file");
+    }
+    r->at = off + len;
     return true;
 }
 
@@ -432,7 +439,7 @@ static void widen(st_dtype dt, const unsigned char *src, unsigned char *dst)
 /* Entry e as a new tensor: F32, F64, I64 and BOOL as they are, BF16 and F16
  * widened to float32, the narrower integers to int64. A BOOL byte other
  * than 0 or 1 is an error (torch writes 0 and 1; any other is no bool). */
-static tg_tensor *read_tensor(const st_file *r, const st_entry *e)
+static tg_tensor *read_tensor(st_file *r, const st_entry *e)
 {
     size_t nbytes = (size_t)(e->end - e->begin);
     size_t es = DTYPES[e->dtype].size, numel = nbytes / es;
@@ -494,7 +501,7 @@ static const st_entry *find(const st_file *r, const char *name)
 /* The value for parameter p, checked: the same shape; a float dtype for a
  * float parameter (converted), an integer one for an int64 one (widened),
  * BOOL for a bool one. */
-static tg_tensor *load_value(const st_file *r, const tg_param *p)
+static tg_tensor *load_value(st_file *r, const tg_param *p)
 {
     const st_entry *e = find(r, p->name);
     if (!e)
@@ -554,7 +561,7 @@ int tg_load_safetensors(const tg_params *ps, const char *path)
 
 /* ---- Reading every tensor -------------------------------------------- */
 
-static int read_all(const st_file *r, tg_params *out)
+static int read_all(st_file *r, tg_params *out)
 {
     tg_tensor **ts = tg__calloc(r->n + 1, sizeof *ts);
     char(*names)[TG_PARAM_NAME_MAX] = tg__calloc(r->n + 1, sizeof *names);
