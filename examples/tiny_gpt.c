@@ -193,7 +193,7 @@ static int finish(int rc)
 
 /* With several ranks, every rank stops when one cannot read its command
  * line (its complaint, or --help, then goes to the others), and when the
- * ranks read different ones (tiny_gpt_ranks.c). parsed is parse_args'
+ * ranks read different ones (options_agree). parsed is parse_args'
  * result; returns as it does: 0 to run, 1 after --help, 2 to fail. */
 static int start_together(const options *o, int parsed)
 {

@@ -5,7 +5,6 @@
  * The program (tiny_gpt.c says what it does and runs it):
  *   tiny_gpt.c             main, the processes of mpirun, the messages
  *   tiny_gpt_options.c     the command line: defaults, table, checks
- *   tiny_gpt_ranks.c       what the ranks of mpirun must share, compared
  *   tiny_gpt_data.c        the text, its batches and the unigram baseline
  *   tiny_gpt_train.c       the training loop and its steps
  *   tiny_gpt_checkpoint.c  --out-dir's checkpoints and --resume
@@ -104,16 +103,14 @@ int make_parent_dir(const char *path);
 /* tiny_gpt_options.c */
 int parse_args(int argc, char **argv, options *o);
 const char *options_said(void);
-
-/* tiny_gpt_ranks.c: collective, 0 or -1 on every rank (0 with one) */
-int options_agree(const options *o);
-int text_agrees(const corpus *cp);
+int options_agree(const options *o); /* collective; 0 with one rank */
 
 /* tiny_gpt_data.c */
 int load_corpus(corpus *cp, const char *path, int block);
 int get_batch(const int64_t *ids, int64_t n, int B, int T, tg_rng *rng,
               tg_tensor **x, tg_tensor **y);
 double unigram_baseline(const corpus *cp);
+int text_agrees(const corpus *cp); /* collective; 0 with one rank */
 
 /* tiny_gpt_train.c */
 int train(options *o, const corpus *cp);
