@@ -158,8 +158,13 @@ static int open_temp(tg__file *w)
         fd = make_temp(w, create_named, NULL);
     if (fd < 0)
         return -1;
+    /* Where the file system has no locks, this save's temporary is
+     * unlocked, and so would a dead one's be, which remove_stale then
+     * leaves alone (it removes only what it can lock). */
     w->lock = dup(fd);
-    if (w->lock < 0 || flock(w->lock, LOCK_EX | LOCK_NB) != 0) {
+    if (w->lock >= 0)
+        (void)flock(w->lock, LOCK_EX | LOCK_NB);
+    if (w->lock < 0) {
         int err = errno;
         close(fd);
         if (w->tmp)
