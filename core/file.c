@@ -3,38 +3,58 @@
  * read without blocking on what is not a regular file.
  *
  * The bytes go to a temporary file beside the target (same directory, so
- * the same file system, where rename is atomic), named ".<name>.XXXXXX".
- * Only when every byte is written, flushed and synced is it renamed over the
- * target; the directory is synced after that, so the rename itself survives
- * a crash. Until the rename the target is never opened for writing: a full
- * disk, a file-size limit, a format limit found midway or a killed process
- * all leave it as it was.
+ * the same file system, where rename is atomic). Where the file system can
+ * make one (Linux's O_TMPFILE) the temporary has no name while it is
+ * written: a process killed midway leaves nothing behind, the kernel frees
+ * the file with its last descriptor. Only when every byte is written,
+ * flushed and synced is it given a name, ".<name>.XXXXXX" (linkat through
+ * /proc/self/fd), and that name renamed over the target; the directory is
+ * synced after that, so the rename itself survives a crash. Elsewhere the
+ * temporary is created under that name from the start. Until the rename
+ * the target is never opened for writing: a full disk, a file-size limit,
+ * a format limit found midway or a killed process all leave it as it was.
  *
- * The temporary is created with open(O_CREAT | O_EXCL, 0666) rather than
- * mkstemp, which makes it 0600: the kernel then applies the umask (and a
- * default ACL) exactly as for any new file, and reading the umask, which
- * only umask(2) can do, would change it for every thread for a moment. When
- * the target already exists the temporary takes its mode instead, and its
- * owner where we may give it one. */
-#define _XOPEN_SOURCE 700 /* realpath */
+ * A named temporary is left behind when the process dies between its name
+ * and the rename: for an unnamed one, the moment between linkat and
+ * rename; without O_TMPFILE, the whole save. Every temporary is locked
+ * (flock) while its save runs, and a lock dies with its process; so after
+ * each save that succeeds, the temporaries of the same target whose lock
+ * can be taken are a dead save's, and are removed (remove_stale). (A
+ * named temporary is unlocked for the moment between its creation and its
+ * flock: a save that loses it then fails at the rename, leaving the target
+ * as it was.)
+ *
+ * The temporary is created with mode 0666 rather than mkstemp's 0600: the
+ * kernel then applies the umask (and a default ACL) exactly as for any new
+ * file, and reading the umask, which only umask(2) can do, would change it
+ * for every thread for a moment. When the target already exists the
+ * temporary takes its mode instead, and its owner where we may give it
+ * one. */
+#define _GNU_SOURCE /* O_TMPFILE, AT_SYMLINK_FOLLOW, flock, realpath */
 
 #include "core/shared.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+bool tg__file_named_only;
 
 struct tg__file {
     const char *op;
     char *path;   /* the target: the caller's path, or a symlink's target */
     char *dir;    /* its directory, for the temporary and the sync */
-    char *tmp;    /* the temporary; NULL when writing in place */
-    FILE *f;      /* open on tmp, or on path in place */
+    char *tmp;    /* the temporary's name; NULL in place or unnamed */
+    bool unnamed; /* the temporary has no name yet (O_TMPFILE) */
+    int lock;     /* the temporary's descriptor again, locked; or -1 */
+    FILE *f;      /* open on the temporary, or on path in place */
     bool failed;  /* a tg__file_write failed (its error is set) */
     char shown[]; /* the caller's path, for messages */
 };
@@ -63,17 +83,29 @@ static char *dir_of(const char *path)
     return dir;
 }
 
-/* Creates the temporary "<dir>/.<name>.XXXXXX" (name cut to leave room
- * under NAME_MAX), the Xs from the clock, the process and a counter, drawn
- * again while the name is taken. Returns the descriptor, or -1 with errno. */
-static int create_temp(tg__file *w)
+/* The temporaries' letters: ".<name>." and six of these. */
+static const char letters[] = "abcdefghijklmnopqrstuvwxyz"
+                              "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+#define NAME_CUT "200" /* the target's name cut to leave room under NAME_MAX */
+
+/* The target's name, without its directory. */
+static const char *base_of(const tg__file *w)
+{
+    const char *slash = strrchr(w->path, '/');
+    return slash ? slash + 1 : w->path;
+}
+
+/* Makes a temporary "<dir>/.<name>.XXXXXX" with make(name, ctx) (which
+ * fails with EEXIST when the name is taken), the Xs from the clock, the
+ * process and a counter, drawn again while the name is taken. Returns
+ * make's result (a descriptor, or 0) with the name in w->tmp, or -1 with
+ * errno and w->tmp NULL. */
+static int make_temp(tg__file *w, int (*make)(const char *name, void *ctx),
+                     void *ctx)
 {
     static _Atomic unsigned long counter;
-    static const char letters[] = "abcdefghijklmnopqrstuvwxyz"
-                                  "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-    const char *slash = strrchr(w->path, '/');
-    const char *name = slash ? slash + 1 : w->path;
-    size_t cap = strlen(w->dir) + strlen(name) + 16;
+    size_t cap = strlen(w->dir) + strlen(base_of(w)) + 16;
+    free(w->tmp);
     w->tmp = tg__malloc(cap);
     if (!w->tmp)
         return errno = ENOMEM, -1;
@@ -90,12 +122,56 @@ static int create_temp(tg__file *w)
         for (int i = 0; i < 6; i++, x /= sizeof letters - 1)
             x6[i] = letters[x % (sizeof letters - 1)];
         x6[6] = '\0';
-        snprintf(w->tmp, cap, "%s/.%.200s.%s", w->dir, name, x6);
-        int fd = open(w->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd >= 0 || errno != EEXIST)
-            return fd;
+        snprintf(w->tmp, cap, "%s/.%." NAME_CUT "s.%s", w->dir, base_of(w), x6);
+        int rc = make(w->tmp, ctx);
+        if (rc >= 0)
+            return rc;
+        if (errno != EEXIST)
+            break;
     }
-    return errno = EEXIST, -1;
+    int err = errno; /* no name of ours: none to remove later */
+    free(w->tmp);
+    w->tmp = NULL;
+    return errno = err, -1;
+}
+
+static int create_named(const char *name, void *ctx)
+{
+    (void)ctx;
+    return open(name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+}
+
+/* Opens the temporary: unnamed where the file system makes one (and
+ * /proc/self/fd is there to name it by later), else named. Locks it, and
+ * keeps the lock on a descriptor of its own (w->lock), so that it lasts
+ * until commit or abort however the stream is closed. Returns the
+ * descriptor to write to, or -1 with errno. */
+static int open_temp(tg__file *w)
+{
+    int fd = -1;
+#ifdef O_TMPFILE
+    if (!tg__file_named_only && access("/proc/self/fd", X_OK) == 0)
+        fd = open(w->dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
+    w->unnamed = fd >= 0;
+#endif
+    if (fd < 0)
+        fd = make_temp(w, create_named, NULL);
+    if (fd < 0)
+        return -1;
+    /* Where the file system has no locks, this save's temporary is
+     * unlocked, and so would a dead one's be, which remove_stale then
+     * leaves alone (it removes only what it can lock). */
+    w->lock = dup(fd);
+    if (w->lock >= 0)
+        (void)flock(w->lock, LOCK_EX | LOCK_NB);
+    if (w->lock < 0) {
+        int err = errno;
+        close(fd);
+        if (w->tmp)
+            unlink(w->tmp);
+        return errno = err, -1;
+    }
+    return fd;
 }
 
 /* Gives the temporary the mode of the file it replaces, and its owner and
@@ -153,7 +229,7 @@ static bool open_output(tg__file *w)
         return w->f != NULL;
     }
     w->dir = dir_of(w->path);
-    int fd = w->dir ? create_temp(w) : (errno = ENOMEM, -1);
+    int fd = w->dir ? open_temp(w) : (errno = ENOMEM, -1);
     if (fd < 0) {
         int err = errno;
         char what[64 + 4096];
@@ -169,14 +245,18 @@ static bool open_output(tg__file *w)
     }
     if (!ok) {
         close(fd);
-        unlink(w->tmp);
+        if (w->tmp)
+            unlink(w->tmp);
     }
     return ok;
 }
 
-/* Frees w; the temporary, if any, must be gone or renamed already. */
+/* Frees w and lets the temporary's lock go; the temporary, if any, must
+ * be gone or renamed already. */
 static void file_free(tg__file *w)
 {
+    if (w->lock >= 0)
+        close(w->lock);
     free(w->tmp);
     free(w->dir);
     free(w->path);
@@ -197,6 +277,7 @@ tg__file *tg__file_begin(const char *op, const char *path)
     memcpy(w->shown, path, n);
     w->op = op;
     w->path = copy;
+    w->lock = -1;
     if (!open_output(w)) {
         file_free(w);
         return NULL;
@@ -221,7 +302,7 @@ void tg__file_abort(tg__file *w)
 {
     if (!w)
         return;
-    fclose(w->f);
+    fclose(w->f); /* an unnamed temporary goes with its last descriptor */
     if (w->tmp)
         unlink(w->tmp);
     file_free(w);
@@ -243,6 +324,30 @@ static bool flush(tg__file *w)
         return false;
     }
     return true;
+}
+
+#ifdef O_TMPFILE
+/* linkat(2)'s way for an O_TMPFILE file: its /proc/self/fd link,
+ * followed (AT_EMPTY_PATH would need CAP_DAC_READ_SEARCH). */
+static int link_named(const char *name, void *ctx)
+{
+    return linkat(AT_FDCWD, ctx, AT_FDCWD, name, AT_SYMLINK_FOLLOW);
+}
+#endif
+
+/* The unnamed temporary, complete, given its name beside the target. */
+static bool name_unnamed(tg__file *w)
+{
+#ifdef O_TMPFILE
+    char proc[64];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", w->lock);
+    if (make_temp(w, link_named, proc) == 0) {
+        w->unnamed = false;
+        return true;
+    }
+#endif
+    fail(w, "cannot link the temporary file into its directory", errno);
+    return false;
 }
 
 /* Renames the temporary over the target and syncs the directory. Until the
@@ -276,21 +381,60 @@ static bool replace(tg__file *w)
     return ok;
 }
 
+/* Whether name is one of the target's temporaries: ".<name>." (the name
+ * cut as make_temp cuts it) and six of its letters. */
+static bool is_temp_of(const tg__file *w, const char *name)
+{
+    char head[256];
+    int n = snprintf(head, sizeof head, ".%." NAME_CUT "s.", base_of(w));
+    if (n < 0 || strncmp(name, head, (size_t)n) != 0 || strlen(name + n) != 6)
+        return false;
+    return strspn(name + n, letters) == 6;
+}
+
+/* Removes the target's temporaries left by saves that died (see the top):
+ * those whose lock can be taken. Best effort, after a save that
+ * succeeded: a temporary that cannot be opened or locked stays. */
+static void remove_stale(const tg__file *w)
+{
+    DIR *d = opendir(w->dir);
+    if (!d)
+        return;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (!is_temp_of(w, e->d_name))
+            continue;
+        int fd = openat(dirfd(d), e->d_name,
+                        O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        struct stat st;
+        if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+            flock(fd, LOCK_EX | LOCK_NB) == 0)
+            unlinkat(dirfd(d), e->d_name, 0);
+        if (fd >= 0)
+            close(fd); /* and the lock with it */
+    }
+    closedir(d);
+}
+
 int tg__file_commit(tg__file *w)
 {
+    bool temp = w->tmp || w->unnamed;
     bool ok = flush(w);
-    if (ok && w->tmp && !sync_fd(fileno(w->f))) {
+    if (ok && temp && !sync_fd(fileno(w->f))) {
         fail(w, "cannot sync", errno);
         ok = false;
     }
-    if (fclose(w->f) != 0 && ok) {
+    if (fclose(w->f) != 0 && ok) { /* the lock stays, on w->lock */
         fail(w, "write failed", errno);
         ok = false;
     }
-    if (ok && w->tmp)
+    if (ok && w->unnamed)
+        ok = name_unnamed(w);
+    if (ok && temp)
         ok = replace(w);
     if (w->tmp)
         unlink(w->tmp);
+    if (ok && temp)
+        remove_stale(w);
     file_free(w);
     return ok ? 0 : -1;
 }

@@ -37,9 +37,17 @@ static const char MAGIC[MAGIC_LEN] = "\x93NUMPY";
 
 typedef struct npy_file {
     const char *path;
-    FILE *f;
-    int64_t size; /* bytes in the file */
+    FILE *f;           /* the file, or NULL for read */
+    tg__npy_read read; /* the bytes in order (tg__npy_read_stream) */
+    void *ctx;         /* read's */
+    int64_t size;      /* bytes in the file */
 } npy_file;
+
+/* The next n bytes: as many as came (n unless the file ends or fails). */
+static size_t next(const npy_file *in, void *buf, size_t n)
+{
+    return in->f ? fread(buf, 1, n, in->f) : in->read(in->ctx, buf, n);
+}
 
 /* Sets the error "load_npy: <path>: <problem>" and returns false. */
 #define fail(in, ...) tg__file_error("load_npy", (in)->path, __VA_ARGS__)
@@ -275,13 +283,14 @@ static bool parse_header(cursor *c, npy_header *h)
 
 /* ---- the file ----------------------------------------------------------- */
 
-/* Reads the magic, version and header length; on return the file is
- * positioned at the header, *hlen bytes long, and the data starts at byte
- * *data_start. */
+/* Reads the magic, version and header length, and no byte more (the
+ * stream may be one that cannot seek: a zip entry being inflated); on
+ * return the file is positioned at the header, *hlen bytes long, and the
+ * data starts at byte *data_start. */
 static bool read_prefix(npy_file *in, int64_t *hlen, int64_t *data_start)
 {
     unsigned char b[PREFIX_V2];
-    size_t got = fread(b, 1, sizeof b, in->f);
+    size_t got = next(in, b, PREFIX_V1);
     if (got < MAGIC_LEN + 2)
         return fail(in,
                     "file is too short (%zu bytes) to hold the .npy magic "
@@ -299,6 +308,8 @@ static bool read_prefix(npy_file *in, int64_t *hlen, int64_t *data_start)
      * only in allowing utf8 in the header, which the keys and dtypes we
      * accept never use. */
     size_t prefix = major == 1 ? PREFIX_V1 : PREFIX_V2;
+    if (got == PREFIX_V1 && prefix > PREFIX_V1)
+        got += next(in, b + PREFIX_V1, PREFIX_V2 - PREFIX_V1);
     if (got < prefix)
         return fail(in,
                     "file is too short (%zu bytes) to hold the header "
@@ -313,8 +324,6 @@ static bool read_prefix(npy_file *in, int64_t *hlen, int64_t *data_start)
                     "header length %lld runs past the end of the file "
                     "(%lld bytes)",
                     (long long)*hlen, (long long)in->size);
-    if (fseek(in->f, (long)prefix, SEEK_SET) != 0)
-        return fail(in, "cannot seek: %s", strerror(errno));
     return true;
 }
 
@@ -325,7 +334,7 @@ static bool read_header(npy_file *in, int64_t hlen, npy_header *h)
     if (!text)
         return fail(in, "out of memory for a %lld-byte header",
                     (long long)hlen);
-    bool ok = fread(text, 1, (size_t)hlen, in->f) == (size_t)hlen;
+    bool ok = next(in, text, (size_t)hlen) == (size_t)hlen;
     if (ok) {
         cursor c = {.start = text, .p = text, .end = text + hlen, .in = in};
         ok = parse_header(&c, h);
@@ -387,14 +396,18 @@ static bool check_bools(const npy_file *in, const npy_header *h,
     return true;
 }
 
-/* Reads the whole file into a new tensor. */
-static tg_tensor *read_npy(npy_file *in)
+/* Reads the whole file into a new tensor: the header, checked against the
+ * file's size and by check (NULL: no check), before anything is allocated
+ * for the data, which is then read into the tensor, exactly as many bytes
+ * as the header says. */
+static tg_tensor *read_npy(npy_file *in, tg__npy_check check, void *ctx)
 {
     int64_t hlen = 0, data_start = 0;
     npy_header h = {0};
     size_t nbytes = 0;
     if (!read_prefix(in, &hlen, &data_start) || !read_header(in, hlen, &h) ||
-        !data_size(in, &h, in->size - data_start, &nbytes))
+        !data_size(in, &h, in->size - data_start, &nbytes) ||
+        (check && !check(ctx, h.dtype, h.ndim, h.shape)))
         return NULL;
     tg_tensor *t = tg__new("load_npy", h.dtype, h.ndim, h.shape, false);
     if (!t) {
@@ -410,7 +423,7 @@ static tg_tensor *read_npy(npy_file *in)
         fail(in, "%s", problem);
         return NULL;
     }
-    if (fread(t->storage->data, 1, nbytes, in->f) != nbytes) {
+    if (next(in, t->storage->data, nbytes) != nbytes) {
         fail(in, "data is truncated (the file shrank while being read?)");
         tg_release(t);
         return NULL;
@@ -434,7 +447,7 @@ tg_tensor *tg_load_npy(const char *path)
     in.f = tg__file_open_regular("load_npy", path, &in.size);
     if (!in.f)
         return NULL;
-    tg_tensor *t = read_npy(&in);
+    tg_tensor *t = read_npy(&in, NULL, NULL);
     fclose(in.f);
     return t;
 }
@@ -555,9 +568,17 @@ tg_tensor *tg__npy_parse(const char *name, const void *bytes, size_t len)
         fail(&in, "cannot read from memory: %s", strerror(errno));
         return NULL;
     }
-    tg_tensor *t = read_npy(&in);
+    tg_tensor *t = read_npy(&in, NULL, NULL);
     fclose(in.f);
     return t;
+}
+
+tg_tensor *tg__npy_read_stream(const char *name, tg__npy_read read,
+                               void *read_ctx, int64_t size,
+                               tg__npy_check check, void *check_ctx)
+{
+    npy_file in = {.path = name, .read = read, .ctx = read_ctx, .size = size};
+    return read_npy(&in, check, check_ctx);
 }
 
 int tg__npy_elements(const char *op, const tg_tensor *t, void *dst)

@@ -58,13 +58,16 @@ TG_HIDDEN FILE *tg__file_open_regular(const char *op, const char *path,
                                       int64_t *size);
 
 /* ---- Writing a file safely (core/file.c) -------------------------------
- * For every file the library writes (.npy, .npz, plot data and scripts):
- * the bytes go to a temporary ".<name>.XXXXXX" in the target's directory,
- * which tg__file_commit syncs and renames over the target. So on any
- * failure (a full disk, a file-size limit, an unwritable directory, a
- * format limit the caller finds midway) the old file is byte for byte as it
- * was and no temporary is left; a process killed midway (SIGXFSZ at its
- * default action, SIGKILL) leaves the old file too, plus the temporary. A
+ * For every file the library writes (.npy, .npz, .safetensors, plot data
+ * and scripts): the bytes go to a temporary in the target's directory,
+ * unnamed where the file system allows (O_TMPFILE), else ".<name>.XXXXXX",
+ * which tg__file_commit syncs, names ".<name>.XXXXXX" if it had no name,
+ * and renames over the target. So on any failure (a full disk, a file-size
+ * limit, an unwritable directory, a format limit the caller finds midway)
+ * the old file is byte for byte as it was and no temporary is left; a
+ * process killed midway (SIGXFSZ at its default action, SIGKILL) leaves
+ * the old file too, and no temporary when it had no name; one that had is
+ * removed by the next save of the target that succeeds. A
  * new file gets the mode any new file gets (0666 less the umask), a
  * replaced one keeps its mode (and its owner, when we may give it away). A
  * symbolic link is kept and what it points to is replaced; a hard link to
@@ -99,6 +102,9 @@ TG_HIDDEN int tg__file_commit(tg__file *w);
 /* Gives up: closes and removes the temporary, leaving the target as it was
  * and the error as it is. Frees w. NULL-safe. */
 TG_HIDDEN void tg__file_abort(tg__file *w);
+/* For the tests: true makes every temporary a named one from the start,
+ * as on a file system without O_TMPFILE. Set it before any save. */
+TG_HIDDEN extern bool tg__file_named_only;
 
 /* Returns next after releasing prev: one step of a chain of ops on the same
  * value, e.g. x = tg__then(x, tg_scale(x, s)). next is computed from prev

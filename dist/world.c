@@ -1,6 +1,7 @@
 /* tapegrad dist: the world a tg_dist stands for (include/tapegrad_dist.h).
- * Joining it (MPI, or without MPI the one process), its rank and size, and
- * the agreement every public call of the library makes on its outcome.
+ * Joining it (MPI, or without MPI the one process), its rank and size.
+ * The agreement every public call of the library makes on its outcome is
+ * dist/agree.c's.
  *
  * libtapegrad_dist is its own library, on libtapegrad's public API (plus
  * the few helpers core/exported.h exports for it), so that a program that
@@ -9,11 +10,10 @@
  *
  * The rule that keeps a job from hanging: a rank never skips a collective
  * because it failed locally. Each public call first checks what it can
- * alone, then agrees on the outcome (tg_dist_agree: one MPI_Allreduce(MIN)
- * of "my rank if I failed, else the world size", then the lowest failing
- * rank's message by MPI_Bcast), and only then communicates data; a failure
- * found in the middle (a gradient missing, no memory) still takes part in
- * every remaining collective, with zeros, and the call agrees at its end. */
+ * alone, then agrees on the outcome (tg_dist_agree, dist/agree.c), and
+ * only then communicates data; a failure found in the middle (a gradient
+ * missing, no memory) still takes part in every remaining collective, with
+ * zeros, and the call agrees at its end. */
 #include <config.h>
 
 #include "dist/dist.h"
@@ -199,35 +199,3 @@ void tg_dist_free(tg_dist *d)
 
 int tg_dist_rank(const tg_dist *d) { return d ? d->rank : 0; }
 int tg_dist_size(const tg_dist *d) { return d ? d->size : 1; }
-
-/* ---- agreement ----------------------------------------------------- */
-
-int tg_dist_agree(tg_dist *d, int status)
-{
-    int rank = d ? d->rank : 0;
-    if (!talks(d)) {
-        if (status == 0)
-            return 0;
-        char msg[MSG_MAX];
-        snprintf(msg, sizeof msg, "%s",
-                 *tg_last_error() ? tg_last_error() : "failed");
-        tg__x_error("rank %d: %s", rank, msg);
-        return -1;
-    }
-#ifdef TG_HAVE_MPI
-    int mine = status ? d->rank : d->size, low = d->size;
-    MPI_CHECK("dist_agree",
-              MPI_Allreduce(&mine, &low, 1, MPI_INT, MPI_MIN, d->comm));
-    if (low == d->size)
-        return 0;
-    char msg[MSG_MAX];
-    memset(msg, 0, sizeof msg);
-    if (d->rank == low)
-        snprintf(msg, sizeof msg, "%s",
-                 *tg_last_error() ? tg_last_error() : "failed");
-    MPI_CHECK("dist_agree", MPI_Bcast(msg, MSG_MAX, MPI_CHAR, low, d->comm));
-    msg[MSG_MAX - 1] = '\0';
-    tg__x_error("rank %d: %s", low, msg);
-#endif
-    return -1;
-}

@@ -27,6 +27,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -84,32 +85,68 @@ typedef struct opt_parser {
     bool whole_digits;
 } opt_parser;
 
-/* Prints text as printf would with one string argument arg: every
- * conversion (a % and one letter) becomes arg, %% becomes %. A table's
- * text is no literal that the compiler can check against its arguments
- * (-Wformat=2), so it is filled by hand. */
-static inline void opt_put(FILE *f, const char *text, const char *arg)
+/* Fills buf (cap bytes, the text cut to fit) with text as printf would
+ * with one string argument arg: every conversion (a % and one letter)
+ * becomes arg, %% becomes %. A table's text is no literal that the
+ * compiler can check against its arguments (-Wformat=2), so it is filled
+ * by hand. */
+static inline const char *opt_fill(char *buf, size_t cap, const char *text,
+                                   const char *arg)
 {
-    for (const char *c = text; *c; c++) {
+    size_t k = 0;
+    for (const char *c = text; *c && k + 1 < cap; c++) {
         if (*c != '%' || !c[1]) {
-            fputc(*c, f);
+            buf[k++] = *c;
             continue;
         }
         c++;
         if (*c == '%')
-            fputc('%', f);
+            buf[k++] = '%';
         else
-            fputs(arg ? arg : "", f);
+            k += (size_t)snprintf(buf + k, cap - k, "%s", arg ? arg : "");
     }
+    buf[k < cap ? k : cap - 1] = '\0';
+    return buf;
+}
+
+/* text filled with arg (opt_fill) on f. */
+static inline void opt_put(FILE *f, const char *text, const char *arg)
+{
+    char buf[2048];
+    fputs(opt_fill(buf, sizeof buf, text, arg), f);
+}
+
+/* The last complaint (opt_complain), without "prog: " and the newline: a
+ * program of several processes sends it to the others (examples/tiny_gpt,
+ * under mpirun). */
+static char opt_said[512];
+
+/* Says "prog: <fmt filled>" on stderr as one line written at once, so
+ * that processes sharing stderr (under mpirun) never cut into each other's
+ * lines, and keeps it in opt_said. */
+static inline void opt_vcomplain(const char *prog, const char *fmt, va_list ap)
+{
+    vsnprintf(opt_said, sizeof opt_said, fmt, ap);
+    char line[sizeof opt_said + 64];
+    snprintf(line, sizeof line, "%s: %s\n", prog, opt_said);
+    fputs(line, stderr);
+}
+
+__attribute__((format(printf, 2, 3))) static inline void
+opt_complain(const char *prog, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    opt_vcomplain(prog, fmt, ap);
+    va_end(ap);
 }
 
 /* "prog: " and format filled with name (opt_put), a line on stderr. */
 static inline void opt_say(const opt_parser *p, const char *format,
                            const char *name)
 {
-    fprintf(stderr, "%s: ", p->prog);
-    opt_put(stderr, format, name);
-    fputc('\n', stderr);
+    char text[sizeof opt_said];
+    opt_complain(p->prog, "%s", opt_fill(text, sizeof text, format, name));
 }
 
 /* The member e sets in values. */
@@ -249,20 +286,20 @@ static inline void opt_refuse(const opt_parser *p, const opt *e, const char *s)
     if (p->invalid)
         opt_say(p, p->invalid, name);
     else if (e->kind == OPT_INT || e->kind == OPT_U32)
-        fprintf(stderr, "%s: %s wants a whole number >= %ld, not '%s'\n", prog,
-                name, (long)e->lo, s);
+        opt_complain(prog, "%s wants a whole number >= %ld, not '%s'", name,
+                     (long)e->lo, s);
     else if (e->kind == OPT_REAL && e->hi == INFINITY)
-        fprintf(stderr, "%s: %s wants a number %s %g, not '%s'\n", prog, name,
-                e->lo_open ? ">" : ">=", e->lo, s);
+        opt_complain(prog, "%s wants a number %s %g, not '%s'", name,
+                     e->lo_open ? ">" : ">=", e->lo, s);
     else if (e->kind == OPT_REAL)
-        fprintf(stderr, "%s: %s wants a number in %c%g, %g%c, not '%s'\n", prog,
-                name, e->lo_open ? '(' : '[', e->lo, e->hi,
-                e->hi_open ? ')' : ']', s);
+        opt_complain(prog, "%s wants a number in %c%g, %g%c, not '%s'", name,
+                     e->lo_open ? '(' : '[', e->lo, e->hi,
+                     e->hi_open ? ')' : ']', s);
     else if (e->kind == OPT_CHOICE)
-        fprintf(stderr, "%s: %s wants %s or %s, not '%s'\n", prog, name,
-                e->words[0], e->words[1], s);
+        opt_complain(prog, "%s wants %s or %s, not '%s'", name, e->words[0],
+                     e->words[1], s);
     else
-        fprintf(stderr, "%s: %s wants some text, not '%s'\n", prog, name, s);
+        opt_complain(prog, "%s wants some text, not '%s'", name, s);
 }
 
 /* The unknown arg said (and the usage after it, if the program says so).

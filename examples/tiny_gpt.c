@@ -91,6 +91,7 @@
 #include <string.h>
 
 #include "make_dir.h"
+#include "options.h"
 
 /* Set by report(): a failure already explained on stderr. main explains
  * any other from tg_last_error(). */
@@ -100,20 +101,31 @@ static bool reported;
  * finds a launcher. */
 processes world = {.size = 1};
 
+/* Marks rc, a collective's outcome, as known to every rank. */
+static int together(int rc)
+{
+    if (rc < 0)
+        world.agreed = true;
+    return rc;
+}
+
 /* Collective with several ranks: 0 when every rank passed 0, else -1 on
  * every rank. One process: rc. */
-int agree(int rc) { return world.size > 1 ? tg_dist_agree(world.d, rc) : rc; }
+int agree(int rc)
+{
+    return world.size > 1 ? together(tg_dist_agree(world.d, rc)) : rc;
+}
 
-/* Prints "tiny_gpt: <message>" on stderr, after what stdout holds. */
+/* Prints "tiny_gpt: <message>" on stderr, after what stdout holds, as one
+ * line written at once: the ranks of mpirun share stderr, and a line
+ * written in pieces gets another rank's pieces in between. */
 __attribute__((format(printf, 1, 2))) void report(const char *fmt, ...)
 {
     fflush(stdout);
-    fputs("tiny_gpt: ", stderr);
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    opt_vcomplain("tiny_gpt", fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
     reported = true;
 }
 
@@ -165,14 +177,39 @@ static int join_world(int *argc, char ***argv)
 }
 
 /* Ends the run with status rc (1 on an error: explained from tg_last_error
- * when report() has not); leaves MPI. */
+ * when report() has not); leaves MPI. A failure of this rank alone, which
+ * no agreement told the others of, ends every rank (tg_dist_abort): they
+ * would wait for it in their next collective for ever. */
 static int finish(int rc)
 {
     if (rc == 1 && !reported)
         report("%s",
                tg_last_error()[0] ? tg_last_error() : "failed (no message)");
+    if (rc != 0 && world.size > 1 && !world.agreed)
+        tg_dist_abort(world.d, rc);
     tg_dist_free(world.d);
     return rc;
+}
+
+/* With several ranks, every rank stops when one cannot read its command
+ * line (its complaint, or --help, then goes to the others), and when the
+ * ranks read different ones (options_agree). parsed is parse_args'
+ * result; returns as it does: 0 to run, 1 after --help, 2 to fail. */
+static int start_together(const options *o, int parsed)
+{
+    if (world.size == 1)
+        return parsed;
+    const char *why = parsed == 1 ? "stopped after --help" : options_said();
+    if (together(tg_dist_agree_why(world.d, parsed ? -1 : 0, why)) < 0) {
+        if (!parsed) /* the failing rank has said why itself */
+            report("%s", tg_last_error());
+        return parsed ? parsed : 2;
+    }
+    if (together(options_agree(o)) < 0) {
+        report("%s", tg_last_error());
+        return 2;
+    }
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -180,16 +217,17 @@ int main(int argc, char **argv)
     if (join_world(&argc, &argv) != 0)
         return finish(1);
     options o;
-    int parsed = parse_args(argc, argv, &o);
-    if (parsed)
-        return finish(parsed == 1 ? 0 : 2);
-    /* --batch is the global batch: N equal shards (every rank says so) */
+    int started = start_together(&o, parse_args(argc, argv, &o));
+    if (started)
+        return finish(started == 1 ? 0 : 2);
+    /* --batch is the global batch: N equal shards (every rank says so, of
+     * the same --batch: a failure they all know of) */
     if (world.size > 1 && (o.batch < world.size || o.batch % world.size)) {
-        fprintf(stderr,
-                "tiny_gpt: --batch %d does not split over the %d processes "
-                "of mpirun: the global batch must be a multiple of their "
-                "number (rank %d)\n",
-                o.batch, world.size, world.rank);
+        report("--batch %d does not split over the %d processes of mpirun: "
+               "the global batch must be a multiple of their number (rank "
+               "%d)",
+               o.batch, world.size, world.rank);
+        world.agreed = true;
         return finish(2);
     }
     world.hi = o.batch;
@@ -203,6 +241,10 @@ int main(int argc, char **argv)
     if (agree(load_corpus(&cp, o.text_path, o.block)) < 0) {
         free(cp.ids);
         reported = true; /* on the failing rank's stderr */
+        return finish(1);
+    }
+    if (together(text_agrees(&cp)) < 0) {
+        free(cp.ids);
         return finish(1);
     }
     printf("text: %s, %lld bytes, %d distinct; %lld train / %lld validation\n",

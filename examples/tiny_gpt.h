@@ -77,6 +77,9 @@ typedef struct processes {
      * top of tiny_gpt.c) */
     bool own_masks;
     tg_rng masks;
+    /* a failure every rank knows of (agree() said so): they all end
+     * together; any other failure ends the job (tg_dist_abort) */
+    bool agreed;
 } processes;
 
 extern processes world; /* tiny_gpt.c */
@@ -99,12 +102,15 @@ int make_parent_dir(const char *path);
 
 /* tiny_gpt_options.c */
 int parse_args(int argc, char **argv, options *o);
+const char *options_said(void);
+int options_agree(const options *o); /* collective; 0 with one rank */
 
 /* tiny_gpt_data.c */
 int load_corpus(corpus *cp, const char *path, int block);
 int get_batch(const int64_t *ids, int64_t n, int B, int T, tg_rng *rng,
               tg_tensor **x, tg_tensor **y);
 double unigram_baseline(const corpus *cp);
+int text_agrees(const corpus *cp); /* collective; 0 with one rank */
 
 /* tiny_gpt_train.c */
 int train(options *o, const corpus *cp);

@@ -150,3 +150,20 @@ double unigram_baseline(const corpus *cp)
         h -= log((count[cp->ids[i]] + 1) / (double)(cp->n_train + cp->vocab));
     return h / (double)(cp->n - cp->n_train);
 }
+
+/* Collective: the text as the model sees it, the same on every rank: its
+ * bytes (each id's byte), hashed with 64-bit FNV-1a (h = (h ^ byte) *
+ * 0x100000001b3 from 0xcbf29ce484222325), and its length, compared
+ * (tg_dist_check_same). 0, or -1 on every rank naming each rank's. */
+int text_agrees(const corpus *cp)
+{
+    if (world.size == 1)
+        return 0;
+    uint64_t h = UINT64_C(0xcbf29ce484222325);
+    for (int64_t i = 0; i < cp->n; i++)
+        h = (h ^ cp->byte_of[cp->ids[i]]) * UINT64_C(0x100000001b3);
+    char value[64];
+    snprintf(value, sizeof value, "%lld bytes, FNV-1a %016llx",
+             (long long)cp->n, (unsigned long long)h);
+    return tg_dist_check_same(world.d, "the text", value);
+}

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 static const options defaults = {
@@ -218,22 +219,23 @@ static void usage(FILE *f)
 static int check_options(options *o)
 {
     if (o->init_from && !o->n_head) {
-        fprintf(stderr, "tiny_gpt: --init-from needs --n-head (the file's "
-                        "shapes do not give the number of heads)\n");
+        opt_complain("tiny_gpt", "--init-from needs --n-head (the file's "
+                                 "shapes do not give the number of heads)");
         return 2;
     }
     if (o->eval_ids && !o->init_from) {
-        fprintf(stderr, "tiny_gpt: --eval-ids needs --init-from\n");
+        opt_complain("tiny_gpt", "--eval-ids needs --init-from");
         return 2;
     }
     if (o->init_from && (o->resume || o->model_given)) {
-        fprintf(stderr, "tiny_gpt: --init-from takes the model from the file: "
-                        "no --resume, --dropout, --bias, --tie with it\n");
+        opt_complain("tiny_gpt",
+                     "--init-from takes the model from the file: "
+                     "no --resume, --dropout, --bias, --tie with it");
         return 2;
     }
     if (!o->init_from && !o->resume && o->embd % o->heads) {
-        fprintf(stderr, "tiny_gpt: --embd %d is not a multiple of --heads %d\n",
-                o->embd, o->heads);
+        opt_complain("tiny_gpt", "--embd %d is not a multiple of --heads %d",
+                     o->embd, o->heads);
         return 2;
     }
     /* nanoGPT's schedule, its defaults scaled to --steps */
@@ -244,11 +246,65 @@ static int check_options(options *o)
     if (o->min_lr < 0)
         o->min_lr = o->lr / 10;
     if (o->decay_lr && o->warmup_iters >= o->lr_decay_iters) {
-        fprintf(stderr,
-                "tiny_gpt: --warmup-iters %d must be below --lr-decay-iters "
-                "%d\n",
-                o->warmup_iters, o->lr_decay_iters);
+        opt_complain("tiny_gpt",
+                     "--warmup-iters %d must be below --lr-decay-iters "
+                     "%d",
+                     o->warmup_iters, o->lr_decay_iters);
         return 2;
+    }
+    return 0;
+}
+
+/* The last complaint about the command line, for the other ranks. */
+const char *options_said(void) { return opt_said; }
+
+/* e's member in o as text, every bit of it: reals as %.17g, a choice as
+ * its word, a flag as the int or bool it sets, a path only as given or not
+ * (each machine has its own; the text itself is compared by its hash). */
+static const char *value_text(const opt *e, const options *o, char *buf,
+                              size_t cap)
+{
+    const void *m = (const char *)o + e->field;
+    int i = *(const int *)m;
+    if (e->kind == OPT_INT || e->kind == OPT_SET)
+        snprintf(buf, cap, "%d", i);
+    else if (e->kind == OPT_CHOICE)
+        snprintf(buf, cap, "%s", e->words[i == e->values[1]]);
+    else if (e->kind == OPT_U32)
+        snprintf(buf, cap, "%u", (unsigned)*(const uint32_t *)m);
+    else if (e->kind == OPT_REAL)
+        snprintf(buf, cap, "%.17g", *(const double *)m);
+    else if (e->kind == OPT_TRUE || e->kind == OPT_FALSE)
+        snprintf(buf, cap, "%d", *(const bool *)m);
+    else
+        snprintf(buf, cap, "%s",
+                 *(const char *const *)m ? "given" : "not given");
+    return buf;
+}
+
+/* Under mpirun each rank reads its own command line, and nothing but this
+ * comparison would notice when they differ: another --seed, --lr or
+ * --batch trains a different model on each rank and averages their
+ * gradients all the same; another --steps or --eval-every makes the ranks
+ * call different collectives, and the job waits for ever in the last one.
+ * So every option of the table is compared (tg_dist_check_same), as it
+ * stands after check_options filled in what was left to --steps, once per
+ * member (--bias and --no-bias set one); the first difference ends the run
+ * on every rank, naming the option and each rank's value. The point a
+ * --resume starts from needs no comparison: rank 0 alone reads the
+ * checkpoint and sends it to the others (tiny_gpt_checkpoint.c). */
+int options_agree(const options *o)
+{
+    for (size_t i = 0; world.size > 1 && i < N_OPTIONS; i++) {
+        const opt *e = &option_table[i];
+        bool again = false;
+        for (size_t j = 0; j < i; j++)
+            again |= option_table[j].name && option_table[j].field == e->field;
+        char buf[64];
+        if (e->name && e->kind != OPT_TEXT && !again &&
+            tg_dist_check_same(world.d, e->name,
+                               value_text(e, o, buf, sizeof buf)) < 0)
+            return -1;
     }
     return 0;
 }

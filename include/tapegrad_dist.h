@@ -24,7 +24,17 @@
  * order; each returns the same status on every rank: when one rank fails
  * (bad input, out of memory, a forward that gave NULL), every rank returns
  * -1 with the error "rank R: <that rank's message>" (R the lowest failing
- * rank) instead of hanging. MPI_Abort is never called by the library.
+ * rank) instead of hanging. MPI_Abort is called only by tg_dist_abort,
+ * when the program asks.
+ *
+ * A program keeps its own steps from hanging the same way: every rank
+ * checks what it can alone (its options, its files), then all agree on the
+ * outcome (tg_dist_agree, tg_dist_agree_why) before the next collective;
+ * what must be the same on every rank (the options that shape the model,
+ * the schedule and the number of steps, the data) is compared at start
+ * (tg_dist_check_same); and a rank that fails where no agreement follows
+ * ends the whole job (tg_dist_abort) rather than leave the others waiting
+ * in a collective it will never reach.
  *
  * Built without MPI (configure without --with-mpi, or MPI not found), the
  * same calls work for one process (world size 1, no communication), and
@@ -76,6 +86,32 @@ int tg_dist_size(const tg_dist *d);
  * on its own steps (a failed forward, a missing file) before the next
  * collective. */
 int tg_dist_agree(tg_dist *d, int status);
+
+/** Collective: tg_dist_agree, with why (a program's own message, NULL for
+ * tg_last_error) as this rank's message when status is -1: for the checks
+ * a program makes itself (its command line, a file it reads), which set no
+ * library error. Every rank then holds "rank R: <why of rank R>". */
+int tg_dist_agree_why(tg_dist *d, int status, const char *why);
+
+/** Collective: checks that every rank passes the same text value for the
+ * setting what (an option's name, "the data"): 0 on every rank when all
+ * are equal, else -1 on every rank with the error naming what and each
+ * rank's value, "dist_check_same: the ranks disagree on --lr: '0.004' on
+ * rank 0, '-1' on rank 1". -1 also for a NULL what or value, or a value
+ * of 128 characters or more (compare a digest of a longer one). Call it
+ * with the same settings in the same order on every rank, before the first
+ * step: a setting that differs (--steps, the batch) would otherwise make
+ * the ranks call different collectives and wait for ever. */
+int tg_dist_check_same(tg_dist *d, const char *what, const char *value);
+
+/** Ends every process of the job now (MPI_Abort with code on d's
+ * communicator), after flushing stdout and stderr: for a rank that failed
+ * where the others cannot learn it, outside any agreement (they would wait
+ * for it in their next collective for ever). Say why on stderr first.
+ * Does not return with several ranks; returns at once without MPI, for a
+ * NULL d or with one process (there is no one else to stop: exit as
+ * usual). */
+void tg_dist_abort(tg_dist *d, int code);
 
 /** Collective: checks that every rank lists the same parameters, in the
  * same order, with the same names, dtypes and shapes (a digest compared

@@ -26,6 +26,7 @@
 #include "core/npy.h"
 #include "core/shared.h"
 #include "nn/formats.h"
+#include "nn/names.h"
 #include "nn/nn.h"
 
 #include <errno.h>
@@ -425,11 +426,72 @@ static void fail_read(const npz_reader *r, zip_file_t *zf, const char *entry)
         fail(r, "cannot read entry '%s': %s", entry, zip_error_strerror(ze));
 }
 
-/* Entry k (named entry) inflated and CRC-checked: a new buffer of *len
- * bytes, or NULL. */
-static unsigned char *read_entry(const npz_reader *r, uint64_t k,
-                                 const char *entry, size_t *len)
+/* A zip entry's next n bytes, inflated as the .npy parser asks for them
+ * (tg__npy_read): nothing is inflated ahead of what it has checked. */
+static size_t entry_read(void *zf, void *buf, size_t n)
 {
+    zip_int64_t got = zip_fread(zf, buf, n);
+    return got < 0 ? 0 : (size_t)got;
+}
+
+/* What a load expects of an entry: parameter p's shape, and a float dtype
+ * for a float parameter (float32 and float64 convert) or else the same. */
+typedef struct expect {
+    const npz_reader *r;
+    const tg_param *p;
+    const char *entry;
+    bool refused; /* by check_value, with its own error */
+} expect;
+
+static bool check_value(void *ctx, tg_dtype have, int nd, const int64_t *shape)
+{
+    expect *e = ctx;
+    const tg_param *p = e->p;
+    tg_dtype want = tg_dtype_of(p->t);
+    bool floats = (have == TG_FLOAT32 || have == TG_FLOAT64) &&
+                  (want == TG_FLOAT32 || want == TG_FLOAT64);
+    char shp[TG_SHAPE_STR];
+    if (nd != tg_ndim(p->t) ||
+        memcmp(shape, tg_shape(p->t), sizeof(int64_t) * (size_t)nd) != 0)
+        e->refused = !fail(e->r,
+                           "parameter '%s' has shape %s but entry '%s' has "
+                           "shape %s",
+                           p->name, TG_SHP(p->t), e->entry,
+                           tg__shape_str(nd, shape, shp));
+    else if (!floats && have != want)
+        e->refused =
+            !fail(e->r, "parameter '%s' is %s but entry '%s' is %s", p->name,
+                  tg_dtype_name(want), e->entry, tg_dtype_name(have));
+    return !e->refused;
+}
+
+/* The parser's error "load_npy: <where>: <problem>" as "<op>: <path>,
+ * entry '<entry>': <problem>"; or what libzip found wrong with zf. */
+static void fail_parse(const npz_reader *r, zip_file_t *zf, const char *entry)
+{
+    if (zip_error_code_zip(zip_file_get_error(zf)) != ZIP_ER_OK) {
+        fail_read(r, zf, entry);
+        return;
+    }
+    static const char prefix[] = "load_npy: ";
+    char msg[1024];
+    const char *err = tg_last_error();
+    if (strncmp(err, prefix, sizeof prefix - 1) == 0)
+        err += sizeof prefix - 1;
+    snprintf(msg, sizeof msg, "%s", err);
+    tg__error("%s: %s", r->op, msg);
+}
+
+/* Entry k (named entry) parsed as .npy while it is inflated (bounded, by
+ * check_entry, before anything else): the header first, checked against
+ * the entry's size and, when want->p is not NULL, the parameter's shape
+ * and dtype, before any data is inflated; then the data, exactly the bytes
+ * the header declares, into the new tensor; then one byte more, which must
+ * be none, and there libzip checks the CRC. A bomb whose header claims
+ * gigabytes is refused for its shape in its first bytes. */
+static tg_tensor *parse_entry(const npz_reader *r, uint64_t k, expect *want)
+{
+    const char *entry = want->entry;
     zip_stat_t st;
     zip_stat_init(&st);
     if (zip_stat_index(r->za, k, 0, &st) != 0) {
@@ -438,87 +500,37 @@ static unsigned char *read_entry(const npz_reader *r, uint64_t k,
     }
     if (!check_entry(r, &st, entry))
         return NULL;
-    unsigned char *buf = tg__malloc(st.size ? (size_t)st.size : 1);
-    if (!buf) {
-        fail(r, "out of memory for entry '%s' (%llu bytes)", entry,
-             (unsigned long long)st.size);
-        return NULL;
-    }
     zip_file_t *zf = zip_fopen_index(r->za, k, 0);
     if (!zf) {
         fail(r, "cannot read entry '%s': %s", entry, zip_strerror(r->za));
-        free(buf);
         return NULL;
     }
-    /* One byte more than the size: the end of the data is where libzip
-     * checks the CRC, and a byte there means the size lied. */
-    unsigned char past;
-    zip_int64_t got = zip_fread(zf, buf, st.size);
-    bool ok = got == (zip_int64_t)st.size && zip_fread(zf, &past, 1) == 0;
-    if (!ok)
-        fail_read(r, zf, entry);
-    if (zip_fclose(zf) != 0 && ok)
-        ok = fail(r, "corrupt zip: entry '%s' fails its checks", entry);
-    if (!ok) {
-        free(buf);
-        return NULL;
-    }
-    *len = (size_t)st.size;
-    return buf;
-}
-
-/* Parses entry k (named entry) as .npy. The parser's error "load_npy:
- * <where>: <problem>" becomes "<op>: <path>, entry '<entry>': <problem>". */
-static tg_tensor *parse_entry(const npz_reader *r, uint64_t k,
-                              const char *entry)
-{
-    size_t len = 0;
-    unsigned char *buf = read_entry(r, k, entry, &len);
-    if (!buf)
-        return NULL;
     char where[4096 + ENTRY_NAME_MAX];
     snprintf(where, sizeof where, "%s, entry '%s'", r->path, entry);
-    tg_tensor *t = tg__npy_parse(where, buf, len);
-    free(buf);
-    if (!t) {
-        static const char prefix[] = "load_npy: ";
-        char msg[1024];
-        const char *err = tg_last_error();
-        if (strncmp(err, prefix, sizeof prefix - 1) == 0)
-            err += sizeof prefix - 1;
-        snprintf(msg, sizeof msg, "%s", err);
-        tg__error("%s: %s", r->op, msg);
+    tg_tensor *t = tg__npy_read_stream(where, entry_read, zf, (int64_t)st.size,
+                                       want->p ? check_value : NULL, want);
+    if (!t && !want->refused)
+        fail_parse(r, zf, entry);
+    unsigned char past;
+    if (t && zip_fread(zf, &past, 1) != 0) {
+        fail_read(r, zf, entry);
+        t = tg__then(t, NULL);
+    }
+    if (zip_fclose(zf) != 0 && t) {
+        fail(r, "corrupt zip: entry '%s' fails its checks", entry);
+        t = tg__then(t, NULL);
     }
     return t;
 }
 
-/* The value for parameter p, checked: the same shape, and a float dtype
- * for a float parameter (float32 and float64 convert) or else the same. */
+/* The value for parameter p, checked (check_value) before it is read. */
 static tg_tensor *load_value(const npz_reader *r, const tg_param *p)
 {
     int64_t k = find_entry(r, p->name);
     char entry[ENTRY_NAME_MAX];
     snprintf(entry, sizeof entry, "%s" NPY_SUFFIX, p->name);
-    tg_tensor *t = k >= 0 ? parse_entry(r, (uint64_t)k, entry) : NULL;
-    if (!t)
-        return NULL;
-    tg_dtype have = tg_dtype_of(t), want = tg_dtype_of(p->t);
-    bool floats = (have == TG_FLOAT32 || have == TG_FLOAT64) &&
-                  (want == TG_FLOAT32 || want == TG_FLOAT64);
-    int nd = tg_ndim(t);
-    bool same_shape =
-        nd == tg_ndim(p->t) &&
-        memcmp(tg_shape(t), tg_shape(p->t), sizeof(int64_t) * (size_t)nd) == 0;
-    if (!same_shape)
-        fail(r, "parameter '%s' has shape %s but entry '%s' has shape %s",
-             p->name, TG_SHP(p->t), entry, TG_SHP(t));
-    else if (!floats && have != want)
-        fail(r, "parameter '%s' is %s but entry '%s' is %s", p->name,
-             tg_dtype_name(want), entry, tg_dtype_name(have));
-    else
-        return t;
-    tg_release(t);
-    return NULL;
+    expect want = {.r = r, .p = p, .entry = entry};
+    return k >= 0 ? parse_entry(r, (uint64_t)k, &want) : NULL;
 }
 
 static bool check_load_args(const tg_params *ps, const char *path)
@@ -542,7 +554,14 @@ static bool entries_expected(const npz_reader *r, const tg_params *ps,
                              const char *prefix)
 {
     const size_t plen = strlen(prefix);
-    for (uint64_t k = 0; k < r->n_entries; k++) {
+    tg__names ix; /* ps by name: n log n, where a scan per entry is n^2 */
+    if (!tg__names_init(&ix, (size_t)ps->n))
+        return fail(r, "out of memory for %d names", ps->n);
+    for (int i = 0; i < ps->n; i++)
+        tg__names_add(&ix, ps->items[i].name, (size_t)i);
+    tg__names_sort(&ix);
+    bool ok = true;
+    for (uint64_t k = 0; ok && k < r->n_entries; k++) {
         const char *entry = zip_get_name(r->za, k, ZIP_FL_ENC_RAW);
         char name[TG_PARAM_NAME_MAX];
         size_t len = entry ? strlen(entry) : 0;
@@ -550,16 +569,17 @@ static bool entries_expected(const npz_reader *r, const tg_params *ps,
             strcmp(entry + len - NPY_SUFFIX_LEN, NPY_SUFFIX) == 0) {
             memcpy(name, entry, len - NPY_SUFFIX_LEN);
             name[len - NPY_SUFFIX_LEN] = '\0';
-            if (tg_params_get(ps, name) ||
+            if (tg__names_find(&ix, name) >= 0 ||
                 (strncmp(name, prefix, plen) == 0 && name[plen] == '.'))
                 continue;
         }
-        return fail(r,
-                    "entry '%s' is no parameter of the model (a checkpoint "
-                    "of another model?)",
-                    entry ? entry : "");
+        ok = fail(r,
+                  "entry '%s' is no parameter of the model (a checkpoint "
+                  "of another model?)",
+                  entry ? entry : "");
     }
-    return true;
+    tg__names_free(&ix);
+    return ok;
 }
 
 /* strict: refuse entries ps does not have but those under "<prefix>."
@@ -624,7 +644,8 @@ static int read_all(npz_reader *r, tg_params *out)
                       entry, TG_PARAM_NAME_MAX - 1);
         else {
             memcpy(names[k], entry, len - NPY_SUFFIX_LEN);
-            ok = (ts[k] = parse_entry(r, k, entry)) != NULL;
+            expect any = {.r = r, .entry = entry};
+            ok = (ts[k] = parse_entry(r, k, &any)) != NULL;
         }
     }
     int rc = ok ? tg__params_adopt(r->op, r->path, out, n, names, ts) : -1;
@@ -654,32 +675,4 @@ int tg__npz_read_mem(const char *name, const void *bytes, size_t len,
     int rc = open_memory(&r, bytes, len) ? read_all(&r, out) : -1;
     close_archive(&r);
     return rc;
-}
-
-/* ---- Lists that own their tensors ------------------------------------- */
-
-int tg__params_adopt(const char *op, const char *path, tg_params *out, size_t n,
-                     char (*names)[TG_PARAM_NAME_MAX], tg_tensor **ts)
-{
-    int n0 = out->n;
-    for (size_t k = 0; k < n; k++)
-        if (tg_params_add(out, NULL, names[k], ts[k]) != 0) {
-            char why[1024];
-            snprintf(why, sizeof why, "%s", tg_last_error());
-            tg__error("%s: %s: %s", op, path, why);
-            out->n = n0; /* the list as it was; the tensors are released */
-            for (size_t j = 0; j < n; j++)
-                tg_release(ts[j]);
-            return -1;
-        }
-    return 0;
-}
-
-void tg_params_release(tg_params *ps)
-{
-    if (!ps)
-        return;
-    for (int i = 0; i < ps->n; i++)
-        tg_release(ps->items[i].t);
-    tg_params_free(ps);
 }

@@ -19,7 +19,7 @@ TG_HIDDEN int tg__safetensors_read_mem(const char *name, const void *bytes,
 TG_HIDDEN int tg__npz_read_mem(const char *name, const void *bytes, size_t len,
                                tg_params *out);
 
-/* Appends the n new tensors ts to out, named names[k] (nn/checkpoint.c).
+/* Appends the n new tensors ts to out, named names[k] (nn/params.c).
  * All or nothing: 0, and out owns them (tg_params_release); or -1 with
  * "<op>: <path>: <why>" set, every one of ts released and out as it was. */
 TG_HIDDEN int tg__params_adopt(const char *op, const char *path, tg_params *out,

@@ -1,10 +1,14 @@
 /* Parameter lists: named, borrowed leaf tensors, so optimizers, zero_grad,
  * gradient clipping and checkpoints can walk any model. */
 #include "core/shared.h"
+#include "nn/formats.h"
+#include "nn/names.h"
 #include "nn/nn.h"
 #include "kernels/update.h"
 
+#include <limits.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,25 +28,41 @@ void tg_params_free(tg_params *ps)
     tg_params_init(ps);
 }
 
-/* Grows the list to hold one more item. */
-static bool reserve_one(tg_params *ps)
+/* Grows the list to hold n more items (doubling, so that adding one at a
+ * time stays linear). */
+static bool reserve(tg_params *ps, size_t n)
 {
-    if (ps->n < ps->cap)
+    size_t need = (size_t)ps->n + n;
+    if (need <= (size_t)ps->cap)
         return true;
-    int cap = ps->cap ? 2 * ps->cap : 16;
-    tg_param *items = tg__realloc(ps->items, sizeof *items * (size_t)cap);
+    size_t cap = ps->cap ? 2 * (size_t)ps->cap : 16;
+    if (cap < need)
+        cap = need;
+    tg_param *items =
+        cap <= INT_MAX ? tg__realloc(ps->items, sizeof *items * cap) : NULL;
     if (!items) {
-        tg__error("params_add: out of memory for %d parameters", cap);
+        tg__error("params_add: out of memory for %zu parameters", cap);
         return false;
     }
     ps->items = items;
-    ps->cap = cap;
+    ps->cap = (int)cap;
     return true;
+}
+
+/* Appends t as full (shorter than TG_PARAM_NAME_MAX: the caller checked),
+ * after reserve. */
+static void append(tg_params *ps, const char *full, tg_tensor *t)
+{
+    tg_param *p = &ps->items[ps->n++];
+    snprintf(p->name, sizeof p->name, "%s", full);
+    p->t = t;
 }
 
 /* Appends t as "prefix.name". A NULL t (a module whose init failed) returns
  * -1 and keeps the first error. A name that is too long or already taken is
- * an error: checkpoints find parameters by name, so names must be unique. */
+ * an error: checkpoints find parameters by name, so names must be unique.
+ * (A module lists a few parameters, so the scan of tg_params_get is cheap
+ * here; the readers, which add thousands, go through tg__params_adopt.) */
 int tg_params_add(tg_params *ps, const char *prefix, const char *name,
                   tg_tensor *t)
 {
@@ -66,11 +86,9 @@ int tg_params_add(tg_params *ps, const char *prefix, const char *name,
         tg__error("params_add: duplicate parameter name '%s'", full);
         return -1;
     }
-    if (!reserve_one(ps))
+    if (!reserve(ps, 1))
         return -1;
-    tg_param *p = &ps->items[ps->n++];
-    memcpy(p->name, full, (size_t)len + 1);
-    p->t = t;
+    append(ps, full, t);
     return 0;
 }
 
@@ -79,9 +97,53 @@ tg_tensor *tg_params_get(const tg_params *ps, const char *name)
     if (!ps || !name)
         return NULL;
     for (int i = 0; i < ps->n; i++)
-        if (strcmp(ps->items[i].name, name) == 0)
+        if (strcmp(ps->items[i].name, name) == 0) {
+            tg__name_compared((uint64_t)i + 1);
             return ps->items[i].t;
+        }
+    tg__name_compared((uint64_t)ps->n);
     return NULL;
+}
+
+/* Every name, those out has and the n new ones, in one sorted index: a
+ * name twice is found in n log n comparisons, where tg_params_add's scan
+ * for each would take n^2 / 2. */
+int tg__params_adopt(const char *op, const char *path, tg_params *out, size_t n,
+                     char (*names)[TG_PARAM_NAME_MAX], tg_tensor **ts)
+{
+    size_t n0 = (size_t)out->n;
+    tg__names ix = {0};
+    bool ok = n <= (size_t)INT_MAX - n0 && tg__names_init(&ix, n0 + n);
+    if (!ok)
+        tg__error("%s: %s: out of memory for %zu names", op, path, n0 + n);
+    for (size_t i = 0; ok && i < n0; i++)
+        tg__names_add(&ix, out->items[i].name, i);
+    for (size_t k = 0; ok && k < n; k++)
+        tg__names_add(&ix, names[k], n0 + k);
+    const char *twice = ok ? tg__names_sort(&ix) : NULL;
+    if (twice) {
+        tg__error("%s: %s: duplicate parameter name '%s'", op, path, twice);
+        ok = false;
+    }
+    if (ok && !reserve(out, n)) {
+        tg__error_wrap(op); /* "<op>: params_add: out of memory..." */
+        ok = false;
+    }
+    tg__names_free(&ix);
+    for (size_t k = 0; ok && k < n; k++)
+        append(out, names[k], ts[k]);
+    for (size_t k = 0; !ok && k < n; k++)
+        tg_release(ts[k]); /* the list is as it was */
+    return ok ? 0 : -1;
+}
+
+void tg_params_release(tg_params *ps)
+{
+    if (!ps)
+        return;
+    for (int i = 0; i < ps->n; i++)
+        tg_release(ps->items[i].t);
+    tg_params_free(ps);
 }
 
 int64_t tg_params_numel(const tg_params *ps)

@@ -19,6 +19,7 @@
 #include "core/npy.h"
 #include "core/shared.h"
 #include "nn/formats.h"
+#include "nn/names.h"
 #include "nn/nn.h"
 
 #include <errno.h>
@@ -87,26 +88,34 @@ typedef struct st_file {
     const unsigned char *mem;
     uint64_t size;    /* bytes in all */
     uint64_t data_at; /* where the data buffer starts: 8 + N */
+    uint64_t at; /* where the stream stands: read_at seeks only elsewhere */
     json_t *root;
     st_entry *entries;
     size_t n;
+    tg__names by_name; /* the entries by name, for a load (find) */
 } st_file;
 
 /* Sets the error "<op>: <path>: <problem>" and returns false. */
 #define fail(r, ...) tg__file_error((r)->op, (r)->path, __VA_ARGS__)
 
 /* Reads len bytes at off, which the caller has checked lie in the file. */
-static bool read_at(const st_file *r, uint64_t off, size_t len, void *buf)
+static bool read_at(st_file *r, uint64_t off, size_t len, void *buf)
 {
     if (!r->f) {
         memcpy(buf, r->mem + off, len);
         return true;
     }
-    if (fseeko(r->f, (off_t)off, SEEK_SET) != 0 ||
-        fread(buf, 1, len, r->f) != len)
+    /* The tensors are read in the file's order, mostly: a seek (a system
+     * call, most of the time of a file of a million small tensors) only
+     * where the stream does not stand at off already. */
+    if ((r->at != off && fseeko(r->f, (off_t)off, SEEK_SET) != 0) ||
+        fread(buf, 1, len, r->f) != len) {
+        r->at = UINT64_MAX; /* unknown */
         return fail(r, "cannot read %zu bytes at byte %llu: %s", len,
                     (unsigned long long)off,
                     ferror(r->f) ? strerror(errno) : "unexpected end of file");
+    }
+    r->at = off + len;
     return true;
 }
 
@@ -341,6 +350,7 @@ static void close_file(st_file *r)
 {
     json_decref(r->root);
     free(r->entries);
+    tg__names_free(&r->by_name);
     if (r->f)
         fclose(r->f);
 }
@@ -429,7 +439,7 @@ static void widen(st_dtype dt, const unsigned char *src, unsigned char *dst)
 /* Entry e as a new tensor: F32, F64, I64 and BOOL as they are, BF16 and F16
  * widened to float32, the narrower integers to int64. A BOOL byte other
  * than 0 or 1 is an error (torch writes 0 and 1; any other is no bool). */
-static tg_tensor *read_tensor(const st_file *r, const st_entry *e)
+static tg_tensor *read_tensor(st_file *r, const st_entry *e)
 {
     size_t nbytes = (size_t)(e->end - e->begin);
     size_t es = DTYPES[e->dtype].size, numel = nbytes / es;
@@ -467,11 +477,23 @@ static tg_tensor *read_tensor(const st_file *r, const st_entry *e)
 
 /* ---- Loading by name -------------------------------------------------- */
 
+/* Indexes the entries by name, for find (a scan per parameter would make
+ * a load of n tensors n^2 / 2 comparisons). */
+static bool index_entries(st_file *r)
+{
+    if (!tg__names_init(&r->by_name, r->n))
+        return fail(r, "out of memory for %zu tensors", r->n);
+    for (size_t i = 0; i < r->n; i++)
+        tg__names_add(&r->by_name, r->entries[i].name, i);
+    tg__names_sort(&r->by_name); /* none twice: JSON_REJECT_DUPLICATES */
+    return true;
+}
+
 static const st_entry *find(const st_file *r, const char *name)
 {
-    for (size_t i = 0; i < r->n; i++)
-        if (strcmp(r->entries[i].name, name) == 0)
-            return &r->entries[i];
+    int64_t i = tg__names_find(&r->by_name, name);
+    if (i >= 0)
+        return &r->entries[i];
     fail(r, "no tensor '%s' for parameter '%s'", name, name);
     return NULL;
 }
@@ -479,7 +501,7 @@ static const st_entry *find(const st_file *r, const char *name)
 /* The value for parameter p, checked: the same shape; a float dtype for a
  * float parameter (converted), an integer one for an int64 one (widened),
  * BOOL for a bool one. */
-static tg_tensor *load_value(const st_file *r, const tg_param *p)
+static tg_tensor *load_value(st_file *r, const tg_param *p)
 {
     const st_entry *e = find(r, p->name);
     if (!e)
@@ -521,7 +543,7 @@ int tg_load_safetensors(const tg_params *ps, const char *path)
     bool ok = values != NULL;
     if (!ok)
         tg__error("%s: %s: out of memory", op, path);
-    ok = ok && open_file(&r);
+    ok = ok && open_file(&r) && index_entries(&r);
     for (int i = 0; ok && i < ps->n; i++)
         ok = (values[i] = load_value(&r, &ps->items[i])) != NULL;
     for (int i = 0; ok && i < ps->n; i++) /* all free to write, first */
@@ -539,7 +561,7 @@ int tg_load_safetensors(const tg_params *ps, const char *path)
 
 /* ---- Reading every tensor -------------------------------------------- */
 
-static int read_all(const st_file *r, tg_params *out)
+static int read_all(st_file *r, tg_params *out)
 {
     tg_tensor **ts = tg__calloc(r->n + 1, sizeof *ts);
     char(*names)[TG_PARAM_NAME_MAX] = tg__calloc(r->n + 1, sizeof *names);
@@ -672,6 +694,23 @@ static char *header_text(const tg_params *ps, const int *order, size_t *len)
     return out;
 }
 
+/* No name twice in ps: the header's keys must differ. */
+static bool names_once(const char *op, const char *path, const tg_params *ps)
+{
+    tg__names ix;
+    if (!tg__names_init(&ix, (size_t)ps->n)) {
+        tg__error("%s: %s: out of memory for %d names", op, path, ps->n);
+        return false;
+    }
+    for (int i = 0; i < ps->n; i++)
+        tg__names_add(&ix, ps->items[i].name, (size_t)i);
+    const char *twice = tg__names_sort(&ix);
+    if (twice)
+        tg__error("%s: %s: two parameters are named '%s'", op, path, twice);
+    tg__names_free(&ix);
+    return !twice;
+}
+
 static bool check_save_args(const tg_params *ps, const char *path)
 {
     static const char op[] = "save_safetensors";
@@ -704,14 +743,8 @@ static bool check_save_args(const tg_params *ps, const char *path)
                       path);
             return false;
         }
-        for (int j = 0; j < i; j++)
-            if (strcmp(ps->items[j].name, p->name) == 0) {
-                tg__error("%s: %s: two parameters are named '%s'", op, path,
-                          p->name);
-                return false;
-            }
     }
-    return true;
+    return names_once(op, path, ps);
 }
 
 /* Writes each tensor's bytes in the data buffer's order. */

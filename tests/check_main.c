@@ -192,6 +192,7 @@ static const struct {
     {"attention_softmax", attention_softmax_suite},
     {"fuzz_regress", fuzz_regress_suite},
     {"formats", formats_suite},
+    {"hostile", hostile_suite},
     {"oom", oom_suite},
     {"simd", simd_suite},
     {"steady", steady_suite},

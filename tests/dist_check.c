@@ -285,6 +285,55 @@ static void test_agree(tg_dist *d)
     CHECK(tg_dist_mean(d, v, 0) == 0);
 }
 
+/* A program's own failure agreed with its own message, and a setting
+ * compared: the same everywhere passes; the last rank's other value is
+ * refused on every rank, naming the setting and each rank's value. */
+static void test_check_same(tg_dist *d)
+{
+    int last = size_ - 1;
+    CHECK(tg_dist_agree_why(d, 0, "unused") == 0);
+    tg_clear_error();
+    CHECK(tg_dist_agree_why(d, rank_ == last ? -1 : 0, "--lr wants > 0") == -1);
+    char want[128];
+    snprintf(want, sizeof want, "rank %d: --lr wants > 0", last);
+    CHECK(strcmp(tg_last_error(), want) == 0);
+    CHECK(tg_dist_check_same(d, "--steps", "800") == 0);
+    int rc = tg_dist_check_same(d, "--lr", rank_ == last ? "-1" : "0.004");
+    if (size_ > 1) {
+        CHECK(rc == -1);
+        CHECK(strstr(tg_last_error(), "dist_check_same: the ranks disagree on "
+                                      "--lr: '0.004' on rank 0, ") != NULL);
+        snprintf(want, sizeof want, "'-1' on rank %d", last);
+        CHECK(strstr(tg_last_error(), want) != NULL);
+    } else {
+        CHECK(rc == 0);
+    }
+    char big[200];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    CHECK(tg_dist_check_same(d, "--text", rank_ == last ? big : "x") == -1);
+    CHECK(strstr(tg_last_error(), "longer than 127 characters") != NULL);
+    CHECK(tg_dist_check_same(d, "--text", rank_ == last ? NULL : "x") == -1);
+    CHECK(strstr(tg_last_error(), "dist_check_same: the value is NULL"));
+    CHECK(tg_dist_check_same(d, "--after", "1") == 0); /* still in step */
+}
+
+/* dist_check --abort: the last rank stops the job while the others wait in
+ * a collective it never reaches; tests/dist.test wants the job ended (not
+ * a timeout) with its message. One process: tg_dist_abort returns. */
+static int abort_job(tg_dist *d)
+{
+    if (rank_ == size_ - 1) {
+        fprintf(stderr, "dist_check --abort: rank %d stops the job\n", rank_);
+        tg_dist_abort(d, 3);
+        tg_dist_free(d);
+        return 3;
+    }
+    tg_dist_agree(d, 0); /* never answered */
+    tg_dist_free(d);
+    return 0;
+}
+
 /* ---- the blocking all-reduce ---------------------------------------------- */
 
 /* Rank r's gradient for element i: a multiple of 1/64 below 2^10, so that
@@ -781,7 +830,10 @@ int main(int argc, char **argv)
     }
     rank_ = tg_dist_rank(d);
     size_ = tg_dist_size(d);
+    if (argc > 1 && strcmp(argv[1], "--abort") == 0)
+        return abort_job(d);
     test_agree(d);
+    test_check_same(d);
     test_from_comm(d);
     test_shard(d);
     test_broadcast(d);

@@ -53,7 +53,8 @@
  *   tg_layernorm_free tg_mha_free tg_mlp_free tg_block_free tg_gpt_free
  *       void and NULL-safe (a zeroed module frees to nothing).
  *   tg_dist_available tg_dist_init tg_dist_free tg_dist_rank tg_dist_size
- *   tg_dist_agree tg_dist_check_params tg_dist_broadcast_params
+ *   tg_dist_agree tg_dist_agree_why tg_dist_check_same tg_dist_abort
+ *   tg_dist_check_params tg_dist_broadcast_params
  *   tg_dist_mean tg_dist_allreduce_grads tg_dist_shard tg_dist_shard_rows
  *   tg_ddp_new tg_ddp_free tg_ddp_backward tg_ddp_get_stats
  *   tg_dist_from_comm

@@ -37,6 +37,7 @@ Suite *attention_suite(void);
 Suite *attention_softmax_suite(void);
 Suite *fuzz_regress_suite(void);
 Suite *formats_suite(void);
+Suite *hostile_suite(void);
 Suite *oom_suite(void);
 Suite *simd_suite(void);
 Suite *steady_suite(void);
