@@ -357,9 +357,9 @@ int tg_precision_print(FILE *out, const tg_precision_report *rep)
         n = (int)strlen(rep->entries[i].shape);
         w_shape = n > w_shape ? n : w_shape;
     }
-    fprintf(out, "%4s  %-*s  %-*s  %-*s  %-7s  %9s  %8s  %9s  %8s\n", "#",
-            w_op, "op", w_at, "at", w_shape, "shape", "dtype", "value err",
-            "growth", "grad err", "growth");
+    fprintf(out, "%4s  %-*s  %-*s  %-*s  %-7s  %9s  %8s  %9s  %8s\n", "#", w_op,
+            "op", w_at, "at", w_shape, "shape", "dtype", "value err", "growth",
+            "grad err", "growth");
     for (int i = 0; i < rep->n_entries; i++) {
         const tg_precision_entry *e = &rep->entries[i];
         char at[300];
