@@ -225,7 +225,7 @@ static int check_direction(const problem *p, const tg_gradcheck_opts *o,
     double *orig = v + total, analytic = 0, numeric = 0, L[2];
     tg_rng rng;
     tg_rng_seed(&rng, o->seed + 1);
-    for (int i = 0, k = 0; i < p->n; i++) {
+    for (int64_t i = 0, k = 0; i < p->n; i++) {
         tg_tensor *x = p->inputs[i];
         for (int64_t j = 0; checked(x) && j < tg_numel(x); j++, k++) {
             int64_t off = tg__flat_offset(x, j);
@@ -239,7 +239,7 @@ static int check_direction(const problem *p, const tg_gradcheck_opts *o,
     bool ok = true;
     for (int side = 0; side < 2 && ok; side++) {
         double step = side == 0 ? o->eps : -o->eps;
-        for (int i = 0, k = 0; i < p->n; i++)
+        for (int64_t i = 0, k = 0; i < p->n; i++)
             for (int64_t j = 0;
                  checked(p->inputs[i]) && j < tg_numel(p->inputs[i]); j++, k++)
                 tg__store(p->inputs[i]->dtype, p->inputs[i]->storage->data,
@@ -247,7 +247,7 @@ static int check_direction(const problem *p, const tg_gradcheck_opts *o,
                           orig[k] + step * v[k]);
         ok = eval_L(p, &L[side]);
     }
-    for (int i = 0, k = 0; i < p->n; i++) /* the inputs as they were */
+    for (int64_t i = 0, k = 0; i < p->n; i++) /* the inputs as they were */
         for (int64_t j = 0; checked(p->inputs[i]) && j < tg_numel(p->inputs[i]);
              j++, k++)
             tg__store(p->inputs[i]->dtype, p->inputs[i]->storage->data,
