@@ -93,7 +93,7 @@ static void shapes_of(const tg_node *n, char *buf, size_t size)
 void tg__index_str(int ndim, const int64_t *shape, int64_t j, char *buf,
                    size_t size)
 {
-    int64_t idx[TG_MAX_DIMS];
+    int64_t idx[TG_MAX_DIMS] = {0};
     for (int d = ndim - 1; d >= 0; d--) {
         idx[d] = shape[d] ? j % shape[d] : 0;
         j = shape[d] ? j / shape[d] : 0;
