@@ -486,8 +486,11 @@ static bool call_backward(tg_custom_ctx *c, int k, tg_tensor *dy,
         lent = false;
     }
     int rc = lent ? scoped_backward(c, dys, dx) : -1;
-    if (lent) /* innermost first */
-        ok = tg__lend_end(&lent_saved) & tg__lend_end(&lent_dy);
+    if (lent) { /* both ended, innermost first */
+        bool saved_kept = tg__lend_end(&lent_saved);
+        bool dy_kept = tg__lend_end(&lent_dy);
+        ok = saved_kept && dy_kept;
+    }
     ok = ok && lent;
     if (ok && rc != 0) {
         step_failed(c, "backward");
