@@ -63,29 +63,6 @@ static bool check_inputs(tg_fn f, int n, tg_tensor *const *inputs)
     return any;
 }
 
-/* Sets the caller's gradients aside (back with put_back), so that the
- * check's own land in empty fields. NULL with an error. */
-static tg_tensor **set_aside(int n, tg_tensor *const *inputs)
-{
-    tg_tensor **kept = tg__calloc((size_t)n, sizeof *kept);
-    if (!kept) {
-        tg__error("gradcheck: out of memory");
-        return NULL;
-    }
-    for (int i = 0; i < n; i++)
-        kept[i] = inputs[i]->grad, inputs[i]->grad = NULL;
-    return kept;
-}
-
-static void put_back(int n, tg_tensor *const *inputs, tg_tensor **kept)
-{
-    for (int i = 0; i < n; i++) {
-        tg_release(inputs[i]->grad);
-        inputs[i]->grad = kept[i];
-    }
-    free(kept);
-}
-
 /* The graph's float32 entries, counted into rep and named into f32 (the
  * first few, "to at x.c:3, matmul at x.c:4"). */
 static void note_float32(tg_node *const *e, int64_t count,
@@ -200,7 +177,7 @@ int tg_gradcheck(tg_fn f, void *ctx, int n, tg_tensor *const *inputs,
     if (!check_inputs(f, n, inputs))
         return -1;
     tg_gradcheck_opts o = opts ? *opts : tg_gradcheck_defaults();
-    tg_tensor **kept = set_aside(n, inputs);
+    tg_tensor **kept = tg__grads_set_aside("gradcheck", n, inputs);
     if (!kept)
         return -1;
     tg_tensor *const *in = inputs;
@@ -214,7 +191,7 @@ int tg_gradcheck(tg_fn f, void *ctx, int n, tg_tensor *const *inputs,
         locate(f, ctx, n, in, &o, &rep, f32, sizeof f32);
         failure_error(&rep, in, f32);
     }
-    put_back(n, inputs, kept);
+    tg__grads_put_back(n, inputs, kept);
     if (report)
         *report = rep;
     return rc;

@@ -305,25 +305,22 @@ int tg_precision_check(tg_fn f, void *ctx, int n, tg_tensor *const *inputs,
         tg__error("precision_check: need a function, inputs and a report");
         return -1;
     }
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
+        if (!inputs[i] && !tg_last_error()[0]) /* else: a failed call's */
+            tg__error("precision_check: input %d is NULL", i);
         if (TG_BAD("precision_check", inputs[i]))
             return -1;
-    tg_tensor **kept = tg__calloc((size_t)n, sizeof *kept);
+    }
+    tg_tensor **kept = tg__grads_set_aside("precision_check", n, inputs);
     if (!kept)
-        return tg__error("precision_check: out of memory"), -1;
-    for (int i = 0; i < n; i++)
-        kept[i] = inputs[i]->grad, inputs[i]->grad = NULL;
+        return -1;
     replay p = {0};
     tg_tensor *y = tg__call_user_fn("precision_check", f, ctx, n, inputs, true);
     bool ok = y && tg__check_float("precision_check", y) &&
               run_both(&p, y, seed) && fill_report(&p, n, inputs, rep);
     replay_free(&p);
     tg_release(y);
-    for (int i = 0; i < n; i++) {
-        tg_release(inputs[i]->grad);
-        inputs[i]->grad = kept[i];
-    }
-    free(kept);
+    tg__grads_put_back(n, inputs, kept);
     return ok ? 0 : -1;
 }
 

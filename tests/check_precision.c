@@ -161,6 +161,11 @@ START_TEST(refusals)
     ck_assert_int_eq(tg_precision_check(NULL, NULL, 1, &x, 0, &rep), -1);
     ck_assert_ptr_nonnull(strstr(tg_last_error(), "precision_check"));
     ck_assert_int_eq(tg_precision_check(cancel, NULL, 1, &x, 0, NULL), -1);
+    tg_clear_error(); /* a NULL input with no error before it says so */
+    ck_assert_int_eq(
+        tg_precision_check(cancel, NULL, 1, (tg_tensor *[]){NULL}, 0, &rep),
+        -1);
+    ck_assert_ptr_nonnull(strstr(tg_last_error(), "input 0 is NULL"));
     /* no input requires grad: nothing on the tape to compare */
     ck_assert_int_eq(tg_precision_check(cancel, NULL, 1, &x, 0, &rep), -1);
     ck_assert_ptr_nonnull(strstr(tg_last_error(), "no entry"));
