@@ -90,9 +90,7 @@ static void drop_saved(tg_custom_ctx *c)
         c->saved[i] = NULL;
         if (!t)
             continue;
-        atomic_fetch_sub_explicit(&t->storage->tape_refs, 1,
-                                  memory_order_relaxed);
-        atomic_fetch_sub_explicit(&t->tape_holds, 1, memory_order_relaxed);
+        tg__tape_unhold(t);
         tg__drop(t);
     }
 }
@@ -166,8 +164,7 @@ int tg_custom_save(tg_custom_ctx *c, tg_tensor *t)
     }
     c->saved[c->n_saved] = tg_retain(t);
     c->saved_version[c->n_saved] = t->storage->version;
-    atomic_fetch_add_explicit(&t->storage->tape_refs, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&t->tape_holds, 1, memory_order_relaxed);
+    tg__tape_hold(t);
     return c->n_saved++;
 }
 
@@ -348,10 +345,9 @@ static bool unsave_outputs(tg_custom_ctx *c, tg_tensor **y)
             tg_tensor *a = tg_detach(y[k]);
             if (!a)
                 return false;
-            c->saved[i] = tg_retain(a); /* same storage: tape_refs as is */
-            atomic_fetch_add_explicit(&a->tape_holds, 1, memory_order_relaxed);
-            atomic_fetch_sub_explicit(&y[k]->tape_holds, 1,
-                                      memory_order_relaxed);
+            c->saved[i] = tg_retain(a);
+            tg__tape_hold(a);
+            tg__tape_unhold(y[k]);
             tg__drop(y[k]);
             tg_release(a);
         }

@@ -265,9 +265,7 @@ tg_tensor *tg__record(const tg_op *op, tg_tensor *out, int n_in,
         n->in_version[i] = in[i]->storage->version;
         if (in[i]->name[0] && !in[i]->node) /* a leaf's, for the printouts */
             memcpy(n->in_name[i], in[i]->name, TG_NAME_MAX);
-        atomic_fetch_add_explicit(&in[i]->storage->tape_refs, 1,
-                                  memory_order_relaxed);
-        atomic_fetch_add_explicit(&in[i]->tape_holds, 1, memory_order_relaxed);
+        tg__tape_hold(in[i]);
     }
     n->out = out;
     n->out_ndim = out->ndim; /* the output's shape, for replays and records */
@@ -299,8 +297,19 @@ void tg__save(tg_node *n, tg_tensor *t)
     TG_ASSERT(k < TG_NODE_MAX_SAVED);
     n->saved[k] = tg_retain(t);
     n->saved_version[k] = t->storage->version;
+    tg__tape_hold(t);
+}
+
+void tg__tape_hold(tg_tensor *t)
+{
     atomic_fetch_add_explicit(&t->storage->tape_refs, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&t->tape_holds, 1, memory_order_relaxed);
+}
+
+void tg__tape_unhold(tg_tensor *t)
+{
+    atomic_fetch_sub_explicit(&t->storage->tape_refs, 1, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&t->tape_holds, 1, memory_order_relaxed);
 }
 
 /* A tensor an entry holds goes: its storage's count of tape references
@@ -309,8 +318,7 @@ static void drop_held(tg_tensor *t)
 {
     if (!t)
         return;
-    atomic_fetch_sub_explicit(&t->storage->tape_refs, 1, memory_order_relaxed);
-    atomic_fetch_sub_explicit(&t->tape_holds, 1, memory_order_relaxed);
+    tg__tape_unhold(t);
     tg__drop(t);
 }
 

@@ -128,6 +128,13 @@ TG_HIDDEN void tg__save(tg_node *n, tg_tensor *t);
  * when adding g runs out of memory; later calls in this backward do
  * nothing. */
 TG_HIDDEN void tg__accumulate(tg_node *n, int i, tg_tensor *g);
+/* A tensor held for a backward beyond the entry's own slots (a custom
+ * op's saved tensors, core/custom.c) is counted as the slots' are: in its
+ * storage's tape_refs (an in-place write is refused while held) and in
+ * its tape_holds (the references the tape, not the user, has). The caller
+ * keeps the reference itself. */
+TG_HIDDEN void tg__tape_hold(tg_tensor *t);
+TG_HIDDEN void tg__tape_unhold(tg_tensor *t);
 /* True when input i of n needs a gradient (skip computing it otherwise). */
 TG_HIDDEN bool tg__needs_grad(const tg_node *n, int i);
 /* The gradient of input i of n, when a backward may add its contribution
