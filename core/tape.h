@@ -63,6 +63,29 @@ typedef struct tg_op {
      * an in-place write refused for it names the entry
      * (tg__tape_holder). NULL for the built-in ops. */
     bool (*state_holds)(const tg_node *n, const tg_storage *s);
+    /* The backward again, as differentiable public ops: the walks that
+     * record (TG_CREATE_GRAPH, core/backward_graph.c) call it instead of
+     * backward, with grad mode on, so that the gradient it gives is itself
+     * on the tape and can be differentiated again, to any order. Sets
+     * dx[i] = J_i^T dy (a new reference; of input i's dtype and shape, or
+     * of a shape that broadcasts to it: the walk sums it down) for each
+     * input i with tg__needs_grad(n, i), and leaves the others NULL (NULL
+     * also says "zero"). It reads n->in, the attributes (p, ip), saved
+     * tensors that are constants of the graph (masks, indices, dropout's
+     * keep mask), and n->out only when reads_out; what the fast backward
+     * keeps detached (softmax's p, layer_norm's mean and rstd) it computes
+     * again from n->in with public ops, so that the second derivative sees
+     * how it depends on them. Returns 0, or -1 with an error (dx's set so
+     * far released and NULL). Every differentiable op has one
+     * (tests/check_ops_list.c). */
+    int (*vjp)(const tg_node *n, tg_tensor *dy, tg_tensor **dx);
+    /* The forward-mode rule (core/jvp.c): the output's tangent
+     * ty = sum_i J_i t[i] from the inputs' tangents t[i] (NULL: zero; of
+     * each input's shape and dtype), as public ops, reading what vjp may.
+     * Sets *ty to a new reference of the output's shape, or of a shape that
+     * broadcasts to it, or NULL when every t[i] it reads is NULL (zero).
+     * Returns 0, or -1 with an error. Every differentiable op has one. */
+    int (*jvp)(const tg_node *n, tg_tensor *const *t, tg_tensor **ty);
 } tg_op;
 
 struct tg_node {

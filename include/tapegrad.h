@@ -1009,9 +1009,20 @@ typedef struct tg_custom_op {
      * inside a scope of its own: tensors it makes and does not release
      * go when it returns, all but the dx it sets. */
     int (*backward)(tg_custom_ctx *c, tg_tensor *const *dy, tg_tensor **dx);
-    /** The forward-mode rule (y_dot = J x_dot); kept for forward-mode
-     * autograd, which does not exist yet: NULL. */
+    /** The forward-mode rule, for tg_jvp (may be NULL: then tg_jvp
+     * through the op is refused, naming it): given x_dot[i], the tangent
+     * of input i (its shape and dtype; NULL: zero), sets y_dot[k] =
+     * sum_i J_ki x_dot[i] as a new tensor of output k's shape, or leaves it
+     * NULL (zero). Runs with grad mode off; tg_custom_saved works in it. */
     int (*jvp)(tg_custom_ctx *c, tg_tensor *const *x_dot, tg_tensor **y_dot);
+    /** A backward written with public ops is differentiable by itself:
+     * with TG_CREATE_GRAPH (and in tg_hvp, tg_hessian, tg_gradgradcheck)
+     * it runs with grad mode on, recorded, and gives second derivatives.
+     * Set this for a backward that computes in raw C (PyTorch's
+     * @once_differentiable): its gradient is then a constant of the
+     * graph, and a second derivative through it is refused with an error
+     * naming the op. */
+    bool once_differentiable;
 } tg_custom_op;
 
 /** Applies op to inputs (op->n_inputs, borrowed, none NULL), writing
@@ -1074,6 +1085,12 @@ typedef struct tg_gradcheck_opts {
      * which element: on a failure the check falls back to the element-wise
      * one (and its localisation) to say where. Default false. */
     bool fast_mode;
+    /** PyTorch's check_forward_ad: also checks the forward-mode rules
+     * (tg_jvp) with random tangents v over the inputs: J v against
+     * central differences (L(x + eps v) - L(x - eps v)) / 2 eps of every
+     * output element, and against the backward, u^T (J v) == (J^T u)^T v.
+     * Default false. */
+    bool check_forward_ad;
 } tg_gradcheck_opts;
 
 /** A tape entry checked on its own: its backward against central
@@ -1162,6 +1179,83 @@ tg_gradcheck_opts tg_gradcheck_defaults(void);
  * NULL (defaults); report may be NULL. */
 int tg_gradcheck(tg_fn f, void *ctx, int n_inputs, tg_tensor *const *inputs,
                  const tg_gradcheck_opts *opts, tg_gradcheck_report *report);
+
+/* ===================================================================== */
+/* Gradients of gradients, and forward mode                               */
+/* ===================================================================== */
+
+/** tg_grads' flags. */
+enum {
+    /** keep the graph for another walk (PyTorch's retain_graph) */
+    TG_RETAIN_GRAPH = 1u << 0,
+    /** record the backward: the gradients are on the tape, so they can be
+     * differentiated again (PyTorch's create_graph; implies
+     * TG_RETAIN_GRAPH) */
+    TG_CREATE_GRAPH = 1u << 1,
+    /** an x that y does not depend on gets zeros rather than an error */
+    TG_ALLOW_UNUSED = 1u << 2,
+};
+
+/** The gradients of y with respect to xs, as PyTorch's
+ * torch.autograd.grad(y, xs, dy, retain_graph, create_graph): out[i] =
+ * dL/dxs[i] for L = sum(dy * y), a new reference of xs[i]'s shape and
+ * dtype. dy NULL seeds 1 for a one-element y. The xs may be leaves or
+ * intermediate tensors of y's graph; their tg_grad, and every other
+ * tensor's, is left as it was (nothing accumulates, no hook runs). Without
+ * TG_CREATE_GRAPH the walk runs the same backward functions as
+ * tg_backward; with it, each entry's backward is computed with
+ * differentiable ops that are themselves recorded, so out[i] requires grad
+ * (when it depends on a tensor that does) and tg_grads or tg_backward
+ * through it gives second derivatives, and so on to any order. The graph
+ * is consumed unless TG_RETAIN_GRAPH or TG_CREATE_GRAPH is given. Returns
+ * 0, or -1 with an error, out all NULL: a NULL or released y, xs or out,
+ * n < 1, dy not y's shape and dtype, y not requiring grad, an x y does not
+ * depend on (without TG_ALLOW_UNUSED), an op that cannot be
+ * differentiated twice (a custom op marked once_differentiable, when its
+ * recorded backward is reached), out of memory. */
+int tg_grads(tg_tensor *y, tg_tensor *dy, int n, tg_tensor *const *xs,
+             tg_tensor **out, unsigned flags);
+
+/** Forward mode: the Jacobian-vector product of y = f(inputs) along
+ * tangents, in one pass, as torch.func.jvp. f runs once, recording its
+ * graph; then each entry's forward-mode rule carries the tangents from the
+ * inputs to y (dual numbers, in the order f ran the ops): *out_tangent =
+ * J v, of y's shape. inputs and tangents (n of each, borrowed; a NULL
+ * tangent is zero) are float tensors of the same shapes and dtypes; the
+ * inputs' gradients and flags are left as they were (f sees detached
+ * leaves sharing their elements). out_value (may be NULL) gets y. Costs
+ * about two to three forwards. Returns 0, or -1 with an error (outputs
+ * NULL): bad arguments, f failing (its error kept), a custom op on the
+ * path without a jvp rule, out of memory. */
+int tg_jvp(tg_fn f, void *ctx, int n, tg_tensor *const *inputs,
+           tg_tensor *const *tangents, tg_tensor **out_value,
+           tg_tensor **out_tangent);
+
+/** The Hessian-vector product H v of a scalar f at x, as
+ * torch.autograd.functional.hvp: a new tensor of x's shape and dtype. x is
+ * borrowed and left as it was. Reverse over reverse: one backward that
+ * records, then one through it. Inside f, a plain tg_backward records its
+ * graph (as TG_CREATE_GRAPH), so an f that returns a gradient it took is
+ * differentiated right. NULL with an error: f failing, a y of more than
+ * one element, v not x's shape and dtype, an op that cannot be
+ * differentiated twice on the path. */
+tg_tensor *tg_hvp(tg_fn f, void *ctx, tg_tensor *x, tg_tensor *v);
+
+/** The Hessian of a scalar f at x, as torch.autograd.functional.hessian:
+ * of shape x.shape + x.shape, one Hessian-vector product per element of x
+ * (for small x). NULL with an error as tg_hvp. */
+tg_tensor *tg_hessian(tg_fn f, void *ctx, tg_tensor *x);
+
+/** The second-order gradient check, as torch.autograd.gradgradcheck: with
+ * y = f(inputs) and fixed random u over y, the first gradient g(x) =
+ * J(x)^T u (tg_grads with TG_CREATE_GRAPH) is checked as tg_gradcheck
+ * checks a function: its backward (a second walk, through the recorded
+ * first one) against central differences of g itself. Arguments, options,
+ * report and return values as tg_gradcheck's; the localisation names the
+ * first entry whose recorded backward is wrong on its own. */
+int tg_gradgradcheck(tg_fn f, void *ctx, int n_inputs,
+                     tg_tensor *const *inputs, const tg_gradcheck_opts *opts,
+                     tg_gradcheck_report *report);
 
 /* ===================================================================== */
 /* Where float32 loses precision                                          */
