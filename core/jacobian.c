@@ -41,8 +41,10 @@ tg_tensor *tg_jacobian(tg_fn f, void *ctx, tg_tensor *x)
         return NULL;
     tg__unscope(xl);
     xl->requires_grad = true;
+    bool rec = tg__user_fn_records(true); /* a gradient f takes: recorded */
     tg_tensor *y =
         tg__call_user_fn("jacobian", f, ctx, 1, (tg_tensor *const[]){xl}, true);
+    tg__user_fn_records(rec);
     tg_tensor *j = NULL, *seed = NULL;
     if (!y)
         goto done;
