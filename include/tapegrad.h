@@ -1254,8 +1254,8 @@ tg_tensor *tg_hessian(tg_fn f, void *ctx, tg_tensor *x);
  * first one) against central differences of g itself. Arguments, options,
  * report and return values as tg_gradcheck's; the localisation names the
  * first entry whose recorded backward is wrong on its own. */
-int tg_gradgradcheck(tg_fn f, void *ctx, int n_inputs,
-                     tg_tensor *const *inputs, const tg_gradcheck_opts *opts,
+int tg_gradgradcheck(tg_fn f, void *ctx, int n_inputs, tg_tensor *const *inputs,
+                     const tg_gradcheck_opts *opts,
                      tg_gradcheck_report *report);
 
 /* ===================================================================== */
