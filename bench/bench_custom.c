@@ -77,8 +77,8 @@ static int twice_backward(tg_custom_ctx *c, tg_tensor *const *dy,
     return dx[0] ? 0 : -1;
 }
 
-static const tg_custom_op twice = {"twice",        1,   1, twice_forward,
-                                   twice_backward, NULL};
+static const tg_custom_op twice = {"twice",        1,    1,    twice_forward,
+                                   twice_backward, NULL, false};
 
 /* One step the path's way; the scope frees y and the loss, and x's
  * gradient is dropped, as PyTorch's peer sets x.grad = None, so that each

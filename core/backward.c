@@ -30,7 +30,12 @@ typedef struct walk {
     /* the plan's hooks, when the walk is the outermost: hooks are not a
      * nested walk's */
     bool hooks;
-    bool retain;   /* tg_backward_retain: entries keep what they hold */
+    bool retain; /* tg_backward_retain: entries keep what they hold */
+    /* TG_CREATE_GRAPH: each entry's recorded backward (tg_op.vjp), grad
+     * mode on, so that the gradients are on the tape */
+    bool create;
+    /* tg_grads: only the plan's stops get gradients; no hooks */
+    bool capture;
     bool profiled; /* the profile is on and the walk is the outermost */
     double ops_ms; /* the backward functions' time, for the profile */
     /* the modes the walk found, given back by walk_leave */
@@ -44,10 +49,18 @@ typedef struct walk {
  * (as PyTorch's AccumulateGrad adds the call's sum in one step): into the
  * gradient it had, in place, so a pointer from tg_grad stays valid. After
  * one that failed, each leaf gets back the gradient it had. */
-static void settle_leaves(const tg_walk_plan *w, bool ok)
+static void settle_leaves(const tg_walk_plan *w, bool ok, bool create)
 {
     for (int64_t i = 0; i < w->n_leaves; i++) {
         tg_tensor *t = w->leaves[i].leaf, *before = w->leaves[i].before;
+        if (w->leaves[i].muted)
+            t->requires_grad = true;
+        if (create && ok) { /* out of place, recorded: no hook ran early */
+            if (!tg__settle_recorded(t, before))
+                tg__drop(t->grad), t->grad = before;
+            tg__drop(t);
+            continue;
+        }
         if (w->leaves[i].settled) {
             /* Made final early (leaf_final): t->grad is before itself (the
              * walk added nothing), or the walk's gradient holding
@@ -170,10 +183,19 @@ static int backward_leaf(tg_tensor *out, tg_tensor *dout)
     return 0;
 }
 
+/* Whether x is one of the plan's stops. */
+static bool stopped_at(const tg_walk_plan *w, const tg_tensor *x)
+{
+    for (int i = 0; i < w->n_stops; i++)
+        if (w->stops[i] == x)
+            return true;
+    return false;
+}
+
 /* Holds every output until the walk ends: releasing an entry's inputs must
  * not free a tensor whose own entry is still to come. Holds the leaves
  * too, with their gradients set aside. */
-static void walk_hold(tg_walk_plan *w)
+static void walk_hold(tg_walk_plan *w, bool mute)
 {
     for (int64_t i = 0; i < w->count; i++)
         tg_retain(w->order[i]->out);
@@ -181,6 +203,10 @@ static void walk_hold(tg_walk_plan *w)
         tg_tensor *t = tg_retain(w->leaves[i].leaf);
         w->leaves[i].before = t->grad;
         t->grad = NULL;
+        if (mute && !stopped_at(w, t)) {
+            w->leaves[i].muted = true;
+            t->requires_grad = false;
+        }
     }
 }
 
@@ -188,18 +214,30 @@ static void walk_hold(tg_walk_plan *w)
  * recording), scopes paused (its tensors are plain references), in
  * backward; those found kept in w for walk_leave. A walk inside an op's
  * backward (nested) leaves the profile and the hooks to the outermost. */
-static void walk_enter(walk *w, bool retain)
+static void walk_enter(walk *w, const tg_walk_how *how)
 {
-    w->grad_was = tg_set_grad_enabled(false);
+    /* a recording walk's backward ops are recorded: grad mode on */
+    w->grad_was = tg_set_grad_enabled(how->create);
     w->paused_was = tg__scope_pause(true);
     w->nested = tg__set_in_backward(true);
     w->failed_was = tg__walk_failed();
-    w->retain = retain;
+    w->retain = how->retain || how->create;
+    w->create = how->create;
+    w->capture = how->n_stops > 0;
     w->profiled = tg__prof && !w->nested; /* a nested walk is its op's */
     /* Hooks belong to the outermost walk (a backward never starts another
-     * today; were one to, its leaves would be its op's business). */
-    w->hooks = w->plan.hooks && !w->nested;
+     * today; were one to, its leaves would be its op's business), and
+     * never to tg_grads', which accumulates nothing. */
+    w->hooks = w->plan.hooks && !w->nested && !w->capture;
     w->ops_ms = 0;
+}
+
+/* In tg_grads' recording walk: a leaf it was not asked for gets no
+ * gradient (its dx is dropped). */
+static bool not_asked(const tg_tensor *x, void *ctx)
+{
+    /* an entry's output is walked on; a stop is asked for */
+    return !x->node && !stopped_at(ctx, x);
 }
 
 /* Entry n's backward, its output's gradient having come: noted for the
@@ -208,7 +246,10 @@ static void run_backward(walk *w, tg_node *n)
 {
     tg__tape_note_grad(n, n->out->grad);
     double t0 = w->profiled ? tg__profile_now() : 0;
-    n->op->backward(n, n->out->grad);
+    if (w->create)
+        tg__vjp_step(n, n->out->grad, w->capture ? not_asked : NULL, &w->plan);
+    else
+        n->op->backward(n, n->out->grad);
     if (w->profiled)
         w->ops_ms += tg__profile_backward(n->op->name, t0);
     if (tg__walk_failed())
@@ -263,7 +304,7 @@ static void walk_release(walk *w, bool ok)
         }
         tg__drop(y);
     }
-    settle_leaves(&w->plan, ok);
+    settle_leaves(&w->plan, ok, w->create);
     tg__walk_done(&w->plan);
     tg__pool_epoch(); /* a step's end, usually: see core/tensor.c */
     if (w->profiled)
@@ -273,23 +314,52 @@ static void walk_release(walk *w, bool ok)
 /* The walk of tg_backward_with, and with retain of tg_backward_retain:
  * then each entry keeps what it holds and stays unconsumed, for another
  * walk. */
-static TG_THREAD_LOCAL uint64_t walks; /* begun on this thread */
+/* walks begun on this thread that do not record */
+static TG_THREAD_LOCAL uint64_t walks;
 
 uint64_t tg__walk_count(void) { return walks; }
 
-static int backward_walk(tg_tensor *out, tg_tensor *dout, bool retain)
+/* Set while a checker that differentiates f (tg_hvp, tg_hessian,
+ * tg_jacobian, the checks) runs it: f's own walks then record, as if
+ * TG_CREATE_GRAPH were given, so that a gradient f returns is on the tape
+ * and its derivative is right rather than zero. */
+static TG_THREAD_LOCAL bool record_walks;
+
+bool tg__record_walks(bool on)
 {
-    walks++;
+    bool was = record_walks;
+    record_walks = on;
+    return was;
+}
+
+bool tg__records_walks(void) { return record_walks; }
+
+/* The seed: out's gradient is dout; a recording walk's is dout itself (it
+ * may require grad: gradgradcheck differentiates with respect to it). */
+static bool seed(const walk *w, tg_tensor *out, tg_tensor *dout)
+{
+    if (!w->create)
+        return tg__grad_add(out, dout, false);
+    TG_ASSERT(!out->grad);
+    out->grad = tg_retain(dout);
+    return true;
+}
+
+int tg__backward_walk(tg_tensor *out, tg_tensor *dout, const tg_walk_how *how)
+{
+    tg_walk_how h = *how;
+    h.create |= record_walks;
+    walks += !h.create; /* a recording walk's gradient is on the tape */
     if (!walk_can_start(out, dout))
         return -1;
     if (!out->node)
         return backward_leaf(out, dout);
-    walk w;
+    walk w = {.plan = {.stops = h.stops, .n_stops = h.n_stops}};
     if (!tg__walk_gather(out, &w.plan))
         return -1;
-    walk_hold(&w.plan);
-    walk_enter(&w, retain);
-    bool seeded = tg__grad_add(out, dout, false);
+    walk_hold(&w.plan, h.n_stops > 0 && !h.create);
+    walk_enter(&w, &h);
+    bool seeded = seed(&w, out, dout);
     tg__set_walk_failed(!seeded);
     if (!seeded)
         tg__error_wrap("backward");
@@ -298,6 +368,12 @@ static int backward_walk(tg_tensor *out, tg_tensor *dout, bool retain)
     bool ok = walk_leave(&w);
     walk_release(&w, ok);
     return ok ? 0 : -1;
+}
+
+static int backward_walk(tg_tensor *out, tg_tensor *dout, bool retain)
+{
+    tg_walk_how how = {.retain = retain};
+    return tg__backward_walk(out, dout, &how);
 }
 
 int tg_backward_with(tg_tensor *out, tg_tensor *dout)

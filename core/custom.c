@@ -46,6 +46,12 @@ struct tg_custom_ctx {
     int n_saved, cap_saved;
     tg_tensor **saved;
     uint64_t *saved_version;
+    /* bit i: saved tensor i is an output (held as a detached alias); a
+     * recorded backward reads the output itself (custom_vjp) */
+    uint64_t saved_outputs;
+    /* the entries that stand for a once-differentiable backward's
+     * gradients: their backward refuses (once_backward) */
+    tg_op once_op;
 };
 
 /* "op (at file:line)" for the errors of c's call. */
@@ -346,6 +352,8 @@ static bool unsave_outputs(tg_custom_ctx *c, tg_tensor **y)
             if (!a)
                 return false;
             c->saved[i] = tg_retain(a);
+            if (i < 64)
+                c->saved_outputs |= UINT64_C(1) << i;
             tg__tape_hold(a);
             tg__tape_unhold(y[k]);
             tg__drop(y[k]);
@@ -516,6 +524,137 @@ static void custom_backward(tg_node *n, tg_tensor *dy)
         fail_walk(n);
 }
 
+/* ---- the recorded backward and the forward-mode rule --------------------
+ * A walk that records (TG_CREATE_GRAPH) calls custom_vjp: the user's
+ * backward with grad mode on, so that the public ops it runs are recorded
+ * and its dx can be differentiated again. It reads the saved inputs as
+ * they are (connected to the graph); a saved output, held as a detached
+ * alias, is swapped for the output itself while it runs, so that the
+ * second derivative sees how the output depends on the inputs. A backward
+ * marked once_differentiable runs with grad mode off; each dx it gives is
+ * then recorded as an entry whose own backward refuses (once_backward),
+ * so that a second derivative through it is an error naming the op rather
+ * than a silent zero. */
+
+static void once_refuse(const tg_node *n)
+{
+    tg_custom_ctx *c = n->state;
+    tg__error("%s: its backward is once_differentiable (written in raw C): "
+              "its gradient cannot be differentiated again",
+              WHO(c));
+}
+
+static void once_backward(tg_node *n, tg_tensor *dy)
+{
+    (void)dy;
+    once_refuse(n);
+    fail_walk(n);
+}
+
+static int once_vjp(const tg_node *n, tg_tensor *dy, tg_tensor **dx)
+{
+    (void)dy, (void)dx;
+    once_refuse(n);
+    return -1;
+}
+
+static int once_jvp(const tg_node *n, tg_tensor *const *t, tg_tensor **ty)
+{
+    (void)t, (void)ty;
+    once_refuse(n);
+    return -1;
+}
+
+static void once_free_state(tg_node *n) { ctx_unref(n->state); }
+
+/* dx (taken) as an entry of c->once_op over the inputs of n; NULL with an
+ * error. */
+static tg_tensor *once_entry(tg_custom_ctx *c, const tg_node *n, tg_tensor *dx)
+{
+    tg_tensor *r = tg__record(&c->once_op, dx, n->n_in, n->in);
+    if (r && r->node) {
+        r->node->state = c;
+        atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
+    }
+    return r;
+}
+
+/* Swaps saved outputs for the output itself (own: n->out), and back
+ * (own NULL). false when a saved output is another output's. */
+static bool swap_outputs(tg_custom_ctx *c, tg_tensor *own, tg_tensor **kept)
+{
+    for (int i = 0; i < c->n_saved && i < 64; i++) {
+        if (!(c->saved_outputs >> i & 1))
+            continue;
+        if (!own) {
+            c->saved[i] = kept[i];
+            continue;
+        }
+        if (c->saved[i]->storage != own->storage) {
+            tg__error("%s: a second derivative through a saved output "
+                      "other than the entry's own is not available",
+                      WHO(c));
+            return false;
+        }
+        kept[i] = c->saved[i];
+        c->saved[i] = own;
+    }
+    return true;
+}
+
+static int custom_vjp(const tg_node *n, tg_tensor *dy, tg_tensor **dx)
+{
+    tg_custom_ctx *c = n->state;
+    bool once = c->desc->once_differentiable;
+    tg_tensor *kept[64] = {0};
+    bool grad = tg_set_grad_enabled(!once);
+    bool ok = saved_hold(c) && (once || swap_outputs(c, n->out, kept)) &&
+              call_backward(c, (int)n->ip[0], dy, dx);
+    if (!once)
+        swap_outputs(c, NULL, kept);
+    tg_set_grad_enabled(grad);
+    for (int i = 0; i < n->n_in; i++) {
+        if (ok && dx[i] && !dx_ok(c, n, i, dx[i]))
+            ok = false;
+        if (ok && dx[i] && once && !(dx[i] = once_entry(c, n, dx[i])))
+            ok = false;
+    }
+    for (int i = 0; !ok && i < n->n_in; i++) {
+        if (dx[i] && !tg__is_dead(dx[i]))
+            tg_release(dx[i]);
+        dx[i] = NULL;
+    }
+    return ok ? 0 : -1;
+}
+
+/* The user's forward-mode rule, grad mode off, in a scope of its own as
+ * its backward: this entry's output's tangent. */
+static int custom_jvp(const tg_node *n, tg_tensor *const *t, tg_tensor **ty)
+{
+    tg_custom_ctx *c = n->state;
+    if (!c->desc->jvp) {
+        tg__error("%s: has no forward-mode rule (tg_custom_op.jvp)", WHO(c));
+        return -1;
+    }
+    tg_tensor *yd[CUSTOM_MAX] = {0};
+    bool paused = tg__scope_pause(false), grad = tg_set_grad_enabled(false);
+    tg_scope_begin();
+    int rc = c->desc->jvp(c, t, yd);
+    for (int k = 0; k < c->desc->n_outputs; k++)
+        tg__scope_keep_inner(yd[k]);
+    if (tg_scope_end() < 0 && rc == 0)
+        rc = -1;
+    tg_set_grad_enabled(grad);
+    tg__scope_pause(paused);
+    if (rc != 0)
+        step_failed(c, "jvp");
+    for (int k = 0; k < c->desc->n_outputs; k++)
+        if (k != n->ip[0] || rc != 0)
+            tg_release(yd[k]), yd[k] = NULL;
+    *ty = yd[n->ip[0]];
+    return rc != 0 ? -1 : 0;
+}
+
 /* ---- the call ---------------------------------------------------------- */
 
 static tg_tensor *custom_replay(const tg_node *n, tg_tensor *const *in);
@@ -539,7 +678,14 @@ static int apply(const tg_custom_op *op, void *user, tg_tensor *const *in,
                                 .replay = custom_replay,
                                 .drop_state = custom_drop_state,
                                 .free_state = custom_free_state,
-                                .state_holds = custom_state_holds},
+                                .state_holds = custom_state_holds,
+                                .vjp = custom_vjp,
+                                .jvp = custom_jvp},
+                         .once_op = {.name = op->name,
+                                     .backward = once_backward,
+                                     .free_state = once_free_state,
+                                     .vjp = once_vjp,
+                                     .jvp = once_jvp},
                          .desc = op,
                          .user = user,
                          .file = file,

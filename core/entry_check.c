@@ -221,7 +221,7 @@ bool tg__graph_entries(tg_tensor *y, tg_node ***out, int64_t *count)
     *count = 0;
     if (!y->node)
         return true;
-    tg_walk_plan w;
+    tg_walk_plan w = {0};
     if (!tg__walk_gather(y, &w))
         return false;
     tg_node **e = tg__malloc(sizeof *e * (size_t)(w.count ? w.count : 1));

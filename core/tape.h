@@ -176,14 +176,28 @@ TG_HIDDEN tg_tensor *tg__grad_into(tg_node *n, int i);
  * does. For the in-place calls' refusal (core/inplace.c). */
 TG_HIDDEN const char *tg__tape_holder(const tg_storage *s, int *line,
                                       const char **file);
-/* How many backward walks this thread has begun: the checkers compare it
- * around a user's function, which must not run one (core/user_fn.c). */
+/* How many backward walks that do not record this thread has begun: the
+ * checkers compare it around a user's function, which must not run one
+ * (its gradient would be a constant to them; core/user_fn.c). */
 TG_HIDDEN uint64_t tg__walk_count(void);
+/* Sets whether this thread's backward walks record their graph, as if
+ * TG_CREATE_GRAPH were given (core/backward.c); returns what it was. The
+ * checkers that differentiate a user's f set it while f runs (tg_hvp,
+ * tg_hessian, tg_jacobian, the gradient checks), so that a gradient f
+ * takes and returns is on the tape. */
+TG_HIDDEN bool tg__record_walks(bool on);
+/* Whether they do. */
+TG_HIDDEN bool tg__records_walks(void);
 /* y = f(inputs, ctx) for the checker who (its errors' prefix), with grad
  * mode set to grad and the inputs lent; NULL with an error saying why: f's
  * own, ours when f set none, a lent input released or written, or a
  * backward run inside f. When f succeeds, the error is as it was before
  * the call, unless f set one. core/user_fn.c. */
+/* Sets whether tg__call_user_fn runs f with its walks recording
+ * (tg__record_walks): the checkers that differentiate f to the second
+ * order (tg_hvp, tg_hessian, tg_jacobian, tg_jvp, tg_gradgradcheck) set
+ * it, and a backward inside f is then allowed. Returns what it was. */
+TG_HIDDEN bool tg__user_fn_records(bool on);
 TG_HIDDEN tg_tensor *tg__call_user_fn(const char *who, tg_fn f, void *ctx,
                                       int n, tg_tensor *const *inputs,
                                       bool grad);

@@ -103,6 +103,10 @@ typedef struct tg_walk_leaf {
      * whether its gradient was made final early, for its hook. */
     int64_t uses;
     bool settled;
+    /* tg_grads' walk without recording: a leaf it was not asked for, its
+     * requires_grad off while the walk runs, so that no backward computes
+     * its gradient */
+    bool muted;
 } tg_walk_leaf;
 
 /* The arrays a walk gathers into: the entries found (newest first once
@@ -124,6 +128,10 @@ typedef struct tg_walk_plan {
     tg_walk_leaf *leaves;
     int64_t n_leaves;
     bool hooks; /* some leaf has a post-accumulate-grad hook */
+    /* tg_grads' xs (else none): the tensors the walk is asked for; the
+     * other leaves get no gradient */
+    tg_tensor *const *stops;
+    int n_stops;
 } tg_walk_plan;
 
 /* Gathers the plan of the walk from out (which has a tape entry). false
@@ -136,5 +144,39 @@ TG_HIDDEN void tg__walk_done(tg_walk_plan *w);
 /* The plan's entry for leaf x (which it lists). */
 TG_HIDDEN tg_walk_leaf *tg__walk_leaf(const tg_walk_plan *w,
                                       const tg_tensor *x);
+
+/* ---- the walk (core/backward.c) -------------------------------------- */
+
+/* How a walk runs: retain keeps the entries for another walk; create
+ * records the backward (TG_CREATE_GRAPH: implies retain); stops (n_stops >
+ * 0) are the tensors it is asked for (tg_grads): of the leaves, only they
+ * get a gradient, and no hook runs. (An asked-for tensor with an entry
+ * keeps its gradient as one that retains it does: tg_grads sets
+ * retain_grad meanwhile.) */
+typedef struct tg_walk_how {
+    bool retain, create;
+    tg_tensor *const *stops;
+    int n_stops;
+} tg_walk_how;
+/* The walk of tg_backward_with, as how says. Returns 0, or -1 with an
+ * error (the gradients as they were). */
+TG_HIDDEN int tg__backward_walk(tg_tensor *out, tg_tensor *dout,
+                                const tg_walk_how *how);
+
+/* ---- the recorded backward (core/backward_graph.c) --------------------- */
+
+/* Entry n's backward in a walk that records (TG_CREATE_GRAPH): its
+ * tg_op.vjp with grad mode on, each dx summed down to its input's shape
+ * and dtype and added, out of place and recorded, into the input's
+ * gradient. Inputs for which skip(x, ctx) is true get nothing (tg_grads:
+ * leaves it was not asked for). A failure sets the walk's failed flag,
+ * with the error. */
+TG_HIDDEN void tg__vjp_step(tg_node *n, tg_tensor *dy,
+                            bool (*skip)(const tg_tensor *x, void *ctx),
+                            void *ctx);
+/* A leaf's gradient at the end of a recording walk that succeeded: before
+ * (its gradient from earlier, or NULL) + the walk's, out of place and
+ * recorded; false with an error when out of memory. */
+TG_HIDDEN bool tg__settle_recorded(tg_tensor *t, tg_tensor *before);
 
 #endif /* TAPEGRAD_TAPE_STATE_H */

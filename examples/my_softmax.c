@@ -90,7 +90,7 @@ static int my_softmax_backward(tg_custom_ctx *c, tg_tensor *const *dy,
 }
 
 static const tg_custom_op my_softmax = {
-    "my_softmax", 1, 1, my_softmax_forward, my_softmax_backward, NULL};
+    "my_softmax", 1, 1, my_softmax_forward, my_softmax_backward, NULL, false};
 
 /* ---- the lesson's head -------------------------------------------------- */
 

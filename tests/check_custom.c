@@ -119,10 +119,10 @@ static int sq3_backward(tg_custom_ctx *c, tg_tensor *const *dy, tg_tensor **dx)
     return sq_backward_k(c, dy, dx, 3);
 }
 
-static const tg_custom_op square_op = {"square",   1,           1,
-                                       sq_forward, sq_backward, NULL};
-static const tg_custom_op bad_square_op = {"bad_square", 1,   1, sq_forward,
-                                           sq3_backward, NULL};
+static const tg_custom_op square_op = {"square",    1,    1,    sq_forward,
+                                       sq_backward, NULL, false};
+static const tg_custom_op bad_square_op = {"bad_square", 1,    1,    sq_forward,
+                                           sq3_backward, NULL, false};
 
 /* Four outputs of (a, b): p = a * b and s = a + b, differentiable; a > b
  * (bool, so never differentiable); d = a - b, marked non-differentiable.
@@ -166,8 +166,8 @@ static int ps_backward(tg_custom_ctx *c, tg_tensor *const *dy, tg_tensor **dx)
     return 0;
 }
 
-static const tg_custom_op ps_op = {"prod_sum", 2,           4,
-                                   ps_forward, ps_backward, NULL};
+static const tg_custom_op ps_op = {"prod_sum",  2,    4,    ps_forward,
+                                   ps_backward, NULL, false};
 
 /* y = x * w with a backward that gives only x its gradient: dx[1] is left
  * NULL, "no gradient flows to input 1". */
@@ -197,8 +197,8 @@ static int xw_backward(tg_custom_ctx *c, tg_tensor *const *dy, tg_tensor **dx)
     return dx[0] ? 0 : -1;
 }
 
-static const tg_custom_op xw_op = {"x_times_w", 2,           1,
-                                   xw_forward,  xw_backward, NULL};
+static const tg_custom_op xw_op = {"x_times_w", 2,    1,    xw_forward,
+                                   xw_backward, NULL, false};
 
 /* y = exp(x), saving its output (and its input, unused): dx = y dy. Its
  * backward also tries the saved tensors' misuses. */
@@ -591,20 +591,25 @@ static int releases_input_forward(tg_custom_ctx *c, tg_tensor *const *x,
 }
 
 static const tg_custom_op inner_fail_op = {
-    "inner_fail", 1, 1, inner_fail_forward, sq_backward, NULL};
-static const tg_custom_op refuse_op = {"refuser",      1,           1,
-                                       refuse_forward, sq_backward, NULL};
+    "inner_fail", 1, 1, inner_fail_forward, sq_backward, NULL, false};
+static const tg_custom_op refuse_op = {"refuser",   1,    1,    refuse_forward,
+                                       sq_backward, NULL, false};
 static const tg_custom_op returns_input_op = {
-    "returns_input", 1, 1, returns_input_forward, sq_backward, NULL};
+    "returns_input", 1, 1, returns_input_forward, sq_backward, NULL, false};
 static const tg_custom_op returns_retained_input_op = {
-    "returns_retained_input",       1,           1,
-    returns_retained_input_forward, sq_backward, NULL};
+    "returns_retained_input",
+    1,
+    1,
+    returns_retained_input_forward,
+    sq_backward,
+    NULL,
+    false};
 static const tg_custom_op null_output_op = {
-    "null_output", 1, 1, null_output_forward, sq_backward, NULL};
+    "null_output", 1, 1, null_output_forward, sq_backward, NULL, false};
 static const tg_custom_op writes_input_op = {
-    "writes_input", 1, 1, writes_input_forward, sq_backward, NULL};
+    "writes_input", 1, 1, writes_input_forward, sq_backward, NULL, false};
 static const tg_custom_op releases_input_op = {
-    "releases_input", 1, 1, releases_input_forward, sq_backward, NULL};
+    "releases_input", 1, 1, releases_input_forward, sq_backward, NULL, false};
 
 /* The op fails: NULL, the error names the op and this line (and holds
  * `detail`), nothing recorded, x as it was (values and references). */
@@ -718,13 +723,13 @@ static int writes_dy_backward(tg_custom_ctx *c, tg_tensor *const *dy,
 }
 
 static const tg_custom_op releases_saved_op = {
-    "releases_saved", 1, 1, sq_forward, releases_saved_backward, NULL};
+    "releases_saved", 1, 1, sq_forward, releases_saved_backward, NULL, false};
 static const tg_custom_op writes_dy_op = {
-    "writes_dy", 1, 1, sq_forward, writes_dy_backward, NULL};
+    "writes_dy", 1, 1, sq_forward, writes_dy_backward, NULL, false};
 static const tg_custom_op wrong_shape_op = {
-    "wrong_shape", 1, 1, sq_forward, wrong_shape_backward, NULL};
+    "wrong_shape", 1, 1, sq_forward, wrong_shape_backward, NULL, false};
 static const tg_custom_op failing_backward_op = {
-    "failing_backward", 1, 1, sq_forward, failing_backward, NULL};
+    "failing_backward", 1, 1, sq_forward, failing_backward, NULL, false};
 
 /* Backward through op fails: -1, the error names the op, the line that
  * recorded it and `detail`; x's gradient from before is kept, although
@@ -860,7 +865,7 @@ static int scoped_sq_backward(tg_custom_ctx *c, tg_tensor *const *dy,
 }
 
 static const tg_custom_op scoped_square_op = {
-    "scoped_square", 1, 1, sq_forward, scoped_sq_backward, NULL};
+    "scoped_square", 1, 1, sq_forward, scoped_sq_backward, NULL, false};
 
 /* The same with no scope of its own: its temporaries are the custom op's
  * scope's, released when its backward returns. */
@@ -873,7 +878,7 @@ static int unscoped_sq_backward(tg_custom_ctx *c, tg_tensor *const *dy,
 }
 
 static const tg_custom_op unscoped_square_op = {
-    "unscoped_square", 1, 1, sq_forward, unscoped_sq_backward, NULL};
+    "unscoped_square", 1, 1, sq_forward, unscoped_sq_backward, NULL, false};
 
 START_TEST(backward_temporaries_freed)
 {
@@ -1071,8 +1076,8 @@ static int msm_backward(tg_custom_ctx *c, tg_tensor *const *dy, tg_tensor **dx)
     return dx[0] ? 0 : -1;
 }
 
-static const tg_custom_op msm_op = {"masked_softmax", 1,   1, msm_forward,
-                                    msm_backward,     NULL};
+static const tg_custom_op msm_op = {"masked_softmax", 1,    1,    msm_forward,
+                                    msm_backward,     NULL, false};
 
 static tg_tensor *msm_fn(tg_tensor *const *in, void *ctx)
 {

@@ -196,26 +196,26 @@ static int save_backward(tg_custom_ctx *c, tg_tensor *const *dy, tg_tensor **dx)
     return tg_custom_save(c, dy[0]);
 }
 
-static const tg_custom_op cexp_op = {"cexp",        1,   1, cexp_forward,
-                                     cexp_backward, NULL};
-static const tg_custom_op no_backward_op = {"nobackward", 1,    1,
-                                            cexp_forward, NULL, NULL};
-static const tg_custom_op no_inputs_op = {"noinputs",    0,   1, cexp_forward,
-                                          cexp_backward, NULL};
+static const tg_custom_op cexp_op = {"cexp",        1,    1,    cexp_forward,
+                                     cexp_backward, NULL, false};
+static const tg_custom_op no_backward_op = {
+    "nobackward", 1, 1, cexp_forward, NULL, NULL, false};
+static const tg_custom_op no_inputs_op = {
+    "noinputs", 0, 1, cexp_forward, cexp_backward, NULL, false};
 static const tg_custom_op many_outputs_op = {
-    "many", 1, 17, cexp_forward, cexp_backward, NULL};
-static const tg_custom_op two_op = {"two",         1,   2, two_forward,
-                                    cexp_backward, NULL};
+    "many", 1, 17, cexp_forward, cexp_backward, NULL, false};
+static const tg_custom_op two_op = {"two",         1,    2,    two_forward,
+                                    cexp_backward, NULL, false};
 static const tg_custom_op save_null_op = {
-    "save_null", 1, 1, save_null_forward, cexp_backward, NULL};
+    "save_null", 1, 1, save_null_forward, cexp_backward, NULL, false};
 static const tg_custom_op saved_in_forward_op = {
-    "saved_early", 1, 1, saved_in_forward, cexp_backward, NULL};
+    "saved_early", 1, 1, saved_in_forward, cexp_backward, NULL, false};
 static const tg_custom_op non_diff_op = {
-    "non_diff", 1, 1, non_diff_forward, cexp_backward, NULL};
-static const tg_custom_op fail_op = {"refuser",     1,   1, fail_forward,
-                                     cexp_backward, NULL};
+    "non_diff", 1, 1, non_diff_forward, cexp_backward, NULL, false};
+static const tg_custom_op fail_op = {"refuser",     1,    1,    fail_forward,
+                                     cexp_backward, NULL, false};
 static const tg_custom_op save_backward_op = {
-    "save_late", 1, 1, cexp_forward, save_backward, NULL};
+    "save_late", 1, 1, cexp_forward, save_backward, NULL, false};
 
 /* tg_custom1(op) on e->x, backward through it: true when the backward
  * failed. */

@@ -203,6 +203,7 @@ static const struct {
     {"hooks", hooks_suite},
     {"replay", replay_suite},
     {"precision", precision_suite},
+    {"second_order", second_order_suite},
 };
 
 /* Whether this run is every test: Check narrows a run by suite, by test

@@ -412,8 +412,8 @@ static int tour_backward(tg_custom_ctx *c, tg_tensor *const *dy, tg_tensor **dx)
     return dx[0] ? 0 : -1;
 }
 
-static const tg_custom_op tour_op = {"tour_xexp",   1,   2, tour_forward,
-                                     tour_backward, NULL};
+static const tg_custom_op tour_op = {"tour_xexp",   1,    2,    tour_forward,
+                                     tour_backward, NULL, false};
 
 /* Appends the sums of tour_op's two outputs on x to the tour's terms. */
 static void custom_terms(tg_tensor **terms, int *n, tg_tensor *x)

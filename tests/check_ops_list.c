@@ -55,7 +55,9 @@ enum {
     GRADCHECKED = 1,
     TOURED = 2,
     REPLAYED = 4,
-    ENTRY_CHECKED = 8
+    ENTRY_CHECKED = 8,
+    SECOND_ORDER = 16, /* its recorded backward passed a tg_gradgradcheck */
+    FORWARD_MODE = 32  /* its forward-mode rule passed check_forward_ad */
 };
 
 /* Shared with the forked tests: a mark per row, and the first entry name
@@ -63,6 +65,7 @@ enum {
 typedef struct marks {
     unsigned char row[N_ROWS];
     char unlisted[64];
+    char failed[512]; /* the first second-order or forward-mode failure */
 } marks;
 static marks *shared;
 
@@ -362,6 +365,50 @@ static tg_tensor *spy_fn(tg_tensor *const *inputs, void *ctx)
     return y;
 }
 
+/* ---- second order and forward mode ---------------------------------------
+ * After a gradcheck of the suites passes, the same function at the same
+ * inputs (the same shape sets: broadcast, transposed, sliced, masked) is
+ * checked twice more: tg_gradgradcheck (each entry's recorded backward,
+ * tg_op.vjp, differentiated through) and the forward-mode check of
+ * gradcheck's check_forward_ad (each entry's tg_op.jvp). Passing marks the
+ * ops of its graph; a failure is kept and fails the verdict. The
+ * gradgradcheck's own inner gradcheck comes through this wrapper too
+ * (depth): its graph's entries are the ops' recorded backwards, which get
+ * their first-order marks and checks on their own there, but no third
+ * order. Nothing here may change what the suite's call returns. */
+static int depth;
+
+static void keep_failure(const char *what, int rc)
+{
+    if (rc == 1 && !shared->failed[0])
+        snprintf(shared->failed, sizeof shared->failed, "%s: %s", what,
+                 tg_last_error());
+}
+
+static void higher_orders(tg_fn f, void *ctx, int n, tg_tensor *const *in,
+                          const tg_gradcheck_opts *o, const spy *s)
+{
+    if (!shared || depth > 0 || tg_anomaly_mode())
+        return;
+    char kept[1024];
+    snprintf(kept, sizeof kept, "%s", tg_last_error());
+    tg_gradcheck_report rep;
+    tg_gradcheck_opts d = o ? *o : tg_gradcheck_defaults();
+    depth++;
+    int gg = tg_gradgradcheck(f, ctx, n, in, &d, &rep);
+    keep_failure("gradgradcheck", gg);
+    int fw = tg__forward_ad_check(f, ctx, n, in, &d, &rep);
+    keep_failure("check_forward_ad", fw);
+    depth--;
+    for (int i = 0; i < N_ROWS; i++)
+        if (s->pending[i])
+            shared->row[i] |=
+                (gg == 0 ? SECOND_ORDER : 0) | (fw == 0 ? FORWARD_MODE : 0);
+    tg_clear_error();
+    if (kept[0])
+        tg__error("%s", kept);
+}
+
 int __wrap_tg_gradcheck(tg_fn f, void *ctx, int n_inputs,
                         tg_tensor *const *inputs, const tg_gradcheck_opts *o,
                         tg_gradcheck_report *report)
@@ -375,6 +422,8 @@ int __wrap_tg_gradcheck(tg_fn f, void *ctx, int n_inputs,
     for (int i = 0; rc == 0 && shared && i < N_ROWS; i++)
         if (s.pending[i])
             shared->row[i] |= GRADCHECKED;
+    if (rc == 0 && !s.out_of_memory)
+        higher_orders(f, ctx, n_inputs, inputs, o, &s);
     return rc;
 }
 
@@ -410,7 +459,21 @@ int ops_list_verdict(void)
             missing += printf("ops list: %s (entry %s) has no backward "
                               "checked on its own (core/entry_check.c)\n",
                               r->ctor, r->entry) > 0;
+        if (!(shared->row[i] & SECOND_ORDER))
+            missing += printf("ops list: %s (entry %s) has no recorded "
+                              "backward (tg_op.vjp) that passes a "
+                              "tg_gradgradcheck in the suites\n",
+                              r->ctor, r->entry) > 0;
+        if (!(shared->row[i] & FORWARD_MODE))
+            missing += printf("ops list: %s (entry %s) has no forward-mode "
+                              "rule (tg_op.jvp) that passes "
+                              "check_forward_ad in the suites\n",
+                              r->ctor, r->entry) > 0;
     }
+    if (shared->failed[0])
+        missing += printf("ops list: a suite's function that passes its "
+                          "gradcheck fails the %s\n",
+                          shared->failed) > 0;
     if (shared->unlisted[0])
         missing += printf("ops list: a watched graph (a gradcheck's or the "
                           "tour's) has an entry %s, which ops/ops.def does "
@@ -419,8 +482,10 @@ int ops_list_verdict(void)
     if (missing == 0)
         printf("ops list: each of the %d differentiable ops of ops/ops.def "
                "passed a float64 gradcheck, is on the allocation-failure "
-               "tour, has a replay equal to its recorded forward and its "
-               "backward checked on its own\n",
+               "tour, has a replay equal to its recorded forward, its "
+               "backward checked on its own, its second derivative "
+               "(tg_gradgradcheck) and its forward-mode rule "
+               "(check_forward_ad) checked\n",
                n_diff);
     munmap(shared, sizeof(marks));
     shared = NULL;

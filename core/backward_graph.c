@@ -1,0 +1,127 @@
+/* The recorded backward: one entry's step in a walk that records its graph
+ * (TG_CREATE_GRAPH, PyTorch's create_graph=True).
+ *
+ * The fast walk (core/backward.c) calls each entry's backward, which adds
+ * its contributions into the inputs' gradients in place, with grad mode
+ * off: quick, but the gradients are plain tensors, constants to any
+ * further differentiation. A recording walk calls the entry's vjp instead
+ * (tg_op.vjp: the same J^T dy written with differentiable public ops) with
+ * grad mode on, so every op of the backward is itself an entry on the
+ * tape, and the gradient it gives is a function of the inputs the tape can
+ * differentiate again: d/dx (J(x)^T u) = the second derivative, and so on.
+ *
+ * The sums are recorded too: a broadcast input's dx is summed down with
+ * tg_sum (d/dg of a sum over copies is the copy: its backward expands),
+ * and contributions add with tg_add, out of place, so that no gradient on
+ * the tape is ever written after it was recorded.
+ *
+ * At grad's floor: the walk above calls it. */
+#include "core/tape_state.h"
+
+#include <stdlib.h>
+
+/* g (taken) summed over the dims along which an input of (ndim, shape)
+ * was broadcast to g's shape, and converted to dt: a new reference of
+ * exactly that shape, recorded; NULL with an error. */
+static tg_tensor *sum_down(tg_tensor *g, int ndim, const int64_t *shape,
+                           tg_dtype dt)
+{
+    while (g && g->ndim > ndim) { /* leading dims the input did not have */
+        tg_tensor *s = tg_sum(g, 0, false);
+        tg_release(g);
+        g = s;
+    }
+    for (int d = 0; g && d < ndim; d++) {
+        if (shape[d] != 1 || g->shape[d] == 1)
+            continue;
+        tg_tensor *s = tg_sum(g, d, true);
+        tg_release(g);
+        g = s;
+    }
+    if (g && g->dtype != dt) {
+        tg_tensor *c = tg_to(g, dt);
+        tg_release(g);
+        g = c;
+    }
+    return g;
+}
+
+/* x.grad = x.grad + g, out of place and recorded (g taken). */
+static bool add_recorded(tg_tensor *x, tg_tensor *g)
+{
+    if (!x->grad) {
+        x->grad = g;
+        return true;
+    }
+    tg_tensor *s = tg_add(x->grad, g);
+    tg_release(g);
+    if (!s)
+        return false;
+    tg_release(x->grad);
+    x->grad = s;
+    return true;
+}
+
+/* The walk stops: err is set. */
+static void step_failed(tg_tensor **dx, int n)
+{
+    for (int i = 0; i < n; i++)
+        tg_release(dx[i]);
+    tg__set_walk_failed(true);
+}
+
+void tg__vjp_step(tg_node *n, tg_tensor *dy,
+                  bool (*skip)(const tg_tensor *x, void *ctx), void *ctx)
+{
+    if (tg__walk_failed())
+        return;
+    if (!n->op->vjp) {
+        tg__error("'%s' has no recorded backward: its gradient cannot be "
+                  "differentiated again",
+                  n->op->name);
+        tg__set_walk_failed(true);
+        return;
+    }
+    tg_tensor *one[4] = {0}, **dx = one;
+    if (n->n_in > 4 && !(dx = tg__calloc((size_t)n->n_in, sizeof *dx))) {
+        tg__error("out of memory for the gradients of %d inputs", n->n_in);
+        tg__set_walk_failed(true);
+        return;
+    }
+    if (n->op->vjp(n, dy, dx) < 0) {
+        step_failed(dx, n->n_in);
+    } else {
+        for (int i = 0; i < n->n_in; i++) {
+            tg_tensor *x = n->in[i], *g = dx[i];
+            dx[i] = NULL;
+            if (!g || !tg__needs_grad(n, i) || (skip && skip(x, ctx))) {
+                tg_release(g);
+                continue;
+            }
+            g = sum_down(g, x->ndim, x->shape, x->dtype);
+            if (!g || !add_recorded(x, g)) {
+                step_failed(dx, n->n_in);
+                break;
+            }
+        }
+    }
+    if (dx != one)
+        free(dx);
+}
+
+bool tg__settle_recorded(tg_tensor *t, tg_tensor *before)
+{
+    if (!before)
+        return true;
+    if (!t->grad) {
+        t->grad = before;
+        return true;
+    }
+    tg_tensor *s = tg_add(before, t->grad);
+    if (!s)
+        return false;
+    tg_release(before);
+    tg_release(t->grad);
+    t->grad = s;
+    return true;
+}

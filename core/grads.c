@@ -1,0 +1,148 @@
+/* tg_grads: the gradients of y with respect to chosen tensors, returned
+ * rather than accumulated, as PyTorch's torch.autograd.grad.
+ *
+ * It is the backward walk asked for the xs (tg_walk_how's stops): of the
+ * leaves only they get a gradient, an x with an entry keeps its own as if
+ * it retained it (retain_grad, meanwhile), and no hook runs. Their own
+ * gradients are set aside first and put back after, so the call leaves
+ * every tg_grad as it was; the walk's gradient of each x is what it
+ * returns. With TG_CREATE_GRAPH the walk records
+ * (core/backward_graph.c): the returned gradients are outputs of entries,
+ * differentiable again.
+ *
+ * Above the walk: it calls it. */
+#include "core/tape_state.h"
+
+#include <stdlib.h>
+
+/* The arguments' errors; true when they are good. */
+static bool args_ok(tg_tensor *y, tg_tensor *dy, int n, tg_tensor *const *xs,
+                    tg_tensor **out)
+{
+    if (!out || !xs || n < 1) {
+        tg__error("grads: need n >= 1 tensors xs and room for n gradients "
+                  "(got n = %d, xs %s, out %s)",
+                  n, xs ? "given" : "NULL", out ? "given" : "NULL");
+        return false;
+    }
+    for (int i = 0; i < n; i++)
+        out[i] = NULL;
+    if (TG_BAD("grads", y) || (dy && TG_BAD("grads", dy)))
+        return false;
+    for (int i = 0; i < n; i++) {
+        if (TG_BAD("grads", xs[i]))
+            return false;
+        if (!xs[i]->requires_grad) {
+            tg__error("grads: xs[%d] %s %s does not require grad", i,
+                      tg_dtype_name(xs[i]->dtype), TG_SHP(xs[i]));
+            return false;
+        }
+    }
+    if (!dy && tg_numel(y) != 1) {
+        tg__error("grads: y %s has %lld elements: give dy (NULL seeds 1 only "
+                  "for one element)",
+                  TG_SHP(y), (long long)tg_numel(y));
+        return false;
+    }
+    return true;
+}
+
+/* x's gradient from the walk into *o, or zeros (TG_ALLOW_UNUSED), or an
+ * error: y does not depend on x. */
+static bool take(tg_tensor *x, int i, tg_tensor **o, unsigned flags)
+{
+    if (x->grad) {
+        *o = x->grad;
+        x->grad = NULL;
+        return true;
+    }
+    if (!(flags & TG_ALLOW_UNUSED)) {
+        tg__error("grads: y does not depend on xs[%d] %s (give "
+                  "TG_ALLOW_UNUSED for zeros)",
+                  i, TG_SHP(x));
+        return false;
+    }
+    *o = tg_zeros_like(x);
+    if (*o)
+        tg__unscope(*o);
+    return *o != NULL;
+}
+
+/* The walk from y (seeded with dy) with the xs as its stops; their
+ * gradients set aside in before[] meanwhile. */
+static int walk(tg_tensor *y, tg_tensor *dy, int n, tg_tensor *const *xs,
+                tg_tensor **before, unsigned flags)
+{
+    tg_walk_how how = {.retain = flags & (TG_RETAIN_GRAPH | TG_CREATE_GRAPH),
+                       .create = flags & TG_CREATE_GRAPH,
+                       .stops = xs,
+                       .n_stops = n};
+    bool *retained = (bool *)(before + n); /* (room made by the caller) */
+    for (int i = 0; i < n; i++) {
+        before[i] = xs[i]->grad;
+        xs[i]->grad = NULL;
+        retained[i] = xs[i]->retain_grad;
+        xs[i]->retain_grad = true; /* an entry's output keeps its gradient */
+    }
+    /* a leaf y has no walk: its gradient with respect to itself is dy */
+    int rc = y->node ? tg__backward_walk(y, dy, &how) : 0;
+    for (int i = 0; i < n; i++)
+        xs[i]->retain_grad = retained[i];
+    return rc;
+}
+
+/* Gives the xs their gradients back (what the walk left in them is its
+ * own); on failure, out's released. */
+static void put_back(int n, tg_tensor *const *xs, tg_tensor **before,
+                     tg_tensor **out, bool ok)
+{
+    for (int i = 0; i < n; i++) {
+        tg_release(xs[i]->grad);
+        xs[i]->grad = before[i];
+    }
+    for (int i = 0; !ok && i < n; i++) {
+        tg_release(out[i]);
+        out[i] = NULL;
+    }
+}
+
+int tg_grads(tg_tensor *y, tg_tensor *dy, int n, tg_tensor *const *xs,
+             tg_tensor **out, unsigned flags)
+{
+    if (!args_ok(y, dy, n, xs, out))
+        return -1;
+    tg_tensor *seed = dy ? tg_retain(dy) : tg_ones_like(y);
+    if (seed && !dy)
+        tg__unscope(seed);
+    /* n gradients set aside, then n flags (retain_grad) after them */
+    tg_tensor *one[16], **before = one;
+    if (n > 8)
+        before = tg__calloc((size_t)n * 2, sizeof *before);
+    if (!seed || !before) {
+        tg__error("grads: out of memory");
+        tg_release(seed);
+        if (before != one)
+            free(before);
+        return -1;
+    }
+    int rc = walk(y, seed, n, xs, before, flags);
+    bool ok = rc == 0;
+    for (int i = 0; ok && i < n; i++) {
+        int first = 0; /* an x given twice gets the same gradient twice */
+        while (xs[first] != xs[i])
+            first++;
+        if (first < i)
+            out[i] = tg_retain(out[first]);
+        else if (y == xs[i] && !y->grad) /* dy/dy: the seed itself */
+            out[i] = tg_retain(seed);
+        else
+            ok = take(xs[i], i, &out[i], flags);
+    }
+    put_back(n, xs, before, out, ok);
+    tg_release(seed);
+    if (before != one)
+        free(before);
+    if (rc == 0 && !ok)
+        return -1;
+    return rc == 0 ? 0 : tg__error_wrap("grads");
+}
