@@ -185,31 +185,33 @@ static int derive(const row *r, derived *d)
 
 /* ---- printing ----------------------------------------------------------- */
 
-/* One number in 9 columns, 5 decimals; an exact 0.0 (under the mask) as a
- * bare "0", so that it cannot be mistaken for a value that rounds to 0. */
-static void put_number(double v)
+/* One number in 9 columns, 5 decimals (sci: 10, as -1.23e-03, for the
+ * Hessian with respect to q, whose entries are small); an exact 0.0
+ * (under the mask) as a bare "0", so that it cannot be mistaken for a
+ * value that rounds to 0. */
+static void put_number(double v, bool sci)
 {
     if (v == 0)
         printf("%9s", "0");
     else
-        printf("%9.5f", v);
+        printf(sci ? "%10.2e" : "%9.5f", v);
 }
 
 static void print_vector(const char *label, const double *v, int n)
 {
-    printf("%-28s", label);
+    printf("%-6s", label);
     for (int i = 0; i < n; i++)
-        put_number(v[i]);
+        put_number(v[i], false);
     putchar('\n');
 }
 
 /* The top-left rows x cols of an n-column matrix, its rows numbered. */
-static void print_matrix(const double *m, int n, int rows, int cols)
+static void print_matrix(const double *m, int n, int rows, int cols, bool sci)
 {
     for (int i = 0; i < rows; i++) {
-        printf("  %2d ", i);
+        printf("%3d ", i);
         for (int j = 0; j < cols; j++)
-            put_number(m[i * n + j]);
+            put_number(m[i * n + j], sci);
         putchar('\n');
     }
 }
@@ -256,26 +258,37 @@ static int masked_zeros(const row *r, int *n)
     return zeros;
 }
 
-/* tg_gradgradcheck of both functions, said in one line. 1 when both
- * pass, 0 when one fails, -1 on a library error. */
+/* tg_gradgradcheck of both functions: the first gradient g(x, w) =
+ * w dL/dx, w a random weight on L, checked as tg_gradcheck checks a
+ * function, in x and in w (its report counts both). 1 when both pass, 0
+ * when one fails, -1 on a library error. */
 static int gradgradcheck(row *r)
 {
-    tg_gradcheck_report rq, rs;
-    int cq = tg_gradgradcheck(loss_of_query, r, 1, &r->q, NULL, &rq);
-    if (cq < 0)
-        return -1;
-    int cs = tg_gradgradcheck(loss_of_scores, r, 1, &r->s, NULL, &rs);
-    if (cs < 0)
-        return -1;
-    if (cq || cs) {
-        printf("gradgradcheck: FAILED: %s\n", tg_last_error());
-        return 0;
+    static const char *const names[2] = {"L(q_t)", "L(s_t)"};
+    static const char *const vars[2] = {"q_t", "s_t"};
+    tg_fn fns[2] = {loss_of_query, loss_of_scores};
+    tg_tensor *in[2] = {r->q, r->s};
+    char said[2][1100];
+    int failed = 0;
+    for (int i = 0; i < 2; i++) {
+        tg_gradcheck_report rep;
+        int rc = tg_gradgradcheck(fns[i], r, 1, &in[i], NULL, &rep);
+        if (rc < 0)
+            return -1;
+        if (rc)
+            snprintf(said[i], sizeof said[i], "FAILED: %s", tg_last_error());
+        else
+            snprintf(said[i], sizeof said[i],
+                     "%lld elements (%lld of %s, 1 of the weight on L), max "
+                     "abs err %.1e",
+                     (long long)rep.n_checked, (long long)tg_numel(in[i]),
+                     vars[i], rep.max_abs_err);
+        failed += rc != 0;
     }
-    printf("gradgradcheck: passed (L(q_t): %lld elements, max abs err "
-           "%.1e;\n               L(s_t): %lld elements, max abs err %.1e)\n",
-           (long long)rq.n_checked, rq.max_abs_err, (long long)rs.n_checked,
-           rs.max_abs_err);
-    return 1;
+    printf("gradgradcheck: %s\n", failed ? "FAILED" : "passed");
+    for (int i = 0; i < 2; i++)
+        printf("  %s: %s\n", names[i], said[i]);
+    return !failed;
 }
 
 /* What the head's row is and the first derivative, as derived. */
@@ -288,13 +301,17 @@ static void print_first(const row *r, const derived *d, const double *grad)
            "  s = K q_t / sqrt(d),  p = softmax(masked_fill(s, j > %d, "
            "-inf)),\n  L = u_t . (p V) + const = p . a,  a = V u_t\n\n",
            T, C, HS, r->t, r->t);
-    print_vector("p (row t of attn)", d->p, T);
-    print_vector("a = V u_t", d->a, T);
-    print_vector("g = (diag(p) - p p^T) a", d->g, T);
-    print_vector("dL/ds from tg_grads", grad, T);
+    printf("p = row t of attn%s:\n",
+           r->t + 1 < T ? ", its masked future exactly 0" : "");
+    print_vector("p", d->p, T);
     printf("\nJ = diag(p) - p p^T, softmax's Jacobian (an exact 0.0 prints as "
            "0):\n");
-    print_matrix(d->j, T, T, T);
+    print_matrix(d->j, T, T, T, false);
+    printf("\na = V u_t; g = J a = dL/ds, derived; and dL/ds from "
+           "tg_grads:\n");
+    print_vector("a", d->a, T);
+    print_vector("g", d->g, T);
+    print_vector("dL/ds", grad, T);
     printf("\nL is linear in p, so its curvature comes from J's derivative:\n"
            "  d2L/ds2 = diag(g) - g p^T - p g^T      (g = J a)\n"
            "  d2L/dq2 = K^T (d2L/ds2) K / d\n");
@@ -310,17 +327,21 @@ static int hessian_of_row(row *r)
         return -1;
     print_first(r, &d, grad);
     printf("\nd2L/ds2 = tg_hessian(L, s_t):\n");
-    print_matrix(r->hs, T, T, T);
-    printf("\nd2L/dq2 = tg_hessian(L, q_t), %dx%d, its top-left 4x4:\n", HS,
+    print_matrix(r->hs, T, T, T, false);
+    printf("\nd2L/dq2 = tg_hessian(L, q_t), %dx%d, its top-left 6x6:\n", HS,
            HS);
-    print_matrix(r->hq, HS, 4, 4);
+    print_matrix(r->hq, HS, 6, 6, true);
     int n, zeros = masked_zeros(r, &n);
     double es = max_diff(r->hs, d.hs, T * T),
            eq = max_diff(r->hq, d.hq, HS * HS), eg = max_diff(grad, d.g, T);
     bool close = es <= FORMULA_TOL && eq <= FORMULA_TOL && eg <= FORMULA_TOL;
-    printf("\nmasked (future) rows and columns of d2L/ds2: %d of %d entries "
-           "exactly 0.0\n",
-           zeros, n);
+    if (r->t + 1 < T)
+        printf("\nmasked (future) rows and columns %d..%d of d2L/ds2: %d of %d "
+               "entries exactly 0.0\n",
+               r->t + 1, T - 1, zeros, n);
+    else
+        printf("\nno masked (future) position: token %d sees every key\n",
+               r->t);
     printf("formulas against autograd: max |difference| %.1e (g), %.1e "
            "(d2L/ds2),\n  %.1e (d2L/dq2): %s 1e-12\n",
            eg, es, eq, close ? "within" : "NOT within");

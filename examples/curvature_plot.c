@@ -52,30 +52,35 @@ static double max_abs(const double *m, int n)
 }
 
 /* One panel: the matrix in data block 'block', its exact zeros in the
- * block after (crossed, in the key, when there are any). */
+ * block after (crossed, and counted under the title, when there are
+ * any: "\\n" is gnuplot's newline in a double-quoted text). */
 static void put_panel(FILE *f, const char *title, const char *axis,
                       const char *cblabel, const double *m, int n, int block,
                       int zeros)
 {
     double top = max_abs(m, n);
+    char note[64];
+    snprintf(note, sizeof note, "\\n(x: exactly 0.0, %d cells)", zeros);
     fprintf(f,
-            "\nset title '%s'\nset xlabel '%s j'\nset ylabel '%s i'\n"
-            "set cblabel '%s'\n"
+            "\nset title \"%s%s\"\nset xlabel \"%s j\"\nset ylabel \"%s i\"\n"
+            "set cblabel \"%s\"\n"
             "set cbrange [%.17g:%.17g]  # symmetric: white is exactly 0\n"
             "set xrange [-0.5:%d.5]\nset yrange [%d.5:-0.5]  # row 0 at the "
             "top\nset xtics 0, %d\nset ytics 0, %d\n"
             "plot data index %d matrix with image notitle",
-            title, axis, axis, cblabel, -top, top, n - 1, n - 1, n > 8 ? 2 : 1,
-            n > 8 ? 2 : 1, block);
+            title, zeros ? note : "", axis, axis, cblabel, -top, top, n - 1,
+            n - 1, n > 8 ? 2 : 1, n > 8 ? 2 : 1, block);
     if (zeros)
         fprintf(f,
                 ", \\\n     data index %d using 1:2 with points pt 2 ps 2 "
-                "lw 1.5 lc rgb 'black' title 'exactly 0.0'",
+                "lw 1.5 lc rgb 'black' notitle",
                 block + 1);
     fputc('\n', f);
 }
 
-/* The script: the terminal, the palette, both panels. */
+/* The script: the terminal, the palette, both panels. Its texts are in
+ * double quotes (they hold apostrophes); none holds a double quote or
+ * a backslash but the newline put_panel writes. */
 static void put_script(FILE *f, const row *r, int zeros_s, int zeros_q)
 {
     char title[160];
@@ -94,16 +99,15 @@ static void put_script(FILE *f, const row *r, int zeros_s, int zeros_q)
           "set palette defined (-1 '#2166ac', -0.5 '#92c5de', 0 '#f7f7f7', "
           "0.5 '#f4a582', 1 '#b2182b')\n"
           "set format cb '%g'\nset size ratio -1\nset tics out nomirror\n"
-          "set key below\n",
+          "unset key\n",
           f);
     snprintf(title, sizeof title,
              "The head's loss L = u_t . out_t, token t = %d: its Hessians "
              "(tg_hessian)",
              r->t);
-    fprintf(f, "set multiplot layout 1,2 title '%s'\n", title);
+    fprintf(f, "set multiplot layout 1,2 title \"%s\"\n", title);
     snprintf(title, sizeof title,
-             "d2L/ds2, the scores of row %d: masked rows and columns "
-             "exactly 0",
+             "d2L/ds2, the scores of row %d: the masked rows and columns",
              r->t);
     put_panel(f, title, "score", "d2L / ds_i ds_j", r->hs, T, 0, zeros_s);
     put_panel(f, "d2L/dq2 = K^T (d2L/ds2) K / d, the query q_t",
