@@ -13,7 +13,6 @@
 #include "core/tape.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 
 /* Set by the checkers that differentiate f to the second order: f's
  * walks then record. */
@@ -26,35 +25,6 @@ bool tg__user_fn_records(bool on)
     return was;
 }
 
-/* The inputs' gradients, set aside while f runs with its walks recording
- * (malloc'd; NULL with an error when out of memory). A recorded gradient
- * f takes into an input is on the tape and holds the input (a cycle), so
- * put_back drops it; what the input held before goes back: a checker
- * reads the analytic gradients of its first call after calling f again
- * (tg_gradcheck's central differences, under tg_gradgradcheck). */
-static tg_tensor **set_aside(const char *who, int n, tg_tensor *const *inputs)
-{
-    tg_tensor **kept = tg__calloc((size_t)(n > 0 ? n : 1), sizeof *kept);
-    if (!kept) {
-        tg__error("%s: out of memory", who);
-        return NULL;
-    }
-    for (int i = 0; i < n; i++)
-        if (inputs[i])
-            kept[i] = inputs[i]->grad, inputs[i]->grad = NULL;
-    return kept;
-}
-
-static void put_back(int n, tg_tensor *const *inputs, tg_tensor **kept)
-{
-    for (int i = 0; i < n; i++)
-        if (inputs[i]) {
-            tg_release(inputs[i]->grad);
-            inputs[i]->grad = kept[i];
-        }
-    free(kept);
-}
-
 tg_tensor *tg__call_user_fn(const char *who, tg_fn f, void *ctx, int n,
                             tg_tensor *const *inputs, bool grad)
 {
@@ -64,11 +34,6 @@ tg_tensor *tg__call_user_fn(const char *who, tg_fn f, void *ctx, int n,
     tg__lend lend;
     if (!tg__lend_begin(&lend, who, "input", n, inputs))
         return NULL;
-    tg_tensor **aside = records ? set_aside(who, n, inputs) : NULL;
-    if (records && !aside) {
-        tg__lend_end(&lend);
-        return NULL;
-    }
     uint64_t walks = tg__walk_count();
     bool was = tg_set_grad_enabled(grad);
     bool rec = records ? tg__record_walks(true) : tg__records_walks();
@@ -77,8 +42,12 @@ tg_tensor *tg__call_user_fn(const char *who, tg_fn f, void *ctx, int n,
     tg_set_grad_enabled(was);
     bool kept = tg__lend_end(&lend);
     bool walked = tg__walk_count() != walks;
-    if (aside)
-        put_back(n, inputs, aside);
+    if (records) {
+        /* a recorded gradient f took into an input is on the tape and
+         * holds the input (a cycle); what f returned keeps its own */
+        for (int i = 0; i < n; i++)
+            tg_zero_grad(inputs[i]);
+    }
     if (kept && y && walked) {
         tg__error("%s: the function ran a backward: a gradient is not "
                   "recorded on the tape, so its derivative (second order) is "
