@@ -314,10 +314,12 @@ static void walk_release(walk *w, bool ok)
 /* The walk of tg_backward_with, and with retain of tg_backward_retain:
  * then each entry keeps what it holds and stays unconsumed, for another
  * walk. */
-/* walks begun on this thread that do not record */
-static TG_THREAD_LOCAL uint64_t walks;
+/* walks begun on this thread that do not record, and that do */
+static TG_THREAD_LOCAL uint64_t walks, recording_walks;
 
 uint64_t tg__walk_count(void) { return walks; }
+
+uint64_t tg__recording_walk_count(void) { return recording_walks; }
 
 /* Set while a checker that differentiates f (tg_hvp, tg_hessian,
  * tg_jacobian, the checks) runs it: f's own walks then record, as if
@@ -350,6 +352,7 @@ int tg__backward_walk(tg_tensor *out, tg_tensor *dout, const tg_walk_how *how)
     tg_walk_how h = *how;
     h.create |= record_walks;
     walks += !h.create; /* a recording walk's gradient is on the tape */
+    recording_walks += h.create;
     if (!walk_can_start(out, dout))
         return -1;
     if (!out->node)

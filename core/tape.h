@@ -180,6 +180,8 @@ TG_HIDDEN const char *tg__tape_holder(const tg_storage *s, int *line,
  * checkers compare it around a user's function, which must not run one
  * (its gradient would be a constant to them; core/user_fn.c). */
 TG_HIDDEN uint64_t tg__walk_count(void);
+/* And how many that record. */
+TG_HIDDEN uint64_t tg__recording_walk_count(void);
 /* Sets whether this thread's backward walks record their graph, as if
  * TG_CREATE_GRAPH were given (core/backward.c); returns what it was. The
  * checkers that differentiate a user's f set it while f runs (tg_hvp,
