@@ -142,7 +142,8 @@ typedef struct derived {
     double hq[HS * HS];      /* K^T hs K / d */
 } derived;
 
-/* d filled from the row's tensors. 0 or -1. */
+/* d filled from the row's tensors, by the formulas of the head of this
+ * file ((i == j) is the Kronecker delta). 0 or -1. */
 static int derive(const row *r, derived *d)
 {
     double kt[HS * T], v[T * HS], u[HS];
@@ -157,7 +158,9 @@ static int derive(const row *r, derived *d)
                  : -1;
     tg_scope_end();
     tg_set_grad_enabled(was);
-    double pa = 0;
+    if (rc < 0)
+        return -1;
+    double pa = 0; /* p . a */
     for (int i = 0; i < T; i++) {
         d->a[i] = 0;
         for (int c = 0; c < HS; c++)
@@ -180,7 +183,7 @@ static int derive(const row *r, derived *d)
                     sum += kt[a * T + i] * d->hs[i * T + j] * kt[b * T + j];
             d->hq[a * HS + b] = sum / HS;
         }
-    return rc;
+    return 0;
 }
 
 /* ---- printing ----------------------------------------------------------- */
