@@ -14,7 +14,14 @@
  * NULL, which stops the walk; the leaves then get their old gradients back
  * and the walk's are dropped.
  *
- * backward_walk, at the end of the file, reads as its steps: walk_can_start,
+ * A walk that records (TG_CREATE_GRAPH) runs each entry's tg_op.vjp
+ * instead, with grad mode on (core/backward_graph.c): the gradients are
+ * then outputs of entries, and the leaves' are added out of place. Its
+ * entries stay for another walk. tg_grads' walk is asked for some tensors
+ * (tg_walk_how.stops): the other leaves get nothing, no hook runs.
+ *
+ * tg__backward_walk, at the end of the file, reads as its steps:
+ * walk_can_start,
  * the plan (tg__walk_gather, core/gather.c: the entries and the leaves),
  * walk_hold, walk_enter (the walk's modes), the seed, walk_step for each
  * entry (run_backward, its output's gradient dropped, the hooks, the entry
@@ -311,9 +318,6 @@ static void walk_release(walk *w, bool ok)
         tg__profile_walk_end(w->ops_ms);
 }
 
-/* The walk of tg_backward_with, and with retain of tg_backward_retain:
- * then each entry keeps what it holds and stays unconsumed, for another
- * walk. */
 /* walks begun on this thread that do not record, and that do */
 static TG_THREAD_LOCAL uint64_t walks, recording_walks;
 
@@ -347,6 +351,9 @@ static bool seed(const walk *w, tg_tensor *out, tg_tensor *dout)
     return true;
 }
 
+/* The walk of tg_backward_with, with retain of tg_backward_retain (each
+ * entry keeps what it holds and stays unconsumed, for another walk), with
+ * create one that records (TG_CREATE_GRAPH), with stops tg_grads'. */
 int tg__backward_walk(tg_tensor *out, tg_tensor *dout, const tg_walk_how *how)
 {
     tg_walk_how h = *how;
