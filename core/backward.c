@@ -347,8 +347,10 @@ static bool seed(const walk *w, tg_tensor *out, tg_tensor *dout)
     if (!w->create)
         return tg__grad_add(out, dout, false);
     TG_ASSERT(!out->grad);
-    out->grad = tg_retain(dout);
-    return true;
+    /* a tensor of the walk's own (walk_step releases it), connected to
+     * dout: its alias, recorded (grad mode is on) */
+    out->grad = tg_contiguous(dout);
+    return out->grad != NULL;
 }
 
 /* The walk of tg_backward_with, with retain of tg_backward_retain (each

@@ -82,12 +82,12 @@ static tg_tensor *as_out(tg_tensor *ty, const tg_tensor *y)
 {
     if (ty && ty->dtype != y->dtype) {
         tg_tensor *c = tg_to(ty, y->dtype);
-        tg_release(ty);
+        tg__drop(ty);
         ty = c;
     }
     if (ty && !tg__same_shape(ty, y)) {
         tg_tensor *e = tg_expand(ty, y->ndim, y->shape);
-        tg_release(ty);
+        tg__drop(ty);
         ty = e;
     }
     return ty;
@@ -142,7 +142,7 @@ static int carry(pass *p, tg_tensor *y, tg_tensor **out)
     tg_set_grad_enabled(grad);
     tg__scope_pause(paused);
     for (int64_t k = 0; p->tan && k < m; k++)
-        tg_release(p->tan[k]);
+        tg__drop(p->tan[k]); /* (a rule may hand a tangent back) */
     free(p->tan);
     if (y->node)
         tg__walk_done(&p->plan);
@@ -213,7 +213,7 @@ int tg_jvp(tg_fn f, void *ctx, int n, tg_tensor *const *inputs,
                  ? run(f, ctx, n, xl, tangents, out_value, out_tangent)
                  : -1;
     for (int i = 0; i < n; i++) /* (f's gradients: core/user_fn.c) */
-        tg_release(xl[i]);
+        tg__drop(xl[i]);        /* an input's stays in its scope */
     if (xl != one)
         free(xl);
     return rc;

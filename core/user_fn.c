@@ -42,11 +42,11 @@ static void grads_back(int n, tg_tensor *const *in, tg_tensor **held,
 {
     for (int i = 0; i < n; i++) {
         if (restore && in[i] && in[i]->grad != held[i]) {
-            tg_release(in[i]->grad);
+            tg__drop(in[i]->grad);
             in[i]->grad = held[i]; /* our reference is now the input's */
             continue;
         }
-        tg_release(held[i]);
+        tg__drop(held[i]);
     }
 }
 
