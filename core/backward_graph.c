@@ -126,3 +126,27 @@ bool tg__settle_recorded(tg_tensor *t, tg_tensor *before)
     t->grad = s;
     return true;
 }
+
+/* ---- for the ops' rules ------------------------------------------------- */
+
+bool tg__rule_add(tg_tensor **acc, tg_tensor *term)
+{
+    tg_tensor *sum = term && *acc ? tg_add(*acc, term) : term;
+    if (sum != term)
+        tg__drop(term);
+    tg__drop(*acc);
+    *acc = sum;
+    return sum != NULL;
+}
+
+int tg__rule_done(tg_tensor **dx, int n, const bool *need)
+{
+    bool ok = true;
+    for (int i = 0; i < n; i++)
+        ok = ok && (!need[i] || dx[i]);
+    for (int i = 0; !ok && i < n; i++) {
+        tg__drop(dx[i]);
+        dx[i] = NULL;
+    }
+    return ok ? 0 : -1;
+}

@@ -723,22 +723,23 @@ static int second_order_values(double *out)
     return rc;
 }
 
-/* Each allocation of tg_hvp, tg_jvp and tg_hessian (the recorded
- * backward of matmul, softmax, masked_fill, mse_loss, their forward-mode
- * rules) failing in turn: an error, never an abort, nothing left. */
-START_TEST(second_order_fails_cleanly)
+/* run(out) with each of its allocations failing in turn (every 7th under
+ * valgrind): an error saying "out of memory", never an abort, no entry or
+ * tensor left; then a run that succeeds writes what the reference did
+ * (size bytes into want and got). */
+static void each_allocation_fails(int (*run)(void *out), void *want, void *got,
+                                  size_t size)
 {
-    double want[21], got[21];
-    ck_assert_int_eq(second_order_values(want), 0); /* warm up */
+    run(want); /* warm up, as reference() */
     tg__alloc_fail_at(0, false);
-    int rc = second_order_values(want);
+    int rc = run(want);
     int64_t n_allocs = tg__alloc_counted();
     tg__alloc_fail_at(-1, false);
     ck_assert_msg(rc == 0, "the reference run failed: %s", tg_last_error());
     for (int64_t k = 1; k <= n_allocs; k += RUNNING_ON_VALGRIND ? 7 : 1) {
         tg_clear_error();
         tg__alloc_fail_at(k, false);
-        rc = second_order_values(got);
+        rc = run(got);
         tg__alloc_fail_at(-1, false);
         ck_assert_msg(rc == -1 && strstr(tg_last_error(), "out of memory"),
                       "allocation %lld failing: rc %d, '%s'", (long long)k, rc,
@@ -746,33 +747,28 @@ START_TEST(second_order_fails_cleanly)
         ck_assert_int_eq(tg_tape_size(), 0);
         ck_assert_int_le(tg_live_tensors(), 0);
     }
-    ck_assert_int_eq(second_order_values(got), 0);
-    ck_assert(memcmp(got, want, sizeof got) == 0);
+    ck_assert_int_eq(run(got), 0);
+    ck_assert(memcmp(got, want, size) == 0);
+}
+
+static int second_order_run(void *out) { return second_order_values(out); }
+
+/* Each allocation of tg_hvp, tg_jvp and tg_hessian (the recorded
+ * backward of matmul, softmax, masked_fill, mse_loss, their forward-mode
+ * rules) failing in turn. */
+START_TEST(second_order_fails_cleanly)
+{
+    double want[21], got[21];
+    each_allocation_fails(second_order_run, want, got, sizeof want);
 }
 END_TEST
+
+static int check_and_sample_run(void *out) { return check_and_sample(out); }
 
 START_TEST(gradcheck_and_generate_fail_cleanly)
 {
     int64_t want[6], got[6];
-    check_and_sample(want); /* warm up, as reference() */
-    tg__alloc_fail_at(0, false);
-    int rc = check_and_sample(want);
-    int64_t n_allocs = tg__alloc_counted();
-    tg__alloc_fail_at(-1, false);
-    ck_assert_msg(rc == 0, "the reference run failed: %s", tg_last_error());
-    for (int64_t k = 1; k <= n_allocs; k += RUNNING_ON_VALGRIND ? 7 : 1) {
-        tg_clear_error();
-        tg__alloc_fail_at(k, false);
-        rc = check_and_sample(got);
-        tg__alloc_fail_at(-1, false);
-        ck_assert_msg(rc == -1 && strstr(tg_last_error(), "out of memory"),
-                      "allocation %lld failing: rc %d, '%s'", (long long)k, rc,
-                      tg_last_error());
-        ck_assert_int_eq(tg_tape_size(), 0);
-        ck_assert_int_le(tg_live_tensors(), 0);
-    }
-    ck_assert_int_eq(check_and_sample(got), 0);
-    ck_assert(memcmp(got, want, sizeof got) == 0);
+    each_allocation_fails(check_and_sample_run, want, got, sizeof want);
 }
 END_TEST
 
