@@ -62,9 +62,7 @@ static bool take(tg_tensor *x, int i, tg_tensor **o, unsigned flags)
                   i, TG_SHP(x));
         return false;
     }
-    *o = tg_zeros_like(x);
-    if (*o)
-        tg__unscope(*o);
+    *o = tg_zeros_like(x); /* (in the caller's scope, as an op's result) */
     return *o != NULL;
 }
 
@@ -131,12 +129,16 @@ int tg_grads(tg_tensor *y, tg_tensor *dy, int n, tg_tensor *const *xs,
         int first = 0; /* an x given twice gets the same gradient twice */
         while (xs[first] != xs[i])
             first++;
-        if (first < i)
-            out[i] = tg_retain(out[first]);
+        if (first < i) /* a tensor of its own: a scope holds each once */
+            ok = (out[i] = tg__copy("grads", out[first])) != NULL;
         else if (y == xs[i] && !y->grad) /* dy/dy: the seed */
             ok = (out[i] = tg__copy("grads", seed)) != NULL;
         else
             ok = take(xs[i], i, &out[i], flags);
+        /* the walk made it with the scopes paused: the caller's scope
+         * owns it now, as any op's result */
+        ok = ok &&
+             (out[i]->scope_slot >= 0 || tg__scope_register(out[i], "grads"));
     }
     put_back(n, xs, before, out, ok);
     tg__drop(seed); /* (dy's own reference stays in its scope) */

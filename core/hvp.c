@@ -58,9 +58,7 @@ static bool second(const char *who, tg_tensor *g, tg_tensor *xl,
             return tg__error_wrap(who), false;
         return true;
     }
-    *out = tg_zeros_like(xl);
-    if (*out)
-        tg__unscope(*out);
+    *out = tg_zeros_like(xl); /* (in the caller's scope) */
     return *out != NULL;
 }
 
@@ -138,10 +136,8 @@ tg_tensor *tg_hessian(tg_fn f, void *ctx, tg_tensor *x)
             ok = hessian_row(g, xl, seed, i, h);
     }
     tg_release(seed);
-    if (!ok)
+    if (!ok) /* (h, made outside any pause, is in the caller's scope) */
         tg_release(h), h = NULL;
-    if (h)
-        tg__unscope(h);
     tg_release(g);
     tg_release(y);
     if (xl)

@@ -183,13 +183,12 @@ static int run(tg_fn f, void *ctx, int n, tg_tensor **xl,
     tg__unscope(y);
     pass p = {.n = n, .leaves = xl, .leaf_tan = tangents};
     int rc = carry(&p, y, ty);
-    if (rc == 0 && value) {
-        *value = tg_detach(y);
-        if (*value)
-            tg__unscope(*value);
-        else
-            rc = -1, tg_release(*ty), *ty = NULL;
-    }
+    /* the tangent, made with the scopes paused, the caller's scope owns
+     * as any op's result (the value, made outside, is in it already) */
+    if (rc == 0 && !tg__scope_register(*ty, "jvp"))
+        rc = -1, tg__drop(*ty), *ty = NULL;
+    if (rc == 0 && value && !(*value = tg_detach(y)))
+        rc = -1, tg_release(*ty), *ty = NULL;
     tg_release(y);
     return rc;
 }
