@@ -314,7 +314,8 @@ static void walk_release(walk *w, bool ok)
 /* The walk of tg_backward_with, and with retain of tg_backward_retain:
  * then each entry keeps what it holds and stays unconsumed, for another
  * walk. */
-static TG_THREAD_LOCAL uint64_t walks; /* begun on this thread */
+/* walks begun on this thread that do not record */
+static TG_THREAD_LOCAL uint64_t walks;
 
 uint64_t tg__walk_count(void) { return walks; }
 
@@ -346,11 +347,11 @@ static bool seed(const walk *w, tg_tensor *out, tg_tensor *dout)
 
 int tg__backward_walk(tg_tensor *out, tg_tensor *dout, const tg_walk_how *how)
 {
-    walks++;
-    if (!walk_can_start(out, dout))
-        return -1;
     tg_walk_how h = *how;
     h.create |= record_walks;
+    walks += !h.create; /* a recording walk's gradient is on the tape */
+    if (!walk_can_start(out, dout))
+        return -1;
     if (!out->node)
         return backward_leaf(out, dout);
     walk w = {.plan = {.stops = h.stops, .n_stops = h.n_stops}};

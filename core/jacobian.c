@@ -1,4 +1,6 @@
-/* tg_jacobian: the full Jacobian by reverse mode, one row per backward.
+/* tg_jacobian: the full Jacobian, by reverse mode (one row per backward)
+ * or, when x has fewer elements than y, by forward mode (one column per
+ * tg_jvp: J e_j).
  *
  * With y = f(x), m = numel(y) and n = numel(x), row i of J (flattened to
  * (m, n)) is the gradient of y_i with respect to x: a backward seeded with
@@ -7,8 +9,11 @@
  * (tg_backward_retain). The result is reshaped to y.shape + x.shape, as
  * torch.autograd.functional.jacobian returns it.
  *
- * At gradcheck's floor: it calls the tape, the tensor and the copies
- * below. */
+ * f runs with its own walks recording (tg__user_fn_records), so that the
+ * Jacobian of a function that returns a gradient it took (a Hessian) is
+ * right.
+ *
+ * Above forward mode (tg_jvp), which it calls. */
 #include "core/tape.h"
 
 #include <string.h>
@@ -24,6 +29,48 @@ static void take_row(tg_tensor *j, int64_t i, int64_t n, const tg_tensor *g)
     }
     int rc = tg_copy_out(g, j->dtype, row);
     TG_ASSERT(rc == 0);
+}
+
+/* Column j of j (m rows of n) = J e_j, the tangent of y along x's j-th
+ * element (forward mode, tg_jvp); false with an error. */
+static bool take_column(tg_fn f, void *ctx, tg_tensor *x, tg_tensor *e,
+                        int64_t jx, tg_tensor *j)
+{
+    int64_t n = tg_numel(x), m = tg_numel(j) / (n ? n : 1);
+    if (jx > 0)
+        tg__store(e->dtype, e->storage->data, jx - 1, 0);
+    tg__store(e->dtype, e->storage->data, jx, 1);
+    tg_tensor *col = NULL;
+    if (tg_jvp(f, ctx, 1, &x, &e, NULL, &col) < 0)
+        return tg__error_wrap("jacobian"), false;
+    if (tg_numel(col) != m || col->dtype != j->dtype) {
+        tg__error("jacobian: f returned %s %s at one call and %lld elements "
+                  "of %s at another: it must be deterministic",
+                  tg_dtype_name(col->dtype), TG_SHP(col), (long long)m,
+                  tg_dtype_name(j->dtype));
+        tg_release(col);
+        return false;
+    }
+    for (int64_t i = 0; i < m; i++)
+        tg__store(j->dtype, j->storage->data, i * n + jx,
+                  tg__load(col->dtype, col->storage->data, i));
+    tg_release(col);
+    return true;
+}
+
+/* The Jacobian column by column, for an x smaller than y: n passes of
+ * forward mode (f and its tangents), against reverse mode's m walks. */
+static bool by_columns(tg_fn f, void *ctx, tg_tensor *x, tg_tensor *j)
+{
+    tg_tensor *e = tg_zeros(x->dtype, x->ndim, x->shape);
+    if (!e)
+        return false;
+    tg__unscope(e);
+    bool ok = true;
+    for (int64_t jx = 0; ok && jx < tg_numel(x); jx++)
+        ok = take_column(f, ctx, x, e, jx, j);
+    tg_release(e);
+    return ok;
 }
 
 tg_tensor *tg_jacobian(tg_fn f, void *ctx, tg_tensor *x)
@@ -70,6 +117,11 @@ tg_tensor *tg_jacobian(tg_fn f, void *ctx, tg_tensor *x)
     int64_t m = tg_numel(y), n = tg_numel(x);
     if (!y->requires_grad) /* y does not depend on x: J = 0 */
         goto done;
+    if (n < m) { /* fewer columns than rows: forward mode */
+        if (!by_columns(f, ctx, x, j))
+            tg_release(j), j = NULL;
+        goto done;
+    }
     seed = tg__new("jacobian", y->dtype, y->ndim, y->shape, true);
     if (!seed) {
         tg_release(j);

@@ -176,8 +176,9 @@ TG_HIDDEN tg_tensor *tg__grad_into(tg_node *n, int i);
  * does. For the in-place calls' refusal (core/inplace.c). */
 TG_HIDDEN const char *tg__tape_holder(const tg_storage *s, int *line,
                                       const char **file);
-/* How many backward walks this thread has begun: the checkers compare it
- * around a user's function, which must not run one (core/user_fn.c). */
+/* How many backward walks that do not record this thread has begun: the
+ * checkers compare it around a user's function, which must not run one
+ * (its gradient would be a constant to them; core/user_fn.c). */
 TG_HIDDEN uint64_t tg__walk_count(void);
 /* Sets whether this thread's backward walks record their graph, as if
  * TG_CREATE_GRAPH were given (core/backward.c); returns what it was. The

@@ -42,12 +42,11 @@ tg_tensor *tg__call_user_fn(const char *who, tg_fn f, void *ctx, int n,
     tg_set_grad_enabled(was);
     bool kept = tg__lend_end(&lend);
     bool walked = tg__walk_count() != walks;
-    if (walked && (records || rec)) {
-        /* f took a recorded gradient: the inputs' gradients are on the
-         * tape and hold them (a cycle); what f returned keeps its own */
+    if (records) {
+        /* a recorded gradient f took into an input is on the tape and
+         * holds the input (a cycle); what f returned keeps its own */
         for (int i = 0; i < n; i++)
             tg_zero_grad(inputs[i]);
-        walked = false;
     }
     if (kept && y && walked) {
         tg__error("%s: the function ran a backward: a gradient is not "

@@ -1147,9 +1147,10 @@ tg_gradcheck_opts tg_gradcheck_defaults(void);
  * refused: its 24 bits cannot hold a central difference). They are
  * perturbed in place and restored; f is lent them, to read: releasing one
  * or writing one in place inside f is refused, and the check fails naming
- * that call's line. f must not run a backward itself (a gradient is not on
- * the tape, so its derivative, the second order, is not available). The
- * inputs' accumulated gradients are left as they were.
+ * that call's line. f must not run a backward itself (to check a
+ * function that takes a gradient, use tg_gradgradcheck, or tg_grads with
+ * TG_CREATE_GRAPH inside f). The inputs' accumulated gradients are left as
+ * they were.
  *
  * Where it is wrong: when the check fails, f runs once more and every entry
  * of its graph is checked on its own, its backward against central
@@ -1253,8 +1254,8 @@ tg_tensor *tg_hessian(tg_fn f, void *ctx, tg_tensor *x);
  * first one) against central differences of g itself. Arguments, options,
  * report and return values as tg_gradcheck's; the localisation names the
  * first entry whose recorded backward is wrong on its own. */
-int tg_gradgradcheck(tg_fn f, void *ctx, int n_inputs,
-                     tg_tensor *const *inputs, const tg_gradcheck_opts *opts,
+int tg_gradgradcheck(tg_fn f, void *ctx, int n_inputs, tg_tensor *const *inputs,
+                     const tg_gradcheck_opts *opts,
                      tg_gradcheck_report *report);
 
 /* ===================================================================== */
@@ -1461,15 +1462,16 @@ int tg_backward_retain(tg_tensor *out, tg_tensor *dout);
 /** The Jacobian of y = f({x}, ctx) at x, as torch.autograd.functional
  * .jacobian: J[i..., j...] = dy[i...] / dx[j...], of shape y.shape + x.shape
  * and x's dtype (float32 or float64), a new reference with no tape entry.
- * Row by row: f runs once, then one backward per element of y over the
- * retained graph (tg_backward_retain), the last one consuming it. x is
+ * By reverse mode, row by row (f runs once, then one backward per element
+ * of y over the retained graph), or, when x has fewer elements than y, by
+ * forward mode, column by column (one tg_jvp per element of x). x is
  * borrowed and left as it was (f sees a detached leaf that requires grad
  * and shares x's elements). Elements of y that do not depend on x give
- * rows of zeros. NULL with an error for a NULL f or x, a non-float x, f
- * failing (its error kept), f releasing or writing x, or running a backward
- * (a function that returns a gradient: its Jacobian, a Hessian, needs the
- * second order, which is not available; refused rather than all zeros), a
- * y that is not x's dtype, or y.ndim + x.ndim past 8. */
+ * rows of zeros. A backward that f runs records its graph (as with
+ * TG_CREATE_GRAPH), so the Jacobian of a function that returns the
+ * gradient it took is its Hessian, not zeros. NULL with an error for a
+ * NULL f or x, a non-float x, f failing (its error kept), f releasing or
+ * writing x, a y that is not x's dtype, or y.ndim + x.ndim past 8. */
 tg_tensor *tg_jacobian(tg_fn f, void *ctx, tg_tensor *x);
 
 /** tg_fprint(stdout, t, -1) and a newline: numpy's print(t). Returns 0, or -1

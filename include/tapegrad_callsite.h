@@ -85,6 +85,8 @@
 #define tg_grad(...)       TG_SITE_((tg_grad)(__VA_ARGS__))
 #define tg_gt(...)         TG_CALL_(tg_gt, (tg_gt)(__VA_ARGS__))
 #define tg_gt_scalar(...)  TG_CALL_(tg_gt_scalar, (tg_gt_scalar)(__VA_ARGS__))
+#define tg_hessian(...)    TG_CALL_(tg_hessian, (tg_hessian)(__VA_ARGS__))
+#define tg_hvp(...)        TG_CALL_(tg_hvp, (tg_hvp)(__VA_ARGS__))
 #define tg_item(...)       TG_SITE_((tg_item)(__VA_ARGS__))
 #define tg_jacobian(...)   TG_CALL_(tg_jacobian, (tg_jacobian)(__VA_ARGS__))
 #define tg_keep(...)       TG_SITE_((tg_keep)(__VA_ARGS__))

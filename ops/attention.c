@@ -38,7 +38,7 @@
  * thread itself (configured --with-gemm=openblas). */
 #include <config.h>
 
-#include "core/tape.h"
+#include "ops/ops.h"
 
 #include "kernels/gemm.h"
 #include "kernels/vmath.h"
@@ -66,11 +66,14 @@ static tg_tensor *attention_replay(const tg_node *n, tg_tensor *const *in)
 }
 
 /* Parameters: p[0] the scale, ip[0] causal. Saved: L (...,Tq) float64.
- * Backward reads the output as n->out. */
+ * Backward reads the output as n->out. The vjp and jvp, which recompute
+ * the probabilities with public ops, are in ops/attention_rules.c. */
 static const tg_op attention_op = {.name = "attention",
                                    .backward = attention_backward,
                                    .reads_out = true,
-                                   .replay = attention_replay};
+                                   .replay = attention_replay,
+                                   .vjp = tg__attention_vjp,
+                                   .jvp = tg__attention_jvp};
 
 /* One call: nb entries of q (tq,d), k (tk,d), v (tk,dv), out (tq,dv) and
  * lse (tq, float64), each contiguous; entry b starts at b * rows * cols. */

@@ -29,6 +29,10 @@
 #include <math.h>
 
 static void attention_softmax_backward(tg_node *n, tg_tensor *dy);
+static int attention_softmax_vjp(const tg_node *n, tg_tensor *dy,
+                                 tg_tensor **dx);
+static int attention_softmax_jvp(const tg_node *n, tg_tensor *const *t,
+                                 tg_tensor **ty);
 static tg_tensor *attention_softmax_replay(const tg_node *n,
                                            tg_tensor *const *in)
 {
@@ -42,7 +46,9 @@ static const tg_op attention_softmax_op = {.name = "attention_softmax",
                                            .backward =
                                                attention_softmax_backward,
                                            .reads_out = true,
-                                           .replay = attention_softmax_replay};
+                                           .replay = attention_softmax_replay,
+                                           .vjp = attention_softmax_vjp,
+                                           .jvp = attention_softmax_jvp};
 
 /* One call over the rows along the last dim, of dst alone (in place) or of
  * src into dst. */
@@ -183,4 +189,37 @@ static void attention_softmax_backward(tg_node *n, tg_tensor *dy)
     }
     tg__accumulate(n, 0, dx);
     tg_release(dx);
+}
+
+/* The rules as public ops. attn = softmax(z), z = scale * x where not
+ * masked and the constant -inf where masked; attn is 0 exactly at the
+ * masked entries (and on a row of -inf scores), so the softmax's rule
+ * attn * (v - sum(attn * v)) is already 0 there (masked_fill's backward),
+ * and so is its derivative. attn = n->out, on the tape through this entry.
+ * vjp: dx = scale * attn * (dy - sum(attn * dy))
+ * jvp: ty = scale * attn * (t - sum(attn * t)) */
+static tg_tensor *attention_softmax_rule(const tg_node *n, tg_tensor *v)
+{
+    tg_tensor *dz = tg__softmax_rule(n->out, v, -1);
+    if (n->p[0] == 1)
+        return dz;
+    tg_tensor *r = tg_scale(dz, n->p[0]);
+    tg_release(dz);
+    return r;
+}
+
+static int attention_softmax_vjp(const tg_node *n, tg_tensor *dy,
+                                 tg_tensor **dx)
+{
+    if (!tg__needs_grad(n, 0))
+        return 0;
+    dx[0] = attention_softmax_rule(n, dy);
+    return dx[0] ? 0 : -1;
+}
+
+static int attention_softmax_jvp(const tg_node *n, tg_tensor *const *t,
+                                 tg_tensor **ty)
+{
+    *ty = t[0] ? attention_softmax_rule(n, t[0]) : NULL;
+    return t[0] && !*ty ? -1 : 0;
 }

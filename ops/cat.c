@@ -5,6 +5,7 @@
  * their entries are narrow's. */
 #include "core/tape.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* forward:  y = [x_0 | x_1 | ... ] along dim d: x_i fills y's elements
@@ -31,8 +32,59 @@ static tg_tensor *cat_replay(const tg_node *n, tg_tensor *const *in)
 {
     return tg_cat(in, n->n_in, (int)n->ip[0]);
 }
-static const tg_op cat_op = {
-    .name = "cat", .backward = cat_backward, .replay = cat_replay};
+/* vjp: dx_i = narrow(dy, d, off_i, size_i(d)), as the backward (narrow's
+ *      vjp pads with zeros: a cat again);
+ * jvp: ty = cat(t_0, t_1, ...) along d, zeros(x_i.shape) for a NULL t_i;
+ *      NULL when every t_i is */
+static int cat_vjp(const tg_node *n, tg_tensor *dy, tg_tensor **dx)
+{
+    int d = (int)n->ip[0];
+    int64_t off = 0;
+    for (int i = 0; i < n->n_in; i++) {
+        int64_t len = n->in_shape[i][d];
+        if (tg__needs_grad(n, i))
+            dx[i] = tg_narrow(dy, d, off, len);
+        if (tg__needs_grad(n, i) && !dx[i]) {
+            for (int j = 0; j < i; j++) {
+                tg_release(dx[j]);
+                dx[j] = NULL;
+            }
+            return -1;
+        }
+        off += len;
+    }
+    return 0;
+}
+static int cat_jvp(const tg_node *n, tg_tensor *const *t, tg_tensor **ty)
+{
+    *ty = NULL;
+    bool any = false;
+    for (int i = 0; i < n->n_in; i++)
+        any = any || t[i];
+    if (!any)
+        return 0;
+    tg_tensor **parts = tg__calloc((size_t)n->n_in, sizeof *parts);
+    if (!parts) {
+        tg__error("cat: out of memory for the tangents of %d tensors", n->n_in);
+        return -1;
+    }
+    bool ok = true;
+    for (int i = 0; i < n->n_in && ok; i++) {
+        parts[i] = t[i] ? tg_retain(t[i]) : tg_zeros_like(n->in[i]);
+        ok = parts[i] != NULL;
+    }
+    if (ok)
+        *ty = tg_cat(parts, n->n_in, (int)n->ip[0]);
+    for (int i = 0; i < n->n_in; i++)
+        tg_release(parts[i]);
+    free(parts);
+    return *ty ? 0 : -1;
+}
+static const tg_op cat_op = {.name = "cat",
+                             .backward = cat_backward,
+                             .replay = cat_replay,
+                             .vjp = cat_vjp,
+                             .jvp = cat_jvp};
 
 /* Errors unless every ts[i] has ts[0]'s dtype and shape but along dim d. */
 static bool cat_check(tg_tensor *const *ts, int n, int d)

@@ -55,9 +55,29 @@ static void dropout_backward(tg_node *n, tg_tensor *dy)
 
 static tg_tensor *dropout_replay(const tg_node *n, tg_tensor *const *in);
 
+/* The mask is diagonal (and a constant of the graph), so its own transpose:
+ * vjp: dx = dy * mask ;  jvp: ty = t * mask  (off: dx = dy, ty = t)
+ * both the replay given dy or t, which applies the saved mask again (never
+ * a new draw) and records a dropout entry whose rules are these again. */
+static int dropout_vjp(const tg_node *n, tg_tensor *dy, tg_tensor **dx)
+{
+    if (!tg__needs_grad(n, 0))
+        return 0;
+    dx[0] = dropout_replay(n, &dy);
+    return dx[0] ? 0 : -1;
+}
+static int dropout_jvp(const tg_node *n, tg_tensor *const *t, tg_tensor **ty)
+{
+    *ty = t[0] ? dropout_replay(n, t) : NULL;
+    return t[0] && !*ty ? -1 : 0;
+}
+
 /* Parameters: saved[0] the mask (none when off), p[0] p. */
-static const tg_op dropout_op = {
-    .name = "dropout", .backward = dropout_backward, .replay = dropout_replay};
+static const tg_op dropout_op = {.name = "dropout",
+                                 .backward = dropout_backward,
+                                 .replay = dropout_replay,
+                                 .vjp = dropout_vjp,
+                                 .jvp = dropout_jvp};
 
 /* y = t * mask, mask of t's dtype and shape, recorded with the mask and p
  * kept. */

@@ -5,8 +5,8 @@
  * inner loop is a plain loop, vectorised where the operands are adjacent (or
  * one is a scalar along the run), and large tensors are split across
  * threads (every element is computed alone: the same bits either way). */
-#include "core/tape.h"
 #include "kernels/vmath.h"
+#include "ops/elementwise_rules.h"
 
 #include <math.h>
 
@@ -149,13 +149,27 @@ static void div_backward(tg_node *n, tg_tensor *dy)
 static tg_tensor *binary_replay(const tg_node *n, tg_tensor *const *in);
 
 static const tg_op binary_ops[] = {
-    [ADD] = {.name = "add", .backward = add_backward, .replay = binary_replay},
-    [SUB] = {.name = "sub", .backward = sub_backward, .replay = binary_replay},
-    [MUL] = {.name = "mul", .backward = mul_backward, .replay = binary_replay},
+    [ADD] = {.name = "add",
+             .backward = add_backward,
+             .replay = binary_replay,
+             .vjp = tg__add_vjp,
+             .jvp = tg__add_jvp},
+    [SUB] = {.name = "sub",
+             .backward = sub_backward,
+             .replay = binary_replay,
+             .vjp = tg__sub_vjp,
+             .jvp = tg__sub_jvp},
+    [MUL] = {.name = "mul",
+             .backward = mul_backward,
+             .replay = binary_replay,
+             .vjp = tg__mul_vjp,
+             .jvp = tg__mul_jvp},
     [DIV] = {.name = "div",
              .backward = div_backward,
              .reads_out = true,
-             .replay = binary_replay},
+             .replay = binary_replay,
+             .vjp = tg__div_vjp,
+             .jvp = tg__div_jvp},
 };
 
 static tg_tensor *binary(binary_kind kind, tg_tensor *a, tg_tensor *b)
@@ -411,28 +425,25 @@ static void unary_backward(tg_node *n, tg_tensor *dy)
 
 static tg_tensor *unary_replay(const tg_node *n, tg_tensor *const *in);
 
+/* The rules (tg__<op>_vjp, tg__<op>_jvp): ops/elementwise_rules.c. */
+#define UNARY_OP(kind, op, out)                                                \
+    [kind] = {.name = #op,                                                     \
+              .backward = unary_backward,                                      \
+              .reads_out = out,                                                \
+              .replay = unary_replay,                                          \
+              .vjp = tg__##op##_vjp,                                           \
+              .jvp = tg__##op##_jvp}
 static const tg_op unary_ops[] = {
-    [NEG] = {.name = "neg", .backward = unary_backward, .replay = unary_replay},
-    [SCALE] = {.name = "scale",
-               .backward = unary_backward,
-               .replay = unary_replay},
-    [ADD_SCALAR] = {.name = "add_scalar",
-                    .backward = unary_backward,
-                    .replay = unary_replay},
-    [EXP] = {.name = "exp",
-             .backward = unary_backward,
-             .reads_out = true,
-             .replay = unary_replay},
-    [LOG] = {.name = "log", .backward = unary_backward, .replay = unary_replay},
-    [SQRT] = {.name = "sqrt",
-              .backward = unary_backward,
-              .reads_out = true,
-              .replay = unary_replay},
-    [POW] = {.name = "pow", .backward = unary_backward, .replay = unary_replay},
-    [RELU] = {.name = "relu",
-              .backward = unary_backward,
-              .replay = unary_replay},
+    UNARY_OP(NEG, neg, false),
+    UNARY_OP(SCALE, scale, false),
+    UNARY_OP(ADD_SCALAR, add_scalar, false),
+    UNARY_OP(EXP, exp, true), /* dx = dy * y */
+    UNARY_OP(LOG, log, false),
+    UNARY_OP(SQRT, sqrt, true), /* dx = dy / (2 y) */
+    UNARY_OP(POW, pow, false),
+    UNARY_OP(RELU, relu, false),
 };
+#undef UNARY_OP
 
 static tg_tensor *unary(unary_kind kind, double p, tg_tensor *x)
 {
@@ -567,8 +578,11 @@ static tg_tensor *gelu_replay(const tg_node *n, tg_tensor *const *in)
     (void)n;
     return tg_gelu(in[0]);
 }
-static const tg_op gelu_op = {
-    .name = "gelu", .backward = gelu_backward, .replay = gelu_replay};
+static const tg_op gelu_op = {.name = "gelu",
+                              .backward = gelu_backward,
+                              .replay = gelu_replay,
+                              .vjp = tg__gelu_vjp,
+                              .jvp = tg__gelu_jvp};
 
 tg_tensor *tg_gelu(tg_tensor *x)
 {
@@ -601,9 +615,8 @@ tg_tensor *tg_gelu(tg_tensor *x)
 /* GPT-2's approximation, torch's gelu(x, approximate='tanh'):
  *   y = x/2 (1 + tanh(u)),  u = sqrt(2/pi) (x + 0.044715 x^3)
  * computed in double and rounded once; an op of its own (not a unary_kind),
- * so the exact form's loops stay as they are. */
-#define GELU_TANH_K 0.79788456080286535588 /* sqrt(2 / pi) */
-#define GELU_TANH_C 0.044715
+ * so the exact form's loops stay as they are. Its constants, GELU_TANH_K
+ * and GELU_TANH_C, are in ops/elementwise_rules.h (its rules read them). */
 
 /* y = x/2 (1 + tanh(u)) over one run; operands {y, x}. Adjacent runs take
  * tanh from the vector math (SLEEF, within 1 ulp of libm), in place in y
@@ -687,7 +700,9 @@ static tg_tensor *gelu_tanh_replay(const tg_node *n, tg_tensor *const *in)
 }
 static const tg_op gelu_tanh_op = {.name = "gelu_tanh",
                                    .backward = gelu_tanh_backward,
-                                   .replay = gelu_tanh_replay};
+                                   .replay = gelu_tanh_replay,
+                                   .vjp = tg__gelu_tanh_vjp,
+                                   .jvp = tg__gelu_tanh_jvp};
 
 tg_tensor *tg_gelu_tanh(tg_tensor *t)
 {

@@ -111,28 +111,19 @@ static bool c_order(const tg_tensor *t)
     return true;
 }
 
-/* forward:  y[p,:] = weight[ids[p],:]             y (...,C), weight (V,C)
- * backward: row v of weight feeds every position p holding id v, so its
- *           gradient sums theirs (ids may repeat); ids get none:
- *           dweight[v,:] = sum_{p : ids[p] = v} dy[p,:]     (scatter-add) */
-static void embedding_backward(tg_node *n, tg_tensor *dy)
+/* dw[ids[p],:] += dy[p,:] for every position p, in order: dw (V,C)
+ * contiguous (zeros, for a gradient), dy (...,C) of any strides, ids the
+ * checked contiguous ids of dy's positions. */
+static void scatter_rows_into(tg_tensor *dw, const tg_tensor *dy,
+                              const int64_t *ids)
 {
-    if (!tg__needs_grad(n, 0))
-        return;
-    const tg_tensor *w = n->in[0];
-    const int64_t *ids = TG_DATA(int64_t, n->saved[0]);
-    tg_tensor *dw = tg__new("embedding", w->dtype, 2, w->shape, true);
-    if (!dw) {
-        tg__accumulate(n, 0, NULL);
-        return;
-    }
     const int last = dy->ndim - 1;
-    const int64_t C = w->shape[1], dys = dy->strides[last];
+    const int64_t C = dw->shape[1], dys = dy->strides[last];
     if (c_order(dy)) {
         embed_job job = {
             .dy = dy, .out = dw, .ids = ids, .n = tg_numel(dy) / (C ? C : 1)};
         if (job.n > 0)
-            tg__parallel_for(w->shape[0], job.n * C, TG_BY_LEVEL(scatter_rows),
+            tg__parallel_for(dw->shape[0], job.n * C, TG_BY_LEVEL(scatter_rows),
                              &job);
     } else {
         tg_loop L;
@@ -149,6 +140,23 @@ static void embedding_backward(tg_node *n, tg_tensor *dy)
             } while (tg__loop_next(&L));
         });
     }
+}
+
+/* forward:  y[p,:] = weight[ids[p],:]             y (...,C), weight (V,C)
+ * backward: row v of weight feeds every position p holding id v, so its
+ *           gradient sums theirs (ids may repeat); ids get none:
+ *           dweight[v,:] = sum_{p : ids[p] = v} dy[p,:]     (scatter-add) */
+static void embedding_backward(tg_node *n, tg_tensor *dy)
+{
+    if (!tg__needs_grad(n, 0))
+        return;
+    const tg_tensor *w = n->in[0];
+    tg_tensor *dw = tg__new("embedding", w->dtype, 2, w->shape, true);
+    if (!dw) {
+        tg__accumulate(n, 0, NULL);
+        return;
+    }
+    scatter_rows_into(dw, dy, TG_DATA(int64_t, n->saved[0]));
     tg__accumulate(n, 0, dw);
     tg_release(dw);
 }
@@ -157,9 +165,34 @@ static tg_tensor *embedding_replay(const tg_node *n, tg_tensor *const *in)
 {
     return tg_embedding(in[0], n->saved[0]);
 }
+
+static tg_tensor *scatter_add(tg_tensor *src, int d, tg_tensor *index, int ndim,
+                              const int64_t *shape);
+
+/* vjp: dweight = scatter_add(dy, ids) into zeros (V,C): dweight[v,:] = sum
+ *      of dy[p,:] over p with ids[p] = v, as the backward, by the
+ *      scatter-add op (below), which the walk can differentiate again
+ * jvp: ty = embedding(t, ids): the lookup is linear in the weight */
+static int embedding_vjp(const tg_node *n, tg_tensor *dy, tg_tensor **dx)
+{
+    dx[0] = NULL;
+    if (!tg__needs_grad(n, 0))
+        return 0;
+    dx[0] = scatter_add(dy, -1, n->saved[0], 2, n->in[0]->shape);
+    return dx[0] ? 0 : -1;
+}
+
+static int embedding_jvp(const tg_node *n, tg_tensor *const *t, tg_tensor **ty)
+{
+    *ty = t[0] ? tg_embedding(t[0], n->saved[0]) : NULL;
+    return *ty || !t[0] ? 0 : -1;
+}
+
 static const tg_op embedding_op = {.name = "embedding",
                                    .backward = embedding_backward,
-                                   .replay = embedding_replay};
+                                   .replay = embedding_replay,
+                                   .vjp = embedding_vjp,
+                                   .jvp = embedding_jvp};
 
 tg_tensor *tg_embedding(tg_tensor *weight, tg_tensor *ids)
 {
@@ -266,8 +299,31 @@ static tg_tensor *gather_replay(const tg_node *n, tg_tensor *const *in)
 {
     return tg_gather(in[0], (int)n->ip[0], n->saved[0]);
 }
-static const tg_op gather_op = {
-    .name = "gather", .backward = gather_backward, .replay = gather_replay};
+
+/* vjp: dt = scatter_add(dy, index) along d into zeros of t's shape, as the
+ *      backward, by the scatter-add op (below)
+ * jvp: ty = gather(t_t, d, index): the pick is linear in t */
+static int gather_vjp(const tg_node *n, tg_tensor *dy, tg_tensor **dx)
+{
+    dx[0] = NULL;
+    if (!tg__needs_grad(n, 0))
+        return 0;
+    const tg_tensor *t = n->in[0];
+    dx[0] = scatter_add(dy, (int)n->ip[0], n->saved[0], t->ndim, t->shape);
+    return dx[0] ? 0 : -1;
+}
+
+static int gather_jvp(const tg_node *n, tg_tensor *const *t, tg_tensor **ty)
+{
+    *ty = t[0] ? tg_gather(t[0], (int)n->ip[0], n->saved[0]) : NULL;
+    return *ty || !t[0] ? 0 : -1;
+}
+
+static const tg_op gather_op = {.name = "gather",
+                                .backward = gather_backward,
+                                .replay = gather_replay,
+                                .vjp = gather_vjp,
+                                .jvp = gather_jvp};
 
 /* Errors unless index has t's ndim and is no larger than t but along d. */
 static bool gather_check_shape(const tg_tensor *t, int d,
@@ -313,4 +369,99 @@ tg_tensor *tg_gather(tg_tensor *t, int dim, tg_tensor *index)
     tg_release(starts);
     tg_release(flat);
     return y;
+}
+
+/* ---- scatter-add: the lookups' gradient as an op -------------------------
+ *
+ * No public op adds rows or elements into zeros at given indices, and the
+ * lookups' vjp must be ops the walk can differentiate again; so their
+ * gradient is an op of its own, the entry "scatter_add" (ops/ops.def), the
+ * adjoint of the lookup it serves:
+ *   rows (d < 0, embedding's):  out[ids[p],:] += src[p,:]
+ *       out (V,C), src (...,C), ids (...)
+ *   elements (d >= 0, gather's): out[p, its dim-d coordinate index[p]]
+ *       += src[p]                out t's shape, src and index (...)
+ * index is the lookup entry's saved index (checked, contiguous int64).
+ * Its own gradient is the lookup again: d out / d src picks out's rows
+ * (elements) at the indices. */
+
+/* forward:  out = zeros(shape); out[index[p]] += src[p]  (rows or elements)
+ * backward: dsrc[p] = dout[index[p]]: embedding(dout, ids) for rows,
+ *           gather(dout, d, index) for elements */
+static void scatter_add_backward(tg_node *n, tg_tensor *dy)
+{
+    if (!tg__needs_grad(n, 0))
+        return;
+    const int d = (int)n->ip[0];
+    tg_tensor *ds =
+        d < 0 ? tg_embedding(dy, n->saved[0]) : tg_gather(dy, d, n->saved[0]);
+    tg__accumulate(n, 0, ds);
+    tg_release(ds);
+}
+
+/* ip[0] the dim (-1: rows), saved[0] the index; the output's shape as
+ * recorded */
+static tg_tensor *scatter_add_replay(const tg_node *n, tg_tensor *const *in)
+{
+    return scatter_add(in[0], (int)n->ip[0], n->saved[0], n->out_ndim,
+                       n->out_shape);
+}
+
+/* vjp: dsrc = embedding(dy, ids) (rows) or gather(dy, d, index): the
+ *      lookups, whose vjp is this op again, so every order has one
+ * jvp: ty = scatter_add(t_src, index): linear in src */
+static int scatter_add_vjp(const tg_node *n, tg_tensor *dy, tg_tensor **dx)
+{
+    dx[0] = NULL;
+    if (!tg__needs_grad(n, 0))
+        return 0;
+    const int d = (int)n->ip[0];
+    dx[0] =
+        d < 0 ? tg_embedding(dy, n->saved[0]) : tg_gather(dy, d, n->saved[0]);
+    return dx[0] ? 0 : -1;
+}
+
+static int scatter_add_jvp(const tg_node *n, tg_tensor *const *t,
+                           tg_tensor **ty)
+{
+    *ty = t[0] ? scatter_add_replay(n, t) : NULL;
+    return *ty || !t[0] ? 0 : -1;
+}
+
+static const tg_op scatter_add_op = {.name = "scatter_add",
+                                     .backward = scatter_add_backward,
+                                     .replay = scatter_add_replay,
+                                     .vjp = scatter_add_vjp,
+                                     .jvp = scatter_add_jvp};
+
+/* The scatter-add of src at index (rows when d < 0, else elements along
+ * d) into zeros of (ndim, shape), src's dtype, recorded. src's shape is
+ * the lookup's output's (ids.shape + (C,), or index's). New reference;
+ * NULL with an error when out of memory. */
+static tg_tensor *scatter_add(tg_tensor *src, int d, tg_tensor *index, int ndim,
+                              const int64_t *shape)
+{
+    if (!src)
+        return NULL;
+    tg_tensor *out = tg__new("scatter_add", src->dtype, ndim, shape, true);
+    if (!out)
+        return NULL;
+    const int64_t *idx = TG_DATA(int64_t, index);
+    if (d < 0) {
+        scatter_rows_into(out, src, idx);
+    } else {
+        tg_tensor *starts = row_starts(out, d, src);
+        if (!starts) {
+            tg_release(out);
+            return NULL;
+        }
+        gather_walk(starts, out->strides[d], idx, src, true);
+        tg_release(starts);
+    }
+    out = tg__record(&scatter_add_op, out, 1, &src);
+    if (out && out->node) {
+        out->node->ip[0] = d;
+        tg__save(out->node, index);
+    }
+    return out;
 }

@@ -313,9 +313,145 @@ static tg_tensor *layer_norm_replay(const tg_node *n, tg_tensor *const *in)
 {
     return tg_layer_norm(in[0], in[1], in[2], n->p[0]);
 }
+
+/* ---- the rules as public ops (second order, forward mode) -------------- */
+
+/* The row statistics again, from x on the tape (the saved mean and rstd
+ * are detached: a second derivative must see how they move with x):
+ *   mu = mean(x), xc = x - mu, rstd = (mean(xc^2) + eps)^-1/2,
+ *   xhat = xc * rstd                                  along the last dim.
+ * *xhat and *rstd new references, NULL when an op failed (error set). */
+static void ln_stats(const tg_node *n, tg_tensor **xhat, tg_tensor **rstd)
+{
+    tg_tensor *x = n->in[0];
+    tg_tensor *mu = tg_mean(x, -1, true);
+    tg_tensor *xc = tg_sub(x, mu);
+    tg_tensor *sq = tg_mul(xc, xc);
+    tg_tensor *var = tg_mean(sq, -1, true);
+    tg_tensor *ve = tg_add_scalar(var, n->p[0]);
+    *rstd = tg_pow_scalar(ve, -0.5);
+    *xhat = tg_mul(xc, *rstd);
+    tg_release(mu);
+    tg_release(xc);
+    tg_release(sq);
+    tg_release(var);
+    tg_release(ve);
+}
+
+/* rstd * (v - mean(v) - xhat * mean(v * xhat)) along the last dim: the
+ * Jacobian of xhat in x, which is symmetric, applied to v (dxhat in the
+ * vjp, x's tangent in the jvp). */
+static tg_tensor *ln_rule(tg_tensor *xhat, tg_tensor *rstd, tg_tensor *v)
+{
+    tg_tensor *m1 = tg_mean(v, -1, true);
+    tg_tensor *vx = tg_mul(v, xhat);
+    tg_tensor *m2 = tg_mean(vx, -1, true);
+    tg_tensor *xm2 = tg_mul(xhat, m2);
+    tg_tensor *a = tg_sub(v, m1);
+    tg_tensor *b = tg_sub(a, xm2);
+    tg_tensor *r = tg_mul(rstd, b);
+    tg_tensor *tmp[] = {m1, vx, m2, xm2, a, b};
+    for (size_t i = 0; i < sizeof tmp / sizeof *tmp; i++)
+        tg_release(tmp[i]);
+    return r;
+}
+
+/* t summed over every dim but the last, to (C,). Takes t's reference. */
+static tg_tensor *sum_rows(tg_tensor *t)
+{
+    while (t && tg_ndim(t) > 1) {
+        tg_tensor *s = tg_sum(t, 0, false);
+        tg_release(t);
+        t = s;
+    }
+    return t;
+}
+
+/* vjp: xhat and rstd recomputed from x (ln_stats), dxhat = dy * gamma
+ *      (dy without gamma), then
+ *      dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
+ *      dgamma = sum over rows of dy * xhat,  dbeta = sum over rows of dy */
+static int layer_norm_vjp(const tg_node *n, tg_tensor *dy, tg_tensor **dx)
+{
+    const bool need[3] = {tg__needs_grad(n, 0), tg__needs_grad(n, 1),
+                          tg__needs_grad(n, 2)};
+    tg_tensor *xhat = NULL, *rstd = NULL;
+    if (need[0] || need[1])
+        ln_stats(n, &xhat, &rstd);
+    if (need[0]) {
+        tg_tensor *g = n->in[1] ? tg_mul(dy, n->in[1]) : tg_retain(dy);
+        dx[0] = ln_rule(xhat, rstd, g);
+        tg_release(g);
+    }
+    if (need[1])
+        dx[1] = sum_rows(tg_mul(dy, xhat));
+    if (need[2])
+        dx[2] = sum_rows(tg_retain(dy));
+    tg_release(xhat);
+    tg_release(rstd);
+    bool ok = true;
+    for (int i = 0; i < 3; i++)
+        ok = ok && (!need[i] || dx[i]);
+    if (ok)
+        return 0;
+    for (int i = 0; i < 3; i++) {
+        tg_release(dx[i]);
+        dx[i] = NULL;
+    }
+    return -1;
+}
+
+/* *acc += term, where *acc NULL is zero; takes term's reference. false
+ * when term is NULL (the op that made it failed) or the sum fails: *acc
+ * is then released and NULL. */
+static bool add_term(tg_tensor **acc, tg_tensor *term)
+{
+    tg_tensor *sum = term && *acc ? tg_add(*acc, term) : term;
+    if (sum != term)
+        tg_release(term);
+    tg_release(*acc);
+    *acc = sum;
+    return sum != NULL;
+}
+
+/* jvp: txhat = rstd * (tx - mean(tx) - xhat * mean(tx * xhat)),
+ *      ty = txhat * gamma + xhat * tgamma + tbeta
+ *      (txhat without gamma; NULL tangents skipped) */
+static int layer_norm_jvp(const tg_node *n, tg_tensor *const *t, tg_tensor **ty)
+{
+    *ty = NULL;
+    if (!t[0] && !t[1] && !t[2])
+        return 0;
+    tg_tensor *xhat = NULL, *rstd = NULL, *acc = NULL;
+    bool ok = true;
+    if (t[0] || t[1]) {
+        ln_stats(n, &xhat, &rstd);
+        ok = xhat && rstd;
+    }
+    if (ok && t[0]) {
+        tg_tensor *tx = ln_rule(xhat, rstd, t[0]);
+        ok = add_term(&acc, n->in[1] ? tg_mul(tx, n->in[1]) : tg_retain(tx));
+        tg_release(tx);
+    }
+    if (ok && t[1])
+        ok = add_term(&acc, tg_mul(xhat, t[1]));
+    if (ok && t[2])
+        ok = add_term(&acc, tg_retain(t[2]));
+    tg_release(xhat);
+    tg_release(rstd);
+    if (!ok) {
+        tg_release(acc);
+        return -1;
+    }
+    *ty = acc;
+    return 0;
+}
+
 static const tg_op layer_norm_op = {.name = "layer_norm",
                                     .backward = layer_norm_backward,
-                                    .replay = layer_norm_replay};
+                                    .replay = layer_norm_replay,
+                                    .vjp = layer_norm_vjp,
+                                    .jvp = layer_norm_jvp};
 
 /* Errors unless p (gamma or beta) is NULL or a (C,) tensor of x's dtype. */
 static bool check_param(const char *name, const tg_tensor *p,

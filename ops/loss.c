@@ -163,9 +163,95 @@ static tg_tensor *cross_entropy_replay(const tg_node *n, tg_tensor *const *in)
     return tg_cross_entropy_with(in[0], n->saved[0], n->ip[IP_IGNORE],
                                  (tg_reduction)n->ip[IP_REDUCTION]);
 }
+
+/* g[r,k] = softmax(x[r])_k - [k == t_r] for a counted row r, 0 for an
+ * ignored one: the gradient of loss_r in x[r], as public ops on the
+ * recorded logits so that the second derivative sees p depend on them
+ * (new; NULL with the error). The targets and the ignored rows are
+ * constants of the graph: the one-hot is their comparison with an arange
+ * of the classes. The ignored rows are filled after the subtraction, so
+ * that whatever their logits (all -inf, say) they give exactly 0. */
+static tg_tensor *ce_row_grad(const tg_node *n)
+{
+    tg_tensor *x = n->in[0], *targets = n->saved[0];
+    const int64_t V = x->shape[x->ndim - 1];
+    tg_tensor *p = tg_softmax(x, -1);
+    tg_tensor *k = tg_arange(TG_INT64, 0, (double)V, 1);
+    tg_tensor *tt = tg_unsqueeze(targets, -1);      /* (...,1) */
+    tg_tensor *hot = k && tt ? tg_eq(tt, k) : NULL; /* (...,V) */
+    tg_tensor *pm1 = p ? tg_add_scalar(p, -1) : NULL;
+    tg_tensor *g = hot && pm1 ? tg_where(hot, pm1, p) : NULL;
+    tg_tensor *ignored = tt ? tg_eq_scalar(tt, (double)n->ip[IP_IGNORE]) : NULL;
+    tg_tensor *out = g && ignored ? tg_masked_fill(g, ignored, 0) : NULL;
+    tg_release(ignored);
+    tg_release(g);
+    tg_release(pm1);
+    tg_release(hot);
+    tg_release(tt);
+    tg_release(k);
+    tg_release(p);
+    return out;
+}
+
+/* The weight w of each loss_r in y, as a factor of dy: 1/N for the mean
+ * (0 when every row is ignored: their g is 0 already, and 0 * inf would
+ * put NaN in the second derivative), 1 for the sum and 'none'. */
+static double ce_weight(const tg_node *n)
+{
+    if (n->ip[IP_REDUCTION] != TG_REDUCTION_MEAN)
+        return 1;
+    return n->p[0] > 0 ? 1 / n->p[0] : 0;
+}
+
+/* vjp: dlogits[r,k] = (softmax(x[r])_k - [k == t_r]) * w_r, 0 at ignored
+ *      rows (as the backward), w_r = dy / N (mean), dy (sum), dy_r (none):
+ *        dlogits = g * dy * w       g from ce_row_grad; 'none': dy (...,1)
+ *      Its derivative in x is (diag(p_r) - p_r p_r^T) * w_r per row, the
+ *      softmax's, which the recorded tg_softmax gives.
+ * jvp: ty_r = sum_k g[r,k] t[r,k], then reduced as the loss:
+ *        mean: sum_r ty_r / N;  sum: sum_r ty_r;  none: ty_r */
+static int cross_entropy_vjp(const tg_node *n, tg_tensor *dy, tg_tensor **dx)
+{
+    dx[0] = NULL;
+    if (!tg__needs_grad(n, 0))
+        return 0;
+    const bool none = n->ip[IP_REDUCTION] == TG_REDUCTION_NONE;
+    const double w = ce_weight(n);
+    tg_tensor *g = ce_row_grad(n);
+    tg_tensor *s = none ? tg_unsqueeze(dy, -1) : tg_retain(dy);
+    if (s && w != 1)
+        s = tg__then(s, tg_scale(s, w));
+    dx[0] = g && s ? tg_mul(g, s) : NULL;
+    tg_release(s);
+    tg_release(g);
+    return dx[0] ? 0 : -1;
+}
+
+static int cross_entropy_jvp(const tg_node *n, tg_tensor *const *t,
+                             tg_tensor **ty)
+{
+    *ty = NULL;
+    if (!t[0])
+        return 0;
+    tg_tensor *g = ce_row_grad(n);
+    tg_tensor *gt = g ? tg_mul(g, t[0]) : NULL;
+    tg_tensor *r = gt ? tg_sum(gt, -1, false) : NULL; /* (...) */
+    if (r && n->ip[IP_REDUCTION] != TG_REDUCTION_NONE) {
+        r = tg__then(r, tg_sum_all(r));
+        if (r && ce_weight(n) != 1)
+            r = tg__then(r, tg_scale(r, ce_weight(n)));
+    }
+    *ty = r;
+    tg_release(gt);
+    tg_release(g);
+    return *ty ? 0 : -1;
+}
+
 static const tg_op cross_entropy_op = {.name = "cross_entropy",
                                        .backward = cross_entropy_backward,
-                                       .replay = cross_entropy_replay};
+                                       .replay = cross_entropy_replay,
+                                       .vjp = cross_entropy_vjp,
+                                       .jvp = cross_entropy_jvp};
 
 /* Errors unless targets is int64 shaped like logits without its last dim. */
 static bool check_targets(const tg_tensor *logits, const tg_tensor *targets)
@@ -380,9 +466,60 @@ static tg_tensor *mse_loss_replay(const tg_node *n, tg_tensor *const *in)
     (void)n;
     return tg_mse_loss(in[0], in[1]);
 }
+
+/* vjp: da = 2 (a - b) * dy / N,  db = -da      (at the broadcast shape:
+ *      the walk sums each down to its input's, as the backward's
+ *      tg__accumulate does)
+ * jvp: ty = (2/N) sum((a - b) * (ta - tb))     (a NULL tangent is 0) */
+static int mse_loss_vjp(const tg_node *n, tg_tensor *dy, tg_tensor **dx)
+{
+    dx[0] = dx[1] = NULL;
+    const bool need_a = tg__needs_grad(n, 0), need_b = tg__needs_grad(n, 1);
+    if (!need_a && !need_b)
+        return 0;
+    tg_tensor *diff = tg_sub(n->in[0], n->in[1]);
+    tg_tensor *s = diff ? tg_scale(dy, 2 / (double)tg_numel(diff)) : NULL;
+    tg_tensor *da = s ? tg_mul(diff, s) : NULL;
+    tg_release(s);
+    tg_release(diff);
+    if (da && need_b)
+        dx[1] = tg_neg(da);
+    if (da && need_a)
+        dx[0] = tg_retain(da);
+    tg_release(da);
+    if ((need_a && !dx[0]) || (need_b && !dx[1])) {
+        tg_release(dx[0]);
+        tg_release(dx[1]);
+        dx[0] = dx[1] = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+static int mse_loss_jvp(const tg_node *n, tg_tensor *const *t, tg_tensor **ty)
+{
+    *ty = NULL;
+    if (!t[0] && !t[1])
+        return 0;
+    tg_tensor *dt = !t[1]   ? tg_retain(t[0])
+                    : !t[0] ? tg_neg(t[1])
+                            : tg_sub(t[0], t[1]);
+    tg_tensor *diff = dt ? tg_sub(n->in[0], n->in[1]) : NULL;
+    tg_tensor *prod = diff ? tg_mul(diff, dt) : NULL;
+    tg_tensor *sum = prod ? tg_sum_all(prod) : NULL;
+    *ty = sum ? tg_scale(sum, 2 / (double)tg_numel(diff)) : NULL;
+    tg_release(sum);
+    tg_release(prod);
+    tg_release(diff);
+    tg_release(dt);
+    return *ty ? 0 : -1;
+}
+
 static const tg_op mse_loss_op = {.name = "mse_loss",
                                   .backward = mse_loss_backward,
-                                  .replay = mse_loss_replay};
+                                  .replay = mse_loss_replay,
+                                  .vjp = mse_loss_vjp,
+                                  .jvp = mse_loss_jvp};
 
 tg_tensor *tg_mse_loss(tg_tensor *a, tg_tensor *b)
 {

@@ -414,8 +414,104 @@ static tg_tensor *matmul_replay(const tg_node *n, tg_tensor *const *in)
     (void)n;
     return tg_matmul(in[0], in[1]);
 }
-static const tg_op matmul_op = {
-    .name = "matmul", .backward = matmul_backward, .replay = matmul_replay};
+
+/* a and b as the products of the rules read them: a 1-D a as the row
+ * (1,k), a 1-D b as the column (k,1) (new references; NULL with the
+ * error when a view runs out of memory). */
+static bool as_matrices(const tg_node *n, tg_tensor **a, tg_tensor **b)
+{
+    *a = n->in[0]->ndim == 1 ? tg_unsqueeze(n->in[0], 0) : tg_retain(n->in[0]);
+    *b = n->in[1]->ndim == 1 ? tg_unsqueeze(n->in[1], 1) : tg_retain(n->in[1]);
+    if (*a && *b)
+        return true;
+    tg_release(*a);
+    tg_release(*b);
+    *a = *b = NULL;
+    return false;
+}
+
+/* vjp: da = dy @ b^T (...,n,k)    db = a^T @ dy (...,k,m)
+ *      as the backward, with a 1-D a the row (1,k) and a 1-D b the column
+ *      (k,1), dy given back the dims the forward dropped, and da's row dim
+ *      or db's column dim dropped again: da (...,k) and db (...,k) then.
+ *      Both at the broadcast batch shape (the walk sums them down to a's
+ *      and b's); b one matrix under a batched a (x @ W) gets the batch
+ *      summed by the product itself:
+ *        db = reshape(a, (-1,k))^T @ reshape(dy, (-1,m)) */
+static int matmul_vjp(const tg_node *n, tg_tensor *dy, tg_tensor **dx)
+{
+    const bool a_row = n->in[0]->ndim == 1, b_col = n->in[1]->ndim == 1;
+    tg_tensor *a, *b, *dY = tg_retain(dy);
+    dx[0] = dx[1] = NULL;
+    if (!as_matrices(n, &a, &b)) {
+        tg_release(dY);
+        return -1;
+    }
+    if (b_col) /* dy (...,n) -> (...,n,1) */
+        dY = tg__then(dY, tg_unsqueeze(dY, tg_ndim(dY)));
+    if (a_row) /* dy (...,m) -> (...,1,m) */
+        dY = tg__then(dY, tg_unsqueeze(dY, tg_ndim(dY) - 1));
+    bool ok = dY != NULL;
+    if (ok && tg__needs_grad(n, 0)) {
+        tg_tensor *bT = tg_transpose(b, -2, -1);
+        dx[0] = tg_matmul(dY, bT);
+        if (a_row) /* (...,1,k) -> (...,k) */
+            dx[0] = tg__then(dx[0], tg_squeeze(dx[0], -2));
+        ok = dx[0] != NULL;
+        tg_release(bT);
+    }
+    if (ok && tg__needs_grad(n, 1)) {
+        if (b->ndim == 2 && a->ndim > 2) {
+            /* the rows counted, not inferred: with k == 0 a -1 could be
+             * anything */
+            int64_t rows = 1;
+            for (int i = 0; i < a->ndim - 1; i++)
+                rows *= a->shape[i];
+            const int64_t k = b->shape[0], m = b->shape[1];
+            a = tg__then(a, tg_reshape(a, 2, (const int64_t[]){rows, k}));
+            dY = tg__then(dY, tg_reshape(dY, 2, (const int64_t[]){rows, m}));
+        }
+        tg_tensor *aT = tg_transpose(a, -2, -1);
+        dx[1] = tg_matmul(aT, dY);
+        if (b_col) /* (...,k,1) -> (...,k) */
+            dx[1] = tg__then(dx[1], tg_squeeze(dx[1], -1));
+        ok = dx[1] != NULL;
+        tg_release(aT);
+    }
+    tg_release(dY);
+    tg_release(a);
+    tg_release(b);
+    if (ok)
+        return 0;
+    tg_release(dx[0]);
+    tg_release(dx[1]);
+    dx[0] = dx[1] = NULL;
+    return -1;
+}
+
+/* jvp: ty = ta @ b + a @ tb   (the product rule; a NULL tangent adds
+ *      nothing) */
+static int matmul_jvp(const tg_node *n, tg_tensor *const *t, tg_tensor **ty)
+{
+    *ty = NULL;
+    tg_tensor *l = t[0] ? tg_matmul(t[0], n->in[1]) : NULL;
+    tg_tensor *r = t[1] ? tg_matmul(n->in[0], t[1]) : NULL;
+    if ((t[0] && !l) || (t[1] && !r)) {
+        tg_release(l);
+        tg_release(r);
+        return -1;
+    }
+    *ty = l && r ? tg_add(l, r) : tg_retain(l ? l : r);
+    tg_release(l);
+    tg_release(r);
+    return *ty || (!t[0] && !t[1]) ? 0 : -1;
+}
+
+static const tg_op matmul_op = {.name = "matmul",
+                                .backward = matmul_backward,
+                                .replay = matmul_replay,
+                                .vjp = matmul_vjp,
+                                .jvp = matmul_jvp};
 
 tg_tensor *tg_matmul(tg_tensor *a, tg_tensor *b)
 {

@@ -26,4 +26,17 @@ TG_HIDDEN void tg__softmax_backward_rows(const tg_tensor *y,
                                          const tg_tensor *dy, tg_tensor *dx,
                                          int d);
 
+/* p * (v - sum(p * v, d, keepdim)) as public ops (recorded when grad mode
+ * is on): the softmax's vjp (v = dy) and jvp (v = t) for p = softmax(x)
+ * along d (ops/softmax.c). New reference; NULL when an op fails (error
+ * set) or p or v is NULL. */
+TG_HIDDEN tg_tensor *tg__softmax_rule(tg_tensor *p, tg_tensor *v, int d);
+
+/* tg_attention's vjp and jvp (ops/attention_rules.c): tg_op.vjp and
+ * tg_op.jvp of its entry (core/tape.h). */
+TG_HIDDEN int tg__attention_vjp(const tg_node *n, tg_tensor *dy,
+                                tg_tensor **dx);
+TG_HIDDEN int tg__attention_jvp(const tg_node *n, tg_tensor *const *t,
+                                tg_tensor **ty);
+
 #endif /* TAPEGRAD_OPS_H */

@@ -9,8 +9,13 @@ static tg_tensor *outer_replay(const tg_node *n, tg_tensor *const *in)
     (void)n;
     return tg_outer(in[0], in[1]);
 }
-static const tg_op outer_op = {
-    .name = "outer", .backward = outer_backward, .replay = outer_replay};
+static int outer_vjp(const tg_node *n, tg_tensor *dy, tg_tensor **dx);
+static int outer_jvp(const tg_node *n, tg_tensor *const *t, tg_tensor **ty);
+static const tg_op outer_op = {.name = "outer",
+                               .backward = outer_backward,
+                               .replay = outer_replay,
+                               .vjp = outer_vjp,
+                               .jvp = outer_jvp};
 
 /* y[i,j] = a[i] * b[j], y contiguous (n,m), a and b at any stride. */
 static void outer_kernel(tg_tensor *y, const tg_tensor *a, const tg_tensor *b)
@@ -64,4 +69,31 @@ static void outer_backward(tg_node *n, tg_tensor *dy)
         tg__accumulate(n, 1, db);
         tg_release(db);
     }
+}
+
+/* The backward again, as recorded ops:
+ * vjp: da = dy @ b, db = a @ dy   (matmul: differentiable in dy, a and b)
+ * jvp: ty = outer(ta, b) + outer(a, tb)   (the product rule) */
+static int outer_vjp(const tg_node *n, tg_tensor *dy, tg_tensor **dx)
+{
+    const bool need_a = tg__needs_grad(n, 0), need_b = tg__needs_grad(n, 1);
+    dx[0] = need_a ? tg_matmul(dy, n->in[1]) : NULL;
+    dx[1] = need_b ? tg_matmul(n->in[0], dy) : NULL;
+    if ((!need_a || dx[0]) && (!need_b || dx[1]))
+        return 0;
+    tg_release(dx[0]);
+    tg_release(dx[1]);
+    dx[0] = dx[1] = NULL;
+    return -1;
+}
+
+static int outer_jvp(const tg_node *n, tg_tensor *const *t, tg_tensor **ty)
+{
+    tg_tensor *ta = t[0] ? tg_outer(t[0], n->in[1]) : NULL;
+    tg_tensor *tb = t[1] ? tg_outer(n->in[0], t[1]) : NULL;
+    const bool failed = (t[0] && !ta) || (t[1] && !tb);
+    *ty = failed ? NULL : ta && tb ? tg_add(ta, tb) : tg_retain(ta ? ta : tb);
+    tg_release(ta);
+    tg_release(tb);
+    return (t[0] || t[1]) && !*ty ? -1 : 0;
 }

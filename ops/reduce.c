@@ -27,16 +27,30 @@ static void max_backward(tg_node *n, tg_tensor *dy);
 static tg_tensor *sum_replay(const tg_node *n, tg_tensor *const *in);
 static tg_tensor *max_replay(const tg_node *n, tg_tensor *const *in);
 
+static int sum_vjp(const tg_node *n, tg_tensor *dy, tg_tensor **dx);
+static int sum_jvp(const tg_node *n, tg_tensor *const *t, tg_tensor **ty);
+static int max_vjp(const tg_node *n, tg_tensor *dy, tg_tensor **dx);
+static int max_jvp(const tg_node *n, tg_tensor *const *t, tg_tensor **ty);
+
 /* Parameters, on both "sum" and "mean": ip[0] the reduced dim, or -1 for
  * every element; p[0] the divisor (1 for sum, n for mean). "max": ip[0] the
  * dim; saved[0] the argmax (float64, keepdim shape). keepdim is whether the
  * output kept the input's ndim. */
-static const tg_op sum_op = {
-    .name = "sum", .backward = sum_backward, .replay = sum_replay};
-static const tg_op mean_op = {
-    .name = "mean", .backward = sum_backward, .replay = sum_replay};
-static const tg_op max_op = {
-    .name = "max", .backward = max_backward, .replay = max_replay};
+static const tg_op sum_op = {.name = "sum",
+                             .backward = sum_backward,
+                             .replay = sum_replay,
+                             .vjp = sum_vjp,
+                             .jvp = sum_jvp};
+static const tg_op mean_op = {.name = "mean",
+                              .backward = sum_backward,
+                              .replay = sum_replay,
+                              .vjp = sum_vjp,
+                              .jvp = sum_jvp};
+static const tg_op max_op = {.name = "max",
+                             .backward = max_backward,
+                             .replay = max_replay,
+                             .vjp = max_vjp,
+                             .jvp = max_jvp};
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -291,6 +305,41 @@ static void sum_backward(tg_node *n, tg_tensor *dy)
     tg__drop(dykd);
 }
 
+/* dy seen with x's ndim: its reduced dim d given back at size 1 when the
+ * output dropped it (a new reference; NULL with the error). Over every
+ * element (d < 0) the 0-d dy broadcasts as it is. */
+static tg_tensor *with_reduced_dim(const tg_node *n, tg_tensor *dy)
+{
+    const int d = (int)n->ip[0];
+    return d >= 0 && dy->ndim < n->in[0]->ndim ? tg_unsqueeze(dy, d)
+                                               : tg_retain(dy);
+}
+
+/* vjp: dx = expand(dy, x.shape) / divisor          (as the backward)
+ * jvp: ty = sum(t) / divisor over the same dim (or every element): the op
+ *      is linear, so the tangent's image is the op of the tangent */
+static int sum_vjp(const tg_node *n, tg_tensor *dy, tg_tensor **dx)
+{
+    dx[0] = NULL;
+    if (!tg__needs_grad(n, 0))
+        return 0;
+    const tg_tensor *x = n->in[0];
+    tg_tensor *g = with_reduced_dim(n, dy);
+    /* a mean over nothing (divisor 0) has an empty dx: nothing to divide,
+     * and a scale by 1/0 would put inf * 0 = NaN in the second derivative */
+    if (g && n->p[0] != 1 && n->p[0] != 0)
+        g = tg__then(g, tg_scale(g, 1 / n->p[0]));
+    dx[0] = g ? tg_expand(g, x->ndim, x->shape) : NULL;
+    tg_release(g);
+    return dx[0] ? 0 : -1;
+}
+
+static int sum_jvp(const tg_node *n, tg_tensor *const *t, tg_tensor **ty)
+{
+    *ty = t[0] ? sum_replay(n, t) : NULL;
+    return *ty || !t[0] ? 0 : -1;
+}
+
 /* ---- max ------------------------------------------------------------------ */
 
 /* y[pos] = max_k x[pos, k], and argmax[pos] = the first k holding it (when
@@ -425,4 +474,52 @@ static void max_backward(tg_node *n, tg_tensor *dy)
     tg__accumulate(n, 0, dx);
     tg_release(dx);
     tg__drop(dykd);
+}
+
+/* Where x's elements are not their row's argmax: k != argmax[pos] for the
+ * position k along d, a bool mask of x's shape (new; NULL with the error).
+ * The argmax is a constant of the graph: the backward's choice, ties
+ * going to the first. */
+static tg_tensor *off_argmax(const tg_node *n)
+{
+    const tg_tensor *x = n->in[0];
+    const int d = (int)n->ip[0];
+    int64_t shape[TG_MAX_DIMS];
+    for (int i = 0; i < x->ndim; i++)
+        shape[i] = i == d ? x->shape[d] : 1;
+    tg_tensor *k = tg_arange(TG_FLOAT64, 0, (double)x->shape[d], 1);
+    k = tg__then(k, tg_reshape(k, x->ndim, shape)); /* (1,..,n,..,1) */
+    tg_tensor *m = k ? tg_ne(k, n->saved[0]) : NULL;
+    tg_release(k);
+    return m;
+}
+
+/* vjp: dx = dy at the argmax of its row, 0 elsewhere (as the backward):
+ *        dx = masked_fill(dy, k != argmax, 0)   dy broadcast along d
+ * jvp: ty[pos] = t[pos, argmax[pos]], the tangent at the element y copies:
+ *        ty = sum(masked_fill(t, k != argmax, 0), d) */
+static int max_vjp(const tg_node *n, tg_tensor *dy, tg_tensor **dx)
+{
+    dx[0] = NULL;
+    if (!tg__needs_grad(n, 0))
+        return 0;
+    tg_tensor *g = with_reduced_dim(n, dy);
+    tg_tensor *off = g ? off_argmax(n) : NULL;
+    dx[0] = off ? tg_masked_fill(g, off, 0) : NULL;
+    tg_release(off);
+    tg_release(g);
+    return dx[0] ? 0 : -1;
+}
+
+static int max_jvp(const tg_node *n, tg_tensor *const *t, tg_tensor **ty)
+{
+    *ty = NULL;
+    if (!t[0])
+        return 0;
+    tg_tensor *off = off_argmax(n);
+    tg_tensor *at = off ? tg_masked_fill(t[0], off, 0) : NULL;
+    *ty = at ? tg_sum(at, (int)n->ip[0], n->out_ndim == n->in_ndim[0]) : NULL;
+    tg_release(at);
+    tg_release(off);
+    return *ty ? 0 : -1;
 }

@@ -31,17 +31,26 @@
 static void softmax_backward(tg_node *n, tg_tensor *dy);
 static void log_softmax_backward(tg_node *n, tg_tensor *dy);
 static tg_tensor *softmax_replay(const tg_node *n, tg_tensor *const *in);
+static int softmax_vjp(const tg_node *n, tg_tensor *dy, tg_tensor **dx);
+static int softmax_jvp(const tg_node *n, tg_tensor *const *t, tg_tensor **ty);
+static int log_softmax_vjp(const tg_node *n, tg_tensor *dy, tg_tensor **dx);
+static int log_softmax_jvp(const tg_node *n, tg_tensor *const *t,
+                           tg_tensor **ty);
 
 /* Parameters: ip[0] the dim. Backward reads the output y as n->out. */
 static const tg_op softmax_op = {.name = "softmax",
                                  .backward = softmax_backward,
                                  .reads_out = true,
-                                 .replay = softmax_replay};
+                                 .replay = softmax_replay,
+                                 .vjp = softmax_vjp,
+                                 .jvp = softmax_jvp};
 static const tg_op log_softmax_op = {.name = "log_softmax",
                                      .backward = log_softmax_backward,
                                      .makes_neg_inf = true,
                                      .reads_out = true,
-                                     .replay = softmax_replay};
+                                     .replay = softmax_replay,
+                                     .vjp = log_softmax_vjp,
+                                     .jvp = log_softmax_jvp};
 
 /* Rows up to this long keep their exp() terms for the second pass, in a
  * stack buffer; longer ones compute them twice. */
@@ -305,4 +314,91 @@ static void log_softmax_backward(tg_node *n, tg_tensor *dy)
         backward_rows(log_softmax_backward_run, n->out, dy, dx, (int)n->ip[0]);
     tg__accumulate(n, 0, dx);
     tg_release(dx);
+}
+
+/* ---- the rules as public ops (second order, forward mode) -------------- */
+
+/* p * (v - sum(p * v, d, keepdim)): the softmax's vjp (v = dy) and jvp
+ * (v = t) alike, since its Jacobian diag(p) - p p^T is symmetric. Where
+ * p = 0 (a masked entry, an entirely -inf row) it gives 0 for any finite
+ * v, and so does its derivative with respect to v and to p, whose own
+ * backward (softmax's) is p * (...) again. */
+tg_tensor *tg__softmax_rule(tg_tensor *p, tg_tensor *v, int d)
+{
+    tg_tensor *pv = tg_mul(p, v);
+    tg_tensor *s = tg_sum(pv, d, true);
+    tg_tensor *c = tg_sub(v, s);
+    tg_tensor *r = tg_mul(p, c);
+    tg_release(pv);
+    tg_release(s);
+    tg_release(c);
+    return r;
+}
+
+/* vjp: dx = y * (dy - sum(y * dy))   (y = n->out: on the tape through this
+ *      entry, so a second walk sees how y moves with x)
+ * jvp: ty = y * (t - sum(y * t)) */
+static int softmax_vjp(const tg_node *n, tg_tensor *dy, tg_tensor **dx)
+{
+    if (!tg__needs_grad(n, 0))
+        return 0;
+    dx[0] = tg__softmax_rule(n->out, dy, (int)n->ip[0]);
+    return dx[0] ? 0 : -1;
+}
+
+static int softmax_jvp(const tg_node *n, tg_tensor *const *t, tg_tensor **ty)
+{
+    *ty = t[0] ? tg__softmax_rule(n->out, t[0], (int)n->ip[0]) : NULL;
+    return t[0] && !*ty ? -1 : 0;
+}
+
+/* The softmax p = softmax(x) and the mask of y's -inf entries (x_k = -inf,
+ * or an entirely -inf row), a constant: those outputs stay -inf whatever x
+ * does, so they pass nothing back and carry no tangent. */
+static void log_softmax_parts(const tg_node *n, tg_tensor **p,
+                              tg_tensor **masked)
+{
+    *p = tg_softmax(n->in[0], (int)n->ip[0]);
+    *masked = tg_eq_scalar(n->out, -INFINITY);
+}
+
+/* vjp: g = dy with 0 where y = -inf; dx = g - softmax(x) * sum(g)
+ *      (0 at y = -inf: g and softmax(x) are 0 there, as the backward's)
+ * jvp: ty = t - sum(softmax(x) * t), 0 where y = -inf */
+static int log_softmax_vjp(const tg_node *n, tg_tensor *dy, tg_tensor **dx)
+{
+    if (!tg__needs_grad(n, 0))
+        return 0;
+    tg_tensor *p, *masked;
+    log_softmax_parts(n, &p, &masked);
+    tg_tensor *g = tg_masked_fill(dy, masked, 0);
+    tg_tensor *s = tg_sum(g, (int)n->ip[0], true);
+    tg_tensor *ps = tg_mul(p, s);
+    dx[0] = tg_sub(g, ps);
+    tg_release(p);
+    tg_release(masked);
+    tg_release(g);
+    tg_release(s);
+    tg_release(ps);
+    return dx[0] ? 0 : -1;
+}
+
+static int log_softmax_jvp(const tg_node *n, tg_tensor *const *t,
+                           tg_tensor **ty)
+{
+    *ty = NULL;
+    if (!t[0])
+        return 0;
+    tg_tensor *p, *masked;
+    log_softmax_parts(n, &p, &masked);
+    tg_tensor *pt = tg_mul(p, t[0]);
+    tg_tensor *s = tg_sum(pt, (int)n->ip[0], true);
+    tg_tensor *c = tg_sub(t[0], s);
+    *ty = tg_masked_fill(c, masked, 0);
+    tg_release(p);
+    tg_release(masked);
+    tg_release(pt);
+    tg_release(s);
+    tg_release(c);
+    return *ty ? 0 : -1;
 }

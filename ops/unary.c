@@ -18,6 +18,8 @@ typedef enum { SIGMOID, TANH, ABS, CLAMP } map_kind;
 
 static void map_backward(tg_node *n, tg_tensor *dy);
 static tg_tensor *map_replay(const tg_node *n, tg_tensor *const *in);
+static int map_vjp(const tg_node *n, tg_tensor *dy, tg_tensor **dx);
+static int map_jvp(const tg_node *n, tg_tensor *const *t, tg_tensor **ty);
 
 /* Parameters: ip[0] the kind; clamp's bounds in p[0], p[1] rounded to the
  * dtype (what the backward compares with) and in p[2], p[3] as the caller
@@ -26,13 +28,25 @@ static const tg_op map_ops[] = {
     [SIGMOID] = {.name = "sigmoid",
                  .backward = map_backward,
                  .reads_out = true,
-                 .replay = map_replay},
+                 .replay = map_replay,
+                 .vjp = map_vjp,
+                 .jvp = map_jvp},
     [TANH] = {.name = "tanh",
               .backward = map_backward,
               .reads_out = true,
-              .replay = map_replay},
-    [ABS] = {.name = "abs", .backward = map_backward, .replay = map_replay},
-    [CLAMP] = {.name = "clamp", .backward = map_backward, .replay = map_replay},
+              .replay = map_replay,
+              .vjp = map_vjp,
+              .jvp = map_jvp},
+    [ABS] = {.name = "abs",
+             .backward = map_backward,
+             .replay = map_replay,
+             .vjp = map_vjp,
+             .jvp = map_jvp},
+    [CLAMP] = {.name = "clamp",
+               .backward = map_backward,
+               .replay = map_replay,
+               .vjp = map_vjp,
+               .jvp = map_jvp},
 };
 
 typedef struct map_job {
@@ -243,4 +257,86 @@ static void map_backward(tg_node *n, tg_tensor *dy)
     }
     tg__accumulate(n, 0, dx);
     tg_release(dx);
+}
+
+/* ---- recorded backward and forward mode --------------------------------- */
+
+/* 1 - t, as recorded ops */
+static tg_tensor *one_minus(tg_tensor *t)
+{
+    tg_tensor *m = tg_neg(t), *r = tg_add_scalar(m, 1);
+    tg_release(m);
+    return r;
+}
+
+/* Each map is elementwise: its Jacobian is diag(f'(x)), its own transpose,
+ * so vjp (dx = f'(x) dy) and jvp (ty = f'(x) t) are one product, v * f'(x),
+ * as public ops (core/tape.h, tg_op.vjp):
+ *   sigmoid: v * (y (1 - y))          y = n->out (reads_out)
+ *   tanh:    v * (1 - y^2)            y = n->out (reads_out)
+ *   abs:     v where x > 0, -v where x < 0, 0 elsewhere (x = 0, NaN)
+ *   clamp:   v where lo <= x <= hi, 0 elsewhere (NaN too)
+ * abs's and clamp's masks are bool tensors from x, constants of the graph,
+ * chosen as the backward chooses at the kinks: so the first derivative is
+ * the backward's subgradient and the second exactly 0. */
+static tg_tensor *map_apply(const tg_node *n, tg_tensor *v)
+{
+    tg_tensor *x = n->in[0], *y = n->out, *r = NULL;
+    switch ((map_kind)n->ip[0]) {
+    case SIGMOID: { /* y (1 - y) */
+        tg_tensor *om = one_minus(y), *s = tg_mul(y, om);
+        r = tg_mul(v, s);
+        tg_release(s);
+        tg_release(om);
+        break;
+    }
+    case TANH: { /* 1 - y^2 */
+        tg_tensor *y2 = tg_mul(y, y), *s = one_minus(y2);
+        r = tg_mul(v, s);
+        tg_release(s);
+        tg_release(y2);
+        break;
+    }
+    case ABS: {
+        tg_tensor *pos = tg_gt_scalar(x, 0), *neg = tg_lt_scalar(x, 0);
+        tg_tensor *not_neg = tg_logical_not(neg), *minus_v = tg_neg(v);
+        tg_tensor *on_neg = tg_masked_fill(minus_v, not_neg, 0);
+        r = tg_where(pos, v, on_neg);
+        tg_release(on_neg);
+        tg_release(minus_v);
+        tg_release(not_neg);
+        tg_release(neg);
+        tg_release(pos);
+        break;
+    }
+    case CLAMP: {
+        /* p[0], p[1]: the bounds the backward compares with */
+        tg_tensor *ge = tg_ge_scalar(x, n->p[0]),
+                  *le = tg_le_scalar(x, n->p[1]);
+        tg_tensor *in = tg_logical_and(ge, le), *out = tg_logical_not(in);
+        r = tg_masked_fill(v, out, 0);
+        tg_release(out);
+        tg_release(in);
+        tg_release(le);
+        tg_release(ge);
+        break;
+    }
+    }
+    return r;
+}
+
+/* vjp: dx = dy * f'(x) */
+static int map_vjp(const tg_node *n, tg_tensor *dy, tg_tensor **dx)
+{
+    if (!tg__needs_grad(n, 0))
+        return 0;
+    dx[0] = map_apply(n, dy);
+    return dx[0] ? 0 : -1;
+}
+
+/* jvp: ty = t * f'(x) */
+static int map_jvp(const tg_node *n, tg_tensor *const *t, tg_tensor **ty)
+{
+    *ty = t[0] ? map_apply(n, t[0]) : NULL;
+    return t[0] && !*ty ? -1 : 0;
 }

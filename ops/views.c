@@ -8,10 +8,34 @@
  *   expand:          dx = dy summed over the expanded dims (tg__accumulate)
  *   reshape & co:    dx = reshape(dy, x.shape)
  *   contiguous:      dx = dy
- *   to(dtype):       dx = to(dy, x.dtype) */
+ *   to(dtype):       dx = to(dy, x.dtype)
+ *
+ * Their recorded rules (tg_op.vjp) are the same moves made with the public
+ * views, so that the gradient is on the tape when grad mode is on; each
+ * view is linear in x with its attributes fixed, so its forward-mode rule
+ * (tg_op.jvp) is the view of the tangent. */
 #include "core/tape.h"
 
 #include <string.h>
+
+/* ---- the rules every view shares --------------------------------------- */
+
+/* dx[0] = g (a new reference, or NULL with the error of the call that made
+ * it): the end of a single-input vjp. */
+static int set_dx(tg_tensor **dx, tg_tensor *g)
+{
+    dx[0] = g;
+    return g ? 0 : -1;
+}
+
+/* jvp of a linear op of one input: ty = op(t), with the entry's attributes.
+ * That is what the op's replay computes (its constructor again with the
+ * attributes the entry keeps), given the tangent for the input. */
+static int linear_jvp(const tg_node *n, tg_tensor *const *t, tg_tensor **ty)
+{
+    *ty = t[0] ? n->op->replay(n, t) : NULL;
+    return t[0] && !*ty ? -1 : 0;
+}
 
 /* ---- transpose ---------------------------------------------------------- */
 
@@ -30,9 +54,18 @@ static tg_tensor *transpose_replay(const tg_node *n, tg_tensor *const *in)
 {
     return tg_transpose(in[0], (int)n->ip[0], (int)n->ip[1]);
 }
+/* vjp: dx = transpose(dy, d0, d1) ;  jvp: ty = transpose(t, d0, d1) */
+static int transpose_vjp(const tg_node *n, tg_tensor *dy, tg_tensor **dx)
+{
+    if (!tg__needs_grad(n, 0))
+        return 0;
+    return set_dx(dx, tg_transpose(dy, (int)n->ip[0], (int)n->ip[1]));
+}
 static const tg_op transpose_op = {.name = "transpose",
                                    .backward = transpose_backward,
-                                   .replay = transpose_replay};
+                                   .replay = transpose_replay,
+                                   .vjp = transpose_vjp,
+                                   .jvp = linear_jvp};
 
 tg_tensor *tg_transpose(tg_tensor *t, int dim0, int dim1)
 {
@@ -96,10 +129,51 @@ static tg_tensor *slice_replay(const tg_node *n, tg_tensor *const *in)
         return tg_select(in[0], (int)n->ip[0], n->ip[1]);
     return tg_narrow(in[0], (int)n->ip[0], n->ip[1], n->ip[2]);
 }
-static const tg_op slice_op = {
-    .name = "slice", .backward = slice_backward, .replay = slice_replay};
-static const tg_op select_op = {
-    .name = "select", .backward = slice_backward, .replay = slice_replay};
+/* vjp: dx = cat(zeros(.., start, ..), dy, zeros(.., size - start - len, ..))
+ *      along dim (select: dy unsqueezed at dim first): dy in the window, 0
+ *      elsewhere, as the backward, with cat's vjp (narrow) to go on;
+ * jvp: ty = the same window of t (narrow, select) */
+static int slice_vjp(const tg_node *n, tg_tensor *dy, tg_tensor **dx)
+{
+    if (!tg__needs_grad(n, 0))
+        return 0;
+    const int dim = (int)n->ip[0];
+    const tg_tensor *x = n->in[0];
+    tg_tensor *src = n->ip[3] ? tg_unsqueeze(dy, dim) : tg_retain(dy);
+    const int64_t pad[2] = {n->ip[1], x->shape[dim] - n->ip[1] - n->ip[2]};
+    if (!src || (pad[0] == 0 && pad[1] == 0))
+        return set_dx(dx, src); /* the window is all of x */
+    tg_tensor *parts[3] = {NULL, src, NULL};
+    int64_t shape[TG_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof shape);
+    bool ok = true;
+    for (int side = 0; side < 2 && ok; side++) {
+        if (pad[side] == 0) /* an empty block would add nothing */
+            continue;
+        shape[dim] = pad[side];
+        parts[2 * side] = tg_zeros(x->dtype, x->ndim, shape);
+        ok = parts[2 * side] != NULL;
+    }
+    tg_tensor *pieces[3];
+    int k = 0;
+    for (int i = 0; i < 3; i++)
+        if (parts[i])
+            pieces[k++] = parts[i];
+    tg_tensor *g = ok ? tg_cat(pieces, k, dim) : NULL;
+    for (int i = 0; i < 3; i++)
+        tg_release(parts[i]);
+    return set_dx(dx, g);
+}
+static const tg_op slice_op = {.name = "slice",
+                               .backward = slice_backward,
+                               .replay = slice_replay,
+                               .vjp = slice_vjp,
+                               .jvp = linear_jvp};
+static const tg_op select_op = {.name = "select",
+                                .backward = slice_backward,
+                                .replay = slice_replay,
+                                .vjp = slice_vjp,
+                                .jvp = linear_jvp};
 
 /* A view of length elements from start along dim (already validated:
  * 0 <= start <= start + length <= size); drop removes the dim (select). */
@@ -200,8 +274,32 @@ static tg_tensor *expand_replay(const tg_node *n, tg_tensor *const *in)
 {
     return tg_expand(in[0], n->out_ndim, n->out_shape);
 }
-static const tg_op expand_op = {
-    .name = "expand", .backward = expand_backward, .replay = expand_replay};
+/* vjp: dx = dy summed over the dims expand added in front (dropped) and
+ *      over those it stretched from size 1 (kept, size 1), so dx has x's
+ *      shape exactly: sums, whose vjp expands again;
+ * jvp: ty = expand(t) to the output's shape */
+static int expand_vjp(const tg_node *n, tg_tensor *dy, tg_tensor **dx)
+{
+    if (!tg__needs_grad(n, 0))
+        return 0;
+    const int ndim = n->in_ndim[0], lead = dy->ndim - ndim;
+    const int64_t *shape = n->in_shape[0];
+    tg_tensor *g = tg_retain(dy);
+    for (int d = 0; d < dy->ndim && g; d++) {
+        int k = d - lead; /* x's dim; < 0: one expand added (g's dim 0) */
+        if (k >= 0 && (shape[k] != 1 || dy->shape[d] == 1))
+            continue;
+        tg_tensor *s = tg_sum(g, k < 0 ? 0 : k, k >= 0);
+        tg_release(g);
+        g = s;
+    }
+    return set_dx(dx, g);
+}
+static const tg_op expand_op = {.name = "expand",
+                                .backward = expand_backward,
+                                .replay = expand_replay,
+                                .vjp = expand_vjp,
+                                .jvp = linear_jvp};
 
 tg_tensor *tg_expand(tg_tensor *t, int ndim, const int64_t *shape)
 {
@@ -266,13 +364,29 @@ static tg_tensor *squeeze_replay(const tg_node *n, tg_tensor *const *in)
 {
     return tg_squeeze(in[0], (int)n->ip[0]);
 }
-static const tg_op reshape_op = {
-    .name = "reshape", .backward = reshape_backward, .replay = reshape_replay};
+/* vjp: dx = reshape(dy, x.shape) ;  jvp: ty = reshape(t, y.shape)
+ * (unsqueeze, squeeze: ty = the same dim inserted or removed in t) */
+static int reshape_vjp(const tg_node *n, tg_tensor *dy, tg_tensor **dx)
+{
+    if (!tg__needs_grad(n, 0))
+        return 0;
+    return set_dx(dx, tg_reshape(dy, n->in_ndim[0], n->in_shape[0]));
+}
+static const tg_op reshape_op = {.name = "reshape",
+                                 .backward = reshape_backward,
+                                 .replay = reshape_replay,
+                                 .vjp = reshape_vjp,
+                                 .jvp = linear_jvp};
 static const tg_op unsqueeze_op = {.name = "unsqueeze",
                                    .backward = reshape_backward,
-                                   .replay = unsqueeze_replay};
-static const tg_op squeeze_op = {
-    .name = "squeeze", .backward = reshape_backward, .replay = squeeze_replay};
+                                   .replay = unsqueeze_replay,
+                                   .vjp = reshape_vjp,
+                                   .jvp = linear_jvp};
+static const tg_op squeeze_op = {.name = "squeeze",
+                                 .backward = reshape_backward,
+                                 .replay = squeeze_replay,
+                                 .vjp = reshape_vjp,
+                                 .jvp = linear_jvp};
 
 /* A view of contiguous t with a new shape (numel already checked), or of a
  * contiguous copy when t is not; the entry is recorded against t. */
@@ -407,13 +521,23 @@ static void identity_backward(tg_node *n, tg_tensor *dy)
 {
     tg__accumulate(n, 0, dy);
 }
+/* vjp: dx = dy ;  jvp: ty = contiguous(t) (alias: a new header over t) */
+static int identity_vjp(const tg_node *n, tg_tensor *dy, tg_tensor **dx)
+{
+    return tg__needs_grad(n, 0) ? set_dx(dx, tg_retain(dy)) : 0;
+}
 static tg_tensor *contiguous_replay(const tg_node *n, tg_tensor *const *in);
 static tg_tensor *alias_replay(const tg_node *n, tg_tensor *const *in);
 static const tg_op contiguous_op = {.name = "contiguous",
                                     .backward = identity_backward,
-                                    .replay = contiguous_replay};
-static const tg_op alias_op = {
-    .name = "alias", .backward = identity_backward, .replay = alias_replay};
+                                    .replay = contiguous_replay,
+                                    .vjp = identity_vjp,
+                                    .jvp = linear_jvp};
+static const tg_op alias_op = {.name = "alias",
+                               .backward = identity_backward,
+                               .replay = alias_replay,
+                               .vjp = identity_vjp,
+                               .jvp = linear_jvp};
 
 /* A new header over t's elements, recorded as an identity: what contiguous
  * and to (op) return when t already is what was asked for. (Not t itself
@@ -472,9 +596,20 @@ static void to_backward(tg_node *n, tg_tensor *dy)
  * float64 replay stays float64 past a recorded float64 -> float32 and
  * float32 -> float64 alike, as the float64 replay of every other op does.
  * (Only conversions between floats are recorded.) */
+/* vjp: dx = to(dy, x.dtype) ;  jvp: ty = to(t, y.dtype) (the replay: t has
+ * the recorded input's dtype) */
+static int to_vjp(const tg_node *n, tg_tensor *dy, tg_tensor **dx)
+{
+    if (!tg__needs_grad(n, 0))
+        return 0;
+    return set_dx(dx, tg_to(dy, n->in[0]->dtype));
+}
 static tg_tensor *to_replay(const tg_node *n, tg_tensor *const *in);
-static const tg_op to_op = {
-    .name = "to", .backward = to_backward, .replay = to_replay};
+static const tg_op to_op = {.name = "to",
+                            .backward = to_backward,
+                            .replay = to_replay,
+                            .vjp = to_vjp,
+                            .jvp = linear_jvp};
 
 /* y = t converted to dt (a new tensor), recorded when dt is a float. */
 static tg_tensor *converted(tg_tensor *t, tg_dtype dt)

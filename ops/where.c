@@ -115,10 +115,51 @@ static tg_tensor *where_replay(const tg_node *n, tg_tensor *const *in)
 {
     return tg_where(n->saved[0], in[0], in[1]);
 }
+/* vjp: da = where(cond, dy, 0)   db = where(cond, 0, dy)   (exactly 0 in
+ *      the cells the other one gave; of y's shape: the walk sums each down
+ *      to a's and b's where they were broadcast);
+ * jvp: ty = where(cond, ta, tb), zeros(a.shape) for a NULL ta (b's alike);
+ *      NULL when both are */
+static int where_vjp(const tg_node *n, tg_tensor *dy, tg_tensor **dx)
+{
+    tg_tensor *cond = n->saved[0];
+    tg_tensor *zero = tg_zeros(dy->dtype, 0, NULL);
+    if (!zero)
+        return -1;
+    if (tg__needs_grad(n, 0))
+        dx[0] = tg_where(cond, dy, zero);
+    if (tg__needs_grad(n, 1))
+        dx[1] = tg_where(cond, zero, dy);
+    tg_release(zero);
+    if ((tg__needs_grad(n, 0) && !dx[0]) || (tg__needs_grad(n, 1) && !dx[1])) {
+        for (int i = 0; i < 2; i++) {
+            tg_release(dx[i]);
+            dx[i] = NULL;
+        }
+        return -1;
+    }
+    return 0;
+}
+static int where_jvp(const tg_node *n, tg_tensor *const *t, tg_tensor **ty)
+{
+    *ty = NULL;
+    if (!t[0] && !t[1])
+        return 0;
+    tg_tensor *in[2];
+    for (int i = 0; i < 2; i++)
+        in[i] = t[i] ? tg_retain(t[i]) : tg_zeros_like(n->in[i]);
+    if (in[0] && in[1])
+        *ty = where_replay(n, in);
+    tg_release(in[0]);
+    tg_release(in[1]);
+    return *ty ? 0 : -1;
+}
 static const tg_op where_op = {.name = "where",
                                .backward = where_backward,
                                .makes_neg_inf = true,
-                               .replay = where_replay};
+                               .replay = where_replay,
+                               .vjp = where_vjp,
+                               .jvp = where_jvp};
 
 tg_tensor *tg_where(tg_tensor *cond, tg_tensor *a, tg_tensor *b)
 {
@@ -152,10 +193,30 @@ static tg_tensor *masked_fill_replay(const tg_node *n, tg_tensor *const *in)
 {
     return tg_masked_fill(in[0], n->saved[0], n->p[0]);
 }
+/* vjp: dt = masked_fill(dy, mask, 0)  (exactly 0 under the mask, whatever
+ *      the value filled, -inf included; of y's shape: the walk sums it down
+ *      to t's where t was broadcast);
+ * jvp: ty = masked_fill(tt, mask, 0), tt the tangent of t (the value is a
+ *      constant) */
+static int masked_fill_vjp(const tg_node *n, tg_tensor *dy, tg_tensor **dx)
+{
+    if (!tg__needs_grad(n, 0))
+        return 0;
+    dx[0] = tg_masked_fill(dy, n->saved[0], 0.0);
+    return dx[0] ? 0 : -1;
+}
+static int masked_fill_jvp(const tg_node *n, tg_tensor *const *t,
+                           tg_tensor **ty)
+{
+    *ty = t[0] ? tg_masked_fill(t[0], n->saved[0], 0.0) : NULL;
+    return t[0] && !*ty ? -1 : 0;
+}
 static const tg_op masked_fill_op = {.name = "masked_fill",
                                      .backward = masked_fill_backward,
                                      .makes_neg_inf = true,
-                                     .replay = masked_fill_replay};
+                                     .replay = masked_fill_replay,
+                                     .vjp = masked_fill_vjp,
+                                     .jvp = masked_fill_jvp};
 
 tg_tensor *tg_masked_fill(tg_tensor *t, tg_tensor *mask, double value)
 {
@@ -221,10 +282,31 @@ static tg_tensor *tri_replay(const tg_node *n, tg_tensor *const *in)
     return n->ip[1] ? tg_tril(in[0], (int)n->ip[0])
                     : tg_triu(in[0], (int)n->ip[0]);
 }
-static const tg_op tril_op = {
-    .name = "tril", .backward = tri_backward, .replay = tri_replay};
-static const tg_op triu_op = {
-    .name = "triu", .backward = tri_backward, .replay = tri_replay};
+/* The mask is diagonal, so its own transpose:
+ * vjp: dx = tril(dy, k) [triu(dy, k)] ;  jvp: ty = tril(t, k) [triu(t, k)]
+ * (both the replay, given dy or t) */
+static int tri_vjp(const tg_node *n, tg_tensor *dy, tg_tensor **dx)
+{
+    if (!tg__needs_grad(n, 0))
+        return 0;
+    dx[0] = tri_replay(n, &dy);
+    return dx[0] ? 0 : -1;
+}
+static int tri_jvp(const tg_node *n, tg_tensor *const *t, tg_tensor **ty)
+{
+    *ty = t[0] ? tri_replay(n, t) : NULL;
+    return t[0] && !*ty ? -1 : 0;
+}
+static const tg_op tril_op = {.name = "tril",
+                              .backward = tri_backward,
+                              .replay = tri_replay,
+                              .vjp = tri_vjp,
+                              .jvp = tri_jvp};
+static const tg_op triu_op = {.name = "triu",
+                              .backward = tri_backward,
+                              .replay = tri_replay,
+                              .vjp = tri_vjp,
+                              .jvp = tri_jvp};
 
 static tg_tensor *triangle(tg_tensor *t, int k, bool lower)
 {

@@ -107,6 +107,27 @@ static tg_tensor *f32_leaf(void)
     return t;
 }
 
+/* A float64 leaf (3,) that requires grad. */
+static tg_tensor *grad_leaf(void)
+{
+    tg_tensor *t = temp(tg_ones(TG_FLOAT64, TG_SHAPE(3)));
+    tg_set_requires_grad(t, true);
+    return t;
+}
+
+/* Room for the gradients of the rows of tg_grads and tg_jvp (each fails:
+ * nothing to free). */
+static tg_tensor *two_out[2];
+
+/* sum(exp(x)): a scalar for tg_hvp and tg_hessian. */
+static tg_tensor *sum_exp_fn(tg_tensor *const *in, void *ctx)
+{
+    (void)ctx;
+    tg_tensor *y = tg_exp(in[0]), *s = tg_sum_all(y);
+    tg_release(y);
+    return s;
+}
+
 /* A function whose output is float32 (for gradcheck's refusal). */
 static tg_tensor *to_f32_fn(tg_tensor *const *in, void *ctx)
 {
@@ -198,6 +219,29 @@ static int save_backward(tg_custom_ctx *c, tg_tensor *const *dy, tg_tensor **dx)
 
 static const tg_custom_op cexp_op = {"cexp",        1,    1,    cexp_forward,
                                      cexp_backward, NULL, false};
+static const tg_custom_op cexp_once_op = {.name = "cexp_once",
+                                          .n_inputs = 1,
+                                          .n_outputs = 1,
+                                          .forward = cexp_forward,
+                                          .backward = cexp_backward,
+                                          .once_differentiable = true};
+
+/* sum(cexp(x)) through the custom op (no jvp rule), and through its
+ * once-differentiable twin. */
+static tg_tensor *cexp_fn(tg_tensor *const *in, void *ctx)
+{
+    (void)ctx;
+    return tg_custom1(&cexp_op, NULL, in);
+}
+
+static tg_tensor *once_fn(tg_tensor *const *in, void *ctx)
+{
+    (void)ctx;
+    tg_tensor *y = tg_custom1(&cexp_once_op, NULL, in), *s = tg_sum_all(y);
+    tg_release(y);
+    return s;
+}
+
 static const tg_custom_op no_backward_op = {
     "nobackward", 1, 1, cexp_forward, NULL, NULL, false};
 static const tg_custom_op no_inputs_op = {
@@ -542,8 +586,56 @@ static void core_table(table_walk *w, env *e)
     ROW_RC("gradcheck f runs a backward",
            tg_gradcheck(gradient_fn, NULL, 1, &e->x, NULL, NULL),
            "gradcheck: the function ran a backward", "second order");
-    ROW("jacobian of a gradient", tg_jacobian(gradient_fn, NULL, e->v3),
-        "jacobian", "ran a backward", "second order");
+
+    /* issue 30: the gradients returned (tg_grads), forward mode, the
+     * second order; a second derivative through a once-differentiable
+     * custom op */
+    ROW_RC("grads n 0",
+           tg_grads(temp(tg_sum_all(e->x)), NULL, 0, &e->x, two_out, 0),
+           "grads:", "n >= 1");
+    ROW_RC("grads x without grad",
+           tg_grads(temp(tg_sum_all(e->x)), NULL, 1, &e->m, two_out, 0),
+           "grads:", "xs[0]", "does not require grad");
+    ROW_RC("grads x unused",
+           tg_grads(temp(tg_sum_all(e->x)), NULL, 1,
+                    (tg_tensor *[]){grad_leaf()}, two_out, 0),
+           "grads:", "does not depend on xs[0] (3,)", "TG_ALLOW_UNUSED");
+    ROW_RC("grads no dy for many",
+           tg_grads(temp(tg_exp(e->x)), NULL, 1, &e->x, two_out, 0),
+           "grads:", "(4,8,32)", "give dy");
+    ROW_RC("grads dy mismatch",
+           tg_grads(temp(tg_exp(e->x)), e->v3, 1, &e->x, two_out, 0),
+           "grads:", "gradient float64 (3,)", "output float64 (4,8,32)");
+    ROW_RC("jvp NULL f", tg_jvp(NULL, NULL, 1, &e->x, &e->x, NULL, two_out),
+           "jvp:", "need f");
+    ROW_RC("jvp tangent mismatch",
+           tg_jvp(exp_fn, NULL, 1, &e->x, &e->v3, NULL, two_out),
+           "jvp:", "tangent 0 is float64 (3,)", "input 0 is float64 (4,8,32)");
+    ROW_RC("jvp f fails",
+           tg_jvp(misaligned_fn, e->m, 1, &e->x, &e->x, NULL, two_out),
+           MATMUL_MSG);
+    ROW_RC("jvp through a custom op without a rule",
+           tg_jvp(cexp_fn, NULL, 1, &e->v3, &e->v3, NULL, two_out),
+           "jvp:", "cexp", "no forward-mode rule");
+    ROW("hvp NULL f", tg_hvp(NULL, NULL, e->v3, e->v3), "hvp:", "NULL");
+    ROW("hvp v mismatch", tg_hvp(sum_exp_fn, NULL, e->x, e->v3),
+        "hvp:", "v is float64 (3,)", "x is float64 (4,8,32)");
+    ROW("hvp f not a scalar", tg_hvp(exp_fn, NULL, e->v3, e->v3),
+        "hvp:", "one element", "(3,)");
+    ROW("hvp through a once-differentiable op",
+        tg_hvp(once_fn, NULL, e->v3, e->v3), "hvp:", "cexp_once",
+        "once_differentiable");
+    ROW("hessian NULL f", tg_hessian(NULL, NULL, e->v3), "hessian:", "NULL");
+    ROW("hessian past 8 dims",
+        tg_hessian(sum_exp_fn, NULL,
+                   temp(tg_zeros(TG_FLOAT64, TG_SHAPE(1, 1, 1, 1, 1)))),
+        "hessian", "past 8");
+    ROW_RC("gradgradcheck NULL f",
+           tg_gradgradcheck(NULL, NULL, 1, &e->x, NULL, NULL),
+           "gradgradcheck:", "function");
+    ROW_RC("gradgradcheck f fails",
+           tg_gradgradcheck(misaligned_fn, e->m, 1, &e->x, NULL, NULL),
+           MATMUL_MSG);
 
     /* tg_precision_check: its arguments, a program with nothing on its
      * tape, a function that fails; the printout's arguments */
