@@ -160,7 +160,9 @@ static void head_free(head *h)
 
 /* One call the way's way; its result into *out when out is not NULL (a
  * new reference: the gradient of W_q for fwdbwd, H v, J v), else
- * dropped. The scope frees the call's temporaries. 0 or -1. */
+ * released. The scope frees the call's temporaries; the results are
+ * taken out of it (tg_keep) since tg_hvp's and tg_jvp's are the caller's
+ * already, and one release must fit both. 0 or -1. */
 static int call(head *h, enum way way, tg_tensor **out)
 {
     tg_tensor *r = NULL, *value = NULL;
@@ -181,8 +183,11 @@ static int call(head *h, enum way way, tg_tensor **out)
         rc = tg_jvp(f, h, 1, &h->w_q, &h->v, &value, &r);
         tg_release(value);
     }
+    r = tg_keep(r);
     if (out)
-        *out = rc == 0 ? tg_keep(r) : NULL;
+        *out = rc == 0 ? r : NULL;
+    if (!out || rc < 0)
+        tg_release(r);
     tg_scope_end();
     return rc;
 }
