@@ -14,7 +14,14 @@
  * NULL, which stops the walk; the leaves then get their old gradients back
  * and the walk's are dropped.
  *
- * backward_walk, at the end of the file, reads as its steps: walk_can_start,
+ * A walk that records (TG_CREATE_GRAPH) runs each entry's tg_op.vjp
+ * instead, with grad mode on (core/backward_graph.c): the gradients are
+ * then outputs of entries, and the leaves' are added out of place. Its
+ * entries stay for another walk. tg_grads' walk is asked for some tensors
+ * (tg_walk_how.stops): the other leaves get nothing, no hook runs.
+ *
+ * tg__backward_walk, at the end of the file, reads as its steps:
+ * walk_can_start,
  * the plan (tg__walk_gather, core/gather.c: the entries and the leaves),
  * walk_hold, walk_enter (the walk's modes), the seed, walk_step for each
  * entry (run_backward, its output's gradient dropped, the hooks, the entry
@@ -311,13 +318,12 @@ static void walk_release(walk *w, bool ok)
         tg__profile_walk_end(w->ops_ms);
 }
 
-/* The walk of tg_backward_with, and with retain of tg_backward_retain:
- * then each entry keeps what it holds and stays unconsumed, for another
- * walk. */
-/* walks begun on this thread that do not record */
-static TG_THREAD_LOCAL uint64_t walks;
+/* walks begun on this thread that do not record, and that do */
+static TG_THREAD_LOCAL uint64_t walks, recording_walks;
 
 uint64_t tg__walk_count(void) { return walks; }
+
+uint64_t tg__recording_walk_count(void) { return recording_walks; }
 
 /* Set while a checker that differentiates f (tg_hvp, tg_hessian,
  * tg_jacobian, the checks) runs it: f's own walks then record, as if
@@ -341,15 +347,21 @@ static bool seed(const walk *w, tg_tensor *out, tg_tensor *dout)
     if (!w->create)
         return tg__grad_add(out, dout, false);
     TG_ASSERT(!out->grad);
-    out->grad = tg_retain(dout);
-    return true;
+    /* a tensor of the walk's own (walk_step releases it), connected to
+     * dout: its alias, recorded (grad mode is on) */
+    out->grad = tg_contiguous(dout);
+    return out->grad != NULL;
 }
 
+/* The walk of tg_backward_with, with retain of tg_backward_retain (each
+ * entry keeps what it holds and stays unconsumed, for another walk), with
+ * create one that records (TG_CREATE_GRAPH), with stops tg_grads'. */
 int tg__backward_walk(tg_tensor *out, tg_tensor *dout, const tg_walk_how *how)
 {
     tg_walk_how h = *how;
     h.create |= record_walks;
     walks += !h.create; /* a recording walk's gradient is on the tape */
+    recording_walks += h.create;
     if (!walk_can_start(out, dout))
         return -1;
     if (!out->node)

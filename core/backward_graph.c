@@ -28,19 +28,19 @@ static tg_tensor *sum_down(tg_tensor *g, int ndim, const int64_t *shape,
 {
     while (g && g->ndim > ndim) { /* leading dims the input did not have */
         tg_tensor *s = tg_sum(g, 0, false);
-        tg_release(g);
+        tg__drop(g);
         g = s;
     }
     for (int d = 0; g && d < ndim; d++) {
         if (shape[d] != 1 || g->shape[d] == 1)
             continue;
         tg_tensor *s = tg_sum(g, d, true);
-        tg_release(g);
+        tg__drop(g);
         g = s;
     }
     if (g && g->dtype != dt) {
         tg_tensor *c = tg_to(g, dt);
-        tg_release(g);
+        tg__drop(g);
         g = c;
     }
     return g;
@@ -54,19 +54,20 @@ static bool add_recorded(tg_tensor *x, tg_tensor *g)
         return true;
     }
     tg_tensor *s = tg_add(x->grad, g);
-    tg_release(g);
+    tg__drop(g);
     if (!s)
         return false;
-    tg_release(x->grad);
+    tg__drop(x->grad);
     x->grad = s;
     return true;
 }
 
-/* The walk stops: err is set. */
+/* The walk stops: err is set. (Every reference here is dropped with
+ * tg__drop: a rule may hand back a tensor it was given, dy.) */
 static void step_failed(tg_tensor **dx, int n)
 {
     for (int i = 0; i < n; i++)
-        tg_release(dx[i]);
+        tg__drop(dx[i]);
     tg__set_walk_failed(true);
 }
 
@@ -95,7 +96,7 @@ void tg__vjp_step(tg_node *n, tg_tensor *dy,
             tg_tensor *x = n->in[i], *g = dx[i];
             dx[i] = NULL;
             if (!g || !tg__needs_grad(n, i) || (skip && skip(x, ctx))) {
-                tg_release(g);
+                tg__drop(g);
                 continue;
             }
             g = sum_down(g, x->ndim, x->shape, x->dtype);
@@ -120,8 +121,32 @@ bool tg__settle_recorded(tg_tensor *t, tg_tensor *before)
     tg_tensor *s = tg_add(before, t->grad);
     if (!s)
         return false;
-    tg_release(before);
-    tg_release(t->grad);
+    tg__drop(before);
+    tg__drop(t->grad);
     t->grad = s;
     return true;
+}
+
+/* ---- for the ops' rules ------------------------------------------------- */
+
+bool tg__rule_add(tg_tensor **acc, tg_tensor *term)
+{
+    tg_tensor *sum = term && *acc ? tg_add(*acc, term) : term;
+    if (sum != term)
+        tg__drop(term);
+    tg__drop(*acc);
+    *acc = sum;
+    return sum != NULL;
+}
+
+int tg__rule_done(tg_tensor **dx, int n, const bool *need)
+{
+    bool ok = true;
+    for (int i = 0; i < n; i++)
+        ok = ok && (!need[i] || dx[i]);
+    for (int i = 0; !ok && i < n; i++) {
+        tg__drop(dx[i]);
+        dx[i] = NULL;
+    }
+    return ok ? 0 : -1;
 }

@@ -120,7 +120,7 @@ int tg_grads(tg_tensor *y, tg_tensor *dy, int n, tg_tensor *const *xs,
         before = tg__calloc((size_t)n * 2, sizeof *before);
     if (!seed || !before) {
         tg__error("grads: out of memory");
-        tg_release(seed);
+        tg__drop(seed);
         if (before != one)
             free(before);
         return -1;
@@ -133,13 +133,13 @@ int tg_grads(tg_tensor *y, tg_tensor *dy, int n, tg_tensor *const *xs,
             first++;
         if (first < i)
             out[i] = tg_retain(out[first]);
-        else if (y == xs[i] && !y->grad) /* dy/dy: the seed itself */
-            out[i] = tg_retain(seed);
+        else if (y == xs[i] && !y->grad) /* dy/dy: the seed */
+            ok = (out[i] = tg__copy("grads", seed)) != NULL;
         else
             ok = take(xs[i], i, &out[i], flags);
     }
     put_back(n, xs, before, out, ok);
-    tg_release(seed);
+    tg__drop(seed); /* (dy's own reference stays in its scope) */
     if (before != one)
         free(before);
     if (rc == 0 && !ok)

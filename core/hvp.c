@@ -83,7 +83,7 @@ tg_tensor *tg_hvp(tg_fn f, void *ctx, tg_tensor *x, tg_tensor *v)
                   TG_SHP(x));
         return NULL;
     }
-    tg_tensor *xl, *y, *g, *hv = NULL;
+    tg_tensor *xl = NULL, *y = NULL, *g = NULL, *hv = NULL;
     if (first_gradient("hvp", f, ctx, x, &xl, &y, &g))
         second("hvp", g, xl, v, 0, &hv);
     tg_release(g);
@@ -126,7 +126,7 @@ tg_tensor *tg_hessian(tg_fn f, void *ctx, tg_tensor *x)
     int64_t shape[TG_MAX_DIMS];
     memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
     memcpy(shape + x->ndim, x->shape, sizeof(int64_t) * (size_t)x->ndim);
-    tg_tensor *xl, *y, *g, *seed = NULL;
+    tg_tensor *xl = NULL, *y = NULL, *g = NULL, *seed = NULL;
     tg_tensor *h = tg__new("hessian", x->dtype, 2 * x->ndim, shape, true);
     bool ok = h && first_gradient("hessian", f, ctx, x, &xl, &y, &g);
     if (ok && g) { /* (each row a walk of g's retained graph) */

@@ -82,12 +82,12 @@ static tg_tensor *as_out(tg_tensor *ty, const tg_tensor *y)
 {
     if (ty && ty->dtype != y->dtype) {
         tg_tensor *c = tg_to(ty, y->dtype);
-        tg_release(ty);
+        tg__drop(ty);
         ty = c;
     }
     if (ty && !tg__same_shape(ty, y)) {
         tg_tensor *e = tg_expand(ty, y->ndim, y->shape);
-        tg_release(ty);
+        tg__drop(ty);
         ty = e;
     }
     return ty;
@@ -142,20 +142,25 @@ static int carry(pass *p, tg_tensor *y, tg_tensor **out)
     tg_set_grad_enabled(grad);
     tg__scope_pause(paused);
     for (int64_t k = 0; p->tan && k < m; k++)
-        tg_release(p->tan[k]);
+        tg__drop(p->tan[k]); /* (a rule may hand a tangent back) */
     free(p->tan);
     if (y->node)
         tg__walk_done(&p->plan);
     return rc;
 }
 
-/* f's inputs as leaves of the pass: detached aliases that require grad,
- * so that f records its graph and the inputs' own flags and gradients
- * stay as they were. */
+/* f's inputs as leaves of the pass: a leaf that requires grad is itself
+ * (its gradient is f's business, put back after f: core/user_fn.c);
+ * another input a detached alias that requires grad, so that f records
+ * its graph and the input's own flags stay as they were. */
 static bool make_leaves(int n, tg_tensor *const *inputs, tg_tensor **xl)
 {
     for (int i = 0; i < n; i++) {
         tg_tensor *x = inputs[i];
+        if (!x->node && x->requires_grad) { /* a leaf already: itself, so */
+            xl[i] = tg_retain(x); /* that f reading it from ctx is seen */
+            continue;
+        }
         xl[i] = tg__view("jvp", x, x->ndim, x->shape, x->strides, x->offset);
         if (!xl[i])
             return false;
@@ -207,11 +212,8 @@ int tg_jvp(tg_fn f, void *ctx, int n, tg_tensor *const *inputs,
     int rc = make_leaves(n, inputs, xl)
                  ? run(f, ctx, n, xl, tangents, out_value, out_tangent)
                  : -1;
-    for (int i = 0; i < n; i++) {
-        if (xl[i])
-            tg_zero_grad(xl[i]); /* a recorded gradient f took holds xl */
-        tg_release(xl[i]);
-    }
+    for (int i = 0; i < n; i++) /* (f's gradients: core/user_fn.c) */
+        tg__drop(xl[i]);        /* an input's stays in its scope */
     if (xl != one)
         free(xl);
     return rc;

@@ -88,6 +88,15 @@ typedef struct tg_op {
     int (*jvp)(const tg_node *n, tg_tensor *const *t, tg_tensor **ty);
 } tg_op;
 
+/* For the rules above (core/backward_graph.c). *acc += term, where *acc
+ * NULL is zero, taking term's reference: false when term is NULL (the op
+ * that made it failed) or the sum fails, *acc then released and NULL. */
+TG_HIDDEN bool tg__rule_add(tg_tensor **acc, tg_tensor *term);
+/* A vjp's end: 0 when each of the n dx that need[i] asks for is there;
+ * else -1, every dx released and NULL (the error of the op that failed
+ * is set). */
+TG_HIDDEN int tg__rule_done(tg_tensor **dx, int n, const bool *need);
+
 struct tg_node {
     const tg_op *op;
     uint64_t seq;   /* creation order: a topological order of the tape */
@@ -180,6 +189,8 @@ TG_HIDDEN const char *tg__tape_holder(const tg_storage *s, int *line,
  * checkers compare it around a user's function, which must not run one
  * (its gradient would be a constant to them; core/user_fn.c). */
 TG_HIDDEN uint64_t tg__walk_count(void);
+/* And how many that record. */
+TG_HIDDEN uint64_t tg__recording_walk_count(void);
 /* Sets whether this thread's backward walks record their graph, as if
  * TG_CREATE_GRAPH were given (core/backward.c); returns what it was. The
  * checkers that differentiate a user's f set it while f runs (tg_hvp,

@@ -1,5 +1,5 @@
 /* Private to core's tape files: what they share among themselves and
- * ops/ never needs (that is core/tape.h). The tape and its engine are six
+ * ops/ never needs (that is core/tape.h). The tape and its engine are seven
  * files, each calling only those above it here (tests/layers.test):
  *
  *   profile.c     the profiler: each op's share of the time
@@ -10,6 +10,7 @@
  *   grad.c        a tensor's gradient: the leaves' flags, and the adding
  *                 of the backward functions' contributions (tg__accumulate)
  *   gather.c      what a walk visits: its entries, newest first, and leaves
+ *   backward_graph.c  an entry's step in a walk that records its graph
  *   backward.c    the backward walk
  *
  * so the walk sits above the tape it walks, the gradients it sums, what it

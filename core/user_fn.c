@@ -13,6 +13,7 @@
 #include "core/tape.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 
 /* Set by the checkers that differentiate f to the second order: f's
  * walks then record. */
@@ -25,6 +26,53 @@ bool tg__user_fn_records(bool on)
     return was;
 }
 
+/* The inputs' gradients as f found them, held, into held (n of them). */
+static void grads_hold(int n, tg_tensor *const *in, tg_tensor **held)
+{
+    for (int i = 0; i < n; i++)
+        held[i] = in[i] ? tg_retain(in[i]->grad) : NULL;
+}
+
+/* After f: each input's gradient as it was (restore, when f took a
+ * recorded gradient: that one is on the tape and holds the input, a
+ * cycle, and the checker's own gradients, which gradcheck reads between
+ * calls of f, must stay as they were), the holds let go. */
+static void grads_back(int n, tg_tensor *const *in, tg_tensor **held,
+                       bool restore)
+{
+    for (int i = 0; i < n; i++) {
+        if (restore && in[i] && in[i]->grad != held[i]) {
+            tg__drop(in[i]->grad);
+            in[i]->grad = held[i]; /* our reference is now the input's */
+            continue;
+        }
+        tg__drop(held[i]);
+    }
+}
+
+/* f(inputs, ctx) with grad mode set to grad, its walks recording when a
+ * checker asks (records): y, and in *walked whether f ran a walk that does
+ * not record. */
+static tg_tensor *run(tg_fn f, void *ctx, int n, tg_tensor *const *inputs,
+                      bool grad, bool *walked)
+{
+    tg_tensor *one[16], **held = one;
+    if (n > 16 && !(held = tg__calloc((size_t)n, sizeof *held)))
+        return tg__error("out of memory"), NULL;
+    grads_hold(n, inputs, held);
+    uint64_t walks = tg__walk_count(), recorded = tg__recording_walk_count();
+    bool was = tg_set_grad_enabled(grad);
+    bool rec = records ? tg__record_walks(true) : tg__records_walks();
+    tg_tensor *y = f(inputs, ctx);
+    tg__record_walks(rec);
+    tg_set_grad_enabled(was);
+    *walked = tg__walk_count() != walks;
+    grads_back(n, inputs, held, tg__recording_walk_count() != recorded);
+    if (held != one)
+        free(held);
+    return y;
+}
+
 tg_tensor *tg__call_user_fn(const char *who, tg_fn f, void *ctx, int n,
                             tg_tensor *const *inputs, bool grad)
 {
@@ -34,20 +82,9 @@ tg_tensor *tg__call_user_fn(const char *who, tg_fn f, void *ctx, int n,
     tg__lend lend;
     if (!tg__lend_begin(&lend, who, "input", n, inputs))
         return NULL;
-    uint64_t walks = tg__walk_count();
-    bool was = tg_set_grad_enabled(grad);
-    bool rec = records ? tg__record_walks(true) : tg__records_walks();
-    tg_tensor *y = f(inputs, ctx);
-    tg__record_walks(rec);
-    tg_set_grad_enabled(was);
+    bool walked = false;
+    tg_tensor *y = run(f, ctx, n, inputs, grad, &walked);
     bool kept = tg__lend_end(&lend);
-    bool walked = tg__walk_count() != walks;
-    if (records) {
-        /* a recorded gradient f took into an input is on the tape and
-         * holds the input (a cycle); what f returned keeps its own */
-        for (int i = 0; i < n; i++)
-            tg_zero_grad(inputs[i]);
-    }
     if (kept && y && walked) {
         tg__error("%s: the function ran a backward: a gradient is not "
                   "recorded on the tape, so its derivative (second order) is "

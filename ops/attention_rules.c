@@ -69,29 +69,7 @@ int tg__attention_vjp(const tg_node *n, tg_tensor *dy, tg_tensor **dx)
         dx[1] = matmul_t(dr, n->in[0], false);
     tg_release(dr);
     tg_release(p);
-    bool ok = true;
-    for (int i = 0; i < 3; i++)
-        ok = ok && (!need[i] || dx[i]);
-    if (ok)
-        return 0;
-    for (int i = 0; i < 3; i++) {
-        tg_release(dx[i]);
-        dx[i] = NULL;
-    }
-    return -1;
-}
-
-/* *acc += term, where *acc NULL is zero; takes term's reference. false
- * when term is NULL (the op that made it failed) or the sum fails: *acc
- * is then released and NULL. */
-static bool add_term(tg_tensor **acc, tg_tensor *term)
-{
-    tg_tensor *sum = term && *acc ? tg_add(*acc, term) : term;
-    if (sum != term)
-        tg_release(term);
-    tg_release(*acc);
-    *acc = sum;
-    return sum != NULL;
+    return tg__rule_done(dx, 3, need);
 }
 
 /* jvp, the product rule through R, P and O = P V:
@@ -108,18 +86,18 @@ int tg__attention_jvp(const tg_node *n, tg_tensor *const *t, tg_tensor **ty)
     tg_tensor *p = probs(n), *tr = NULL, *to = NULL;
     bool ok = p != NULL;
     if (ok && t[0])
-        ok = add_term(&tr, matmul_t(t[0], n->in[1], true));
+        ok = tg__rule_add(&tr, matmul_t(t[0], n->in[1], true));
     if (ok && t[1])
-        ok = add_term(&tr, matmul_t(n->in[0], t[1], true));
+        ok = tg__rule_add(&tr, matmul_t(n->in[0], t[1], true));
     if (ok && tr) {
         tg_tensor *ts = tg__softmax_rule(p, tr, -1);
         tg_tensor *tp = n->p[0] == 1 ? tg_retain(ts) : tg_scale(ts, n->p[0]);
-        ok = add_term(&to, tg_matmul(tp, n->in[2]));
+        ok = tg__rule_add(&to, tg_matmul(tp, n->in[2]));
         tg_release(ts);
         tg_release(tp);
     }
     if (ok && t[2])
-        ok = add_term(&to, tg_matmul(p, t[2]));
+        ok = tg__rule_add(&to, tg_matmul(p, t[2]));
     tg_release(tr);
     tg_release(p);
     if (!ok) {

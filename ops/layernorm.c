@@ -389,29 +389,7 @@ static int layer_norm_vjp(const tg_node *n, tg_tensor *dy, tg_tensor **dx)
         dx[2] = sum_rows(tg_retain(dy));
     tg_release(xhat);
     tg_release(rstd);
-    bool ok = true;
-    for (int i = 0; i < 3; i++)
-        ok = ok && (!need[i] || dx[i]);
-    if (ok)
-        return 0;
-    for (int i = 0; i < 3; i++) {
-        tg_release(dx[i]);
-        dx[i] = NULL;
-    }
-    return -1;
-}
-
-/* *acc += term, where *acc NULL is zero; takes term's reference. false
- * when term is NULL (the op that made it failed) or the sum fails: *acc
- * is then released and NULL. */
-static bool add_term(tg_tensor **acc, tg_tensor *term)
-{
-    tg_tensor *sum = term && *acc ? tg_add(*acc, term) : term;
-    if (sum != term)
-        tg_release(term);
-    tg_release(*acc);
-    *acc = sum;
-    return sum != NULL;
+    return tg__rule_done(dx, 3, need);
 }
 
 /* jvp: txhat = rstd * (tx - mean(tx) - xhat * mean(tx * xhat)),
@@ -430,13 +408,14 @@ static int layer_norm_jvp(const tg_node *n, tg_tensor *const *t, tg_tensor **ty)
     }
     if (ok && t[0]) {
         tg_tensor *tx = ln_rule(xhat, rstd, t[0]);
-        ok = add_term(&acc, n->in[1] ? tg_mul(tx, n->in[1]) : tg_retain(tx));
+        ok =
+            tg__rule_add(&acc, n->in[1] ? tg_mul(tx, n->in[1]) : tg_retain(tx));
         tg_release(tx);
     }
     if (ok && t[1])
-        ok = add_term(&acc, tg_mul(xhat, t[1]));
+        ok = tg__rule_add(&acc, tg_mul(xhat, t[1]));
     if (ok && t[2])
-        ok = add_term(&acc, tg_retain(t[2]));
+        ok = tg__rule_add(&acc, tg_retain(t[2]));
     tg_release(xhat);
     tg_release(rstd);
     if (!ok) {

@@ -18,6 +18,8 @@
  * second in all); under valgrind every 7th. */
 #include "tests.h"
 
+#include <math.h>
+
 #include "kernels/gemm.h" /* and core/error.h */
 
 #include <fcntl.h>
@@ -676,19 +678,68 @@ static int check_and_sample(int64_t *tokens)
     return rc;
 }
 
-START_TEST(gradcheck_and_generate_fail_cleanly)
+/* issue 30: the second order and forward mode through a masked softmax
+ * head: f(w) = mean((softmax(masked(x w (x w)^T)) x - t)^2) */
+static tg_tensor *masked_head_fn(tg_tensor *const *in, void *ctx)
 {
-    int64_t want[6], got[6];
-    check_and_sample(want); /* warm up, as reference() */
+    tg_tensor *x = ctx, *mask = NULL, *q = tg_matmul(x, in[0]);
+    tg_tensor *qt = tg_transpose(q, 0, 1), *s = tg_matmul(q, qt);
+    tg_tensor *ones = s ? tg_ones_like(s) : NULL;
+    tg_tensor *up = ones ? tg_triu(ones, 1) : NULL;
+    mask = up ? tg_gt_scalar(up, 0.5) : NULL;
+    tg_tensor *m = mask ? tg_masked_fill(s, mask, -INFINITY) : NULL;
+    tg_tensor *p = m ? tg_softmax(m, -1) : NULL;
+    tg_tensor *o = p ? tg_matmul(p, x) : NULL;
+    tg_tensor *l = o ? tg_mse_loss(o, x) : NULL;
+    tg_release(q), tg_release(qt), tg_release(s), tg_release(ones);
+    tg_release(up), tg_release(mask), tg_release(m), tg_release(p);
+    tg_release(o);
+    return l;
+}
+
+/* H v, J v and the Hessian of masked_head_fn into out (4 + 4 + 16
+ * values); 0, or -1 with the error. */
+static int second_order_values(double *out)
+{
+    tg_tensor *x = tg_linspace(TG_FLOAT64, -1, 1, 6);
+    tg_tensor *x2 = x ? tg_reshape(x, TG_SHAPE(3, 2)) : NULL;
+    tg_tensor *w = tg_full(TG_FLOAT64, TG_SHAPE(2, 2), 0.3);
+    tg_tensor *v = tg_full(TG_FLOAT64, TG_SHAPE(2, 2), -0.7);
+    tg_tensor *hv = NULL, *jv = NULL, *h = NULL;
+    int rc = x2 && w && v ? 0 : -1;
+    if (rc == 0 && !(hv = tg_hvp(masked_head_fn, x2, w, v)))
+        rc = -1;
+    if (rc == 0)
+        rc = tg_jvp(masked_head_fn, x2, 1, &w, &v, NULL, &jv);
+    if (rc == 0 && !(h = tg_hessian(masked_head_fn, x2, w)))
+        rc = -1;
+    if (rc == 0) {
+        ck_assert_int_eq(tg_copy_out(hv, TG_FLOAT64, out), 0);
+        out[4] = tg_item(jv);
+        ck_assert_int_eq(tg_copy_out(h, TG_FLOAT64, out + 5), 0);
+    }
+    tg_release(x), tg_release(x2), tg_release(w), tg_release(v);
+    tg_release(hv), tg_release(jv), tg_release(h);
+    return rc;
+}
+
+/* run(out) with each of its allocations failing in turn (every 7th under
+ * valgrind): an error saying "out of memory", never an abort, no entry or
+ * tensor left; then a run that succeeds writes what the reference did
+ * (size bytes into want and got). */
+static void each_allocation_fails(int (*run)(void *out), void *want, void *got,
+                                  size_t size)
+{
+    run(want); /* warm up, as reference() */
     tg__alloc_fail_at(0, false);
-    int rc = check_and_sample(want);
+    int rc = run(want);
     int64_t n_allocs = tg__alloc_counted();
     tg__alloc_fail_at(-1, false);
     ck_assert_msg(rc == 0, "the reference run failed: %s", tg_last_error());
     for (int64_t k = 1; k <= n_allocs; k += RUNNING_ON_VALGRIND ? 7 : 1) {
         tg_clear_error();
         tg__alloc_fail_at(k, false);
-        rc = check_and_sample(got);
+        rc = run(got);
         tg__alloc_fail_at(-1, false);
         ck_assert_msg(rc == -1 && strstr(tg_last_error(), "out of memory"),
                       "allocation %lld failing: rc %d, '%s'", (long long)k, rc,
@@ -696,8 +747,28 @@ START_TEST(gradcheck_and_generate_fail_cleanly)
         ck_assert_int_eq(tg_tape_size(), 0);
         ck_assert_int_le(tg_live_tensors(), 0);
     }
-    ck_assert_int_eq(check_and_sample(got), 0);
-    ck_assert(memcmp(got, want, sizeof got) == 0);
+    ck_assert_int_eq(run(got), 0);
+    ck_assert(memcmp(got, want, size) == 0);
+}
+
+static int second_order_run(void *out) { return second_order_values(out); }
+
+/* Each allocation of tg_hvp, tg_jvp and tg_hessian (the recorded
+ * backward of matmul, softmax, masked_fill, mse_loss, their forward-mode
+ * rules) failing in turn. */
+START_TEST(second_order_fails_cleanly)
+{
+    double want[21], got[21];
+    each_allocation_fails(second_order_run, want, got, sizeof want);
+}
+END_TEST
+
+static int check_and_sample_run(void *out) { return check_and_sample(out); }
+
+START_TEST(gradcheck_and_generate_fail_cleanly)
+{
+    int64_t want[6], got[6];
+    each_allocation_fails(check_and_sample_run, want, got, sizeof want);
 }
 END_TEST
 
@@ -928,6 +999,7 @@ Suite *oom_suite(void)
     tcase_add_test(tc, every_op_fails_cleanly);
     tcase_add_test(tc, every_op_fails_cleanly_for_good);
     tcase_add_test(tc, gradcheck_and_generate_fail_cleanly);
+    tcase_add_test(tc, second_order_fails_cleanly);
     tcase_add_test(tc, plots_fail_cleanly);
     suite_add_tcase(s, tc);
     tc = tcase_create("state");

@@ -378,35 +378,53 @@ static tg_tensor *spy_fn(tg_tensor *const *inputs, void *ctx)
  * order. Nothing here may change what the suite's call returns. */
 static int depth;
 
-static void keep_failure(const char *what, int rc)
+static void keep_failure(const char *what, int rc, const spy *s)
 {
-    if (rc == 1 && !shared->failed[0])
-        snprintf(shared->failed, sizeof shared->failed, "%s: %s", what,
-                 tg_last_error());
+    if (rc != 1)
+        return;
+    char ops[256] = "";
+    for (int i = 0, used = 0; i < N_ROWS && used < 200; i++)
+        if (s->pending[i] && rows[i].ctor)
+            used += snprintf(ops + used, sizeof ops - (size_t)used, " %s",
+                             rows[i].ctor);
+    fprintf(stderr, "ops list: the %s of a function of%s fails: %s\n", what,
+            ops, tg_last_error());
+    if (!shared->failed[0])
+        snprintf(shared->failed, sizeof shared->failed, "%s (of%s): %s", what,
+                 ops, tg_last_error());
 }
 
-static void higher_orders(tg_fn f, void *ctx, int n, tg_tensor *const *in,
+static bool higher_orders(tg_fn f, void *ctx, int n, tg_tensor *const *in,
                           const tg_gradcheck_opts *o, const spy *s)
 {
     if (!shared || depth > 0 || tg_anomaly_mode())
-        return;
+        return true;
     char kept[1024];
     snprintf(kept, sizeof kept, "%s", tg_last_error());
     tg_gradcheck_report rep;
     tg_gradcheck_opts d = o ? *o : tg_gradcheck_defaults();
     depth++;
     int gg = tg_gradgradcheck(f, ctx, n, in, &d, &rep);
-    keep_failure("gradgradcheck", gg);
-    int fw = tg__forward_ad_check(f, ctx, n, in, &d, &rep);
-    keep_failure("check_forward_ad", fw);
+    keep_failure("gradgradcheck", gg, s);
+    bool oom = gg < 0 && strstr(tg_last_error(), "out of memory");
+    if (gg < 0 && !oom)
+        fprintf(stderr, "ops list: gradgradcheck: %s\n", tg_last_error());
+    int fw = oom ? -1 : tg__forward_ad_check(f, ctx, n, in, &d, &rep);
+    keep_failure("check_forward_ad", fw, s);
+    if (fw < 0 && !strstr(tg_last_error(), "out of memory"))
+        fprintf(stderr, "ops list: check_forward_ad: %s\n", tg_last_error());
+    oom |= fw < 0 && strstr(tg_last_error(), "out of memory");
     depth--;
-    for (int i = 0; i < N_ROWS; i++)
+    if (oom) /* an allocation that fails must fail the check: the sweep */
+        return false;
+    for (int i = 0; i < N_ROWS; i++) /* (fw 2: inputs share elements) */
         if (s->pending[i])
             shared->row[i] |=
                 (gg == 0 ? SECOND_ORDER : 0) | (fw == 0 ? FORWARD_MODE : 0);
     tg_clear_error();
     if (kept[0])
         tg__error("%s", kept);
+    return true;
 }
 
 int __wrap_tg_gradcheck(tg_fn f, void *ctx, int n_inputs,
@@ -422,8 +440,9 @@ int __wrap_tg_gradcheck(tg_fn f, void *ctx, int n_inputs,
     for (int i = 0; rc == 0 && shared && i < N_ROWS; i++)
         if (s.pending[i])
             shared->row[i] |= GRADCHECKED;
-    if (rc == 0 && !s.out_of_memory)
-        higher_orders(f, ctx, n_inputs, inputs, o, &s);
+    if (rc == 0 && !s.out_of_memory &&
+        !higher_orders(f, ctx, n_inputs, inputs, o, &s))
+        return -1;
     return rc;
 }
 
