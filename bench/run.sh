@@ -32,19 +32,26 @@
 # y = 2x, sum, backward through the built-in op and through a custom op
 # wrapping it: bench/bench_custom's tg_custom against
 # bench/peer_torch_custom.py's torch.autograd.Function, at a few sizes,
-# float32, 1 thread, ns per step); bench/bench_matmul's table; and the
-# issue's targets beside what was measured (the 1024^3 products as a % of
-# the FMA peak bench_matmul measures in turn with them).
+# float32, 1 thread, ns per step); second order (bench/bench_second_order
+# against bench/peer_torch_second_order.py: one Hessian-vector product and
+# one Jacobian-vector product of the head's loss as a function of W_q, at
+# medium on 1 thread, over one forward + backward in the same process,
+# calls of each alternating); bench/bench_matmul's table; and the issue's
+# targets beside what was measured (the 1024^3 products as a % of the FMA
+# peak bench_matmul measures in turn with them).
 #
 #   run.sh [--quick]      --quick (or BENCH_QUICK=1): tiny, small, medium in
-#                         float32 on 1 thread, and the matmul table at medium
+#                         float32 on 1 thread, the matmul table at medium,
+#                         and second order in float64 alone
 # Environment: BENCH_PYTHON (default /usr/bin/python3, Debian's python3-torch),
 # BENCH_SECONDS (timed budget per configuration and program, default 1.5,
 # split among the rounds), BENCH_ROUNDS (default 3), BENCH_SIZES,
 # BENCH_DTYPES, BENCH_THREADS (lists overriding the defaults below),
 # BENCH_CUSTOM_SIZES (the custom op's element counts, comma-separated,
 # default 16,4096,262144: its fixed cost shows at the first, vanishes at
-# the last; --quick runs them too, the whole section costs seconds).
+# the last; --quick runs them too, the whole section costs seconds),
+# BENCH_SECOND_ORDER_DTYPES (second order's, comma-separated, default
+# f64,f32, --quick f64: float64 is where HVPs are used).
 # OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are passed through untouched
 # (but for the Prescott table, whose runs set OPENBLAS_CORETYPE=Prescott);
 # OPENBLAS_NUM_THREADS and OMP_NUM_THREADS are set per configuration.
@@ -59,9 +66,11 @@ matmul=./bench/bench_matmul
 peak=./bench/bench_peak
 gpt=./bench/bench_gpt
 custom=./bench/bench_custom
+second_order=./bench/bench_second_order
 peer=$here/peer_torch.py
 peer_gpt=$here/peer_torch_gpt.py
 peer_custom=$here/peer_torch_custom.py
+peer_second_order=$here/peer_torch_second_order.py
 python=${BENCH_PYTHON:-/usr/bin/python3}
 seconds=${BENCH_SECONDS:-1.5}
 rounds=${BENCH_ROUNDS:-3}
@@ -82,7 +91,7 @@ for arg in "$@"; do
     esac
 done
 
-for prog in "$head" "$matmul" "$peak" "$gpt" "$custom"; do
+for prog in "$head" "$matmul" "$peak" "$gpt" "$custom" "$second_order"; do
     if [ ! -x "$prog" ]; then
         echo "run.sh: no $prog here: run it from the build dir (make bench)" >&2
         exit 2
@@ -95,12 +104,14 @@ if [ "$quick" = 1 ]; then
     threads_list=${BENCH_THREADS:-1}
     matmul_sizes=medium
     peak_args="--seconds 0.2 --mb 64"
+    so_dtypes=${BENCH_SECOND_ORDER_DTYPES:-f64}
 else
     sizes=${BENCH_SIZES:-tiny small medium large xl}
     dtypes=${BENCH_DTYPES:-f32 f64}
     threads_list=${BENCH_THREADS:-1 2}
     matmul_sizes=tiny,small,medium,large,xl
     peak_args="--seconds 0.5 --mb 128"
+    so_dtypes=${BENCH_SECOND_ORDER_DTYPES:-f64,f32}
 fi
 
 case $rounds in
@@ -124,10 +135,13 @@ trap 'exit 130' INT TERM
 results=$tmp/results
 # measure() appends to $out: the head table's lines go to $results, the
 # Prescott ones to $prescott, tiny_gpt's to $gpt_results, the custom op's
-# (measure_sizes) to $custom_results
+# (measure_sizes) to $custom_results, second order's (measure_ways) to
+# $so_results
 prescott=$tmp/prescott
 gpt_results=$tmp/gpt
 custom_results=$tmp/custom
+so_results=$tmp/second_order
+so_checks=$tmp/second_order_checks
 custom_sizes=${BENCH_CUSTOM_SIZES:-16,4096,262144}
 out=$results
 
@@ -294,22 +308,27 @@ done
 
 # ---- the custom op's overhead ----------------------------------------------
 
-# measure_sizes IMPL COMMAND...: as measure, for a program that prints one
-# line per size and way (bench_custom, peer_torch_custom.py), on 1 thread:
-# each line tagged key=N (its n=) tag=IMPL-WAY (its path=).
-measure_sizes() {
-    impl=$1
-    shift
+# measure_lines FIELD WHAT IMPL COMMAND...: as measure, for a program that
+# prints one line per key and way, on 1 thread: each line whose FIELD= comes
+# just before its path= is tagged key=FIELD's value tag=IMPL-WAY (its
+# path=); WHAT names the section in a failure's message.
+measure_lines() {
+    field=$1 what=$2 impl=$3
+    shift 3
     if OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 "$@" >"$tmp/lines" \
         2>"$tmp/err"; then
-        sed -n "s/.* n=\([0-9]*\) path=\([a-z]*\) .*/& key=\1 tag=$impl-\2/p" \
+        sed -n "s/.* $field=\([a-z0-9]*\) path=\([a-z]*\) .*/& key=\1 tag=$impl-\2/p" \
             "$tmp/lines" >>"$out"
     else
         printf 'bench key=- tag=%s failed=1\n' "$impl" >>"$out"
-        echo "run.sh: $impl custom op overhead failed:" >&2
+        echo "run.sh: $impl $what failed:" >&2
         sed 's/^/  /' "$tmp/err" >&2
     fi
 }
+
+# measure_sizes IMPL COMMAND...: bench_custom, peer_torch_custom.py, a line
+# per size (n=) and way.
+measure_sizes() { measure_lines n "custom op overhead" "$@"; }
 
 # Each program alternates its two ways sample by sample (the ratio within
 # a program is the steady figure); the programs alternate round by round.
@@ -326,6 +345,41 @@ while [ "$r" -lt "$rounds" ]; do
     fi
 done
 echo "[custom op] done" >&2
+
+# ---- second order: HVP and JVP against forward+backward ---------------------
+
+# measure_ways IMPL COMMAND...: bench_second_order, its peer: a line per
+# dtype and way, and a `check` line per dtype (the results of the ways
+# against each other), the last round's kept for the table's footnote. A
+# way that fails (an op without a recorded backward or a forward-mode rule;
+# torch 1.13's forward over reverse) prints failed=1 and its reason, on
+# stderr, once.
+measure_ways() {
+    measure_lines dtype "second order" "$@"
+    grep '^check ' "$tmp/lines" >"$tmp/checks.$1"
+    if [ -s "$tmp/err" ] && [ ! -e "$tmp/so_err.$1" ]; then
+        echo "run.sh: $1 second order, what failed:" >&2
+        sed 's/^/  /' "$tmp/err" >&2
+        : >"$tmp/so_err.$1"
+    fi
+}
+
+# Each program alternates its ways call by call (its ratios are the steady
+# figure); the programs alternate round by round.
+out=$so_results
+: >"$so_results"
+r=0
+while [ "$r" -lt "$rounds" ]; do
+    r=$((r + 1))
+    measure_ways tapegrad "$second_order" --dtypes "$so_dtypes" \
+        --seconds "$round_seconds"
+    if [ "$have_torch" = 1 ]; then
+        measure_ways torch "$python" "$peer_second_order" --dtypes "$so_dtypes" \
+            --seconds "$round_seconds"
+    fi
+done
+cat "$tmp/checks.tapegrad" "$tmp/checks.torch" >"$so_checks" 2>/dev/null
+echo "[second order] done" >&2
 
 # ---- the per-op breakdown (a run of its own: profiling is never timed) -------
 
@@ -437,6 +491,7 @@ consolidate "$results"
 consolidate "$prescott"
 consolidate "$gpt_results"
 consolidate "$custom_results"
+consolidate "$so_results"
 
 echo "attention head, one training step (forward, MSE, backward, AdamW, zero grads)"
 echo "HEADLINE: the composed head step (public ops, as PyTorch composes them);" \
@@ -557,6 +612,61 @@ END {
 echo "(ns per step, the median of the rounds' medians; ratio: custom over" \
     "built-in, the custom op's fixed cost where it is above 1; speedup:" \
     "torch's Function time over tapegrad's custom op time)"
+echo
+
+echo "second order: HVP and JVP against forward+backward (the head's MSE loss" \
+    "at medium (32,128,128,32), 1 thread; HVP, JVP and fwd-over-rev as" \
+    "functions of W_q along a random v; ms per call)"
+awk "$awk_field"'
+{
+    key = field("key"); tag = field("tag")
+    if (key == "-") next # a failed run, reported on stderr
+    if (!(key in seen)) { seen[key] = 1; order[++n] = key }
+    failed[key, tag] = field("failed") != ""
+    med[key, tag] = field("median_ms"); cpu[key, tag] = field("cpu_ms")
+}
+function cell(a, k, t) { return failed[k, t] ? "failed" : a[k, t] == "" ? "-" : sprintf("%.2f", a[k, t]) }
+function ratio(a, k, t, u, v) {
+    return a[k, t] == "" || a[u, v] == "" || a[u, v] + 0 <= 0 ? "-" : sprintf("%.2f", a[k, t] / a[u, v])
+}
+# one row: the ms of impl, and its ratios to its own forward+backward (and
+# jvp to its forward)
+function row(label, k, impl) {
+    printf fmt, k, label, cell(med, k, impl "-fwd"), cell(med, k, impl "-fwdbwd"), \
+        cell(med, k, impl "-hvp"), cell(med, k, impl "-fwdrev"), cell(med, k, impl "-jvp"), \
+        ratio(med, k, impl "-hvp", k, impl "-fwdbwd"), ratio(med, k, impl "-fwdrev", k, impl "-fwdbwd"), \
+        ratio(med, k, impl "-jvp", k, impl "-fwdbwd"), ratio(med, k, impl "-jvp", k, impl "-fwd")
+}
+# the time of tapegrad over that of torch, way by way, from a (med or cpu)
+function versus(label, k, a,   w, i, c) {
+    split("fwd fwdbwd hvp fwdrev jvp", w, " ")
+    for (i = 1; i <= 5; i++) c[i] = ratio(a, k, "tapegrad-" w[i], k, "torch-" w[i])
+    printf fmt, k, label, c[1], c[2], c[3], c[4], c[5], "", "", "", ""
+}
+END {
+    fmt = "  %-5s %-22s %8s %8s %8s %9s %8s %7s %9s %7s %7s\n"
+    printf fmt, "dtype", "", "fwd", "fwd+bwd", "hvp", "fwd/rev", "jvp", \
+        "hvp/fb", "fwdrev/fb", "jvp/fb", "jvp/fwd"
+    for (r = 1; r <= n; r++) {
+        k = order[r]
+        row("tapegrad ms", k, "tapegrad")
+        if (!((k, "torch-fwdbwd") in med)) continue
+        row("torch ms", k, "torch")
+        printf fmt, k, "torch functional.hvp", "", "", cell(med, k, "torch-hvpfunc"), "", "", \
+            ratio(med, k, "torch-hvpfunc", k, "torch-fwdbwd"), "", "", ""
+        versus("tapegrad/torch time", k, med)
+        versus("  by CPU time", k, cpu)
+    }
+}' "$so_results"
+if [ -s "$so_checks" ]; then
+    awk '{ printf "%s%s %s: %s %s", (NR > 1 ? "; " : "(checks, relative: "), \
+        substr($2, 6), substr($4, 7), $5, $6 } END { print ")" }' "$so_checks"
+fi
+echo "(the median of the rounds' medians; fb: forward+backward, the three" \
+    "weights requiring grad; hvp: reverse over reverse, tg_hvp and torch's" \
+    "double backward; fwd/rev: H v as tg_jvp of tg_grads(TG_CREATE_GRAPH)," \
+    "functorch.jvp(grad) in torch; jvp: tg_jvp, torch.autograd.forward_ad;" \
+    "tapegrad/torch < 1 is faster than PyTorch)"
 echo
 
 echo "each op's share of the step (float32, 1 thread; the tape's timing mode," \
