@@ -129,10 +129,11 @@ int tg_grads(tg_tensor *y, tg_tensor *dy, int n, tg_tensor *const *xs,
         int first = 0; /* an x given twice gets the same gradient twice */
         while (xs[first] != xs[i])
             first++;
-        if (first < i) /* a tensor of its own: a scope holds each once */
-            ok = (out[i] = tg__copy("grads", out[first])) != NULL;
-        else if (y == xs[i] && !y->grad) /* dy/dy: the seed */
-            ok = (out[i] = tg__copy("grads", seed)) != NULL;
+        if (first < i) /* a tensor of its own (a scope holds each once),
+                          recorded as the identity of the first */
+            ok = (out[i] = tg_contiguous(out[first])) != NULL;
+        else if (y == xs[i] && !y->grad) /* dy/dy: the seed's identity */
+            ok = (out[i] = tg_contiguous(seed)) != NULL;
         else
             ok = take(xs[i], i, &out[i], flags);
         /* the walk made it with the scopes paused: the caller's scope
