@@ -160,9 +160,8 @@ static void head_free(head *h)
 
 /* One call the way's way; its result into *out when out is not NULL (a
  * new reference: the gradient of W_q for fwdbwd, H v, J v), else
- * released. The scope frees the call's temporaries; the results are
- * taken out of it (tg_keep) since tg_hvp's and tg_jvp's are the caller's
- * already, and one release must fit both. 0 or -1. */
+ * released. The scope frees the call's temporaries; the result is taken
+ * out of it (tg_keep) to outlive it. 0 or -1. */
 static int call(head *h, enum way way, tg_tensor **out)
 {
     tg_tensor *r = NULL, *value = NULL;
