@@ -38,6 +38,10 @@ typedef struct walk {
      * nested walk's */
     bool hooks;
     bool retain; /* tg_backward_retain: entries keep what they hold */
+    /* forced by a checker: leaves not lent get detached gradients */
+    bool forced;
+    /* a recording walk's hooks, run as it settles */
+    bool settle_hooks;
     /* TG_CREATE_GRAPH: each entry's recorded backward (tg_op.vjp), grad
      * mode on, so that the gradients are on the tape */
     bool create;
@@ -56,18 +60,12 @@ typedef struct walk {
  * (as PyTorch's AccumulateGrad adds the call's sum in one step): into the
  * gradient it had, in place, so a pointer from tg_grad stays valid. After
  * one that failed, each leaf gets back the gradient it had. */
-static void settle_leaves(const tg_walk_plan *w, bool ok, bool create)
+static void settle_leaves(const tg_walk_plan *w, bool ok)
 {
     for (int64_t i = 0; i < w->n_leaves; i++) {
         tg_tensor *t = w->leaves[i].leaf, *before = w->leaves[i].before;
         if (w->leaves[i].muted)
             t->requires_grad = true;
-        if (create && ok) { /* out of place, recorded: no hook ran early */
-            if (!tg__settle_recorded(t, before))
-                tg__drop(t->grad), t->grad = before;
-            tg__drop(t);
-            continue;
-        }
         if (w->leaves[i].settled) {
             /* Made final early (leaf_final): t->grad is before itself (the
              * walk added nothing), or the walk's gradient holding
@@ -199,6 +197,28 @@ static bool stopped_at(const tg_walk_plan *w, const tg_tensor *x)
     return false;
 }
 
+/* tg_grads' walk (capture): every output's gradient from before, and
+ * whether it retains one, set aside in its entry (the asked-for tensors'
+ * are tg_grads' own to set aside), so that the walk starts from none and
+ * leaves them as they were; back (aside false) when it ends. */
+static void outputs_aside(const tg_walk_plan *w, bool aside)
+{
+    for (int64_t i = 0; i < w->count; i++) {
+        tg_node *n = w->order[i];
+        tg_tensor *y = n->out;
+        if (stopped_at(w, y))
+            continue;
+        if (aside) {
+            n->grad_aside = y->grad, n->retain_aside = y->retain_grad;
+            y->grad = NULL, y->retain_grad = false;
+        } else {
+            tg__drop(y->grad); /* (none: nothing retained it) */
+            y->grad = n->grad_aside, y->retain_grad = n->retain_aside;
+            n->grad_aside = NULL;
+        }
+    }
+}
+
 /* Holds every output until the walk ends: releasing an entry's inputs must
  * not free a tensor whose own entry is still to come. Holds the leaves
  * too, with their gradients set aside. */
@@ -206,6 +226,8 @@ static void walk_hold(tg_walk_plan *w, bool mute)
 {
     for (int64_t i = 0; i < w->count; i++)
         tg_retain(w->order[i]->out);
+    if (w->n_stops > 0)
+        outputs_aside(w, true);
     for (int64_t i = 0; i < w->n_leaves; i++) {
         tg_tensor *t = tg_retain(w->leaves[i].leaf);
         w->leaves[i].before = t->grad;
@@ -230,12 +252,16 @@ static void walk_enter(walk *w, const tg_walk_how *how)
     w->failed_was = tg__walk_failed();
     w->retain = how->retain || how->create;
     w->create = how->create;
+    w->forced = how->forced;
     w->capture = how->n_stops > 0;
     w->profiled = tg__prof && !w->nested; /* a nested walk is its op's */
     /* Hooks belong to the outermost walk (a backward never starts another
      * today; were one to, its leaves would be its op's business), and
      * never to tg_grads', which accumulates nothing. */
     w->hooks = w->plan.hooks && !w->nested && !w->capture;
+    /* a recording walk runs them when it settles (tg__settle_recorded) */
+    w->settle_hooks = w->hooks && w->create;
+    w->hooks &= !w->create;
     w->ops_ms = 0;
 }
 
@@ -301,7 +327,7 @@ static bool walk_leave(walk *w)
 /* Lets go of what walk_hold held: the outputs (dropping, when the walk
  * failed, a gradient one retained from before), and the leaves, settled
  * (settle_leaves). Then the step's end for the pool and the profile. */
-static void walk_release(walk *w, bool ok)
+static bool walk_release(walk *w, bool ok)
 {
     for (int64_t i = 0; i < w->plan.count; i++) {
         tg_tensor *y = w->plan.order[i]->out;
@@ -309,13 +335,20 @@ static void walk_release(walk *w, bool ok)
             tg_release(y->grad);
             y->grad = NULL;
         }
-        tg__drop(y);
     }
-    settle_leaves(&w->plan, ok, w->create);
+    if (w->plan.n_stops > 0) /* after: what it gives back is not the walk's */
+        outputs_aside(&w->plan, false);
+    for (int64_t i = 0; i < w->plan.count; i++)
+        tg__drop(w->plan.order[i]->out);
+    if (w->create)
+        ok = tg__settle_recorded(&w->plan, ok, w->forced, w->settle_hooks);
+    else
+        settle_leaves(&w->plan, ok);
     tg__walk_done(&w->plan);
     tg__pool_epoch(); /* a step's end, usually: see core/tensor.c */
     if (w->profiled)
         tg__profile_walk_end(w->ops_ms);
+    return ok;
 }
 
 /* walks begun on this thread that do not record, and that do */
@@ -346,11 +379,18 @@ static bool seed(const walk *w, tg_tensor *out, tg_tensor *dout)
 {
     if (!w->create)
         return tg__grad_add(out, dout, false);
-    TG_ASSERT(!out->grad);
     /* a tensor of the walk's own (walk_step releases it), connected to
-     * dout: its alias, recorded (grad mode is on) */
-    out->grad = tg_contiguous(dout);
-    return out->grad != NULL;
+     * dout: its alias, recorded (grad mode is on); added, out of place,
+     * to a gradient out retained from before */
+    tg_tensor *a = tg_contiguous(dout),
+              *s = a && out->grad ? tg_add(out->grad, a) : a;
+    if (s != a)
+        tg__drop(a);
+    if (!s)
+        return false;
+    tg__drop(out->grad);
+    out->grad = s;
+    return true;
 }
 
 /* The walk of tg_backward_with, with retain of tg_backward_retain (each
@@ -359,6 +399,7 @@ static bool seed(const walk *w, tg_tensor *out, tg_tensor *dout)
 int tg__backward_walk(tg_tensor *out, tg_tensor *dout, const tg_walk_how *how)
 {
     tg_walk_how h = *how;
+    h.forced = record_walks && !h.create;
     h.create |= record_walks;
     walks += !h.create; /* a recording walk's gradient is on the tape */
     recording_walks += h.create;
@@ -378,8 +419,7 @@ int tg__backward_walk(tg_tensor *out, tg_tensor *dout, const tg_walk_how *how)
     for (int64_t i = 0; i < w.plan.count; i++)
         walk_step(&w, w.plan.order[i]);
     bool ok = walk_leave(&w);
-    walk_release(&w, ok);
-    return ok ? 0 : -1;
+    return walk_release(&w, ok) ? 0 : -1;
 }
 
 static int backward_walk(tg_tensor *out, tg_tensor *dout, bool retain)

@@ -110,21 +110,51 @@ void tg__vjp_step(tg_node *n, tg_tensor *dy,
         free(dx);
 }
 
-bool tg__settle_recorded(tg_tensor *t, tg_tensor *before)
+/* Leaf lg's gradient after the walk: before + the walk's (recorded; the
+ * walk's detached when forced and the leaf is not the checker's), into
+ * lg->sum (NULL: the walk gave none). false with an error. */
+static bool leaf_sum(tg_walk_leaf *lg, bool forced)
 {
-    if (!before)
+    tg_tensor *t = lg->leaf, *g = t->grad;
+    lg->sum = NULL;
+    if (!g)
         return true;
-    if (!t->grad) {
-        t->grad = before;
-        return true;
+    g = forced && !tg__is_lent(t) ? tg_detach(g) : tg_retain(g);
+    if (g && lg->before) {
+        tg_tensor *s = tg_add(lg->before, g);
+        tg__drop(g);
+        g = s;
     }
-    tg_tensor *s = tg_add(before, t->grad);
-    if (!s)
-        return false;
-    tg__drop(before);
-    tg__drop(t->grad);
-    t->grad = s;
-    return true;
+    lg->sum = g;
+    return g != NULL;
+}
+
+bool tg__settle_recorded(const tg_walk_plan *w, bool ok, bool forced,
+                         bool hooks)
+{
+    /* the sums are recorded, and the leaves' own (in no scope) */
+    bool grad = tg_set_grad_enabled(true), paused = tg__scope_pause(true);
+    for (int64_t i = 0; ok && i < w->n_leaves; i++)
+        ok = leaf_sum(&w->leaves[i], forced);
+    tg__scope_pause(paused);
+    tg_set_grad_enabled(grad);
+    for (int64_t i = 0; i < w->n_leaves; i++) {
+        tg_walk_leaf *lg = &w->leaves[i];
+        tg_tensor *t = lg->leaf, *walks = t->grad;
+        t->grad = ok && lg->sum ? lg->sum : lg->before;
+        if (t->grad != lg->before)
+            tg__drop(lg->before);
+        else
+            tg__drop(lg->sum);
+        tg__drop(walks);
+        lg->sum = NULL;
+        lg->before = NULL;
+        if (ok && hooks && walks && t->hook) /* its gradient is final */
+            t->hook(t, t->hook_ctx);
+    }
+    for (int64_t i = 0; i < w->n_leaves; i++)
+        tg__drop(w->leaves[i].leaf); /* the walk's reference */
+    return ok;
 }
 
 /* ---- for the ops' rules ------------------------------------------------- */

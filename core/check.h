@@ -55,9 +55,7 @@ TG_HIDDEN bool tg__graph_entries(tg_tensor *y, tg_node ***out, int64_t *count);
 /* gradcheck's check_forward_ad (core/forward_check.c): tg_jvp with random
  * tangents against central differences of f and against the backward.
  * 0 when both agree, 1 when not (the error says where; rep's worst
- * element is the output's), -1 with an error; 2 when it cannot tell:
- * inputs that share elements (one storage, or a stride 0), along which no
- * direction moves each input alone. */
+ * element is the output's), -1 with an error. */
 TG_HIDDEN int tg__forward_ad_check(tg_fn f, void *ctx, int n,
                                    tg_tensor *const *in,
                                    const tg_gradcheck_opts *o,

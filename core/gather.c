@@ -168,7 +168,7 @@ static bool meet_leaf(gather *g, tg_tensor *x)
     if (!room_for_one((void **)&b->leaves, &b->leaf_cap, g->n_leaves,
                       sizeof *b->leaves))
         return false;
-    b->leaves[g->n_leaves++] = (tg_walk_leaf){x, NULL, 1, false, false};
+    b->leaves[g->n_leaves++] = (tg_walk_leaf){x, NULL, 1, false, false, NULL};
     return true;
 }
 
@@ -270,7 +270,7 @@ bool tg__walk_gather(tg_tensor *out, tg_walk_plan *w)
 
 tg_walk_leaf *tg__walk_leaf(const tg_walk_plan *w, const tg_tensor *x)
 {
-    tg_walk_leaf key = {(tg_tensor *)x, NULL, 0, false, false};
+    tg_walk_leaf key = {(tg_tensor *)x, NULL, 0, false, false, NULL};
     return bsearch(&key, w->leaves, (size_t)w->n_leaves, sizeof *w->leaves,
                    by_address);
 }

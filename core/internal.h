@@ -236,6 +236,8 @@ TG_HIDDEN bool tg__lend_end(tg__lend *l);
  * would drop a reference the function was lent, not one it took itself
  * (tg_retain, or an op that returned its input). */
 TG_HIDDEN bool tg__lend_refuses(const tg_tensor *t, bool write, const char *op);
+/* Whether t is lent by a lender still lending (the checkers' inputs). */
+TG_HIDDEN bool tg__is_lent(const tg_tensor *t);
 /* Pauses scopes (returns the previous state). While paused, new tensors
  * are not registered and tg_release never takes a tensor out of its scope:
  * the backward engine pauses them, so the references ops take and drop

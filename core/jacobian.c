@@ -59,18 +59,25 @@ static bool take_column(tg_fn f, void *ctx, tg_tensor *x, tg_tensor *e,
 }
 
 /* The Jacobian column by column, for an x smaller than y: n passes of
- * forward mode (f and its tangents), against reverse mode's m walks. */
-static bool by_columns(tg_fn f, void *ctx, tg_tensor *x, tg_tensor *j)
+ * forward mode (f and its tangents), against reverse mode's m walks. 1
+ * when done; 0 when an op on the path has no forward-mode rule (a custom
+ * op without one: reverse mode then, the error cleared); -1 with an
+ * error. x is the leaf f sees (tg_jvp takes it as it is). */
+static int by_columns(tg_fn f, void *ctx, tg_tensor *x, tg_tensor *j)
 {
     tg_tensor *e = tg_zeros(x->dtype, x->ndim, x->shape);
     if (!e)
-        return false;
+        return -1;
     tg__unscope(e);
     bool ok = true;
     for (int64_t jx = 0; ok && jx < tg_numel(x); jx++)
         ok = take_column(f, ctx, x, e, jx, j);
     tg_release(e);
-    return ok;
+    if (!ok && strstr(tg_last_error(), "no forward-mode rule")) {
+        tg_clear_error();
+        return 0;
+    }
+    return ok ? 1 : -1;
 }
 
 tg_tensor *tg_jacobian(tg_fn f, void *ctx, tg_tensor *x)
@@ -117,11 +124,11 @@ tg_tensor *tg_jacobian(tg_fn f, void *ctx, tg_tensor *x)
     int64_t m = tg_numel(y), n = tg_numel(x);
     if (!y->requires_grad) /* y does not depend on x: J = 0 */
         goto done;
-    if (n < m) { /* fewer columns than rows: forward mode */
-        if (!by_columns(f, ctx, x, j))
-            tg_release(j), j = NULL;
+    int cols = n < m ? by_columns(f, ctx, xl, j) : 0; /* fewer columns */
+    if (cols < 0)
+        tg_release(j), j = NULL;
+    if (cols != 0)
         goto done;
-    }
     seed = tg__new("jacobian", y->dtype, y->ndim, y->shape, true);
     if (!seed) {
         tg_release(j);

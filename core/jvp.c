@@ -157,8 +157,11 @@ static bool make_leaves(int n, tg_tensor *const *inputs, tg_tensor **xl)
 {
     for (int i = 0; i < n; i++) {
         tg_tensor *x = inputs[i];
-        if (!x->node && x->requires_grad) { /* a leaf already: itself, so */
-            xl[i] = tg_retain(x); /* that f reading it from ctx is seen */
+        bool again = false; /* a second time: a leaf of its own, which */
+        for (int k = 0; k < i; k++) /* carries its own tangent */
+            again |= inputs[k] == x;
+        if (!again && !x->node && x->requires_grad) { /* itself, so that */
+            xl[i] = tg_retain(x); /* f reading it from ctx is seen too */
             continue;
         }
         xl[i] = tg__view("jvp", x, x->ndim, x->shape, x->strides, x->offset);

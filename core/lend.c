@@ -88,6 +88,15 @@ static void breach_error(const tg__lend *l)
               released ? "" : ")", site);
 }
 
+bool tg__is_lent(const tg_tensor *t)
+{
+    for (tg__lend *l = top; l; l = l->outer)
+        for (int i = 0; i < l->n; i++)
+            if (l->t[i] == t)
+                return true;
+    return false;
+}
+
 bool tg__lend_refuses(const tg_tensor *t, bool write, const char *op)
 {
     for (tg__lend *l = top; l; l = l->outer)

@@ -135,6 +135,10 @@ struct tg_node {
     /* and how many of its grad_numel elements are exactly 0 (< 0 before) */
     int64_t grad_zeros, grad_numel;
     bool consumed;        /* backward ran and released in/saved */
+    /* tg_grads' walk: the output's gradient and retain_grad from before
+     * it, set aside while it runs (core/backward.c) */
+    tg_tensor *grad_aside;
+    bool retain_aside;
     tg_tape *tape;        /* the tape of the thread that recorded it */
     tg_node *prev, *next; /* that tape's list of live entries */
 };

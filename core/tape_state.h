@@ -108,6 +108,8 @@ typedef struct tg_walk_leaf {
      * requires_grad off while the walk runs, so that no backward computes
      * its gradient */
     bool muted;
+    /* a recording walk's settle: before + the walk's, recorded */
+    tg_tensor *sum;
 } tg_walk_leaf;
 
 /* The arrays a walk gathers into: the entries found (newest first once
@@ -156,6 +158,10 @@ TG_HIDDEN tg_walk_leaf *tg__walk_leaf(const tg_walk_plan *w,
  * retain_grad meanwhile.) */
 typedef struct tg_walk_how {
     bool retain, create;
+    /* create not asked for but forced by a checker (tg__record_walks): a
+     * leaf not lent to the checker's function gets a detached gradient,
+     * so that no parameter reached through ctx keeps a graph (a cycle) */
+    bool forced;
     tg_tensor *const *stops;
     int n_stops;
 } tg_walk_how;
@@ -175,9 +181,16 @@ TG_HIDDEN int tg__backward_walk(tg_tensor *out, tg_tensor *dout,
 TG_HIDDEN void tg__vjp_step(tg_node *n, tg_tensor *dy,
                             bool (*skip)(const tg_tensor *x, void *ctx),
                             void *ctx);
-/* A leaf's gradient at the end of a recording walk that succeeded: before
- * (its gradient from earlier, or NULL) + the walk's, out of place and
- * recorded; false with an error when out of memory. */
-TG_HIDDEN bool tg__settle_recorded(tg_tensor *t, tg_tensor *before);
+/* The end of a recording walk for its leaves (the plan's, each held by the
+ * walk, its gradient from before set aside): after a walk that succeeded
+ * (ok), each leaf's gradient is before + the walk's, out of place and
+ * recorded; the sums are all made before any is given, so when one cannot
+ * be (out of memory, the error set) every leaf gets its gradient from
+ * before back and it returns false, as after a walk that failed. forced:
+ * a leaf the checker did not lend its function gets the walk's gradient
+ * detached. hooks: each leaf's hook runs once its gradient is given. The
+ * walk's references to the leaves are dropped. */
+TG_HIDDEN bool tg__settle_recorded(const tg_walk_plan *w, bool ok, bool forced,
+                                   bool hooks);
 
 #endif /* TAPEGRAD_TAPE_STATE_H */

@@ -1346,6 +1346,17 @@ static tg_tensor *sum_of_op(tg_tensor *const *in, void *ctx)
     return s;
 }
 
+/* (square(x), square(x)): more outputs than inputs, through an op with
+ * no forward-mode rule. */
+static tg_tensor *two_squares(tg_tensor *const *in, void *ctx)
+{
+    (void)ctx;
+    tg_tensor *y = tg_custom1(&square_op, NULL, in);
+    tg_tensor *both = y ? tg_cat((tg_tensor *[]){y, y}, 2, 0) : NULL;
+    tg_release(y);
+    return both;
+}
+
 /* A backward written with public ops is differentiable by itself: the
  * Hessian-vector product of sum(x^2) through the custom square is 2 v, of
  * sum(exp(x)) through an op that saves its output exp(x) v; both pass
@@ -1378,6 +1389,13 @@ START_TEST(custom_ops_of_higher_order)
         tg_jvp(square_fn, (void *)&square_op, 1, &x, &v, NULL, &jv), -1);
     ASSERT_ERROR_HAS("square");
     ASSERT_ERROR_HAS("no forward-mode rule");
+    /* tg_jacobian of it, whose x is the smaller, takes rows by reverse
+     * mode then: diag(2 x) twice */
+    tg_tensor *j = tg_jacobian(two_squares, NULL, x);
+    ck_assert_msg(j, "%s", tg_last_error());
+    ck_assert_double_eq_tol(tg_get(j, (int64_t[]){3, 0, 1, 0}),
+                            2 * tg_get(x, (int64_t[]){1, 0}), 1e-12);
+    tg_release(j);
     tg_release(h2), tg_release(he), tg_release(x), tg_release(v);
 }
 END_TEST

@@ -645,6 +645,118 @@ START_TEST(test_jvp)
 }
 END_TEST
 
+/* ---- the engine's edges ---------------------------------------------- */
+
+static tg_tensor *vec(double a, double b, double c, bool grad)
+{
+    tg_tensor *t = tg_from_data(TG_FLOAT64, TG_SHAPE(3), (double[]){a, b, c});
+    tg_set_requires_grad(t, grad);
+    return t;
+}
+
+/* tg_grads leaves every other tensor's gradient as it was: an
+ * intermediate that retained one from an earlier backward neither adds it
+ * in nor takes this call's; a recording call on it does not abort. */
+START_TEST(grads_leave_retained_gradients)
+{
+    tg_scope_begin();
+    tg_tensor *x = vec(1, 2, 3, true), *h = tg_mul(x, x), *g = NULL;
+    tg_retain_grad(h);
+    tg_tensor *z = tg_sum_all(h);
+    ck_assert_int_eq(tg_backward_retain(z, NULL), 0);
+    tg_tensor *h_grad = tg_grad(h), *x_grad = tg_grad(x);
+    for (int flags = 0; flags <= TG_CREATE_GRAPH; flags += TG_CREATE_GRAPH) {
+        ck_assert_msg(tg_grads(z, NULL, 1, &x, &g, TG_RETAIN_GRAPH | flags) ==
+                          0,
+                      "%s", tg_last_error());
+        for (int64_t i = 0; i < 3; i++) /* dz/dx = 2 x */
+            ck_assert_double_eq(tg_get(g, &i), 2.0 * (double)(i + 1));
+        ck_assert_ptr_eq(tg_grad(h), h_grad);
+        ck_assert_ptr_eq(tg_grad(x), x_grad);
+        ck_assert_double_eq(tg_get(h_grad, (int64_t[]){0}), 1);
+        tg_release(g);
+        ck_assert_msg(tg_grads(h, h, 1, &x, &g, TG_RETAIN_GRAPH | flags) == 0,
+                      "%s", tg_last_error());
+        ck_assert_double_eq(tg_get(g, (int64_t[]){2}), 54); /* 2 x h = 2 x^3 */
+        ck_assert_ptr_eq(tg_grad(h), h_grad);
+        tg_release(g);
+    }
+    tg_scope_end();
+}
+END_TEST
+
+/* A function of x that also takes the gradient of a parameter reached
+ * through ctx (hooked, with a gradient from before). */
+static int hook_calls;
+static void count_hook(tg_tensor *t, void *ctx)
+{
+    (void)t, (void)ctx;
+    hook_calls++;
+}
+
+static tg_tensor *uses_a_parameter(tg_tensor *const *in, void *ctx)
+{
+    tg_tensor *w = ctx, *wx = tg_mul(w, in[0]), *sq = tg_mul(wx, wx);
+    tg_tensor *loss = tg_sum_all(sq);
+    int rc = loss ? tg_backward_retain(loss, NULL) : -1;
+    tg_release(wx), tg_release(sq);
+    if (rc < 0)
+        tg_release(loss), loss = NULL;
+    return loss;
+}
+
+/* Inside tg_hvp, f's backward records; a parameter f reached through ctx
+ * (not lent) gets its contribution added, detached, once, and its hook
+ * runs once per walk; nothing is left alive holding a graph. */
+START_TEST(forced_recording_leaves_parameters_plain)
+{
+    tg_scope_begin();
+    tg_tensor *w = vec(1, 2, 3, true), *x = vec(0.5, -1, 2, false);
+    tg_tensor *v = vec(1, 0, 0, false);
+    tg_tensor *w0 = tg_grad(w); /* none yet: give it 100 */
+    ck_assert_ptr_null(w0);
+    tg_tensor *one = tg_sum_all(tg_scale(w, 100));
+    ck_assert_int_eq(tg_backward(one), 0);
+    ck_assert_int_eq(tg_register_post_accumulate_grad_hook(w, count_hook, NULL),
+                     0);
+    hook_calls = 0;
+    tg_tensor *hv = tg_hvp(uses_a_parameter, w, x, v);
+    ck_assert_msg(hv, "%s", tg_last_error());
+    /* L = sum (w x)^2: d2L/dx2 = 2 diag(w^2), H v = (2, 0, 0) */
+    ck_assert_double_eq_tol(tg_get(hv, (int64_t[]){0}), 2, 1e-12);
+    /* dL/dw = 2 w x^2, added to 100 once per call of f (2: f runs once,
+     * its walk once) */
+    ck_assert_int_eq(hook_calls, 1);
+    ck_assert(!tg_requires_grad(tg_grad(w)));
+    ck_assert_double_eq_tol(tg_get(tg_grad(w), (int64_t[]){0}), 100.5, 1e-12);
+    tg_register_post_accumulate_grad_hook(w, NULL, NULL);
+    tg_scope_end();
+    tg_zero_grad(w);
+}
+END_TEST
+
+/* tg_jvp with one tensor given twice: each place carries its own
+ * tangent, as torch.func.jvp: d(x y) = t1 y + x t2 at y = x. */
+static tg_tensor *product(tg_tensor *const *in, void *ctx)
+{
+    (void)ctx;
+    return tg_mul(in[0], in[1]);
+}
+
+START_TEST(jvp_of_a_repeated_input)
+{
+    tg_scope_begin();
+    tg_tensor *x = vec(1, 2, 3, false), *t1 = vec(1, 1, 1, false);
+    tg_tensor *t2 = vec(10, 10, 10, false), *jv = NULL;
+    ck_assert_int_eq(tg_jvp(product, NULL, 2, (tg_tensor *[]){x, x},
+                            (tg_tensor *[]){t1, t2}, NULL, &jv),
+                     0);
+    for (int64_t i = 0; i < 3; i++)
+        ck_assert_double_eq_tol(tg_get(jv, &i), 11.0 * (double)(i + 1), 1e-12);
+    tg_scope_end();
+}
+END_TEST
+
 Suite *second_order_suite(void)
 {
     Suite *s = suite_create("second_order");
@@ -659,6 +771,13 @@ Suite *second_order_suite(void)
     tcase_add_loop_test(tc, test_head_hvp_x, 0, 4);
     tcase_add_test(tc, test_head_row_hessian);
     tcase_set_timeout(tc, 60); /* under valgrind */
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("engine");
+    tcase_add_checked_fixture(tc, NULL, teardown);
+    tcase_add_test(tc, grads_leave_retained_gradients);
+    tcase_add_test(tc, forced_recording_leaves_parameters_plain);
+    tcase_add_test(tc, jvp_of_a_repeated_input);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("jvp");
