@@ -86,7 +86,8 @@ static tg_tensor *masked_scale(tg_tensor *t, tg_tensor *mask, double p)
     tg_tensor *y = tg__new("dropout", t->dtype, t->ndim, t->shape, false);
     if (y) {
         tg_tensor *ops[3] = {y, t, mask};
-        tg_loop L;
+        tg_loop L; /* (tg__loop_init sets every field it reads) */
+        // cppcheck-suppress ctuuninitvar
         tg__loop_init(&L, y->ndim, y->shape, 3, (const tg_tensor *const *)ops);
         tg__loop_run(&L, 1, masked_scale_run, ops);
     }
