@@ -1211,9 +1211,9 @@ enum {
  * is consumed unless TG_RETAIN_GRAPH or TG_CREATE_GRAPH is given. Returns
  * 0, or -1 with an error, out all NULL: a NULL or released y, xs or out,
  * n < 1, dy not y's shape and dtype, y not requiring grad, an x y does not
- * depend on (without TG_ALLOW_UNUSED), an op that cannot be
- * differentiated twice (a custom op marked once_differentiable, when its
- * recorded backward is reached), out of memory. */
+ * depend on (without TG_ALLOW_UNUSED), a walk through a gradient that a
+ * custom op marked once_differentiable gave (its second derivative), out
+ * of memory. */
 int tg_grads(tg_tensor *y, tg_tensor *dy, int n, tg_tensor *const *xs,
              tg_tensor **out, unsigned flags);
 
