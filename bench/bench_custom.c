@@ -244,13 +244,8 @@ static int parse(int argc, char **argv, options *o)
                         MAX_SIZES);
                 return -1;
             }
-        } else if (!strcmp(a, "--threads") && num >= 1 && num == (int)num) {
-            o->threads = (int)num;
-        } else if (!strcmp(a, "--seconds") && num > 0) {
-            o->seconds = num;
-        } else if (!strcmp(a, "--warmup-seconds") && num > 0) {
-            o->warmup_seconds = num;
-        } else {
+        } else if (!timing_option(a, num, &o->threads, &o->seconds,
+                                  &o->warmup_seconds)) {
             fprintf(stderr,
                     "bench_custom: bad option or value: %s %s "
                     "(--help)\n",

@@ -396,13 +396,8 @@ static int parse(int argc, char **argv, options *o)
                                 "or both, comma-separated\n");
                 return -1;
             }
-        } else if (!strcmp(a, "--threads") && num >= 1 && num == (int)num) {
-            o->threads = (int)num;
-        } else if (!strcmp(a, "--seconds") && num > 0) {
-            o->seconds = num;
-        } else if (!strcmp(a, "--warmup-seconds") && num > 0) {
-            o->warmup_seconds = num;
-        } else {
+        } else if (!timing_option(a, num, &o->threads, &o->seconds,
+                                  &o->warmup_seconds)) {
             fprintf(stderr,
                     "bench_second_order: bad option or value: %s %s "
                     "(--help)\n",

@@ -5,7 +5,9 @@
 #ifndef BENCH_TIMING_H
 #define BENCH_TIMING_H
 
+#include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static inline double clock_ms(clockid_t clock)
@@ -43,6 +45,24 @@ static inline double positive(const char *arg)
     char *end;
     double v = strtod(arg, &end);
     return *arg && !*end && v > 0 ? v : 0;
+}
+
+/* The options every timing program takes, --threads N (a whole number
+ * >= 1), --seconds S and --warmup-seconds S (> 0), with num the value
+ * read by positive(): sets the one a names and returns true; false when a
+ * is none of them or num is out of its range. */
+static inline bool timing_option(const char *a, double num, int *threads,
+                                 double *seconds, double *warmup_seconds)
+{
+    if (!strcmp(a, "--threads") && num >= 1 && num == (int)num)
+        *threads = (int)num;
+    else if (!strcmp(a, "--seconds") && num > 0)
+        *seconds = num;
+    else if (!strcmp(a, "--warmup-seconds") && num > 0)
+        *warmup_seconds = num;
+    else
+        return false;
+    return true;
 }
 
 #endif
