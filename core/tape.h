@@ -134,7 +134,7 @@ struct tg_node {
         grad_norm; /* of the gradient that reached out; < 0 before backward */
     /* and how many of its grad_numel elements are exactly 0 (< 0 before) */
     int64_t grad_zeros, grad_numel;
-    bool consumed;        /* backward ran and released in/saved */
+    bool consumed; /* backward ran and released in/saved */
     /* tg_grads' walk: the output's gradient and retain_grad from before
      * it, set aside while it runs (core/backward.c) */
     tg_tensor *grad_aside;
