@@ -23,11 +23,8 @@ static bool first_gradient(const char *who, tg_fn f, void *ctx, tg_tensor *x,
                            tg_tensor **xl, tg_tensor **y, tg_tensor **g)
 {
     *y = *g = NULL;
-    *xl = tg__view(who, x, x->ndim, x->shape, x->strides, x->offset);
-    if (!*xl)
+    if (!(*xl = tg__leaf_over(who, x)))
         return false;
-    tg__unscope(*xl);
-    (*xl)->requires_grad = true;
     bool rec = tg__user_fn_records(true);
     *y = tg__call_user_fn(who, f, ctx, 1, (tg_tensor *const *)xl, true);
     tg__user_fn_records(rec);

@@ -89,12 +89,9 @@ tg_tensor *tg_jacobian(tg_fn f, void *ctx, tg_tensor *x)
     if (TG_BAD("jacobian", x) || !tg__check_float("jacobian", x))
         return NULL;
     /* a leaf of our own over x's elements, so x's gradient stays as it was */
-    tg_tensor *xl =
-        tg__view("jacobian", x, x->ndim, x->shape, x->strides, x->offset);
+    tg_tensor *xl = tg__leaf_over("jacobian", x);
     if (!xl)
         return NULL;
-    tg__unscope(xl);
-    xl->requires_grad = true;
     bool rec = tg__user_fn_records(true); /* a gradient f takes: recorded */
     tg_tensor *y =
         tg__call_user_fn("jacobian", f, ctx, 1, (tg_tensor *const[]){xl}, true);

@@ -164,11 +164,8 @@ static bool make_leaves(int n, tg_tensor *const *inputs, tg_tensor **xl)
             xl[i] = tg_retain(x); /* f reading it from ctx is seen too */
             continue;
         }
-        xl[i] = tg__view("jvp", x, x->ndim, x->shape, x->strides, x->offset);
-        if (!xl[i])
+        if (!(xl[i] = tg__leaf_over("jvp", x)))
             return false;
-        tg__unscope(xl[i]);
-        xl[i]->requires_grad = true;
     }
     return true;
 }

@@ -213,6 +213,11 @@ TG_HIDDEN bool tg__records_walks(void);
  * order (tg_hvp, tg_hessian, tg_jacobian, tg_jvp, tg_gradgradcheck) set
  * it, and a backward inside f is then allowed. Returns what it was. */
 TG_HIDDEN bool tg__user_fn_records(bool on);
+/* A leaf of a checker's own over x's elements, for f to be differentiated
+ * at x while x's gradient and flags stay as they were: a detached alias, in
+ * no scope, that requires grad (new; NULL with an error naming who).
+ * core/user_fn.c. */
+TG_HIDDEN tg_tensor *tg__leaf_over(const char *who, tg_tensor *x);
 TG_HIDDEN tg_tensor *tg__call_user_fn(const char *who, tg_fn f, void *ctx,
                                       int n, tg_tensor *const *inputs,
                                       bool grad);

@@ -73,6 +73,16 @@ static tg_tensor *run(tg_fn f, void *ctx, int n, tg_tensor *const *inputs,
     return y;
 }
 
+tg_tensor *tg__leaf_over(const char *who, tg_tensor *x)
+{
+    tg_tensor *l = tg__view(who, x, x->ndim, x->shape, x->strides, x->offset);
+    if (l) {
+        tg__unscope(l);
+        l->requires_grad = true;
+    }
+    return l;
+}
+
 tg_tensor *tg__call_user_fn(const char *who, tg_fn f, void *ctx, int n,
                             tg_tensor *const *inputs, bool grad)
 {
