@@ -6,6 +6,14 @@ estimate of a step's time leaves it out), then enough steps for about
 
 import time
 
+SIZES = {  # the attention head's (B, T, C, head_size), as bench/sizes.h's
+    "tiny": (4, 8, 32, 16),
+    "small": (16, 64, 64, 16),
+    "medium": (32, 128, 128, 32),
+    "large": (32, 256, 384, 64),
+    "xl": (16, 1024, 512, 64),
+}
+
 
 def median(sorted_ms):
     n = len(sorted_ms)

@@ -26,15 +26,7 @@ import argparse
 import os
 import sys
 
-from peer_timing import median, time_steps
-
-SIZES = {  # (B, T, C, head_size), as bench_head's
-    "tiny": (4, 8, 32, 16),
-    "small": (16, 64, 64, 16),
-    "medium": (32, 128, 128, 32),
-    "large": (32, 256, 384, 64),
-    "xl": (16, 1024, 512, 64),
-}
+from peer_timing import SIZES, median, time_steps
 
 
 def parse_args():

@@ -35,16 +35,9 @@ import os
 import sys
 import time
 
-from peer_timing import median
+from peer_timing import SIZES, median
 
 MIN_SAMPLES, MAX_SAMPLES = 3, 10000
-SIZES = {  # (B, T, C, head_size), as bench/sizes.h's
-    "tiny": (4, 8, 32, 16),
-    "small": (16, 64, 64, 16),
-    "medium": (32, 128, 128, 32),
-    "large": (32, 256, 384, 64),
-    "xl": (16, 1024, 512, 64),
-}
 WAYS = ("fwd", "fwdbwd", "hvp", "hvpfunc", "jvp", "fwdrev")
 
 

@@ -1,5 +1,5 @@
 /* The attention head's sizes (B,T,C,head_size) every benchmark runs, from
- * the lesson's tiny one up; bench/peer_torch.py lists the same. */
+ * the lesson's tiny one up; bench/peer_timing.py lists the same. */
 #ifndef BENCH_SIZES_H
 #define BENCH_SIZES_H
 
