@@ -298,8 +298,10 @@ static void walk_step(walk *w, tg_node *n)
     tg_tensor *y = n->out;
     if (y->grad && !tg__walk_failed() && !tg__anomaly_pending())
         run_backward(w, n);
-    /* On failure every output's gradient is this walk's: none stays. */
-    if (!y->retain_grad || tg__walk_failed()) {
+    /* On failure every output's gradient is this walk's: none stays.
+     * tg_grads' asked-for outputs keep theirs, as if retained. */
+    bool keep = y->retain_grad || (w->capture && stopped_at(&w->plan, y));
+    if (!keep || tg__walk_failed()) {
         tg_release(y->grad);
         y->grad = NULL;
     }

@@ -18,15 +18,6 @@ TG_HIDDEN int tg__gradcheck_run(const char *who, tg_fn f, void *ctx, int n,
                                 const tg_gradcheck_opts *o,
                                 tg_gradcheck_report *report);
 
-/* The caller's gradients of inputs set aside (an array to give back with
- * tg__grads_put_back), so that a check's own land in empty fields and the
- * caller's are as they were after it; NULL with an error naming who. The
- * put back releases what the check left there. core/gradcheck.c. */
-TG_HIDDEN tg_tensor **tg__grads_set_aside(const char *who, int n,
-                                          tg_tensor *const *inputs);
-TG_HIDDEN void tg__grads_put_back(int n, tg_tensor *const *inputs,
-                                  tg_tensor **kept);
-
 /* Entry n, alive and unconsumed, checked on its own: its backward against
  * central differences of its own forward (n->op->replay) at the inputs it
  * recorded, in float64, with the tolerances of o (with o->fast_mode along

@@ -6,6 +6,8 @@
  * functions is core/backward.c. */
 #include "core/tape_state.h"
 
+#include <stdlib.h>
+
 /* ---- leaves and gradients ---------------------------------------------- */
 
 void tg_set_requires_grad(tg_tensor *t, bool on)
@@ -166,4 +168,28 @@ void tg__accumulate(tg_node *n, int i, tg_tensor *g)
      * the walk drops after this backward unless the output retains it. */
     if (!tg__grad_add(x, g, g != n->out->grad || !n->out->retain_grad))
         walk_failed = true;
+}
+
+/* ---- the caller's gradients set aside ---------------------------------- */
+
+tg_tensor **tg__grads_set_aside(const char *who, int n,
+                                tg_tensor *const *inputs)
+{
+    tg_tensor **kept = tg__calloc((size_t)n, sizeof *kept);
+    if (!kept) {
+        tg__error("%s: out of memory", who);
+        return NULL;
+    }
+    for (int i = 0; i < n; i++)
+        kept[i] = inputs[i]->grad, inputs[i]->grad = NULL;
+    return kept;
+}
+
+void tg__grads_put_back(int n, tg_tensor *const *inputs, tg_tensor **kept)
+{
+    for (int i = 0; i < n; i++) {
+        tg_release(inputs[i]->grad);
+        inputs[i]->grad = kept[i];
+    }
+    free(kept);
 }

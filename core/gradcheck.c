@@ -296,25 +296,3 @@ int tg__gradcheck_run(const char *who, tg_fn f, void *ctx, int n,
     *report = t.rep;
     return result;
 }
-
-tg_tensor **tg__grads_set_aside(const char *who, int n,
-                                tg_tensor *const *inputs)
-{
-    tg_tensor **kept = tg__calloc((size_t)n, sizeof *kept);
-    if (!kept) {
-        tg__error("%s: out of memory", who);
-        return NULL;
-    }
-    for (int i = 0; i < n; i++)
-        kept[i] = inputs[i]->grad, inputs[i]->grad = NULL;
-    return kept;
-}
-
-void tg__grads_put_back(int n, tg_tensor *const *inputs, tg_tensor **kept)
-{
-    for (int i = 0; i < n; i++) {
-        tg_release(inputs[i]->grad);
-        inputs[i]->grad = kept[i];
-    }
-    free(kept);
-}

@@ -3,8 +3,8 @@
  *
  * It is the backward walk asked for the xs (tg_walk_how's stops): of the
  * leaves only they get a gradient, an x with an entry keeps its own as if
- * it retained it (retain_grad, meanwhile), and no hook runs. Their own
- * gradients are set aside first and put back after, so the call leaves
+ * it retained it, and no hook runs. Their own gradients are set aside
+ * first (tg__grads_set_aside) and put back after, so the call leaves
  * every tg_grad as it was; the walk's gradient of each x is what it
  * returns. With TG_CREATE_GRAPH the walk records
  * (core/backward_graph.c): the returned gradients are outputs of entries,
@@ -66,42 +66,16 @@ static bool take(tg_tensor *x, int i, tg_tensor **o, unsigned flags)
     return *o != NULL;
 }
 
-/* The walk from y (seeded with dy) with the xs as its stops; their
- * gradients set aside in before[] meanwhile. */
+/* The walk from y (seeded with dy) asked for the xs. */
 static int walk(tg_tensor *y, tg_tensor *dy, int n, tg_tensor *const *xs,
-                tg_tensor **before, unsigned flags)
+                unsigned flags)
 {
     tg_walk_how how = {.retain = flags & (TG_RETAIN_GRAPH | TG_CREATE_GRAPH),
                        .create = flags & TG_CREATE_GRAPH,
                        .stops = xs,
                        .n_stops = n};
-    bool *retained = (bool *)(before + n); /* (room made by the caller) */
-    for (int i = 0; i < n; i++) {
-        before[i] = xs[i]->grad;
-        xs[i]->grad = NULL;
-        retained[i] = xs[i]->retain_grad;
-        xs[i]->retain_grad = true; /* an entry's output keeps its gradient */
-    }
     /* a leaf y has no walk: its gradient with respect to itself is dy */
-    int rc = y->node ? tg__backward_walk(y, dy, &how) : 0;
-    for (int i = 0; i < n; i++)
-        xs[i]->retain_grad = retained[i];
-    return rc;
-}
-
-/* Gives the xs their gradients back (what the walk left in them is its
- * own); on failure, out's released. */
-static void put_back(int n, tg_tensor *const *xs, tg_tensor **before,
-                     tg_tensor **out, bool ok)
-{
-    for (int i = 0; i < n; i++) {
-        tg_release(xs[i]->grad);
-        xs[i]->grad = before[i];
-    }
-    for (int i = 0; !ok && i < n; i++) {
-        tg_release(out[i]);
-        out[i] = NULL;
-    }
+    return y->node ? tg__backward_walk(y, dy, &how) : 0;
 }
 
 int tg_grads(tg_tensor *y, tg_tensor *dy, int n, tg_tensor *const *xs,
@@ -112,18 +86,16 @@ int tg_grads(tg_tensor *y, tg_tensor *dy, int n, tg_tensor *const *xs,
     tg_tensor *seed = dy ? tg_retain(dy) : tg_ones_like(y);
     if (seed && !dy)
         tg__unscope(seed);
-    /* n gradients set aside, then n flags (retain_grad) after them */
-    tg_tensor *one[16], **before = one;
-    if (n > 8)
-        before = tg__calloc((size_t)n * 2, sizeof *before);
-    if (!seed || !before) {
-        tg__error("grads: out of memory");
+    /* the xs' own gradients, given back after: the walk's land in empty
+     * fields, and what the call takes from them is its result */
+    tg_tensor **before = seed ? tg__grads_set_aside("grads", n, xs) : NULL;
+    if (!before) {
+        if (!seed)
+            tg__error("grads: out of memory");
         tg__drop(seed);
-        if (before != one)
-            free(before);
         return -1;
     }
-    int rc = walk(y, seed, n, xs, before, flags);
+    int rc = walk(y, seed, n, xs, flags);
     bool ok = rc == 0;
     for (int i = 0; ok && i < n; i++) {
         int first = 0; /* an x given twice gets the same gradient twice */
@@ -141,10 +113,12 @@ int tg_grads(tg_tensor *y, tg_tensor *dy, int n, tg_tensor *const *xs,
         ok = ok &&
              (out[i]->scope_slot >= 0 || tg__scope_register(out[i], "grads"));
     }
-    put_back(n, xs, before, out, ok);
+    tg__grads_put_back(n, xs, before); /* (what the walk left: dropped) */
+    for (int i = 0; !ok && i < n; i++) {
+        tg_release(out[i]);
+        out[i] = NULL;
+    }
     tg__drop(seed); /* (dy's own reference stays in its scope) */
-    if (before != one)
-        free(before);
     if (rc == 0 && !ok)
         return -1;
     return rc == 0 ? 0 : tg__error_wrap("grads");

@@ -171,6 +171,14 @@ TG_HIDDEN void tg__accumulate(tg_node *n, int i, tg_tensor *g);
  * keeps the reference itself. */
 TG_HIDDEN void tg__tape_hold(tg_tensor *t);
 TG_HIDDEN void tg__tape_unhold(tg_tensor *t);
+/* The caller's gradients of inputs set aside (an array to give back with
+ * tg__grads_put_back), so that a check's own land in empty fields and the
+ * caller's are as they were after it; NULL with an error naming who. The
+ * put back releases what the check left there. core/grad.c. */
+TG_HIDDEN tg_tensor **tg__grads_set_aside(const char *who, int n,
+                                          tg_tensor *const *inputs);
+TG_HIDDEN void tg__grads_put_back(int n, tg_tensor *const *inputs,
+                                  tg_tensor **kept);
 /* True when input i of n needs a gradient (skip computing it otherwise). */
 TG_HIDDEN bool tg__needs_grad(const tg_node *n, int i);
 /* The gradient of input i of n, when a backward may add its contribution

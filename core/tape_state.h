@@ -153,9 +153,8 @@ TG_HIDDEN tg_walk_leaf *tg__walk_leaf(const tg_walk_plan *w,
 /* How a walk runs: retain keeps the entries for another walk; create
  * records the backward (TG_CREATE_GRAPH: implies retain); stops (n_stops >
  * 0) are the tensors it is asked for (tg_grads): of the leaves, only they
- * get a gradient, and no hook runs. (An asked-for tensor with an entry
- * keeps its gradient as one that retains it does: tg_grads sets
- * retain_grad meanwhile.) */
+ * get a gradient, an asked-for tensor with an entry keeps its gradient
+ * as one that retains it does, and no hook runs. */
 typedef struct tg_walk_how {
     bool retain, create;
     /* create not asked for but forced by a checker (tg__record_walks): a
