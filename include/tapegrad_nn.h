@@ -66,10 +66,16 @@ typedef struct tg_param {
     tg_tensor *t;                 /**< borrowed: the module owns it */
 } tg_param;
 
-/** A growable list of named parameters; start it with tg_params_init. */
+/** A growable list of named parameters; start it with tg_params_init.
+ * Read items and n freely, and swap an item's tensor; change names and n
+ * only through the calls (a list changed otherwise is hashed anew at the
+ * next tg_params_add, and looked up by a scan until then). */
 typedef struct tg_params {
     tg_param *items;
     int n, cap;
+    /** private: the names hashed, so that adding and finding by name cost
+     * O(1) each (nn/name_hash.c) */
+    struct tg__name_hash *index;
 } tg_params;
 
 /** An empty list (no allocation). NULL-safe. */
