@@ -772,6 +772,39 @@ START_TEST(gradcheck_and_generate_fail_cleanly)
 }
 END_TEST
 
+/* llm.c's files: the checkpoint read, a loss, the model written back; a
+ * shard read. */
+static int llmc_run(void *out)
+{
+    double *v = out;
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/tg_oom_llmc_%d.bin", (int)getpid());
+    tg_gpt g;
+    tg_scope_begin();
+    int rc = tg_gpt_load_llmc(&g, fixture_path("llmc/model.bin"), TG_FLOAT32);
+    tg_tensor *ids = tg_load_npy(fixture_path("gpt2/ids.npy")); /* (4,17) */
+    tg_tensor *x = tg_contiguous(tg_narrow(ids, 1, 0, 16));
+    tg_tensor *y = tg_contiguous(tg_narrow(ids, 1, 1, 16));
+    tg_tensor *loss = rc == 0 && x && y ? tg_gpt_loss(&g, x, y) : NULL;
+    tg_tensor *shard = tg_load_tokens_llmc(fixture_path("llmc/tokens.bin"));
+    rc = loss && shard && tg_gpt_save_llmc(&g, path) == 0 ? 0 : -1;
+    if (rc == 0) {
+        v[0] = tg_item(loss);
+        v[1] = (double)tg_numel(shard);
+    }
+    tg_gpt_free(&g);
+    tg_scope_end();
+    unlink(path);
+    return rc;
+}
+
+START_TEST(llmc_fails_cleanly)
+{
+    double want[2], got[2];
+    each_allocation_fails(llmc_run, want, got, sizeof want);
+}
+END_TEST
+
 /* ---- pictures --------------------------------------------------------------- */
 
 /* A heatmap, a line chart and a bar chart under dir, without gnuplot (the
@@ -1000,6 +1033,7 @@ Suite *oom_suite(void)
     tcase_add_test(tc, every_op_fails_cleanly_for_good);
     tcase_add_test(tc, gradcheck_and_generate_fail_cleanly);
     tcase_add_test(tc, second_order_fails_cleanly);
+    tcase_add_test(tc, llmc_fails_cleanly);
     tcase_add_test(tc, plots_fail_cleanly);
     suite_add_tcase(s, tc);
     tc = tcase_create("state");
