@@ -156,7 +156,9 @@ static void strip_frame(sbuf *sec, int n, int64_t hs)
 {
     tg__sb_puts(sec, "<p class=\"tg-hint\">Play the lesson's cells, or step "
                      "through them; hover a cell for its exact value; click "
-                     "a row to follow it in the bar chart.</p>\n");
+                     "a stage to go there, a row to follow it (the line "
+                     "under the strip, the bar chart). Hatched: masked, the "
+                     "future.</p>\n");
     strip_controls(sec, hs);
     tg__sb_puts(sec, "<div class=\"tg-strip\">\n");
     for (int s = 0; s < 6; s++)
@@ -167,7 +169,8 @@ static void strip_frame(sbuf *sec, int n, int64_t hs)
                       "</canvas></figure>\n",
                       s, n, stage_names[s]);
     tg__sb_printf(sec,
-                  "</div>\n<div class=\"tg-readout\"></div>\n"
+                  "</div>\n<div class=\"tg-strip-row\"></div>\n"
+                  "<div class=\"tg-readout\"></div>\n"
                   "<canvas id=\"tgfig%d-bars\" class=\"tg-canvas "
                   "tg-strip-bars\" width=\"640\" height=\"300\"></canvas>\n",
                   n);

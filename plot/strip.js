@@ -19,7 +19,7 @@
  * and 2 elsewhere. Masked cells are drawn hatched grey, never as a number.
  * window.tgStrip is the interface for tests: ready, and per section id
  * stage(), cellText(), value(), cellBox(), weights(), bars(), row(),
- * visited. */
+ * rowLine(), visited. */
 (function () {
   "use strict";
 
@@ -53,7 +53,9 @@
     ".tg-strip-panel canvas,canvas.tg-strip-bars{max-width:100%;height:auto}" +
     ".tg-strip-panel figcaption{font-size:.85em;min-height:2.6em}" +
     ".tg-strip-panel figcaption code{display:block;color:#555}" +
-    ".tg-strip-controls{margin:.4em 0}.tg-strip-where{font-weight:bold}";
+    ".tg-strip-controls{margin:.4em 0}" +
+    ".tg-strip-row{font-family:monospace;margin:.3em 0;overflow-x:auto}" +
+    ".tg-strip-panel figcaption{cursor:pointer}.tg-strip-where{font-weight:bold}";
 
   /* ---- numbers as the lesson prints them ----------------------------- */
   function num(v) {
@@ -333,6 +335,19 @@
     ctx.restore();
   }
 
+  /* The followed row of the current stage, as the lesson prints a row
+   * (np.round), masked entries named; the weights with their sum. */
+  function rowLine(f) {
+    var s = f.stage, m = f.m[s], cells = [], sum = 0;
+    for (var j = 0; j < m.cols; j++) {
+      cells.push(cellText(f, s, f.row, j));
+      sum += m.v[f.row * m.cols + j];
+    }
+    return STAGES[s].name + ", row " + f.row + " (" + tok(f.data, f.row) +
+      "): [" + cells.join("  ") + "]" +
+      (s === 0 || s === 4 ? "  sum = " + fmt(sum, 3) : "");
+  }
+
   /* ---- the strip: stages shown, controls --------------------------------- */
   function show(f) {
     compute(f);
@@ -342,6 +357,7 @@
       f.panel[s].classList.toggle("tg-strip-ahead", s > f.stage);
     }
     drawBars(f);
+    f.rowText.textContent = rowLine(f);
     f.where.textContent = "stage " + (f.stage + 1) + " of 6: " +
       STAGES[f.stage].name;
     if (f.visited.indexOf(f.stage) < 0) f.visited.push(f.stage);
@@ -390,7 +406,13 @@
       });
       c.addEventListener("click", function (e) {
         var p = canvasCell(f, s, e);
-        if (p && s < 5) { f.row = p.i; show(f); }
+        if (p) f.row = p.i;
+        pause(f);
+        go(f, s);
+      });
+      f.caption[s].addEventListener("click", function () {
+        pause(f);
+        go(f, s);
       });
     });
     f.play.addEventListener("click", function () { play(f); });
@@ -417,7 +439,8 @@
               panel: [].slice.call(sec.querySelectorAll(".tg-strip-panel")),
               bars: sec.querySelector(".tg-strip-bars"),
               play: sec.querySelector(".tg-strip-play"),
-              where: sec.querySelector(".tg-strip-where") };
+              where: sec.querySelector(".tg-strip-where"),
+              rowText: sec.querySelector(".tg-strip-row") };
     f.canvas = f.panel.map(function (p) { return p.querySelector("canvas"); });
     f.caption = f.panel.map(function (p) {
       return p.querySelector("figcaption");
@@ -436,7 +459,8 @@
         var g = layout(f, s);
         return { x: L + j * g.cs, y: TOP + i * g.cs, w: g.cs, h: g.cs };
       },
-      row: function () { return f.row; }
+      row: function () { return f.row; },
+      rowLine: function () { return f.rowText.textContent; }
     };
   }
 

@@ -159,6 +159,14 @@ async function stripChecks(page, L) {
   check(await S('row') === t && bars.every((b, j) => (j > t ? b.masked && b.text === 'masked' :
     !b.masked && b.text === L.w[j].toFixed(3))),
   `strip: the bar chart is token ${t}'s weights as the lesson prints them`, JSON.stringify(bars));
+  // a click on the softmax stage's caption goes there; the followed row's
+  // line reads as the lesson prints w
+  await page.click(`#${id} .tg-strip-panel[data-stage="4"] figcaption`);
+  const line = await S('rowLine');
+  const want = `softmax, row ${t} (${t}): [` + [...Array(T).keys()].map((j) =>
+    (j > t ? 'masked' : L.w[j].toFixed(3))).join('  ') + ']  sum = 1.000';
+  check(await S('stage') === 4 && line === want,
+    "strip: a click on a stage goes there; its row line is the lesson's weights", line);
   // masked cells drawn hatched grey, not as a colour of the scale
   for (const [s, name] of [[0, 'averaging'], [3, 'masked'], [4, 'softmax']]) {
     const box = await S('cellBox', s, 2, T - 1);
