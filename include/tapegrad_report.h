@@ -1,9 +1,10 @@
 /** @file
  * tapegrad report: one self-contained HTML page a program adds sections to
- * (text, printed output, tables, heatmaps, line charts, the tape, and the
- * lesson's two attention figures), written with tg_report_write. Include
- * `<tapegrad_report.h>`; it includes `<tapegrad_plot.h>` (for tg_series) and
- * `<tapegrad.h>`. `<tapegrad_all.h>` includes it too.
+ * (text, printed output, tables, heatmaps, line charts, the tape, the
+ * lesson's two attention figures and its forward strip), written with
+ * tg_report_write. Include `<tapegrad_report.h>`; it includes
+ * `<tapegrad_plot.h>` (for tg_series) and `<tapegrad.h>`.
+ * `<tapegrad_all.h>` includes it too.
  *
  * The page fetches nothing: its script and style, gnuplot's canvas scripts
  * (heatmaps and line charts are drawn by gnuplot's `canvas` terminal) and

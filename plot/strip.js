@@ -157,6 +157,7 @@
   function hatch(ctx, x, y, w, h) {
     ctx.fillStyle = "#d4d4d4";
     ctx.fillRect(x, y, w, h);
+    if (w < 6) return; /* a cell too small for lines: plain grey */
     ctx.save();
     ctx.beginPath();
     ctx.rect(x, y, w, h);
@@ -177,10 +178,19 @@
     return d.tok && d.tok[i] !== undefined && d.tok[i] !== "" ? d.tok[i] :
       String(i);
   }
+  /* a stage's cells: ch high; cw wide, the T x T stages square, out's
+   * columns widened to the panel when they are few */
   function layout(f, s) {
-    var T = f.data.T, cs = Math.min((W - L - R) / T, (H - TOP - BOT) / T);
-    var m = f.m[s];
-    return { cs: cs, w: m.cols * cs, h: m.rows * cs };
+    var T = f.data.T, m = f.m[s];
+    var ch = Math.min((W - L - R) / T, (H - TOP - BOT) / T);
+    var cw = s === 5 ? Math.max(ch, (W - L - R) / m.cols) : ch;
+    return { cw: cw, ch: ch, w: m.cols * cw, h: m.rows * ch };
+  }
+  /* every how many-th tick is labelled: at least 22 pixels apart */
+  function tickStep(size) {
+    var step = 1;
+    while (step * size < 22) step *= 2;
+    return step;
   }
   function cellText(f, s, i, j) {
     var m = f.m[s], k = i * m.cols + j;
@@ -192,20 +202,26 @@
     ctx.textBaseline = "middle";
     for (var i = 0; i < m.rows; i++)
       for (var j = 0; j < m.cols; j++) {
-        var k = i * m.cols + j, x = L + j * g.cs, y = TOP + i * g.cs;
-        if (m.mask && m.mask[k]) { hatch(ctx, x, y, g.cs, g.cs); continue; }
+        /* whole pixels, so that small cells leave no seams */
+        var k = i * m.cols + j, x = Math.floor(L + j * g.cw);
+        var y = Math.floor(TOP + i * g.ch);
+        var w = Math.floor(L + (j + 1) * g.cw) - x;
+        var h = Math.floor(TOP + (i + 1) * g.ch) - y;
+        if (m.mask && m.mask[k]) { hatch(ctx, x, y, w, h); continue; }
         ctx.fillStyle = colour(st, m.v[k], r);
-        ctx.fillRect(x, y, g.cs, g.cs);
+        ctx.fillRect(x, y, w, h);
+        if (g.ch < 16 || g.cw < 16) continue; /* too small for numbers */
         var text = cellText(f, s, i, j);
         ctx.font = "10px sans-serif";
-        if (ctx.measureText(text).width > g.cs - 3) continue;
+        if (ctx.measureText(text).width > g.cw - 3) continue;
         ctx.fillStyle = ink(st, m.v[k], r);
-        ctx.fillText(text, x + g.cs / 2, y + g.cs / 2);
+        ctx.fillText(text, x + w / 2, y + h / 2);
       }
     if (f.row >= 0) {
       ctx.strokeStyle = "#e4572e";
       ctx.lineWidth = 2;
-      ctx.strokeRect(L + 1, TOP + f.row * g.cs + 1, g.w - 2, g.cs - 2);
+      ctx.strokeRect(L + 1, TOP + f.row * g.ch + 1, g.w - 2,
+                     Math.max(g.ch - 2, 1));
     }
   }
   /* tick labels (every step-th), the axis titles, the colour bar */
@@ -213,16 +229,17 @@
     var m = f.m[s], st = STAGES[s], d = f.data;
     ctx.fillStyle = "#222";
     ctx.font = "11px sans-serif";
-    var step = Math.ceil(Math.max(m.rows, m.cols) / 16), k;
+    var step = tickStep(g.ch), k;
     ctx.textAlign = "right";
     ctx.textBaseline = "middle";
     for (k = 0; k < m.rows; k += step)
-      ctx.fillText(tok(d, k), L - 4, TOP + (k + 0.5) * g.cs, L - 22);
+      ctx.fillText(tok(d, k), L - 4, TOP + (k + 0.5) * g.ch, L - 22);
+    step = tickStep(g.cw);
     ctx.textAlign = "center";
     ctx.textBaseline = "top";
     for (k = 0; k < m.cols; k += step)
-      ctx.fillText(s === 5 ? String(k) : tok(d, k), L + (k + 0.5) * g.cs,
-                   TOP + g.h + 3, Math.max(g.cs * step, 12));
+      ctx.fillText(s === 5 ? String(k) : tok(d, k), L + (k + 0.5) * g.cw,
+                   TOP + g.h + 3, g.cw * step);
     var y0 = TOP + g.h;
     ctx.font = "12px sans-serif";
     ctx.fillText(st.x, L + g.w / 2, y0 + 20);
@@ -232,7 +249,7 @@
     ctx.textBaseline = "middle";
     ctx.fillText(st.y, 0, 0);
     ctx.restore();
-    colourBar(ctx, st, f.range[s], L, y0 + 42, Math.min(g.w, 200), !!m.mask);
+    colourBar(ctx, st, f.range[s], L, y0 + 42, 160, !!m.mask);
   }
   function colourBar(ctx, st, r, x, y, w, masked) {
     var lo = st.unit ? 0 : -r, hi = st.unit ? 1 : r;
@@ -313,8 +330,9 @@
       ctx.textBaseline = "bottom";
       if (bw >= 30) ctx.fillText(b[k].text, x + bw * 0.35, top + ph - (b[k].masked ? 8 : h) - 2);
       ctx.textBaseline = "top";
-      if (T <= 32 || k % Math.ceil(T / 16) === 0)
-        ctx.fillText(tok(f.data, k), x + bw * 0.35, top + ph + 4, bw);
+      if (k % tickStep(bw) === 0)
+        ctx.fillText(tok(f.data, k), x + bw * 0.35, top + ph + 4,
+                     bw * tickStep(bw));
     }
     barTitles(ctx, f, l, top, pw, ph);
   }
@@ -349,22 +367,29 @@
   }
 
   /* ---- the strip: stages shown, controls --------------------------------- */
-  function show(f) {
-    compute(f);
+  /* where the strip stands: the current stage outlined, those after it
+   * dimmed, the followed row's line */
+  function mark(f) {
     for (var s = 0; s < 6; s++) {
-      drawStage(f, s);
       f.panel[s].classList.toggle("tg-strip-now", s === f.stage);
       f.panel[s].classList.toggle("tg-strip-ahead", s > f.stage);
     }
-    drawBars(f);
     f.rowText.textContent = rowLine(f);
     f.where.textContent = "stage " + (f.stage + 1) + " of 6: " +
       STAGES[f.stage].name;
     if (f.visited.indexOf(f.stage) < 0) f.visited.push(f.stage);
   }
+  /* everything recomputed and drawn: the switch, the slider or the row
+   * moved */
+  function show(f) {
+    compute(f);
+    for (var s = 0; s < 6; s++) drawStage(f, s);
+    drawBars(f);
+    mark(f);
+  }
   function go(f, s) {
     f.stage = Math.max(0, Math.min(5, s));
-    show(f);
+    mark(f);
   }
   function pause(f) {
     clearInterval(f.timer);
@@ -384,7 +409,7 @@
     var c = f.canvas[s], b = c.getBoundingClientRect(), g = layout(f, s);
     var x = (e.clientX - b.left) * c.width / b.width - L;
     var y = (e.clientY - b.top) * c.height / b.height - TOP;
-    var i = Math.floor(y / g.cs), j = Math.floor(x / g.cs);
+    var i = Math.floor(y / g.ch), j = Math.floor(x / g.cw);
     return i >= 0 && j >= 0 && i < f.m[s].rows && j < f.m[s].cols ?
       { i: i, j: j } : null;
   }
@@ -406,9 +431,10 @@
       });
       c.addEventListener("click", function (e) {
         var p = canvasCell(f, s, e);
-        if (p) f.row = p.i;
         pause(f);
-        go(f, s);
+        f.stage = s;
+        if (p) f.row = p.i;
+        if (p) show(f); else mark(f);
       });
       f.caption[s].addEventListener("click", function () {
         pause(f);
@@ -457,7 +483,7 @@
       bars: function () { return bars(f); },
       cellBox: function (s, i, j) { /* canvas pixels of a cell */
         var g = layout(f, s);
-        return { x: L + j * g.cs, y: TOP + i * g.cs, w: g.cs, h: g.cs };
+        return { x: L + j * g.cw, y: TOP + i * g.ch, w: g.cw, h: g.ch };
       },
       row: function () { return f.row; },
       rowLine: function () { return f.rowText.textContent; }
