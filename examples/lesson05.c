@@ -6,7 +6,7 @@
  * tests/fixtures/gen_lesson05.py is the lesson's numpy code that wrote it).
  * The random numbers are numpy's own: tg_rng is np.random.seed/randn and
  * tg_pcg64 is np.random.default_rng. The plot cells print nothing, so neither
- * does this program there; pictures come with the gnuplot module.
+ * does this program there; their pictures come with --html (below).
  *
  * Every check the lesson prints as True is computed here with tg_allclose and
  * numpy's default tolerances; nothing prints a fixed "True".

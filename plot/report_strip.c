@@ -94,15 +94,15 @@ static void json_array(sbuf *b, const char *name, const double *a, int64_t n,
 
 /* The section's numbers: sizes, the focused row, scores (T,T) = q @ k^T
  * summed in double over hs, v (T,dv), tokens. */
-static void strip_data(sbuf *sec, int n, const double *q, const double *k,
+static void strip_data(sbuf *sec, const double *q, const double *k,
                        const double *v, int64_t T, int64_t hs, int64_t dv,
                        const char *const *tokens, int row, bool single)
 {
     tg__report_data_open(sec);
     tg__sb_printf(sec,
-                  "{\"id\":\"tgfig%d\",\"T\":%lld,\"hs\":%lld,\"dv\":%lld,"
-                  "\"row\":%d,\"scores\":[",
-                  n, (long long)T, (long long)hs, (long long)dv, row);
+                  "{\"T\":%lld,\"hs\":%lld,\"dv\":%lld,\"row\":%d,"
+                  "\"scores\":[",
+                  (long long)T, (long long)hs, (long long)dv, row);
     for (int64_t i = 0; i < T; i++)
         for (int64_t j = 0; j < T; j++) {
             double s = 0;
@@ -198,7 +198,7 @@ int tg_report_forward_strip(tg_report *r, const char *title, const tg_tensor *q,
     sbuf sec = {0};
     tg__report_open_section(&sec, n, "strip", title);
     strip_frame(&sec, n, hs);
-    strip_data(&sec, n, qv, kv, vv, T, hs, dv, tokens, row,
+    strip_data(&sec, qv, kv, vv, T, hs, dv, tokens, row,
                tg_dtype_of(v) == TG_FLOAT32);
     free(qv);
     free(kv);
