@@ -157,7 +157,8 @@ static void strip_frame(sbuf *sec, int n, int64_t hs)
     tg__sb_puts(sec, "<p class=\"tg-hint\">Play the lesson's cells, or step "
                      "through them; hover a cell for its exact value; click "
                      "a stage to go there, a row to follow it (the line "
-                     "under the strip, the bar chart). Hatched: masked, the "
+                     "under the strip, the bar chart); on the strip, the "
+                     "arrow keys step and space plays. Hatched: masked, the "
                      "future.</p>\n");
     strip_controls(sec, hs);
     tg__sb_puts(sec, "<div class=\"tg-strip\">\n");

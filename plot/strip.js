@@ -448,6 +448,16 @@
       "click", function () { pause(f); go(f, f.stage - 1); });
     f.section.querySelector(".tg-strip-sqrt").addEventListener(
       "change", function (e) { f.sqrt = e.target.checked; show(f); });
+    /* the keys, once the strip has the focus: arrows step, space plays */
+    var strip = f.section.querySelector(".tg-strip");
+    strip.tabIndex = 0;
+    strip.addEventListener("keydown", function (e) {
+      var k = { ArrowRight: 1, ArrowLeft: -1 }[e.key];
+      if (k) { pause(f); go(f, f.stage + k); }
+      else if (e.key === " ") play(f);
+      else return;
+      e.preventDefault();
+    });
     var slider = f.section.querySelector(".tg-temperature");
     slider.addEventListener("input", function () {
       var t = parseFloat(slider.value);

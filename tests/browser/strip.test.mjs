@@ -221,6 +221,26 @@ async function controlChecks(page, L, { id, S, data }) {
   check(bars.every((b, j) => b.masked === j > L.t &&
     (b.masked || Math.abs(b.value - w[L.t * T + j]) === 0)), 'strip: the bars follow the slider');
   await setTemp(1);
+  // a click on row 6 of the masked stage goes there and follows row 6;
+  // the arrow keys step
+  const box = await S('cellBox', 3, 6, 2);
+  const at = await page.evaluate(([c, b]) => {
+    const e = document.getElementById(c);
+    e.scrollIntoView({ block: 'center' });
+    const q = e.getBoundingClientRect();
+    return { x: q.left + (b.x + b.w / 2) * q.width / e.width,
+      y: q.top + (b.y + b.h / 2) * q.height / e.height };
+  }, [`tg${id.replace('-', '')}-masked`, box]);
+  await page.mouse.click(at.x, at.y);
+  const line = await S('rowLine'), bars6 = await S('bars');
+  check(await S('stage') === 3 && await S('row') === 6 && line.startsWith('masked, row 6 (6): [') &&
+    bars6.filter((b) => b.masked).length === 1, 'strip: a click on row 6 of a stage goes there ' +
+    'and follows row 6 (one masked bar)', line);
+  await page.keyboard.press('ArrowRight');
+  const right = await S('stage');
+  await page.keyboard.press('ArrowLeft');
+  await page.keyboard.press('ArrowLeft');
+  check(right === 4 && await S('stage') === 2, 'strip: the arrow keys step');
   const soft = await Promise.all([...Array(T).keys()].map((j) => S('cellText', 4, L.t, j)));
   check(soft.slice(0, L.t + 1).every((x, j) => x === L.w[j].toFixed(3)),
     "strip: back at t = 1 with sqrt(hs), the lesson's weights again");
