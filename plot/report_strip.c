@@ -19,21 +19,27 @@
 
 enum { STRIP_MAX_T = 256 }; /* the grids' largest side, as a heatmap's */
 
-/* The strip's stages: the id suffix of each canvas, and its heading. */
+/* The strip's stages, in order: each canvas is tgfigN-NAME. */
 static const char *const stage_names[6] = {"averaging", "scores",  "scaled",
                                            "masked",    "softmax", "out"};
 
-/* t (2-D, non-empty) into a new row-major array of doubles; NULL with the
- * error set. */
-static double *read_2d(const char *op, const char *what, const tg_tensor *t)
+/* t is there, 2-D and not empty; false with the error set. */
+static bool check_2d(const char *op, const char *what, const tg_tensor *t)
 {
     if (!tg__report_check_tensor(op, what, t))
-        return NULL;
+        return false;
     if (tg_ndim(t) != 2 || tg_numel(t) == 0) {
         tg__error("%s: %s must be a non-empty 2-D tensor, got shape %s", op,
                   what, TG_SHP(t));
-        return NULL;
+        return false;
     }
+    return true;
+}
+
+/* t (checked) into a new row-major array of doubles; NULL with the error
+ * set. */
+static double *read_2d(const char *op, const char *what, const tg_tensor *t)
+{
     double *v = tg__malloc(sizeof(double) * (size_t)tg_numel(t));
     if (!v) {
         tg__error("%s: out of memory for %s of shape %s", op, what, TG_SHP(t));
@@ -47,19 +53,21 @@ static double *read_2d(const char *op, const char *what, const tg_tensor *t)
     return v;
 }
 
-/* The shapes the strip needs: q (T,hs), k as q, v (T,dv), T at most
- * STRIP_MAX_T, row in [0,T). False with the error set. */
+/* The shapes the strip needs, checked before anything is read: q (T,hs), k
+ * as q, v (T,dv), T at most STRIP_MAX_T, row in [0,T). False with the
+ * error set. */
 static bool check_shapes(const char *op, const tg_tensor *q, const tg_tensor *k,
                          const tg_tensor *v, int row)
 {
+    if (!check_2d(op, "q", q) || !check_2d(op, "k", k) || !check_2d(op, "v", v))
+        return false;
     int64_t T = tg_size(q, 0);
-    if (tg_ndim(k) != 2 || tg_size(k, 0) != T ||
-        tg_size(k, 1) != tg_size(q, 1)) {
+    if (tg_size(k, 0) != T || tg_size(k, 1) != tg_size(q, 1)) {
         tg__error("%s: k of shape %s does not match q %s", op, TG_SHP(k),
                   TG_SHP(q));
         return false;
     }
-    if (tg_ndim(v) != 2 || tg_size(v, 0) != T) {
+    if (tg_size(v, 0) != T) {
         tg__error("%s: v of shape %s does not have q's %lld rows (q %s)", op,
                   TG_SHP(v), (long long)T, TG_SHP(q));
         return false;
@@ -184,10 +192,12 @@ int tg_report_forward_strip(tg_report *r, const char *title, const tg_tensor *q,
     const char *op = "report_forward_strip";
     if (!tg__report_check(op, r))
         return -1;
+    if (!check_shapes(op, q, k, v, row))
+        return -1;
     double *qv = read_2d(op, "q", q);
     double *kv = qv ? read_2d(op, "k", k) : NULL;
     double *vv = kv ? read_2d(op, "v", v) : NULL;
-    if (!vv || !check_shapes(op, q, k, v, row)) {
+    if (!vv) {
         free(qv);
         free(kv);
         free(vv);
