@@ -1,9 +1,10 @@
 /** @file
  * tapegrad report: one self-contained HTML page a program adds sections to
- * (text, printed output, tables, heatmaps, line charts, the tape, and the
- * lesson's two attention figures), written with tg_report_write. Include
- * `<tapegrad_report.h>`; it includes `<tapegrad_plot.h>` (for tg_series) and
- * `<tapegrad.h>`. `<tapegrad_all.h>` includes it too.
+ * (text, printed output, tables, heatmaps, line charts, the tape, the
+ * lesson's two attention figures and its forward strip), written with
+ * tg_report_write. Include `<tapegrad_report.h>`; it includes
+ * `<tapegrad_plot.h>` (for tg_series) and `<tapegrad.h>`.
+ * `<tapegrad_all.h>` includes it too.
  *
  * The page fetches nothing: its script and style, gnuplot's canvas scripts
  * (heatmaps and line charts are drawn by gnuplot's `canvas` terminal) and
@@ -101,6 +102,28 @@ int tg_report_averaging(tg_report *r, const char *title, const tg_tensor *wei,
 int tg_report_attention(tg_report *r, const char *title,
                         const tg_tensor *scores, const tg_tensor *mask,
                         const char *const *tokens, double temperature);
+
+/** The lesson's forward pass of one causal head as one animated strip, for
+ * one batch element: q and k of shape (T, hs), v of shape (T, dv) (e.g.
+ * tg_select(q, 0, 0) of the lesson's (B, T, hs) tensors). Six stages, in
+ * the lesson's order, each a T x T grid (out: T x dv):
+ *   averaging  wei = tril / tril.sum(1), the equal shares of the past
+ *   scores     q @ k^T                      (computed here, in double)
+ *   scaled     scores / sqrt(hs)
+ *   masked     scaled, with the future (col > row) masked: -inf for softmax
+ *   softmax    weights = softmax(masked / temperature) over each row
+ *   out        weights @ v
+ * with play/pause and step controls, and the bar chart of row `row` of the
+ * weights (the lesson follows token 4). The page recomputes the weights
+ * and out as its sqrt(hs) switch and temperature slider (starting at 1)
+ * move. Numbers are shown rounded as the lesson's numpy rounds them
+ * (np.round: half to even; 2 decimals, the weights 3), masked cells drawn
+ * as masked, never as a number; weights on a fixed [0, 1] colour range.
+ * tokens (T entries) may be NULL. -1 for q, k or v not 2-D or empty, k not
+ * of q's shape, v without T rows, T > 256, or row outside [0, T). */
+int tg_report_forward_strip(tg_report *r, const char *title, const tg_tensor *q,
+                            const tg_tensor *k, const tg_tensor *v,
+                            const char *const *tokens, int row);
 
 /** Writes the page to path: through a temporary file in path's directory
  * renamed over it, so on failure an old file at path is as it was and

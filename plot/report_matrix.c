@@ -408,7 +408,8 @@ int tg_report_averaging(tg_report *r, const char *title, const tg_tensor *wei,
     sbuf sec = {0};
     tg__report_open_section(&sec, n, "averaging", title);
     tg__sb_puts(&sec, "<p class=\"tg-hint\">Click a row: the tokens it "
-                      "averages, with their weights.</p>\n");
+                      "averages, with their weights. Grey: the future, "
+                      "masked.</p>\n");
     lesson_canvas(&sec, n);
     tg__sb_puts(&sec, "<div class=\"tg-readout\"></div>\n");
     lesson_data(&sec, n, &x, tokens, NULL);

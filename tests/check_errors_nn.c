@@ -944,6 +944,39 @@ static void nn_table(table_walk *w, env *e)
                                temp(tg_zeros(TG_FLOAT64, TG_SHAPE(3, 3))), NULL,
                                NULL, NAN),
            "report_attention:", "temperature", "nan");
+    ROW_RC("report_forward_strip NULL report",
+           tg_report_forward_strip(NULL, "t", e->m, e->m, e->m, NULL, 0),
+           "report_forward_strip:", "report is NULL");
+    ROW_RC("report_forward_strip 3-d q",
+           tg_report_forward_strip(report(), "t", e->x, e->x, e->x, NULL, 0),
+           "report_forward_strip:", "q must be", "(4,8,32)");
+    ROW_RC("report_forward_strip empty v",
+           tg_report_forward_strip(report(), "t", e->m, e->m,
+                                   temp(tg_zeros(TG_FLOAT64, TG_SHAPE(16, 0))),
+                                   NULL, 0),
+           "report_forward_strip:", "v must be", "(16,0)");
+    ROW_RC("report_forward_strip k shape",
+           tg_report_forward_strip(report(), "t", e->m,
+                                   temp(tg_zeros(TG_FLOAT64, TG_SHAPE(16, 8))),
+                                   e->m, NULL, 0),
+           "report_forward_strip:", "k of shape (16,8)", "q (16,32)");
+    ROW_RC("report_forward_strip v rows",
+           tg_report_forward_strip(report(), "t", e->m, e->m,
+                                   temp(tg_zeros(TG_FLOAT64, TG_SHAPE(8, 4))),
+                                   NULL, 0),
+           "report_forward_strip:", "v of shape (8,4)", "16 rows");
+    ROW_RC("report_forward_strip too many tokens",
+           tg_report_forward_strip(
+               report(), "t", temp(tg_zeros(TG_FLOAT64, TG_SHAPE(300, 2))),
+               temp(tg_zeros(TG_FLOAT64, TG_SHAPE(300, 2))),
+               temp(tg_zeros(TG_FLOAT64, TG_SHAPE(300, 2))), NULL, 0),
+           "report_forward_strip:", "(300,2)", "T <= 256");
+    ROW_RC("report_forward_strip row 16 of 16",
+           tg_report_forward_strip(report(), "t", e->m, e->m, e->m, NULL, 16),
+           "report_forward_strip:", "row 16", "[0, 16)");
+    ROW_RC("report_forward_strip row -1",
+           tg_report_forward_strip(report(), "t", e->m, e->m, e->m, NULL, -1),
+           "report_forward_strip:", "row -1", "(16,32)");
     ROW_RC("report_write NULL path", tg_report_write(report(), NULL),
            "report_write:", "path is NULL");
     ROW_RC("report_write empty path", tg_report_write(report(), ""),
@@ -1042,6 +1075,15 @@ static void nn_null_table(table_walk *w, env *e)
                 tg_report_averaging(report(), "t", NUL, NULL));
     NULL_ROW_RC("report_attention",
                 tg_report_attention(report(), "t", NUL, NULL, NULL, 1));
+    NULL_ROW_RC(
+        "report_forward_strip (q)",
+        tg_report_forward_strip(report(), "t", NUL, e->m, e->m, NULL, 0));
+    NULL_ROW_RC(
+        "report_forward_strip (k)",
+        tg_report_forward_strip(report(), "t", e->m, NUL, e->m, NULL, 0));
+    NULL_ROW_RC(
+        "report_forward_strip (v)",
+        tg_report_forward_strip(report(), "t", e->m, e->m, NUL, NULL, 0));
 }
 
 /* ---- module configs, train/eval, sampling (issue 11) -------------------- */

@@ -279,6 +279,50 @@ START_TEST(heatmap_data_are_the_tensors_values)
 }
 END_TEST
 
+/* The forward strip's data: the scores are q @ k^T (tg_matmul's, to the
+ * last bit for these small integers and halves), v as given (a transposed
+ * view: any strides), the sizes and the followed row; a bad row adds
+ * nothing. */
+START_TEST(forward_strip_data_are_the_head)
+{
+    tg_scope_begin();
+    const double qv[6] = {1, 2, -0.5, 3, 0, 4}, kv[6] = {2, 1, 1, -1, 0.5, 0};
+    tg_tensor *q = tg_from_data(TG_FLOAT64, TG_SHAPE(3, 2), qv);
+    tg_tensor *k = tg_from_data(TG_FLOAT64, TG_SHAPE(3, 2), kv);
+    tg_rng g;
+    tg_rng_seed(&g, 5);
+    tg_tensor *v = tg_transpose(tg_randn(&g, TG_FLOAT64, TG_SHAPE(4, 3)), 0, 1);
+    tg_report *r = tg_report_new("strip");
+    ck_assert_int_eq(tg_report_forward_strip(r, "s", q, k, v, NULL, 3), -1);
+    ck_assert_ptr_nonnull(strstr(tg_last_error(), "row 3"));
+    ck_assert_int_eq(tg_report_forward_strip(r, "s", q, k, v, TOKENS, 2), 1);
+    const char *path = scratch_path("strip.html");
+    ck_assert_int_eq(tg_report_write(r, path), 0);
+    tg_report_free(r);
+
+    char *page = slurp(path, NULL);
+    char *sec = section_of(page, 1);
+    ck_assert_ptr_nonnull(strstr(sec, "data-kind=\"strip\""));
+    ck_assert_ptr_nonnull(strstr(sec, "\"T\":3,\"hs\":2,\"dv\":4,\"row\":2,"));
+    double got[16], want[12];
+    tg_copy_out(tg_matmul(q, tg_transpose(k, 0, 1)), TG_FLOAT64, want);
+    ck_assert_int_eq(json_numbers(sec, "scores", got, 16), 9);
+    for (int i = 0; i < 9; i++)
+        ck_assert_msg(got[i] == want[i], "score %d: %.17g != %.17g", i, got[i],
+                      want[i]);
+    tg_copy_out(v, TG_FLOAT64, want);
+    ck_assert_int_eq(json_numbers(sec, "v", got, 16), 12);
+    for (int i = 0; i < 12; i++)
+        ck_assert_msg(got[i] == want[i], "v %d: %.17g != %.17g", i, got[i],
+                      want[i]);
+    ck_assert_ptr_nonnull(strstr(sec, "\"tok\":[\"The\",\"cat\",\"sat\"]"));
+    ck_assert_int_eq(count(page, "tgfig1-"), 7); /* six stages, the bars */
+    free(sec);
+    free(page);
+    tg_scope_end();
+}
+END_TEST
+
 /* A 1000 x 1000 matrix is drawn as 250 x 250 block means, with a note; the
  * page stays small (well under 2 MB: numbers as float32 digits, the picture
  * one PNG). */
@@ -818,7 +862,8 @@ static int every_kind(const char *path)
                      tg_report_lines(r, "l", &line, 1, "x", "y", false) > 0 &&
                      tg_report_tape(r, "tape") > 0 &&
                      tg_report_averaging(r, "a", m, NULL) > 0 &&
-                     tg_report_attention(r, "s", m, NULL, cells, 1) > 0
+                     tg_report_attention(r, "s", m, NULL, cells, 1) > 0 &&
+                     tg_report_forward_strip(r, "f", x, x, m, cells, 1) > 0
                  ? tg_report_write(r, path)
                  : -1;
     tg_report_free(r);
@@ -869,6 +914,7 @@ Suite *report_suite(void)
     tcase_add_test(tc, page_has_every_kind_in_order);
     tcase_add_test(tc, failed_call_adds_nothing);
     tcase_add_test(tc, heatmap_data_are_the_tensors_values);
+    tcase_add_test(tc, forward_strip_data_are_the_head);
     tcase_add_test(tc, large_matrix_is_downsampled_with_a_note);
     tcase_add_test(tc, float64_block_means_keep_their_range);
     tcase_add_test(tc, attention_slider_bound_is_finite);
