@@ -83,7 +83,7 @@ typedef struct tg_series {
 } tg_series;
 
 /** n_series lines on one chart; logx / logy for log-scaled axes. The key
- * (the series' labels) sits below the chart, outside the data; a NULL
+ * (the series' labels) sits above the chart, outside the data; a NULL
  * xlabel or ylabel is titled "x" or "y". 0, or -1
  * for a bad stem, a NULL series array, n_series < 1, or a series with a
  * NULL y or n < 1. */

@@ -83,7 +83,7 @@ int tg_report_heatmap_with(tg_report *r, const char *title, const tg_tensor *m,
 
 /** n series (tapegrad_plot.h's tg_series: x NULL means 0..n-1) on one line
  * chart drawn by gnuplot, with a readout of the nearest point; logy for a
- * log-scaled y axis; the key sits below the chart, outside the data, and
+ * log-scaled y axis; the key sits above the chart, outside the data, and
  * a NULL xlabel or ylabel is titled "x" or "y". A series of more than 20000 points is thinned to the
  * lowest and highest y of each run of points (about 20000 kept), with a
  * note saying so, as large matrices are downsampled. -1 for NULL s, n < 1,

@@ -428,12 +428,12 @@ static void put_scale(FILE *f, const tg__cscale *s)
     char legend[160] = "";
     int at = 0;
     if (s->kind == TG_SCALE_DIVERGING)
-        at = snprintf(legend, sizeof legend, "hatched: exactly 0 (%lld cells)",
-                      (long long)s->zeros);
+        at = snprintf(legend, sizeof legend, "hatched: exactly 0 (%lld cell%s)",
+                      (long long)s->zeros, s->zeros == 1 ? "" : "s");
     if (s->masked)
         snprintf(legend + at, sizeof legend - (size_t)at,
-                 "%sgrey: masked (%lld cells)", at ? "; " : "",
-                 (long long)s->masked);
+                 "%sgrey: masked (%lld cell%s)", at ? "; " : "",
+                 (long long)s->masked, s->masked == 1 ? "" : "s");
     if (*legend) {
         fputs("set label 1 ", f);
         put_string(f, legend);
@@ -585,11 +585,11 @@ static bool check_heatmap(const char *op, const tg_tensor *m,
     return true;
 }
 
-int tg_plot_heatmap_with(const char *stem, const tg_tensor *m,
-                         const tg_tensor *mask, const char *title,
-                         const tg_heatmap_opts *o)
+/* Both heatmap calls, their errors named op. */
+static int plot_heatmap(const char *op, const char *stem, const tg_tensor *m,
+                        const tg_tensor *mask, const char *title,
+                        const tg_heatmap_opts *o)
 {
-    const char *op = "plot_heatmap";
     if (!check_heatmap(op, m, mask) || !tg__scale_check(op, o))
         return -1;
     plot_files p;
@@ -616,6 +616,13 @@ int tg_plot_heatmap_with(const char *stem, const tg_tensor *m,
     return rc == 0 ? render(op, &p) : -1;
 }
 
+int tg_plot_heatmap_with(const char *stem, const tg_tensor *m,
+                         const tg_tensor *mask, const char *title,
+                         const tg_heatmap_opts *o)
+{
+    return plot_heatmap("plot_heatmap_with", stem, m, mask, title, o);
+}
+
 int tg_plot_heatmap(const char *stem, const tg_tensor *m, const char *title,
                     const char *xlabel, const char *ylabel, bool annotate)
 {
@@ -623,7 +630,7 @@ int tg_plot_heatmap(const char *stem, const tg_tensor *m, const char *title,
                                .xlabel = xlabel,
                                .ylabel = ylabel,
                                .annotate = annotate};
-    return tg_plot_heatmap_with(stem, m, NULL, title, &o);
+    return plot_heatmap("plot_heatmap", stem, m, NULL, title, &o);
 }
 
 /* ===================================================================== */
@@ -673,8 +680,9 @@ static int write_lines_script(const char *op, const plot_files *p,
     FILE *f = tg__file_stream(out);
     script_begin(f, p, "line chart", 800, 600, title, xlabel ? xlabel : "x",
                  ylabel ? ylabel : "y");
-    /* the key below the chart, never over the curves */
-    fputs("\nset grid\nset key below\n", f);
+    /* the key above the chart, outside the data: never over the curves
+     * (below, it meets the x axis' title) */
+    fputs("\nset grid\nset key above\n", f);
     /* x spans the data exactly (a log axis would round out to 10^k) */
     fputs("set autoscale xfix\n", f);
     if (logx)

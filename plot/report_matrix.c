@@ -249,13 +249,14 @@ enum { HEAT_W = 600, HEAT_H = 520 };
  * of c characters at -45 degrees (7 c sin 45 = 5 c px down, and its own
  * height; 6 c in all, with the gaps 56 px), then the x
  * axis' title; on the left the title, then the y labels (7 px a
- * character); on the right the colour box, its numbers and its title. The
+ * character); on the right the colour box (about 22 px), its numbers (up
+ * to 9 characters, "-2.5e+10") and its title. The
  * titles are labels at those places, not gnuplot's xlabel, which it puts
  * where level tics would end, on top of slanted ones. */
 static void gp_frame(sbuf *b, int xchars, int ychars, const tg__cscale *s)
 {
     double below = 56 + 6 * xchars, left = 30 + 7 * ychars + 12;
-    double right = 120, top = 12;
+    double right = 130, top = 12;
     if (left < 60)
         left = 60;
     tg__sb_printf(b,
@@ -271,9 +272,13 @@ static void gp_frame(sbuf *b, int xchars, int ychars, const tg__cscale *s)
     tg__gp_text(b, s->ylabel, 80);
     tg__sb_printf(b, " at screen %.4f, screen %.4f center rotate by 90 front\n",
                   14.0 / HEAT_W, (below + (HEAT_H - top - below) / 2) / HEAT_H);
-    tg__sb_puts(b, "set cblabel ");
+    /* the colour bar's title at the right edge, past its numbers (gnuplot's
+     * cblabel goes by its own guess of their width, and met them) */
+    tg__sb_puts(b, "set label 103 ");
     tg__gp_text(b, s->cblabel, 80);
-    tg__sb_puts(b, " offset -1,0\n");
+    tg__sb_printf(b, " at screen %.4f, screen %.4f center rotate by 90 front\n",
+                  1 - 12.0 / HEAT_W,
+                  (below + (HEAT_H - top - below) / 2) / HEAT_H);
 }
 
 /* A heatmap's cell colours: finite unmasked cells through the scale's
@@ -387,23 +392,20 @@ static void heat_caption(sbuf *b, const matrix *x, const tg__cscale *s)
         }
     tg__sb_puts(b, "<p class=\"tg-legend\">Colour: ");
     if (s->kind == TG_SCALE_DIVERGING) {
-        tg__sb_puts(b, "diverging, blue &lt; 0 &lt; red, symmetric range [");
-        tg__put_num(b, s->lo, false);
-        tg__sb_puts(b, ", ");
-        tg__put_num(b, s->hi, false);
-        tg__sb_printf(b, "]; exactly 0: light grey, hatched (%lld cells%s)",
-                      (long long)s->zeros,
+        tg__sb_printf(b,
+                      "diverging, blue &lt; 0 &lt; red, symmetric range "
+                      "[%.4g, %.4g]; exactly 0: light grey, hatched (%lld "
+                      "cell%s%s)",
+                      s->lo, s->hi, (long long)s->zeros,
+                      s->zeros == 1 ? "" : "s",
                       hatched(x, s) || !s->zeros ? "" : ", too small to hatch");
     } else if (s->kind == TG_SCALE_UNIT)
         tg__sb_puts(b, "weights on the fixed range [0, 1]");
-    else {
-        tg__sb_puts(b, "sequential, from ");
-        tg__put_num(b, s->lo, false);
-        tg__sb_puts(b, " to ");
-        tg__put_num(b, s->hi, false);
-    }
+    else
+        tg__sb_printf(b, "sequential, from %.4g to %.4g", s->lo, s->hi);
     if (s->masked)
-        tg__sb_printf(b, "; grey: masked (%lld cells)", (long long)s->masked);
+        tg__sb_printf(b, "; grey: masked (%lld cell%s)", (long long)s->masked,
+                      s->masked == 1 ? "" : "s");
     if (nan)
         tg__sb_puts(b, "; magenta: nan");
     if (inf)
@@ -459,12 +461,13 @@ static void heat_section(tg_report *r, int n, const char *title,
         sec->oom = true;
 }
 
-int tg_report_heatmap_with(tg_report *r, const char *title, const tg_tensor *m,
-                           const tg_tensor *mask, const char *const *row_labels,
-                           const char *const *col_labels,
-                           const tg_heatmap_opts *o)
+/* Both heatmap calls, their errors named op. */
+static int report_heatmap(const char *op, tg_report *r, const char *title,
+                          const tg_tensor *m, const tg_tensor *mask,
+                          const char *const *row_labels,
+                          const char *const *col_labels,
+                          const tg_heatmap_opts *o)
 {
-    const char *op = "report_heatmap";
     if (!tg__report_check(op, r) || !tg__scale_check(op, o))
         return -1;
     matrix x;
@@ -485,12 +488,21 @@ int tg_report_heatmap_with(tg_report *r, const char *title, const tg_tensor *m,
     return tg__report_add_section(op, r, &sec, js);
 }
 
+int tg_report_heatmap_with(tg_report *r, const char *title, const tg_tensor *m,
+                           const tg_tensor *mask, const char *const *row_labels,
+                           const char *const *col_labels,
+                           const tg_heatmap_opts *o)
+{
+    return report_heatmap("report_heatmap_with", r, title, m, mask, row_labels,
+                          col_labels, o);
+}
+
 int tg_report_heatmap(tg_report *r, const char *title, const tg_tensor *m,
                       const tg_tensor *mask, const char *const *row_labels,
                       const char *const *col_labels)
 {
-    return tg_report_heatmap_with(r, title, m, mask, row_labels, col_labels,
-                                  NULL);
+    return report_heatmap("report_heatmap", r, title, m, mask, row_labels,
+                          col_labels, NULL);
 }
 /* ===================================================================== */
 /* The lesson's figures (drawn by the page's script)                      */
