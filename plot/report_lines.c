@@ -125,8 +125,14 @@ static char *lines_script(const tg_series *s, int n, const thinned *t,
 {
     sbuf body = {0};
     /* the key above the chart, outside the data: never over a curve (below,
-     * gnuplot puts it on the x axis' title) */
-    tg__sb_puts(&body, "set key above\nset grid\nset format y '%g'\n");
+     * gnuplot puts it on the x axis' title); a series a row, with a line of
+     * room more than gnuplot reserves, whose guess of the canvas text's
+     * height put the last row on the top border (and the x axis' title a
+     * pixel past the bottom edge) */
+    tg__sb_printf(&body,
+                  "set key above vertical maxrows %d\nset tmargin %d\n"
+                  "set bmargin 4\nset grid\nset format y '%%g'\n",
+                  n, n + 3);
     if (logy)
         tg__sb_puts(&body, "set logscale y\n");
     tg__sb_puts(&body, "set xlabel ");
