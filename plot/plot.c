@@ -465,14 +465,16 @@ static void put_overlays(FILE *f, const tg__cscale *s, int font)
     fputc('\n', f);
 }
 
-/* Annotations: 2 decimals, none on NaN (and masked) cells; white text on
- * the dark part of the palette (viridis' low end; both ends of the
+/* Annotations: 2 decimals (an exact 0 as "0"), none on NaN (and masked)
+ * cells; white text on the dark part of the palette (viridis' low end; both ends of the
  * diverging one), black elsewhere. */
 static void put_annotations(FILE *f, const tg__cscale *s, int font)
 {
-    fputs("# Annotations: 2 decimals, none on NaN or masked cells; white "
-          "text on the\n# dark part of the palette, black on the light "
-          "part.\ncell_text(v) = v == v ? sprintf('%.2f', v) : ''\n",
+    fputs("# Annotations: 2 decimals (an exact 0 as 0, told apart from a "
+          "value that\n# rounds to 0.00), none on NaN or masked cells; white "
+          "text on the dark\n# part of the palette, black on the light "
+          "part.\ncell_text(v) = v != v ? '' : v == 0 ? '0' : "
+          "sprintf('%.2f', v)\n",
           f);
     if (s->kind == TG_SCALE_DIVERGING) {
         fputs("dark(v) = abs(v) > ", f);

@@ -177,6 +177,7 @@ START_TEST(heatmap_script_puts_row_0_on_top_and_annotates)
     assert_contains(gp, "matrix with image");
     assert_contains(gp, "with labels");
     assert_contains(gp, "sprintf('%.2f', v)");
+    assert_contains(gp, "v == 0 ? '0'"); /* an exact 0 is not "0.00" */
     assert_contains(gp, "set cbrange [0:11]");
     free(gp);
 
