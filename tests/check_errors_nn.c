@@ -853,12 +853,13 @@ static void nn_table(table_walk *w, env *e)
                tmp_path("h"), temp(tg_full(TG_FLOAT64, TG_SHAPE(2, 3), 1.5)),
                NULL, "t", &(tg_heatmap_opts){.scale = TG_SCALE_UNIT}),
            "plot_heatmap_with:", "TG_SCALE_UNIT", "[0, 1], got 1.5 at [0, 0]");
-    ROW_RC("plot_heatmap_with unit scale, a weight of -0.25",
-           tg_plot_heatmap_with(
-               tmp_path("h"),
-               temp(tg_tril(tg_full(TG_FLOAT64, TG_SHAPE(3, 3), -0.25), -1)),
-               NULL, "t", &(tg_heatmap_opts){.scale = TG_SCALE_UNIT}),
-           "plot_heatmap_with:", "-0.25 at [1, 0]");
+    ROW_RC(
+        "plot_heatmap_with unit scale, a weight of -0.25",
+        tg_plot_heatmap_with(
+            tmp_path("h"),
+            temp(tg_from_f64(TG_SHAPE(2, 2), (const double[]){0, 1, -0.25, 0})),
+            NULL, "t", &(tg_heatmap_opts){.scale = TG_SCALE_UNIT}),
+        "plot_heatmap_with:", "-0.25 at [1, 0]");
     ROW_RC("plot_heatmap_with mask shape",
            tg_plot_heatmap_with(tmp_path("h"), e->m, e->mask, "t", NULL),
            "plot_heatmap_with:", "mask of shape (4,8,32)", "(16,32)");
