@@ -61,8 +61,9 @@ typedef struct tg_heatmap_opts {
     const char *cblabel; /**< the colour bar's title; NULL: "value" (AUTO),
                             "value (0 at the centre)" (DIVERGING), "weight"
                             (UNIT) */
-    bool annotate;       /**< PNG only: each value in its cell, 2 decimals (the
-                      page's readout gives exact values instead) */
+    /** PNG only: each value in its cell, 2 decimals, an exact 0 as "0"
+     * (the page's readout gives exact values instead) */
+    bool annotate;
 } tg_heatmap_opts;
 
 /** tg_plot_heatmap with options o (NULL: the defaults) and a mask: NULL or
