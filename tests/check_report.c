@@ -875,7 +875,7 @@ END_TEST
 static int every_kind(const char *path)
 {
     tg_scope_begin();
-    const double v[4] = {1, 0.5, NAN, 0.125};
+    const double v[4] = {1, 0.5, NAN, 0}; /* a 0: the hatching too */
     tg_tensor *m = tg_from_data(TG_FLOAT64, TG_SHAPE(2, 2), v);
     tg_tensor *x = tg_ones(TG_FLOAT64, TG_SHAPE(2, 2));
     if (x)
@@ -883,11 +883,14 @@ static int every_kind(const char *path)
     tg_tensor *y = x ? tg_scale(x, 2) : NULL;
     const tg_series line = {.label = "loss", .y = v, .n = 2};
     const char *cells[2] = {"a", "b"};
+    const tg_heatmap_opts div = {.scale = TG_SCALE_DIVERGING};
     tg_report *r = tg_report_new("oom");
     int rc = r && m && y && tg_report_text(r, "t", "a\n\nb") > 0 &&
                      tg_report_pre(r, "p", "x") > 0 &&
                      tg_report_table(r, "c", 1, 2, cells) > 0 &&
                      tg_report_heatmap(r, "h", m, NULL, cells, cells) > 0 &&
+                     tg_report_heatmap_with(r, "g", m, NULL, cells, cells,
+                                            &div) > 0 &&
                      tg_report_lines(r, "l", &line, 1, "x", "y", false) > 0 &&
                      tg_report_tape(r, "tape") > 0 &&
                      tg_report_averaging(r, "a", m, NULL) > 0 &&
