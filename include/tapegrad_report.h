@@ -61,15 +61,31 @@ int tg_report_table(tg_report *r, const char *caption, int n_rows, int n_cols,
  * masked cells are drawn grey and read "masked", not as a value. NaN and
  * infinities are drawn in their own colours and read "nan", "inf", "-inf".
  * row_labels (rows entries) and col_labels (cols entries) may each be
- * NULL. -1 for an m that is not 2-D or is empty, or a mask of another
- * shape. */
+ * NULL. Colours are TG_SCALE_AUTO's, axes titled "column" and "row" (see
+ * tg_report_heatmap_with). -1 for an m that is not 2-D or is empty, or a
+ * mask of another shape. */
 int tg_report_heatmap(tg_report *r, const char *title, const tg_tensor *m,
                       const tg_tensor *mask, const char *const *row_labels,
                       const char *const *col_labels);
 
+/** tg_report_heatmap with options o (tapegrad_plot.h's tg_heatmap_opts;
+ * NULL: the defaults): the colour scale (TG_SCALE_DIVERGING for gradients:
+ * symmetric about 0, exact zeros hatched and counted in the caption;
+ * TG_SCALE_UNIT for weights: [0, 1] fixed) and the axis and colour bar
+ * titles; annotate is ignored (hover for exact values). The caption under
+ * the figure names the scale and its range and counts the masked cells
+ * (and, diverging, the exact zeros). -1 for what tg_report_heatmap
+ * refuses, a scale that is not a tg_heatmap_scale, or (TG_SCALE_UNIT) a finite
+ * unmasked value outside [0, 1]. */
+int tg_report_heatmap_with(tg_report *r, const char *title, const tg_tensor *m,
+                           const tg_tensor *mask, const char *const *row_labels,
+                           const char *const *col_labels,
+                           const tg_heatmap_opts *o);
+
 /** n series (tapegrad_plot.h's tg_series: x NULL means 0..n-1) on one line
  * chart drawn by gnuplot, with a readout of the nearest point; logy for a
- * log-scaled y axis. A series of more than 20000 points is thinned to the
+ * log-scaled y axis; the key sits above the chart, outside the data, and
+ * a NULL xlabel or ylabel is titled "x" or "y". A series of more than 20000 points is thinned to the
  * lowest and highest y of each run of points (about 20000 kept), with a
  * note saying so, as large matrices are downsampled. -1 for NULL s, n < 1,
  * a series with NULL y or n < 1, or (logy) a y <= 0. */

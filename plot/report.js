@@ -125,6 +125,9 @@
   function heatmapText(fig, row, col) {
     var d = fig.data, k = row * d.cols + col;
     var v = d.mask && d.mask[k] ? "masked" : show(d.v[k]);
+    /* on the diverging scale an exact 0 is hatched: say so in words too */
+    if (v !== "masked" && d.scale && d.scale.kind === "diverging" &&
+        num(d.v[k]) === 0) v += " (exactly 0)";
     if (d.block) {
       var r0 = row * d.block.fr, c0 = col * d.block.fc;
       var r1 = Math.min(d.block.rows, r0 + d.block.fr) - 1;
@@ -324,6 +327,37 @@
     }
     return "entropy " + p6(h) + " nats, gain " + p6(Math.sqrt(g2));
   }
+  /* The attention figure's key: axis titles and a colour bar of the
+   * weights on their fixed range [0, 1] (the cells' viridis(w), never
+   * stretched to the data), so two figures compare colour for colour. */
+  function attentionKey(fig) {
+    var c = fig.canvas, g = c.getContext("2d"), L = gridLayout(fig);
+    var side = fig.data.rows * L.cs, x = L.x0 + side + 14, h = side;
+    for (var i = 0; i < h; i++) {
+      g.fillStyle = viridis(1 - i / (h - 1));
+      g.fillRect(x, L.y0 + i, 12, 1);
+    }
+    g.fillStyle = "#222";
+    g.font = "11px sans-serif";
+    g.textAlign = "left";
+    g.textBaseline = "middle";
+    [0, 0.5, 1].forEach(function (w) {
+      g.fillText(String(w), x + 16, L.y0 + (1 - w) * (h - 1));
+    });
+    g.font = "12px sans-serif";
+    g.textAlign = "center";
+    g.save();
+    g.translate(x + 42, L.y0 + h / 2);
+    g.rotate(Math.PI / 2);
+    g.fillText("weight (fixed 0 to 1)", 0, 0);
+    g.restore();
+    g.fillText("key (the token attended to)", L.x0 + side / 2, c.height - 10);
+    g.save();
+    g.translate(12, L.y0 + side / 2);
+    g.rotate(-Math.PI / 2);
+    g.fillText("query (the row)", 0, 0);
+    g.restore();
+  }
   function setupAttention(fig) {
     var d = fig.data, sec = fig.section;
     var readout = sec.querySelector(".tg-readout");
@@ -343,6 +377,7 @@
       stats.textContent = rowStats(fig.w[hover.row]);
     }
     drawGrid(fig, fig.w, -1);
+    attentionKey(fig);
     fig.canvas.addEventListener("mousemove", function (e) {
       hover = gridCell(fig, e);
       say();
@@ -358,6 +393,7 @@
       shown.textContent = String(t);
       fig.w = attentionWeights(d, t);
       drawGrid(fig, fig.w, -1);
+      attentionKey(fig);
       say();
     });
     fig.drawn = true;

@@ -840,6 +840,32 @@ static void nn_table(table_walk *w, env *e)
                            temp(tg_zeros(TG_FLOAT64, TG_SHAPE(0, 3))), "t", "x",
                            "y", false),
            "plot_heatmap:", "(0,3)");
+    ROW_RC("plot_heatmap_with scale 7",
+           tg_plot_heatmap_with(tmp_path("h"), e->m, NULL, "t",
+                                &(tg_heatmap_opts){.scale = 7}),
+           "plot_heatmap_with:", "scale 7", "not a tg_heatmap_scale");
+    ROW_RC("plot_heatmap_with scale -1",
+           tg_plot_heatmap_with(tmp_path("h"), e->m, NULL, "t",
+                                &(tg_heatmap_opts){.scale = -1}),
+           "plot_heatmap_with:", "scale -1", "not a tg_heatmap_scale");
+    ROW_RC("plot_heatmap_with unit scale, a weight of 1.5",
+           tg_plot_heatmap_with(
+               tmp_path("h"), temp(tg_full(TG_FLOAT64, TG_SHAPE(2, 3), 1.5)),
+               NULL, "t", &(tg_heatmap_opts){.scale = TG_SCALE_UNIT}),
+           "plot_heatmap_with:", "TG_SCALE_UNIT", "[0, 1], got 1.5 at [0, 0]");
+    ROW_RC(
+        "plot_heatmap_with unit scale, a weight of -0.25",
+        tg_plot_heatmap_with(
+            tmp_path("h"),
+            temp(tg_from_f64(TG_SHAPE(2, 2), (const double[]){0, 1, -0.25, 0})),
+            NULL, "t", &(tg_heatmap_opts){.scale = TG_SCALE_UNIT}),
+        "plot_heatmap_with:", "-0.25 at [1, 0]");
+    ROW_RC("plot_heatmap_with mask shape",
+           tg_plot_heatmap_with(tmp_path("h"), e->m, e->mask, "t", NULL),
+           "plot_heatmap_with:", "mask of shape (4,8,32)", "(16,32)");
+    ROW_RC("plot_heatmap_with NULL stem",
+           tg_plot_heatmap_with(NULL, e->m, NULL, "t", NULL),
+           "plot_heatmap_with:", "stem is NULL");
     ROW_RC("plot_lines NULL series",
            tg_plot_lines(tmp_path("l"), NULL, 1, "t", "x", "y", false, false),
            "plot_lines:", "NULL");
@@ -904,6 +930,22 @@ static void nn_table(table_walk *w, env *e)
     ROW_RC("report_heatmap mask shape",
            tg_report_heatmap(report(), "t", e->m, e->mask, NULL, NULL),
            "report_heatmap:", "mask of shape (4,8,32)", "(16,32)");
+    ROW_RC("report_heatmap_with scale 3",
+           tg_report_heatmap_with(report(), "t", e->m, NULL, NULL, NULL,
+                                  &(tg_heatmap_opts){.scale = 3}),
+           "report_heatmap_with:", "scale 3", "not a tg_heatmap_scale");
+    ROW_RC("report_heatmap_with unit scale, a weight of 1.5",
+           tg_report_heatmap_with(
+               report(), "t", temp(tg_full(TG_FLOAT64, TG_SHAPE(2, 3), 1.5)),
+               NULL, NULL, NULL, &(tg_heatmap_opts){.scale = TG_SCALE_UNIT}),
+           "report_heatmap_with:", "TG_SCALE_UNIT", "1.5 at [0, 0]");
+    ROW_RC("report_heatmap_with 3-d",
+           tg_report_heatmap_with(report(), "t", e->x, NULL, NULL, NULL,
+                                  &(tg_heatmap_opts){0}),
+           "report_heatmap_with:", "2-D", "(4,8,32)");
+    ROW_RC("report_heatmap_with NULL report",
+           tg_report_heatmap_with(NULL, "t", e->m, NULL, NULL, NULL, NULL),
+           "report_heatmap_with:", "report is NULL");
     ROW_RC("report_heatmap NULL report",
            tg_report_heatmap(NULL, "t", e->m, NULL, NULL, NULL),
            "report_heatmap:", "report is NULL");

@@ -807,8 +807,9 @@ END_TEST
 
 /* ---- pictures --------------------------------------------------------------- */
 
-/* A heatmap, a line chart and a bar chart under dir, without gnuplot (the
- * data and the scripts only). 0, or -1 with the error set. */
+/* A heatmap (and one masked, on the diverging scale), a line chart and a
+ * bar chart under dir, without gnuplot (the data and the scripts only). 0,
+ * or -1 with the error set. */
 static int three_plots(const char *dir)
 {
     char heat[300], lines[300], bars[300];
@@ -817,7 +818,13 @@ static int three_plots(const char *dir)
     snprintf(bars, sizeof bars, "%s/bars", dir);
     const double ys[4] = {1, 0.5, 0.25, 0.125};
     tg_tensor *m = tg_from_data(TG_FLOAT64, TG_SHAPE(2, 2), ys);
+    tg_tensor *mask = tg_from_data(TG_BOOL, TG_SHAPE(2, 2),
+                                   (const bool[]){false, true, false, false});
+    const tg_heatmap_opts o = {.scale = TG_SCALE_DIVERGING, .annotate = true};
     int rc = m ? tg_plot_heatmap(heat, m, "h", "x", "y", true) : -1;
+    if (rc == 0)
+        rc = mask ? tg_plot_heatmap_with(heat, m, mask, "h", &o) : -1;
+    tg_release(mask);
     tg_release(m);
     const tg_series line = {.label = "loss", .y = ys, .n = 4};
     if (rc == 0)
