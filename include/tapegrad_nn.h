@@ -836,6 +836,23 @@ int tg_gpt_from_state_dict(tg_gpt *g, const tg_params *sd, int n_head,
 int tg_gpt_load_pretrained(tg_gpt *g, const char *path, int n_head,
                            tg_dtype dt);
 
+/** g's parameters under GPT-2's names (Hugging Face's GPT2Model:
+ * "wte.weight", "h.0.attn.c_attn.weight"..., Conv1D's (in, out) layout),
+ * appended to out, the inverse of tg_gpt_from_state_dict: c_attn is the
+ * heads' q | k | v (zeros for a model without q/k/v biases); an untied head
+ * adds "lm_head.weight" (V,C); a model without biases has none. Tensors
+ * that keep their layout are g's own (one more reference each, as torch's
+ * state_dict shares storage); release with tg_params_release. 0, or -1 with
+ * out as it was for NULL or uninitialised arguments, no memory, or a model
+ * GPT-2's names would load as another: not the tanh GELU (GPT-2's layout
+ * means it to tg_gpt_from_state_dict), a layer-norm eps other than 1e-5,
+ * another score scale. */
+int tg_gpt_state_dict(tg_gpt *g, tg_params *out);
+/** tg_gpt_state_dict written as a .safetensors file (the model's dtype),
+ * which tg_gpt_load_pretrained and Hugging Face's GPT2 read back. 0, or -1
+ * with the error of either call. */
+int tg_gpt_save_pretrained(tg_gpt *g, const char *path);
+
 /* ---- llm.c's files ------------------------------------------------------ */
 
 /** Reads llm.c's GPT-2 checkpoint (gpt2_124M.bin, what train_gpt2.c and
@@ -852,11 +869,12 @@ int tg_gpt_load_pretrained(tg_gpt *g, const char *path, int n_head,
 int tg_gpt_load_llmc(tg_gpt *g, const char *path, tg_dtype dt);
 /** Writes g as llm.c's checkpoint (version 3: float32, the vocabulary
  * padded with zero rows to a multiple of 128, as llm.c's export does), so
- * llm.c's train_gpt2.c can go on from it. Through a temporary renamed over
- * path: on failure an old file at path is as it was. 0, or -1 for a NULL
- * or uninitialised g or NULL path, a model llm.c cannot run (not the tanh
- * GELU, not every bias, an untied head, a layer-norm eps other than 1e-5,
- * another score scale; the error names it), or a write that fails. */
+ * llm.c's train_gpt2.c can go on from it; biases g lacks are written as
+ * zeros (the same function). Through a temporary renamed over path: on
+ * failure an old file at path is as it was. 0, or -1 for a NULL or
+ * uninitialised g or NULL path, a model llm.c cannot run (not the tanh
+ * GELU, an untied head, and what tg_gpt_state_dict refuses; the error
+ * names it), or a write that fails. */
 int tg_gpt_save_llmc(tg_gpt *g, const char *path);
 /** Reads an llm.c token shard (dev/data's .bin: a 256-int header, then
  * GPT-2's uint16 tokens, magic 20240520 version 1, or LLaMA 3's uint32,

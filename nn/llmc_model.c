@@ -21,7 +21,6 @@
 #include "nn/nn.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -255,100 +254,40 @@ int tg_gpt_load_llmc(tg_gpt *g, const char *path, tg_dtype dt)
 /* ---- Writing ------------------------------------------------------------ */
 
 /* What llm.c's model is, for a model to be written as one: "" when g is,
- * else what differs. */
+ * else what differs. (Biases a model lacks are written as zeros: the same
+ * function.) */
 static const char *not_llmc(const tg_gpt *g)
 {
     const tg_gpt_config *c = &g->cfg;
     if (!c->gelu || !c->gelu_tanh)
         return "the tanh GELU";
-    if (c->bias != TG_GPT_BIAS_ALL)
-        return "every bias (TG_GPT_BIAS_ALL)";
     if (!c->tie_weights)
         return "the head tied to the token table (tie_weights)";
-    if (c->ln_eps != 0 && c->ln_eps != 1e-5)
-        return "layer norms of eps 1e-5";
-    if (c->has_attn_scale &&
-        c->attn_scale != 1 / sqrt((double)c->n_embd / c->n_head))
-        return "the score scale 1/sqrt(head size)";
-    return "";
+    return ""; /* eps and the score scale: tg_gpt_state_dict's checks */
 }
 
-/* Our parameter name, in ps, as floats in C order into out (n of them). */
-static bool ours(const tg_params *ps, const char *name, float *out, size_t n)
-{
-    tg_tensor *t = tg_params_get(ps, name);
-    if (t && (size_t)tg_numel(t) == n && tg_copy_out(t, TG_FLOAT32, out) == 0)
-        return true;
-    if (!t)
-        tg__error("gpt_save_llmc: the model has no parameter '%s'", name);
-    return false;
-}
-
-/* Layer l's q, k and v, every head's, as c_attn: weights (3C, C) or biases
- * (3C): output p C + h hs + j is head h's column j of w_p (C, hs). */
-static bool qkv(const tg_params *ps, const dims *d, int l, bool bias,
-                float *out, float *tmp)
-{
-    static const char part[3] = {'q', 'k', 'v'};
-    int64_t C = d->C, hs = C / d->NH;
-    for (int p = 0; p < 3; p++)
-        for (int64_t h = 0; h < d->NH; h++) {
-            char name[TG_PARAM_NAME_MAX];
-            snprintf(name, sizeof name, "blocks.%d.attn.heads.%lld.%c_%c", l,
-                     (long long)h, bias ? 'b' : 'w', part[p]);
-            if (!ours(ps, name, tmp, (size_t)(bias ? hs : C * hs)))
-                return false;
-            for (int64_t j = 0; j < hs; j++) {
-                int64_t o = p * C + h * hs + j;
-                if (bias)
-                    out[o] = tmp[j];
-                else
-                    for (int64_t c = 0; c < C; c++)
-                        out[o * C + c] = tmp[c * hs + j];
-            }
-        }
-    return true;
-}
-
-/* Kind k of layer l as the file holds it, into out. */
-static bool make_slice(const tg_params *ps, const dims *d, int k, int l,
+/* Kind k of layer l as the file holds it, into out, from sd (GPT-2's names
+ * and Conv1D layout: tg_gpt_state_dict): Linear's (out, in) transposed
+ * back, wte padded with zero rows, a bias the model lacks as zeros. */
+static bool make_slice(const tg_params *sd, const dims *d, int k, int l,
                        float *out, float *tmp)
 {
-    static const char *const OURS[N_KINDS] = {"tok.weight",
-                                              "pos.weight",
-                                              "ln1.gamma",
-                                              "ln1.beta",
-                                              NULL,
-                                              NULL,
-                                              "attn.proj.weight",
-                                              "attn.proj.bias",
-                                              "ln2.gamma",
-                                              "ln2.beta",
-                                              "mlp.fc.weight",
-                                              "mlp.fc.bias",
-                                              "mlp.proj.weight",
-                                              "mlp.proj.bias",
-                                              "ln_f.gamma",
-                                              "ln_f.beta"};
-    if (!OURS[k]) /* c_attn */
-        return qkv(ps, d, l, KINDS[k].rows == 0, out, tmp);
     int64_t rows, cols;
     slice_shape(d, k, &rows, &cols);
     char name[TG_PARAM_NAME_MAX];
     if (KINDS[k].per_layer)
-        snprintf(name, sizeof name, "blocks.%d.%s", l, OURS[k]);
+        snprintf(name, sizeof name, "h.%d.%s", l, KINDS[k].name);
     else
-        snprintf(name, sizeof name, "%s", OURS[k]);
-    if (k == WTE) { /* V rows, then zeros to Vp */
-        memset(out + d->V * cols, 0,
-               sizeof(float) * (size_t)((rows - d->V) * cols));
-        return ours(ps, name, out, (size_t)(d->V * cols));
-    }
-    if (!KINDS[k].linear)
-        return ours(ps, name, out, (size_t)(rows * cols));
-    if (!ours(ps, name, tmp, (size_t)(rows * cols)))
+        snprintf(name, sizeof name, "%s", KINDS[k].name);
+    tg_tensor *t = tg_params_get(sd, name);
+    memset(out, 0, sizeof(float) * (size_t)(rows * cols));
+    if (!t) /* a bias of a model without */
+        return true;
+    if (!KINDS[k].linear) /* wte: its V rows, the rest stays 0 */
+        return tg_copy_out(t, TG_FLOAT32, out) == 0;
+    if (tg_copy_out(t, TG_FLOAT32, tmp) != 0)
         return false;
-    transpose(tmp, cols, rows, out); /* ours (in, out) -> (out, in) */
+    transpose(tmp, cols, rows, out); /* (in, out) -> (out, in) */
     return true;
 }
 
@@ -366,7 +305,7 @@ static bool put_floats(tg__file *out, const float *v, size_t n,
 }
 
 /* Every slice of the file, in its order, after the header. */
-static bool write_all(tg__file *out, const tg_params *ps, const dims *d)
+static bool write_all(tg__file *out, const tg_params *sd, const dims *d)
 {
     int64_t most = 0;
     for (int k = 0; k < N_KINDS; k++) {
@@ -385,7 +324,7 @@ static bool write_all(tg__file *out, const tg_params *ps, const dims *d)
         for (int l = 0; ok && l < (KINDS[k].per_layer ? d->L : 1); l++) {
             int64_t rows, cols;
             slice_shape(d, k, &rows, &cols);
-            ok = make_slice(ps, d, k, l, buf, tmp) &&
+            ok = make_slice(sd, d, k, l, buf, tmp) &&
                  put_floats(out, buf, (size_t)(rows * cols), bytes);
         }
     free(buf);
@@ -421,15 +360,15 @@ int tg_gpt_save_llmc(tg_gpt *g, const char *path)
                                    (int32_t)d.maxT, (int32_t)d.V,
                                    (int32_t)d.L,    (int32_t)d.NH,
                                    (int32_t)d.C,    (int32_t)d.Vp};
-    tg_params ps;
-    tg_params_init(&ps);
-    if (tg_gpt_params(g, &ps, NULL) < 0) {
-        tg_params_free(&ps);
+    tg_params sd;
+    tg_params_init(&sd);
+    if (tg_gpt_state_dict(g, &sd) < 0) {
+        tg_params_release(&sd);
         return tg__error_wrap("gpt_save_llmc");
     }
     tg__file *out = tg__file_begin("gpt_save_llmc", path);
-    bool ok = out && tg__llmc_put_header(out, h) && write_all(out, &ps, &d);
-    tg_params_free(&ps);
+    bool ok = out && tg__llmc_put_header(out, h) && write_all(out, &sd, &d);
+    tg_params_release(&sd);
     if (!out)
         return -1;
     if (!ok) {

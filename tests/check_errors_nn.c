@@ -593,6 +593,14 @@ static void nn_table(table_walk *w, env *e)
              tg_gpt_load_pretrained(&mod, "/nonexistent/tapegrad/a.safetensors",
                                     4, TG_FLOAT64),
              "gpt_load_pretrained:", "/nonexistent/tapegrad/a.safetensors");
+    ROW_RC("gpt_state_dict NULL list", tg_gpt_state_dict(made_gpt(e), NULL),
+           "gpt_state_dict:", "the list is NULL");
+    ROW_RC("gpt_save_pretrained NULL path",
+           tg_gpt_save_pretrained(made_gpt(e), NULL),
+           "gpt_save_pretrained:", "path is NULL");
+    ROW_RC("gpt_save_pretrained of a model GPT-2's names cannot hold",
+           tg_gpt_save_pretrained(made_gpt(e), "/nonexistent/tapegrad/g.st"),
+           "gpt_save_pretrained:", "gpt_state_dict:", "tanh GELU");
     /* llm.c's files (tests/check_llmc.c: bad headers and sizes, one by one) */
     INIT_ROW("gpt_load_llmc NULL path", tg_gpt,
              tg_gpt_load_llmc(&mod, NULL, TG_FLOAT32),

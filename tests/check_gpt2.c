@@ -74,6 +74,12 @@ static void split_windows(tg_tensor *ids, tg_tensor **x, tg_tensor **y)
     tg_release(b);
 }
 
+static void load_model_from(tg_gpt *g, const char *path)
+{
+    int rc = tg_gpt_load_pretrained(g, path, N_HEAD, TG_FLOAT64);
+    ck_assert_msg(rc == 0, "%s: %s", path, tg_last_error());
+}
+
 static void load_model(tg_gpt *g, const char *tag, tg_dtype dt)
 {
     int rc =
@@ -551,6 +557,91 @@ START_TEST(load_out_of_memory)
 }
 END_TEST
 
+/* ---- writing GPT-2's names ------------------------------------------------ */
+
+/* Hugging Face's GPT-2 read and written back: each tensor of the file, to
+ * the bit, under its name and shape (the causal-mask buffers are the
+ * file's only others); read again, the same logits. */
+START_TEST(state_dict_round_trip)
+{
+    tg_scope_begin();
+    tg_gpt g;
+    load_model(&g, "hf", TG_FLOAT64);
+    const char *out = scratch_path("hf_again.safetensors");
+    ck_assert_msg(tg_gpt_save_pretrained(&g, out) == 0, "%s", tg_last_error());
+    tg_params file, again;
+    read_sd(&file, "hf");
+    tg_params_init(&again);
+    ck_assert_int_eq(tg_read_safetensors(out, &again), 0);
+    int buffers = 0;
+    for (int i = 0; i < file.n; i++) {
+        const char *name = file.items[i].name;
+        if ((strstr(name, "attn.bias") && !strstr(name, "c_attn")) ||
+            strstr(name, "masked_bias")) {
+            buffers++;
+            continue;
+        }
+        tg_tensor *got = tg_params_get(&again, name);
+        ck_assert_msg(got, "%s not written", name);
+        ck_assert_msg(tg_allclose(got, file.items[i].t, 0, 0), "%s differs",
+                      name);
+    }
+    ck_assert_int_eq(again.n + buffers, file.n);
+    tg_gpt h;
+    load_model_from(&h, out);
+    tg_tensor *a = logits_of(&g), *b = logits_of(&h);
+    ck_assert(tg_allclose(a, b, 0, 0));
+    tg_gpt_free(&h);
+    tg_gpt_free(&g);
+    tg_params_release(&file);
+    tg_params_release(&again);
+    tg_scope_end();
+}
+END_TEST
+
+/* A model without q/k/v biases (as tiny_gpt's default) has zero c_attn
+ * biases under GPT-2's names: read back, the same logits; one GPT-2's names
+ * would load as another (nanoGPT's exact GELU) is refused, the list as it
+ * was. */
+START_TEST(state_dict_of_other_models)
+{
+    tg_scope_begin();
+    tg_rng rng;
+    tg_rng_seed(&rng, 3);
+    tg_gpt g;
+    tg_gpt_config c = {.vocab_size = 67,
+                       .block_size = 16,
+                       .n_embd = 16,
+                       .n_head = N_HEAD,
+                       .n_layer = 2,
+                       .gelu = true,
+                       .gelu_tanh = true,
+                       .dtype = TG_FLOAT64};
+    ck_assert_int_eq(tg_gpt_init(&g, c, &rng), 0);
+    const char *out = scratch_path("linear_bias.safetensors");
+    ck_assert_msg(tg_gpt_save_pretrained(&g, out) == 0, "%s", tg_last_error());
+    tg_gpt h;
+    load_model_from(&h, out);
+    ck_assert_int_eq(h.cfg.bias, TG_GPT_BIAS_ALL);
+    ck_assert(!h.cfg.tie_weights); /* c's lm_head is its own */
+    tg_tensor *a = logits_of(&g), *b = logits_of(&h);
+    ck_assert(tg_allclose(a, b, 0, 0));
+    tg_gpt_free(&h);
+    tg_gpt_free(&g);
+
+    load_model(&g, "nanogpt_bias", TG_FLOAT64); /* the exact GELU */
+    tg_params sd;
+    tg_params_init(&sd);
+    ck_assert_int_eq(tg_gpt_state_dict(&g, &sd), -1);
+    ck_assert_msg(strstr(tg_last_error(), "the tanh GELU"), "%s",
+                  tg_last_error());
+    ck_assert_int_eq(sd.n, 0);
+    tg_params_free(&sd);
+    tg_gpt_free(&g);
+    tg_scope_end();
+}
+END_TEST
+
 Suite *gpt2_suite(void)
 {
     Suite *s = suite_create("gpt2");
@@ -565,6 +656,9 @@ Suite *gpt2_suite(void)
     tcase_add_test(mapping, head_split);
     tcase_add_test(mapping, prefixes);
     tcase_add_test(mapping, lm_head_tying);
+    tcase_add_unchecked_fixture(mapping, scratch_setup, scratch_teardown);
+    tcase_add_test(mapping, state_dict_round_trip);
+    tcase_add_test(mapping, state_dict_of_other_models);
     suite_add_tcase(s, mapping);
     TCase *errors_tc = tcase_create("errors");
     tcase_add_test(errors_tc, errors);
