@@ -204,6 +204,7 @@ static const struct {
     {"replay", replay_suite},
     {"precision", precision_suite},
     {"second_order", second_order_suite},
+    {"grad_fn", grad_fn_suite},
 };
 
 /* Whether this run is every test: Check narrows a run by suite, by test
