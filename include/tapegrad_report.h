@@ -83,6 +83,25 @@ int tg_report_lines(tg_report *r, const char *title, const tg_series *s, int n,
  * An empty tape gives a section that says so. */
 int tg_report_tape(tg_report *r, const char *title);
 
+/** The backward stepper for the graph that made loss (a one-element
+ * tensor, recorded, not yet walked by a backward): its entries from the
+ * loss down to the leaves, one at a time, with a slider, previous / next
+ * buttons and the arrow keys, "entry K of N". For each entry: op, output
+ * name and shape, call site; its forward value; the upstream gradient
+ * dL/d(out) (tg_grads on the intermediates) on a colour scale centred on 0,
+ * its exact zeros hatched and counted by cause (masked; a one-choice
+ * softmax row; not read by the loss); the rule the op applies, written
+ * out (for softmax, a clicked row's numbers and its Jacobian
+ * diag(p) - p p^T); the gradient it passes each input that requires grad,
+ * from its own backward (tg_grad_fn_check), and for each of that input's
+ * cells (up to 4096, evenly sampled beyond, as the page says) the central
+ * difference of the entry's own forward in float64, shown for a clicked
+ * cell with pass or fail. A teacher mode hides the answers until "show".
+ * The caller's graph, gradients and tape are left as they were (the graph
+ * stays for its backward). -1 for a NULL loss, a loss of more than one
+ * element, a loss with no graph or one a backward released. */
+int tg_report_backward(tg_report *r, const char *title, tg_tensor *loss);
+
 /** The lesson's first figure: the (T,T) averaging weights wei, drawn by the
  * page's own script; a click on a row lists the tokens it averages and
  * their weights. tokens (T entries) may be NULL. -1 for a wei that is not

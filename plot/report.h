@@ -127,5 +127,7 @@ TG_HIDDEN char *tg__report_slurp(const char *path, size_t *len);
  * plot/report.css by build-aux/embed-text.sh) ------------------------- */
 TG_HIDDEN extern const char tg__report_js[];
 TG_HIDDEN extern const char tg__report_css[];
+/* plot/backward.js: the backward stepper (tg_report_backward) */
+TG_HIDDEN extern const char tg__backward_js[];
 
 #endif /* TAPEGRAD_PLOT_REPORT_H */

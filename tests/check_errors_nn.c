@@ -944,6 +944,15 @@ static void nn_table(table_walk *w, env *e)
                                temp(tg_zeros(TG_FLOAT64, TG_SHAPE(3, 3))), NULL,
                                NULL, NAN),
            "report_attention:", "temperature", "nan");
+    ROW_RC("report_backward NULL report",
+           tg_report_backward(NULL, "t", temp(tg_sum_all(e->x))),
+           "report_backward:", "report is NULL");
+    ROW_RC("report_backward loss not one element",
+           tg_report_backward(report(), "t", temp(tg_exp(e->x))),
+           "report_backward:", "one element", "1024");
+    ROW_RC("report_backward loss with no graph",
+           tg_report_backward(report(), "t", e->s),
+           "report_backward:", "graph_entries:", "no tape entry");
     ROW_RC("report_write NULL path", tg_report_write(report(), NULL),
            "report_write:", "path is NULL");
     ROW_RC("report_write empty path", tg_report_write(report(), ""),
@@ -1042,6 +1051,7 @@ static void nn_null_table(table_walk *w, env *e)
                 tg_report_averaging(report(), "t", NUL, NULL));
     NULL_ROW_RC("report_attention",
                 tg_report_attention(report(), "t", NUL, NULL, NULL, 1));
+    NULL_ROW_RC("report_backward", tg_report_backward(report(), "t", NUL));
 }
 
 /* ---- module configs, train/eval, sampling (issue 11) -------------------- */

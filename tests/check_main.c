@@ -205,6 +205,7 @@ static const struct {
     {"precision", precision_suite},
     {"second_order", second_order_suite},
     {"grad_fn", grad_fn_suite},
+    {"report_backward", report_backward_suite},
 };
 
 /* Whether this run is every test: Check narrows a run by suite, by test
