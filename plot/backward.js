@@ -19,7 +19,28 @@
   var api = { ready: false, steppers: [] };
   window.tgStepper = api;
   var CAUSE = ["", "masked", "one-choice row", "not read by the loss"];
-  var HATCH = ["", "#777", "#d98200", "#2a6fdb"];
+  /* each cause its hatch colour, background and stroke direction (masked
+   * "\\" on grey, one-choice crossed on orange, not read "/" on blue);
+   * index 4: an exact zero of a gradient passed back, grey on white */
+  var HATCH = ["", "#555", "#c46a00", "#1f5fc4", "#999"];
+  var HATCH_BG = ["", "#d9d9d9", "#fde3bf", "#d6e6fb", "#fff"];
+  function hatch(g, x, y, c, z) {
+    g.fillStyle = HATCH_BG[z];
+    g.fillRect(x, y, c, c);
+    g.strokeStyle = HATCH[z]; g.lineWidth = 1;
+    g.beginPath();
+    for (var s = -c; s < c; s += 4) {
+      if (z !== 3) { /* "\\" */
+        g.moveTo(x + Math.max(0, s), y + Math.max(0, -s));
+        g.lineTo(x + Math.min(c, s + c), y + Math.min(c, c - s));
+      }
+      if (z === 2 || z === 3) { /* "/" */
+        g.moveTo(x + Math.max(0, s), y + c - Math.max(0, -s));
+        g.lineTo(x + Math.min(c, s + c), y + c - Math.min(c, c - s));
+      }
+    }
+    g.stroke();
+  }
 
   function num(v) {
     if (typeof v !== "string") return v;
@@ -157,15 +178,7 @@
           viridis(h.hi > h.lo ? (val - h.lo) / (h.hi - h.lo) : 0.5);
         g.fillRect(x, y, c, c);
         var z = h.opt.zero ? h.opt.zero[f] : h.opt.signed ? 4 : 0;
-        if (z && val === 0) {
-          g.strokeStyle = z < 4 ? HATCH[z] : "#999"; g.lineWidth = 1;
-          g.beginPath();
-          for (var s = -c; s < c; s += 4) {
-            g.moveTo(x + Math.max(0, s), y + Math.max(0, -s));
-            g.lineTo(x + Math.min(c, s + c), y + Math.min(c, c - s));
-          }
-          g.stroke();
-        }
+        if (z && val === 0) hatch(g, x, y, c, z);
       }
     h.drawBar();
     h.scale.textContent = h.opt.signed ?
@@ -334,9 +347,13 @@
     body.appendChild(zc);
     var leg = el("p", "tg-bw-legend");
     [1, 2, 3].forEach(function (c) {
-      var s = el("span", "", "\u2572 " + CAUSE[c] + "  ");
+      var k = el("canvas");
+      k.width = k.height = 14;
+      k.style.verticalAlign = "middle";
+      hatch(k.getContext("2d"), 0, 0, 14, c);
+      var s = el("span", "", " " + CAUSE[c] + "   ");
       s.style.color = HATCH[c];
-      leg.appendChild(s);
+      leg.appendChild(k); leg.appendChild(s);
     });
     body.appendChild(leg);
     st.heats.push({ which: "dy", heat: hd });

@@ -2,8 +2,9 @@
 // headless Chromium (playwright-core driving /usr/bin/chromium;
 // tests/browser.test runs this on the pages the examples wrote).
 //
-//     node stepper.test.mjs PAGE.html [PAGE.html ...]
+//     node stepper.test.mjs PAGE.html[=last] ...
 //
+// (=last: the page's loss reads only the last token, as train_head's)
 // On each page, for each stepper: the keyboard, the buttons and the slider
 // scrub every entry, the position reads "entry K of N" exactly; every
 // embedded finite-difference check passes (|analytic - numeric| <= atol +
@@ -80,7 +81,24 @@ async function clickCheck(page, s, k, e, inp) {
     `entry ${k + 1} input ${inp.i}: a click on cell ${cell} shows its check, passing`, text);
 }
 
-async function stepper(page, name, s) {
+// The lesson's causal head: masked_fill's upstream gradient (B,T,T) is 0
+// at the T(T-1)/2 masked cells of each sequence, at row 0's one unmasked
+// cell (a one-choice row), and, when the loss reads only the last token,
+// at the other cells of rows 0..T-2: T(T-1)/2 - 1 of them, not read.
+function lessonZeros(name, d, lastOnly) {
+  const e = d.entries.find((x) => x.op === 'masked_fill');
+  if (!check(!!e, `${name}: has the lesson's masked_fill`)) return;
+  const T = e.shape[e.shape.length - 1], B = e.dy.length / (T * T);
+  const want = { masked: B * T * (T - 1) / 2, one_choice: B,
+    not_read: lastOnly ? B * (T * (T - 1) / 2 - 1) : 0 };
+  const z = e.zeros;
+  check(z.masked === want.masked && z.one_choice === want.one_choice && z.not_read === want.not_read,
+    `${name}: masked_fill's zeros: ${want.masked} masked, ${want.one_choice} one-choice, ` +
+    `${want.not_read} not read (B ${B}, T ${T}${lastOnly ? ', the loss reads the last token' : ''})`,
+    JSON.stringify(z));
+}
+
+async function stepper(page, name, s, lastOnly) {
   const N = await page.evaluate((s) => window.tgStepper.size(s), s);
   const d = await page.evaluate((s) => window.tgStepper.data(s), s);
   check(N >= 2 && N === d.entries.length, `${name}: stepper ${s} has ${N} entries`);
@@ -115,6 +133,7 @@ async function stepper(page, name, s) {
       else await sec.locator('.tg-bw-slider').fill(String(k + 1));
     }
   }
+  lessonZeros(name, d, lastOnly);
   await sec.locator('.tg-bw-prev').click();
   check(await sec.locator('.tg-bw-pos').textContent() === `entry ${N - 1} of ${N}`,
     `${name}: previous goes back one`);
@@ -153,7 +172,9 @@ const browser = await chromium.launch({
   args: ['--no-sandbox'],
 });
 try {
-  for (const file of process.argv.slice(2)) {
+  for (const arg of process.argv.slice(2)) {
+    // PAGE.html, or PAGE.html=last when its loss reads only the last token
+    const [file, last] = arg.split('=');
     const name = basename(file);
     const page = await browser.newPage({ viewport: { width: 1366, height: 900 } });
     const errors = [];
@@ -164,7 +185,7 @@ try {
     const count = await page.evaluate(() => window.tgStepper.count());
     check(count >= 1, `${name}: has a backward stepper`);
     for (let s = 0; s < count; s++) {
-      await stepper(page, name, s);
+      await stepper(page, name, s, last === 'last');
       await teacher(page, name, s);
     }
     await screenshots(page, name);
