@@ -119,6 +119,8 @@ static double *input_values(const tg_tensor *out, int i, const char *op,
         return NULL;
     double *v = tg__malloc(sizeof *v * (size_t)(tg_numel(x) ? tg_numel(x) : 1));
     if (!v || tg_copy_out(x, TG_FLOAT64, v) < 0) {
+        if (!v)
+            tg__error("report_backward: out of memory");
         free(v);
         *ok = false;
         return NULL;

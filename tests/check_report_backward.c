@@ -14,6 +14,8 @@
  * exercised in a browser by tests/browser/stepper.test.mjs. */
 #include "tests.h"
 
+#include "core/error.h" /* tg__alloc_fail_at: the fault injection */
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -212,6 +214,42 @@ START_TEST(numbers_against_grads)
 }
 END_TEST
 
+/* Each allocation failing in turn: -1 with "out of memory", or the
+ * section; never a crash, no tensor left behind (the leak audit, valgrind),
+ * the caller's graph whole (its backward still runs, to the same
+ * gradient). */
+START_TEST(out_of_memory_fails_cleanly)
+{
+    graph g = make_graph();
+    int64_t live = tg_live_tensors();
+    tg_report *r = tg_report_new("stepper");
+    tg__alloc_fail_at(0, false);
+    ck_assert_int_eq(tg_report_backward(r, "s", g.loss), 1);
+    int64_t n_allocs = tg__alloc_counted();
+    tg__alloc_fail_at(-1, false);
+    ck_assert_int_gt(n_allocs, 50);
+    char first_bad[512] = "";
+    for (int64_t k = 1; k <= n_allocs; k++) {
+        tg_clear_error();
+        tg__alloc_fail_at(k, false);
+        int rk = tg_report_backward(r, "s", g.loss);
+        tg__alloc_fail_at(-1, false);
+        if (rk < 0 && !strstr(tg_last_error(), "out of memory") &&
+            !first_bad[0])
+            snprintf(first_bad, sizeof first_bad, "allocation %lld: '%s'",
+                     (long long)k, tg_last_error());
+        ck_assert_int_eq(tg_live_tensors(), live);
+    }
+    ck_assert_msg(!first_bad[0], "%s", first_bad);
+    tg_tensor *gx = NULL;
+    ck_assert_ptr_null(tg_grad(g.x));
+    ck_assert_int_eq(tg_grads(g.loss, NULL, 1, &g.x, &gx, 0), 0);
+    tg_release(gx);
+    tg_report_free(r);
+    free_graph(&g);
+}
+END_TEST
+
 Suite *report_backward_suite(void)
 {
     Suite *s = suite_create("report_backward");
@@ -219,6 +257,8 @@ Suite *report_backward_suite(void)
     tcase_add_checked_fixture(tc, NULL, teardown);
     tcase_add_test(tc, bad_input);
     tcase_add_test(tc, numbers_against_grads);
+    tcase_add_test(tc, out_of_memory_fails_cleanly);
+    tcase_set_timeout(tc, 120); /* the sweep, under valgrind */
     suite_add_tcase(s, tc);
     return s;
 }
