@@ -129,6 +129,27 @@ START_TEST(check_of_masked_softmax)
 }
 END_TEST
 
+/* A float32 entry is checked in float64: exp's rule dx = exp(x) dy at the
+ * float32 x, both ways, and a dy of another float dtype taken as it is. */
+START_TEST(check_of_float32_exp)
+{
+    const float xv[3] = {0.25f, -1.5f, 2.0f};
+    tg_tensor *x = tg_from_f32(TG_SHAPE(3), xv);
+    tg_set_requires_grad(x, true);
+    tg_tensor *y = tg_exp(x);
+    const float dyv[3] = {1.0f, -0.5f, 2.0f};
+    tg_tensor *dy = tg_from_f32(TG_SHAPE(3), dyv);
+    double a[3], n[3];
+    ck_assert_int_eq(tg_grad_fn_check(y, dy, 0, 3, NULL, 1e-6, a, n), 0);
+    for (int j = 0; j < 3; j++) {
+        double want = exp((double)xv[j]) * dyv[j];
+        ck_assert_double_eq_tol(a[j], want, 1e-14 * fabs(want));
+        ck_assert_double_eq_tol(n[j], want, 1e-8);
+    }
+    tg_release(dy), tg_release(y), tg_release(x);
+}
+END_TEST
+
 START_TEST(bad_input)
 {
     small g = small_graph();
@@ -180,6 +201,7 @@ Suite *grad_fn_suite(void)
     tcase_add_test(tc, entries_newest_first);
     tcase_add_test(tc, check_of_mul);
     tcase_add_test(tc, check_of_masked_softmax);
+    tcase_add_test(tc, check_of_float32_exp);
     tcase_add_test(tc, bad_input);
     suite_add_tcase(s, tc);
     return s;

@@ -98,6 +98,28 @@ function lessonZeros(name, d, lastOnly) {
     JSON.stringify(z));
 }
 
+// The tape section's counts of exact zeros (tg_report_tape, after the
+// backward) against the stepper's, entry by entry where both name it.
+async function tapeZeros(page, name, d) {
+  const nodes = await page.evaluate(() => {
+    const s = document.querySelector('section[data-kind="tape"] script.tg-data');
+    return s ? JSON.parse(s.textContent).nodes : [];
+  });
+  let compared = 0, wrong = [];
+  for (const n of nodes) {
+    const m = /^#\d+ (\S+)\n(.+) \(/.exec(n.text || '');
+    if (!m || n.id[0] !== 'e') continue;
+    const e = d.entries.find((x) => x.op === m[1] && x.name === m[2]);
+    if (!e) continue;
+    compared++;
+    if ((n.zeros || 0) !== e.zeros.total) wrong.push(`${m[2]}: tape ${n.zeros || 0}, stepper ${e.zeros.total}`);
+  }
+  if (compared)
+    check(wrong.length === 0, `${name}: the stepper's zero counts equal the tape's on ${compared} named entries`,
+      wrong.join('; '));
+  return compared;
+}
+
 async function stepper(page, name, s, lastOnly) {
   const N = await page.evaluate((s) => window.tgStepper.size(s), s);
   const d = await page.evaluate((s) => window.tgStepper.data(s), s);
@@ -134,6 +156,8 @@ async function stepper(page, name, s, lastOnly) {
     }
   }
   lessonZeros(name, d, lastOnly);
+  if (await tapeZeros(page, name, d) === 0)
+    console.log(`# ${name}: no tape entry named as the stepper's, none compared`);
   await sec.locator('.tg-bw-prev').click();
   check(await sec.locator('.tg-bw-pos').textContent() === `entry ${N - 1} of ${N}`,
     `${name}: previous goes back one`);
