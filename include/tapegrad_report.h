@@ -1,7 +1,7 @@
 /** @file
  * tapegrad report: one self-contained HTML page a program adds sections to
- * (text, printed output, tables, heatmaps, line charts, the tape, and the
- * lesson's two attention figures), written with tg_report_write. Include
+ * (text, printed output, tables, heatmaps, line charts, the tape, the
+ * backward stepper, and the lesson's two attention figures), written with tg_report_write. Include
  * `<tapegrad_report.h>`; it includes `<tapegrad_plot.h>` (for tg_series) and
  * `<tapegrad.h>`. `<tapegrad_all.h>` includes it too.
  *

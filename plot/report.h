@@ -4,6 +4,9 @@
  *   report_matrix.c, report_lines.c  the figures of numbers: heatmap, the
  *                                    lesson's averaging and attention; line
  *                                    charts
+ *   report_backward*.c               the backward stepper (its own header,
+ *                                    plot/report_backward.h; its script
+ *                                    plot/backward.js)
  *   report.c, report_gnuplot.c       the report, its sections and the page
  *                                    written; the figures gnuplot draws
  *   report_tape.c                    the tape's figure, drawn by dot
