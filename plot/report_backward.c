@@ -48,6 +48,20 @@ static const char *const rules[][2] = {
                     "0 where mask (the masked cells do not reach y)"},
     {"softmax", "p = softmax(x) along the row:  dx = p * (dy - sum(p * dy)); "
                 "the row's Jacobian is diag(p) - p p^T"},
+    {"attention_softmax",
+     "p = softmax(scale * scores, the future masked) along the row:  "
+     "dscores = scale * p * (dy - sum(p * dy)), 0 where masked"},
+    {"log_softmax", "y = log_softmax(x) along the row:  dx = dy - exp(y) * "
+                    "sum(dy)"},
+    {"exp", "y = exp(x):  dx = dy * y"},
+    {"log", "y = log(x):  dx = dy / x"},
+    {"tanh", "y = tanh(x):  dx = dy * (1 - y^2)"},
+    {"sigmoid", "y = sigmoid(x):  dx = dy * y * (1 - y)"},
+    {"cross_entropy", "L = mean(-log softmax(logits)[target]):  dlogits = "
+                      "(softmax(logits) - onehot(target)) * dL / n"},
+    {"contiguous", "y = x, copied:  dx = dy"},
+    {"unsqueeze", "y = x with a dim of 1 added:  dx = dy without it"},
+    {"squeeze", "y = x without its dims of 1:  dx = dy with them"},
     {"sum", "y = sum(x):  dx = dy, the same value in every summed cell"},
     {"mean", "y = mean(x) over n cells:  dx = dy / n in every averaged cell"},
     {"mse_loss", "L = mean((a - b)^2) over n cells:  da = 2 (a - b) dL / n, "

@@ -6,8 +6,9 @@
  *
  *   masked       a mask cut it off: masked_fill's or where's output does
  *                not read c, or c is a -inf input of softmax (p_c = 0, so
- *                dx_c = p_c (...) = 0); or every gradient reaching c came
- *                from such cells only;
+ *                dx_c = p_c (...) = 0) or a future score of the fused
+ *                causal attention_softmax; or every gradient reaching c
+ *                came from such cells only;
  *   one-choice   a softmax row with one unmasked element: p = 1 there, so
  *                dx = p (dy - sum(p dy)) = dy - dy = 0 for any dy; or every
  *                gradient reaching c came from such cells or masked ones,
@@ -87,13 +88,22 @@ static bool probe(const bwalk *w, int64_t k, int i, unsigned which, double *r,
 }
 
 /* The cause of a zero at c that entry k does not read at all (J^T w = 0):
- * a mask, a softmax's -inf input or one-choice row, else not read. */
-static unsigned char own_zero(const char *op, const double *x, int64_t c)
+ * a mask; a softmax's -inf input, or else its one-choice row; the fused
+ * causal attention_softmax's future (column j > row i, its mask), or else
+ * its one-choice row (row 0); else not read. */
+static unsigned char own_zero(const tg_grad_fn_info *info, const tg_tensor *out,
+                              const double *x, int64_t c)
 {
+    const char *op = info->op;
     if (!strcmp(op, "masked_fill") || !strcmp(op, "where"))
         return BW_MASKED;
     if (!strcmp(op, "softmax"))
         return x && isinf(x[c]) && x[c] < 0 ? BW_MASKED : BW_ONE_CHOICE;
+    if (!strcmp(op, "attention_softmax") && info->iparams[0]) {
+        int64_t cols = tg_size(out, -1), rows = tg_size(out, -2);
+        int64_t j = c % cols, i = c / cols % rows;
+        return j > i ? BW_MASKED : BW_ONE_CHOICE;
+    }
     return BW_NOT_READ;
 }
 
@@ -151,7 +161,7 @@ bool tg__bw_note(bwalk *w, int64_t k, int i, int64_t t, const double *dx,
     for (int64_t c = 0; ok && c < m; c++) {
         if (dx[c] != 0)
             continue;
-        unsigned char z = p[0][c] == 0   ? own_zero(info.op, x, c)
+        unsigned char z = p[0][c] == 0   ? own_zero(&info, w->outs[k], x, c)
                           : p[4][c] != 0 ? BW_NOT_READ /* cancelled */
                           : p[3][c] != 0 ? BW_NOT_READ
                           : p[2][c] != 0 ? BW_ONE_CHOICE

@@ -214,6 +214,48 @@ START_TEST(numbers_against_grads)
 }
 END_TEST
 
+/* The fused causal attention_softmax makes the zeros the three ops make:
+ * over (T,T) scores, dL/dscores is 0 at the T(T-1)/2 future cells (masked)
+ * and at row 0's one cell (a one-choice row), here with T 4: 6 and 1. */
+START_TEST(fused_softmax_zeros)
+{
+    const double sv[16] = {0.1,  0.5, -0.2, 0.3,  0.7,  -0.4, 0.2,   0.9,
+                           -0.6, 0.8, 0.4,  -0.1, 0.25, 0.35, -0.45, 0.6};
+    tg_tensor *raw = tg_from_f64(TG_SHAPE(4, 4), sv);
+    tg_set_requires_grad(raw, true);
+    tg_tensor *scores = tg_scale(raw, 2.0); /* an entry, whose dy is dscores */
+    tg_tensor *u = tg_from_f64(TG_SHAPE(4, 4), sv);
+    tg_tensor *p = tg_attention_softmax(scores, 0.5, true);
+    tg_tensor *pu = tg_mul(p, u), *one = tg_ones(TG_FLOAT64, TG_SHAPE(1));
+    tg_tensor *s = tg_sum_all(pu);
+    tg_tensor *loss = tg_add(s, one); /* an entry beyond sum: a fallback */
+    tg_report *r = tg_report_new("fused");
+    ck_assert_int_eq(tg_report_backward(r, "s", loss), 1);
+    char *page = page_of(r);
+    long long z[4];
+    zeros_of(entry(page, "mul"), z); /* dL/dp = u: no zero */
+    ck_assert(z[3] == 0);
+    const char *e = entry(page, "attention_softmax");
+    ck_assert_ptr_nonnull(
+        strstr(e, "dscores = scale * p * (dy - sum(p * dy))"));
+    double dx[16];
+    ck_assert_int_eq(numbers(e, "dx", dx, 16), 16);
+    int zeros = 0;
+    for (int i = 0; i < 16; i++)
+        zeros += dx[i] == 0;
+    ck_assert_int_eq(zeros, 7);
+    zeros_of(entry(page, "scale"), z); /* dL/dscores, by cause */
+    ck_assert_msg(z[0] == 6 && z[1] == 1 && z[2] == 0 && z[3] == 7,
+                  "masked %lld, one-choice %lld, not read %lld of %lld", z[0],
+                  z[1], z[2], z[3]);
+    tg_report_free(r);
+    free(page);
+    tg_tensor *t[] = {loss, s, one, pu, p, u, scores, raw};
+    for (size_t i = 0; i < sizeof t / sizeof *t; i++)
+        tg_release(t[i]);
+}
+END_TEST
+
 /* Each allocation failing in turn: -1 with "out of memory", or the
  * section; never a crash, no tensor left behind (the leak audit, valgrind),
  * the caller's graph whole (its backward still runs, to the same
@@ -257,6 +299,7 @@ Suite *report_backward_suite(void)
     tcase_add_checked_fixture(tc, NULL, teardown);
     tcase_add_test(tc, bad_input);
     tcase_add_test(tc, numbers_against_grads);
+    tcase_add_test(tc, fused_softmax_zeros);
     tcase_add_test(tc, out_of_memory_fails_cleanly);
     tcase_set_timeout(tc, 120); /* the sweep, under valgrind */
     suite_add_tcase(s, tc);
