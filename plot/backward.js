@@ -397,9 +397,15 @@
     next.addEventListener("click", function () { st.go(st.k + 1); });
     st.slider.addEventListener("input", function () { st.go(+st.slider.value); });
     sec.tabIndex = 0;
+    /* the arrows step (the slider's own steps replaced, not added to);
+     * Home and End go to the loss and to the last entry; a slice picker
+     * keeps its arrows */
     sec.addEventListener("keydown", function (ev) {
+      if (ev.target.tagName === "SELECT") return;
       if (ev.key === "ArrowRight" || ev.key === "ArrowDown") st.go(st.k + 1);
       else if (ev.key === "ArrowLeft" || ev.key === "ArrowUp") st.go(st.k - 1);
+      else if (ev.key === "Home") st.go(0);
+      else if (ev.key === "End") st.go(data.entries.length - 1);
       else return;
       ev.preventDefault();
     });

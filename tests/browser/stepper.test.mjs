@@ -161,6 +161,16 @@ async function stepper(page, name, s, lastOnly) {
   await sec.locator('.tg-bw-prev').click();
   check(await sec.locator('.tg-bw-pos').textContent() === `entry ${N - 1} of ${N}`,
     `${name}: previous goes back one`);
+  await sec.locator('.tg-bw-slider').focus();
+  await page.keyboard.press('ArrowLeft');
+  check(await sec.locator('.tg-bw-pos').textContent() === `entry ${N - 2} of ${N}`,
+    `${name}: an arrow on the slider steps one entry, not two`);
+  await page.keyboard.press('Home');
+  const home = await sec.locator('.tg-bw-pos').textContent();
+  await page.keyboard.press('End');
+  const end = await sec.locator('.tg-bw-pos').textContent();
+  check(home === `entry 1 of ${N}` && end === `entry ${N} of ${N}`,
+    `${name}: Home and End go to the first and the last entry`, `${home}, ${end}`);
   console.log(`# ${name}: zeros over the tape: masked ${totals[1]}, one-choice ${totals[2]}, not read ${totals[3]}`);
   return totals;
 }
