@@ -18,7 +18,8 @@
  * relative disagreement. At the end, pictures: the loss curve, and one
  * sequence's attention weights before and after training (the query's row
  * should light up on the match); and one HTML page with all of it, the tape
- * of one step after backward, and the lesson's two interactive figures.
+ * of one step after backward, the backward stepper over step 0's tape, and
+ * the lesson's two interactive figures.
  */
 #define _POSIX_C_SOURCE 200809L /* mkdir, in recall_task.h */
 
@@ -606,8 +607,10 @@ static void usage(FILE *f)
         "and writes one HTML page with all of it (FILE, by default\n"
         "DIR/train_head.html): the numbers printed, the loss curve, the\n"
         "attention before and after with the value under the mouse, the tape\n"
-        "of one step after backward, and the lesson's two figures (averaging\n"
-        "weights; the trained head's scores with a temperature slider).\n"
+        "of one step after backward, the backward stepper over step 0's tape\n"
+        "(entry by entry, each gradient checked), and the lesson's two\n"
+        "figures (averaging weights; the trained head's scores with a\n"
+        "temperature slider).\n"
         "\n",
         f);
     opt_help(&parser, &defaults, f);
