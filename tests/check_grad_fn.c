@@ -114,6 +114,10 @@ START_TEST(check_of_masked_softmax)
     const double dyv[6] = {1, 2, 3, 4, 5, 6};
     tg_tensor *dy = tg_from_f64(TG_SHAPE(2, 3), dyv);
     double a[6], n[6];
+    tg_grad_fn_info info;
+    ck_assert_int_eq(tg_grad_fn(p, &info), 0);
+    ck_assert_str_eq(info.op, "softmax");
+    ck_assert_int_eq(info.iparams[0], 1); /* dim -1 of 2, as counted */
     ck_assert_int_eq(tg_grad_fn_check(p, dy, 0, 6, NULL, 1e-6, a, n), 0);
     double p0 = 1 / (1 + exp(-0.7)), p1 = 1 - p0; /* row 0's weights */
     double s = p0 * 1 + p1 * 2;
