@@ -120,9 +120,11 @@
     }
     h.max = m;
     h.lo = Infinity; h.hi = -Infinity;
+    h.masked = false;
     v.forEach(function (y) {
       y = num(y);
       if (isFinite(y)) { h.lo = Math.min(h.lo, y); h.hi = Math.max(h.hi, y); }
+      else h.masked = true;
     });
     h.canvas.addEventListener("mousemove", function (e) {
       var f = h.at(e); h.read.textContent = f < 0 ? "\u00a0" : h.text(f);
@@ -184,7 +186,8 @@
     h.scale.textContent = h.opt.signed ?
       "-" + fmt(h.max) + " (blue) \u2014 0 (white) \u2014 +" + fmt(h.max) +
       " (red), centred on 0; hatched: exactly 0" :
-      fmt(h.lo) + " (dark) to " + fmt(h.hi) + " (light); grey: -inf (masked)";
+      fmt(h.lo) + " (dark) to " + fmt(h.hi) + " (light)" +
+      (h.masked ? "; grey: -inf (masked)" : "");
   };
   Heat.prototype.at = function (e) {
     var r = this.canvas.getBoundingClientRect();
@@ -383,6 +386,7 @@
     st.slider.max = String(data.entries.length - 1);
     st.slider.setAttribute("aria-label", "tape entry");
     st.pos = el("span", "tg-bw-pos");
+    st.pos.style.margin = "0 1em";
     var tl = el("label", "tg-bw-teacher"), tc = el("input");
     tc.type = "checkbox";
     tl.appendChild(tc); tl.appendChild(document.createTextNode(" teacher mode"));
