@@ -140,7 +140,11 @@ static int analytic_at(const tg_node *n, tg_tensor **in, int which,
     bool was = tg_set_grad_enabled(true);
     tg_tensor *y = n->op->replay(n, in), *g = NULL;
     tg_set_grad_enabled(was);
-    int rc = y ? tg_grads(y, dy64, 1, &in[which], &g, TG_ALLOW_UNUSED) : -1;
+    /* retained: a walk that consumed it would leave its entries on the
+     * tape as records when tg_tape_keep_record is on */
+    int rc = y ? tg_grads(y, dy64, 1, &in[which], &g,
+                          TG_ALLOW_UNUSED | TG_RETAIN_GRAPH)
+               : -1;
     tg_release(y);
     for (int64_t k = 0; k < m && rc == 0; k++) {
         int64_t j = index ? index[k] : k;
@@ -246,8 +250,6 @@ int tg_grad_fn_check(tg_tensor *t, tg_tensor *dy, int input, int64_t n,
     const tg_node *e = entry_of("grad_fn_check", t);
     if (!e || !check_args(e, dy, input, n, index, eps, analytic))
         return -1;
-    /* the replay's entries are the check's: no record of them kept */
-    bool kept = tg_tape_keep_record(false);
     tg_tensor **in = check_inputs(e, input);
     tg_tensor *dy64 = in ? tg__float64_copy(dy) : NULL;
     int rc = dy64 ? 0 : -1;
@@ -263,6 +265,5 @@ int tg_grad_fn_check(tg_tensor *t, tg_tensor *dy, int input, int64_t n,
     for (int i = 0; in && i < e->n_in; i++)
         tg_release(in[i]);
     free(in);
-    tg_tape_keep_record(kept);
     return rc;
 }

@@ -98,7 +98,9 @@ int tg_report_tape(tg_report *r, const char *title);
  * difference of the entry's own forward in float64, shown for a clicked
  * cell with pass or fail. A teacher mode hides the answers until "show".
  * The caller's graph, gradients and tape are left as they were (the graph
- * stays for its backward). Every value and gradient of every entry is
+ * stays for its backward; with tg_tape_keep_record on, the records stay
+ * and its entries show the |grad| the walk noted, as its backward will).
+ * Every value and gradient of every entry is
  * embedded in the page: it is meant for small graphs, as the lesson's
  * head (one sequence to a few, hundreds of cells a tensor). -1 for a NULL
  * loss, a loss of more than one element, a loss with no graph or one a

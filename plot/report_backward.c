@@ -16,8 +16,9 @@
  * Everything is computed here and embedded as JSON; the page's stepper
  * (plot/backward.js) draws it. Nothing of the caller's is changed: the
  * caller's graph is walked with TG_RETAIN_GRAPH, the checks replay the
- * entries on graphs of their own, and the tape's record and norms
- * switches are off meanwhile and restored. */
+ * entries on graphs of their own (kept too, so that none is left as a
+ * record on a tape that keeps them), and the norms switch is off
+ * meanwhile and restored. */
 #include "plot/report_backward.h"
 
 #include <stdio.h>
@@ -315,7 +316,10 @@ int tg_report_backward(tg_report *r, const char *title, tg_tensor *loss)
                   (long long)tg_numel(loss));
         return -1;
     }
-    bool norms = tg_tape_record_norms(false), kept = tg_tape_keep_record(false);
+    /* the walk keeps the graph (so no entry becomes a record of
+     * tg_tape_keep_record's, which that switch would drop if turned) and
+     * records no norms over the caller's */
+    bool norms = tg_tape_record_norms(false);
     bwalk w;
     bool ok = walk_setup(&w, loss);
     sbuf sec = {0};
@@ -337,7 +341,6 @@ int tg_report_backward(tg_report *r, const char *title, tg_tensor *loss)
     tg__report_data_close(&sec);
     walk_free(&w);
     tg_tape_record_norms(norms);
-    tg_tape_keep_record(kept);
     if (!ok) {
         tg__error_wrap(op);
         free(sec.p);

@@ -256,6 +256,54 @@ START_TEST(fused_softmax_zeros)
 }
 END_TEST
 
+/* The tape as tg_tape_print shows it, in a new string. */
+static char *tape_text(void)
+{
+    FILE *f = tmpfile();
+    ck_assert_ptr_nonnull(f);
+    tg_tape_print(f);
+    long n = ftell(f);
+    rewind(f);
+    char *t = malloc((size_t)n + 1);
+    ck_assert_ptr_nonnull(t);
+    ck_assert_int_eq(fread(t, 1, (size_t)n, f), n);
+    t[n] = '\0';
+    fclose(f);
+    return t;
+}
+
+/* With tg_tape_keep_record on, the records an earlier backward left stay,
+ * and the stepper adds none of its own: the tape has the same lines after,
+ * the records' the same text (the live entries now show the |grad| the
+ * walk noted, as the backward will: keep_record records norms). */
+START_TEST(tape_records_kept)
+{
+    bool was = tg_tape_keep_record(true);
+    graph first = make_graph();
+    ck_assert_int_eq(tg_backward(first.loss), 0);
+    free_graph(&first); /* its entries stay as records */
+    graph g = make_graph();
+    char *before = tape_text();
+    ck_assert_ptr_nonnull(strstr(before, "masked_fill"));
+    tg_report *r = tg_report_new("records");
+    ck_assert_int_eq(tg_report_backward(r, "s", g.loss), 1);
+    char *after = tape_text();
+    int lines = 0;
+    for (const char *c = before; *c; c++)
+        lines += *c == '\n';
+    for (const char *c = after; *c; c++)
+        lines -= *c == '\n';
+    ck_assert_int_eq(lines, 0);
+    const char *live = strstr(before, "\n#6 "); /* the records: #1 to #5 */
+    ck_assert_ptr_nonnull(live);
+    ck_assert_int_eq(strncmp(before, after, (size_t)(live - before)), 0);
+    tg_report_free(r);
+    free(before), free(after);
+    free_graph(&g);
+    tg_tape_keep_record(was);
+}
+END_TEST
+
 /* Each allocation failing in turn: -1 with "out of memory", or the
  * section; never a crash, no tensor left behind (the leak audit, valgrind),
  * the caller's graph whole (its backward still runs, to the same
@@ -300,6 +348,7 @@ Suite *report_backward_suite(void)
     tcase_add_test(tc, bad_input);
     tcase_add_test(tc, numbers_against_grads);
     tcase_add_test(tc, fused_softmax_zeros);
+    tcase_add_test(tc, tape_records_kept);
     tcase_add_test(tc, out_of_memory_fails_cleanly);
     tcase_set_timeout(tc, 120); /* the sweep, under valgrind */
     suite_add_tcase(s, tc);
