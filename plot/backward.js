@@ -96,7 +96,10 @@
       var s = el("select");
       s.setAttribute("aria-label", "index of dim " + d);
       for (var i = 0; i < n; i++) s.appendChild(el("option", "", String(i)));
-      s.addEventListener("change", function () { h.pick[d] = +s.value; h.draw(); });
+      s.addEventListener("change", function () {
+        h.pick[d] = +s.value; h.draw();
+        if (h.opt.onpick) h.opt.onpick(h.pick);
+      });
       picker.appendChild(document.createTextNode(" dim " + d + ": "));
       picker.appendChild(s);
     });
@@ -135,6 +138,15 @@
     });
     h.draw();
   }
+  /* shows the slice pick (indices of the leading dims), pickers too */
+  Heat.prototype.setPick = function (pick) {
+    var sels = this.canvas.parentNode.querySelectorAll("select");
+    for (var d = 0; d < this.pick.length; d++) {
+      this.pick[d] = pick[d];
+      sels[d].value = String(pick[d]);
+    }
+    this.draw();
+  };
   Heat.prototype.base = function () {
     var b = 0, stride = this.R * this.C;
     for (var d = this.lead.length - 1; d >= 0; d--) {
@@ -360,6 +372,9 @@
     });
     body.appendChild(leg);
     st.heats.push({ which: "dy", heat: hd });
+    /* the value and its gradient show the same slice */
+    hv.opt.onpick = function (p) { hd.setPick(p); };
+    hd.opt.onpick = function (p) { hv.setPick(p); };
     v.appendChild(row);
     var rowBox = el("div", "tg-bw-softmax");
     function pick(f) {

@@ -141,6 +141,12 @@ async function stepper(page, name, s, lastOnly) {
           shown.includes(`not read by the loss ${e.zeros.not_read}`),
       `${name} entry ${k + 1}: the counts shown are the embedded ones`, shown);
     if (e.inputs.length) await clickCheck(page, s, k, e, e.inputs[0]);
+    if (e.shape.length === 3 && e.shape[0] > 1) {
+      await sec.locator('.tg-bw-heat select').first().selectOption('1');
+      const picks = await sec.locator('.tg-bw-heat select').evaluateAll((x) => x.map((y) => y.value));
+      check(picks[0] === '1' && picks[1] === '1',
+        `${name} entry ${k + 1}: the value's slice picker moves the gradient's too`, picks.join(','));
+    }
     if (e.op === 'softmax' && !softmax) {
       softmax = true;
       const at = await page.evaluate((s) => window.tgStepper.cellCenter(s, 'value', 0), s);
