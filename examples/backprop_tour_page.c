@@ -186,19 +186,27 @@ int page_tape(tg_report *rep)
 }
 
 /* The rest of the page: dloss/dscaled of sequence 0, whose upper triangle
- * is exactly 0 (the mask), and all the tour printed; then the file. */
+ * is exactly 0 (the mask), and all the tour printed; then the file. The
+ * gradient is signed: on the diverging scale 0 is the neutral centre and
+ * its exact zeros are hatched and counted, never a colour that reads as a
+ * small gradient. */
 int write_page(tour *S, tg_report *rep, const char *path)
 {
     tg_scope_begin();
     tg_tensor *g =
         tg_grad(S->scaled) ? tg_select(tg_grad(S->scaled), 0, 0) : NULL;
     const char *tok[T] = {"0", "1", "2", "3", "4", "5", "6", "7"};
+    const tg_heatmap_opts o = {.scale = TG_SCALE_DIVERGING,
+                               .xlabel = "key position s",
+                               .ylabel = "query position t",
+                               .cblabel = "dloss/dscaled"};
     int rc =
         g &&
-                tg_report_heatmap(rep,
-                                  "dloss/dscaled of sequence 0: exactly 0 "
-                                  "above the diagonal (the mask's future)",
-                                  g, NULL, tok, tok) > 0 &&
+                tg_report_heatmap_with(rep,
+                                       "dloss/dscaled of sequence 0: exactly "
+                                       "0 above the diagonal (the mask's "
+                                       "future), hatched",
+                                       g, NULL, tok, tok, &o) > 0 &&
                 tg_report_pre(rep, "The tour, as printed", page_echo_text()) > 0
             ? tg_report_write(rep, path)
             : -1;

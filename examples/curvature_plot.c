@@ -1,13 +1,15 @@
 /* curvature_plot.c: examples/curvature's picture, both Hessians of part 1
  * side by side as heatmaps, drawn by gnuplot at run time.
  *
- * The library's heatmaps (tg_plot_heatmap, tg_report_heatmap) colour from
- * the smallest value to the largest; a Hessian's sign is its meaning
- * (which way the slope turns), so this one is drawn from its own script:
- * a diverging palette, blue below 0, white at 0, red above, its range
- * symmetric about 0 so that white is exactly 0 whatever the values; and a
- * cell that is exactly 0.0 (the masked scores) marked with a cross, since
- * white alone cannot tell 0 from 1e-9. The script and its data stay next
+ * A Hessian's sign is its meaning (which way the slope turns), so it is
+ * drawn on the library's diverging scale (tg_plot_heatmap_with,
+ * TG_SCALE_DIVERGING): blue below 0, the neutral light grey at 0, red
+ * above, its range symmetric about 0 so that the neutral is exactly 0
+ * whatever the values; and a cell that is exactly 0.0 (the masked scores)
+ * hatched by two strokes across its corners, since the neutral alone
+ * cannot tell 0 from 1e-9. The library draws one matrix a picture; the two
+ * panels side by side come from this script of its own, in that
+ * convention. The script and its data stay next
  * to the picture, as the library's do: `gnuplot DIR/curvature_hessian.gp`
  * draws it again; without gnuplot they are written all the same. */
 #define _POSIX_C_SOURCE 200809L /* posix_spawnp, waitpid */
@@ -52,7 +54,7 @@ static double max_abs(const double *m, int n)
 }
 
 /* One panel: the matrix in data block 'block', its exact zeros in the
- * block after (crossed, and counted under the title, when there are
+ * block after (hatched, and counted under the title, when there are
  * any: "\\n" is gnuplot's newline in a double-quoted text). */
 static void put_panel(FILE *f, const char *title, const char *axis,
                       const char *cblabel, const double *m, int n, int block,
@@ -60,11 +62,12 @@ static void put_panel(FILE *f, const char *title, const char *axis,
 {
     double top = max_abs(m, n);
     char note[64];
-    snprintf(note, sizeof note, "\\n(x: exactly 0.0, %d cells)", zeros);
+    snprintf(note, sizeof note, "\\n(hatched: exactly 0.0, %d cells)", zeros);
     fprintf(f,
             "\nset title \"%s%s\"\nset xlabel \"%s j\"\nset ylabel \"%s i\"\n"
             "set cblabel \"%s\"\n"
-            "set cbrange [%.17g:%.17g]  # symmetric: white is exactly 0\n"
+            "set cbrange [%.17g:%.17g]  # symmetric: the neutral is exactly "
+            "0\n"
             "set xrange [-0.5:%d.5]\nset yrange [%d.5:-0.5]  # row 0 at the "
             "top\nset xtics 0, %d\nset ytics 0, %d\n"
             "plot data index %d matrix with image notitle",
@@ -72,9 +75,11 @@ static void put_panel(FILE *f, const char *title, const char *axis,
             n - 1, n > 8 ? 2 : 1, n > 8 ? 2 : 1, block);
     if (zeros)
         fprintf(f,
-                ", \\\n     data index %d using 1:2 with points pt 2 ps 2 "
-                "lw 1.5 lc rgb 'black' notitle",
-                block + 1);
+                ", \\\n     data index %d using ($1-0.5):2:(0.5):(-0.5) with "
+                "vectors nohead lc rgb '#606060' notitle, \\\n     data index "
+                "%d using 1:($2+0.5):(0.5):(-0.5) with vectors nohead lc rgb "
+                "'#606060' notitle",
+                block + 1, block + 1);
     fputc('\n', f);
 }
 
@@ -95,7 +100,7 @@ static void put_script(FILE *f, const row *r, int zeros_s, int zeros_q)
           "data = here . 'curvature_hessian.dat'\n"
           "set terminal pngcairo noenhanced size 1400,640 font 'sans,10'\n"
           "set output here . 'curvature_hessian.png'\n"
-          "# diverging: blue below 0, white at 0, red above\n"
+          "# diverging: blue below 0, the neutral at 0, red above\n"
           "set palette defined (-1 '#2166ac', -0.5 '#92c5de', 0 '#f7f7f7', "
           "0.5 '#f4a582', 1 '#b2182b')\n"
           "set format cb '%g'\nset size ratio -1\nset tics out nomirror\n"

@@ -6,15 +6,25 @@
  * tests/fixtures/gen_lesson05.py is the lesson's numpy code that wrote it).
  * The random numbers are numpy's own: tg_rng is np.random.seed/randn and
  * tg_pcg64 is np.random.default_rng. The plot cells print nothing, so neither
- * does this program there; pictures come with the gnuplot module.
+ * does this program there; their pictures come with --html (below).
  *
  * Every check the lesson prints as True is computed here with tg_allclose and
  * numpy's default tolerances; nothing prints a fixed "True".
+ *
+ * With --html FILE it also writes the lesson's figures as one page: the
+ * averaging weights, the forward of the head for sequence 0 as an animated
+ * strip (with the token-4 bar chart), and the attention weights attn[0].
+ * What it prints stays the lesson's, byte for byte; "page: FILE" goes to
+ * stderr.
  */
 #include <tapegrad.h>
+#include <tapegrad_report.h>
+
+#include "options.h"
 
 #include <math.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -395,10 +405,91 @@ static void lesson_free(lesson *L)
         tg_release(all[i]);
 }
 
+/* ---- the page (--html) -------------------------------------------------- */
+
+/* The lesson's figures, for sequence 0 (attn[0], as the lesson draws it):
+ *   the averaging weights wei = tril / tril.sum(1)           (step 2)
+ *   the forward strip: wei, scores, scaled, masked, softmax, out, and
+ *   token 4's weights as the lesson's bar chart            (steps 3, 4)
+ *   the attention weights softmax(masked(q k^T / sqrt(hs))), as the
+ *   lesson's last heatmap, with a temperature slider
+ * Returns 0, or -1 with the library's error. */
+static int write_page(const lesson *L, const char *path)
+{
+    tg_report *rep = tg_report_new("lesson05: let every token look back over "
+                                   "the whole context");
+    if (!rep)
+        return -1;
+    tg_scope_begin();
+    tg_tensor *tril = tg_tril(tg_ones(TG_FLOAT64, TG_SHAPE(T, T)), 0);
+    tg_tensor *wei = tg_div(tril, tg_sum(tril, 1, true));
+    tg_tensor *q0 = tg_select(L->q, 0, 0), *k0 = tg_select(L->k, 0, 0),
+              *v0 = tg_select(L->v, 0, 0);
+    tg_tensor *scaled =
+        tg_scale(tg_matmul(q0, tg_transpose(k0, 0, 1)), 1.0 / sqrt(HEAD_SIZE));
+    int rc = tg_report_text(
+        rep, NULL,
+        "The figures of notebook 05 for the first sequence of the batch "
+        "(np.random.seed(1337)), with the numbers the lesson prints, rounded "
+        "as it rounds them.");
+    if (rc > 0)
+        rc = tg_report_averaging(
+            rep, "step-2 averaging: an equal share of the past", wei, NULL);
+    if (rc > 0)
+        rc = tg_report_forward_strip(
+            rep, "the forward of one head, cell by cell (sequence 0)", q0, k0,
+            v0, NULL, 4);
+    if (rc > 0)
+        rc = tg_report_attention(rep,
+                                 "attention weights (lower-triangular = "
+                                 "causal)",
+                                 scaled, tg_eq_scalar(tril, 0), NULL, 1.0);
+    if (rc > 0)
+        rc = tg_report_write(rep, path);
+    tg_scope_end();
+    tg_report_free(rep);
+    if (rc < 0)
+        return -1;
+    fprintf(stderr, "page: %s\n", path);
+    return 0;
+}
+
+/* ---- the command line --------------------------------------------------- */
+
+typedef struct options {
+    const char *html; /* the page's path, or NULL: no page */
+} options;
+
+static const options defaults = {NULL};
+
+static void usage(FILE *f);
+
+#define F(member) offsetof(options, member)
+static const opt option_table[] = {
+    {"--html", OPT_STRING, F(html), .nonempty = true,
+     .help =
+         "  --html FILE  also write the lesson's figures as one HTML page:\n"
+         "               the averaging weights, the head's forward as an\n"
+         "               animated strip with token 4's bar chart, the\n"
+         "               attention weights (\"page: FILE\" on stderr)\n"},
+    {NULL, OPT_TEXT, 0, .help = "  --help       this text\n"},
+};
+#undef F
+
+static const opt_parser parser = {
+    .prog = "lesson05",
+    OPT_TABLE(option_table),
+    .usage = usage,
+    .missing = "%s needs a file name",
+    .unknown = "unknown option '%s'",
+    .invalid = "%s needs a file name",
+    .usage_on_unknown = true,
+};
+
 static void usage(FILE *f)
 {
     fputs(
-        "Usage: lesson05 [--help]\n"
+        "Usage: lesson05 [--html FILE] [--help]\n"
         "\n"
         "Walks notebook 05 (self-attention) step by step with tapegrad and\n"
         "prints what the lesson's numpy cells print, with the same numbers:\n"
@@ -410,18 +501,22 @@ static void usage(FILE *f)
         "  step 4     why scores are divided by sqrt(head_size)\n"
         "             (np.random.default_rng(0) via tg_pcg64)\n"
         "  function   the head packaged as one function, same output\n"
-        "Every True is computed with tg_allclose. Exits 0 when all checks\n"
-        "hold, 1 when one prints False or the library reports an error.\n",
+        "\n",
         f);
+    opt_help(&parser, &defaults, f);
+    fputs("\n"
+          "Every True is computed with tg_allclose. Exits 0 when all checks\n"
+          "hold, 1 when one prints False or the library reports an error,\n"
+          "2 on a bad command line.\n",
+          f);
 }
 
 int main(int argc, char **argv)
 {
-    if (argc > 1) {
-        bool help = !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h");
-        usage(help ? stdout : stderr);
-        return help && argc == 2 ? 0 : 2;
-    }
+    options o = defaults;
+    int parsed = opt_parse(&parser, argc, argv, &o, NULL);
+    if (parsed)
+        return parsed == 1 ? 0 : 2;
 
     lesson L = {0};
     int rc = cell_input(&L);
@@ -437,6 +532,10 @@ int main(int argc, char **argv)
         rc = step4_scaling();
     if (rc == 0)
         rc = cell_packaged(&L);
+    if (rc == 0 && o.html) {
+        fflush(stdout);
+        rc = write_page(&L, o.html);
+    }
     lesson_free(&L);
 
     if (rc < 0) {

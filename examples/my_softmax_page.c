@@ -61,10 +61,11 @@ static int entry_table(tg_report *rep, const run *r)
                        n, fields, v);
 }
 
-/* dL/dscores (T, T), its rows and columns numbered. A masked cell whose
+/* dL/dscores (T, T), its rows and columns numbered, on the diverging scale
+ * (a gradient is signed: 0 the neutral centre). A masked cell whose
  * gradient is exactly 0, as it must be, is drawn as masked (grey); one
  * given a gradient (--bug no-mask) keeps its colour, so it stands out
- * above the diagonal. */
+ * above the diagonal; any other exact 0 is hatched and counted. */
 static int grad_heatmap(tg_report *rep, const run *r)
 {
     char text[T][8];
@@ -83,8 +84,12 @@ static int grad_heatmap(tg_report *rep, const run *r)
     tg_scope_begin();
     tg_tensor *zero_masked =
         tg_logical_and(r->future, tg_eq_scalar(r->dscores, 0));
-    int rc = tg_report_heatmap(rep, title, r->dscores, zero_masked, labels,
-                               labels) > 0
+    const tg_heatmap_opts o = {.scale = TG_SCALE_DIVERGING,
+                               .xlabel = "key position s",
+                               .ylabel = "query position t",
+                               .cblabel = "dL/dscores"};
+    int rc = tg_report_heatmap_with(rep, title, r->dscores, zero_masked, labels,
+                                    labels, &o) > 0
                  ? 0
                  : -1;
     tg_scope_end();

@@ -129,6 +129,8 @@ int resume_from_all(const options *o, const tg_params *ps, tg_optim *opt,
 
 /* tiny_gpt_sample.c */
 int sampling_fits(const tg_gpt *g, const options *o);
+/* tiny_gpt_attn.c: the last block's heads as pictures beside --plot's */
+int plot_attention(tg_gpt *g, const corpus *cp, const options *o);
 int print_sample(tg_gpt *g, const corpus *cp, const options *o, tg_rng *rng);
 
 /* tiny_gpt_pretrained.c */

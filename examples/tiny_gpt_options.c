@@ -142,7 +142,8 @@ static const opt option_table[] = {
      .help = "  --save PATH       save the trained parameters as .npz\n"},
     {"--plot", OPT_STRING, F(plot),
      .help = "  --plot STEM       the loss curves into STEM.png, .dat, .gp\n"
-             "                    (%s)\n"},
+             "                    (%s), and beside them the last block's\n"
+             "                    attention, tiny_gpt_attn_headN.png\n"},
     {"--no-plot", OPT_CLEAR, F(plot),
      .help = "  --no-plot         no curves\n"},
 

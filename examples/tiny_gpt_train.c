@@ -398,7 +398,8 @@ static int wrap_up(run *r, const options *o, const corpus *cp)
     /* the rest is rank 0's: no collective call after the loop */
     if (world.rank > 0)
         return 0;
-    if (plot_curves(o, &r->cv, r->unigram) < 0)
+    if (plot_curves(o, &r->cv, r->unigram) < 0 ||
+        plot_attention(&r->g, cp, o) < 0)
         return -1;
     const char *rule = "------------------------------------------------";
     char k[32] = "all";

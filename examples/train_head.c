@@ -261,7 +261,8 @@ static int evaluate(run *r)
 
 /* ---- pictures ---------------------------------------------------------- */
 
-/* attn (1,T,T) as a heatmap, the masked future (always 0) left blank. */
+/* attn (1,T,T) as a heatmap of weights on the fixed range [0, 1] (before
+ * and after compare colour for colour), the masked future drawn masked. */
 static int plot_attention(const char *dir, const char *name, const char *when,
                           tg_tensor *attn, int match)
 {
@@ -274,10 +275,13 @@ static int plot_attention(const char *dir, const char *name, const char *when,
     tg_scope_begin();
     tg_tensor *ones = tg_ones(TG_FLOAT64, TG_SHAPE(T, T));
     tg_tensor *future = tg_eq_scalar(tg_tril(ones, 0), 0);
-    tg_tensor *pic = tg_masked_fill(tg_select(attn, 0, 0), future, NAN);
-    int rc = pic ? tg_plot_heatmap(path, pic, title, "key position s",
-                                   "query position t", true)
-                 : -1;
+    const tg_heatmap_opts o = {.scale = TG_SCALE_UNIT,
+                               .xlabel = "key position s",
+                               .ylabel = "query position t",
+                               .cblabel = "attention weight",
+                               .annotate = true};
+    int rc =
+        tg_plot_heatmap_with(path, tg_select(attn, 0, 0), future, title, &o);
     tg_scope_end();
     return rc;
 }
@@ -432,7 +436,9 @@ static int page_lesson(run *r, tg_report *rep, const char **tokens)
     return rc;
 }
 
-/* attn (1,T,T) as the page's heatmap, the future masked. */
+/* attn (1,T,T) as the page's heatmap, the future masked, the weights on
+ * the fixed range [0, 1]: the before and after pictures use the same
+ * colour for the same weight. */
 static int page_heatmap(tg_report *rep, const char *title, tg_tensor *attn,
                         const char **tokens)
 {
@@ -440,8 +446,12 @@ static int page_heatmap(tg_report *rep, const char *title, tg_tensor *attn,
     tg_scope_begin();
     tg_tensor *future =
         tg_eq_scalar(tg_tril(tg_ones(TG_FLOAT64, TG_SHAPE(T, T)), 0), 0);
-    int rc = tg_report_heatmap(rep, title, tg_select(attn, 0, 0), future,
-                               tokens, tokens) > 0
+    const tg_heatmap_opts o = {.scale = TG_SCALE_UNIT,
+                               .xlabel = "key (the token attended to)",
+                               .ylabel = "query (the row)",
+                               .cblabel = "attention weight"};
+    int rc = tg_report_heatmap_with(rep, title, tg_select(attn, 0, 0), future,
+                                    tokens, tokens, &o) > 0
                  ? 0
                  : -1;
     tg_scope_end();

@@ -205,6 +205,8 @@
     TG_CALL_(tg_layernorm_forward, (tg_layernorm_forward)(__VA_ARGS__))
 #define tg_linear_forward(...)                                                 \
     TG_CALL_(tg_linear_forward, (tg_linear_forward)(__VA_ARGS__))
+#define tg_load_tokens_llmc(...)                                               \
+    TG_CALL_(tg_load_tokens_llmc, (tg_load_tokens_llmc)(__VA_ARGS__))
 #define tg_mha_forward(...)                                                    \
     TG_CALL_(tg_mha_forward, (tg_mha_forward)(__VA_ARGS__))
 #define tg_mlp_forward(...)                                                    \

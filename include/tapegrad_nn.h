@@ -66,10 +66,16 @@ typedef struct tg_param {
     tg_tensor *t;                 /**< borrowed: the module owns it */
 } tg_param;
 
-/** A growable list of named parameters; start it with tg_params_init. */
+/** A growable list of named parameters; start it with tg_params_init.
+ * Read items and n freely, and swap an item's tensor; change names and n
+ * only through the calls (a list changed otherwise is hashed anew at the
+ * next tg_params_add, and looked up by a scan until then). */
 typedef struct tg_params {
     tg_param *items;
     int n, cap;
+    /** private: the names hashed, so that adding and finding by name cost
+     * O(1) each (nn/name_hash.c) */
+    struct tg__name_hash *index;
 } tg_params;
 
 /** An empty list (no allocation). NULL-safe. */
@@ -829,6 +835,41 @@ int tg_gpt_from_state_dict(tg_gpt *g, const tg_params *sd, int n_head,
  * tg_read_npz and tg_gpt_from_state_dict, prefixed with the path. */
 int tg_gpt_load_pretrained(tg_gpt *g, const char *path, int n_head,
                            tg_dtype dt);
+
+/* ---- llm.c's files ------------------------------------------------------ */
+
+/** Reads llm.c's GPT-2 checkpoint (gpt2_124M.bin, what train_gpt2.c and
+ * train_gpt2.py's write_model write: a 256-int header, magic 20240326,
+ * version 3 for float32 weights or 5 for bfloat16, then the weights in
+ * llm.c's order) and builds g from it: GPT-2 as llm.c runs it, every bias,
+ * the tanh GELU, layer norms of eps 1e-5, the head tied to the token
+ * table, n_head and the sizes from the header, values converted to dt
+ * (float32 or float64). The vocabulary's padding rows (the header's Vp
+ * beyond V; llm.c never reads them) are dropped. 0, or -1 with g zeroed
+ * and the error naming the file: a magic, version or sizes that are not
+ * llm.c's, a file that is not exactly the size its header asks for, and
+ * the errors of tg_gpt_from_state_dict. */
+int tg_gpt_load_llmc(tg_gpt *g, const char *path, tg_dtype dt);
+/** Writes g as llm.c's checkpoint (version 3: float32, the vocabulary
+ * padded with zero rows to a multiple of 128, as llm.c's export does), so
+ * llm.c's train_gpt2.c can go on from it. Through a temporary renamed over
+ * path: on failure an old file at path is as it was. 0, or -1 for a NULL
+ * or uninitialised g or NULL path, a model llm.c cannot run (not the tanh
+ * GELU, not every bias, an untied head, a layer-norm eps other than 1e-5,
+ * another score scale; the error names it), or a write that fails. */
+int tg_gpt_save_llmc(tg_gpt *g, const char *path);
+/** Reads an llm.c token shard (dev/data's .bin: a 256-int header, then
+ * GPT-2's uint16 tokens, magic 20240520 version 1, or LLaMA 3's uint32,
+ * magic 20240801 version 7) as an int64 tensor (n). NULL with an error
+ * naming the file for another magic or version, or a size other than the
+ * header's count says. */
+tg_tensor *tg_load_tokens_llmc(const char *path);
+/** Writes tokens (int64, any shape, in C order, each in [0, 65535]) as a
+ * GPT-2 token shard llm.c's dataloader reads. Through a temporary, as
+ * tg_gpt_save_llmc. 0, or -1 for NULL arguments, tokens not int64, a token
+ * out of range (named, with its index), 2^31 tokens or more, or a write
+ * that fails. */
+int tg_save_tokens_llmc(const tg_tensor *tokens, const char *path);
 
 #ifdef __cplusplus
 }

@@ -1,9 +1,10 @@
 /** @file
  * tapegrad report: one self-contained HTML page a program adds sections to
  * (text, printed output, tables, heatmaps, line charts, the tape, the
- * backward stepper, and the lesson's two attention figures), written with tg_report_write. Include
- * `<tapegrad_report.h>`; it includes `<tapegrad_plot.h>` (for tg_series) and
- * `<tapegrad.h>`. `<tapegrad_all.h>` includes it too.
+ * lesson's two attention figures and its forward strip, and the backward
+ * stepper), written with tg_report_write. Include `<tapegrad_report.h>`;
+ * it includes `<tapegrad_plot.h>` (for tg_series) and `<tapegrad.h>`.
+ * `<tapegrad_all.h>` includes it too.
  *
  * The page fetches nothing: its script and style, gnuplot's canvas scripts
  * (heatmaps and line charts are drawn by gnuplot's `canvas` terminal) and
@@ -60,15 +61,31 @@ int tg_report_table(tg_report *r, const char *caption, int n_rows, int n_cols,
  * masked cells are drawn grey and read "masked", not as a value. NaN and
  * infinities are drawn in their own colours and read "nan", "inf", "-inf".
  * row_labels (rows entries) and col_labels (cols entries) may each be
- * NULL. -1 for an m that is not 2-D or is empty, or a mask of another
- * shape. */
+ * NULL. Colours are TG_SCALE_AUTO's, axes titled "column" and "row" (see
+ * tg_report_heatmap_with). -1 for an m that is not 2-D or is empty, or a
+ * mask of another shape. */
 int tg_report_heatmap(tg_report *r, const char *title, const tg_tensor *m,
                       const tg_tensor *mask, const char *const *row_labels,
                       const char *const *col_labels);
 
+/** tg_report_heatmap with options o (tapegrad_plot.h's tg_heatmap_opts;
+ * NULL: the defaults): the colour scale (TG_SCALE_DIVERGING for gradients:
+ * symmetric about 0, exact zeros hatched and counted in the caption;
+ * TG_SCALE_UNIT for weights: [0, 1] fixed) and the axis and colour bar
+ * titles; annotate is ignored (hover for exact values). The caption under
+ * the figure names the scale and its range and counts the masked cells
+ * (and, diverging, the exact zeros). -1 for what tg_report_heatmap
+ * refuses, a scale that is not a tg_heatmap_scale, or (TG_SCALE_UNIT) a finite
+ * unmasked value outside [0, 1]. */
+int tg_report_heatmap_with(tg_report *r, const char *title, const tg_tensor *m,
+                           const tg_tensor *mask, const char *const *row_labels,
+                           const char *const *col_labels,
+                           const tg_heatmap_opts *o);
+
 /** n series (tapegrad_plot.h's tg_series: x NULL means 0..n-1) on one line
  * chart drawn by gnuplot, with a readout of the nearest point; logy for a
- * log-scaled y axis. A series of more than 20000 points is thinned to the
+ * log-scaled y axis; the key sits above the chart, outside the data, and
+ * a NULL xlabel or ylabel is titled "x" or "y". A series of more than 20000 points is thinned to the
  * lowest and highest y of each run of points (about 20000 kept), with a
  * note saying so, as large matrices are downsampled. -1 for NULL s, n < 1,
  * a series with NULL y or n < 1, or (logy) a y <= 0. */
@@ -125,6 +142,28 @@ int tg_report_averaging(tg_report *r, const char *title, const tg_tensor *wei,
 int tg_report_attention(tg_report *r, const char *title,
                         const tg_tensor *scores, const tg_tensor *mask,
                         const char *const *tokens, double temperature);
+
+/** The lesson's forward pass of one causal head as one animated strip, for
+ * one batch element: q and k of shape (T, hs), v of shape (T, dv) (e.g.
+ * tg_select(q, 0, 0) of the lesson's (B, T, hs) tensors). Six stages, in
+ * the lesson's order, each a T x T grid (out: T x dv):
+ *   averaging  wei = tril / tril.sum(1), the equal shares of the past
+ *   scores     q @ k^T                      (computed here, in double)
+ *   scaled     scores / sqrt(hs)
+ *   masked     scaled, with the future (col > row) masked: -inf for softmax
+ *   softmax    weights = softmax(masked / temperature) over each row
+ *   out        weights @ v
+ * with play/pause and step controls, and the bar chart of row `row` of the
+ * weights (the lesson follows token 4). The page recomputes the weights
+ * and out as its sqrt(hs) switch and temperature slider (starting at 1)
+ * move. Numbers are shown rounded as the lesson's numpy rounds them
+ * (np.round: half to even; 2 decimals, the weights 3), masked cells drawn
+ * as masked, never as a number; weights on a fixed [0, 1] colour range.
+ * tokens (T entries) may be NULL. -1 for q, k or v not 2-D or empty, k not
+ * of q's shape, v without T rows, T > 256, or row outside [0, T). */
+int tg_report_forward_strip(tg_report *r, const char *title, const tg_tensor *q,
+                            const tg_tensor *k, const tg_tensor *v,
+                            const char *const *tokens, int row);
 
 /** Writes the page to path: through a temporary file in path's directory
  * renamed over it, so on failure an old file at path is as it was and

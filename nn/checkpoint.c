@@ -27,6 +27,7 @@
 #include "core/shared.h"
 #include "nn/formats.h"
 #include "nn/names.h"
+#include "nn/zip_source.h"
 #include "nn/nn.h"
 
 #include <errno.h>
@@ -324,7 +325,8 @@ static bool refuse_empty(const npz_reader *r)
     return r->size > 0 || fail(r, "not a zip file: it is empty (0 bytes)");
 }
 
-/* Opens path (a regular file, never blocking: core/shared.h) as r->za. */
+/* Opens path (a regular file, never blocking: core/shared.h) as r->za,
+ * read through nn/zip_source.c's window. */
 static bool open_file(npz_reader *r)
 {
     int64_t size;
@@ -332,18 +334,12 @@ static bool open_file(npz_reader *r)
     if (!f)
         return false;
     r->size = (uint64_t)size;
-    zip_error_t ze;
-    zip_error_init(&ze);
-    zip_source_t *src =
-        refuse_empty(r) ? zip_source_filep_create(f, 0, -1, &ze) : NULL;
-    zip_error_fini(&ze);
-    if (!src) {
-        if (r->size > 0)
-            fail(r, "out of memory");
+    if (!refuse_empty(r)) {
         fclose(f);
         return false;
     }
-    return open_archive(r, src); /* src closes f */
+    zip_source_t *src = tg__zip_source_pread(f, r->size); /* owns f */
+    return src ? open_archive(r, src) : fail(r, "out of memory");
 }
 
 /* Opens len bytes at bytes as r->za; the bytes are not copied. */

@@ -2,6 +2,7 @@
  * gradient clipping and checkpoints can walk any model. */
 #include "core/shared.h"
 #include "nn/formats.h"
+#include "nn/name_hash.h"
 #include "nn/names.h"
 #include "nn/nn.h"
 #include "kernels/update.h"
@@ -18,6 +19,7 @@ void tg_params_init(tg_params *ps)
         return;
     ps->items = NULL;
     ps->n = ps->cap = 0;
+    ps->index = NULL;
 }
 
 void tg_params_free(tg_params *ps)
@@ -25,6 +27,7 @@ void tg_params_free(tg_params *ps)
     if (!ps)
         return;
     free(ps->items);
+    tg__name_hash_free(ps);
     tg_params_init(ps);
 }
 
@@ -61,8 +64,8 @@ static void append(tg_params *ps, const char *full, tg_tensor *t)
 /* Appends t as "prefix.name". A NULL t (a module whose init failed) returns
  * -1 and keeps the first error. A name that is too long or already taken is
  * an error: checkpoints find parameters by name, so names must be unique.
- * (A module lists a few parameters, so the scan of tg_params_get is cheap
- * here; the readers, which add thousands, go through tg__params_adopt.) */
+ * The names' hash (nn/name_hash.c) makes the check O(1). (The readers,
+ * which add thousands of names at once, go through tg__params_adopt.) */
 int tg_params_add(tg_params *ps, const char *prefix, const char *name,
                   tg_tensor *t)
 {
@@ -82,6 +85,10 @@ int tg_params_add(tg_params *ps, const char *prefix, const char *name,
                   name, TG_PARAM_NAME_MAX - 1);
         return -1;
     }
+    if (!tg__name_hash_sync(ps, 1)) {
+        tg__error("params_add: out of memory for the names' hash");
+        return -1;
+    }
     if (tg_params_get(ps, full)) {
         tg__error("params_add: duplicate parameter name '%s'", full);
         return -1;
@@ -89,6 +96,7 @@ int tg_params_add(tg_params *ps, const char *prefix, const char *name,
     if (!reserve(ps, 1))
         return -1;
     append(ps, full, t);
+    tg__name_hash_sync(ps, 0); /* the room was made: puts the name, only */
     return 0;
 }
 
@@ -96,6 +104,9 @@ tg_tensor *tg_params_get(const tg_params *ps, const char *name)
 {
     if (!ps || !name)
         return NULL;
+    int at = tg__name_hash_find(ps, name);
+    if (at != -2)
+        return at >= 0 ? ps->items[at].t : NULL;
     for (int i = 0; i < ps->n; i++)
         if (strcmp(ps->items[i].name, name) == 0) {
             tg__name_compared((uint64_t)i + 1);

@@ -75,7 +75,7 @@ static const char *const OTHER_DTYPES[] = {"U64", "F8_E4M3", "F8_E5M2"};
 
 /* One tensor of the header, checked. */
 typedef struct st_entry {
-    const char *name; /* the header's key: lives as long as the JSON */
+    const char *name; /* the header's key, in st_file.names */
     st_dtype dtype;
     int ndim;
     int64_t shape[TG_MAX_DIMS];
@@ -88,8 +88,9 @@ typedef struct st_file {
     const unsigned char *mem;
     uint64_t size;    /* bytes in all */
     uint64_t data_at; /* where the data buffer starts: 8 + N */
-    uint64_t at; /* where the stream stands: read_at seeks only elsewhere */
-    json_t *root;
+    uint64_t at;  /* where the stream stands: read_at seeks only elsewhere */
+    json_t *root; /* the header, until its entries are taken out */
+    char *names;  /* every entry's name, NUL after each */
     st_entry *entries;
     size_t n;
     tg__names by_name; /* the entries by name, for a load (find) */
@@ -323,8 +324,31 @@ static bool check_spans(const st_file *r)
     return ok;
 }
 
+/* The entries' names copied out of the JSON into r->names, so that the
+ * JSON can go before any tensor is made: its objects take some 20 times
+ * the header's bytes (a million-tensor file's: 1 GiB), and would else
+ * stay while the tensors are read. */
+static bool take_names(st_file *r)
+{
+    size_t bytes = 1;
+    for (size_t i = 0; i < r->n; i++)
+        bytes += strlen(r->entries[i].name) + 1;
+    char *at = r->names = tg__malloc(bytes);
+    if (!at)
+        return fail(r, "out of memory for %zu names", r->n);
+    for (size_t i = 0; i < r->n; i++) {
+        size_t len = strlen(r->entries[i].name) + 1;
+        memcpy(at, r->entries[i].name, len);
+        r->entries[i].name = at;
+        at += len;
+    }
+    json_decref(r->root);
+    r->root = NULL;
+    return true;
+}
+
 /* Reads and checks the header into r->entries (every tensor but
- * "__metadata__", in the header's order). */
+ * "__metadata__", in the header's order), then lets the JSON go. */
 static bool parse_header(st_file *r)
 {
     if (!read_header(r))
@@ -343,12 +367,13 @@ static bool parse_header(st_file *r)
             return false;
         r->n++;
     }
-    return check_spans(r);
+    return check_spans(r) && take_names(r);
 }
 
 static void close_file(st_file *r)
 {
     json_decref(r->root);
+    free(r->names);
     free(r->entries);
     tg__names_free(&r->by_name);
     if (r->f)

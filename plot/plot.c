@@ -17,6 +17,7 @@
  * files of an earlier plot with the same stem as they were. */
 #include "core/error.h"
 #include "core/shared.h"
+#include "plot/scale.h"
 #include "plot/tools.h"
 #include "tapegrad_plot.h"
 
@@ -323,8 +324,10 @@ static value_range finite_range(const double *v, int64_t n)
 /* Heatmap                                                                */
 /* ===================================================================== */
 
+/* mask[k] nonzero: cell k is masked (written as NaN, drawn grey) */
 static int write_matrix(const char *op, const plot_files *p, const double *v,
-                        int64_t rows, int64_t cols, bool single)
+                        const unsigned char *mask, int64_t rows, int64_t cols,
+                        bool single)
 {
     tg__file *out = tg__file_begin(op, p->dat);
     if (!out)
@@ -333,14 +336,15 @@ static int write_matrix(const char *op, const plot_files *p, const double *v,
     fprintf(f,
             "# tapegrad heatmap: a (%lld,%lld) matrix, one row per line, row "
             "0 first.\n"
-            "# Non-finite cells are written as NaN. gnuplot reads it with "
-            "`matrix`.\n",
+            "# Non-finite and masked cells are written as NaN. gnuplot reads "
+            "it with `matrix`.\n",
             (long long)rows, (long long)cols);
     for (int64_t r = 0; r < rows; r++) {
         for (int64_t c = 0; c < cols; c++) {
             if (c)
                 fputc(' ', f);
-            put_number(f, v[r * cols + c], single);
+            bool masked = mask && mask[r * cols + c];
+            put_number(f, masked ? NAN : v[r * cols + c], single);
         }
         fputc('\n', f);
     }
@@ -358,7 +362,8 @@ static int64_t tic_step(int64_t n)
 
 /* Where the cells go: a plot area of at most 560 px a side, shaped like the
  * matrix (square cells) unless that is flatter than 1:4 either way, plus
- * room around it for titles, tics and the colour box. */
+ * room around it for titles, tics, the colour box and its title, and the
+ * legend's line at the bottom. */
 typedef struct heatmap_layout {
     double ratio;          /* plot area height / width */
     int width, height;     /* of the picture */
@@ -371,8 +376,8 @@ static heatmap_layout heatmap_layout_for(int64_t rows, int64_t cols)
     l.ratio = fmin(4, fmax(0.25, (double)rows / (double)cols));
     double plot_w = l.ratio <= 1 ? 560 : 560 / l.ratio;
     double plot_h = plot_w * l.ratio;
-    l.width = (int)fmax(420, plot_w + 200);
-    l.height = (int)(plot_h + 120);
+    l.width = (int)fmax(460, plot_w + 240);
+    l.height = (int)(plot_h + 150);
     l.cell_w = plot_w / (double)cols;
     l.cell_h = plot_h / (double)rows;
     return l;
@@ -381,74 +386,76 @@ static heatmap_layout heatmap_layout_for(int64_t rows, int64_t cols)
 /* The annotations' font size in pt: the widest "%.2f" text (sans is about
  * 0.55 px wide per pt per character) in 80% of a cell, at most 11 pt.
  * Below 5 pt they would be unreadable: 0, no annotations. */
-static int annotation_font(const heatmap_layout *l, value_range r)
+static int annotation_font(const heatmap_layout *l, const tg__cscale *s)
 {
     char lo[64], hi[64];
-    int chars = (int)fmax(snprintf(lo, sizeof lo, "%.2f", r.lo),
-                          snprintf(hi, sizeof hi, "%.2f", r.hi));
+    int chars = (int)fmax(snprintf(lo, sizeof lo, "%.2f", s->lo),
+                          snprintf(hi, sizeof hi, "%.2f", s->hi));
     double font =
         fmin(11, fmin(0.8 * l->cell_w / (0.55 * chars), 0.6 * l->cell_h));
     return font < 5 ? 0 : (int)font;
 }
 
-static int write_heatmap_script(const char *op, const plot_files *p,
-                                const double *v, int64_t rows, int64_t cols,
-                                const char *title, const char *xlabel,
-                                const char *ylabel, bool annotate)
+/* The cells for which keep(v, masked) holds, as "column row" lines of the
+ * inline data block $name (read by the overlay plots). */
+static void put_cells(FILE *f, const char *name, const double *v,
+                      const unsigned char *mask, int64_t rows, int64_t cols,
+                      bool zeros)
 {
-    value_range r = finite_range(v, rows * cols);
-    if (r.lo > r.hi) {
-        r.lo = 0;
-        r.hi = 1;
-    } else if (r.lo == r.hi) {
-        double pad = r.lo != 0 ? fabs(r.lo) / 2 : 0.5;
-        r.lo -= pad;
-        r.hi += pad;
+    fprintf(f, "$%s << EOD\n", name);
+    for (int64_t k = 0; k < rows * cols; k++) {
+        bool masked = mask && mask[k];
+        if (zeros ? !masked && v[k] == 0 : masked)
+            fprintf(f, "%lld %lld\n", (long long)(k % cols),
+                    (long long)(k / cols));
     }
-    heatmap_layout l = heatmap_layout_for(rows, cols);
-    tg__file *out = tg__file_begin(op, p->gp);
-    if (!out)
-        return -1;
-    FILE *f = tg__file_stream(out);
-    script_begin(f, p, "heatmap", l.width, l.height, title, xlabel, ylabel);
-    fputs("\n# viridis: dark purple (low) to yellow (high)\n"
-          "set palette defined (0 '#440154', 1 '#3b528b', 2 '#21918c', "
-          "3 '#5ec962', 4 '#fde725')\n",
-          f);
-    put_range(f, "set cbrange", r.lo, r.hi);
-    fprintf(f,
-            "set xrange [-0.5:%lld.5]\n"
-            "set yrange [%lld.5:-0.5]  # row 0 at the top\n"
-            "set size ratio %.4g\n"
-            "set tics out nomirror\n"
-            "set xtics 0, %lld, %lld\n"
-            "set ytics 0, %lld, %lld\n"
-            "unset key\n\n",
-            (long long)cols - 1, (long long)rows - 1, l.ratio,
-            (long long)tic_step(cols), (long long)cols - 1,
-            (long long)tic_step(rows), (long long)rows - 1);
-    int font = annotate ? annotation_font(&l, r) : 0;
-    if (annotate && !font)
-        fprintf(f,
-                "# No annotations: they would not fit in cells of "
-                "%.0fx%.0f px.\n\n",
-                l.cell_w, l.cell_h);
-    if (font) {
-        fputs("# Annotations: 2 decimals, none on NaN cells; white text on "
-              "the dark part\n# of the palette, black on the light part.\n"
-              "cell_text(v) = v == v ? sprintf('%.2f', v) : ''\n"
-              "dark(v) = v < ",
+    fputs("EOD\n", f);
+}
+
+/* The colours: the scale's palette and range, the colour bar's title, and
+ * the bottom line that says what the grey and the hatching are, with their
+ * counts (in the bottom margin, below the x axis' title). */
+static void put_scale(FILE *f, const tg__cscale *s)
+{
+    fprintf(f, "\n# colour scale: %s\n", tg__scale_name(s->kind));
+    fputs(tg__scale_palette(s->kind), f);
+    put_range(f, "set cbrange", s->lo, s->hi);
+    if (s->kind == TG_SCALE_DIVERGING)
+        fputs("# symmetric about 0: 0 is the palette's middle stop, "
+              "'" TG__NEUTRAL "'\n",
               f);
-        put_number(f, r.lo + 0.55 * (r.hi - r.lo), false);
-        fprintf(f, "\ncell_font = ',%d'\n\n", font);
+    put_setting(f, "set cblabel", s->cblabel);
+    char legend[160] = "";
+    int at = 0;
+    if (s->kind == TG_SCALE_DIVERGING)
+        at = snprintf(legend, sizeof legend, "hatched: exactly 0 (%lld cell%s)",
+                      (long long)s->zeros, s->zeros == 1 ? "" : "s");
+    if (s->masked)
+        snprintf(legend + at, sizeof legend - (size_t)at,
+                 "%sgrey: masked (%lld cell%s)", at ? "; " : "",
+                 (long long)s->masked, s->masked == 1 ? "" : "s");
+    if (*legend) {
+        fputs("set label 1 ", f);
+        put_string(f, legend);
+        fputs(" at screen 0.02, screen 0.03 left\n", f);
     }
-    /* gnuplot's image needs at least 2x2 cells; one row or column is drawn
-     * as boxes (NaN cells are skipped either way). */
-    fputs(rows >= 2 && cols >= 2
-              ? "plot data matrix with image"
-              : "plot data matrix using 1:2:(0.5):(0.5):3 with boxxyerror "
-                "fillstyle solid noborder linecolor palette",
-          f);
+}
+
+/* The overlays after the image: masked cells as grey boxes, exact zeros
+ * (diverging) as two grey strokes across the corners of the cell, its
+ * centre left in the neutral colour; then the annotations. */
+static void put_overlays(FILE *f, const tg__cscale *s, int font)
+{
+    if (s->masked)
+        fputs(", \\\n     $masked using 1:2:(0.5):(0.5) with boxxyerror "
+              "fillstyle solid noborder linecolor rgb '" TG__MASKED "'",
+              f);
+    if (s->kind == TG_SCALE_DIVERGING && s->zeros)
+        fputs(", \\\n     $zeros using ($1-0.5):2:(0.5):(-0.5) with vectors "
+              "nohead linecolor rgb '" TG__HATCH "', \\\n"
+              "     $zeros using 1:($2+0.5):(0.5):(-0.5) with vectors "
+              "nohead linecolor rgb '" TG__HATCH "'",
+              f);
     if (font)
         fputs(", \\\n"
               "     data matrix using 1:2:(cell_text($3))"
@@ -456,46 +463,176 @@ static int write_heatmap_script(const char *op, const plot_files *p,
               "     with labels font cell_font textcolor rgb variable",
               f);
     fputc('\n', f);
+}
+
+/* Annotations: 2 decimals (an exact 0 as "0"), none on NaN (and masked)
+ * cells; white text on the dark part of the palette (viridis' low end; both ends of the
+ * diverging one), black elsewhere. */
+static void put_annotations(FILE *f, const tg__cscale *s, int font)
+{
+    fputs("# Annotations: 2 decimals (an exact 0 as 0, told apart from a "
+          "value that\n# rounds to 0.00), none on NaN or masked cells; white "
+          "text on the dark\n# part of the palette, black on the light "
+          "part.\ncell_text(v) = v != v ? '' : v == 0 ? '0' : "
+          "sprintf('%.2f', v)\n",
+          f);
+    if (s->kind == TG_SCALE_DIVERGING) {
+        fputs("dark(v) = abs(v) > ", f);
+        put_number(f, 0.6 * s->hi, false);
+    } else {
+        fputs("dark(v) = v < ", f);
+        put_number(f, s->lo + 0.55 * (s->hi - s->lo), false);
+    }
+    fprintf(f, "\ncell_font = ',%d'\n\n", font);
+}
+
+static int write_heatmap_script(const char *op, const plot_files *p,
+                                const double *v, const unsigned char *mask,
+                                int64_t rows, int64_t cols, const char *title,
+                                const tg__cscale *s, bool annotate)
+{
+    heatmap_layout l = heatmap_layout_for(rows, cols);
+    tg__file *out = tg__file_begin(op, p->gp);
+    if (!out)
+        return -1;
+    FILE *f = tg__file_stream(out);
+    script_begin(f, p, "heatmap", l.width, l.height, title, s->xlabel,
+                 s->ylabel);
+    put_scale(f, s);
+    fprintf(f,
+            "set xrange [-0.5:%lld.5]\n"
+            "set yrange [%lld.5:-0.5]  # row 0 at the top\n"
+            "set size ratio %.4g\n"
+            "set bmargin 5  # the x axis' title, then the legend's line\n"
+            "set tics out nomirror\n"
+            "set xtics 0, %lld, %lld\n"
+            "set ytics 0, %lld, %lld\n"
+            "unset key\n\n",
+            (long long)cols - 1, (long long)rows - 1, l.ratio,
+            (long long)tic_step(cols), (long long)cols - 1,
+            (long long)tic_step(rows), (long long)rows - 1);
+    int font = annotate ? annotation_font(&l, s) : 0;
+    if (annotate && !font)
+        fprintf(f,
+                "# No annotations: they would not fit in cells of "
+                "%.0fx%.0f px.\n\n",
+                l.cell_w, l.cell_h);
+    if (font)
+        put_annotations(f, s, font);
+    if (s->masked)
+        put_cells(f, "masked", v, mask, rows, cols, false);
+    if (s->kind == TG_SCALE_DIVERGING && s->zeros)
+        put_cells(f, "zeros", v, mask, rows, cols, true);
+    /* gnuplot's image needs at least 2x2 cells; one row or column is drawn
+     * as boxes (NaN cells are skipped either way). */
+    fputs(rows >= 2 && cols >= 2
+              ? "plot data matrix with image"
+              : "plot data matrix using 1:2:(0.5):(0.5):3 with boxxyerror "
+                "fillstyle solid noborder linecolor palette",
+          f);
+    put_overlays(f, s, font);
     return tg__file_commit(out);
+}
+
+/* m (and mask, of m's shape) as doubles and mask bytes (the caller frees
+ * both); false with the error set. */
+static bool read_heatmap(const char *op, const tg_tensor *m,
+                         const tg_tensor *mask, double **v, unsigned char **mk)
+{
+    int64_t n = tg_numel(m);
+    *v = tg__malloc(sizeof(double) * (size_t)n);
+    double *md = mask ? tg__malloc(sizeof(double) * (size_t)n) : NULL;
+    *mk = mask ? tg__malloc((size_t)n) : NULL;
+    bool ok = *v && (!mask || (md && *mk));
+    if (!ok)
+        tg__error("%s: out of memory for shape %s", op, TG_SHP(m));
+    else if (tg_copy_out(m, TG_FLOAT64, *v) != 0 ||
+             (mask && tg_copy_out(mask, TG_FLOAT64, md) != 0)) {
+        tg__error_wrap(op);
+        ok = false;
+    }
+    for (int64_t k = 0; ok && mask && k < n; k++)
+        (*mk)[k] = md[k] != 0;
+    free(md);
+    if (!ok) {
+        free(*v);
+        free(*mk);
+    }
+    return ok;
+}
+
+/* The checks of tg_plot_heatmap_with's tensors; false with the error set. */
+static bool check_heatmap(const char *op, const tg_tensor *m,
+                          const tg_tensor *mask)
+{
+    if (!m) { /* keep the error that made m NULL, if any */
+        if (!*tg_last_error())
+            tg__error("%s: tensor is NULL", op);
+        return false;
+    }
+    if (tg_ndim(m) != 2) {
+        tg__error("%s: expected a 2-D tensor, got shape %s", op, TG_SHP(m));
+        return false;
+    }
+    if (tg_size(m, 0) == 0 || tg_size(m, 1) == 0) {
+        tg__error("%s: tensor of shape %s is empty", op, TG_SHP(m));
+        return false;
+    }
+    if (mask && (tg_ndim(mask) != 2 || tg_size(mask, 0) != tg_size(m, 0) ||
+                 tg_size(mask, 1) != tg_size(m, 1))) {
+        tg__error("%s: mask of shape %s does not match the matrix %s", op,
+                  TG_SHP(mask), TG_SHP(m));
+        return false;
+    }
+    return true;
+}
+
+/* Both heatmap calls, their errors named op. */
+static int plot_heatmap(const char *op, const char *stem, const tg_tensor *m,
+                        const tg_tensor *mask, const char *title,
+                        const tg_heatmap_opts *o)
+{
+    if (!check_heatmap(op, m, mask) || !tg__scale_check(op, o))
+        return -1;
+    plot_files p;
+    if (!name_files(op, stem, &p))
+        return -1;
+    int64_t rows = tg_size(m, 0), cols = tg_size(m, 1);
+    double *v;
+    unsigned char *mk;
+    if (!read_heatmap(op, m, mask, &v, &mk))
+        return -1;
+    tg__cscale s;
+    int rc = tg__scale_resolve(op, o, v, mk, rows * cols, cols, &s) ? 0 : -1;
+    if (rc == 0) {
+        tg__c_numbers c = tg__c_numbers_begin();
+        rc = write_matrix(op, &p, v, mk, rows, cols,
+                          tg_dtype_of(m) == TG_FLOAT32);
+        if (rc == 0)
+            rc = write_heatmap_script(op, &p, v, mk, rows, cols, title, &s,
+                                      o && o->annotate);
+        tg__c_numbers_end(c);
+    }
+    free(v);
+    free(mk);
+    return rc == 0 ? render(op, &p) : -1;
+}
+
+int tg_plot_heatmap_with(const char *stem, const tg_tensor *m,
+                         const tg_tensor *mask, const char *title,
+                         const tg_heatmap_opts *o)
+{
+    return plot_heatmap("plot_heatmap_with", stem, m, mask, title, o);
 }
 
 int tg_plot_heatmap(const char *stem, const tg_tensor *m, const char *title,
                     const char *xlabel, const char *ylabel, bool annotate)
 {
-    const char *op = "plot_heatmap";
-    if (!m) { /* keep the error that made m NULL, if any */
-        if (!*tg_last_error())
-            tg__error("%s: tensor is NULL", op);
-        return -1;
-    }
-    if (tg_ndim(m) != 2) {
-        tg__error("%s: expected a 2-D tensor, got shape %s", op, TG_SHP(m));
-        return -1;
-    }
-    int64_t rows = tg_size(m, 0), cols = tg_size(m, 1);
-    if (rows == 0 || cols == 0) {
-        tg__error("%s: tensor of shape %s is empty", op, TG_SHP(m));
-        return -1;
-    }
-    plot_files p;
-    if (!name_files(op, stem, &p))
-        return -1;
-    double *v = tg__malloc(sizeof(double) * (size_t)(rows * cols));
-    if (!v) {
-        tg__error("%s: out of memory for shape %s", op, TG_SHP(m));
-        return -1;
-    }
-    int rc = tg_copy_out(m, TG_FLOAT64, v);
-    if (rc == 0) {
-        tg__c_numbers c = tg__c_numbers_begin();
-        rc = write_matrix(op, &p, v, rows, cols, tg_dtype_of(m) == TG_FLOAT32);
-        if (rc == 0)
-            rc = write_heatmap_script(op, &p, v, rows, cols, title, xlabel,
-                                      ylabel, annotate);
-        tg__c_numbers_end(c);
-    }
-    free(v);
-    return rc == 0 ? render(op, &p) : -1;
+    const tg_heatmap_opts o = {.scale = TG_SCALE_AUTO,
+                               .xlabel = xlabel,
+                               .ylabel = ylabel,
+                               .annotate = annotate};
+    return plot_heatmap("plot_heatmap", stem, m, NULL, title, &o);
 }
 
 /* ===================================================================== */
@@ -543,8 +680,11 @@ static int write_lines_script(const char *op, const plot_files *p,
     if (!out)
         return -1;
     FILE *f = tg__file_stream(out);
-    script_begin(f, p, "line chart", 800, 600, title, xlabel, ylabel);
-    fputs("\nset grid\nset key top right\n", f);
+    script_begin(f, p, "line chart", 800, 600, title, xlabel ? xlabel : "x",
+                 ylabel ? ylabel : "y");
+    /* the key above the chart, outside the data: never over the curves
+     * (below, it meets the x axis' title) */
+    fputs("\nset grid\nset key above\n", f);
     /* x spans the data exactly (a log axis would round out to 10^k) */
     fputs("set autoscale xfix\n", f);
     if (logx)

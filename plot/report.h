@@ -10,6 +10,8 @@
  *   report.c, report_gnuplot.c       the report, its sections and the page
  *                                    written; the figures gnuplot draws
  *   report_tape.c                    the tape's figure, drawn by dot
+ *   report_strip.c                   the lesson's forward strip (drawn by
+ *                                    plot/strip.js)
  *   report_text.c, report_tools.c    text for the page (escapes, numbers,
  *                                    "not drawn"); gnuplot and dot found
  *                                    and run (through plot/tools.c)
@@ -129,6 +131,8 @@ TG_HIDDEN char *tg__report_slurp(const char *path, size_t *len);
 /* ---- The page's own script and style (generated from plot/report.js and
  * plot/report.css by build-aux/embed-text.sh) ------------------------- */
 TG_HIDDEN extern const char tg__report_js[];
+/* The forward strip's script (plot/strip.js; plot/report_strip.c). */
+TG_HIDDEN extern const char tg__strip_js[];
 TG_HIDDEN extern const char tg__report_css[];
 /* plot/backward.js: the backward stepper (tg_report_backward) */
 TG_HIDDEN extern const char tg__backward_js[];

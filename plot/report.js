@@ -8,7 +8,8 @@
  * them) and maps the mouse to a cell or point with it, showing the value
  * from the JSON, never from the picture. The lesson's two figures
  * (averaging, attention) are drawn here. window.tgReport is the page's
- * interface for tests: ready, cellCenter, pointCenter, weights. */
+ * interface for tests: ready, cellCenter, pointCenter, cellText,
+ * weights. */
 (function () {
   "use strict";
 
@@ -25,6 +26,13 @@
    * which String() gives back; non-finite ones as their names. */
   function show(v) { return typeof v === "string" ? v : String(v); }
   function p6(x) { return x.toPrecision(6); }
+  /* x to d decimals as the lesson prints np.round(x, d): x * 10^d rounded
+   * half to even (0.125 -> "0.12", where toFixed gives "0.13") */
+  function npFixed(x, d) {
+    var f = Math.pow(10, d), y = x * f, r = Math.round(y);
+    if (Math.abs(y - Math.trunc(y)) === 0.5) r = 2 * Math.round(y / 2);
+    return (r / f).toFixed(d);
+  }
   function label(labels, i) {
     return labels && labels[i] !== undefined && labels[i] !== "" ?
       " (" + labels[i] + ")" : "";
@@ -117,6 +125,9 @@
   function heatmapText(fig, row, col) {
     var d = fig.data, k = row * d.cols + col;
     var v = d.mask && d.mask[k] ? "masked" : show(d.v[k]);
+    /* on the diverging scale an exact 0 is hatched: say so in words too */
+    if (v !== "masked" && d.scale && d.scale.kind === "diverging" &&
+        num(d.v[k]) === 0) v += " (exactly 0)";
     if (d.block) {
       var r0 = row * d.block.fr, c0 = col * d.block.fc;
       var r1 = Math.min(d.block.rows, r0 + d.block.fr) - 1;
@@ -196,9 +207,11 @@
     var L = gridLayout(fig), T = d.rows, cs = L.cs;
     ctx2.clearRect(0, 0, c.width, c.height);
     ctx2.font = "12px sans-serif";
+    fig.shown = []; /* each cell's text, row-major: what the page says */
     for (var i = 0; i < T; i++)
       for (var j = 0; j < T; j++) {
         var v = values[i][j];
+        fig.shown.push(v === null ? "masked" : isNaN(v) ? "nan" : npFixed(v, 2));
         ctx2.fillStyle = v === null ? "#aaaaaa" :
           isNaN(v) ? "#ff00ff" : viridis(v);
         ctx2.fillRect(L.x0 + j * cs, L.y0 + i * cs, cs, cs);
@@ -206,7 +219,7 @@
           ctx2.fillStyle = v > 0.6 ? "#000" : "#fff";
           ctx2.textAlign = "center";
           ctx2.textBaseline = "middle";
-          ctx2.fillText(v.toFixed(2), L.x0 + (j + 0.5) * cs, L.y0 + (i + 0.5) * cs);
+          ctx2.fillText(npFixed(v, 2), L.x0 + (j + 0.5) * cs, L.y0 + (i + 0.5) * cs);
         }
       }
     ctx2.fillStyle = "#222";
@@ -253,7 +266,11 @@
   function setupAveraging(fig) {
     var d = fig.data, readout = fig.section.querySelector(".tg-readout");
     gridSetup(fig);
-    var vals = rows(d, function (k) { return num(d.v[k]); });
+    /* the future (above the diagonal, weight 0) is masked, not "0.00" */
+    var vals = rows(d, function (k) {
+      var w = num(d.v[k]);
+      return k % d.cols > Math.floor(k / d.cols) && w === 0 ? null : w;
+    });
     var sel = -1;
     drawGrid(fig, vals, sel);
     fig.canvas.addEventListener("click", function (e) {
@@ -310,6 +327,37 @@
     }
     return "entropy " + p6(h) + " nats, gain " + p6(Math.sqrt(g2));
   }
+  /* The attention figure's key: axis titles and a colour bar of the
+   * weights on their fixed range [0, 1] (the cells' viridis(w), never
+   * stretched to the data), so two figures compare colour for colour. */
+  function attentionKey(fig) {
+    var c = fig.canvas, g = c.getContext("2d"), L = gridLayout(fig);
+    var side = fig.data.rows * L.cs, x = L.x0 + side + 14, h = side;
+    for (var i = 0; i < h; i++) {
+      g.fillStyle = viridis(1 - i / (h - 1));
+      g.fillRect(x, L.y0 + i, 12, 1);
+    }
+    g.fillStyle = "#222";
+    g.font = "11px sans-serif";
+    g.textAlign = "left";
+    g.textBaseline = "middle";
+    [0, 0.5, 1].forEach(function (w) {
+      g.fillText(String(w), x + 16, L.y0 + (1 - w) * (h - 1));
+    });
+    g.font = "12px sans-serif";
+    g.textAlign = "center";
+    g.save();
+    g.translate(x + 42, L.y0 + h / 2);
+    g.rotate(Math.PI / 2);
+    g.fillText("weight (fixed 0 to 1)", 0, 0);
+    g.restore();
+    g.fillText("key (the token attended to)", L.x0 + side / 2, c.height - 10);
+    g.save();
+    g.translate(12, L.y0 + side / 2);
+    g.rotate(-Math.PI / 2);
+    g.fillText("query (the row)", 0, 0);
+    g.restore();
+  }
   function setupAttention(fig) {
     var d = fig.data, sec = fig.section;
     var readout = sec.querySelector(".tg-readout");
@@ -329,6 +377,7 @@
       stats.textContent = rowStats(fig.w[hover.row]);
     }
     drawGrid(fig, fig.w, -1);
+    attentionKey(fig);
     fig.canvas.addEventListener("mousemove", function (e) {
       hover = gridCell(fig, e);
       say();
@@ -344,6 +393,7 @@
       shown.textContent = String(t);
       fig.w = attentionWeights(d, t);
       drawGrid(fig, fig.w, -1);
+      attentionKey(fig);
       say();
     });
     fig.drawn = true;
@@ -367,6 +417,11 @@
     if (!f.point || !f.drawn) throw new Error("tgReport: " + id + " has no points drawn");
     var p = f.point(series, i);
     return toViewport(f, p.x, p.y);
+  };
+  api.cellText = function (id, row, col) {
+    var f = fig(id);
+    if (!f.shown) throw new Error("tgReport: " + id + " is not a lesson figure");
+    return f.shown[row * f.data.cols + col];
   };
   api.weights = function (id) {
     var f = fig(id);

@@ -124,19 +124,22 @@ static char *lines_script(const tg_series *s, int n, const thinned *t,
                           const char *xlabel, const char *ylabel, bool logy)
 {
     sbuf body = {0};
-    tg__sb_puts(&body, "set key top right\nset grid\nset format y '%g'\n");
+    /* the key above the chart, outside the data: never over a curve (below,
+     * gnuplot puts it on the x axis' title); a series a row, with a line of
+     * room more than gnuplot reserves, whose guess of the canvas text's
+     * height put the last row on the top border (and the x axis' title a
+     * pixel past the bottom edge) */
+    tg__sb_printf(&body,
+                  "set key above vertical maxrows %d\nset tmargin %d\n"
+                  "set bmargin 4\nset grid\nset format y '%%g'\n",
+                  n, n + 3);
     if (logy)
         tg__sb_puts(&body, "set logscale y\n");
-    if (xlabel) {
-        tg__sb_puts(&body, "set xlabel ");
-        tg__gp_text(&body, xlabel, 80);
-        tg__sb_putn(&body, "\n", 1);
-    }
-    if (ylabel) {
-        tg__sb_puts(&body, "set ylabel ");
-        tg__gp_text(&body, ylabel, 80);
-        tg__sb_putn(&body, "\n", 1);
-    }
+    tg__sb_puts(&body, "set xlabel ");
+    tg__gp_text(&body, xlabel ? xlabel : "x", 80);
+    tg__sb_puts(&body, "\nset ylabel ");
+    tg__gp_text(&body, ylabel ? ylabel : "y", 80);
+    tg__sb_putn(&body, "\n", 1);
     for (int i = 0; i < n; i++) {
         tg__sb_printf(&body, "$s%d << EOD\n", i);
         for (int64_t q = 0; q < t->kept[i]; q++) {

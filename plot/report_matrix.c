@@ -3,6 +3,7 @@
  * script, plot/report.js). A matrix is read once, as the section is added:
  * masked, and downsampled to block means beyond MAX_CELLS a side. */
 #include "plot/report.h"
+#include "plot/scale.h"
 #include "plot/tools.h"
 
 #include <float.h>
@@ -228,14 +229,62 @@ static void gp_tics(sbuf *b, const char *axis, const char *const *labels,
     tg__sb_puts(b, ")\n");
 }
 
-/* A heatmap's cell colours: finite unmasked cells through the palette
- * (viridis); above them an rgbalpha layer paints masked cells grey, NaN
+/* The longest of the n labels drawn as tics (at most 24 characters), 0
+ * when the tics are numbers. */
+static int label_chars(const char *const *labels, int64_t n)
+{
+    size_t most = 0;
+    for (int64_t i = 0; labels && n <= 64 && i < n; i++)
+        if (labels[i] && strlen(labels[i]) > most)
+            most = strlen(labels[i]);
+    return most > 24 ? 24 : (int)most;
+}
+
+/* The figure's size in px, and where its plot area goes. */
+enum { HEAT_W = 600, HEAT_H = 520 };
+
+/* The margins in px, at screen coordinates, so that nothing is cut off and
+ * the axis titles go exactly where there is room: the 10 pt font is about
+ * 7 px a character and 14 px a line. Below: the tics (10 px), an x label
+ * of c characters at -45 degrees (7 c sin 45 = 5 c px down, and its own
+ * height; 6 c in all, with the gaps 56 px), then the x
+ * axis' title; on the left the title, then the y labels (7 px a
+ * character); on the right the colour box (about 22 px), its numbers (up
+ * to 9 characters, "-2.5e+10") and its title. The
+ * titles are labels at those places, not gnuplot's xlabel, which it puts
+ * where level tics would end, on top of slanted ones. */
+static void gp_frame(sbuf *b, int xchars, int ychars, const tg__cscale *s)
+{
+    double below = 56 + 6 * xchars, left = 30 + 7 * ychars + 12;
+    double right = 130, top = 12;
+    if (left < 60)
+        left = 60;
+    tg__sb_printf(b,
+                  "set lmargin at screen %.4f\nset rmargin at screen %.4f\n"
+                  "set bmargin at screen %.4f\nset tmargin at screen %.4f\n",
+                  left / HEAT_W, 1 - right / HEAT_W, below / HEAT_H,
+                  1 - top / HEAT_H);
+    tg__sb_puts(b, "set label 101 ");
+    tg__gp_text(b, s->xlabel, 80);
+    tg__sb_printf(b, " at screen %.4f, screen %.4f center front\n",
+                  (left + (HEAT_W - right - left) / 2) / HEAT_W, 12.0 / HEAT_H);
+    tg__sb_puts(b, "set label 102 ");
+    tg__gp_text(b, s->ylabel, 80);
+    tg__sb_printf(b, " at screen %.4f, screen %.4f center rotate by 90 front\n",
+                  14.0 / HEAT_W, (below + (HEAT_H - top - below) / 2) / HEAT_H);
+    /* the colour bar's title at the right edge, past its numbers (gnuplot's
+     * cblabel goes by its own guess of their width, and met them) */
+    tg__sb_puts(b, "set label 103 ");
+    tg__gp_text(b, s->cblabel, 80);
+    tg__sb_printf(b, " at screen %.4f, screen %.4f center rotate by 90 front\n",
+                  1 - 12.0 / HEAT_W,
+                  (below + (HEAT_H - top - below) / 2) / HEAT_H);
+}
+
+/* A heatmap's cell colours: finite unmasked cells through the scale's
+ * palette; above them an rgbalpha layer paints masked cells grey, NaN
  * magenta, +inf red and -inf black. A side of 1 is drawn as two half cells,
  * since gnuplot's images need a grid of at least 2 x 2 points. */
-static const char heat_palette[] =
-    "set palette defined (0 '#440154', 0.25 '#3b528b', 0.5 '#21908d', "
-    "0.75 '#5dc963', 1 '#fde725')\n";
-
 static void heat_points(sbuf *b, const matrix *x, bool overlay)
 {
     int sr = x->rows == 1 ? 2 : 1, sc = x->cols == 1 ? 2 : 1;
@@ -272,81 +321,188 @@ static void heat_points(sbuf *b, const matrix *x, bool overlay)
     }
 }
 
-int tg_report_heatmap(tg_report *r, const char *title, const tg_tensor *m,
-                      const tg_tensor *mask, const char *const *row_labels,
-                      const char *const *col_labels)
+/* Exact zeros are hatched (diverging) while a cell is at least about 6 px
+ * a side; beyond 80 cells the count in the caption says it alone. */
+static bool hatched(const matrix *x, const tg__cscale *s)
 {
-    const char *op = "report_heatmap";
-    if (!tg__report_check(op, r))
+    return s->kind == TG_SCALE_DIVERGING && s->zeros > 0 && x->rows <= 80 &&
+           x->cols <= 80;
+}
+
+/* The hatching: two strokes across the corners of each exactly-0 cell,
+ * from (c - 1/2, r) to (c, r - 1/2) and from (c, r + 1/2) to (c + 1/2, r),
+ * so the cell's centre keeps the neutral colour the scale gives 0. */
+static void heat_zeros(sbuf *b, const matrix *x)
+{
+    tg__sb_puts(b, "$z << EOD\n");
+    for (int64_t k = 0; k < x->rows * x->cols; k++)
+        if (!(x->mask && x->mask[k]) && x->v[k] == 0)
+            tg__sb_printf(b, "%lld %lld\n", (long long)(k % x->cols),
+                          (long long)(k / x->cols));
+    tg__sb_puts(b, "EOD\n");
+}
+
+/* gnuplot's commands for the heatmap; NULL when out of memory. */
+static char *heat_script(const matrix *x, const tg__cscale *s,
+                         const char *const *rl, const char *const *cl,
+                         bool special)
+{
+    bool blocks = x->fr > 1 || x->fc > 1;
+    sbuf b = {0};
+    tg__sb_printf(&b,
+                  "unset key\nset xrange [-0.5:%lld.5]\nset yrange "
+                  "[%lld.5:-0.5]\nset cbrange [%.17g:%.17g]\nset format cb "
+                  "'%%g'\n%s",
+                  (long long)x->cols - 1, (long long)x->rows - 1, s->lo, s->hi,
+                  tg__scale_palette(s->kind));
+    gp_frame(&b, blocks ? 0 : label_chars(cl, x->cols),
+             blocks ? 0 : label_chars(rl, x->rows), s);
+    gp_tics(&b, "x", blocks ? NULL : cl, x->cols);
+    gp_tics(&b, "y", blocks ? NULL : rl, x->rows);
+    tg__sb_puts(&b, "$v << EOD\n");
+    heat_points(&b, x, false);
+    tg__sb_puts(&b, "EOD\n");
+    if (special) {
+        tg__sb_puts(&b, "$o << EOD\n");
+        heat_points(&b, x, true);
+        tg__sb_puts(&b, "EOD\n");
+    }
+    if (hatched(x, s))
+        heat_zeros(&b, x);
+    tg__sb_printf(&b, "plot $v using 1:2:3 with image%s",
+                  special ? ", $o using 1:2:3:4:5:6 with rgbalpha" : "");
+    if (hatched(x, s))
+        tg__sb_puts(&b,
+                    ", $z using ($1-0.5):2:(0.5):(-0.5) with vectors "
+                    "nohead lc rgb '" TG__HATCH "', $z using 1:($2+0.5):"
+                    "(0.5):(-0.5) with vectors nohead lc rgb '" TG__HATCH "'");
+    tg__sb_putn(&b, "\n", 1);
+    return tg__sb_detach(&b);
+}
+
+/* The caption under the figure: the scale and its range, what is hatched
+ * and grey, with counts, and the colours of nan and the infinities. */
+static void heat_caption(sbuf *b, const matrix *x, const tg__cscale *s)
+{
+    bool nan = false, inf = false;
+    for (int64_t k = 0; k < x->rows * x->cols; k++)
+        if (!(x->mask && x->mask[k])) {
+            nan |= isnan(x->v[k]);
+            inf |= isinf(x->v[k]);
+        }
+    tg__sb_puts(b, "<p class=\"tg-legend\">Colour: ");
+    if (s->kind == TG_SCALE_DIVERGING) {
+        tg__sb_printf(b,
+                      "diverging, blue &lt; 0 &lt; red, symmetric range "
+                      "[%.4g, %.4g]; exactly 0: light grey, hatched (%lld "
+                      "cell%s%s)",
+                      s->lo, s->hi, (long long)s->zeros,
+                      s->zeros == 1 ? "" : "s",
+                      hatched(x, s) || !s->zeros ? "" : ", too small to hatch");
+    } else if (s->kind == TG_SCALE_UNIT)
+        tg__sb_puts(b, "weights on the fixed range [0, 1]");
+    else
+        tg__sb_printf(b, "sequential, from %.4g to %.4g", s->lo, s->hi);
+    if (s->masked)
+        tg__sb_printf(b, "; grey: masked (%lld cell%s)", (long long)s->masked,
+                      s->masked == 1 ? "" : "s");
+    if (nan)
+        tg__sb_puts(b, "; magenta: nan");
+    if (inf)
+        tg__sb_puts(b, "; red: inf; black: -inf");
+    tg__sb_puts(b, ".</p>\n");
+}
+
+/* The scale in the section's JSON, for the page's readout and tests. */
+static void json_scale(sbuf *b, const tg__cscale *s)
+{
+    tg__sb_printf(
+        b, ",\"scale\":{\"kind\":\"%s\",\"lo\":", tg__scale_name(s->kind));
+    tg__put_num(b, s->lo, false);
+    tg__sb_puts(b, ",\"hi\":");
+    tg__put_num(b, s->hi, false);
+    tg__sb_printf(
+        b, ",\"zeros\":%lld,\"masked\":%lld,\"neutral\":\"" TG__NEUTRAL "\"}",
+        (long long)s->zeros, (long long)s->masked);
+}
+
+/* The section of tg_report_heatmap_with, from the matrix read. */
+static void heat_section(tg_report *r, int n, const char *title,
+                         const matrix *x, const tg__cscale *s,
+                         const char *const *rl, const char *const *cl,
+                         sbuf *sec, char **js)
+{
+    bool special = false;
+    for (int64_t k = 0; k < x->rows * x->cols; k++)
+        special |= (x->mask && x->mask[k]) || !isfinite(x->v[k]);
+    char *script = heat_script(x, s, rl, cl, special);
+    sbuf data = {0};
+    tg__report_open_section(sec, n, "heatmap", title);
+    downsample_note(sec, x);
+    *js =
+        script ? tg__gp_figure(r, n, script, HEAT_W, HEAT_H, sec, &data) : NULL;
+    free(script);
+    heat_caption(sec, x, s);
+    tg__sb_puts(sec, "<div class=\"tg-readout\"></div>\n");
+    tg__report_data_open(sec);
+    tg__sb_puts(sec, "{");
+    tg__sb_putn(sec, data.p ? data.p : "", data.len);
+    tg__sb_putn(sec, ",", 1);
+    json_matrix(sec, x);
+    json_scale(sec, s);
+    tg__sb_puts(sec, ",\"rl\":");
+    json_labels(sec, rl, x->rows0);
+    tg__sb_puts(sec, ",\"cl\":");
+    json_labels(sec, cl, x->cols0);
+    tg__sb_puts(sec, "}");
+    tg__report_data_close(sec);
+    free(data.p);
+    if (data.oom)
+        sec->oom = true;
+}
+
+/* Both heatmap calls, their errors named op. */
+static int report_heatmap(const char *op, tg_report *r, const char *title,
+                          const tg_tensor *m, const tg_tensor *mask,
+                          const char *const *row_labels,
+                          const char *const *col_labels,
+                          const tg_heatmap_opts *o)
+{
+    if (!tg__report_check(op, r) || !tg__scale_check(op, o))
         return -1;
     matrix x;
     if (!read_matrix(op, m, mask, false, &x))
         return -1;
+    tg__cscale s;
+    if (!tg__scale_resolve(op, o, x.v, x.mask, x.rows * x.cols, x.cols, &s)) {
+        matrix_free(&x);
+        return -1;
+    }
     tg__c_numbers c = tg__c_numbers_begin();
     int n = r->n + 1;
-    bool special = false;
-    double lo = INFINITY, hi = -INFINITY;
-    for (int64_t k = 0; k < x.rows * x.cols; k++) {
-        bool masked = x.mask && x.mask[k];
-        special |= masked || !isfinite(x.v[k]);
-        if (!masked && isfinite(x.v[k])) {
-            lo = fmin(lo, x.v[k]);
-            hi = fmax(hi, x.v[k]);
-        }
-    }
-    if (!(lo < hi)) { /* one value, or none */
-        lo = isfinite(lo) ? lo - 0.5 : 0;
-        hi = isfinite(hi) ? hi + 0.5 : 1;
-    }
-    bool blocks = x.fr > 1 || x.fc > 1;
-    sbuf body = {0};
-    tg__sb_printf(&body,
-                  "unset key\nset xrange [-0.5:%lld.5]\nset yrange "
-                  "[%lld.5:-0.5]\nset cbrange [%.17g:%.17g]\nset format cb "
-                  "'%%g'\n%s",
-                  (long long)x.cols - 1, (long long)x.rows - 1, lo, hi,
-                  heat_palette);
-    gp_tics(&body, "x", blocks ? NULL : col_labels, x.cols);
-    gp_tics(&body, "y", blocks ? NULL : row_labels, x.rows);
-    tg__sb_puts(&body, "$v << EOD\n");
-    heat_points(&body, &x, false);
-    tg__sb_puts(&body, "EOD\n");
-    if (special) {
-        tg__sb_puts(&body, "$o << EOD\n");
-        heat_points(&body, &x, true);
-        tg__sb_puts(&body, "EOD\n");
-    }
-    tg__sb_printf(&body, "plot $v using 1:2:3 with image%s\n",
-                  special ? ", $o using 1:2:3:4:5:6 with rgbalpha" : "");
-    char *script = tg__sb_detach(&body);
-
-    sbuf sec = {0}, data = {0};
-    tg__report_open_section(&sec, n, "heatmap", title);
-    downsample_note(&sec, &x);
-    char *js =
-        script ? tg__gp_figure(r, n, script, 560, 480, &sec, &data) : NULL;
-    free(script);
-    tg__sb_puts(&sec, "<div class=\"tg-readout\"></div>\n");
-    if (special)
-        tg__sb_puts(&sec, "<p class=\"tg-legend\">grey: masked; magenta: nan; "
-                          "red: inf; black: -inf</p>\n");
-    tg__report_data_open(&sec);
-    tg__sb_puts(&sec, "{");
-    tg__sb_putn(&sec, data.p ? data.p : "", data.len);
-    tg__sb_putn(&sec, ",", 1);
-    json_matrix(&sec, &x);
-    tg__sb_puts(&sec, ",\"rl\":");
-    json_labels(&sec, row_labels, x.rows0);
-    tg__sb_puts(&sec, ",\"cl\":");
-    json_labels(&sec, col_labels, x.cols0);
-    tg__sb_puts(&sec, "}");
-    tg__report_data_close(&sec);
-    free(data.p);
-    if (data.oom)
-        sec.oom = true;
+    sbuf sec = {0};
+    char *js = NULL;
+    heat_section(r, n, title, &x, &s, row_labels, col_labels, &sec, &js);
     matrix_free(&x);
     tg__c_numbers_end(c);
     return tg__report_add_section(op, r, &sec, js);
+}
+
+int tg_report_heatmap_with(tg_report *r, const char *title, const tg_tensor *m,
+                           const tg_tensor *mask, const char *const *row_labels,
+                           const char *const *col_labels,
+                           const tg_heatmap_opts *o)
+{
+    return report_heatmap("report_heatmap_with", r, title, m, mask, row_labels,
+                          col_labels, o);
+}
+
+int tg_report_heatmap(tg_report *r, const char *title, const tg_tensor *m,
+                      const tg_tensor *mask, const char *const *row_labels,
+                      const char *const *col_labels)
+{
+    return report_heatmap("report_heatmap", r, title, m, mask, row_labels,
+                          col_labels, NULL);
 }
 /* ===================================================================== */
 /* The lesson's figures (drawn by the page's script)                      */
@@ -408,7 +564,8 @@ int tg_report_averaging(tg_report *r, const char *title, const tg_tensor *wei,
     sbuf sec = {0};
     tg__report_open_section(&sec, n, "averaging", title);
     tg__sb_puts(&sec, "<p class=\"tg-hint\">Click a row: the tokens it "
-                      "averages, with their weights.</p>\n");
+                      "averages, with their weights. Grey: the future, "
+                      "masked.</p>\n");
     lesson_canvas(&sec, n);
     tg__sb_puts(&sec, "<div class=\"tg-readout\"></div>\n");
     lesson_data(&sec, n, &x, tokens, NULL);

@@ -840,6 +840,32 @@ static void nn_table(table_walk *w, env *e)
                            temp(tg_zeros(TG_FLOAT64, TG_SHAPE(0, 3))), "t", "x",
                            "y", false),
            "plot_heatmap:", "(0,3)");
+    ROW_RC("plot_heatmap_with scale 7",
+           tg_plot_heatmap_with(tmp_path("h"), e->m, NULL, "t",
+                                &(tg_heatmap_opts){.scale = 7}),
+           "plot_heatmap_with:", "scale 7", "not a tg_heatmap_scale");
+    ROW_RC("plot_heatmap_with scale -1",
+           tg_plot_heatmap_with(tmp_path("h"), e->m, NULL, "t",
+                                &(tg_heatmap_opts){.scale = -1}),
+           "plot_heatmap_with:", "scale -1", "not a tg_heatmap_scale");
+    ROW_RC("plot_heatmap_with unit scale, a weight of 1.5",
+           tg_plot_heatmap_with(
+               tmp_path("h"), temp(tg_full(TG_FLOAT64, TG_SHAPE(2, 3), 1.5)),
+               NULL, "t", &(tg_heatmap_opts){.scale = TG_SCALE_UNIT}),
+           "plot_heatmap_with:", "TG_SCALE_UNIT", "[0, 1], got 1.5 at [0, 0]");
+    ROW_RC(
+        "plot_heatmap_with unit scale, a weight of -0.25",
+        tg_plot_heatmap_with(
+            tmp_path("h"),
+            temp(tg_from_f64(TG_SHAPE(2, 2), (const double[]){0, 1, -0.25, 0})),
+            NULL, "t", &(tg_heatmap_opts){.scale = TG_SCALE_UNIT}),
+        "plot_heatmap_with:", "-0.25 at [1, 0]");
+    ROW_RC("plot_heatmap_with mask shape",
+           tg_plot_heatmap_with(tmp_path("h"), e->m, e->mask, "t", NULL),
+           "plot_heatmap_with:", "mask of shape (4,8,32)", "(16,32)");
+    ROW_RC("plot_heatmap_with NULL stem",
+           tg_plot_heatmap_with(NULL, e->m, NULL, "t", NULL),
+           "plot_heatmap_with:", "stem is NULL");
     ROW_RC("plot_lines NULL series",
            tg_plot_lines(tmp_path("l"), NULL, 1, "t", "x", "y", false, false),
            "plot_lines:", "NULL");
@@ -904,6 +930,22 @@ static void nn_table(table_walk *w, env *e)
     ROW_RC("report_heatmap mask shape",
            tg_report_heatmap(report(), "t", e->m, e->mask, NULL, NULL),
            "report_heatmap:", "mask of shape (4,8,32)", "(16,32)");
+    ROW_RC("report_heatmap_with scale 3",
+           tg_report_heatmap_with(report(), "t", e->m, NULL, NULL, NULL,
+                                  &(tg_heatmap_opts){.scale = 3}),
+           "report_heatmap_with:", "scale 3", "not a tg_heatmap_scale");
+    ROW_RC("report_heatmap_with unit scale, a weight of 1.5",
+           tg_report_heatmap_with(
+               report(), "t", temp(tg_full(TG_FLOAT64, TG_SHAPE(2, 3), 1.5)),
+               NULL, NULL, NULL, &(tg_heatmap_opts){.scale = TG_SCALE_UNIT}),
+           "report_heatmap_with:", "TG_SCALE_UNIT", "1.5 at [0, 0]");
+    ROW_RC("report_heatmap_with 3-d",
+           tg_report_heatmap_with(report(), "t", e->x, NULL, NULL, NULL,
+                                  &(tg_heatmap_opts){0}),
+           "report_heatmap_with:", "2-D", "(4,8,32)");
+    ROW_RC("report_heatmap_with NULL report",
+           tg_report_heatmap_with(NULL, "t", e->m, NULL, NULL, NULL, NULL),
+           "report_heatmap_with:", "report is NULL");
     ROW_RC("report_heatmap NULL report",
            tg_report_heatmap(NULL, "t", e->m, NULL, NULL, NULL),
            "report_heatmap:", "report is NULL");
@@ -944,6 +986,39 @@ static void nn_table(table_walk *w, env *e)
                                temp(tg_zeros(TG_FLOAT64, TG_SHAPE(3, 3))), NULL,
                                NULL, NAN),
            "report_attention:", "temperature", "nan");
+    ROW_RC("report_forward_strip NULL report",
+           tg_report_forward_strip(NULL, "t", e->m, e->m, e->m, NULL, 0),
+           "report_forward_strip:", "report is NULL");
+    ROW_RC("report_forward_strip 3-d q",
+           tg_report_forward_strip(report(), "t", e->x, e->x, e->x, NULL, 0),
+           "report_forward_strip:", "q must be", "(4,8,32)");
+    ROW_RC("report_forward_strip empty v",
+           tg_report_forward_strip(report(), "t", e->m, e->m,
+                                   temp(tg_zeros(TG_FLOAT64, TG_SHAPE(16, 0))),
+                                   NULL, 0),
+           "report_forward_strip:", "v must be", "(16,0)");
+    ROW_RC("report_forward_strip k shape",
+           tg_report_forward_strip(report(), "t", e->m,
+                                   temp(tg_zeros(TG_FLOAT64, TG_SHAPE(16, 8))),
+                                   e->m, NULL, 0),
+           "report_forward_strip:", "k of shape (16,8)", "q (16,32)");
+    ROW_RC("report_forward_strip v rows",
+           tg_report_forward_strip(report(), "t", e->m, e->m,
+                                   temp(tg_zeros(TG_FLOAT64, TG_SHAPE(8, 4))),
+                                   NULL, 0),
+           "report_forward_strip:", "v of shape (8,4)", "16 rows");
+    ROW_RC("report_forward_strip too many tokens",
+           tg_report_forward_strip(
+               report(), "t", temp(tg_zeros(TG_FLOAT64, TG_SHAPE(300, 2))),
+               temp(tg_zeros(TG_FLOAT64, TG_SHAPE(300, 2))),
+               temp(tg_zeros(TG_FLOAT64, TG_SHAPE(300, 2))), NULL, 0),
+           "report_forward_strip:", "(300,2)", "T <= 256");
+    ROW_RC("report_forward_strip row 16 of 16",
+           tg_report_forward_strip(report(), "t", e->m, e->m, e->m, NULL, 16),
+           "report_forward_strip:", "row 16", "[0, 16)");
+    ROW_RC("report_forward_strip row -1",
+           tg_report_forward_strip(report(), "t", e->m, e->m, e->m, NULL, -1),
+           "report_forward_strip:", "row -1", "(16,32)");
     ROW_RC("report_backward NULL report",
            tg_report_backward(NULL, "t", temp(tg_sum_all(e->x))),
            "report_backward:", "report is NULL");
@@ -1051,6 +1126,15 @@ static void nn_null_table(table_walk *w, env *e)
                 tg_report_averaging(report(), "t", NUL, NULL));
     NULL_ROW_RC("report_attention",
                 tg_report_attention(report(), "t", NUL, NULL, NULL, 1));
+    NULL_ROW_RC(
+        "report_forward_strip (q)",
+        tg_report_forward_strip(report(), "t", NUL, e->m, e->m, NULL, 0));
+    NULL_ROW_RC(
+        "report_forward_strip (k)",
+        tg_report_forward_strip(report(), "t", e->m, NUL, e->m, NULL, 0));
+    NULL_ROW_RC(
+        "report_forward_strip (v)",
+        tg_report_forward_strip(report(), "t", e->m, e->m, NUL, NULL, 0));
     NULL_ROW_RC("report_backward", tg_report_backward(report(), "t", NUL));
 }
 

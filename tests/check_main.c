@@ -200,6 +200,8 @@ static const struct {
     {"inplace", inplace_suite},
     {"retain", retain_suite},
     {"gpt2", gpt2_suite},
+    {"llmc", llmc_suite},
+    {"threads", threads_suite},
     {"hooks", hooks_suite},
     {"replay", replay_suite},
     {"precision", precision_suite},

@@ -772,10 +772,44 @@ START_TEST(gradcheck_and_generate_fail_cleanly)
 }
 END_TEST
 
+/* llm.c's files: the checkpoint read, a loss, the model written back; a
+ * shard read. */
+static int llmc_run(void *out)
+{
+    double *v = out;
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/tg_oom_llmc_%d.bin", (int)getpid());
+    tg_gpt g;
+    tg_scope_begin();
+    int rc = tg_gpt_load_llmc(&g, fixture_path("llmc/model.bin"), TG_FLOAT32);
+    tg_tensor *ids = tg_load_npy(fixture_path("gpt2/ids.npy")); /* (4,17) */
+    tg_tensor *x = tg_contiguous(tg_narrow(ids, 1, 0, 16));
+    tg_tensor *y = tg_contiguous(tg_narrow(ids, 1, 1, 16));
+    tg_tensor *loss = rc == 0 && x && y ? tg_gpt_loss(&g, x, y) : NULL;
+    tg_tensor *shard = tg_load_tokens_llmc(fixture_path("llmc/tokens.bin"));
+    rc = loss && shard && tg_gpt_save_llmc(&g, path) == 0 ? 0 : -1;
+    if (rc == 0) {
+        v[0] = tg_item(loss);
+        v[1] = (double)tg_numel(shard);
+    }
+    tg_gpt_free(&g);
+    tg_scope_end();
+    unlink(path);
+    return rc;
+}
+
+START_TEST(llmc_fails_cleanly)
+{
+    double want[2], got[2];
+    each_allocation_fails(llmc_run, want, got, sizeof want);
+}
+END_TEST
+
 /* ---- pictures --------------------------------------------------------------- */
 
-/* A heatmap, a line chart and a bar chart under dir, without gnuplot (the
- * data and the scripts only). 0, or -1 with the error set. */
+/* A heatmap (and one masked, on the diverging scale), a line chart and a
+ * bar chart under dir, without gnuplot (the data and the scripts only). 0,
+ * or -1 with the error set. */
 static int three_plots(const char *dir)
 {
     char heat[300], lines[300], bars[300];
@@ -784,7 +818,13 @@ static int three_plots(const char *dir)
     snprintf(bars, sizeof bars, "%s/bars", dir);
     const double ys[4] = {1, 0.5, 0.25, 0.125};
     tg_tensor *m = tg_from_data(TG_FLOAT64, TG_SHAPE(2, 2), ys);
+    tg_tensor *mask = tg_from_data(TG_BOOL, TG_SHAPE(2, 2),
+                                   (const bool[]){false, true, false, false});
+    const tg_heatmap_opts o = {.scale = TG_SCALE_DIVERGING, .annotate = true};
     int rc = m ? tg_plot_heatmap(heat, m, "h", "x", "y", true) : -1;
+    if (rc == 0)
+        rc = mask ? tg_plot_heatmap_with(heat, m, mask, "h", &o) : -1;
+    tg_release(mask);
     tg_release(m);
     const tg_series line = {.label = "loss", .y = ys, .n = 4};
     if (rc == 0)
@@ -1000,6 +1040,7 @@ Suite *oom_suite(void)
     tcase_add_test(tc, every_op_fails_cleanly_for_good);
     tcase_add_test(tc, gradcheck_and_generate_fail_cleanly);
     tcase_add_test(tc, second_order_fails_cleanly);
+    tcase_add_test(tc, llmc_fails_cleanly);
     tcase_add_test(tc, plots_fail_cleanly);
     suite_add_tcase(s, tc);
     tc = tcase_create("state");

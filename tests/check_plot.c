@@ -177,6 +177,7 @@ START_TEST(heatmap_script_puts_row_0_on_top_and_annotates)
     assert_contains(gp, "matrix with image");
     assert_contains(gp, "with labels");
     assert_contains(gp, "sprintf('%.2f', v)");
+    assert_contains(gp, "v == 0 ? '0'"); /* an exact 0 is not "0.00" */
     assert_contains(gp, "set cbrange [0:11]");
     free(gp);
 
@@ -185,6 +186,128 @@ START_TEST(heatmap_script_puts_row_0_on_top_and_annotates)
     ck_assert_ptr_null(strstr(gp, "with labels"));
     free(gp);
     tg_release(m);
+    tg_release(t);
+}
+END_TEST
+
+/* The number after "set cbrange [" and after its ':' in a script. */
+static void script_cbrange(const char *gp, double *lo, double *hi)
+{
+    const char *p = strstr(gp, "set cbrange [");
+    ck_assert_msg(p != NULL, "no cbrange in:\n%s", gp);
+    char *end;
+    *lo = strtod(p + strlen("set cbrange ["), &end);
+    ck_assert_int_eq(*end, ':');
+    *hi = strtod(end + 1, &end);
+    ck_assert_int_eq(*end, ']');
+}
+
+/* The colour gnuplot gives v: the palette's stops "(g 'rrggbb', ...)" span
+ * [g first, g last], onto which cbrange maps linearly; between two stops
+ * the colour is interpolated. Returns the stop's colour when v lands on a
+ * stop exactly ("" otherwise), into hex. */
+static void colour_at(const char *gp, double v, char hex[8])
+{
+    double lo, hi;
+    script_cbrange(gp, &lo, &hi);
+    const char *p = strstr(gp, "set palette defined (");
+    ck_assert_ptr_nonnull(p);
+    p += strlen("set palette defined (");
+    double g[8];
+    char c[8][8];
+    int n = 0;
+    for (int used = 0;
+         n < 8 && sscanf(p, " %lf '%7[^']'%n", &g[n], c[n], &used) == 2; n++)
+        p += used + (p[used] == ',');
+    ck_assert_int_ge(n, 2);
+    double at = g[0] + (v - lo) / (hi - lo) * (g[n - 1] - g[0]);
+    hex[0] = '\0';
+    for (int i = 0; i < n; i++)
+        if (at == g[i])
+            snprintf(hex, 8, "%s", c[i]);
+}
+
+/* A gradient is signed: the diverging scale's range is [-m, m] with m the
+ * largest |v|, so 0 lands on the palette's middle stop, the neutral light
+ * grey; exact zeros (not masked ones) are listed for the hatching and
+ * counted in the bottom line, masked cells listed for the grey and
+ * written as NaN. */
+START_TEST(heatmap_diverging_is_symmetric_and_0_is_neutral)
+{
+    const double m[2][3] = {{-0.2, 0.5, 0}, {3e-9, 0, -0.125}};
+    const bool mk[2][3] = {{false, false, false}, {false, true, false}};
+    tg_tensor *t = tg_from_data(TG_FLOAT64, TG_SHAPE(2, 3), m);
+    tg_tensor *mask = tg_from_data(TG_BOOL, TG_SHAPE(2, 3), mk);
+    const char *stem = scratch_path("heat_div");
+    const tg_heatmap_opts o = {
+        .scale = TG_SCALE_DIVERGING, .xlabel = "key", .cblabel = "dL/ds"};
+    ck_assert_int_eq(tg_plot_heatmap_with(stem, t, mask, "grad", &o), 0);
+    assert_plot_files(stem);
+    char *gp = read_text(with_ext(stem, ".gp"));
+    double lo, hi;
+    script_cbrange(gp, &lo, &hi);
+    ck_assert_msg(lo == -0.5 && hi == 0.5, "cbrange [%g:%g]", lo, hi);
+    char hex[8];
+    colour_at(gp, 0, hex);
+    ck_assert_str_eq(hex, "#f7f7f7");
+    colour_at(gp, -0.5, hex);
+    ck_assert_str_eq(hex, "#2166ac"); /* blue below 0 */
+    colour_at(gp, 0.5, hex);
+    ck_assert_str_eq(hex, "#b2182b"); /* red above */
+    /* the zero at (row 0, col 2) hatched; (1, 1) is masked, not a zero */
+    assert_contains(gp, "$zeros << EOD\n2 0\nEOD\n");
+    assert_contains(gp, "$masked << EOD\n1 1\nEOD\n");
+    assert_contains(gp, "with vectors nohead");
+    assert_contains(gp, "'hatched: exactly 0 (1 cell); grey: masked (1 "
+                        "cell)'");
+    assert_contains(gp, "set xlabel 'key'");
+    assert_contains(gp, "set ylabel 'row'"); /* the default title */
+    assert_contains(gp, "set cblabel 'dL/ds'");
+    free(gp);
+    dat_lines d = read_dat(stem);
+    double got[4];
+    ck_assert_int_eq(parse_numbers(d.line[1], got, 4), 3);
+    ck_assert_msg(isnan(got[1]) && got[2] == -0.125, "row 1: %s", d.line[1]);
+    free(d.text);
+
+    /* all zeros: still symmetric, [-1, 1], every cell hatched */
+    tg_tensor *z = tg_zeros(TG_FLOAT32, TG_SHAPE(2, 2));
+    ck_assert_int_eq(tg_plot_heatmap_with(stem, z, NULL, NULL, &o), 0);
+    gp = read_text(with_ext(stem, ".gp"));
+    script_cbrange(gp, &lo, &hi);
+    ck_assert_msg(lo == -1 && hi == 1, "cbrange [%g:%g]", lo, hi);
+    assert_contains(gp, "'hatched: exactly 0 (4 cells)'");
+    free(gp);
+    tg_release(z);
+    tg_release(mask);
+    tg_release(t);
+}
+END_TEST
+
+/* Weights are drawn on [0, 1] whatever the data, so two pictures compare;
+ * the default scale follows the data instead. */
+START_TEST(heatmap_unit_is_0_to_1_whatever_the_data)
+{
+    const double m[2][2] = {{0.2, 0.25}, {0.3, 0.2}};
+    tg_tensor *t = tg_from_data(TG_FLOAT64, TG_SHAPE(2, 2), m);
+    const char *stem = scratch_path("heat_unit");
+    ck_assert_int_eq(
+        tg_plot_heatmap_with(stem, t, NULL, "w",
+                             &(tg_heatmap_opts){.scale = TG_SCALE_UNIT}),
+        0);
+    char *gp = read_text(with_ext(stem, ".gp"));
+    double lo, hi;
+    script_cbrange(gp, &lo, &hi);
+    ck_assert_msg(lo == 0 && hi == 1, "unit: cbrange [%g:%g]", lo, hi);
+    assert_contains(gp, "set cblabel 'weight'");
+    ck_assert_ptr_null(strstr(gp, "$zeros")); /* hatching is diverging's */
+    free(gp);
+    ck_assert_int_eq(tg_plot_heatmap(stem, t, NULL, NULL, NULL, false), 0);
+    gp = read_text(with_ext(stem, ".gp"));
+    script_cbrange(gp, &lo, &hi);
+    ck_assert_msg(lo == 0.2 && hi == 0.3, "auto: cbrange [%g:%g]", lo, hi);
+    assert_contains(gp, "set xlabel 'column'");
+    free(gp);
     tg_release(t);
 }
 END_TEST
@@ -277,6 +400,10 @@ START_TEST(lines_linear_axes_and_unlabelled_series)
     char *gp = read_text(with_ext(stem, ".gp"));
     ck_assert_ptr_null(strstr(gp, "logscale"));
     assert_contains(gp, "notitle");
+    /* axis titles always; the key outside the data */
+    assert_contains(gp, "set xlabel 'x'");
+    assert_contains(gp, "set ylabel 'y'");
+    assert_contains(gp, "set key above");
     free(gp);
 }
 END_TEST
@@ -555,6 +682,8 @@ Suite *plot_suite(void)
     tcase_add_test(files, heatmap_writes_matrix);
     tcase_add_test(files, heatmap_float32_values_read_back_exactly);
     tcase_add_test(files, heatmap_script_puts_row_0_on_top_and_annotates);
+    tcase_add_test(files, heatmap_diverging_is_symmetric_and_0_is_neutral);
+    tcase_add_test(files, heatmap_unit_is_0_to_1_whatever_the_data);
     tcase_add_test(files, heatmap_single_row_and_other_dtypes);
     tcase_add_test(files, stems_and_titles_with_quotes_and_spaces);
     tcase_add_test(files, lines_write_one_block_per_series);

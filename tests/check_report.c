@@ -279,6 +279,123 @@ START_TEST(heatmap_data_are_the_tensors_values)
 }
 END_TEST
 
+/* The forward strip's data: the scores are q @ k^T (tg_matmul's, to the
+ * last bit for these small integers and halves), v as given (a transposed
+ * view: any strides), the sizes and the followed row; a bad row adds
+ * nothing. */
+START_TEST(forward_strip_data_are_the_head)
+{
+    tg_scope_begin();
+    const double qv[6] = {1, 2, -0.5, 3, 0, 4}, kv[6] = {2, 1, 1, -1, 0.5, 0};
+    tg_tensor *q = tg_from_data(TG_FLOAT64, TG_SHAPE(3, 2), qv);
+    tg_tensor *k = tg_from_data(TG_FLOAT64, TG_SHAPE(3, 2), kv);
+    tg_rng g;
+    tg_rng_seed(&g, 5);
+    tg_tensor *v = tg_transpose(tg_randn(&g, TG_FLOAT64, TG_SHAPE(4, 3)), 0, 1);
+    tg_report *r = tg_report_new("strip");
+    ck_assert_int_eq(tg_report_forward_strip(r, "s", q, k, v, NULL, 3), -1);
+    ck_assert_ptr_nonnull(strstr(tg_last_error(), "row 3"));
+    ck_assert_int_eq(tg_report_forward_strip(r, "s", q, k, v, TOKENS, 2), 1);
+    const char *path = scratch_path("strip.html");
+    ck_assert_int_eq(tg_report_write(r, path), 0);
+    tg_report_free(r);
+
+    char *page = slurp(path, NULL);
+    char *sec = section_of(page, 1);
+    ck_assert_ptr_nonnull(strstr(sec, "data-kind=\"strip\""));
+    ck_assert_ptr_nonnull(strstr(sec, "\"T\":3,\"hs\":2,\"dv\":4,\"row\":2,"));
+    double got[16], want[12];
+    tg_copy_out(tg_matmul(q, tg_transpose(k, 0, 1)), TG_FLOAT64, want);
+    ck_assert_int_eq(json_numbers(sec, "scores", got, 16), 9);
+    for (int i = 0; i < 9; i++)
+        ck_assert_msg(got[i] == want[i], "score %d: %.17g != %.17g", i, got[i],
+                      want[i]);
+    tg_copy_out(v, TG_FLOAT64, want);
+    ck_assert_int_eq(json_numbers(sec, "v", got, 16), 12);
+    for (int i = 0; i < 12; i++)
+        ck_assert_msg(got[i] == want[i], "v %d: %.17g != %.17g", i, got[i],
+                      want[i]);
+    ck_assert_ptr_nonnull(strstr(sec, "\"tok\":[\"The\",\"cat\",\"sat\"]"));
+    ck_assert_int_eq(count(page, "tgfig1-"), 7); /* six stages, the bars */
+    free(sec);
+    free(page);
+    tg_scope_end();
+}
+END_TEST
+
+/* The "scale" of section n's JSON: its kind, range and counts. */
+static void section_scale(const char *page, int n, char kind[16], double *lo,
+                          double *hi, long *zeros, long *masked)
+{
+    char *sec = section_of(page, n);
+    const char *p = strstr(sec, "\"scale\":{\"kind\":\"");
+    ck_assert_msg(p != NULL, "fig-%d has no scale", n);
+    ck_assert_int_eq(sscanf(p,
+                            "\"scale\":{\"kind\":\"%15[a-z]\",\"lo\":%lf,"
+                            "\"hi\":%lf,\"zeros\":%ld,\"masked\":%ld",
+                            kind, lo, hi, zeros, masked),
+                     5);
+    free(sec);
+}
+
+/* Each heatmap says its scale: a signed gradient on [-m, m], m the largest
+ * |v| (0 the neutral centre), its exact zeros counted in the caption but
+ * not the masked cells; weights on [0, 1] whatever they are; by default
+ * the data's own range. Nothing is guessed from the data. */
+START_TEST(heatmap_scales_are_said_not_guessed)
+{
+    tg_scope_begin();
+    const double g[3][3] = {{0, 0, 0}, {0.25, -0.75, 0}, {1e-9, 0.5, -0.5}};
+    const double w[3][3] = {{1, 0, 0}, {0.5, 0.5, 0}, {0.2, 0.3, 0.5}};
+    tg_tensor *grad = tg_from_data(TG_FLOAT64, TG_SHAPE(3, 3), g);
+    tg_tensor *wei = tg_from_data(TG_FLOAT64, TG_SHAPE(3, 3), w);
+    tg_tensor *future =
+        tg_eq_scalar(tg_tril(tg_ones(TG_FLOAT32, TG_SHAPE(3, 3)), 0), 0);
+    tg_report *r = tg_report_new("scales");
+    const tg_heatmap_opts div = {
+        .scale = TG_SCALE_DIVERGING, .xlabel = "key <s>", .cblabel = "dL/ds"};
+    const tg_heatmap_opts unit = {.scale = TG_SCALE_UNIT};
+    ck_assert_int_eq(
+        tg_report_heatmap_with(r, "g", grad, NULL, NULL, NULL, &div), 1);
+    ck_assert_int_eq(
+        tg_report_heatmap_with(r, "g", grad, future, NULL, NULL, &div), 2);
+    ck_assert_int_eq(
+        tg_report_heatmap_with(r, "w", wei, future, NULL, NULL, &unit), 3);
+    ck_assert_int_eq(tg_report_heatmap(r, "w", wei, future, NULL, NULL), 4);
+    const char *path = scratch_path("scales.html");
+    ck_assert_int_eq(tg_report_write(r, path), 0);
+    tg_report_free(r);
+
+    char *page = slurp(path, NULL), kind[16];
+    double lo, hi;
+    long zeros, masked;
+    section_scale(page, 1, kind, &lo, &hi, &zeros, &masked);
+    ck_assert_str_eq(kind, "diverging");
+    ck_assert_msg(lo == -0.75 && hi == 0.75, "[%g, %g]", lo, hi);
+    ck_assert_int_eq(zeros, 4); /* 1e-9 is not 0 */
+    ck_assert_int_eq(masked, 0);
+    char *sec = section_of(page, 1);
+    ck_assert_ptr_nonnull(strstr(sec, "symmetric range [-0.75, 0.75]"));
+    ck_assert_ptr_nonnull(strstr(sec, "hatched (4 cells)"));
+    free(sec);
+    section_scale(page, 2, kind, &lo, &hi, &zeros, &masked);
+    ck_assert_int_eq(zeros, 1); /* the three above the diagonal are masked */
+    ck_assert_int_eq(masked, 3);
+    sec = section_of(page, 2);
+    ck_assert_ptr_nonnull(strstr(sec, "hatched (1 cell); grey: masked (3 "
+                                      "cells)"));
+    free(sec);
+    section_scale(page, 3, kind, &lo, &hi, &zeros, &masked);
+    ck_assert_str_eq(kind, "unit");
+    ck_assert_msg(lo == 0 && hi == 1, "[%g, %g]", lo, hi);
+    section_scale(page, 4, kind, &lo, &hi, &zeros, &masked);
+    ck_assert_str_eq(kind, "sequential");
+    ck_assert_msg(lo == 0.2 && hi == 1, "[%g, %g]", lo, hi); /* unmasked */
+    free(page);
+    tg_scope_end();
+}
+END_TEST
+
 /* A 1000 x 1000 matrix is drawn as 250 x 250 block means, with a note; the
  * page stays small (well under 2 MB: numbers as float32 digits, the picture
  * one PNG). */
@@ -802,7 +919,7 @@ END_TEST
 static int every_kind(const char *path)
 {
     tg_scope_begin();
-    const double v[4] = {1, 0.5, NAN, 0.125};
+    const double v[4] = {1, 0.5, NAN, 0}; /* a 0: the hatching too */
     tg_tensor *m = tg_from_data(TG_FLOAT64, TG_SHAPE(2, 2), v);
     tg_tensor *x = tg_ones(TG_FLOAT64, TG_SHAPE(2, 2));
     if (x)
@@ -810,15 +927,19 @@ static int every_kind(const char *path)
     tg_tensor *y = x ? tg_scale(x, 2) : NULL;
     const tg_series line = {.label = "loss", .y = v, .n = 2};
     const char *cells[2] = {"a", "b"};
+    const tg_heatmap_opts div = {.scale = TG_SCALE_DIVERGING};
     tg_report *r = tg_report_new("oom");
     int rc = r && m && y && tg_report_text(r, "t", "a\n\nb") > 0 &&
                      tg_report_pre(r, "p", "x") > 0 &&
                      tg_report_table(r, "c", 1, 2, cells) > 0 &&
                      tg_report_heatmap(r, "h", m, NULL, cells, cells) > 0 &&
+                     tg_report_heatmap_with(r, "g", m, NULL, cells, cells,
+                                            &div) > 0 &&
                      tg_report_lines(r, "l", &line, 1, "x", "y", false) > 0 &&
                      tg_report_tape(r, "tape") > 0 &&
                      tg_report_averaging(r, "a", m, NULL) > 0 &&
-                     tg_report_attention(r, "s", m, NULL, cells, 1) > 0
+                     tg_report_attention(r, "s", m, NULL, cells, 1) > 0 &&
+                     tg_report_forward_strip(r, "f", x, x, m, cells, 1) > 0
                  ? tg_report_write(r, path)
                  : -1;
     tg_report_free(r);
@@ -869,6 +990,8 @@ Suite *report_suite(void)
     tcase_add_test(tc, page_has_every_kind_in_order);
     tcase_add_test(tc, failed_call_adds_nothing);
     tcase_add_test(tc, heatmap_data_are_the_tensors_values);
+    tcase_add_test(tc, forward_strip_data_are_the_head);
+    tcase_add_test(tc, heatmap_scales_are_said_not_guessed);
     tcase_add_test(tc, large_matrix_is_downsampled_with_a_note);
     tcase_add_test(tc, float64_block_means_keep_their_range);
     tcase_add_test(tc, attention_slider_bound_is_finite);

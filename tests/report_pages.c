@@ -12,6 +12,11 @@
  *               (one name holding < & >); a text section whose heading
  *               needs escaping;
  *   big.html    a 1000 x 1000 heatmap, which the page must downsample;
+ *   pictures.html  the colour convention (tests/browser/pictures.test.mjs):
+ *               a signed gradient on the diverging scale with exact zeros,
+ *               a 1e-9 and masked cells; two weight heatmaps of different
+ *               data on the unit scale, sharing some weights; a line chart
+ *               of two series with long labels;
  * and beside them expected.json: what the pages must show, computed with
  * the library itself (never by the page's own code):
  *   - each chosen cell's readout: the label part, and the value as the
@@ -441,6 +446,117 @@ static int write_big(const char *dir, FILE *ex)
     return rc;
 }
 
+/* ---- the pictures' convention ------------------------------------------- */
+
+enum { PG = 6 };
+
+/* "[[r, c], ...]" of the cells where pick(i, j) holds. */
+static void json_cells(FILE *ex, bool (*pick)(int, int))
+{
+    int n = 0;
+    fputc('[', ex);
+    for (int i = 0; i < PG; i++)
+        for (int j = 0; j < PG; j++)
+            if (pick(i, j))
+                fprintf(ex, "%s[%d, %d]", n++ ? ", " : "", i, j);
+    fputc(']', ex);
+}
+
+/* The gradient: masked above the diagonal (exactly 0 there too, as a
+ * masked gradient is), exact zeros on row 0 and at (3, 1) (a one-choice
+ * row, a cell the loss never reads), 1e-9 at (4, 2): a value that a
+ * one-sided scale would paint like the zeros. */
+static double grad_at(int i, int j)
+{
+    if (j > i || i == 0 || (i == 3 && j == 1))
+        return 0;
+    if (i == 4 && j == 2)
+        return 1e-9;
+    return (i + j) % 2 ? 0.25 * (i - j + 1) : -0.2 * (j + 1);
+}
+static bool is_future(int i, int j) { return j > i; }
+static bool is_zero(int i, int j)
+{
+    return !is_future(i, j) && grad_at(i, j) == 0;
+}
+
+/* Two weight matrices, rows summing to 1: causal uniform (before) and
+ * peaked on the diagonal (after); both hold 0.5 at (1, 0) and (1, 1). */
+static double weight_at(int which, int i, int j)
+{
+    if (j > i)
+        return 0;
+    if (which == 0 || i == 1)
+        return 1.0 / (i + 1);
+    return j == i ? 0.75 : 0.25 / i;
+}
+
+static int add_pictures(const char *dir, FILE *ex)
+{
+    static const char *const tok[PG] = {"t0", "t1", "t2", "t3", "t4", "t5"};
+    double g[PG][PG], w[2][PG][PG];
+    bool future[PG][PG];
+    for (int i = 0; i < PG; i++)
+        for (int j = 0; j < PG; j++) {
+            g[i][j] = grad_at(i, j);
+            future[i][j] = is_future(i, j);
+            for (int k = 0; k < 2; k++)
+                w[k][i][j] = weight_at(k, i, j);
+        }
+    const tg_heatmap_opts div = {TG_SCALE_DIVERGING, "key position s",
+                                 "query position t", "dloss/dscores", false};
+    const tg_heatmap_opts unit = {TG_SCALE_UNIT, "key (attended to)",
+                                  "query (the row)", "attention weight", false};
+    double x[4] = {0, 1, 2, 3}, a[4] = {1, 0.5, 0.25, 0.2},
+           b[4] = {1, 1, 0.8, 0.4};
+    const tg_series s[2] = {{"scaled by 1/sqrt(hs), a long label", x, a, 4},
+                            {"unscaled, the other long label", x, b, 4}};
+    tg_report *r = tg_report_new("pictures that do not mislead");
+    tg_scope_begin();
+    tg_tensor *fut = tg_from_bool(TG_SHAPE(PG, PG), &future[0][0]);
+    int hg = r ? tg_report_heatmap_with(r, "a gradient, signed",
+                                        tg_from_f64(TG_SHAPE(PG, PG), &g[0][0]),
+                                        fut, tok, tok, &div)
+               : -1;
+    int w0 = tg_report_heatmap_with(r, "weights before",
+                                    tg_from_f64(TG_SHAPE(PG, PG), &w[0][0][0]),
+                                    fut, tok, tok, &unit);
+    int w1 = tg_report_heatmap_with(r, "weights after",
+                                    tg_from_f64(TG_SHAPE(PG, PG), &w[1][0][0]),
+                                    fut, tok, tok, &unit);
+    int ln =
+        tg_report_lines(r, "two series", s, 2, "step", "max weight", false);
+    tg_scope_end();
+    char path[4096];
+    snprintf(path, sizeof path, "%s/pictures.html", dir);
+    int rc =
+        hg > 0 && w0 > 0 && w1 > 0 && ln > 0 ? tg_report_write(r, path) : -1;
+    tg_report_free(r);
+    if (rc != 0)
+        return -1;
+    fprintf(ex,
+            "\"pictures\": {\"page\": \"pictures.html\", \"neutral\": "
+            "\"#f7f7f7\",\n \"gradient\": {\"id\": \"fig-%d\", \"zeros\": ",
+            hg);
+    json_cells(ex, is_zero);
+    fprintf(ex, ", \"masked\": ");
+    json_cells(ex, is_future);
+    fprintf(ex,
+            ", \"tiny\": [4, 2], \"titles\": [\"key position s\", "
+            "\"query position t\", \"dloss/dscores\"]},\n"
+            " \"weights\": [\"fig-%d\", \"fig-%d\"], \"same\": [[1, 0], "
+            "[1, 1]], \"differ\": [[2, 2], [3, 0]], \"titles\": [\"key "
+            "(attended to)\", \"query (the row)\", \"attention weight\"],\n"
+            " \"lines\": {\"id\": \"fig-%d\", \"labels\": [",
+            w0, w1, ln);
+    for (int i = 0; i < 2; i++) {
+        fprintf(ex, "%s", i ? ", " : "");
+        json_str(ex, s[i].label);
+    }
+    fprintf(ex, "], \"titles\": [\"step\", \"max weight\"]}},\n");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -476,6 +592,8 @@ int main(int argc, char **argv)
     tg_report_free(r);
     if (rc == 0)
         rc = write_big(dir, ex);
+    if (rc == 0)
+        rc = add_pictures(dir, ex);
     fprintf(ex, "\"end\": true\n}\n");
     if (fclose(ex) != 0)
         rc = -1;

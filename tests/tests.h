@@ -45,6 +45,8 @@ Suite *everyday_suite(void);
 Suite *inplace_suite(void);
 Suite *retain_suite(void);
 Suite *gpt2_suite(void);
+Suite *llmc_suite(void);
+Suite *threads_suite(void);
 Suite *report_suite(void);
 Suite *hooks_suite(void);
 Suite *replay_suite(void);

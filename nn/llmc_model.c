@@ -1,0 +1,440 @@
+/* llm.c's GPT-2 checkpoint (gpt2_124M.bin and what train_gpt2.c writes),
+ * read into and written from a tg_gpt. The layout, after the 256-int
+ * header ([0] 20240326, [1] version: 3 float32, 5 bfloat16, [2] maxT,
+ * [3] V, [4] L, [5] NH, [6] C, [7] Vp):
+ *
+ *     wte (Vp,C)  wpe (maxT,C)  ln1w ln1b (L,C)  qkvw (L,3C,C)  qkvb (L,3C)
+ *     attprojw (L,C,C)  attprojb (L,C)  ln2w ln2b (L,C)  fcw (L,4C,C)
+ *     fcb (L,4C)  fcprojw (L,C,4C)  fcprojb (L,C)  lnfw lnfb (C)
+ *
+ * one after another, each layer's slice in turn. Matrices are nn.Linear's
+ * (out, in); the model is GPT-2's: every bias, the tanh GELU, layer norms
+ * of eps 1e-5, the head tied to wte. wte's rows past V pad the vocabulary
+ * to a multiple of 128: llm.c's softmax runs over the first V logits only,
+ * so those rows get no gradient and never matter; reading drops them,
+ * writing fills them with zeros, as llm.c's own export does.
+ *
+ * Reading builds the state dict under GPT-2's names in Conv1D's (in, out)
+ * layout and hands it to tg_gpt_from_state_dict, which then chooses the
+ * tanh GELU, every bias and the tied head, as llm.c's model is. */
+#include "nn/llmc.h"
+#include "nn/nn.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { MAGIC = 20240326, PAD = 128 };
+
+/* The 16 tensors in file order: GPT-2's name (after "h.<layer>." for one
+ * per layer), rows and columns in units of C (rows 0: a vector), per layer
+ * or not, stored (out, in). */
+enum { WTE, WPE, N_KINDS = 16 };
+static const struct {
+    const char *name;
+    int rows, cols;
+    bool per_layer, linear;
+} KINDS[N_KINDS] = {
+    {"wte.weight", 1, 1, false, false}, /* rows: Vp */
+    {"wpe.weight", 1, 1, false, false}, /* rows: maxT */
+    {"ln_1.weight", 0, 1, true, false},
+    {"ln_1.bias", 0, 1, true, false},
+    {"attn.c_attn.weight", 3, 1, true, true},
+    {"attn.c_attn.bias", 0, 3, true, false},
+    {"attn.c_proj.weight", 1, 1, true, true},
+    {"attn.c_proj.bias", 0, 1, true, false},
+    {"ln_2.weight", 0, 1, true, false},
+    {"ln_2.bias", 0, 1, true, false},
+    {"mlp.c_fc.weight", 4, 1, true, true},
+    {"mlp.c_fc.bias", 0, 4, true, false},
+    {"mlp.c_proj.weight", 1, 4, true, true},
+    {"mlp.c_proj.bias", 0, 1, true, false},
+    {"ln_f.weight", 0, 1, false, false},
+    {"ln_f.bias", 0, 1, false, false},
+};
+
+typedef struct dims {
+    int64_t maxT, V, L, NH, C, Vp;
+    int version; /* 3: float32, 5: bfloat16 */
+} dims;
+
+/* Kind k's slice for one layer: rows (1 for a vector) and columns. */
+static void slice_shape(const dims *d, int k, int64_t *rows, int64_t *cols)
+{
+    *rows = k == WTE   ? d->Vp
+            : k == WPE ? d->maxT
+                       : (KINDS[k].rows ? KINDS[k].rows * d->C : 1);
+    *cols = KINDS[k].cols * d->C;
+}
+
+/* Elements of the whole file's weights, or false when that overflows. */
+static bool count_all(const dims *d, uint64_t *n)
+{
+    uint64_t total = 0;
+    for (int k = 0; k < N_KINDS; k++) {
+        int64_t rows, cols;
+        slice_shape(d, k, &rows, &cols);
+        uint64_t one, all;
+        if (__builtin_mul_overflow((uint64_t)rows, (uint64_t)cols, &one) ||
+            __builtin_mul_overflow(one, KINDS[k].per_layer ? d->L : 1, &all) ||
+            __builtin_add_overflow(total, all, &total))
+            return false;
+    }
+    *n = total;
+    return true;
+}
+
+/* The header read and checked against the file's size. */
+static bool read_dims(const char *path, FILE *f, int64_t size, dims *d)
+{
+    static const char op[] = "gpt_load_llmc";
+    int32_t h[LLMC_HEADER_INTS];
+    if (!tg__llmc_header(op, path, f, size, h))
+        return false;
+    if (h[0] != MAGIC)
+        return tg__file_error(op, path,
+                              "not an llm.c model file: magic %d, expected %d",
+                              h[0], MAGIC);
+    if (h[1] != 3 && h[1] != 5)
+        return tg__file_error(op, path,
+                              "version %d: versions 3 (float32) and 5 "
+                              "(bfloat16) are read",
+                              h[1]);
+    *d = (dims){.maxT = h[2],
+                .V = h[3],
+                .L = h[4],
+                .NH = h[5],
+                .C = h[6],
+                .Vp = h[7],
+                .version = h[1]};
+    if (d->maxT < 1 || d->V < 1 || d->L < 1 || d->NH < 1 || d->C < 1 ||
+        d->Vp < d->V || d->C % d->NH)
+        return tg__file_error(op, path,
+                              "bad header: maxT %lld, V %lld, L %lld, NH %lld, "
+                              "C %lld, Vp %lld (each >= 1, Vp >= V, NH "
+                              "dividing C)",
+                              (long long)d->maxT, (long long)d->V,
+                              (long long)d->L, (long long)d->NH,
+                              (long long)d->C, (long long)d->Vp);
+    uint64_t n, bytes;
+    int es = d->version == 3 ? 4 : 2;
+    if (!count_all(d, &n) || __builtin_mul_overflow(n, es, &bytes) ||
+        bytes > (uint64_t)INT64_MAX - LLMC_HEADER_BYTES)
+        return tg__file_error(op, path,
+                              "the header's sizes ask for more than 2^63 "
+                              "bytes");
+    if ((int64_t)bytes + LLMC_HEADER_BYTES != size)
+        return tg__file_error(
+            op, path,
+            "the header (maxT %lld, V %lld, L %lld, NH %lld, C %lld, Vp "
+            "%lld, version %d) asks for %llu bytes (1024 + %llu of weights); "
+            "the file has %lld",
+            (long long)d->maxT, (long long)d->V, (long long)d->L,
+            (long long)d->NH, (long long)d->C, (long long)d->Vp, d->version,
+            (unsigned long long)(bytes + LLMC_HEADER_BYTES),
+            (unsigned long long)bytes, (long long)size);
+    return true;
+}
+
+/* ---- Reading ------------------------------------------------------------ */
+
+/* n elements of the file (float32 or bfloat16, little-endian) as floats. */
+static bool read_floats(const char *path, FILE *f, const dims *d, float *out,
+                        size_t n)
+{
+    size_t es = d->version == 3 ? 4 : 2;
+    unsigned char *raw = (unsigned char *)out; /* read in place, widened */
+    unsigned char *at = raw + n * (4 - es);    /* from the back: see below */
+    if (fread(at, es, n, f) != n)
+        return tg__file_error("gpt_load_llmc", path, "cannot read: %s",
+                              ferror(f) ? strerror(errno) : "unexpected end");
+    /* Element i's float ends at 4 (i + 1) <= n (4 - es) + es (i + 1), where
+     * its bytes start after element i - 1's were read: front to back,
+     * nothing is overwritten before it is read. */
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char *b = at + es * i;
+        uint32_t w =
+            es == 4 ? tg__llmc_u32(b) : (uint32_t)(b[0] | b[1] << 8) << 16;
+        memcpy(out + i, &w, 4);
+    }
+    return true;
+}
+
+/* v (rows, cols) as its transpose (cols, rows), in tmp. */
+static void transpose(const float *v, int64_t rows, int64_t cols, float *tmp)
+{
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++)
+            tmp[c * rows + r] = v[r * cols + c];
+}
+
+/* Kind k of layer l (or the one of a kind not per layer) read into sd
+ * under GPT-2's name; buf and tmp hold a slice each. */
+static bool read_slice(const char *path, FILE *f, const dims *d, int k, int l,
+                       float *buf, float *tmp, tg_params *sd)
+{
+    int64_t rows, cols;
+    slice_shape(d, k, &rows, &cols);
+    if (!read_floats(path, f, d, buf, (size_t)(rows * cols)))
+        return false;
+    char name[TG_PARAM_NAME_MAX];
+    if (KINDS[k].per_layer)
+        snprintf(name, sizeof name, "h.%d.%s", l, KINDS[k].name);
+    else
+        snprintf(name, sizeof name, "%s", KINDS[k].name);
+    tg_tensor *t;
+    if (KINDS[k].linear) { /* (out, in) as Conv1D's (in, out) */
+        transpose(buf, rows, cols, tmp);
+        t = tg_from_data(TG_FLOAT32, TG_SHAPE(cols, rows), tmp);
+    } else if (k == WTE) /* the padding rows dropped */
+        t = tg_from_data(TG_FLOAT32, TG_SHAPE(d->V, cols), buf);
+    else if (k == WPE)
+        t = tg_from_data(TG_FLOAT32, TG_SHAPE(rows, cols), buf);
+    else
+        t = tg_from_data(TG_FLOAT32, TG_SHAPE(cols), buf);
+    if (t && tg_params_add(sd, NULL, name, t) == 0)
+        return true;
+    tg_release(t);
+    return false;
+}
+
+/* Every tensor of the file, in its order, into sd. */
+static bool read_all(const char *path, FILE *f, const dims *d, tg_params *sd)
+{
+    int64_t most = 0;
+    for (int k = 0; k < N_KINDS; k++) {
+        int64_t rows, cols;
+        slice_shape(d, k, &rows, &cols);
+        most = rows * cols > most ? rows * cols : most;
+    }
+    float *buf = tg__malloc(sizeof(float) * (size_t)most);
+    float *tmp = tg__malloc(sizeof(float) * (size_t)most);
+    bool ok = buf && tmp;
+    if (!ok)
+        tg__file_error("gpt_load_llmc", path,
+                       "out of memory for a slice of %lld floats",
+                       (long long)most);
+    for (int k = 0; ok && k < N_KINDS; k++)
+        for (int l = 0; ok && l < (KINDS[k].per_layer ? d->L : 1); l++)
+            ok = read_slice(path, f, d, k, l, buf, tmp, sd);
+    free(buf);
+    free(tmp);
+    return ok;
+}
+
+int tg_gpt_load_llmc(tg_gpt *g, const char *path, tg_dtype dt)
+{
+    if (g)
+        memset(g, 0, sizeof *g);
+    if (!g || !path) {
+        tg__error("gpt_load_llmc: %s is NULL", g ? "the path" : "the model");
+        return -1;
+    }
+    int64_t size;
+    FILE *f = tg__file_open_regular("gpt_load_llmc", path, &size);
+    if (!f)
+        return -1;
+    dims d = {0};
+    tg_params sd;
+    tg_params_init(&sd);
+    bool was = tg_set_grad_enabled(false);
+    bool ok = read_dims(path, f, size, &d) && read_all(path, f, &d, &sd);
+    fclose(f);
+    tg_set_grad_enabled(was);
+    int rc = ok ? tg_gpt_from_state_dict(g, &sd, (int)d.NH, dt) : -1;
+    tg_params_release(&sd);
+    if (ok && rc < 0) {
+        char what[4096 + 32];
+        snprintf(what, sizeof what, "gpt_load_llmc: %s", path);
+        return tg__error_wrap(what);
+    }
+    return rc;
+}
+
+/* ---- Writing ------------------------------------------------------------ */
+
+/* What llm.c's model is, for a model to be written as one: "" when g is,
+ * else what differs. */
+static const char *not_llmc(const tg_gpt *g)
+{
+    const tg_gpt_config *c = &g->cfg;
+    if (!c->gelu || !c->gelu_tanh)
+        return "the tanh GELU";
+    if (c->bias != TG_GPT_BIAS_ALL)
+        return "every bias (TG_GPT_BIAS_ALL)";
+    if (!c->tie_weights)
+        return "the head tied to the token table (tie_weights)";
+    if (c->ln_eps != 0 && c->ln_eps != 1e-5)
+        return "layer norms of eps 1e-5";
+    if (c->has_attn_scale &&
+        c->attn_scale != 1 / sqrt((double)c->n_embd / c->n_head))
+        return "the score scale 1/sqrt(head size)";
+    return "";
+}
+
+/* Our parameter name, in ps, as floats in C order into out (n of them). */
+static bool ours(const tg_params *ps, const char *name, float *out, size_t n)
+{
+    tg_tensor *t = tg_params_get(ps, name);
+    if (t && (size_t)tg_numel(t) == n && tg_copy_out(t, TG_FLOAT32, out) == 0)
+        return true;
+    if (!t)
+        tg__error("gpt_save_llmc: the model has no parameter '%s'", name);
+    return false;
+}
+
+/* Layer l's q, k and v, every head's, as c_attn: weights (3C, C) or biases
+ * (3C): output p C + h hs + j is head h's column j of w_p (C, hs). */
+static bool qkv(const tg_params *ps, const dims *d, int l, bool bias,
+                float *out, float *tmp)
+{
+    static const char part[3] = {'q', 'k', 'v'};
+    int64_t C = d->C, hs = C / d->NH;
+    for (int p = 0; p < 3; p++)
+        for (int64_t h = 0; h < d->NH; h++) {
+            char name[TG_PARAM_NAME_MAX];
+            snprintf(name, sizeof name, "blocks.%d.attn.heads.%lld.%c_%c", l,
+                     (long long)h, bias ? 'b' : 'w', part[p]);
+            if (!ours(ps, name, tmp, (size_t)(bias ? hs : C * hs)))
+                return false;
+            for (int64_t j = 0; j < hs; j++) {
+                int64_t o = p * C + h * hs + j;
+                if (bias)
+                    out[o] = tmp[j];
+                else
+                    for (int64_t c = 0; c < C; c++)
+                        out[o * C + c] = tmp[c * hs + j];
+            }
+        }
+    return true;
+}
+
+/* Kind k of layer l as the file holds it, into out. */
+static bool make_slice(const tg_params *ps, const dims *d, int k, int l,
+                       float *out, float *tmp)
+{
+    static const char *const OURS[N_KINDS] = {"tok.weight",
+                                              "pos.weight",
+                                              "ln1.gamma",
+                                              "ln1.beta",
+                                              NULL,
+                                              NULL,
+                                              "attn.proj.weight",
+                                              "attn.proj.bias",
+                                              "ln2.gamma",
+                                              "ln2.beta",
+                                              "mlp.fc.weight",
+                                              "mlp.fc.bias",
+                                              "mlp.proj.weight",
+                                              "mlp.proj.bias",
+                                              "ln_f.gamma",
+                                              "ln_f.beta"};
+    if (!OURS[k]) /* c_attn */
+        return qkv(ps, d, l, KINDS[k].rows == 0, out, tmp);
+    int64_t rows, cols;
+    slice_shape(d, k, &rows, &cols);
+    char name[TG_PARAM_NAME_MAX];
+    if (KINDS[k].per_layer)
+        snprintf(name, sizeof name, "blocks.%d.%s", l, OURS[k]);
+    else
+        snprintf(name, sizeof name, "%s", OURS[k]);
+    if (k == WTE) { /* V rows, then zeros to Vp */
+        memset(out + d->V * cols, 0,
+               sizeof(float) * (size_t)((rows - d->V) * cols));
+        return ours(ps, name, out, (size_t)(d->V * cols));
+    }
+    if (!KINDS[k].linear)
+        return ours(ps, name, out, (size_t)(rows * cols));
+    if (!ours(ps, name, tmp, (size_t)(rows * cols)))
+        return false;
+    transpose(tmp, cols, rows, out); /* ours (in, out) -> (out, in) */
+    return true;
+}
+
+/* n floats as little-endian float32. */
+static bool put_floats(tg__file *out, const float *v, size_t n,
+                       unsigned char *bytes)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t w;
+        memcpy(&w, v + i, 4);
+        for (int b = 0; b < 4; b++)
+            bytes[4 * i + (size_t)b] = (unsigned char)(w >> (8 * b));
+    }
+    return tg__file_write(out, bytes, 4 * n);
+}
+
+/* Every slice of the file, in its order, after the header. */
+static bool write_all(tg__file *out, const tg_params *ps, const dims *d)
+{
+    int64_t most = 0;
+    for (int k = 0; k < N_KINDS; k++) {
+        int64_t rows, cols;
+        slice_shape(d, k, &rows, &cols);
+        most = rows * cols > most ? rows * cols : most;
+    }
+    float *buf = tg__malloc(sizeof(float) * (size_t)most);
+    float *tmp = tg__malloc(sizeof(float) * (size_t)most);
+    unsigned char *bytes = tg__malloc(4 * (size_t)most);
+    bool ok = buf && tmp && bytes;
+    if (!ok)
+        tg__error("gpt_save_llmc: out of memory for a slice of %lld floats",
+                  (long long)most);
+    for (int k = 0; ok && k < N_KINDS; k++)
+        for (int l = 0; ok && l < (KINDS[k].per_layer ? d->L : 1); l++) {
+            int64_t rows, cols;
+            slice_shape(d, k, &rows, &cols);
+            ok = make_slice(ps, d, k, l, buf, tmp) &&
+                 put_floats(out, buf, (size_t)(rows * cols), bytes);
+        }
+    free(buf);
+    free(tmp);
+    free(bytes);
+    return ok;
+}
+
+int tg_gpt_save_llmc(tg_gpt *g, const char *path)
+{
+    if (!g || !path || !g->blocks) {
+        tg__error("gpt_save_llmc: %s", !path ? "the path is NULL"
+                                       : !g  ? "the model is NULL"
+                                             : "the model is not initialised");
+        return -1;
+    }
+    const char *need = not_llmc(g);
+    if (*need) {
+        tg__error("gpt_save_llmc: %s: llm.c's GPT-2 has %s; this model has "
+                  "not",
+                  path, need);
+        return -1;
+    }
+    const tg_gpt_config *c = &g->cfg;
+    dims d = {.maxT = c->block_size,
+              .V = c->vocab_size,
+              .L = c->n_layer,
+              .NH = c->n_head,
+              .C = c->n_embd,
+              .version = 3};
+    d.Vp = (d.V + PAD - 1) / PAD * PAD;
+    int32_t h[LLMC_HEADER_INTS] = {MAGIC,           3,
+                                   (int32_t)d.maxT, (int32_t)d.V,
+                                   (int32_t)d.L,    (int32_t)d.NH,
+                                   (int32_t)d.C,    (int32_t)d.Vp};
+    tg_params ps;
+    tg_params_init(&ps);
+    if (tg_gpt_params(g, &ps, NULL) < 0) {
+        tg_params_free(&ps);
+        return tg__error_wrap("gpt_save_llmc");
+    }
+    tg__file *out = tg__file_begin("gpt_save_llmc", path);
+    bool ok = out && tg__llmc_put_header(out, h) && write_all(out, &ps, &d);
+    tg_params_free(&ps);
+    if (!out)
+        return -1;
+    if (!ok) {
+        tg__file_abort(out);
+        return -1;
+    }
+    return tg__file_commit(out);
+}

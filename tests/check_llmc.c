@@ -1,0 +1,303 @@
+/* llm.c's files: its GPT-2 checkpoint and token shards, against what
+ * tests/fixtures/gen_llmc.py wrote as llm.c's train_gpt2.py and
+ * dev/data/data_common.py write them.
+ *   - the model read gives the loss torch computes from the same weights
+ *     (float32 and bfloat16 files), and written back is the file, byte for
+ *     byte (the vocabulary's zero padding included);
+ *   - the shards read are the tokens, and a GPT-2 shard written is the
+ *     file;
+ *   - bad files and models llm.c cannot run are refused, named. */
+#include "tests.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+Suite *llmc_suite(void);
+
+static const char *llmc(const char *name)
+{
+    static char buf[4096];
+    snprintf(buf, sizeof buf, "llmc/%s", name);
+    return fixture_path(buf);
+}
+
+/* The whole of a file; *len its size. */
+static unsigned char *slurp(const char *path, long *len)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f, "%s", path);
+    fseek(f, 0, SEEK_END);
+    *len = ftell(f);
+    rewind(f);
+    unsigned char *b = malloc((size_t)*len + 1);
+    ck_assert_int_eq(fread(b, 1, (size_t)*len, f), (size_t)*len);
+    fclose(f);
+    return b;
+}
+
+static void assert_same_file(const char *got, const char *want)
+{
+    long n1, n2;
+    unsigned char *a = slurp(got, &n1), *b = slurp(want, &n2);
+    ck_assert_int_eq(n1, n2);
+    long at = 0;
+    while (at < n1 && a[at] == b[at])
+        at++;
+    ck_assert_msg(at == n1, "%s and %s differ first at byte %ld", got, want,
+                  at);
+    free(a);
+    free(b);
+}
+
+/* The loss of gen_gpt2's windows under g. */
+static double loss_of(tg_gpt *g)
+{
+    tg_tensor *ids = load_fixture("gpt2/ids.npy");
+    int64_t T = tg_size(ids, 1) - 1;
+    tg_tensor *x = tg_contiguous(tg_narrow(ids, 1, 0, T));
+    tg_tensor *y = tg_contiguous(tg_narrow(ids, 1, 1, T));
+    tg_tensor *loss = tg_gpt_loss(g, x, y);
+    ck_assert_msg(loss, "%s", tg_last_error());
+    double v = tg_item(loss);
+    tg_release(loss);
+    tg_release(x);
+    tg_release(y);
+    tg_release(ids);
+    return v;
+}
+
+static double expected(const char *name)
+{
+    tg_tensor *t = tg_load_npy(llmc(name));
+    ck_assert_msg(t, "%s", tg_last_error());
+    double v = tg_item(t);
+    tg_release(t);
+    return v;
+}
+
+static const struct {
+    const char *file, *loss;
+} MODELS[] = {{"model.bin", "loss.npy"}, {"model_bf16.bin", "loss_bf16.npy"}};
+
+START_TEST(model_read)
+{
+    tg_scope_begin();
+    for (int dt = 0; dt < 2; dt++) {
+        tg_gpt g;
+        tg_dtype as = dt ? TG_FLOAT32 : TG_FLOAT64;
+        ck_assert_msg(tg_gpt_load_llmc(&g, llmc(MODELS[_i].file), as) == 0,
+                      "%s", tg_last_error());
+        ck_assert_int_eq(g.cfg.vocab_size, 67); /* not the padded 128 */
+        ck_assert_int_eq(g.cfg.block_size, 16);
+        ck_assert_int_eq(g.cfg.n_layer, 2);
+        ck_assert_int_eq(g.cfg.n_head, 2);
+        ck_assert_int_eq(g.cfg.n_embd, 16);
+        ck_assert(g.cfg.gelu && g.cfg.gelu_tanh && g.cfg.tie_weights);
+        ck_assert_int_eq(g.cfg.bias, TG_GPT_BIAS_ALL);
+        double got = loss_of(&g), want = expected(MODELS[_i].loss);
+        /* float64: the same sums in another order; float32: its rounding */
+        ck_assert_msg(fabs(got - want) <= (dt ? 1e-5 : 1e-12) * want,
+                      "%s as %s: loss %.17g, torch %.17g", MODELS[_i].file,
+                      dt ? "float32" : "float64", got, want);
+        tg_gpt_free(&g);
+    }
+    tg_scope_end();
+}
+END_TEST
+
+/* Read and written again, either dtype: llm.c's file byte for byte. (The
+ * bfloat16 file's weights written as float32 are another file.) */
+START_TEST(model_round_trip)
+{
+    tg_scope_begin();
+    for (int dt = 0; dt < 2; dt++) {
+        tg_gpt g;
+        const char *out = scratch_path(dt ? "f32.bin" : "f64.bin");
+        ck_assert_int_eq(tg_gpt_load_llmc(&g, llmc("model.bin"),
+                                          dt ? TG_FLOAT32 : TG_FLOAT64),
+                         0);
+        ck_assert_msg(tg_gpt_save_llmc(&g, out) == 0, "%s", tg_last_error());
+        assert_same_file(out, llmc("model.bin"));
+        tg_gpt_free(&g);
+    }
+    tg_scope_end();
+}
+END_TEST
+
+START_TEST(tokens)
+{
+    static const char *const files[][2] = {
+        {"tokens.bin", "tokens.npy"},
+        {"tokens_llama3.bin", "tokens_llama3.npy"}};
+    for (int i = 0; i < 2; i++) {
+        tg_tensor *got = tg_load_tokens_llmc(llmc(files[i][0]));
+        ck_assert_msg(got, "%s", tg_last_error());
+        tg_tensor *want = tg_load_npy(llmc(files[i][1]));
+        ck_assert_int_eq(tg_dtype_of(got), TG_INT64);
+        ck_assert_int_eq(tg_numel(got), tg_numel(want));
+        ck_assert(tg_allclose(got, want, 0, 0));
+        if (i == 0) { /* written back: the shard */
+            const char *out = scratch_path("tokens.bin");
+            ck_assert_int_eq(tg_save_tokens_llmc(got, out), 0);
+            assert_same_file(out, llmc(files[i][0]));
+        } else /* values above 65535 do not fit GPT-2's shard */
+            ck_assert_int_eq(tg_save_tokens_llmc(got, scratch_path("x")), -1);
+        tg_release(got);
+        tg_release(want);
+    }
+}
+END_TEST
+
+/* path: model.bin's first n bytes (all when n < 0) with the int at index
+ * k (k >= 0) set to v. */
+static const char *bad_copy(const char *from, const char *name, long n, int k,
+                            int32_t v)
+{
+    long len;
+    unsigned char *b = slurp(llmc(from), &len);
+    if (k >= 0)
+        for (int i = 0; i < 4; i++)
+            b[4 * k + i] = (unsigned char)((uint32_t)v >> (8 * i));
+    const char *path = scratch_path(name);
+    FILE *f = fopen(path, "wb");
+    fwrite(b, 1, (size_t)(n < 0 ? len : n), f);
+    fclose(f);
+    free(b);
+    return path;
+}
+
+static void assert_error_has(const char *a, const char *b)
+{
+    const char *e = tg_last_error();
+    ck_assert_msg(strstr(e, a) && (!b || strstr(e, b)), "'%s' lacks '%s'%s%s",
+                  e, a, b ? " or " : "", b ? b : "");
+}
+
+START_TEST(bad_models)
+{
+    static const struct {
+        long n;
+        int k;
+        int32_t v;
+        const char *says, *and;
+    } rows[] = {
+        {2000, -1, 0, "asks for 36608 bytes", "the file has 2000"},
+        {100, -1, 0, "100 bytes is shorter than llm.c's 1024-byte header",
+         NULL},
+        {-1, 0, 20240520, "not an llm.c model file: magic 20240520", NULL},
+        {-1, 1, 4, "version 4: versions 3 (float32) and 5", NULL},
+        {-1, 6, 15, "bad header", "C 15"},              /* NH 2 */
+        {-1, 7, 60, "bad header", "Vp 60"},             /* < V 67 */
+        {-1, 4, 3, "asks for", "the file has 36608"},   /* L 3 */
+        {-1, 6, 1 << 30, "more than 2^63 bytes", NULL}, /* C 2^30 */
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
+        const char *p =
+            bad_copy("model.bin", "bad.bin", rows[i].n, rows[i].k, rows[i].v);
+        tg_gpt g;
+        ck_assert_int_eq(tg_gpt_load_llmc(&g, p, TG_FLOAT32), -1);
+        ck_assert_ptr_null(g.blocks); /* zeroed */
+        assert_error_has("gpt_load_llmc: ", rows[i].says);
+        if (rows[i].and)
+            assert_error_has(rows[i].and, NULL);
+        ck_assert_msg(strstr(tg_last_error(), p), "%s", tg_last_error());
+    }
+    tg_gpt g;
+    ck_assert_int_eq(tg_gpt_load_llmc(NULL, llmc("model.bin"), TG_FLOAT32), -1);
+    assert_error_has("gpt_load_llmc: the model is NULL", NULL);
+    ck_assert_int_eq(tg_gpt_load_llmc(&g, NULL, TG_FLOAT32), -1);
+    assert_error_has("gpt_load_llmc: the path is NULL", NULL);
+    ck_assert_int_eq(tg_gpt_load_llmc(&g, llmc("model.bin"), TG_INT64), -1);
+    assert_error_has("gpt_load_llmc", "int64");
+}
+END_TEST
+
+/* Models llm.c does not run are not written as its files. */
+START_TEST(unwritable_models)
+{
+    tg_scope_begin();
+    static const struct {
+        bool tanh, tied;
+        tg_gpt_bias bias;
+        const char *says;
+    } rows[] = {
+        {false, true, TG_GPT_BIAS_ALL, "the tanh GELU"},
+        {true, false, TG_GPT_BIAS_ALL, "the head tied"},
+        {true, true, TG_GPT_BIAS_LINEAR, "every bias"},
+    };
+    const char *out = scratch_path("never.bin");
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
+        tg_rng rng;
+        tg_rng_seed(&rng, 1);
+        tg_gpt g;
+        tg_gpt_config c = {.vocab_size = 10,
+                           .block_size = 4,
+                           .n_embd = 8,
+                           .n_head = 2,
+                           .n_layer = 1,
+                           .gelu = true,
+                           .gelu_tanh = rows[i].tanh,
+                           .dtype = TG_FLOAT32,
+                           .bias = rows[i].bias,
+                           .tie_weights = rows[i].tied};
+        ck_assert_int_eq(tg_gpt_init(&g, c, &rng), 0);
+        ck_assert_int_eq(tg_gpt_save_llmc(&g, out), -1);
+        assert_error_has("gpt_save_llmc: ", rows[i].says);
+        ck_assert_int_eq(access(out, F_OK), -1); /* nothing written */
+        tg_gpt_free(&g);
+    }
+    ck_assert_int_eq(tg_gpt_save_llmc(NULL, out), -1);
+    assert_error_has("gpt_save_llmc: the model is NULL", NULL);
+    tg_scope_end();
+}
+END_TEST
+
+START_TEST(bad_tokens)
+{
+    const char *p = bad_copy("tokens.bin", "t.bin", 1600, -1, 0);
+    ck_assert_ptr_null(tg_load_tokens_llmc(p));
+    assert_error_has("load_tokens_llmc: ", "the header says 300 tokens of 2");
+    p = bad_copy("tokens.bin", "t.bin", -1, 0, 20240326);
+    ck_assert_ptr_null(tg_load_tokens_llmc(p));
+    assert_error_has("not an llm.c token file: magic 20240326", NULL);
+    p = bad_copy("tokens.bin", "t.bin", -1, 1, 7);
+    ck_assert_ptr_null(tg_load_tokens_llmc(p));
+    assert_error_has("magic 20240520 with version 7, expected 1", NULL);
+    p = bad_copy("tokens.bin", "t.bin", -1, 2, -5);
+    ck_assert_ptr_null(tg_load_tokens_llmc(p));
+    assert_error_has("the header says -5 tokens", NULL);
+    ck_assert_ptr_null(tg_load_tokens_llmc(NULL));
+    assert_error_has("load_tokens_llmc: the path is NULL", NULL);
+    /* writing: out of range (named, with its index), not int64 */
+    int64_t ids[3] = {5, -1, 7};
+    tg_tensor *t = tg_from_data(TG_INT64, TG_SHAPE(3), ids);
+    ck_assert_int_eq(tg_save_tokens_llmc(t, scratch_path("t2.bin")), -1);
+    assert_error_has("save_tokens_llmc: ", "token 1 is -1");
+    tg_tensor *f = tg_to(t, TG_FLOAT32);
+    ck_assert_int_eq(tg_save_tokens_llmc(f, scratch_path("t2.bin")), -1);
+    assert_error_has("the tokens are float32 (3,)", NULL);
+    ck_assert_int_eq(tg_save_tokens_llmc(NULL, scratch_path("t2.bin")), -1);
+    assert_error_has("save_tokens_llmc: the tokens is NULL", NULL);
+    tg_release(f);
+    tg_release(t);
+}
+END_TEST
+
+Suite *llmc_suite(void)
+{
+    Suite *s = suite_create("llmc");
+    TCase *tc = tcase_create("files");
+    tcase_add_unchecked_fixture(tc, scratch_setup, scratch_teardown);
+    tcase_add_loop_test(tc, model_read, 0, 2);
+    tcase_add_test(tc, model_round_trip);
+    tcase_add_test(tc, tokens);
+    tcase_add_test(tc, bad_models);
+    tcase_add_test(tc, unwritable_models);
+    tcase_add_test(tc, bad_tokens);
+    suite_add_tcase(s, tc);
+    return s;
+}
