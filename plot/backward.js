@@ -7,8 +7,8 @@
  * One entry at a time, from the loss (entry 1) down to the leaves: slider,
  * previous / next buttons, the arrow keys; "entry K of N". The forward
  * value on viridis (-inf grey: masked); gradients on a diverging scale
- * centred on 0 (symmetric range [-m, m], 0 white, red positive, blue
- * negative), exact zeros hatched in their cause's colour. N-d tensors are
+ * centred on 0 (symmetric range [-m, m], 0 the neutral light grey, red
+ * positive, blue negative), exact zeros hatched in their cause's colour. N-d tensors are
  * shown as 2-D slices of their last two dims, a picker for the others.
  * Teacher mode hides each answer (the gradients, the rule's numbers, the
  * check) until "show". window.tgStepper is the page's interface for tests:
@@ -21,9 +21,9 @@
   var CAUSE = ["", "masked", "one-choice row", "not read by the loss"];
   /* each cause its hatch colour, background and stroke direction (masked
    * "\\" on grey, one-choice crossed on orange, not read "/" on blue);
-   * index 4: an exact zero of a gradient passed back, grey on white */
+   * index 4: an exact zero of a gradient passed back, grey on neutral */
   var HATCH = ["", "#555", "#c46a00", "#1f5fc4", "#999"];
-  var HATCH_BG = ["", "#d9d9d9", "#fde3bf", "#d6e6fb", "#fff"];
+  var HATCH_BG = ["", "#d9d9d9", "#fde3bf", "#d6e6fb", "#f7f7f7"];
   function hatch(g, x, y, c, z) {
     g.fillStyle = HATCH_BG[z];
     g.fillRect(x, y, c, c);
@@ -68,12 +68,18 @@
       return Math.round(a[c] + f * (b[c] - a[c]));
     }).join(",") + ")";
   }
-  /* diverging: -1 blue, 0 white, 1 red */
+  /* diverging, the project's one convention (plot/scale.c): -1 blue, 0
+   * the neutral light grey, 1 red */
+  var DIV = [[33, 102, 172], [146, 197, 222], [247, 247, 247],
+             [244, 165, 130], [178, 24, 43]];
   function diverging(t) {
-    t = Math.max(-1, Math.min(1, t));
-    var a = Math.round(255 * (1 - Math.abs(t)));
-    return t >= 0 ? "rgb(255," + a + "," + a + ")" : "rgb(" + a + "," + a + ",255)";
+    var x = (Math.max(-1, Math.min(1, t)) + 1) * 2;
+    var i = Math.min(Math.floor(x), 3), f = x - i, a = DIV[i], b = DIV[i + 1];
+    return "rgb(" + [0, 1, 2].map(function (c) {
+      return Math.round(a[c] + f * (b[c] - a[c]));
+    }).join(",") + ")";
   }
+
 
   /* ---- a heatmap of one 2-D slice -------------------------------------- */
   /* shape: the tensor's; v: its values (C order); opt.signed: diverging
@@ -196,7 +202,7 @@
       }
     h.drawBar();
     h.scale.textContent = h.opt.signed ?
-      "-" + fmt(h.max) + " (blue) \u2014 0 (white) \u2014 +" + fmt(h.max) +
+      "-" + fmt(h.max) + " (blue) \u2014 0 (light grey) \u2014 +" + fmt(h.max) +
       " (red), centred on 0; hatched: exactly 0" :
       fmt(h.lo) + " (dark) to " + fmt(h.hi) + " (light)" +
       (h.masked ? "; grey: -inf (masked)" : "");

@@ -300,7 +300,7 @@ static const char intro[] =
     "Scrub the tape from the loss down to the leaves, one entry at a time. "
     "Each entry shows its forward value, the gradient that reaches its "
     "output from the loss (dL/d(out), on a colour scale centred on 0: red "
-    "positive, blue negative, white 0; exact zeros hatched and counted by "
+    "positive, blue negative, 0 light grey; exact zeros hatched and counted by "
     "cause), the rule it applies, and what it passes each input. Click a "
     "cell of an input's gradient for its finite-difference check: the "
     "entry's backward on its own against central differences of its own "
