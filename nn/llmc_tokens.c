@@ -124,8 +124,10 @@ static bool as_uint16(const char *path, const int64_t *ids, int64_t n,
 int tg_save_tokens_llmc(const tg_tensor *tokens, const char *path)
 {
     static const char op[] = "save_tokens_llmc";
-    if (!tokens || !path) {
-        tg__error("%s: %s is NULL", op, path ? "the tokens" : "the path");
+    if (!tokens) /* keeps the error that made it NULL */
+        return -1;
+    if (!path) {
+        tg__error("%s: the path is NULL", op);
         return -1;
     }
     int64_t n = tg_numel(tokens);

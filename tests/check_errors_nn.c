@@ -593,6 +593,25 @@ static void nn_table(table_walk *w, env *e)
              tg_gpt_load_pretrained(&mod, "/nonexistent/tapegrad/a.safetensors",
                                     4, TG_FLOAT64),
              "gpt_load_pretrained:", "/nonexistent/tapegrad/a.safetensors");
+    /* llm.c's files (tests/check_llmc.c: bad headers and sizes, one by one) */
+    INIT_ROW("gpt_load_llmc NULL path", tg_gpt,
+             tg_gpt_load_llmc(&mod, NULL, TG_FLOAT32),
+             "gpt_load_llmc:", "path is NULL");
+    INIT_ROW("gpt_load_llmc missing file", tg_gpt,
+             tg_gpt_load_llmc(&mod, "/nonexistent/tapegrad/m.bin", TG_FLOAT32),
+             "gpt_load_llmc:", "/nonexistent/tapegrad/m.bin", "cannot open");
+    ROW_RC("gpt_save_llmc of a model llm.c cannot run",
+           tg_gpt_save_llmc(made_gpt(e), "/nonexistent/tapegrad/m.bin"),
+           "gpt_save_llmc:", "/nonexistent/tapegrad/m.bin",
+           "llm.c's GPT-2 has");
+    ROW("load_tokens_llmc NULL path", tg_load_tokens_llmc(NULL),
+        "load_tokens_llmc:", "path is NULL");
+    ROW("load_tokens_llmc missing file",
+        tg_load_tokens_llmc("/nonexistent/tapegrad/t.bin"),
+        "load_tokens_llmc:", "/nonexistent/tapegrad/t.bin", "cannot open");
+    ROW_RC("save_tokens_llmc float tokens",
+           tg_save_tokens_llmc(e->v3, "/nonexistent/tapegrad/t.bin"),
+           "save_tokens_llmc:", "/nonexistent/tapegrad/t.bin", "float64");
 
     /* optimizers */
     OPTIM_ROW("optim_new lr -0.1", tg_adam_config(1e-3), lr, -0.1,
@@ -1107,6 +1126,7 @@ static void nn_null_table(table_walk *w, env *e)
 {
     /* parameter lists, modules, plots */
     NULL_ROW_RC("params_add", tg_params_add(&(tg_params){0}, NULL, "w", NUL));
+    NULL_ROW_RC("save_tokens_llmc", tg_save_tokens_llmc(NUL, "/tmp/x.bin"));
     NULL_ROW("head_forward", tg_head_forward(made_head(e), NUL));
     NULL_ROW("linear_forward", tg_linear_forward(made_linear(e), NUL));
     NULL_ROW("embed_forward", tg_embed_forward(made_embed(e), NUL));
