@@ -471,6 +471,11 @@ int main(int argc, char **argv)
     tour S = {0};
     tg_report *rep = NULL;
     int rc = forward(&S);
+    if (rc == 0) {
+        rep = tg_report_new("backprop_tour: the gradient's path back through "
+                            "one attention head");
+        rc = rep ? page_stepper(rep, S.loss) : -1;
+    }
     tg_tape_record_norms(true); /* the printout shows each |dloss/doutput| */
     if (rc == 0)
         rc = tg_backward(S.loss);
@@ -480,9 +485,7 @@ int main(int argc, char **argv)
         tg_tape_print(stdout);
         if (page_echo_file())
             tg_tape_print(page_echo_file());
-        rep = tg_report_new("backprop_tour: the gradient's path back through "
-                            "one attention head");
-        rc = rep ? page_tape(rep) : -1;
+        rc = page_tape(rep);
         say("(oldest first, the entries make: q k v k^T scores scaled "
             "masked attn out\n out*u loss; backward ran them bottom to "
             "top)\n");

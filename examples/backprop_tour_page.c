@@ -161,6 +161,19 @@ int write_graph(const char *dot_path)
 
 /* ---- the page ------------------------------------------------------------ */
 
+/* The backward stepper, before the backward runs (it walks the graph the
+ * loss was made by, and leaves it for tg_backward): every entry from the
+ * loss down, its gradients and their checks, as the tour walks it. */
+int page_stepper(tg_report *rep, tg_tensor *loss)
+{
+    return tg_report_backward(rep,
+                              "Step through the backward: the head's tape "
+                              "from the loss down to the leaves",
+                              loss) > 0
+               ? 0
+               : -1;
+}
+
 /* The tape section, while the tour's tensors (and so their entries) live:
  * the |grad| recorded by backward through each entry, the zeros count of
  * masked_fill's and softmax's gradients. */

@@ -18,7 +18,8 @@
  * relative disagreement. At the end, pictures: the loss curve, and one
  * sequence's attention weights before and after training (the query's row
  * should light up on the match); and one HTML page with all of it, the tape
- * of one step after backward, and the lesson's two interactive figures.
+ * of one step after backward, the backward stepper over step 0's tape, and
+ * the lesson's two interactive figures.
  */
 #define _POSIX_C_SOURCE 200809L /* mkdir, in recall_task.h */
 
@@ -117,6 +118,7 @@ typedef struct run {
     tg_tensor *attn_after;  /* (1,T,T) and trained */
     double *steps, *losses; /* the loss curve */
     int n_failed;           /* gradient checks that failed */
+    tg_tensor *w0[3];       /* W_q, W_k, W_v before training */
 } run;
 
 static int run_setup(run *r, const options *o)
@@ -132,6 +134,15 @@ static int run_setup(run *r, const options *o)
         tg_head_params(&r->head, &r->params, "head") < 0 ||
         !(r->adam = tg_optim_new(&r->params, tg_adam_config(o->lr))))
         return -1;
+    tg_tensor *w[3] = {r->head.w_q, r->head.w_k, r->head.w_v};
+    bool was = tg_set_grad_enabled(false);
+    int copied = 0; /* the weights as drawn, for the page's step-0 tape */
+    for (int i = 0; i < 3; i++)
+        copied +=
+            (r->w0[i] = tg_zeros_like(w[i])) && tg_copy_(r->w0[i], w[i]) == 0;
+    tg_set_grad_enabled(was);
+    if (copied < 3)
+        return -1;
     if (recall_batch_new(&r->show, RECALL_TASK, 1, &r->rng) < 0 ||
         recall_batch_new(&r->check, RECALL_TASK, CHECK_BATCH, &r->rng) < 0)
         return -1;
@@ -141,6 +152,8 @@ static int run_setup(run *r, const options *o)
 static void run_free(run *r)
 {
     tg_release(r->attn_before), tg_release(r->attn_after);
+    for (int i = 0; i < 3; i++)
+        tg_release(r->w0[i]);
     recall_batch_free(&r->show), recall_batch_free(&r->check);
     tg_optim_free(r->adam);
     tg_params_free(&r->params);
@@ -339,6 +352,57 @@ static int page_tape(run *r, tg_report *rep)
     return rc;
 }
 
+/* The backward stepper over step 0's tape: the untrained head (its
+ * weights as drawn) on the show sequence, written out op by op as
+ * tg_head_forward runs it, so that every tensor has the lesson's name. */
+static int page_stepper(run *r, tg_report *rep)
+{
+    const int64_t T = RECALL_TASK.T;
+    tg_scope_begin();
+    const char *wn[3] = {"W_q", "W_k", "W_v"};
+    tg_tensor *w[3], *x = tg_detach(r->show.x);
+    for (int i = 0; i < 3; i++) {
+        w[i] = tg_detach(r->w0[i]);
+        tg_set_requires_grad(w[i], true);
+        tg_set_name(w[i], wn[i]);
+    }
+    tg_set_name(x, "x");
+    tg_tensor *future =
+        tg_eq_scalar(tg_tril(tg_ones(TG_FLOAT64, TG_SHAPE(T, T)), 0), 0);
+    struct {
+        tg_tensor *t;
+        const char *name;
+    } n[9];
+    n[0].t = tg_matmul(x, w[0]), n[0].name = "q";
+    n[1].t = tg_matmul(x, w[1]), n[1].name = "k";
+    n[2].t = tg_matmul(x, w[2]), n[2].name = "v";
+    n[3].t = tg_transpose(n[1].t, 1, 2), n[3].name = "k^T";
+    n[4].t = tg_matmul(n[0].t, n[3].t), n[4].name = "scores";
+    n[5].t = tg_scale(n[4].t, 1.0 / sqrt(HEAD_SIZE)), n[5].name = "scaled";
+    n[6].t = tg_masked_fill(n[5].t, future, -INFINITY), n[6].name = "masked";
+    n[7].t = tg_softmax(n[6].t, -1), n[7].name = "attn";
+    n[8].t = tg_matmul(n[7].t, n[2].t), n[8].name = "out";
+    for (int i = 0; i < 9; i++)
+        tg_set_name(n[i].t, n[i].name);
+    tg_tensor *loss = recall_loss(n[8].t, &r->show), *in = NULL;
+    tg_set_name(loss, "loss");
+    /* recall_loss's own steps: the query's row, its first D channels */
+    if (loss && tg_grad_fn_input(loss, 0, &in) == 0 && in) {
+        tg_set_name(in, "answer");
+        if (tg_grad_fn_input(in, 0, &in) == 0 && in)
+            tg_set_name(in, "last");
+    }
+    int rc = loss && tg_report_backward(
+                         rep,
+                         "Step through the backward of step 0 (the head "
+                         "untrained): the loss reads only the last token",
+                         loss) > 0
+                 ? 0
+                 : -1;
+    tg_scope_end();
+    return rc;
+}
+
 /* The lesson's figures from this run's tensors: the averaging weights
  * tril(1) / rowsum, and the trained head's raw scores on the show sequence,
  * scale * (x W_q)(x W_k)^T (T,T), under the causal mask: at temperature 1
@@ -432,7 +496,8 @@ static int write_page(run *r, const options *o)
                                 "MSE loss", true) > 0 &&
                 page_heatmap(rep, before, r->attn_before, tokens) == 0 &&
                 page_heatmap(rep, after, r->attn_after, tokens) == 0 &&
-                page_tape(r, rep) == 0 && page_lesson(r, rep, tokens) == 0
+                page_tape(r, rep) == 0 && page_stepper(r, rep) == 0 &&
+                page_lesson(r, rep, tokens) == 0
             ? 0
             : -1;
     return page_write(rep, rc, path);
@@ -552,8 +617,10 @@ static void usage(FILE *f)
         "and writes one HTML page with all of it (FILE, by default\n"
         "DIR/train_head.html): the numbers printed, the loss curve, the\n"
         "attention before and after with the value under the mouse, the tape\n"
-        "of one step after backward, and the lesson's two figures (averaging\n"
-        "weights; the trained head's scores with a temperature slider).\n"
+        "of one step after backward, the backward stepper over step 0's tape\n"
+        "(entry by entry, each gradient checked), and the lesson's two\n"
+        "figures (averaging weights; the trained head's scores with a\n"
+        "temperature slider).\n"
         "\n",
         f);
     opt_help(&parser, &defaults, f);

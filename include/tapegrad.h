@@ -1259,6 +1259,58 @@ int tg_gradgradcheck(tg_fn f, void *ctx, int n_inputs, tg_tensor *const *inputs,
                      tg_gradcheck_report *report);
 
 /* ===================================================================== */
+/* The graph's entries, one at a time (grad_fn)                           */
+/* ===================================================================== */
+
+/** What the tape entry that made a tensor recorded: PyTorch's t.grad_fn,
+ * with its name(), its inputs (next_functions) and saved attributes. */
+typedef struct tg_grad_fn_info {
+    char op[TG_NAME_MAX]; /**< the op's name ("softmax", a custom op's) */
+    const char *file;     /**< the call that recorded it (NULL: unknown) */
+    int line;
+    int n_inputs; /**< the inputs it recorded (tg_grad_fn_input) */
+    /** The op's attributes as its entry keeps them, their meaning the
+     * op's: softmax's dim is iparams[0], a scale's factor params[0]. */
+    double params[4];
+    int64_t iparams[4];
+} tg_grad_fn_info;
+
+/** The entries of y's graph, newest first (y's own first, then back to
+ * the leaves: the order a backward runs them): outs[k] (k < cap) gets the
+ * output of the k-th, borrowed; each is alive while y is. Returns how many
+ * entries there are (call with cap 0 to count), or -1 with an error: y
+ * NULL or released, y with no entry (a leaf, or made with grad mode off),
+ * a graph a backward released (without TG_RETAIN_GRAPH), cap < 0, outs
+ * NULL with cap > 0. */
+int64_t tg_graph_entries(tg_tensor *y, int64_t cap, tg_tensor **outs);
+
+/** What the entry that made t recorded, into *info. 0, or -1 with an
+ * error: t or info NULL, t released, t with no entry, or an entry a
+ * backward released. */
+int tg_grad_fn(const tg_tensor *t, tg_grad_fn_info *info);
+
+/** *x = the entry's input i as it recorded it (borrowed; NULL where it
+ * recorded none, as an absent bias). 0, or -1 with an error as
+ * tg_grad_fn's, or i out of range. */
+int tg_grad_fn_input(const tg_tensor *t, int i, tg_tensor **x);
+
+/** The backward of the entry that made t, checked on its own at n cells of
+ * its input `input`: with dy over t (t's shape, any float dtype) and the
+ * entry's forward y = op(x) run again from float64 copies of the inputs it
+ * recorded (masks and indices as recorded), analytic[k] = (J^T dy)[j] from
+ * the entry's backward and, when numeric is not NULL, numeric[k] =
+ * sum(dy * (op(x + eps e_j) - op(x - eps e_j))) / (2 eps) (a term whose
+ * output element does not move, as a masked -inf, adds 0), for j =
+ * index[k], a flat C-order index into the input (index NULL: j = k, the
+ * first n cells). The caller's graph, gradients and tape are left as they
+ * were. 0, or -1 with an error: as tg_grad_fn's, dy NULL or not t's shape,
+ * an input that is not float, an op with no replay, an index out of range,
+ * analytic NULL, eps <= 0 or not finite. */
+int tg_grad_fn_check(tg_tensor *t, tg_tensor *dy, int input, int64_t n,
+                     const int64_t *index, double eps, double *analytic,
+                     double *numeric);
+
+/* ===================================================================== */
 /* Where float32 loses precision                                          */
 /* ===================================================================== */
 

@@ -1,9 +1,9 @@
 /** @file
  * tapegrad report: one self-contained HTML page a program adds sections to
  * (text, printed output, tables, heatmaps, line charts, the tape, the
- * lesson's two attention figures and its forward strip), written with
- * tg_report_write. Include `<tapegrad_report.h>`; it includes
- * `<tapegrad_plot.h>` (for tg_series) and `<tapegrad.h>`.
+ * lesson's two attention figures and its forward strip, and the backward
+ * stepper), written with tg_report_write. Include `<tapegrad_report.h>`;
+ * it includes `<tapegrad_plot.h>` (for tg_series) and `<tapegrad.h>`.
  * `<tapegrad_all.h>` includes it too.
  *
  * The page fetches nothing: its script and style, gnuplot's canvas scripts
@@ -99,6 +99,30 @@ int tg_report_lines(tg_report *r, const char *title, const tg_series *s, int n,
  * zeros in its gradient, edges drawn thicker and darker as |grad| grows.
  * An empty tape gives a section that says so. */
 int tg_report_tape(tg_report *r, const char *title);
+
+/** The backward stepper for the graph that made loss (a one-element
+ * tensor, recorded, not yet walked by a backward): its entries from the
+ * loss down to the leaves, one at a time, with a slider, previous / next
+ * buttons and the arrow keys, "entry K of N". For each entry: op, output
+ * name and shape, call site; its forward value; the upstream gradient
+ * dL/d(out) (tg_grads on the intermediates) on a colour scale centred on 0,
+ * its exact zeros hatched and counted by cause (masked; a one-choice
+ * softmax row; not read by the loss); the rule the op applies, written
+ * out (for softmax, a clicked row's numbers and its Jacobian
+ * diag(p) - p p^T); the gradient it passes each input that requires grad,
+ * from its own backward (tg_grad_fn_check), and for each of that input's
+ * cells (up to 4096, evenly sampled beyond, as the page says) the central
+ * difference of the entry's own forward in float64, shown for a clicked
+ * cell with pass or fail. A teacher mode hides the answers until "show".
+ * The caller's graph, gradients and tape are left as they were (the graph
+ * stays for its backward; with tg_tape_keep_record on, the records stay
+ * and its entries show the |grad| the walk noted, as its backward will).
+ * Every value and gradient of every entry is
+ * embedded in the page: it is meant for small graphs, as the lesson's
+ * head (one sequence to a few, hundreds of cells a tensor). -1 for a NULL
+ * loss, a loss of more than one element, a loss with no graph or one a
+ * backward released. */
+int tg_report_backward(tg_report *r, const char *title, tg_tensor *loss);
 
 /** The lesson's first figure: the (T,T) averaging weights wei, drawn by the
  * page's own script; a click on a row lists the tokens it averages and

@@ -327,6 +327,8 @@ int tg_report_write(const tg_report *r, const char *path)
     tg__sb_puts(&b, tg__report_js);
     tg__sb_puts(&b, "</script>\n<script>\n");
     tg__sb_puts(&b, tg__strip_js);
+    tg__sb_puts(&b, "</script>\n<script>\n");
+    tg__sb_puts(&b, tg__backward_js);
     tg__sb_puts(&b, "</script>\n</body>\n</html>\n");
     if (b.oom || !gp_ok) {
         free(b.p);

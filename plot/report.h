@@ -4,6 +4,9 @@
  *   report_matrix.c, report_lines.c  the figures of numbers: heatmap, the
  *                                    lesson's averaging and attention; line
  *                                    charts
+ *   report_backward*.c               the backward stepper (its own header,
+ *                                    plot/report_backward.h; its script
+ *                                    plot/backward.js)
  *   report.c, report_gnuplot.c       the report, its sections and the page
  *                                    written; the figures gnuplot draws
  *   report_tape.c                    the tape's figure, drawn by dot
@@ -131,5 +134,7 @@ TG_HIDDEN extern const char tg__report_js[];
 /* The forward strip's script (plot/strip.js; plot/report_strip.c). */
 TG_HIDDEN extern const char tg__strip_js[];
 TG_HIDDEN extern const char tg__report_css[];
+/* plot/backward.js: the backward stepper (tg_report_backward) */
+TG_HIDDEN extern const char tg__backward_js[];
 
 #endif /* TAPEGRAD_PLOT_REPORT_H */

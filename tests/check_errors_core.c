@@ -119,6 +119,11 @@ static tg_tensor *grad_leaf(void)
  * nothing to free). */
 static tg_tensor *two_out[2];
 
+/* Room for what the grad_fn rows would write (each fails first). */
+static tg_grad_fn_info fn_info;
+static tg_tensor *fn_in;
+static double fn_vals[1];
+
 /* sum(exp(x)): a scalar for tg_hvp and tg_hessian. */
 static tg_tensor *sum_exp_fn(tg_tensor *const *in, void *ctx)
 {
@@ -637,6 +642,27 @@ static void core_table(table_walk *w, env *e)
            tg_gradgradcheck(misaligned_fn, e->m, 1, &e->x, NULL, NULL),
            MATMUL_MSG);
 
+    /* a graph's entries one at a time (tg_grad_fn): a leaf has none, an
+     * input out of range, dy of another shape */
+    ROW_RC("graph_entries of a leaf", tg_graph_entries(e->x, 0, NULL),
+           "graph_entries:", "no tape entry", "(4,8,32)");
+    ROW_RC("graph_entries cap < 0",
+           tg_graph_entries(temp(tg_sum_all(e->x)), -1, NULL),
+           "graph_entries:", "cap >= 0", "-1");
+    ROW_RC("grad_fn of a leaf", tg_grad_fn(e->x, &fn_info),
+           "grad_fn:", "no tape entry");
+    ROW_RC("grad_fn_input out of range",
+           tg_grad_fn_input(temp(tg_exp(e->x)), 1, &fn_in),
+           "grad_fn_input:", "'exp'", "no input 1");
+    ROW_RC("grad_fn_check dy mismatch",
+           tg_grad_fn_check(temp(tg_exp(e->x)), e->v3, 0, 1, NULL, 1e-6,
+                            fn_vals, NULL),
+           "grad_fn_check:", "dy (3,)", "output (4,8,32)");
+    ROW_RC("grad_fn_check cell out of range",
+           tg_grad_fn_check(temp(tg_exp(e->x)), e->x, 0, 1,
+                            (const int64_t[]){1024}, 1e-6, fn_vals, NULL),
+           "grad_fn_check:", "[0, 1024)");
+
     /* tg_precision_check: its arguments, a program with nothing on its
      * tape, a function that fails; the printout's arguments */
     ROW_RC("precision_check NULL function",
@@ -803,6 +829,11 @@ static void core_null_table(table_walk *w, env *e)
     NULL_ROW_IF("allclose", !tg_allclose(e->x, NUL, 0, 0));
     NULL_ROW_RC("save_npy",
                 tg_save_npy(NUL, "/tmp/tapegrad-never-written.npy"));
+    NULL_ROW_RC("graph_entries", tg_graph_entries(NUL, 0, NULL));
+    NULL_ROW_RC("grad_fn", tg_grad_fn(NUL, &fn_info));
+    NULL_ROW_RC("grad_fn_input", tg_grad_fn_input(NUL, 0, &fn_in));
+    NULL_ROW_RC("grad_fn_check", tg_grad_fn_check(temp(tg_exp(e->x)), NUL, 0, 1,
+                                                  NULL, 1e-6, fn_vals, NULL));
 }
 
 START_TEST(bad_input) { check_row(core_table, _i); }

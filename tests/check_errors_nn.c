@@ -1046,6 +1046,15 @@ static void nn_table(table_walk *w, env *e)
     ROW_RC("report_forward_strip row -1",
            tg_report_forward_strip(report(), "t", e->m, e->m, e->m, NULL, -1),
            "report_forward_strip:", "row -1", "(16,32)");
+    ROW_RC("report_backward NULL report",
+           tg_report_backward(NULL, "t", temp(tg_sum_all(e->x))),
+           "report_backward:", "report is NULL");
+    ROW_RC("report_backward loss not one element",
+           tg_report_backward(report(), "t", temp(tg_exp(e->x))),
+           "report_backward:", "one element", "1024");
+    ROW_RC("report_backward loss with no graph",
+           tg_report_backward(report(), "t", e->s),
+           "report_backward:", "graph_entries:", "no tape entry");
     ROW_RC("report_write NULL path", tg_report_write(report(), NULL),
            "report_write:", "path is NULL");
     ROW_RC("report_write empty path", tg_report_write(report(), ""),
@@ -1154,6 +1163,7 @@ static void nn_null_table(table_walk *w, env *e)
     NULL_ROW_RC(
         "report_forward_strip (v)",
         tg_report_forward_strip(report(), "t", e->m, e->m, NUL, NULL, 0));
+    NULL_ROW_RC("report_backward", tg_report_backward(report(), "t", NUL));
 }
 
 /* ---- module configs, train/eval, sampling (issue 11) -------------------- */

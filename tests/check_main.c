@@ -206,6 +206,8 @@ static const struct {
     {"replay", replay_suite},
     {"precision", precision_suite},
     {"second_order", second_order_suite},
+    {"grad_fn", grad_fn_suite},
+    {"report_backward", report_backward_suite},
 };
 
 /* Whether this run is every test: Check narrows a run by suite, by test

@@ -52,6 +52,8 @@ Suite *hooks_suite(void);
 Suite *replay_suite(void);
 Suite *precision_suite(void);
 Suite *second_order_suite(void);
+Suite *grad_fn_suite(void);
+Suite *report_backward_suite(void);
 
 /* The one list of ops against what the suites run (tests/check_ops_list.c):
  * ops_list_begin before the first suite, ops_list_toured on the

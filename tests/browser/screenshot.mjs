@@ -5,16 +5,43 @@
 //
 //     examples/train_head --out /tmp/pictures --html /tmp/train_head.html
 //     node tests/browser/screenshot.mjs /tmp/train_head.html docs/report.png
+//
+// With "stepper" after them, the backward stepper instead (docs/stepper.png):
+// the entry of masked_fill, its zeros hatched by cause, a cell of what it
+// passes back clicked for its finite-difference check.
+//
+//     node tests/browser/screenshot.mjs /tmp/train_head.html docs/stepper.png stepper
 import { chromium } from 'playwright-core';
 import { statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 
-const [pagePath, pngPath] = process.argv.slice(2);
+const [pagePath, pngPath, what] = process.argv.slice(2);
 if (!pagePath || !pngPath) {
   console.error('usage: node screenshot.mjs PAGE.html OUT.png');
   process.exit(2);
 }
+// The stepper at masked_fill's entry, a cell below the diagonal of its
+// input's gradient clicked, cut from the section's top to the check.
+async function stepperShot(page) {
+  const k = await page.evaluate(() => window.tgStepper.data(0).entries
+    .findIndex((e) => e.op === 'masked_fill'));
+  await page.evaluate((k) => window.tgStepper.go(0, k), k);
+  const T = await page.evaluate(() => window.tgStepper.entry(0).shape.slice(-1)[0]);
+  const cell = (T - 1) * T + 1; // the last row, an unmasked column
+  const at = await page.evaluate((f) => window.tgStepper.cellCenter(0, 'input0', f), cell);
+  await page.mouse.click(at.x, at.y);
+  const sec = page.locator('section.tg-section[data-kind="backward"]');
+  await sec.scrollIntoViewIfNeeded();
+  const top = await sec.boundingBox();
+  const end = await sec.locator('.tg-bw-check').first().boundingBox();
+  await page.screenshot({ path: pngPath, fullPage: true,
+    clip: { x: top.x, y: top.y + await page.evaluate(() => window.scrollY),
+            width: top.width, height: end.y + end.height - top.y + 8 } });
+  console.log(`${pngPath}: ${(statSync(pngPath).size / 1024).toFixed(0)} KB, ` +
+    `entry ${k + 1} (masked_fill), cell ${cell} checked`);
+}
+
 const browser = await chromium.launch({
   executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
   args: ['--no-sandbox'],
@@ -23,6 +50,10 @@ try {
   const page = await browser.newPage({ viewport: { width: 1000, height: 800 } });
   await page.goto(pathToFileURL(resolve(pagePath)).href);
   await page.waitForFunction(() => window.tgReport && window.tgReport.ready);
+  if (what === 'stepper') {
+    await stepperShot(page);
+    process.exit(0);
+  }
   // the lesson's attention figure of the trained head (slider, readout,
   // the row's entropy and gain), the mouse on the query's row (the last) at
   // its largest weight
