@@ -308,6 +308,14 @@ void tg__file_abort(tg__file *w)
     file_free(w);
 }
 
+int tg__file_end(tg__file *w, bool ok)
+{
+    if (w && ok)
+        return tg__file_commit(w);
+    tg__file_abort(w);
+    return -1;
+}
+
 /* fsync, where the file system can: EINVAL says it has nothing to sync. */
 static bool sync_fd(int fd) { return fsync(fd) == 0 || errno == EINVAL; }
 

@@ -102,6 +102,9 @@ TG_HIDDEN int tg__file_commit(tg__file *w);
 /* Gives up: closes and removes the temporary, leaving the target as it was
  * and the error as it is. Frees w. NULL-safe. */
 TG_HIDDEN void tg__file_abort(tg__file *w);
+/* The end of every save: for a NULL w (tg__file_begin failed) -1; when ok,
+ * tg__file_commit; else tg__file_abort and -1. */
+TG_HIDDEN int tg__file_end(tg__file *w, bool ok);
 /* For the tests: true makes every temporary a named one from the start,
  * as on a file system without O_TMPFILE. Set it before any save. */
 TG_HIDDEN extern bool tg__file_named_only;

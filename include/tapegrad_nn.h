@@ -68,8 +68,9 @@ typedef struct tg_param {
 
 /** A growable list of named parameters; start it with tg_params_init.
  * Read items and n freely, and swap an item's tensor; change names and n
- * only through the calls (a list changed otherwise is hashed anew at the
- * next tg_params_add, and looked up by a scan until then). */
+ * only through the calls, which keep the names' hash: a name written over,
+ * or n lowered and the list grown again, by hand, leaves tg_params_get and
+ * the duplicate check of tg_params_add unsure of what the list holds. */
 typedef struct tg_params {
     tg_param *items;
     int n, cap;

@@ -258,11 +258,7 @@ int tg_save_npz(const tg_params *ps, const char *path)
         ok = write_entry(&w, path, &ps->items[i], &es[i]);
     ok = ok && write_directory(&w, ps, es);
     free(es);
-    if (!ok) {
-        tg__file_abort(w.out);
-        return -1;
-    }
-    return tg__file_commit(w.out);
+    return tg__file_end(w.out, ok);
 }
 
 /* ===================================================================== */

@@ -3,6 +3,7 @@
  * (x @ W, W (in,out)) where the file's layout needs it. The mapping is
  * documented in include/tapegrad_nn.h, beside the declarations. */
 #include "core/shared.h"
+#include "nn/names.h"
 #include "nn/nn.h"
 
 #include <stdarg.h>
@@ -24,6 +25,10 @@ typedef struct source {
     const char *prefix; /* before every name but lm_head's */
     const char *outer;  /* before lm_head.weight */
     bool *used;         /* sd->n flags */
+    tg__names by_name;  /* sd's names sorted: a lookup is log n comparisons,
+                           where a scan per name made a state dict of n
+                           tensors n^2 / 2 (a hostile llm.c file of 8,000
+                           layers: 100 s) */
 } source;
 
 /* Where the name prefix + fmt... sits in the state dict, or -1. */
@@ -36,10 +41,7 @@ find(const source *s, const char *prefix, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(name + len, sizeof name - (size_t)len, fmt, ap);
     va_end(ap);
-    for (int i = 0; i < s->sd->n; i++)
-        if (!strcmp(s->sd->items[i].name, name))
-            return i;
-    return -1;
+    return (int)tg__names_find(&s->by_name, name);
 }
 
 /* One tensor the model needs: its place in the state dict. */
@@ -467,7 +469,12 @@ int tg_gpt_from_state_dict(tg_gpt *g, const tg_params *sd, int n_head,
     source s = {.sd = sd, .used = tg__calloc((size_t)sd->n + 1, sizeof(bool))};
     plan p = {0};
     int rc = -1;
-    if (!s.used)
+    bool indexed = s.used && tg__names_init(&s.by_name, (size_t)sd->n);
+    for (int i = 0; indexed && i < sd->n; i++)
+        tg__names_add(&s.by_name, sd->items[i].name, (size_t)i);
+    if (indexed)
+        tg__names_sort(&s.by_name); /* a name twice: the first is found */
+    if (!indexed)
         tg__error("gpt_from_state_dict: out of memory for %d names", sd->n);
     else if (make_plan(&s, n_head, dt, &p)) {
         tg_rng rng;
@@ -486,6 +493,7 @@ int tg_gpt_from_state_dict(tg_gpt *g, const tg_params *sd, int n_head,
     }
     free(p.blocks);
     free(s.used);
+    tg__names_free(&s.by_name);
     return rc;
 }
 

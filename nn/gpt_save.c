@@ -29,8 +29,8 @@ static const char *not_gpt2(const tg_gpt *g)
         return "the tanh GELU (GPT-2's layout means it to a loader)";
     if (c->ln_eps != 0 && c->ln_eps != 1e-5)
         return "layer norms of eps 1e-5";
-    if (c->has_attn_scale &&
-        c->attn_scale != 1 / sqrt((double)c->n_embd / c->n_head))
+    if (c->has_attn_scale && /* as computed, to rounding */
+        fabs(c->attn_scale * sqrt((double)c->n_embd / c->n_head) - 1) > 1e-12)
         return "the score scale 1/sqrt(head size)";
     return "";
 }
@@ -160,8 +160,10 @@ int tg_gpt_state_dict(tg_gpt *g, tg_params *out)
     bool ok = tg_gpt_params(g, &ps, NULL) == 0 && gpt2_names(out, &ps, g);
     tg_set_grad_enabled(was);
     tg_params_free(&ps);
-    while (!ok && out->n > n0) /* the list as it was */
-        tg_release(out->items[--out->n].t);
+    for (int i = n0; !ok && i < out->n; i++)
+        tg_release(out->items[i].t);
+    if (!ok)
+        tg__params_truncate(out, n0); /* the list as it was */
     return ok ? 0 : -1;
 }
 

@@ -84,6 +84,26 @@ static bool count_all(const dims *d, uint64_t *n)
     return true;
 }
 
+/* The model the header asks for makes 2 + 12 L tensors of the state dict
+ * and 6 L NH of the heads, some hundreds of bytes each whatever their
+ * size: a header of a million layers of one channel (50 bytes of bfloat16
+ * a layer) would make a small file cost gigabytes. A real checkpoint has
+ * thousands of bytes for each (GPT-2 124M: 1,010 tensors in 475 MiB), so
+ * fewer than one tensor per 64 bytes of file, and at most 100,000 layers
+ * (as tg_gpt_from_state_dict counts them), is asked. */
+static bool few_enough_tensors(const char *path, const dims *d, int64_t size)
+{
+    double tensors = 2 + 12.0 * (double)d->L + 6.0 * (double)d->L * d->NH;
+    if (d->L <= 100000 && tensors * 64 <= (double)size)
+        return true;
+    return tg__file_error("gpt_load_llmc", path,
+                          "the header's %lld layers of %lld heads make %.0f "
+                          "tensors: more than one per 64 bytes of a "
+                          "%lld-byte file (or over 100,000 layers)",
+                          (long long)d->L, (long long)d->NH, tensors,
+                          (long long)size);
+}
+
 /* The header read and checked against the file's size. */
 static bool read_dims(const char *path, FILE *f, int64_t size, dims *d)
 {
@@ -123,6 +143,8 @@ static bool read_dims(const char *path, FILE *f, int64_t size, dims *d)
         return tg__file_error(op, path,
                               "the header's sizes ask for more than 2^63 "
                               "bytes");
+    if (!few_enough_tensors(path, d, size))
+        return false;
     if ((int64_t)bytes + LLMC_HEADER_BYTES != size)
         return tg__file_error(
             op, path,
@@ -369,11 +391,5 @@ int tg_gpt_save_llmc(tg_gpt *g, const char *path)
     tg__file *out = tg__file_begin("gpt_save_llmc", path);
     bool ok = out && tg__llmc_put_header(out, h) && write_all(out, &sd, &d);
     tg_params_release(&sd);
-    if (!out)
-        return -1;
-    if (!ok) {
-        tg__file_abort(out);
-        return -1;
-    }
-    return tg__file_commit(out);
+    return tg__file_end(out, ok);
 }

@@ -150,11 +150,5 @@ int tg_save_tokens_llmc(const tg_tensor *tokens, const char *path)
          tg__file_write(out, bytes, 2 * (size_t)n);
     free(ids);
     free(bytes);
-    if (!out)
-        return -1;
-    if (!ok) {
-        tg__file_abort(out);
-        return -1;
-    }
-    return tg__file_commit(out);
+    return tg__file_end(out, ok);
 }

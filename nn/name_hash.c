@@ -32,29 +32,31 @@ static void put(struct tg__name_hash *h, const tg_params *ps, int pos)
 }
 
 /* A table for at least `need` names, at most half full. */
-static struct tg__name_hash *table_for(int need)
+static struct tg__name_hash *table_for(uint64_t need)
 {
-    uint32_t slots = 16;
-    while (slots < 2u * (uint32_t)need)
+    uint64_t slots = 16;
+    while (slots < 2 * need)
         slots *= 2;
+    if (slots > (uint64_t)1 << 31) /* positions are int: never reached */
+        return NULL;
     struct tg__name_hash *h = tg__calloc(1, sizeof *h);
     int32_t *slot = h ? tg__calloc(slots, sizeof *slot) : NULL;
     if (!slot) {
         free(h);
         return NULL;
     }
-    *h = (struct tg__name_hash){.slot = slot, .mask = slots - 1};
+    *h = (struct tg__name_hash){.slot = slot, .mask = (uint32_t)(slots - 1)};
     return h;
 }
 
 bool tg__name_hash_sync(tg_params *ps, int room)
 {
     struct tg__name_hash *h = ps->index;
-    uint32_t need = (uint32_t)ps->n + (uint32_t)room;
-    bool anew = !h || h->n > ps->n || 2u * need > h->mask + 1;
+    uint64_t need = (uint64_t)ps->n + (uint64_t)room;
+    bool anew = !h || h->n > ps->n || 2 * need > (uint64_t)h->mask + 1;
     if (anew) { /* shrunk behind our back, or full: hash every item again */
         tg__name_hash_free(ps);
-        h = table_for(need < 8 ? 8 : 2 * (int)need);
+        h = table_for(need < 8 ? 8 : 2 * need);
         if (!h)
             return false;
         ps->index = h;

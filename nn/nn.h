@@ -16,6 +16,10 @@ TG_HIDDEN const char *tg__param_prefix(const char *op, char *buf,
                                        const char *prefix, const char *name,
                                        int index);
 
+/* Gives a list back as it was before a failed call appended to it: its
+ * first n items (the names' hash let go, to be made anew; nn/params.c). */
+TG_HIDDEN void tg__params_truncate(tg_params *ps, int n);
+
 /* What a module's init takes besides the module and its dtype, for
  * tg__init_begin to check: */
 enum {

@@ -496,7 +496,7 @@ int tg_optim_state(tg_optim *o, tg_params *out, const char *prefix)
             return -1;
     int n0 = out->n;
     if (append_state(o, out, prefix) < 0) {
-        out->n = n0; /* the list as it was */
+        tg__params_truncate(out, n0); /* the list as it was */
         return tg__error_wrap("optim_state");
     }
     return 0;

@@ -143,9 +143,17 @@ int tg__params_adopt(const char *op, const char *path, tg_params *out, size_t n,
     tg__names_free(&ix);
     for (size_t k = 0; ok && k < n; k++)
         append(out, names[k], ts[k]);
+    if (ok)
+        tg__name_hash_sync(out, 0); /* out of memory: lookups scan */
     for (size_t k = 0; !ok && k < n; k++)
         tg_release(ts[k]); /* the list is as it was */
     return ok ? 0 : -1;
+}
+
+void tg__params_truncate(tg_params *ps, int n)
+{
+    ps->n = n;
+    tg__name_hash_free(ps); /* hashed anew by the next tg_params_add */
 }
 
 void tg_params_release(tg_params *ps)

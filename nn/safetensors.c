@@ -819,11 +819,5 @@ int tg_save_safetensors(const tg_params *ps, const char *path)
               write_data(out, path, ps, order);
     free(header);
     free(order);
-    if (!out)
-        return -1;
-    if (!ok) {
-        tg__file_abort(out);
-        return -1;
-    }
-    return tg__file_commit(out);
+    return tg__file_end(out, ok);
 }

@@ -106,7 +106,7 @@ int tg_params_split_decay(const tg_params *all, tg_params *decay,
     }
     return 0;
 fail: /* both lists as they were */
-    decay->n = n_decay;
-    no_decay->n = n_no_decay;
+    tg__params_truncate(decay, n_decay);
+    tg__params_truncate(no_decay, n_no_decay);
     return -1;
 }

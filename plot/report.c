@@ -346,9 +346,5 @@ int tg_report_write(const tg_report *r, const char *path)
     }
     bool ok = tg__file_write(out, b.p, b.len);
     free(b.p);
-    if (!ok) {
-        tg__file_abort(out);
-        return -1;
-    }
-    return tg__file_commit(out);
+    return tg__file_end(out, ok);
 }

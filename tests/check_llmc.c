@@ -206,6 +206,23 @@ START_TEST(bad_models)
             assert_error_has(rows[i].and, NULL);
         ck_assert_msg(strstr(tg_last_error(), p), "%s", tg_last_error());
     }
+    /* A consistent file of 2,000 layers of one channel (bfloat16: 50
+     * bytes a layer) would make 36,002 tensors from 101 KB: refused before
+     * any is made. */
+    {
+        enum { L = 2000, SIZE = 1024 + 2 * (128 + 1 + 25 * L + 2) };
+        int32_t h[256] = {20240326, 5, 1, 1, L, 1, 1, 128};
+        const char *p = scratch_path("many_layers.bin");
+        FILE *f = fopen(p, "wb");
+        fwrite(h, 4, 256, f);
+        for (long i = 1024; i < SIZE; i++)
+            fputc(0, f);
+        fclose(f);
+        tg_gpt g;
+        ck_assert_int_eq(tg_gpt_load_llmc(&g, p, TG_FLOAT32), -1);
+        assert_error_has("2000 layers of 1 heads make 36002 tensors",
+                         "more than one per 64 bytes");
+    }
     tg_gpt g;
     ck_assert_int_eq(tg_gpt_load_llmc(NULL, llmc("model.bin"), TG_FLOAT32), -1);
     assert_error_has("gpt_load_llmc: the model is NULL", NULL);

@@ -138,8 +138,18 @@ static uint64_t run_once(int k, tg_dtype dt, int threads)
 static int most_threads(void) { return RUNNING_ON_VALGRIND ? 3 : MAX_THREADS; }
 static int op_stride(void) { return RUNNING_ON_VALGRIND ? 5 : 1; }
 
+/* Threads can be set here (OpenMP's count, which the library's pool
+ * follows): else every run below would be one thread's. */
+static void assert_threads_settable(void)
+{
+    int old = set_threads(3);
+    ck_assert_msg(set_threads(old) == 3,
+                  "the thread count cannot be set: nothing would be tested");
+}
+
 START_TEST(each_op)
 {
+    assert_threads_settable();
     for (int dt = 0; dt < (RUNNING_ON_VALGRIND ? 1 : 2); dt++)
         for (int k = 0; k < N_PROGRAMS; k += op_stride()) {
             tg_dtype as = dt ? TG_FLOAT64 : TG_FLOAT32;
@@ -153,8 +163,10 @@ START_TEST(each_op)
 }
 END_TEST
 
-/* Three AdamW steps of a small GPT (the tanh GELU, every bias, tied) on
- * threads threads: the bits of the losses and of every parameter after. */
+/* Three AdamW steps of a small GPT (the tanh GELU, every bias, tied; a
+ * batch of B sequences of T, so its (B T, C) activations are split among
+ * threads) on threads threads: the bits of the losses and of every
+ * parameter after. */
 static uint64_t gpt_steps(int threads, tg_head_path path)
 {
     int old = set_threads(threads);
@@ -180,7 +192,8 @@ static uint64_t gpt_steps(int threads, tg_head_path path)
     tg_params_init(&ps);
     ck_assert_int_eq(tg_gpt_params(&g, &ps, NULL), 0);
     tg_optim *o = tg_optim_new(&ps, tg_adamw_config(1e-3, 0.1));
-    tg_tensor *ids = tg_randint(&rng, 0, c.vocab_size, TG_SHAPE(8, T + 1));
+    tg_tensor *ids = /* (B T, C) activations: past TG_PARALLEL_MIN */
+        tg_randint(&rng, 0, c.vocab_size, TG_SHAPE(B, T + 1));
     tg_tensor *x = tg_contiguous(tg_narrow(ids, 1, 0, T));
     tg_tensor *y = tg_contiguous(tg_narrow(ids, 1, 1, T));
     uint64_t h = 14695981039346656037u;
@@ -204,6 +217,7 @@ static uint64_t gpt_steps(int threads, tg_head_path path)
 
 START_TEST(gpt_step)
 {
+    assert_threads_settable();
     static const tg_head_path paths[] = {TG_HEAD_COMPOSED,
                                          TG_HEAD_FUSED_SOFTMAX, TG_HEAD_TILED};
     for (int p = 0; p < (RUNNING_ON_VALGRIND ? 1 : 3); p++) {
