@@ -30,6 +30,7 @@
 #include "options.h"
 #include "page_echo.h"
 #include "recall_task.h"
+#include "train_head_tape.h"
 
 #include <math.h>
 #include <stdbool.h>
@@ -311,30 +312,6 @@ static void token_labels(const recall_batch *show, char text[][16],
     }
 }
 
-/* The tape of one step on the show sequence, kept after backward
- * (tg_tape_keep_record), as the page's tape section. Training is over: the
- * gradients it leaves in the weights are never used. */
-static int page_tape(run *r, tg_report *rep)
-{
-    /* the graph's leaves by the lesson's names, not their shapes alone */
-    tg_set_name(r->head.w_q, "W_q");
-    tg_set_name(r->head.w_k, "W_k");
-    tg_set_name(r->head.w_v, "W_v");
-    tg_scope_begin();
-    bool was = tg_tape_keep_record(true);
-    tg_tensor *loss =
-        recall_loss(tg_head_forward(&r->head, r->show.x), &r->show);
-    int rc = loss && tg_backward(loss) == 0 &&
-                     tg_report_tape(rep, "The tape of one step, after "
-                                         "backward: |grad| through each "
-                                         "entry") > 0
-                 ? 0
-                 : -1;
-    tg_tape_keep_record(was);
-    tg_scope_end();
-    return rc;
-}
-
 /* The lesson's figures from this run's tensors: the averaging weights
  * tril(1) / rowsum, and the trained head's raw scores on the show sequence,
  * scale * (x W_q)(x W_k)^T (T,T), under the causal mask: at temperature 1
@@ -422,7 +399,8 @@ static int write_page(run *r, const options *o)
                                 "MSE loss", true) > 0 &&
                 page_heatmap(rep, before, r->attn_before, tokens) == 0 &&
                 page_heatmap(rep, after, r->attn_after, tokens) == 0 &&
-                page_tape(r, rep) == 0 && page_lesson(r, rep, tokens) == 0
+                step0_tape(o->seed, HEAD_SIZE, &r->show, rep) == 0 &&
+                page_lesson(r, rep, tokens) == 0
             ? 0
             : -1;
     return page_write(rep, rc, path);
@@ -448,6 +426,7 @@ static int train(const options *o)
             (unsigned)o->seed);
     if (rc == 0 && !(r.attn_before = show_attention(&r)))
         rc = -1;
+
     for (int step = 0; rc == 0 && step < o->steps; step++)
         rc = train_step(&r, o, step);
     if (rc == 0 && !(r.attn_after = show_attention(&r)))
@@ -465,6 +444,8 @@ static int train(const options *o)
         rc = report_attention("trained:  ", r.attn_after, &r.show);
     if (rc == 0)
         rc = evaluate(&r);
+    if (rc == 0)
+        rc = step0_tape(o->seed, HEAD_SIZE, &r.show, NULL);
     if (rc == 0)
         rc = draw_pictures(&r, o);
     if (rc == 0)
