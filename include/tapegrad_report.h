@@ -94,13 +94,26 @@ int tg_report_averaging(tg_report *r, const char *title, const tg_tensor *wei,
  * mask (NULL: none; else of scores' shape, true = masked) says, shown as
  * the weights softmax(scores / temperature) over each row with masked
  * entries excluded. The page recomputes them as its temperature slider
- * moves (starting at temperature), and shows the hovered row's entropy and
- * the Frobenius norm of its softmax Jacobian (the gradient's gain). -1 for
- * scores not square 2-D, a mask of another shape, or a temperature <= 0
- * or not finite. */
+ * moves (starting at temperature), and shows the hovered row's entropy.
+ * -1 for scores not square 2-D, a mask of another shape, or a temperature
+ * <= 0 or not finite. */
 int tg_report_attention(tg_report *r, const char *title,
                         const tg_tensor *scores, const tg_tensor *mask,
                         const char *const *tokens, double temperature);
+/** tg_report_attention with the gradient reaching the weights, dattn =
+ * dL/dattn (T,T; NULL: as tg_report_attention), which does not depend on
+ * the temperature when the weights feed out = attn @ v: the hovered row
+ * then also shows the softmax gain, how much of that gradient flows back
+ * through the softmax to the row's scores,
+ *     gain = ||dL/dscores|| / ||dL/dattn|| = ||J g|| / ||g||,
+ *     J = diag(p) - p p^T,  g = the row's dL/dattn,
+ * over its unmasked entries (so (J g)_i = p_i (g_i - sum_j p_j g_j)), and
+ * a curve of that gain against the temperature with the slider's marked.
+ * -1 also for a dattn of another shape than scores. */
+int tg_report_attention_gain(tg_report *r, const char *title,
+                             const tg_tensor *scores, const tg_tensor *mask,
+                             const char *const *tokens, double temperature,
+                             const tg_tensor *dattn);
 
 /** Writes the page to path: through a temporary file in path's directory
  * renamed over it, so on failure an old file at path is as it was and
