@@ -76,11 +76,14 @@ int tg_report_lines(tg_report *r, const char *title, const tg_series *s, int n,
                     const char *xlabel, const char *ylabel, bool logy);
 
 /** The calling thread's tape now, as tg_tape_dot sees it, drawn by Graphviz
- * as SVG: one node per entry (op, output name and shape, call site) and per
- * leaf, each with a tooltip; after a backward run with tg_tape_keep_record
- * or tg_tape_record_norms on, each entry's |grad| and the count of exact
- * zeros in its gradient, edges drawn thicker and darker as |grad| grows.
- * An empty tape gives a section that says so. */
+ * as SVG: one node per entry (op, output name and shape, its values, call
+ * site), per leaf (name, shape, values) and per mask an op reads (dashed),
+ * each with a tooltip; after a backward run with tg_tape_keep_record or
+ * tg_tape_record_norms on, each entry's |grad| and each leaf's (the
+ * gradient it received) with the count of exact zeros, edges drawn thicker
+ * and redder as the |grad| flowing back along them grows, and a legend of
+ * the marks under the picture. An empty tape gives a section that says
+ * so. */
 int tg_report_tape(tg_report *r, const char *title);
 
 /** The lesson's first figure: the (T,T) averaging weights wei, drawn by the

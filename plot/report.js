@@ -359,6 +359,7 @@
     ctx.fillText(p6(fig.tmax).replace(/\.?0+$/, ""), W - R - 40, H - B + 14);
     ctx.fillText("0", L - 14, H - B + 4);
     ctx.fillText((ymax * 1.1).toPrecision(2), 4, T + 10);
+    ctx.fillText("gain", 4, T + 28);
     ctx.strokeStyle = "#1f5fbf";
     ctx.lineWidth = 2;
     ctx.beginPath();

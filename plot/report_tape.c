@@ -362,7 +362,8 @@ static void zeros_list(sbuf *sec, const tnode *nodes, int n)
                                    "holding exact zeros (where something "
                                    "cut the path: a mask, a row the loss "
                                    "never reads, a softmax row with a "
-                                   "single choice):</p>\n"
+                                   "single choice, an input that is "
+                                   "0):</p>\n"
                                    "<ul class=\"tg-zeros\">\n");
             any = true;
             tg__sb_puts(sec, "<li>");

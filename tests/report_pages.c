@@ -305,7 +305,8 @@ static int count_lines(const char *text, const char *prefix, int skip_edges)
     return n;
 }
 
-/* Lines of DOT that declare nodes: "  e3 [shape=box..." or "  t1 [...". */
+/* Lines of DOT that declare nodes: "  e3 [shape=box...", "  t1 [..." or
+ * a mask's "  m7 [...". */
 static int count_dot_nodes(const char *dot)
 {
     int n = 0;
@@ -313,8 +314,8 @@ static int count_dot_nodes(const char *dot)
         const char *end = strchr(p, '\n');
         char id[16];
         char bracket = 0;
-        if (sscanf(p, " %15[et0-9] %c", id, &bracket) == 2 && bracket == '[' &&
-            (id[0] == 'e' || id[0] == 't') && id[1] >= '0' && id[1] <= '9')
+        if (sscanf(p, " %15[etm0-9] %c", id, &bracket) == 2 && bracket == '[' &&
+            strchr("etm", id[0]) && id[1] >= '0' && id[1] <= '9')
             n++;
         p = end ? end + 1 : NULL;
     }
