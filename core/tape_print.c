@@ -154,9 +154,12 @@ typedef struct leaf_note {
     int64_t grad_zeros, grad_numel;
 } leaf_note;
 
-static TG_THREAD_LOCAL leaf_note leaf_notes[LEAF_NOTES];
-static TG_THREAD_LOCAL int n_leaf_notes;
-static TG_THREAD_LOCAL bool notes_done; /* a walk ended: the next starts anew */
+/* (_Thread_local of the default model, not TG_THREAD_LOCAL's static TLS:
+ * a few KiB, read only by the printouts, must not take the little room
+ * glibc keeps for a dlopen'ed library's initial-exec variables) */
+static _Thread_local leaf_note leaf_notes[LEAF_NOTES];
+static _Thread_local int n_leaf_notes;
+static _Thread_local bool notes_done; /* a walk ended: the next starts anew */
 
 /* The note of leaf tid, or NULL. */
 static leaf_note *leaf_find(uint64_t tid)
