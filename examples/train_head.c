@@ -312,10 +312,31 @@ static void token_labels(const recall_batch *show, char text[][16],
     }
 }
 
+/* The gradient the show sequence's loss sends to the trained head's
+ * weights, dL/dattn (T,T): attn = softmax of the masked scores, as a leaf,
+ * through out = attn @ (x W_v) and recall_loss. The loss reads the last
+ * token only, so rows 0..T-2 get none. In the caller's scope; NULL on
+ * error. */
+static tg_tensor *upstream(run *r, tg_tensor *x, tg_tensor *scores,
+                           tg_tensor *future)
+{
+    const int64_t T = RECALL_TASK.T;
+    bool was = tg_set_grad_enabled(true);
+    tg_tensor *attn = tg_softmax(tg_masked_fill(scores, future, -INFINITY), -1);
+    tg_set_requires_grad(attn, true); /* a leaf: the walk stops there */
+    tg_tensor *out = tg_matmul(attn, tg_matmul(x, r->head.w_v)); /* (T,hs) */
+    tg_tensor *loss = recall_loss(
+        tg_reshape(out, 3, (const int64_t[]){1, T, tg_size(out, 1)}), &r->show);
+    int rc = loss ? tg_backward(loss) : -1;
+    tg_set_grad_enabled(was);
+    return rc == 0 ? tg_detach(tg_grad(attn)) : NULL;
+}
+
 /* The lesson's figures from this run's tensors: the averaging weights
  * tril(1) / rowsum, and the trained head's raw scores on the show sequence,
  * scale * (x W_q)(x W_k)^T (T,T), under the causal mask: at temperature 1
- * the page's softmax of them is the head's attention. */
+ * the page's softmax of them is the head's attention; with the gradient its
+ * loss sends them (upstream), the hovered row's softmax gain. */
 static int page_lesson(run *r, tg_report *rep, const char **tokens)
 {
     const int64_t T = RECALL_TASK.T;
@@ -328,16 +349,19 @@ static int page_lesson(run *r, tg_report *rep, const char **tokens)
     tg_tensor *q = tg_matmul(x, r->head.w_q), *k = tg_matmul(x, r->head.w_k);
     tg_tensor *scores =
         tg_scale(tg_matmul(q, tg_transpose(k, 0, 1)), r->head.scale);
+    tg_tensor *dattn = scores ? upstream(r, x, scores, future) : NULL;
     int rc =
-        tg_report_averaging(rep,
-                            "Averaging: each token the mean of the ones "
-                            "before it (click a row)",
-                            wei, tokens) > 0 &&
-                tg_report_attention(
+        dattn &&
+                tg_report_averaging(rep,
+                                    "Averaging: each token the mean of the "
+                                    "ones before it (click a row)",
+                                    wei, tokens) > 0 &&
+                tg_report_attention_gain(
                     rep,
                     "The trained head's scores, softmaxed at a temperature "
-                    "(1: the head's own attention)",
-                    scores, future, tokens, 1.0) > 0
+                    "(1: the head's own attention); the loss reads the last "
+                    "row only, so only it has a softmax gain",
+                    scores, future, tokens, 1.0, dattn) > 0
             ? 0
             : -1;
     tg_scope_end();

@@ -6,6 +6,8 @@
 //
 // DIR holds train_head.html and unscaled.html with what the programs
 // printed (train_head.out, unscaled.out). Checked:
+//   - train_head's attention figure: only the last row, the one the loss
+//     reads, has a softmax gain, and its curve is drawn;
 //   - train_head's tape (taken at step 0): every leaf that requires grad
 //     shows the gradient it received (|grad| > 0), x shows none (a
 //     constant), the mask is a node of its own drawn into masked_fill, the
@@ -170,6 +172,25 @@ async function trainHead(browser, dir) {
     `printed attn ${attn} scaled ${scaled} masked ${masked}; caption "${caption}"`);
   check(attn && scaled && masked && [attn, scaled, masked].every((r) => r[0] === r[2] + r[3] + r[4]),
     'train_head tape: the zeros by cause sum to the tape\'s zeros');
+  // the lesson's attention figure: only the row the loss reads has a gain
+  const att = await page.$eval('section[data-kind="attention"]', (s) => s.id).catch(() => null);
+  if (check(att !== null, 'train_head: has the attention figure')) {
+    const texts = [];
+    for (let r = 0; r < 8; r++) {
+      const p = await page.evaluate(([i, row]) => window.tgReport.cellCenter(i, row, 0), [att, r]);
+      await page.mouse.move(p.x + 1, p.y + 1);
+      await page.mouse.move(p.x, p.y);
+      texts.push(await page.$eval(`#${att} .tg-rowstats`, (e) => e.textContent));
+    }
+    const last = texts[7].match(/, gain (\S+)$/);
+    check(texts.slice(0, 7).every((t) => t.endsWith('gain none (no gradient reaches this row)')) &&
+          last && Number(last[1]) > 0,
+      'train_head attention: rows 0-6 get no gradient from the loss, row 7 has a softmax gain',
+      texts.join(' | '));
+    const c = await page.evaluate((i) => window.tgReport.gainCurve(i), att);
+    check(c && c.row === 7 && last && c.gain.toPrecision(6) === Number(last[1]).toPrecision(6),
+      'train_head attention: the gain curve is of row 7, marked at its gain', JSON.stringify(c && c.gain));
+  }
   await screenshots(page, 'train_head', [`#${tape}`]);
   check(errors.length === 0, 'train_head: no console or page errors', errors.join(' | '));
   await page.close();
