@@ -919,10 +919,11 @@ void tg_tape_print(FILE *f);
 void tg_tape_dot(FILE *f);
 /** Whether this thread's backward records, for each entry it walks, the L2
  * norm |g| = sqrt(sum g_i^2) of its output's gradient and the count of its
- * exact zeros, for tg_tape_print and tg_tape_dot to show (and
- * tg_report_tape). Off by default: the norms read every gradient once
- * more, a cost a training loop that never prints the tape should not pay.
- * Returns the previous setting. */
+ * exact zeros, a summary of its output's values, and at the walk's end each
+ * leaf's values and the gradient the walk gave it, for tg_tape_print and
+ * tg_tape_dot to show (and tg_report_tape). Off by default: the notes read
+ * every gradient and output once more, a cost a training loop that never
+ * prints the tape should not pay. Returns the previous setting. */
 bool tg_tape_record_norms(bool on);
 /** Number of entries on this thread's tape that are still alive. */
 int64_t tg_tape_size(void);
