@@ -342,6 +342,7 @@ static bool walk_release(walk *w, bool ok)
         outputs_aside(&w->plan, false);
     for (int64_t i = 0; i < w->plan.count; i++)
         tg__drop(w->plan.order[i]->out);
+    tg__tape_note_leaves(&w->plan, ok);
     if (w->create)
         ok = tg__settle_recorded(&w->plan, ok, w->forced, w->settle_hooks);
     else

@@ -282,6 +282,21 @@ tg_tensor *tg__record(const tg_op *op, tg_tensor *out, int n_in,
     return out;
 }
 
+/* A saved boolean tensor that is none of n's inputs is a mask the op reads
+ * (masked_fill's): noted, for the drawing to show it as an input. */
+static void note_mask(tg_node *n, const tg_tensor *t)
+{
+    if (t->dtype != TG_BOOL || n->mask_tid)
+        return;
+    for (int i = 0; i < n->n_in; i++)
+        if (n->in_tid[i] == t->id)
+            return;
+    n->mask_tid = t->id;
+    memcpy(n->mask_name, t->name, TG_NAME_MAX);
+    n->mask_ndim = t->ndim;
+    memcpy(n->mask_shape, t->shape, sizeof t->shape);
+}
+
 void tg__save(tg_node *n, tg_tensor *t)
 {
     /* The output owns its entry; an entry holding its output would be a
@@ -298,6 +313,7 @@ void tg__save(tg_node *n, tg_tensor *t)
     n->saved[k] = tg_retain(t);
     n->saved_version[k] = t->storage->version;
     tg__tape_hold(t);
+    note_mask(n, t);
 }
 
 void tg__tape_hold(tg_tensor *t)

@@ -97,6 +97,16 @@ TG_HIDDEN bool tg__rule_add(tg_tensor **acc, tg_tensor *term);
  * is set). */
 TG_HIDDEN int tg__rule_done(tg_tensor **dx, int n, const bool *need);
 
+/* A summary of a tensor's values for the drawing of the tape: min, mean
+ * and max of its finite elements, how many are -inf and how many are
+ * otherwise not finite (+inf, NaN); for a bool tensor, how many are true.
+ * numel 0: nothing noted. */
+typedef struct tg__vstats {
+    double min, mean, max;
+    int64_t numel, neg_inf, nonfinite, n_true;
+    bool is_bool;
+} tg__vstats;
+
 struct tg_node {
     const tg_op *op;
     uint64_t seq;   /* creation order: a topological order of the tape */
@@ -134,6 +144,15 @@ struct tg_node {
         grad_norm; /* of the gradient that reached out; < 0 before backward */
     /* and how many of its grad_numel elements are exactly 0 (< 0 before) */
     int64_t grad_zeros, grad_numel;
+    /* For the drawing (tg_tape_dot): the output's values as the walk found
+     * them (val.numel 0: not noted), and a boolean tensor the op saved that
+     * is none of its inputs (masked_fill's mask; mask_tid 0: none), drawn
+     * as an input: its id, name and shape when saved, its values noted. */
+    tg__vstats val, mask_val;
+    uint64_t mask_tid;
+    char mask_name[TG_NAME_MAX];
+    int mask_ndim;
+    int64_t mask_shape[TG_MAX_DIMS];
     bool consumed; /* backward ran and released in/saved */
     /* tg_grads' walk: the output's gradient and retain_grad from before
      * it, set aside while it runs (core/backward.c) */

@@ -68,6 +68,13 @@ TG_HIDDEN void tg__node_consume(tg_node *n);
  * printouts ask (tg_tape_record_norms, tg_tape_keep_record), notes g's
  * norm and its zeros in n for them. */
 TG_HIDDEN void tg__tape_note_grad(tg_node *n, const tg_tensor *g);
+/* The walk w is over (its leaves not yet settled; ok: it succeeded): when
+ * the printouts ask, notes each leaf's values and the gradient this walk
+ * gave it, for tg_tape_dot to draw the leaves with their gradients after
+ * the entries that held them are consumed. The next walk's notes start
+ * afresh. */
+struct tg_walk_plan;
+TG_HIDDEN void tg__tape_note_leaves(const struct tg_walk_plan *w, bool ok);
 
 /* ---- the gradients (core/grad.c) ------------------------------------- */
 

@@ -8,11 +8,50 @@
  *
  *     ./examples/named_tape             # the tape, as text
  *     ./examples/named_tape head.dot    # and the picture's source:
- *     dot -Tsvg head.dot -o head.svg    # (Graphviz) */
+ *     dot -Tsvg head.dot -o head.svg    # (Graphviz)
+ *     ./examples/named_tape --help      # the usage */
 #include <tapegrad.h>
 
+#include "options.h"
+
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
+
+typedef struct options {
+    const char *dot; /* where the DOT graph goes; NULL: nowhere */
+} options;
+
+static void usage(FILE *f);
+
+static const opt option_table[] = {
+    {NULL, OPT_ARG, offsetof(options, dot), .help = NULL}, /* DOT_FILE */
+};
+
+static const opt_parser parser = {
+    .prog = "named_tape",
+    OPT_TABLE(option_table),
+    .usage = usage,
+    .missing = "%s needs a value (see --help)",
+    .unknown = "unknown option '%s' (see --help)",
+    .usage_on_unknown = true,
+};
+
+static void usage(FILE *f)
+{
+    fputs("Usage: named_tape [DOT_FILE] [--help]\n"
+          "\n"
+          "Runs the lesson's attention head once on a named tape (x, W_q,\n"
+          "q, k, v, tau, scores, masked, attn, out, loss), backward with a\n"
+          "record of the consumed entries, and prints the tape: each entry\n"
+          "with its output's name and shape, the |grad| through it and the\n"
+          "line that made it. With DOT_FILE it also writes the tape there as\n"
+          "a Graphviz graph (dot -Tsvg DOT_FILE -o head.svg draws it).\n"
+          "\n"
+          "Exits 0 on success, 1 on a library or file error, 2 on a bad\n"
+          "command line.\n",
+          f);
+}
 
 enum { B = 1, T = 4, C = 8, HS = 4 };
 
@@ -35,6 +74,10 @@ static tg_tensor *named(tg_tensor *t, const char *name)
 
 int main(int argc, char **argv)
 {
+    options o = {0};
+    int parsed = opt_parse(&parser, argc, argv, &o, NULL);
+    if (parsed)
+        return parsed == 1 ? 0 : 2;
     tg_rng rng;
     tg_rng_seed(&rng, 1337);
     tg_tensor *W_q = param(&rng, "W_q", TG_SHAPE(C, HS));
@@ -71,10 +114,10 @@ int main(int argc, char **argv)
     tg_tape_print(stdout);
     printf("tau: value %.6g, gradient %.6g\n", tg_item(tau),
            tg_item(tg_grad(tau)));
-    if (argc > 1) {
-        FILE *f = fopen(argv[1], "w");
+    if (o.dot) {
+        FILE *f = fopen(o.dot, "w");
         if (!f) {
-            perror(argv[1]);
+            perror(o.dot);
             rc = 1;
         } else {
             tg_tape_dot(f);

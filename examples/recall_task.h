@@ -154,6 +154,11 @@ static inline tg_tensor *recall_loss(tg_tensor *out, const recall_batch *rb)
     tg_tensor *last = tg_select(out, 1, -1); /* (B,hs) */
     tg_tensor *answer = tg_slice(last, 1, 0, tg_size(rb->target, 1));
     tg_tensor *loss = tg_mse_loss(answer, rb->target); /* (B,D) vs (B,D) */
+    if (loss) { /* named for the tape's drawing */
+        tg_set_name(last, "last");
+        tg_set_name(answer, "answer");
+        tg_set_name(loss, "loss");
+    }
     tg_release(last);
     tg_release(answer);
     return loss;

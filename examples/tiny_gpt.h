@@ -29,6 +29,7 @@ typedef struct options {
     const char *init_from, *eval_ids; /* --init-from, --eval-ids */
     const char *out_dir, *resume;     /* --out-dir, --resume */
     const char *plot;                 /* --plot stem, NULL for --no-plot */
+    const char *html;                 /* --html FILE, NULL: no page */
     int n_head;                       /* --n-head, for --init-from */
     bool block_given;                 /* --block on the command line */
     bool model_given;                 /* --dropout, --bias, --tie... given */
@@ -132,6 +133,11 @@ int sampling_fits(const tg_gpt *g, const options *o);
 /* tiny_gpt_attn.c: the last block's heads as pictures beside --plot's */
 int plot_attention(tg_gpt *g, const corpus *cp, const options *o);
 int print_sample(tg_gpt *g, const corpus *cp, const options *o, tg_rng *rng);
+
+/* tiny_gpt_page.c: --html's page, the loss curves and one head's
+ * attention on the validation text; prints "page: FILE". 0 or -1. */
+int write_page(const options *o, tg_gpt *g, const corpus *cp, const curves *cv,
+               double unigram);
 
 /* tiny_gpt_pretrained.c */
 int load_model(tg_gpt *g, options *o, const corpus *cp);

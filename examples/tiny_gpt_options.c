@@ -146,6 +146,9 @@ static const opt option_table[] = {
              "                    attention, tiny_gpt_attn_headN.png\n"},
     {"--no-plot", OPT_CLEAR, F(plot),
      .help = "  --no-plot         no curves\n"},
+    {"--html", OPT_STRING, F(html), .nonempty = true,
+     .help = "  --html FILE       a page of the loss curves and of what one\n"
+             "                    head attends to on the validation text\n"},
 
     {NULL, OPT_TEXT, 0, .help = "\nSampling at the end:\n"},
     {"--sample", OPT_INT, F(sample_len), .lo = 0, .hi = MAX_N,

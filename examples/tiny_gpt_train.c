@@ -410,6 +410,8 @@ static int wrap_up(run *r, const options *o, const corpus *cp)
     if (print_sample(&r->g, cp, o, &r->rng) < 0)
         return -1;
     printf("%s\n", rule);
+    if (o->html && write_page(o, &r->g, cp, &r->cv, r->unigram) < 0)
+        return -1;
     if (o->save_path) {
         if (tg_save_npz(&r->ps, o->save_path) < 0)
             return -1;

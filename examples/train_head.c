@@ -31,6 +31,7 @@
 #include "options.h"
 #include "page_echo.h"
 #include "recall_task.h"
+#include "train_head_tape.h"
 
 #include <math.h>
 #include <stdbool.h>
@@ -328,28 +329,24 @@ static void token_labels(const recall_batch *show, char text[][16],
     }
 }
 
-/* The tape of one step on the show sequence, kept after backward
- * (tg_tape_keep_record), as the page's tape section. Training is over: the
- * gradients it leaves in the weights are never used. */
-static int page_tape(run *r, tg_report *rep)
+/* The gradient the show sequence's loss sends to the trained head's
+ * weights, dL/dattn (T,T): attn = softmax of the masked scores, as a leaf,
+ * through out = attn @ (x W_v) and recall_loss. The loss reads the last
+ * token only, so rows 0..T-2 get none. In the caller's scope; NULL on
+ * error. */
+static tg_tensor *upstream(run *r, tg_tensor *x, tg_tensor *scores,
+                           tg_tensor *future)
 {
-    /* the graph's leaves by the lesson's names, not their shapes alone */
-    tg_set_name(r->head.w_q, "W_q");
-    tg_set_name(r->head.w_k, "W_k");
-    tg_set_name(r->head.w_v, "W_v");
-    tg_scope_begin();
-    bool was = tg_tape_keep_record(true);
-    tg_tensor *loss =
-        recall_loss(tg_head_forward(&r->head, r->show.x), &r->show);
-    int rc = loss && tg_backward(loss) == 0 &&
-                     tg_report_tape(rep, "The tape of one step, after "
-                                         "backward: |grad| through each "
-                                         "entry") > 0
-                 ? 0
-                 : -1;
-    tg_tape_keep_record(was);
-    tg_scope_end();
-    return rc;
+    const int64_t T = RECALL_TASK.T;
+    bool was = tg_set_grad_enabled(true);
+    tg_tensor *attn = tg_softmax(tg_masked_fill(scores, future, -INFINITY), -1);
+    tg_set_requires_grad(attn, true); /* a leaf: the walk stops there */
+    tg_tensor *out = tg_matmul(attn, tg_matmul(x, r->head.w_v)); /* (T,hs) */
+    tg_tensor *loss = recall_loss(
+        tg_reshape(out, 3, (const int64_t[]){1, T, tg_size(out, 1)}), &r->show);
+    int rc = loss ? tg_backward(loss) : -1;
+    tg_set_grad_enabled(was);
+    return rc == 0 ? tg_detach(tg_grad(attn)) : NULL;
 }
 
 /* The backward stepper over step 0's tape: the untrained head (its
@@ -406,7 +403,8 @@ static int page_stepper(run *r, tg_report *rep)
 /* The lesson's figures from this run's tensors: the averaging weights
  * tril(1) / rowsum, and the trained head's raw scores on the show sequence,
  * scale * (x W_q)(x W_k)^T (T,T), under the causal mask: at temperature 1
- * the page's softmax of them is the head's attention. */
+ * the page's softmax of them is the head's attention; with the gradient its
+ * loss sends them (upstream), the hovered row's softmax gain. */
 static int page_lesson(run *r, tg_report *rep, const char **tokens)
 {
     const int64_t T = RECALL_TASK.T;
@@ -419,16 +417,19 @@ static int page_lesson(run *r, tg_report *rep, const char **tokens)
     tg_tensor *q = tg_matmul(x, r->head.w_q), *k = tg_matmul(x, r->head.w_k);
     tg_tensor *scores =
         tg_scale(tg_matmul(q, tg_transpose(k, 0, 1)), r->head.scale);
+    tg_tensor *dattn = scores ? upstream(r, x, scores, future) : NULL;
     int rc =
-        tg_report_averaging(rep,
-                            "Averaging: each token the mean of the ones "
-                            "before it (click a row)",
-                            wei, tokens) > 0 &&
-                tg_report_attention(
+        dattn &&
+                tg_report_averaging(rep,
+                                    "Averaging: each token the mean of the "
+                                    "ones before it (click a row)",
+                                    wei, tokens) > 0 &&
+                tg_report_attention_gain(
                     rep,
                     "The trained head's scores, softmaxed at a temperature "
-                    "(1: the head's own attention)",
-                    scores, future, tokens, 1.0) > 0
+                    "(1: the head's own attention); the loss reads the last "
+                    "row only, so only it has a softmax gain",
+                    scores, future, tokens, 1.0, dattn) > 0
             ? 0
             : -1;
     tg_scope_end();
@@ -496,8 +497,8 @@ static int write_page(run *r, const options *o)
                                 "MSE loss", true) > 0 &&
                 page_heatmap(rep, before, r->attn_before, tokens) == 0 &&
                 page_heatmap(rep, after, r->attn_after, tokens) == 0 &&
-                page_tape(r, rep) == 0 && page_stepper(r, rep) == 0 &&
-                page_lesson(r, rep, tokens) == 0
+                step0_tape(o->seed, HEAD_SIZE, &r->show, rep) == 0 &&
+                page_stepper(r, rep) == 0 && page_lesson(r, rep, tokens) == 0
             ? 0
             : -1;
     return page_write(rep, rc, path);
@@ -523,6 +524,7 @@ static int train(const options *o)
             (unsigned)o->seed);
     if (rc == 0 && !(r.attn_before = show_attention(&r)))
         rc = -1;
+
     for (int step = 0; rc == 0 && step < o->steps; step++)
         rc = train_step(&r, o, step);
     if (rc == 0 && !(r.attn_after = show_attention(&r)))
@@ -540,6 +542,8 @@ static int train(const options *o)
         rc = report_attention("trained:  ", r.attn_after, &r.show);
     if (rc == 0)
         rc = evaluate(&r);
+    if (rc == 0)
+        rc = step0_tape(o->seed, HEAD_SIZE, &r.show, NULL);
     if (rc == 0)
         rc = draw_pictures(&r, o);
     if (rc == 0)

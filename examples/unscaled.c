@@ -13,7 +13,8 @@
  * sizes 16..1024 at initialisation, with and without the scale:
  *   (1) the mean largest weight of a row of attn,
  *   (2) the mean entropy of a row, -sum_s attn_s log attn_s,
- *   (3) the softmax's gain, ||dscores|| / ||dattn|| per row,
+ *   (3) the softmax gain, ||dscores|| / ||dattn|| per row: how much of
+ *       the gradient reaching a row's weights flows back to its scores,
  *   (4) the norms of the gradients reaching W_q and W_k;
  * then checks the unscaled head's (small) gradients against finite
  * differences, and trains both versions at hs = 256 on train_head's recall
@@ -468,8 +469,9 @@ static void usage(FILE *f)
         "Why attention divides its scores by sqrt(head_size), measured. For\n"
         "head sizes 16..1024 at initialisation, with and without the scale,\n"
         "prints the mean largest attention weight, the mean row entropy, the\n"
-        "softmax's gradient gain |dL/dscores| / |dL/dattn| and the gradient\n"
-        "norms reaching W_q and W_k; gradchecks the unscaled head's W_q at\n"
+        "softmax gain ||dL/dscores|| / ||dL/dattn|| of a row (how much of\n"
+        "the gradient reaching its weights flows back to its scores) and the\n"
+        "gradient norms reaching W_q and W_k; gradchecks the unscaled W_q at\n"
         "head size 256; then trains a head of 256 both ways on train_head's\n"
         "recall task and reports how fast each learns. Pictures (gnuplot):\n"
         "  DIR/unscaled_max_weight.png  DIR/unscaled_entropy.png\n"
@@ -477,7 +479,8 @@ static void usage(FILE *f)
         "and one HTML page with all of it (FILE, default DIR/unscaled.html),\n"
         "with one sequence's unscaled and scaled scores as interactive\n"
         "attention figures (a temperature slider, the exact weight, entropy\n"
-        "and gain of the row under the mouse).\n"
+        "and softmax gain of the row under the mouse, and that gain against\n"
+        "the temperature), its rows' gains printed.\n"
         "\n",
         f);
     opt_help(&parser, &defaults, f);

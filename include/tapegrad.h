@@ -902,19 +902,28 @@ void tg_print_live_tensors(FILE *f);
  * unnamed leaves in the order they were made, so the text is the same
  * every run. Does nothing for a NULL f. */
 void tg_tape_print(FILE *f);
-/** The same tape as a Graphviz DOT graph: leaves (ellipses: name and shape)
- * and entries (boxes: number, op, output name and shape, |grad| and its
- * zeros, call site)
- * as nodes, numbered as tg_tape_print numbers them (so the file is the same
- * every run), tensors as edges labelled with shapes. Does nothing for a
- * NULL f. */
+/** The same tape as a Graphviz DOT graph, numbered as tg_tape_print numbers
+ * it (so the file is the same every run): entries as boxes (number, op,
+ * output name and shape, a summary of the output's values: "value V" for
+ * one element, "all V", or "min A mean B max C" of the finite ones with
+ * "-inf N/M" counted apart, then |grad| and its zeros, call site), leaves
+ * as ellipses (name, shape, values, and after a backward that noted norms
+ * the gradient this backward gave the leaf as "|grad| G" and "zeros Z/N",
+ * or "no grad (constant)" for one that requires none), and a boolean
+ * tensor an op reads besides its inputs (masked_fill's mask) as a dashed
+ * ellipse "m<k>" ("true T/N") with a dashed edge labelled "mask" into
+ * entry k; tensors as edges labelled with shapes. The values of an entry
+ * whose output died, and a leaf's once its entries are consumed, are those
+ * the last backward noted (at most 64 leaves). Does nothing for a NULL
+ * f. */
 void tg_tape_dot(FILE *f);
 /** Whether this thread's backward records, for each entry it walks, the L2
  * norm |g| = sqrt(sum g_i^2) of its output's gradient and the count of its
- * exact zeros, for tg_tape_print and tg_tape_dot to show (and
- * tg_report_tape). Off by default: the norms read every gradient once
- * more, a cost a training loop that never prints the tape should not pay.
- * Returns the previous setting. */
+ * exact zeros, a summary of its output's values, and at the walk's end each
+ * leaf's values and the gradient the walk gave it, for tg_tape_print and
+ * tg_tape_dot to show (and tg_report_tape). Off by default: the notes read
+ * every gradient and output once more, a cost a training loop that never
+ * prints the tape should not pay. Returns the previous setting. */
 bool tg_tape_record_norms(bool on);
 /** Number of entries on this thread's tape that are still alive. */
 int64_t tg_tape_size(void);

@@ -93,11 +93,14 @@ int tg_report_lines(tg_report *r, const char *title, const tg_series *s, int n,
                     const char *xlabel, const char *ylabel, bool logy);
 
 /** The calling thread's tape now, as tg_tape_dot sees it, drawn by Graphviz
- * as SVG: one node per entry (op, output name and shape, call site) and per
- * leaf, each with a tooltip; after a backward run with tg_tape_keep_record
- * or tg_tape_record_norms on, each entry's |grad| and the count of exact
- * zeros in its gradient, edges drawn thicker and darker as |grad| grows.
- * An empty tape gives a section that says so. */
+ * as SVG: one node per entry (op, output name and shape, its values, call
+ * site), per leaf (name, shape, values) and per mask an op reads (dashed),
+ * each with a tooltip; after a backward run with tg_tape_keep_record or
+ * tg_tape_record_norms on, each entry's |grad| and each leaf's (the
+ * gradient it received) with the count of exact zeros, edges drawn thicker
+ * and redder as the |grad| flowing back along them grows, and a legend of
+ * the marks under the picture. An empty tape gives a section that says
+ * so. */
 int tg_report_tape(tg_report *r, const char *title);
 
 /** The backward stepper for the graph that made loss (a one-element
@@ -135,13 +138,26 @@ int tg_report_averaging(tg_report *r, const char *title, const tg_tensor *wei,
  * mask (NULL: none; else of scores' shape, true = masked) says, shown as
  * the weights softmax(scores / temperature) over each row with masked
  * entries excluded. The page recomputes them as its temperature slider
- * moves (starting at temperature), and shows the hovered row's entropy and
- * the Frobenius norm of its softmax Jacobian (the gradient's gain). -1 for
- * scores not square 2-D, a mask of another shape, or a temperature <= 0
- * or not finite. */
+ * moves (starting at temperature), and shows the hovered row's entropy.
+ * -1 for scores not square 2-D, a mask of another shape, or a temperature
+ * <= 0 or not finite. */
 int tg_report_attention(tg_report *r, const char *title,
                         const tg_tensor *scores, const tg_tensor *mask,
                         const char *const *tokens, double temperature);
+/** tg_report_attention with the gradient reaching the weights, dattn =
+ * dL/dattn (T,T; NULL: as tg_report_attention), which does not depend on
+ * the temperature when the weights feed out = attn @ v: the hovered row
+ * then also shows the softmax gain, how much of that gradient flows back
+ * through the softmax to the row's scores,
+ *     gain = ||dL/dscores|| / ||dL/dattn|| = ||J g|| / ||g||,
+ *     J = diag(p) - p p^T,  g = the row's dL/dattn,
+ * over its unmasked entries (so (J g)_i = p_i (g_i - sum_j p_j g_j)), and
+ * a curve of that gain against the temperature with the slider's marked.
+ * -1 also for a dattn of another shape than scores. */
+int tg_report_attention_gain(tg_report *r, const char *title,
+                             const tg_tensor *scores, const tg_tensor *mask,
+                             const char *const *tokens, double temperature,
+                             const tg_tensor *dattn);
 
 /** The lesson's forward pass of one causal head as one animated strip, for
  * one batch element: q and k of shape (T, hs), v of shape (T, dv) (e.g.

@@ -200,6 +200,16 @@ static tg_tensor *future_mask(int64_t T)
  * otherwise); 1 unscaled. */
 static double scale_of(const tg_head *h) { return h->scaled ? h->scale : 1.0; }
 
+/* t named for the tape's printouts (tg_tape_print, tg_tape_dot), by the
+ * lesson's names, so that a drawing of the head's tape reads as the
+ * lesson's cells; t itself (NULL stays NULL). */
+static tg_tensor *named(tg_tensor *t, const char *name)
+{
+    if (t)
+        tg_set_name(t, name);
+    return t;
+}
+
 /* attn = softmax(q @ k^T [* 1/sqrt(hs)] [future -> -inf], -1)     (B,T,T)
  * from q, k (B,T,hs). The future becomes -inf, so softmax gives it weight
  * exactly 0, and its scores get gradient exactly 0. TG_HEAD_FUSED_SOFTMAX
@@ -208,20 +218,24 @@ static double scale_of(const tg_head *h) { return h->scaled ? h->scale : 1.0; }
 static tg_tensor *attention_weights(const tg_head *h, tg_tensor *q,
                                     tg_tensor *k, int64_t T)
 {
-    tg_tensor *kt = tg_transpose(k, 1, 2); /* (B,hs,T) */
-    tg_tensor *scores = tg_matmul(q, kt);  /* (B,T,T) */
+    tg_tensor *kt = named(tg_transpose(k, 1, 2), "k^T");   /* (B,hs,T) */
+    tg_tensor *scores = named(tg_matmul(q, kt), "scores"); /* (B,T,T) */
     tg_release(kt);
     if (h->path == TG_HEAD_FUSED_SOFTMAX)
-        return tg__then(scores,
-                        tg_attention_softmax(scores, scale_of(h), h->causal));
+        return named(tg__then(scores, tg_attention_softmax(scores, scale_of(h),
+                                                           h->causal)),
+                     "attn");
     if (h->scaled)
-        scores = tg__then(scores, tg_scale(scores, scale_of(h)));
+        scores =
+            named(tg__then(scores, tg_scale(scores, scale_of(h))), "scaled");
     if (h->causal) {
-        tg_tensor *future = future_mask(T);
-        scores = tg__then(scores, tg_masked_fill(scores, future, -INFINITY));
+        tg_tensor *future = named(future_mask(T), "mask");
+        scores =
+            named(tg__then(scores, tg_masked_fill(scores, future, -INFINITY)),
+                  "masked");
         tg_release(future);
     }
-    return tg__then(scores, tg_softmax(scores, -1));
+    return named(tg__then(scores, tg_softmax(scores, -1)), "attn");
 }
 
 /* x @ w (+ b)                                  (B,T,C) @ (C,hs) -> (B,T,hs) */
@@ -250,18 +264,18 @@ tg_tensor *tg_head_forward(tg_head *h, tg_tensor *x)
                   h->attn_dropout);
         return NULL;
     }
-    tg_tensor *q = project(x, h->w_q, h->b_q);
-    tg_tensor *k = project(x, h->w_k, h->b_k);
-    tg_tensor *v = project(x, h->w_v, h->b_v);
+    tg_tensor *q = named(project(x, h->w_q, h->b_q), "q");
+    tg_tensor *k = named(project(x, h->w_k, h->b_k), "k");
+    tg_tensor *v = named(project(x, h->w_v, h->b_v), "v");
     tg_tensor *attn = NULL, *kept = NULL, *out;
     if (h->path == TG_HEAD_TILED) {
-        out = tg_attention(q, k, v, h->causal, scale_of(h));
+        out = named(tg_attention(q, k, v, h->causal, scale_of(h)), "out");
     } else {
         attn = attention_weights(h, q, k, tg_size(x, 1));
         tg_tensor *dropped =
             tg__module_dropout("head", "tg_head_train", tg_retain(attn),
                                h->attn_dropout, h->training, h->rng);
-        out = tg_matmul(dropped, v);
+        out = named(tg_matmul(dropped, v), "out");
         tg_release(dropped);
         kept = out ? tg_keep(tg_detach(attn)) : NULL;
         if (out && !kept) {

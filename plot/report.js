@@ -9,7 +9,7 @@
  * from the JSON, never from the picture. The lesson's two figures
  * (averaging, attention) are drawn here. window.tgReport is the page's
  * interface for tests: ready, cellCenter, pointCenter, cellText,
- * weights. */
+ * weights, gainCurve. */
 (function () {
   "use strict";
 
@@ -292,11 +292,13 @@
     return Promise.resolve();
   }
 
-  /* softmax over each row of scores / temperature, masked entries excluded
-   * (as -inf), the row's max subtracted first: in double. */
-  function attentionWeights(d, temp) {
+  /* softmax over each row of scores / temperature (or over row only),
+   * masked entries excluded (as -inf), the row's max subtracted first: in
+   * double. */
+  function attentionWeights(d, temp, only) {
     var out = [];
-    for (var i = 0; i < d.rows; i++) {
+    for (var i = only === undefined ? 0 : only;
+         i < (only === undefined ? d.rows : only + 1); i++) {
       var m = -Infinity, row = [], j, k;
       for (j = 0; j < d.cols; j++) {
         k = i * d.cols + j;
@@ -315,17 +317,84 @@
     }
     return out;
   }
-  /* entropy -sum p log p and the Frobenius norm of J = diag(p) - p p^T */
-  function rowStats(p) {
-    var q = p.filter(function (x) { return x !== null; }), h = 0, g2 = 0;
-    for (var i = 0; i < q.length; i++) {
-      if (q[i] > 0) h -= q[i] * Math.log(q[i]);
-      for (var j = 0; j < q.length; j++) {
-        var J = (i === j ? q[i] : 0) - q[i] * q[j];
-        g2 += J * J;
-      }
+  /* The row's entropy -sum p log p, and with the gradient g reaching its
+   * weights (dL/dattn) its softmax gain ||dL/dscores|| / ||dL/dattn|| =
+   * ||J g|| / ||g||, J = diag(p) - p p^T over the unmasked entries:
+   * (J g)_i = p_i (g_i - sum_j p_j g_j). NaN when no gradient reaches it. */
+  function rowGain(p, g) {
+    var pg = 0, n2 = 0, j2 = 0, i;
+    for (i = 0; i < p.length; i++) if (p[i] !== null) pg += p[i] * num(g[i]);
+    for (i = 0; i < p.length; i++) {
+      if (p[i] === null) continue;
+      var gi = num(g[i]), ji = p[i] * (gi - pg);
+      n2 += gi * gi;
+      j2 += ji * ji;
     }
-    return "entropy " + p6(h) + " nats, gain " + p6(Math.sqrt(g2));
+    return n2 > 0 ? Math.sqrt(j2 / n2) : NaN;
+  }
+  function rowStats(p, g) {
+    var h = 0;
+    for (var i = 0; i < p.length; i++) if (p[i] > 0) h -= p[i] * Math.log(p[i]);
+    var text = "entropy " + p6(h) + " nats";
+    if (!g) return text;
+    var gain = rowGain(p, g);
+    return text + ", gain " + (isNaN(gain) ? "none (no gradient reaches this row)" : p6(gain));
+  }
+  /* The row's gain against the temperature, log-spaced over the slider's
+   * range, drawn on the figure's second canvas with the slider's marked. */
+  function gainCurve(fig, row) {
+    var d = fig.data, lo = Math.log(fig.tmin), hi = Math.log(fig.tmax), out = [];
+    var g = d.g.slice(row * d.cols, (row + 1) * d.cols);
+    for (var k = 0; k <= 160; k++) {
+      var t = Math.exp(lo + (hi - lo) * k / 160);
+      out.push([t, rowGain(attentionWeights(d, t, row)[0], g)]);
+    }
+    return out;
+  }
+  function drawGainCurve(fig, row) {
+    var c = fig.curveCanvas, ctx = c.getContext("2d"), W = c.width, H = c.height;
+    var L = 56, R = 14, T = 24, B = 40;
+    ctx.clearRect(0, 0, W, H);
+    ctx.fillStyle = "#222";
+    ctx.font = "12px sans-serif";
+    if (row === null) {
+      ctx.fillText("hover a row: its softmax gain against the temperature", L, H / 2);
+      return;
+    }
+    var pts = gainCurve(fig, row), ymax = 0;
+    pts.forEach(function (q) { if (q[1] > ymax) ymax = q[1]; });
+    if (!(ymax > 0)) ymax = 1;
+    var lo = Math.log(fig.tmin), hi = Math.log(fig.tmax);
+    function X(t) { return L + (Math.log(t) - lo) / (hi - lo) * (W - L - R); }
+    function Y(v) { return H - B - v / (ymax * 1.1) * (H - T - B); }
+    ctx.strokeStyle = "#888";
+    ctx.strokeRect(L, T, W - L - R, H - T - B);
+    ctx.fillText("row " + row + label(fig.data.tok, row) +
+                 ": softmax gain ||dL/dscores|| / ||dL/dattn|| against the temperature", L, 15);
+    ctx.fillText("temperature (log scale)", W / 2 - 60, H - 6);
+    ctx.fillText(p6(fig.tmin).replace(/\.?0+$/, ""), L - 10, H - B + 14);
+    ctx.fillText(p6(fig.tmax).replace(/\.?0+$/, ""), W - R - 40, H - B + 14);
+    ctx.fillText("0", L - 14, H - B + 4);
+    ctx.fillText((ymax * 1.1).toPrecision(2), 4, T + 10);
+    ctx.fillText("gain", 4, T + 28);
+    ctx.strokeStyle = "#1f5fbf";
+    ctx.lineWidth = 2;
+    ctx.beginPath();
+    pts.forEach(function (q, k) {
+      var v = isNaN(q[1]) ? 0 : q[1];
+      if (k) ctx.lineTo(X(q[0]), Y(v)); else ctx.moveTo(X(q[0]), Y(v));
+    });
+    ctx.stroke();
+    var g = rowGain(fig.w[row], fig.data.g.slice(row * fig.data.cols, (row + 1) * fig.data.cols));
+    var x = X(fig.temp);
+    ctx.strokeStyle = "#d62728";
+    ctx.lineWidth = 1;
+    ctx.beginPath(); ctx.moveTo(x, T); ctx.lineTo(x, H - B); ctx.stroke();
+    ctx.fillStyle = "#d62728";
+    ctx.beginPath(); ctx.arc(x, Y(isNaN(g) ? 0 : g), 4, 0, 2 * Math.PI); ctx.fill();
+    ctx.fillText("temperature " + p6(fig.temp) + ": gain " + (isNaN(g) ? "none" : p6(g)),
+                 Math.min(x + 6, W - R - 190), T + 14);
+    fig.curve = { row: row, temp: fig.temp, gain: g, points: pts };
   }
   /* The attention figure's key: axis titles and a colour bar of the
    * weights on their fixed range [0, 1] (the cells' viridis(w), never
@@ -366,16 +435,23 @@
     var shown = sec.querySelector(".tg-temperature-value");
     gridSetup(fig);
     fig.temp = num(d.temp);
+    fig.tmin = Number(slider.min);
+    fig.tmax = Number(slider.max);
     fig.w = attentionWeights(d, fig.temp);
-    var hover = null;
+    fig.curveCanvas = d.g ? sec.querySelector(".tg-gaincurve") : null;
+    var hover = null, curveRow = null;
     function say() {
+      if (hover) curveRow = hover.row; /* the curve stays on the last row */
+      if (fig.curveCanvas) drawGainCurve(fig, curveRow);
       if (!hover) { readout.textContent = ""; stats.textContent = ""; return; }
       var v = fig.w[hover.row][hover.col];
       readout.textContent = "row " + hover.row + label(d.tok, hover.row) +
         ", col " + hover.col + label(d.tok, hover.col) + ": " +
         (v === null ? "masked" : isNaN(v) ? "nan" : p6(v));
-      stats.textContent = rowStats(fig.w[hover.row]);
+      stats.textContent = rowStats(fig.w[hover.row],
+        d.g ? d.g.slice(hover.row * d.cols, (hover.row + 1) * d.cols) : null);
     }
+    say();
     drawGrid(fig, fig.w, -1);
     attentionKey(fig);
     fig.canvas.addEventListener("mousemove", function (e) {
@@ -422,6 +498,13 @@
     var f = fig(id);
     if (!f.shown) throw new Error("tgReport: " + id + " is not a lesson figure");
     return f.shown[row * f.data.cols + col];
+  };
+  /* The gain curve last drawn: its row, the temperature, the gain there,
+   * the points [temperature, gain]. */
+  api.gainCurve = function (id) {
+    var f = fig(id);
+    if (!f.curveCanvas) throw new Error("tgReport: " + id + " has no gain curve");
+    return f.curve || null;
   };
   api.weights = function (id) {
     var f = fig(id);

@@ -511,8 +511,12 @@ int tg_report_heatmap(tg_report *r, const char *title, const tg_tensor *m,
 /* A lesson figure's data, closing its section: the canvas it draws on,
  * the temperature (the attention figure's; NULL for the averaging one),
  * the matrix and the tokens. */
+/* The figure's data: its canvas, temperature (attention), matrix and
+ * tokens, and the gradient reaching the weights g (attention; NULL:
+ * none). */
 static void lesson_data(sbuf *sec, int n, const matrix *x,
-                        const char *const *tokens, const double *temperature)
+                        const char *const *tokens, const double *temperature,
+                        const matrix *g)
 {
     tg__report_data_open(sec);
     tg__sb_printf(sec, "{\"canvas\":\"tgfig%d\",", n);
@@ -524,6 +528,15 @@ static void lesson_data(sbuf *sec, int n, const matrix *x,
     json_matrix(sec, x);
     tg__sb_puts(sec, ",\"tok\":");
     json_labels(sec, tokens, x->rows);
+    if (g) {
+        tg__sb_puts(sec, ",\"g\":[");
+        for (int64_t k = 0; k < g->rows * g->cols; k++) {
+            if (k)
+                tg__sb_putn(sec, ",", 1);
+            tg__put_num(sec, g->v[k], g->single);
+        }
+        tg__sb_puts(sec, "]");
+    }
     tg__sb_puts(sec, "}");
     tg__report_data_close(sec);
 }
@@ -568,17 +581,82 @@ int tg_report_averaging(tg_report *r, const char *title, const tg_tensor *wei,
                       "masked.</p>\n");
     lesson_canvas(&sec, n);
     tg__sb_puts(&sec, "<div class=\"tg-readout\"></div>\n");
-    lesson_data(&sec, n, &x, tokens, NULL);
+    lesson_data(&sec, n, &x, tokens, NULL, NULL);
     matrix_free(&x);
     tg__c_numbers_end(c);
     return tg__report_add_section(op, r, &sec, NULL);
+}
+
+/* The temperature slider, lo to hi, at temperature. */
+static void temperature_slider(sbuf *sec, double lo, double hi,
+                               double temperature)
+{
+    tg__sb_puts(sec, "<label class=\"tg-temp\">temperature <input "
+                     "type=\"range\" class=\"tg-temperature\" min=\"");
+    tg__put_num(sec, lo, false);
+    tg__sb_puts(sec, "\" max=\"");
+    tg__put_num(sec, hi, false);
+    tg__sb_puts(sec, "\" step=\"any\" value=\"");
+    tg__put_num(sec, temperature, false);
+    tg__sb_puts(sec, "\"> <span class=\"tg-temperature-value\">");
+    tg__put_num(sec, temperature, false);
+    tg__sb_puts(sec, "</span></label>\n");
+}
+
+/* The slider's range: from a tenth of the temperature (or less) to ten
+ * times, or to the spread of the scores when that is more (where every row
+ * is nearly uniform: un-scaled scores reach the scaled regime). */
+static void slider_range(const matrix *x, double temperature, double *lo,
+                         double *hi)
+{
+    double smin = INFINITY, smax = -INFINITY;
+    for (int64_t k = 0; k < x->rows * x->cols; k++)
+        if (!(x->mask && x->mask[k]) && isfinite(x->v[k])) {
+            smin = fmin(smin, x->v[k]);
+            smax = fmax(smax, x->v[k]);
+        }
+    *lo = fmin(0.01, temperature / 10);
+    *hi = fmax(10, temperature * 10);
+    if (smax - smin > *hi)
+        *hi = ceil(smax - smin);
+    /* scores spanning +-DBL_MAX, or a temperature above DBL_MAX / 10, give
+     * inf: the attribute needs a number, the largest finite one serves */
+    *hi = fmin(*hi, DBL_MAX);
+}
+
+/* The gradient reaching the weights, read as scores were (its shape
+ * theirs); true with g->v NULL when there is none. */
+static bool read_upstream(const char *op, const tg_tensor *scores,
+                          const tg_tensor *dattn, matrix *g)
+{
+    *g = (matrix){0};
+    if (!dattn)
+        return true;
+    if (!tg__report_check_tensor(op, "dattn", dattn))
+        return false;
+    if (tg_ndim(dattn) != 2 || tg_size(dattn, 0) != tg_size(scores, 0) ||
+        tg_size(dattn, 1) != tg_size(scores, 1)) {
+        tg__error("%s: dattn of shape %s does not match the scores %s", op,
+                  TG_SHP(dattn), TG_SHP(scores));
+        return false;
+    }
+    return lesson_matrix(op, dattn, NULL, g);
 }
 
 int tg_report_attention(tg_report *r, const char *title,
                         const tg_tensor *scores, const tg_tensor *mask,
                         const char *const *tokens, double temperature)
 {
-    const char *op = "report_attention";
+    return tg_report_attention_gain(r, title, scores, mask, tokens, temperature,
+                                    NULL);
+}
+
+int tg_report_attention_gain(tg_report *r, const char *title,
+                             const tg_tensor *scores, const tg_tensor *mask,
+                             const char *const *tokens, double temperature,
+                             const tg_tensor *dattn)
+{
+    const char *op = dattn ? "report_attention_gain" : "report_attention";
     if (!tg__report_check(op, r))
         return -1;
     if (!tg__report_check_tensor(op, "scores", scores))
@@ -589,46 +667,38 @@ int tg_report_attention(tg_report *r, const char *title,
                   op, temperature, TG_SHP(scores));
         return -1;
     }
-    matrix x;
+    matrix x, g;
     if (!lesson_matrix(op, scores, mask, &x))
         return -1;
+    if (!read_upstream(op, scores, dattn, &g)) {
+        matrix_free(&x);
+        return -1;
+    }
     tg__c_numbers c = tg__c_numbers_begin();
     int n = r->n + 1;
-    /* the slider: from a tenth of the temperature (or less) to ten times,
-     * or to the spread of the scores when that is more (where every row is
-     * nearly uniform: un-scaled scores reach the scaled regime) */
-    double smin = INFINITY, smax = -INFINITY;
-    for (int64_t k = 0; k < x.rows * x.cols; k++)
-        if (!(x.mask && x.mask[k]) && isfinite(x.v[k])) {
-            smin = fmin(smin, x.v[k]);
-            smax = fmax(smax, x.v[k]);
-        }
-    double lo = fmin(0.01, temperature / 10), hi = fmax(10, temperature * 10);
-    if (smax - smin > hi)
-        hi = ceil(smax - smin);
-    /* scores spanning +-DBL_MAX, or a temperature above DBL_MAX / 10, give
-     * inf: the attribute needs a number, the largest finite one serves */
-    hi = fmin(hi, DBL_MAX);
+    double lo, hi;
+    slider_range(&x, temperature, &lo, &hi);
     sbuf sec = {0};
     tg__report_open_section(&sec, n, "attention", title);
-    tg__sb_puts(&sec, "<p class=\"tg-hint\">Hover a cell for its weight; "
-                      "drag the temperature: low is the peaky, un-scaled "
-                      "regime, where the gradient's gain starves.</p>\n");
-    tg__sb_puts(&sec, "<label class=\"tg-temp\">temperature <input "
-                      "type=\"range\" class=\"tg-temperature\" min=\"");
-    tg__put_num(&sec, lo, false);
-    tg__sb_puts(&sec, "\" max=\"");
-    tg__put_num(&sec, hi, false);
-    tg__sb_puts(&sec, "\" step=\"any\" value=\"");
-    tg__put_num(&sec, temperature, false);
-    tg__sb_puts(&sec, "\"> <span class=\"tg-temperature-value\">");
-    tg__put_num(&sec, temperature, false);
-    tg__sb_puts(&sec, "</span></label>\n");
+    tg__sb_puts(&sec, dattn ? "<p class=\"tg-hint\">Hover a cell for its "
+                              "weight, its row's entropy and softmax gain "
+                              "||dL/dscores|| / ||dL/dattn|| (how much of the "
+                              "gradient reaching the row's weights flows "
+                              "back to its scores), and the gain against the "
+                              "temperature; drag the temperature.</p>\n"
+                            : "<p class=\"tg-hint\">Hover a cell for its "
+                              "weight and its row's entropy; drag the "
+                              "temperature: low is the peaky regime.</p>\n");
+    temperature_slider(&sec, lo, hi, temperature);
     lesson_canvas(&sec, n);
     tg__sb_puts(&sec, "<div class=\"tg-readout\"></div>\n"
                       "<div class=\"tg-rowstats\"></div>\n");
-    lesson_data(&sec, n, &x, tokens, &temperature);
+    if (dattn)
+        tg__sb_printf(&sec, "<canvas class=\"tg-canvas tg-gaincurve\" "
+                            "width=\"560\" height=\"220\"></canvas>\n");
+    lesson_data(&sec, n, &x, tokens, &temperature, dattn ? &g : NULL);
     matrix_free(&x);
+    matrix_free(&g);
     tg__c_numbers_end(c);
     return tg__report_add_section(op, r, &sec, NULL);
 }

@@ -2,16 +2,18 @@
  * drawn by Graphviz as inline SVG.
  *
  * tg_tape_dot writes one node per entry ("e<k>", a box labelled "#k op",
- * the output's name and shape, after a backward "|grad| G" and, when some
- * of the gradient's elements are exactly zero, "zeros Z/N", then the call
- * site) and one per leaf ("t<j>", an ellipse: name and shape), and an edge
- * per input. Here each node gets its label as a tooltip (so the SVG's
- * <title> and the browser's tooltip hold the name, op, shape, call site and
- * gradient), and the |grad| colours it: every edge leaving an entry is drawn
- * with penwidth 1 + 4 sqrt(G / Gmax) and from grey to red as G grows, and
- * an entry whose gradient holds exact zeros (the masked positions under
- * masked_fill and softmax) gets a double blue border and a line below the
- * picture.
+ * the output's name and shape, its values' min / mean / max, after a
+ * backward "|grad| G" and, when some of the gradient's elements are exactly
+ * zero, "zeros Z/N", then the call site), one per leaf ("t<j>", an ellipse:
+ * name, shape, values, and the gradient the leaf received or "no grad"),
+ * one per mask an op reads ("m<k>", a dashed ellipse), and an edge per
+ * input. Here each node gets its label as a tooltip (so the SVG's <title>
+ * and the browser's tooltip hold the name, op, shape, values, call site and
+ * gradient), and the |grad| colours it: every edge leaving a node is drawn
+ * with penwidth 1 + 4 sqrt(G / Gmax) and from grey to red as the gradient
+ * G flowing back along it grows, and a node whose gradient holds exact
+ * zeros gets a double blue border and a line below the picture. A legend
+ * says so under the picture.
  *
  * plot/report.c wraps the figure in its section; the figure's own text goes
  * through plot/report_text.c, and dot is found and run by
@@ -85,27 +87,27 @@ static const char *next_line(const char *p)
     return NULL;
 }
 
-/* An entry's statistics from fixed lines of its label: tg_tape_dot writes
- * "#k op", then the output's name and shape, then "|grad| G" (after a
- * backward) and "zeros Z/N" (when some are exactly zero), then the call
- * site. The name is escaped (a line break in it cannot end its line), so
- * only lines after the name's are read: a name holding "|grad| 99" cannot
- * supply the numbers. A leaf's label (name, shape) carries none. */
+/* A node's gradient statistics from its label's lines: tg_tape_dot writes
+ * an entry as "#k op", the output's name and shape, then its values, and
+ * after a backward "|grad| G" and (when some of the gradient's elements
+ * are exactly zero) "zeros Z/N", then the call site; a leaf as its name and
+ * shape, its values and the same gradient lines (or "no grad" for a
+ * constant). The name is escaped (a line break in it cannot end its line),
+ * so only lines after the name's are read: a name holding "|grad| 99"
+ * cannot supply the numbers. */
 static void parse_stats(tnode *n)
 {
     n->g = -1;
     n->zeros = -1;
-    if (n->id[0] != 'e')
-        return;
-    const char *l = next_line(n->label); /* the name's line */
-    l = l ? next_line(l) : NULL;         /* the first after it */
-    if (l && !strncmp(l, "|grad| ", 7)) {
-        n->g = strtod(l + 7, NULL);
-        l = next_line(l);
-    }
-    if (l && !strncmp(l, "zeros ", 6) &&
-        sscanf(l, "zeros %lld/%lld", &n->zeros, &n->numel) != 2)
-        n->zeros = -1;
+    const char *l = next_line(n->label); /* after an entry's first line */
+    if (n->id[0] == 'e' && l)
+        l = next_line(l); /* and after its name's */
+    for (; l; l = next_line(l))
+        if (!strncmp(l, "|grad| ", 7))
+            n->g = strtod(l + 7, NULL);
+        else if (!strncmp(l, "zeros ", 6) &&
+                 sscanf(l, "zeros %lld/%lld", &n->zeros, &n->numel) != 2)
+            n->zeros = -1;
 }
 
 static const tnode *find(const tnode *nodes, int n, const char *id)
@@ -144,7 +146,7 @@ static bool read_nodes(const char *dot, tnode **nodes_out, int *n_out)
          * "t1 [", "t1 -> e3" (a label holding "->" changes nothing) */
         char id[24], tok[3];
         const char *lab = strstr(line, "label=\"");
-        if (sscanf(line, " %23[et0-9] %2s", id, tok) == 2 && tok[0] == '[' &&
+        if (sscanf(line, " %23[etm0-9] %2s", id, tok) == 2 && tok[0] == '[' &&
             lab && (size_t)(lab - line) < len) {
             if (n == cap) {
                 cap = cap ? cap * 2 : 32;
@@ -184,7 +186,7 @@ static void dress_edge(sbuf *b, const char *line, size_t len, const char *from,
     tg__sb_printf(b, "penwidth=%.2f, color=\"",
                   g >= 0 && gmax > 0 ? 1 + 4 * sqrt(g / gmax) : 1.0);
     grad_colour(b, g, gmax);
-    tg__sb_puts(b, "\"");
+    tg__sb_puts(b, from[0] == 'm' ? "\", style=dashed" : "\"");
     const char *lab = strstr(line, "label=\"");
     if (lab && (size_t)(lab - line) < len) {
         const char *end;
@@ -201,9 +203,12 @@ static void dress_edge(sbuf *b, const char *line, size_t len, const char *from,
  * zeros), its label as the tooltip too. */
 static void dress_node(sbuf *b, const tnode *t, double gmax)
 {
-    bool entry = t->id[0] == 'e';
+    bool entry = t->id[0] == 'e', mask = t->id[0] == 'm';
     tg__sb_printf(b, "  %s [shape=%s, style=\"%sfilled\", ", t->id,
-                  entry ? "box" : "ellipse", entry ? "rounded," : "");
+                  entry ? "box" : "ellipse",
+                  entry  ? "rounded,"
+                  : mask ? "dashed,"
+                         : "");
     tg__sb_printf(b, "fillcolor=\"%s\", color=\"",
                   entry ? "#f4f6fb" : "#fdf6e3");
     if (t->zeros > 0)
@@ -232,9 +237,9 @@ static char *dress(const char *dot, tnode **nodes_out, int *n_out)
         size_t len = eol ? (size_t)(eol - line) : strlen(line);
         char id[24], from[24], to[24];
         const tnode *t;
-        if (sscanf(line, " %23[et0-9] -> %23[et0-9]", from, to) == 2)
+        if (sscanf(line, " %23[etm0-9] -> %23[etm0-9]", from, to) == 2)
             dress_edge(&b, line, len, from, to, nodes, n, gmax);
-        else if (sscanf(line, " %23[et0-9] [", id) == 1 &&
+        else if (sscanf(line, " %23[etm0-9] [", id) == 1 &&
                  (t = find(nodes, n, id)))
             dress_node(&b, t, gmax);
         else {
@@ -353,10 +358,12 @@ static void zeros_list(sbuf *sec, const tnode *nodes, int n)
     for (int i = 0; i < n; i++)
         if (nodes[i].zeros > 0) {
             tg__sb_puts(sec, any ? ""
-                                 : "<p class=\"tg-note\">Entries whose "
-                                   "gradient holds exact zeros (where "
-                                   "the mask, or a softmax row with a "
-                                   "single choice, cut the path):</p>\n"
+                                 : "<p class=\"tg-note\">Gradients "
+                                   "holding exact zeros (where something "
+                                   "cut the path: a mask, a row the loss "
+                                   "never reads, a softmax row with a "
+                                   "single choice, an input that is "
+                                   "0):</p>\n"
                                    "<ul class=\"tg-zeros\">\n");
             any = true;
             tg__sb_puts(sec, "<li>");
@@ -367,8 +374,30 @@ static void zeros_list(sbuf *sec, const tnode *nodes, int n)
         tg__sb_puts(sec, "</ul>\n");
 }
 
+/* What the picture's shapes, colours and widths mean. */
+static void legend(sbuf *sec)
+{
+    tg__sb_puts(
+        sec, "<dl class=\"tg-legend tg-tape-legend\">\n"
+             "<dt>box</dt><dd>an op on the tape: its number and name, the "
+             "tensor it made (name, shape, min / mean / max of its values) and "
+             "the gradient that reached it in backward (|grad|, its L2 "
+             "norm)</dd>\n"
+             "<dt>ellipse</dt><dd>a leaf (weights, inputs): its values and, "
+             "after backward, the gradient it received; \"no grad\" marks a "
+             "constant</dd>\n"
+             "<dt>dashed ellipse</dt><dd>a mask the op reads (true = "
+             "masked)</dd>\n"
+             "<dt>edge</dt><dd>a tensor flowing up to the op that reads it; "
+             "its width and colour grow with the |grad| flowing back along it "
+             "(grey: none, red: the largest)</dd>\n"
+             "<dt>double blue border</dt><dd>the node's gradient holds exact "
+             "zeros (\"zeros Z/N\")</dd>\n"
+             "</dl>\n");
+}
+
 /* The figure of a tape with entries: the picture (or why it is missing),
- * the entries with exact zeros, the dressed DOT text itself. */
+ * its legend, the nodes with exact zeros, the dressed DOT text itself. */
 static void tape_figure(sbuf *sec, const char *dressed, const tnode *nodes,
                         int n)
 {
@@ -381,6 +410,7 @@ static void tape_figure(sbuf *sec, const char *dressed, const tnode *nodes,
         free(svg);
     } else
         tg__report_missing(sec, why);
+    legend(sec);
     zeros_list(sec, nodes, n);
     tg__sb_puts(sec, "<details><summary>The graph (DOT)</summary><pre "
                      "class=\"tg-pre\">");

@@ -1055,6 +1055,11 @@ static void nn_table(table_walk *w, env *e)
     ROW_RC("report_backward loss with no graph",
            tg_report_backward(report(), "t", e->s),
            "report_backward:", "graph_entries:", "no tape entry");
+    ROW_RC("report_attention_gain dattn shape",
+           tg_report_attention_gain(
+               report(), "t", temp(tg_zeros(TG_FLOAT64, TG_SHAPE(3, 3))), NULL,
+               NULL, 1, temp(tg_zeros(TG_FLOAT64, TG_SHAPE(2, 3)))),
+           "report_attention_gain:", "dattn of shape (2,3)", "(3,3)");
     ROW_RC("report_write NULL path", tg_report_write(report(), NULL),
            "report_write:", "path is NULL");
     ROW_RC("report_write empty path", tg_report_write(report(), ""),

@@ -809,7 +809,8 @@ START_TEST(tape_names_are_escaped_for_dot)
     FILE *f = open_memstream(&text, &len);
     tg_tape_dot(f);
     fclose(f);
-    ck_assert_msg(strstr(text, "label=\"a\\\"b\\\\\\n(2,)\""), "%s", text);
+    ck_assert_msg(strstr(text, "label=\"a\\\"b\\\\\\n(2,)\\nall 1\""), "%s",
+                  text);
     ck_assert_msg(strstr(text, "\\ny\\\" (2,)"), "%s", text);
     ck_assert_msg(strstr(text, "\\ndir\\\"q\\\\uote.c:1\""), "%s", text);
     free(text);
@@ -822,7 +823,8 @@ START_TEST(tape_names_are_escaped_for_dot)
     char *page = slurp(path, NULL);
     if (access("/usr/bin/dot", X_OK) == 0) {
         ck_assert_ptr_null(strstr(page, "<p class=\"tg-missing\">"));
-        ck_assert_ptr_nonnull(strstr(page, "<title>a&quot;b\\\n(2,)</title>"));
+        ck_assert_ptr_nonnull(
+            strstr(page, "<title>a&quot;b\\\n(2,)\nall 1</title>"));
     }
     free(page);
 }
@@ -844,8 +846,8 @@ static char *node_json(const char *page, const char *id)
 
 /* Names cannot fake the page's statistics or hide a node: an output named
  * "zeros 5/6 |grad| 99" keeps its own |grad| (sqrt 6, no zeros), a leaf
- * named "|grad| 7" gets none, and a leaf named "q->k" (a "->" inside a
- * node's line) is still one of the nodes. */
+ * named "|grad| 7" gets its own (dL/dw = x = 1: sqrt 6), and a leaf named
+ * "q->k" (a "->" inside a node's line) is still one of the nodes. */
 START_TEST(tape_names_cannot_fake_statistics)
 {
     tg_scope_begin();
@@ -879,8 +881,10 @@ START_TEST(tape_names_cannot_fake_statistics)
     ck_assert_int_eq(count(page, "{\"id\":\"t"), 2);
     char *t1 = node_json(page, "t1"), *t2 = node_json(page, "t2"),
          *e2 = node_json(page, "e2");
-    ck_assert_msg(strstr(t1, "\"text\":\"q-\\u003ek\\u000a(2,3)\""), "%s", t1);
-    ck_assert_msg(!strstr(t2, "\"grad\":"), "%s", t2);
+    ck_assert_msg(strstr(t1, "\"text\":\"q-\\u003ek\\u000a(2,3)\\u000a"), "%s",
+                  t1);
+    const char *g2 = strstr(t2, "\"grad\":");
+    ck_assert_msg(g2 && fabs(strtod(g2 + 7, NULL) - sqrt(6)) < 0.005, "%s", t2);
     ck_assert_msg(strstr(e2, "zeros 5/6 |grad| 99"), "%s", e2);
     const char *g = strstr(e2, "\"grad\":");
     ck_assert_msg(g != NULL, "%s", e2);
@@ -890,10 +894,77 @@ START_TEST(tape_names_cannot_fake_statistics)
     ck_assert_msg(!strstr(e2, "\"zeros\":"), "%s", e2);
     ck_assert_ptr_null(strstr(page, "class=\"tg-zeros\""));
     if (!getenv("TG_NO_DOT") && access("/usr/bin/dot", X_OK) == 0)
-        ck_assert_ptr_nonnull(strstr(page, "<title>q-&gt;k\n(2,3)</title>"));
+        ck_assert_ptr_nonnull(strstr(page, "<title>q-&gt;k\n(2,3)\n"));
     free(t1);
     free(t2);
     free(e2);
+    free(page);
+}
+END_TEST
+
+/* The tape a student can read: after backward each leaf carries the
+ * gradient it received and each entry its values; a mask an op reads is a
+ * node of its own with a dashed edge into the op; a legend says what the
+ * shapes mean. w (3,3) -> masked_fill(w, future, -inf) -> softmax -> the
+ * loss sum(p * c): w's gradient is exactly 0 at the 3 masked positions and
+ * in row 0, whose single choice gives dx = p (dy - p dy) = 0 there. */
+START_TEST(tape_leaves_masks_and_legend)
+{
+    tg_scope_begin();
+    bool was = tg_tape_keep_record(true);
+    const double wv[9] = {0.1, -0.4, 0.3, 0.7, 0.2, -0.5, 0.9, -0.8, 0.6};
+    const double cv[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    tg_tensor *w = tg_from_data(TG_FLOAT64, TG_SHAPE(3, 3), wv);
+    tg_tensor *c = tg_from_data(TG_FLOAT64, TG_SHAPE(3, 3), cv);
+    tg_set_requires_grad(w, true);
+    tg_set_name(w, "w");
+    tg_tensor *future =
+        tg_eq_scalar(tg_tril(tg_ones(TG_FLOAT64, TG_SHAPE(3, 3)), 0), 0);
+    tg_set_name(future, "future");
+    tg_tensor *p = tg_softmax(tg_masked_fill(w, future, -INFINITY), -1);
+    ck_assert_int_eq(tg_backward(tg_sum_all(tg_mul(p, c))), 0);
+    double g[9], norm = 0;
+    int zeros = 0;
+    tg_copy_out(tg_grad(w), TG_FLOAT64, g);
+    for (int i = 0; i < 9; i++) {
+        norm += g[i] * g[i];
+        zeros += g[i] == 0;
+    }
+    ck_assert_int_eq(zeros, 4);
+    tg_report *r = tg_report_new("leaves");
+    ck_assert_int_eq(tg_report_tape(r, "tape"), 1);
+    const char *path = scratch_path("leaves.html");
+    ck_assert_int_eq(tg_report_write(r, path), 0);
+    tg_report_free(r);
+    tg_tape_keep_record(was);
+    tg_scope_end();
+    char *page = slurp(path, NULL);
+    /* w: its values and its gradient, |grad| and zeros */
+    char *t1 = node_json(page, "t1");
+    ck_assert_msg(strstr(t1, "\"text\":\"w\\u000a(3,3)\\u000amin -0.8 mean "
+                             "0.122 max 0.9"),
+                  "%s", t1);
+    const char *gs = strstr(t1, "\"grad\":");
+    ck_assert_msg(gs && fabs(strtod(gs + 7, NULL) - sqrt(norm)) <
+                            0.005 * sqrt(norm), /* %.3g */
+                  "%s: |grad| %g", t1, sqrt(norm));
+    ck_assert_msg(strstr(t1, "\"zeros\":4,\"numel\":9"), "%s", t1);
+    /* the mask: its own node (3 of 9 masked), drawn into masked_fill (e1) */
+    char *m = node_json(page, "m1");
+    ck_assert_msg(strstr(m, "future\\u000a(3,3)\\u000atrue 3/9"), "%s", m);
+    ck_assert_ptr_nonnull(
+        strstr(page, "m1 -&gt; e1 [penwidth=1.00, color=&quot;#999999&quot;, "
+                     "style=dashed, label=&quot;mask&quot;]"));
+    /* masked_fill's output: its -inf counted */
+    char *e2 = node_json(page, "e1");
+    ck_assert_msg(strstr(e2, "-inf 3/9"), "%s", e2);
+    /* the legend */
+    ck_assert_ptr_nonnull(strstr(page, "class=\"tg-legend tg-tape-legend\""));
+    ck_assert_ptr_nonnull(strstr(page, "<dt>dashed ellipse</dt>"));
+    ck_assert_ptr_nonnull(strstr(page, "<dt>double blue border</dt>"));
+    free(e2);
+    free(m);
+    free(t1);
     free(page);
 }
 END_TEST
@@ -988,6 +1059,7 @@ Suite *report_suite(void)
     tcase_add_checked_fixture(tc, NULL, unset_switches);
     tcase_set_timeout(tc, 120); /* gnuplot and dot run; slower under valgrind */
     tcase_add_test(tc, page_has_every_kind_in_order);
+    tcase_add_test(tc, tape_leaves_masks_and_legend);
     tcase_add_test(tc, failed_call_adds_nothing);
     tcase_add_test(tc, heatmap_data_are_the_tensors_values);
     tcase_add_test(tc, forward_strip_data_are_the_head);

@@ -163,10 +163,21 @@ START_TEST(record_kept_after_backward)
     ck_assert_msg(strstr(text, "#2 sum(#1 p (2,3)) -> loss ()   |grad| = 1 "),
                   "%s", text);
     char *dot = capture(tg_tape_dot);
-    ck_assert_msg(strstr(dot, "t1 [shape=ellipse, label=\"w\\n(2,3)\"]"), "%s",
-                  dot);
-    ck_assert_msg(strstr(dot, "label=\"#2 sum\\nloss ()\\n|grad| 1\\n"), "%s",
-                  dot);
+    /* the leaves with their values and what backward gave them: w the
+     * gradient x = 3 (|grad| = 3 sqrt(6)), x none (a constant); the
+     * entries with their outputs' values, p = 6 and loss = 36 */
+    ck_assert_msg(strstr(dot, "t1 [shape=ellipse, label=\"w\\n(2,3)\\nall "
+                              "2\\n|grad| 7.35\"]"),
+                  "%s", dot);
+    ck_assert_msg(strstr(dot, "t2 [shape=ellipse, label=\"x\\n(2,3)\\nall "
+                              "3\\nno grad (constant)\"]"),
+                  "%s", dot);
+    ck_assert_msg(strstr(dot, "label=\"#1 mul\\np (2,3)\\nall 6\\n|grad| "
+                              "2.45\\n"),
+                  "%s", dot);
+    ck_assert_msg(strstr(dot, "label=\"#2 sum\\nloss ()\\nvalue 36\\n|grad| "
+                              "1\\n"),
+                  "%s", dot);
     free(dot);
     free(text);
     ck_assert(tg_tape_keep_record(false)); /* drops the records */

@@ -892,15 +892,40 @@ START_TEST(tape_dot_is_a_graph)
 }
 END_TEST
 
+/* "min A mean B max C" of v[0..n-1] as the drawing writes it (%.3g). */
+static void stats_text(char *buf, size_t cap, const double *v, int n)
+{
+    double lo = v[0], hi = v[0], sum = 0;
+    for (int i = 0; i < n; i++) {
+        lo = fmin(lo, v[i]);
+        hi = fmax(hi, v[i]);
+        sum += v[i];
+    }
+    snprintf(buf, cap, "min %.3g mean %.3g max %.3g", lo, sum / n, hi);
+}
+
 /* The drawing before and after backward: entries numbered 1, 2, ... in
  * tape order and leaves t1, t2, ... in the order the tensors were made, so
  * the text is the same every run; each entry with its output's shape, its
- * call site, and after backward the |grad| of its output; a leaf drawn once
- * however many entries use it, and an input whose entry is gone drawn as a
- * leaf. */
+ * values (x = xs, y = exp(x), z = y x, loss = sum z), its call site, and
+ * after backward the |grad| of its output; a leaf drawn once however many
+ * entries use it, with its values, and after backward its gradient
+ * dloss/dx = exp(x) (1 + x); an input whose entry is gone drawn as a
+ * leaf (whose values the walk did not note: it was no leaf then). */
 static char *dot_expected(int l1, int l2, int l3)
 {
     const char *f = __FILE__;
+    double y[6], z[6], g2 = 0, sum = 0;
+    for (int i = 0; i < 6; i++) {
+        y[i] = exp(xs[i]);
+        z[i] = y[i] * xs[i];
+        sum += z[i];
+        g2 += pow(y[i] * (1 + xs[i]), 2);
+    }
+    char sx[96], sy[96], sz[96];
+    stats_text(sx, sizeof sx, xs, 6);
+    stats_text(sy, sizeof sy, y, 6);
+    stats_text(sz, sizeof sz, z, 6);
     char *want = malloc(4096);
     ck_assert_ptr_nonnull(want);
     snprintf(
@@ -908,29 +933,33 @@ static char *dot_expected(int l1, int l2, int l3)
         "digraph tape {\n"
         "  rankdir=BT;\n"
         "  node [fontname=\"Helvetica\", fontsize=10];\n"
-        "  e1 [shape=box, style=rounded, label=\"#1 exp\\n(2,3)\\n%s:%d\"];\n"
-        "  t1 [shape=ellipse, label=\"(2,3)\"];\n"
+        "  e1 [shape=box, style=rounded, label=\"#1 "
+        "exp\\n(2,3)\\n%s\\n%s:%d\"];\n"
+        "  t1 [shape=ellipse, label=\"(2,3)\\n%s\"];\n"
         "  t1 -> e1;\n"
-        "  e2 [shape=box, style=rounded, label=\"#2 mul\\n(2,3)\\n%s:%d\"];\n"
+        "  e2 [shape=box, style=rounded, label=\"#2 "
+        "mul\\n(2,3)\\n%s\\n%s:%d\"];\n"
         "  e1 -> e2 [label=\"(2,3)\"];\n"
         "  t1 -> e2;\n"
-        "  e3 [shape=box, style=rounded, label=\"#3 sum\\n()\\n%s:%d\"];\n"
+        "  e3 [shape=box, style=rounded, label=\"#3 sum\\n()\\nvalue "
+        "%.3g\\n%s:%d\"];\n"
         "  e2 -> e3 [label=\"(2,3)\"];\n"
         "}\n"
         "digraph tape {\n"
         "  rankdir=BT;\n"
         "  node [fontname=\"Helvetica\", fontsize=10];\n"
-        "  e1 [shape=box, style=rounded, label=\"#1 mul\\n(2,3)\\n|grad| "
+        "  e1 [shape=box, style=rounded, label=\"#1 mul\\n(2,3)\\n%s\\n|grad| "
         "2.45\\n%s:%d\"];\n"
         "  t2 [shape=ellipse, label=\"(2,3)\"];\n"
         "  t2 -> e1;\n"
-        "  t1 [shape=ellipse, label=\"(2,3)\"];\n"
+        "  t1 [shape=ellipse, label=\"(2,3)\\n%s\\n|grad| %.3g\"];\n"
         "  t1 -> e1;\n"
-        "  e2 [shape=box, style=rounded, label=\"#2 sum\\n()\\n|grad| "
-        "1\\n%s:%d\"];\n"
+        "  e2 [shape=box, style=rounded, label=\"#2 sum\\n()\\nvalue "
+        "%.3g\\n|grad| 1\\n%s:%d\"];\n"
         "  e1 -> e2 [label=\"(2,3)\"];\n"
         "}\n",
-        f, l1, f, l2, f, l3, f, l2, f, l3);
+        sy, f, l1, sx, sz, f, l2, sum, f, l3, sz, f, l2, sx, sqrt(g2), sum, f,
+        l3);
     return want;
 }
 

@@ -24,7 +24,8 @@
  *     float32 (tg_format of a 0-d tensor, numpy's scalar str);
  *   - for temperatures 0.25, 1 and 4: tg_softmax(scores / T with the mask
  *     filled with -inf) in float64, each row's entropy -sum p log p and
- *     its gain ||J||_F, J the row softmax's Jacobian from tg_jacobian;
+ *     its softmax gain ||J g|| / ||g||, g the row's dL/dattn the figure
+ *     is given and J the row softmax's Jacobian from tg_jacobian;
  *   - the tape: the entries tg_tape_print lists, the nodes tg_tape_dot
  *     draws, the names given, and the exact zeros in the gradient that
  *     reached the masked scores (tg_retain_grad).
@@ -166,12 +167,16 @@ static tg_tensor *softmax_fn(tg_tensor *const *in, void *ctx)
     return tg_softmax(in[0], 0);
 }
 
+/* The gradient the figure is given as reaching the weights, dL/dattn. */
+static double upstream(int i, int j) { return cos(0.9 * i - 0.4 * j) + 0.1; }
+
 /* The figure's rows at temperature temp, as the library computes them:
  * w = softmax(masked_fill(scores / temp, future, -inf)) (T,T); each row's
  * entropy H = -sum_j p_j log p_j over its unmasked entries (0 log 0 = 0),
- * and its gain ||J||_F, J = d softmax(z) / dz for z the row's unmasked
- * scores / temp (tg_jacobian: the library's own backward, not the closed
- * form diag(p) - p p^T the page uses). */
+ * and its softmax gain ||J g|| / ||g||, g the row's upstream() and
+ * J = d softmax(z) / dz for z the row's unmasked scores / temp (tg_jacobian:
+ * the library's own backward, not the closed form p (g - p.g) the page
+ * uses). */
 static int expect_temperature(FILE *ex, tg_tensor *scores, tg_tensor *future,
                               double temp)
 {
@@ -217,13 +222,16 @@ static int expect_temperature(FILE *ex, tg_tensor *scores, tg_tensor *future,
             rc = -1;
             goto done;
         }
-        double ss = 0;
-        for (int64_t a = 0; a <= i; a++)
-            for (int64_t b = 0; b <= i; b++) {
-                double v = tg_get(J, (const int64_t[]){a, b});
-                ss += v * v;
-            }
-        fprintf(ex, "%s%.17g", i ? ", " : "", sqrt(ss));
+        double jg2 = 0, g2 = 0;
+        for (int64_t a = 0; a <= i; a++) {
+            double jg = 0; /* (J g)_a; J is symmetric */
+            for (int64_t b = 0; b <= i; b++)
+                jg += tg_get(J, (const int64_t[]){a, b}) *
+                      upstream((int)i, (int)b);
+            jg2 += jg * jg;
+            g2 += upstream((int)i, (int)a) * upstream((int)i, (int)a);
+        }
+        fprintf(ex, "%s%.17g", i ? ", " : "", sqrt(jg2 / g2));
     }
     fprintf(ex, "]}");
 done:
@@ -233,11 +241,12 @@ done:
 
 static int add_lesson_figures(tg_report *r, FILE *ex)
 {
-    double s[T][T], wei[T][T];
+    double s[T][T], wei[T][T], g[T][T];
     bool future[T][T];
     for (int i = 0; i < T; i++)
         for (int j = 0; j < T; j++) {
             s[i][j] = 3.0 * sin(1.3 * i + 0.7 * j) + 0.25 * j;
+            g[i][j] = upstream(i, j);
             future[i][j] = j > i;
             wei[i][j] = j > i ? 0.0 : 1.0 / (i + 1);
         }
@@ -245,9 +254,9 @@ static int add_lesson_figures(tg_report *r, FILE *ex)
     tg_scope_begin();
     tg_tensor *scores = tg_from_f64(TG_SHAPE(T, T), &s[0][0]);
     tg_tensor *mask = tg_from_bool(TG_SHAPE(T, T), &future[0][0]);
-    int att =
-        tg_report_attention(r, "attention over <The cat sat on the mat .>",
-                            scores, mask, tokens, 1.0);
+    int att = tg_report_attention_gain(
+        r, "attention over <The cat sat on the mat .>", scores, mask, tokens,
+        1.0, tg_from_f64(TG_SHAPE(T, T), &g[0][0]));
     int avg = tg_report_averaging(
         r, "averaging", tg_from_f64(TG_SHAPE(T, T), &wei[0][0]), tokens);
     if (att < 0 || avg < 0) {
@@ -301,7 +310,8 @@ static int count_lines(const char *text, const char *prefix, int skip_edges)
     return n;
 }
 
-/* Lines of DOT that declare nodes: "  e3 [shape=box..." or "  t1 [...". */
+/* Lines of DOT that declare nodes: "  e3 [shape=box...", "  t1 [..." or
+ * a mask's "  m7 [...". */
 static int count_dot_nodes(const char *dot)
 {
     int n = 0;
@@ -309,8 +319,8 @@ static int count_dot_nodes(const char *dot)
         const char *end = strchr(p, '\n');
         char id[16];
         char bracket = 0;
-        if (sscanf(p, " %15[et0-9] %c", id, &bracket) == 2 && bracket == '[' &&
-            (id[0] == 'e' || id[0] == 't') && id[1] >= '0' && id[1] <= '9')
+        if (sscanf(p, " %15[etm0-9] %c", id, &bracket) == 2 && bracket == '[' &&
+            strchr("etm", id[0]) && id[1] >= '0' && id[1] <= '9')
             n++;
         p = end ? end + 1 : NULL;
     }
