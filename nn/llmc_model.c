@@ -143,8 +143,6 @@ static bool read_dims(const char *path, FILE *f, int64_t size, dims *d)
         return tg__file_error(op, path,
                               "the header's sizes ask for more than 2^63 "
                               "bytes");
-    if (!few_enough_tensors(path, d, size))
-        return false;
     if ((int64_t)bytes + LLMC_HEADER_BYTES != size)
         return tg__file_error(
             op, path,
@@ -155,7 +153,7 @@ static bool read_dims(const char *path, FILE *f, int64_t size, dims *d)
             (long long)d->NH, (long long)d->C, (long long)d->Vp, d->version,
             (unsigned long long)(bytes + LLMC_HEADER_BYTES),
             (unsigned long long)bytes, (long long)size);
-    return true;
+    return few_enough_tensors(path, d, size);
 }
 
 /* ---- Reading ------------------------------------------------------------ */
