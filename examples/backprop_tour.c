@@ -474,7 +474,8 @@ int main(int argc, char **argv)
     if (rc == 0) {
         rep = tg_report_new("backprop_tour: the gradient's path back through "
                             "one attention head");
-        rc = rep ? page_stepper(rep, S.loss) : -1;
+        rc = rep ? page_forward(rep, &S) : -1;
+        rc = rc == 0 ? page_stepper(rep, S.loss) : rc;
     }
     tg_tape_record_norms(true); /* the printout shows each |dloss/doutput| */
     if (rc == 0)

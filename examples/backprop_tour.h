@@ -27,6 +27,7 @@ void section(const char *title);
 
 /* backprop_tour_page.c */
 int write_graph(const char *dot_path);
+int page_forward(tg_report *rep, tour *S);
 int page_stepper(tg_report *rep, tg_tensor *loss);
 int page_tape(tg_report *rep);
 int write_page(tour *S, tg_report *rep, const char *path);

@@ -161,6 +161,25 @@ int write_graph(const char *dot_path)
 
 /* ---- the page ------------------------------------------------------------ */
 
+/* The lesson's forward as an animated strip, for sequence 0 (the lesson's
+ * q, k, v: the same draws), following token 4 as the lesson does: the
+ * page walks the head forward, then (the stepper) backward. Grad mode off:
+ * the views of q, k and v stay off the tape. */
+int page_forward(tg_report *rep, tour *S)
+{
+    bool was = tg_set_grad_enabled(false);
+    tg_scope_begin();
+    int rc = tg_report_forward_strip(
+                 rep, "The head's forward, stage by stage (sequence 0)",
+                 tg_select(S->q, 0, 0), tg_select(S->k, 0, 0),
+                 tg_select(S->v, 0, 0), NULL, 4) > 0
+                 ? 0
+                 : -1;
+    tg_scope_end();
+    tg_set_grad_enabled(was);
+    return rc;
+}
+
 /* The backward stepper, before the backward runs (it walks the graph the
  * loss was made by, and leaves it for tg_backward): every entry from the
  * loss down, its gradients and their checks, as the tour walks it. */

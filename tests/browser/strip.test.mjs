@@ -312,6 +312,20 @@ try {
       `${(100 * strip).toFixed(1)}% inked), the strip no wider than the screen`, `overflow ${overflow}`);
   }
   check(errors.length === 0, 'lesson05 page: no console or page errors', errors.join(' | '));
+  // backprop_tour's page is the lesson's head too (the same draws): one page
+  // that walks it forward (this strip, the lesson's numbers) then backward.
+  const tour = join(dir, 'backprop_tour.html');
+  await page.setViewportSize({ width: 1366, height: 900 });
+  await page.goto(pathToFileURL(resolve(tour)).href);
+  await page.waitForFunction(() => window.tgReport && window.tgReport.ready &&
+    window.tgStrip && window.tgStrip.ready, null, { timeout: 10000 });
+  await stripChecks(page, L);
+  check(await page.evaluate(() => {
+    const s = document.querySelector('section[data-kind="strip"]');
+    const b = document.querySelector('section[data-kind="backward"]');
+    return !!(s && b && (s.compareDocumentPosition(b) & Node.DOCUMENT_POSITION_FOLLOWING));
+  }), 'backprop_tour page: the forward strip, then the backward stepper');
+  check(errors.length === 0, 'backprop_tour page: no console or page errors', errors.join(' | '));
 } catch (e) {
   check(false, 'the test ran to its end', e.stack);
 } finally {
