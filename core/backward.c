@@ -277,7 +277,8 @@ static bool not_asked(const tg_tensor *x, void *ctx)
  * printouts (when asked), run, timed for the profile. */
 static void run_backward(walk *w, tg_node *n)
 {
-    tg__tape_note_grad(n, n->out->grad);
+    if (!w->capture) /* tg_grads gives the graph nothing to show */
+        tg__tape_note_grad(n, n->out->grad);
     double t0 = w->profiled ? tg__profile_now() : 0;
     if (w->create)
         tg__vjp_step(n, n->out->grad, w->capture ? not_asked : NULL, &w->plan);
@@ -342,7 +343,8 @@ static bool walk_release(walk *w, bool ok)
         outputs_aside(&w->plan, false);
     for (int64_t i = 0; i < w->plan.count; i++)
         tg__drop(w->plan.order[i]->out);
-    tg__tape_note_leaves(&w->plan, ok);
+    if (!w->capture)
+        tg__tape_note_leaves(&w->plan, ok);
     if (w->create)
         ok = tg__settle_recorded(&w->plan, ok, w->forced, w->settle_hooks);
     else

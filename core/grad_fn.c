@@ -142,9 +142,14 @@ static int analytic_at(const tg_node *n, tg_tensor **in, int which,
     tg_set_grad_enabled(was);
     /* retained: a walk that consumed it would leave its entries on the
      * tape as records when tg_tape_keep_record is on */
-    int rc = y ? tg_grads(y, dy64, 1, &in[which], &g,
-                          TG_ALLOW_UNUSED | TG_RETAIN_GRAPH)
-               : -1;
+    /* the seed in the replay's dtype: an op that changes dtype (to) keeps
+     * its own, whatever the float64 inputs */
+    tg_tensor *seed =
+        y && y->dtype != dy64->dtype ? tg_to(dy64, y->dtype) : tg_retain(dy64);
+    int rc = y && seed ? tg_grads(y, seed, 1, &in[which], &g,
+                                  TG_ALLOW_UNUSED | TG_RETAIN_GRAPH)
+                       : -1;
+    tg_release(seed);
     tg_release(y);
     for (int64_t k = 0; k < m && rc == 0; k++) {
         int64_t j = index ? index[k] : k;

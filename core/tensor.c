@@ -645,8 +645,11 @@ int tg_set_name(tg_tensor *t, const char *name)
     if (TG_BAD("set_name", t))
         return -1;
     /* copied into the header (cut to TG_NAME_MAX - 1 bytes): nothing is
-     * allocated, named or not */
-    snprintf(t->name, sizeof t->name, "%s", name ? name : "");
+     * allocated, named or not; a bounded copy, not snprintf, as modules
+     * name their tensors on every forward */
+    size_t len = name ? strnlen(name, sizeof t->name - 1) : 0;
+    memcpy(t->name, name ? name : "", len);
+    t->name[len] = '\0';
     return 0;
 }
 

@@ -344,9 +344,11 @@ static tg_tensor *upstream(run *r, tg_tensor *x, tg_tensor *scores,
     tg_tensor *out = tg_matmul(attn, tg_matmul(x, r->head.w_v)); /* (T,hs) */
     tg_tensor *loss = recall_loss(
         tg_reshape(out, 3, (const int64_t[]){1, T, tg_size(out, 1)}), &r->show);
-    int rc = loss ? tg_backward(loss) : -1;
+    /* tg_grads, not tg_backward: the trained W_v keeps no gradient */
+    tg_tensor *g = NULL;
+    int rc = loss ? tg_grads(loss, NULL, 1, &attn, &g, 0) : -1;
     tg_set_grad_enabled(was);
-    return rc == 0 ? tg_detach(tg_grad(attn)) : NULL;
+    return rc == 0 ? g : NULL;
 }
 
 /* The backward stepper over step 0's tape: the untrained head (its

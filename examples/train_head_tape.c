@@ -11,7 +11,8 @@
  * whatever dy is, and so is the lone entry of a one-choice row (p = 1:
  * dy_0 - dy_0); masked_fill then passes dy on off the mask and 0 on it.
  * Each zero is counted once, by the first cause that holds: masked, then a
- * row the loss does not read, then a one-choice row. The counts are checked
+ * one-choice row, then a row the loss does not read (the order the
+ * backward stepper on the same page counts them in). The counts are checked
  * against the zeros the tape itself found (tg_tape_print's "zeros Z/N"):
  * a zero no cause explains makes the caption untrue, and the program
  * says so. */
@@ -65,10 +66,10 @@ static void count_causes(int i, int B, int T, zero_count *c)
         for (int s = 0; s < T; s++) {
             if (below && s > t)
                 c->masked += B;
-            else if (t != T - 1)
-                c->unread += B;
             else if (below && t == 0)
                 c->one_choice += B;
+            else if (t != T - 1)
+                c->unread += B;
         }
 }
 
@@ -124,15 +125,17 @@ static void caption(char *buf, size_t cap, const zero_count *c, int T)
         "loss reads only the last token's output (row %d), so rows 0-%d of "
         "every (%d,%d) gradient get nothing: all %lld zeros of attn's "
         "gradient come from that. Under masked_fill (scaled's gradient) "
-        "%lld of the %lld zeros are masked positions and %lld are rows the "
-        "loss does not read; the softmax's input (masked) has the same %lld "
-        "and %lld. One-choice rows add %lld: row 0 is the only one, and "
-        "the loss does not read it. The zeros of q, v, out and last are "
+        "%lld of the %lld zeros are masked positions, %lld the one-choice "
+        "row's (row 0 has one unmasked score: p = 1 there, so softmax "
+        "passes 0) and %lld rows the loss does not read; the softmax's "
+        "input (masked) has the same %lld, %lld and %lld. The zeros of q, v, "
+        "out and last are "
         "likewise elements the loss never reads; a weight's gradient "
         "dW = x^T dy is also 0 where x's feature is exactly 0 at every "
         "token the gradient reaches.",
-        T - 1, T - 2, T, T, c[0].zeros, c[2].masked, c[2].zeros, c[2].unread,
-        c[1].masked, c[1].unread, c[1].one_choice);
+        T - 1, T - 2, T, T, c[0].zeros, c[2].masked, c[2].zeros,
+        c[2].one_choice, c[2].unread, c[1].masked, c[1].one_choice,
+        c[1].unread);
 }
 
 /* The section's caption and figure, while the tape holds the records. */

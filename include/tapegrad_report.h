@@ -110,7 +110,8 @@ int tg_report_tape(tg_report *r, const char *title);
  * name and shape, call site; its forward value; the upstream gradient
  * dL/d(out) (tg_grads on the intermediates) on a colour scale centred on 0,
  * its exact zeros hatched and counted by cause (masked; a one-choice
- * softmax row; not read by the loss); the rule the op applies, written
+ * softmax row; not read by the loss, or cut by an op whose derivative is
+ * 0 there); the rule the op applies, written
  * out (for softmax, a clicked row's numbers and its Jacobian
  * diag(p) - p p^T); the gradient it passes each input that requires grad,
  * from its own backward (tg_grad_fn_check), and for each of that input's
@@ -118,13 +119,14 @@ int tg_report_tape(tg_report *r, const char *title);
  * difference of the entry's own forward in float64, shown for a clicked
  * cell with pass or fail. A teacher mode hides the answers until "show".
  * The caller's graph, gradients and tape are left as they were (the graph
- * stays for its backward; with tg_tape_keep_record on, the records stay
- * and its entries show the |grad| the walk noted, as its backward will).
+ * stays for its backward; with tg_tape_keep_record on, the records and
+ * what they show stay: tg_grads' walks note nothing for the printouts).
  * Every value and gradient of every entry is
  * embedded in the page: it is meant for small graphs, as the lesson's
  * head (one sequence to a few, hundreds of cells a tensor). -1 for a NULL
  * loss, a loss of more than one element, a loss with no graph or one a
- * backward released. */
+ * backward released, or a graph whose entries' outputs and inputs hold
+ * more than 50,000 numbers in all (the error says how many). */
 int tg_report_backward(tg_report *r, const char *title, tg_tensor *loss);
 
 /** The lesson's first figure: the (T,T) averaging weights wei, drawn by the

@@ -18,7 +18,8 @@
 
   var api = { ready: false, steppers: [] };
   window.tgStepper = api;
-  var CAUSE = ["", "masked", "one-choice row", "not read by the loss"];
+  var CAUSE = ["", "masked", "one-choice row",
+               "not read by the loss, or cut by an op"];
   /* each cause its hatch colour, background and stroke direction (masked
    * "\\" on grey, one-choice crossed on orange, not read "/" on blue);
    * index 4: an exact zero of a gradient passed back, grey on neutral */
@@ -340,7 +341,7 @@
     var z = e.zeros;
     return "exact zeros in dL/d(out): " + z.total + " of " + e.dy.length +
       " \u2014 masked " + z.masked + ", one-choice row " + z.one_choice +
-      ", not read by the loss " + z.not_read;
+      ", not read by the loss (or cut by an op) " + z.not_read;
   }
   function render(st) {
     var e = st.data.entries[st.k], N = st.data.entries.length, v = st.view;

@@ -270,6 +270,34 @@ static bool upstream(bwalk *w, tg_tensor *loss)
 }
 
 /* The walk's arrays for loss's graph; false with an error. */
+/* The stepper embeds every number of every entry and checks each input
+ * cell by replaying its entry twice: for a lesson's head, thousands of
+ * numbers and a second; for a model's tape, gigabytes and hours. So a
+ * graph whose entries' outputs and inputs hold more than BUDGET numbers in
+ * all (each input counted at each use) is refused, saying so. */
+#define BUDGET 50000
+static bool small_enough(const bwalk *w)
+{
+    int64_t total = 0;
+    for (int64_t k = 0; k < w->n; k++) {
+        total += tg_numel(w->outs[k]);
+        tg_grad_fn_info info = {.n_inputs = 0};
+        tg_grad_fn(w->outs[k], &info);
+        for (int i = 0; i < info.n_inputs; i++) {
+            tg_tensor *x = NULL;
+            if (tg_grad_fn_input(w->outs[k], i, &x) == 0 && x)
+                total += tg_numel(x);
+        }
+    }
+    if (total <= BUDGET)
+        return true;
+    tg__error("report_backward: the graph's %lld entries hold %lld numbers "
+              "(outputs and inputs); the stepper embeds and checks every one, "
+              "for graphs of at most %d (a head, a lesson)",
+              (long long)w->n, (long long)total, BUDGET);
+    return false;
+}
+
 static bool walk_setup(bwalk *w, tg_tensor *loss)
 {
     *w = (bwalk){.seed = 12345u};
@@ -284,6 +312,8 @@ static bool walk_setup(bwalk *w, tg_tensor *loss)
     if (ok)
         w->n = n;
     ok = ok && tg_graph_entries(loss, n, w->outs) == n;
+    if (ok && !small_enough(w))
+        return false;
     for (int64_t k = 0; ok && k < n; k++) {
         size_t m = (size_t)tg_numel(w->outs[k]);
         w->dy[k] = tg__calloc(m ? m : 1, sizeof **w->dy);

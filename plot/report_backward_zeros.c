@@ -16,7 +16,10 @@
  *   not read     the rest: the loss does not read c (a select or slice
  *                passes it nothing, or the cells it reaches are themselves
  *                not read, as the rows before the last token's when the
- *                loss reads only that token).
+ *                loss reads only that token), or an op other than those
+ *                above cuts it (its derivative is 0 there: relu below 0,
+ *                a product with 0); the page says "not read by the loss,
+ *                or cut by an op".
  *
  * A zero an entry makes itself (its Jacobian's column at c is 0: the mask,
  * a -inf input, a one-choice row) takes that entry's cause, whatever

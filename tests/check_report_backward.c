@@ -148,6 +148,22 @@ START_TEST(bad_input)
     ck_assert_int_eq(tg_backward(g.loss), 0); /* the graph was kept */
     ck_assert_int_eq(tg_report_backward(r, "s", g.loss), -1); /* released */
     ck_assert_ptr_nonnull(strstr(tg_last_error(), "released"));
+    /* a graph too large to embed: refused, saying so */
+    tg_scope_begin();
+    tg_tensor *a = tg_ones(TG_FLOAT64, TG_SHAPE(100, 200));
+    tg_set_requires_grad(a, true);
+    tg_tensor *big =
+        tg_sum_all(tg_matmul(a, tg_ones(TG_FLOAT64, TG_SHAPE(200, 100))));
+    ck_assert_int_eq(tg_report_backward(r, "s", big), -1);
+    ck_assert_msg(strstr(tg_last_error(), "numbers") &&
+                      strstr(tg_last_error(), "at most 50000"),
+                  "%s", tg_last_error());
+    /* a graph that changes dtype: each entry checked in its own */
+    tg_tensor *x64 = tg_ones(TG_FLOAT64, TG_SHAPE(4));
+    tg_set_requires_grad(x64, true);
+    tg_tensor *l32 = tg_sum_all(tg_exp(tg_to(x64, TG_FLOAT32)));
+    ck_assert_msg(tg_report_backward(r, "s", l32) > 0, "%s", tg_last_error());
+    tg_scope_end();
     tg_release(leaf);
     tg_report_free(r);
     free_graph(&g);
@@ -257,11 +273,11 @@ START_TEST(fused_softmax_zeros)
 END_TEST
 
 /* The tape as tg_tape_print shows it, in a new string. */
-static char *tape_text(void)
+static char *tape_text_of(void (*print)(FILE *))
 {
     FILE *f = tmpfile();
     ck_assert_ptr_nonnull(f);
-    tg_tape_print(f);
+    print(f);
     long n = ftell(f);
     rewind(f);
     char *t = malloc((size_t)n + 1);
@@ -271,6 +287,8 @@ static char *tape_text(void)
     fclose(f);
     return t;
 }
+
+static char *tape_text(void) { return tape_text_of(tg_tape_print); }
 
 /* With tg_tape_keep_record on, the records an earlier backward left stay,
  * and the stepper adds none of its own: the tape has the same lines after,
@@ -284,10 +302,14 @@ START_TEST(tape_records_kept)
     free_graph(&first); /* its entries stay as records */
     graph g = make_graph();
     char *before = tape_text();
+    char *dot_before = tape_text_of(tg_tape_dot); /* the leaves' notes too */
     ck_assert_ptr_nonnull(strstr(before, "masked_fill"));
     tg_report *r = tg_report_new("records");
     ck_assert_int_eq(tg_report_backward(r, "s", g.loss), 1);
     char *after = tape_text();
+    char *dot_after = tape_text_of(tg_tape_dot);
+    ck_assert_str_eq(dot_before, dot_after);
+    free(dot_before), free(dot_after);
     int lines = 0;
     for (const char *c = before; *c; c++)
         lines += *c == '\n';

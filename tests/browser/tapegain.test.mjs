@@ -165,9 +165,9 @@ async function trainHead(browser, dir) {
     .find((t) => t.includes('what its zeros are')) || '');
   check(attn && scaled && masked &&
         caption.includes(`all ${attn[0]} zeros of attn's gradient`) &&
-        caption.includes(`${scaled[2]} of the ${scaled[0]} zeros are masked positions and ${scaled[3]} are rows`) &&
-        caption.includes(`has the same ${masked[2]} and ${masked[3]}`) &&
-        caption.includes(`One-choice rows add ${masked[4]}`),
+        caption.includes(`${scaled[2]} of the ${scaled[0]} zeros are masked positions, ${scaled[4]} the one-choice`) &&
+        caption.includes(`and ${scaled[3]} rows the loss does not read`) &&
+        caption.includes(`has the same ${masked[2]}, ${masked[4]} and ${masked[3]}`),
     'train_head tape: the caption says the zero counts the program printed',
     `printed attn ${attn} scaled ${scaled} masked ${masked}; caption "${caption}"`);
   check(attn && scaled && masked && [attn, scaled, masked].every((r) => r[0] === r[2] + r[3] + r[4]),
