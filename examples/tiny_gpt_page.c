@@ -56,7 +56,7 @@ static void char_label(char *buf, size_t cap, unsigned char c)
 
 /* The largest |softmax(scores) - head.attn| (the masked entries are 0 in
  * both); NAN on error. */
-static double view_error(tg_tensor *scores, tg_tensor *future, tg_head *h,
+static double view_error(tg_tensor *scores, tg_tensor *future, const tg_head *h,
                          int64_t T)
 {
     double w[VIEW_T * VIEW_T], a[VIEW_T * VIEW_T], worst = 0;
@@ -85,11 +85,20 @@ static int add_attention(tg_report *rep, tg_gpt *g, const corpus *cp, int64_t T)
     if (!tg_gpt_forward(g, ids)) /* head.attn: the weights it used */
         return -1;
     tg_tensor *scores = head_scores(g, ids, T);
-    double err =
-        scores ? view_error(scores, future, &g->blocks[0].attn.heads[0], T)
-               : NAN;
-    if (!(err <= 1e-5))
+    const tg_head *head = &g->blocks[0].attn.heads[0];
+    if (!head->attn) { /* the tiled path keeps no weights */
+        fprintf(stderr, "tiny_gpt: --html: head 0 kept no attention weights "
+                        "(its path keeps none)\n");
         return -1;
+    }
+    double err = scores ? view_error(scores, future, head, T) : NAN;
+    if (!(err <= 1e-5)) {
+        fprintf(stderr,
+                "tiny_gpt: --html: the attention view is not the "
+                "head's own weights (max |diff| %g)\n",
+                err);
+        return -1;
+    }
     printf("attention view: block 0, head 0 on the first %lld validation "
            "characters\n(softmax of its scores against the model's own "
            "weights: max |diff| %.1e)\n",

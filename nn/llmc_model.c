@@ -53,6 +53,15 @@ static const struct {
     {"ln_f.bias", 0, 1, false, false},
 };
 
+/* Kind k's GPT-2 name for layer l: "h.<l>.<name>", or the name alone. */
+static void kind_name(int k, int l, char name[TG_PARAM_NAME_MAX])
+{
+    if (KINDS[k].per_layer)
+        snprintf(name, TG_PARAM_NAME_MAX, "h.%d.%s", l, KINDS[k].name);
+    else
+        snprintf(name, TG_PARAM_NAME_MAX, "%s", KINDS[k].name);
+}
+
 typedef struct dims {
     int64_t maxT, V, L, NH, C, Vp;
     int version; /* 3: float32, 5: bfloat16 */
@@ -198,10 +207,7 @@ static bool read_slice(const char *path, FILE *f, const dims *d, int k, int l,
     if (!read_floats(path, f, d, buf, (size_t)(rows * cols)))
         return false;
     char name[TG_PARAM_NAME_MAX];
-    if (KINDS[k].per_layer)
-        snprintf(name, sizeof name, "h.%d.%s", l, KINDS[k].name);
-    else
-        snprintf(name, sizeof name, "%s", KINDS[k].name);
+    kind_name(k, l, name);
     tg_tensor *t;
     if (KINDS[k].linear) { /* (out, in) as Conv1D's (in, out) */
         transpose(buf, rows, cols, tmp);
@@ -295,10 +301,7 @@ static bool make_slice(const tg_params *sd, const dims *d, int k, int l,
     int64_t rows, cols;
     slice_shape(d, k, &rows, &cols);
     char name[TG_PARAM_NAME_MAX];
-    if (KINDS[k].per_layer)
-        snprintf(name, sizeof name, "h.%d.%s", l, KINDS[k].name);
-    else
-        snprintf(name, sizeof name, "%s", KINDS[k].name);
+    kind_name(k, l, name);
     tg_tensor *t = tg_params_get(sd, name);
     memset(out, 0, sizeof(float) * (size_t)(rows * cols));
     if (!t) /* a bias of a model without */

@@ -14,9 +14,9 @@
 // "ok - ..." or "FAIL - ..."; the exit status is 1 when any failed.
 import { chromium } from 'playwright-core';
 import { existsSync, readFileSync } from 'node:fs';
-import { inflateSync } from 'node:zlib';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { decodePng } from './png.mjs';
 
 let failures = 0;
 function check(ok, what, detail) {
@@ -67,32 +67,11 @@ const maxDiff = (a, b) => Math.max(...a.map((x, k) => Math.abs(x - b[k])));
 
 // The share of a PNG's pixels that differ from its most common colour.
 function inkShare(buf) {
-  let pos = 8, width = 0, height = 0, type = 0;
-  const idat = [];
-  while (pos < buf.length) {
-    const len = buf.readUInt32BE(pos), kind = buf.toString('latin1', pos + 4, pos + 8);
-    const data = buf.subarray(pos + 8, pos + 8 + len);
-    if (kind === 'IHDR') [width, height, type] = [data.readUInt32BE(0), data.readUInt32BE(4), data[9]];
-    else if (kind === 'IDAT') idat.push(data);
-    pos += 12 + len;
-  }
-  const bpp = type === 6 ? 4 : 3, raw = inflateSync(Buffer.concat(idat)), stride = width * bpp;
-  let prev = Buffer.alloc(stride);
+  const { width, height, rgba } = decodePng(buf);
   const count = new Map();
-  for (let y = 0; y < height; y++) {
-    const f = raw[y * (stride + 1)];
-    const line = Buffer.from(raw.subarray(y * (stride + 1) + 1, (y + 1) * (stride + 1)));
-    for (let i = 0; i < stride; i++) {
-      const a = i >= bpp ? line[i - bpp] : 0, b = prev[i], c = i >= bpp ? prev[i - bpp] : 0;
-      const pa = Math.abs(b - c), pb = Math.abs(a - c), pc = Math.abs(a + b - 2 * c);
-      const p = [0, a, b, (a + b) >> 1, pa <= pb && pa <= pc ? a : pb <= pc ? b : c][f];
-      line[i] = (line[i] + p) & 255;
-    }
-    for (let x = 0; x < width; x++) {
-      const key = line.readUIntBE(x * bpp, 3);
-      count.set(key, (count.get(key) || 0) + 1);
-    }
-    prev = line;
+  for (let i = 0; i < width * height; i++) {
+    const key = rgba.readUIntBE(4 * i, 3);
+    count.set(key, (count.get(key) || 0) + 1);
   }
   return 1 - Math.max(...count.values()) / (width * height);
 }
