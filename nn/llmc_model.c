@@ -76,6 +76,18 @@ static void slice_shape(const dims *d, int k, int64_t *rows, int64_t *cols)
     *cols = KINDS[k].cols * d->C;
 }
 
+/* The elements of the largest one-layer slice: the buffers' size. */
+static int64_t largest_slice(const dims *d)
+{
+    int64_t most = 0;
+    for (int k = 0; k < N_KINDS; k++) {
+        int64_t rows, cols;
+        slice_shape(d, k, &rows, &cols);
+        most = rows * cols > most ? rows * cols : most;
+    }
+    return most;
+}
+
 /* Elements of the whole file's weights, or false when that overflows. */
 static bool count_all(const dims *d, uint64_t *n)
 {
@@ -227,12 +239,7 @@ static bool read_slice(const char *path, FILE *f, const dims *d, int k, int l,
 /* Every tensor of the file, in its order, into sd. */
 static bool read_all(const char *path, FILE *f, const dims *d, tg_params *sd)
 {
-    int64_t most = 0;
-    for (int k = 0; k < N_KINDS; k++) {
-        int64_t rows, cols;
-        slice_shape(d, k, &rows, &cols);
-        most = rows * cols > most ? rows * cols : most;
-    }
+    int64_t most = largest_slice(d);
     float *buf = tg__malloc(sizeof(float) * (size_t)most);
     float *tmp = tg__malloc(sizeof(float) * (size_t)most);
     bool ok = buf && tmp;
@@ -330,12 +337,7 @@ static bool put_floats(tg__file *out, const float *v, size_t n,
 /* Every slice of the file, in its order, after the header. */
 static bool write_all(tg__file *out, const tg_params *sd, const dims *d)
 {
-    int64_t most = 0;
-    for (int k = 0; k < N_KINDS; k++) {
-        int64_t rows, cols;
-        slice_shape(d, k, &rows, &cols);
-        most = rows * cols > most ? rows * cols : most;
-    }
+    int64_t most = largest_slice(d);
     float *buf = tg__malloc(sizeof(float) * (size_t)most);
     float *tmp = tg__malloc(sizeof(float) * (size_t)most);
     unsigned char *bytes = tg__malloc(4 * (size_t)most);
