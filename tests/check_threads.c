@@ -134,9 +134,15 @@ static uint64_t run_once(int k, tg_dtype dt, int threads)
 }
 
 /* Under valgrind (some 50 times slower, and its threads run one at a
- * time), a sample: every fifth op, float32, one step, 1 against 3 threads. */
-static int most_threads(void) { return RUNNING_ON_VALGRIND ? 3 : MAX_THREADS; }
-static int op_stride(void) { return RUNNING_ON_VALGRIND ? 5 : 1; }
+ * time) or a sanitizer (the plain build runs the whole): a sample, every
+ * fifth op, float32, one step, 1 against 3 threads. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SAMPLED 1
+#else
+#define SAMPLED RUNNING_ON_VALGRIND
+#endif
+static int most_threads(void) { return SAMPLED ? 3 : MAX_THREADS; }
+static int op_stride(void) { return SAMPLED ? 5 : 1; }
 
 /* Threads can be set here (OpenMP's count, which the library's pool
  * follows): else every run below would be one thread's. */
@@ -150,12 +156,11 @@ static void assert_threads_settable(void)
 START_TEST(each_op)
 {
     assert_threads_settable();
-    for (int dt = 0; dt < (RUNNING_ON_VALGRIND ? 1 : 2); dt++)
+    for (int dt = 0; dt < (SAMPLED ? 1 : 2); dt++)
         for (int k = 0; k < N_PROGRAMS; k += op_stride()) {
             tg_dtype as = dt ? TG_FLOAT64 : TG_FLOAT32;
             uint64_t one = run_once(k, as, 1);
-            for (int t = most_threads(); t >= 2;
-                 t -= RUNNING_ON_VALGRIND ? 9 : 1)
+            for (int t = most_threads(); t >= 2; t -= SAMPLED ? 9 : 1)
                 ck_assert_msg(run_once(k, as, t) == one,
                               "%s (%s): %d threads give other bits than 1",
                               PROGRAMS[k].name, tg_dtype_name(as), t);
@@ -197,7 +202,7 @@ static uint64_t gpt_steps(int threads, tg_head_path path)
     tg_tensor *x = tg_contiguous(tg_narrow(ids, 1, 0, T));
     tg_tensor *y = tg_contiguous(tg_narrow(ids, 1, 1, T));
     uint64_t h = 14695981039346656037u;
-    for (int s = 0; s < (RUNNING_ON_VALGRIND ? 1 : 3); s++) {
+    for (int s = 0; s < (SAMPLED ? 1 : 3); s++) {
         tg_tensor *loss = tg_gpt_loss(&g, x, y);
         ck_assert_msg(loss, "%s", tg_last_error());
         h = bits_of(loss, h);
@@ -220,9 +225,9 @@ START_TEST(gpt_step)
     assert_threads_settable();
     static const tg_head_path paths[] = {TG_HEAD_COMPOSED,
                                          TG_HEAD_FUSED_SOFTMAX, TG_HEAD_TILED};
-    for (int p = 0; p < (RUNNING_ON_VALGRIND ? 1 : 3); p++) {
+    for (int p = 0; p < (SAMPLED ? 1 : 3); p++) {
         uint64_t one = gpt_steps(1, paths[p]);
-        for (int t = most_threads(); t >= 2; t -= RUNNING_ON_VALGRIND ? 9 : 1)
+        for (int t = most_threads(); t >= 2; t -= SAMPLED ? 9 : 1)
             ck_assert_msg(gpt_steps(t, paths[p]) == one,
                           "GPT steps (path %d): %d threads give other bits "
                           "than 1",
