@@ -578,12 +578,8 @@ static bool check_heatmap(const char *op, const tg_tensor *m,
         tg__error("%s: tensor of shape %s is empty", op, TG_SHP(m));
         return false;
     }
-    if (mask && (tg_ndim(mask) != 2 || tg_size(mask, 0) != tg_size(m, 0) ||
-                 tg_size(mask, 1) != tg_size(m, 1))) {
-        tg__error("%s: mask of shape %s does not match the matrix %s", op,
-                  TG_SHP(mask), TG_SHP(m));
+    if (!tg__mask_fits(op, m, mask))
         return false;
-    }
     return true;
 }
 

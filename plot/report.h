@@ -66,6 +66,10 @@ TG_HIDDEN void tg__put_html(sbuf *b, const char *s);
 /* s as a JSON string with its quotes; < > & as \u escapes, so "</script>"
  * never appears inside a script element. NULL: null. */
 TG_HIDDEN void tg__put_json(sbuf *b, const char *s);
+/* labels[0..n) as a JSON array of strings (a NULL label as ""), or null
+ * for NULL labels. */
+TG_HIDDEN void tg__put_json_labels(sbuf *b, const char *const *labels,
+                                   int64_t n);
 /* v in the shortest %g digits that read back as v (as a float32 when
  * single), exponent as JavaScript writes it; "nan", "inf", "-inf" as JSON
  * strings. */

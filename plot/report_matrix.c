@@ -82,12 +82,8 @@ static bool read_matrix(const char *op, const tg_tensor *m,
                   square ? "square (T,T)" : "non-empty", TG_SHP(m));
         return false;
     }
-    if (mask && (tg_ndim(mask) != 2 || tg_size(mask, 0) != tg_size(m, 0) ||
-                 tg_size(mask, 1) != tg_size(m, 1))) {
-        tg__error("%s: mask of shape %s does not match the matrix %s", op,
-                  TG_SHP(mask), TG_SHP(m));
+    if (!tg__mask_fits(op, m, mask))
         return false;
-    }
     int64_t R = tg_size(m, 0), C = tg_size(m, 1);
     double *v = tg__malloc(sizeof(double) * (size_t)(R * C));
     double *mk = mask ? tg__malloc(sizeof(double) * (size_t)(R * C)) : NULL;
@@ -188,22 +184,6 @@ static void downsample_note(sbuf *b, const matrix *x)
                   "(of its unmasked entries).</p>\n",
                   (long long)x->rows0, (long long)x->cols0, (long long)x->rows,
                   (long long)x->cols, (long long)x->fr, (long long)x->fc);
-}
-
-/* labels[0..n) as a JSON array of strings (a NULL label as ""), or null. */
-static void json_labels(sbuf *b, const char *const *labels, int64_t n)
-{
-    if (!labels) {
-        tg__sb_puts(b, "null");
-        return;
-    }
-    tg__sb_putn(b, "[", 1);
-    for (int64_t i = 0; i < n; i++) {
-        if (i)
-            tg__sb_putn(b, ",", 1);
-        tg__put_json(b, labels[i] ? labels[i] : "");
-    }
-    tg__sb_putn(b, "]", 1);
 }
 
 /* ===================================================================== */
@@ -451,9 +431,9 @@ static void heat_section(tg_report *r, int n, const char *title,
     json_matrix(sec, x);
     json_scale(sec, s);
     tg__sb_puts(sec, ",\"rl\":");
-    json_labels(sec, rl, x->rows0);
+    tg__put_json_labels(sec, rl, x->rows0);
     tg__sb_puts(sec, ",\"cl\":");
-    json_labels(sec, cl, x->cols0);
+    tg__put_json_labels(sec, cl, x->cols0);
     tg__sb_puts(sec, "}");
     tg__report_data_close(sec);
     free(data.p);
@@ -527,7 +507,7 @@ static void lesson_data(sbuf *sec, int n, const matrix *x,
     }
     json_matrix(sec, x);
     tg__sb_puts(sec, ",\"tok\":");
-    json_labels(sec, tokens, x->rows);
+    tg__put_json_labels(sec, tokens, x->rows);
     if (g) {
         tg__sb_puts(sec, ",\"g\":[");
         for (int64_t k = 0; k < g->rows * g->cols; k++) {

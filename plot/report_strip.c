@@ -123,16 +123,7 @@ static void strip_data(sbuf *sec, const double *q, const double *k,
     tg__sb_putn(sec, "]", 1);
     json_array(sec, "v", v, T * dv, single);
     tg__sb_puts(sec, ",\"tok\":");
-    if (tokens) {
-        tg__sb_putn(sec, "[", 1);
-        for (int64_t i = 0; i < T; i++) {
-            if (i)
-                tg__sb_putn(sec, ",", 1);
-            tg__put_json(sec, tokens[i] ? tokens[i] : "");
-        }
-        tg__sb_putn(sec, "]", 1);
-    } else
-        tg__sb_puts(sec, "null");
+    tg__put_json_labels(sec, tokens, T);
     tg__sb_puts(sec, "}");
     tg__report_data_close(sec);
 }

@@ -75,3 +75,19 @@ void tg__report_missing(sbuf *b, const char *why)
     tg__put_html(b, why);
     tg__sb_puts(b, ". The data stays in the page.</p>\n");
 }
+
+/* labels[0..n) as a JSON array of strings (a NULL label as ""), or null. */
+void tg__put_json_labels(sbuf *b, const char *const *labels, int64_t n)
+{
+    if (!labels) {
+        tg__sb_puts(b, "null");
+        return;
+    }
+    tg__sb_putn(b, "[", 1);
+    for (int64_t i = 0; i < n; i++) {
+        if (i)
+            tg__sb_putn(b, ",", 1);
+        tg__put_json(b, labels[i] ? labels[i] : "");
+    }
+    tg__sb_putn(b, "]", 1);
+}

@@ -101,3 +101,13 @@ const char *tg__scale_name(tg_heatmap_scale kind)
            : kind == TG_SCALE_UNIT    ? "unit"
                                       : "sequential";
 }
+
+bool tg__mask_fits(const char *op, const tg_tensor *m, const tg_tensor *mask)
+{
+    if (!mask || (tg_ndim(mask) == 2 && tg_size(mask, 0) == tg_size(m, 0) &&
+                  tg_size(mask, 1) == tg_size(m, 1)))
+        return true;
+    tg__error("%s: mask of shape %s does not match the matrix %s", op,
+              TG_SHP(mask), TG_SHP(m));
+    return false;
+}

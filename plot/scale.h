@@ -29,6 +29,10 @@ typedef struct tg__cscale {
 /* False with "OP: ..." when o (may be NULL) holds a scale that is not a
  * tg_heatmap_scale. */
 TG_HIDDEN bool tg__scale_check(const char *op, const tg_heatmap_opts *o);
+/* A heatmap's mask: NULL, or 2-D of m's shape; else false with "<op>: mask
+ * of shape ... does not match the matrix ...". */
+TG_HIDDEN bool tg__mask_fits(const char *op, const tg_tensor *m,
+                             const tg_tensor *mask);
 
 /* Resolves o (NULL: the defaults) over the n values v (mask: NULL, or 1 =
  * masked, skipped), cols values a row (for the error's index):
