@@ -157,9 +157,13 @@ bool tg__bw_note(bwalk *w, int64_t k, int i, int64_t t, const double *dx,
     if (tg_grad_fn(w->outs[k], &info) < 0)
         return false;
     double *buf = tg__malloc(sizeof *buf * 5 * (size_t)m);
-    bool ok = buf != NULL;
+    if (!buf) {
+        tg__error("report_backward: out of memory");
+        return false;
+    }
+    bool ok = true;
     double *p[5] = {buf, buf + m, buf + 2 * m, buf + 3 * m, buf + 4 * m};
-    double *x = ok ? input_values(w->outs[k], i, info.op, &ok) : NULL;
+    double *x = input_values(w->outs[k], i, info.op, &ok);
     ok = ok && probes(w, k, i, p, m);
     for (int64_t c = 0; ok && c < m; c++) {
         if (dx[c] != 0)
@@ -172,8 +176,6 @@ bool tg__bw_note(bwalk *w, int64_t k, int i, int64_t t, const double *dx,
         if (z > (agg[c] & 3))
             agg[c] = (unsigned char)((agg[c] & BW_FED) | z);
     }
-    if (!buf)
-        tg__error("report_backward: out of memory");
     free(buf);
     free(x);
     return ok;
