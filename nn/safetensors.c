@@ -1,25 +1,12 @@
 /* Checkpoints as .safetensors, the format of Hugging Face's safetensors
- * library (and of nanoGPT and GPT-2 exports):
- *
- *   8 bytes   N, the header's length, unsigned little-endian
- *   N bytes   a JSON object, UTF-8, padded with spaces:
- *             {"__metadata__": {"format": "pt"},
- *              "<name>": {"dtype": "F32", "shape": [2, 3],
- *                         "data_offsets": [begin, end]}, ...}
- *   the rest  the data buffer: each tensor's elements, little-endian, C
- *             order, at [begin, end) of the buffer
- *
- * The header is parsed and written with jansson. A file being loaded may
- * come from anyone, so before any tensor is made the whole header is held to
- * what the reference library accepts: JSON without duplicate keys, a length
- * within the file, every shape of at most TG_MAX_DIMS dims whose size times
- * the dtype's is exactly end - begin, and spans that tile the data buffer
- * with no gap and no overlap, each beginning at a multiple of its element
- * size. "__metadata__" is ignored on read and written with "format": "pt". */
+ * library (and of nanoGPT and GPT-2 exports; nn/safetensors.h has the
+ * layout): the tensors of a header that nn/safetensors_header.c has read
+ * and checked, and the writer. The header is written with jansson;
+ * "__metadata__" is written with "format": "pt". */
+#include "nn/safetensors.h"
 #include "core/npy.h"
 #include "core/shared.h"
 #include "nn/formats.h"
-#include "nn/names.h"
 #include "nn/nn.h"
 
 #include <errno.h>
@@ -33,74 +20,8 @@
 #error "safetensors.c copies little-endian bytes as they are"
 #endif
 
-#define LEN_BYTES  8
-#define HEADER_MAX UINT64_C(100000000) /* the reference library's limit */
-#define METADATA   "__metadata__"
-#define NUMEL_MAX  (INT64_C(1) << 59) /* tapegrad's bound on a tensor */
-
-/* The dtypes of the format that we read, and how each becomes ours: the
- * halves widened to float32 and the narrower integers to int64, exactly, as
- * numpy's astype would (tapegrad has no other types; older GPT-2 exports
- * keep their causal-mask buffers as U8 or BOOL). */
-typedef enum {
-    ST_F32,
-    ST_F64,
-    ST_I64,
-    ST_BF16,
-    ST_F16,
-    ST_BOOL,
-    ST_U8,
-    ST_I8,
-    ST_U16,
-    ST_I16,
-    ST_U32,
-    ST_I32
-} st_dtype;
-static const struct {
-    const char *name;
-    size_t size;   /* bytes per element in the file */
-    tg_dtype into; /* what it is read as */
-} DTYPES[] = {
-    [ST_F32] = {"F32", 4, TG_FLOAT32}, [ST_F64] = {"F64", 8, TG_FLOAT64},
-    [ST_I64] = {"I64", 8, TG_INT64},   [ST_BF16] = {"BF16", 2, TG_FLOAT32},
-    [ST_F16] = {"F16", 2, TG_FLOAT32}, [ST_BOOL] = {"BOOL", 1, TG_BOOL},
-    [ST_U8] = {"U8", 1, TG_INT64},     [ST_I8] = {"I8", 1, TG_INT64},
-    [ST_U16] = {"U16", 2, TG_INT64},   [ST_I16] = {"I16", 2, TG_INT64},
-    [ST_U32] = {"U32", 4, TG_INT64},   [ST_I32] = {"I32", 4, TG_INT64},
-};
-#define N_DTYPES ((int)(sizeof DTYPES / sizeof DTYPES[0]))
-/* The format's other dtypes, named as such in the error (U64: its values
- * past 2^63 have no int64). */
-static const char *const OTHER_DTYPES[] = {"U64", "F8_E4M3", "F8_E5M2"};
-
-/* One tensor of the header, checked. */
-typedef struct st_entry {
-    const char *name; /* the header's key, in st_file.names */
-    st_dtype dtype;
-    int ndim;
-    int64_t shape[TG_MAX_DIMS];
-    uint64_t begin, end; /* into the data buffer */
-} st_entry;
-
-typedef struct st_file {
-    const char *op, *path; /* for messages */
-    FILE *f;               /* the file, or NULL for bytes in memory */
-    const unsigned char *mem;
-    uint64_t size;    /* bytes in all */
-    uint64_t data_at; /* where the data buffer starts: 8 + N */
-    uint64_t at;  /* where the stream stands: read_at seeks only elsewhere */
-    json_t *root; /* the header, until its entries are taken out */
-    char *names;  /* every entry's name, NUL after each */
-    st_entry *entries;
-    size_t n;
-    tg__names by_name; /* the entries by name, for a load (find) */
-} st_file;
-
-/* Sets the error "<op>: <path>: <problem>" and returns false. */
-#define fail(r, ...) tg__file_error((r)->op, (r)->path, __VA_ARGS__)
-
 /* Reads len bytes at off, which the caller has checked lie in the file. */
-static bool read_at(st_file *r, uint64_t off, size_t len, void *buf)
+bool tg__st_read_at(st_file *r, uint64_t off, size_t len, void *buf)
 {
     if (!r->f) {
         memcpy(buf, r->mem + off, len);
@@ -120,259 +41,8 @@ static bool read_at(st_file *r, uint64_t off, size_t len, void *buf)
     return true;
 }
 
-/* ---- The header --------------------------------------------------------- */
-
-/* Reads N and the JSON object it measures into r->root. */
-static bool read_header(st_file *r)
-{
-    unsigned char len_bytes[LEN_BYTES];
-    if (r->size < LEN_BYTES)
-        return fail(r,
-                    "not a .safetensors file: %llu bytes is too short for "
-                    "the header length",
-                    (unsigned long long)r->size);
-    if (!read_at(r, 0, LEN_BYTES, len_bytes))
-        return false;
-    uint64_t n = 0;
-    for (int i = LEN_BYTES; i-- > 0;)
-        n = n << 8 | len_bytes[i];
-    if (n > r->size - LEN_BYTES)
-        return fail(r,
-                    "header length %llu is larger than the file (%llu "
-                    "bytes after the length)",
-                    (unsigned long long)n,
-                    (unsigned long long)(r->size - LEN_BYTES));
-    if (n > HEADER_MAX)
-        return fail(r, "header length %llu is over the format's limit of %llu",
-                    (unsigned long long)n, (unsigned long long)HEADER_MAX);
-    r->data_at = LEN_BYTES + n;
-    char *text = tg__malloc(n ? (size_t)n : 1);
-    if (!text)
-        return fail(r, "out of memory for the %llu-byte header",
-                    (unsigned long long)n);
-    bool ok = read_at(r, LEN_BYTES, (size_t)n, text);
-    json_error_t je;
-    r->root =
-        ok ? json_loadb(text, (size_t)n, JSON_REJECT_DUPLICATES, &je) : NULL;
-    free(text);
-    if (ok && !r->root)
-        return fail(r, "bad JSON header: %s (line %d, column %d)", je.text,
-                    je.line, je.column);
-    if (ok && !json_is_object(r->root))
-        return fail(r, "bad JSON header: not an object");
-    return ok;
-}
-
-/* A non-negative integer of the header, or false. */
-static bool get_count(const json_t *v, uint64_t *out)
-{
-    if (!json_is_integer(v) || json_integer_value(v) < 0)
-        return false;
-    *out = (uint64_t)json_integer_value(v);
-    return true;
-}
-
-static bool parse_dtype(const st_file *r, const char *name, const json_t *v,
-                        st_dtype *dt)
-{
-    const char *s = json_string_value(v);
-    if (!s)
-        return fail(r, "tensor '%s': \"dtype\" is missing or not a string",
-                    name);
-    for (int i = 0; i < N_DTYPES; i++)
-        if (strcmp(s, DTYPES[i].name) == 0) {
-            *dt = (st_dtype)i;
-            return true;
-        }
-    for (size_t i = 0; i < sizeof OTHER_DTYPES / sizeof *OTHER_DTYPES; i++)
-        if (strcmp(s, OTHER_DTYPES[i]) == 0)
-            return fail(r,
-                        "tensor '%s' has dtype %s, which tapegrad does not "
-                        "read (F32, F64, I64, BF16, F16, BOOL, U8, I8, U16, "
-                        "I16, U32, I32)",
-                        name, s);
-    return fail(r, "tensor '%s' has an unknown dtype '%.40s'", name, s);
-}
-
-/* The shape: at most TG_MAX_DIMS dims, each >= 0; *numel their product,
- * within tapegrad's 2^59 elements. */
-static bool parse_shape(const st_file *r, st_entry *e, const json_t *v,
-                        uint64_t *numel)
-{
-    size_t nd = json_array_size(v);
-    if (!json_is_array(v) || nd > TG_MAX_DIMS)
-        return fail(r, "tensor '%s': \"shape\" is %s (at most %d dims)",
-                    e->name,
-                    json_is_array(v) ? "too long" : "missing or not an array",
-                    TG_MAX_DIMS);
-    e->ndim = (int)nd;
-    *numel = 1;
-    bool zero = false;
-    for (size_t d = 0; d < nd; d++) {
-        uint64_t n;
-        if (!get_count(json_array_get(v, d), &n) || n > (uint64_t)NUMEL_MAX)
-            return fail(r,
-                        "tensor '%s': \"shape\" dim %zu is not an integer in "
-                        "[0, 2^59]",
-                        e->name, d);
-        e->shape[d] = (int64_t)n;
-        zero = zero || n == 0;
-        *numel = *numel > (uint64_t)NUMEL_MAX / (n ? n : 1) ? UINT64_MAX
-                                                            : *numel * n;
-    }
-    if (zero)
-        *numel = 0;
-    if (*numel > (uint64_t)NUMEL_MAX)
-        return fail(r, "tensor '%s' has more than 2^59 elements", e->name);
-    return true;
-}
-
-/* One tensor's entry: dtype, shape and offsets, consistent with each other
- * and within the data buffer. */
-static bool parse_entry(const st_file *r, const char *name, const json_t *v,
-                        st_entry *e)
-{
-    *e = (st_entry){.name = name};
-    if (!json_is_object(v))
-        return fail(r, "tensor '%s': not a JSON object", name);
-    uint64_t numel = 0;
-    if (!parse_dtype(r, name, json_object_get(v, "dtype"), &e->dtype) ||
-        !parse_shape(r, e, json_object_get(v, "shape"), &numel))
-        return false;
-    const json_t *offs = json_object_get(v, "data_offsets");
-    if (!json_is_array(offs) || json_array_size(offs) != 2 ||
-        !get_count(json_array_get(offs, 0), &e->begin) ||
-        !get_count(json_array_get(offs, 1), &e->end) || e->end < e->begin)
-        return fail(r,
-                    "tensor '%s': \"data_offsets\" is not [begin, end] with "
-                    "0 <= begin <= end",
-                    name);
-    uint64_t data_len = r->size - r->data_at;
-    if (e->end > data_len)
-        return fail(r,
-                    "tensor '%s': data_offsets [%llu, %llu] out of range: "
-                    "the data buffer holds %llu bytes",
-                    name, (unsigned long long)e->begin,
-                    (unsigned long long)e->end, (unsigned long long)data_len);
-    size_t es = DTYPES[e->dtype].size;
-    if (e->end - e->begin != numel * es) {
-        char shp[TG_SHAPE_STR];
-        return fail(r,
-                    "tensor '%s': data_offsets [%llu, %llu] hold %llu bytes "
-                    "but shape %s of %s needs %llu",
-                    name, (unsigned long long)e->begin,
-                    (unsigned long long)e->end,
-                    (unsigned long long)(e->end - e->begin),
-                    tg__shape_str(e->ndim, e->shape, shp),
-                    DTYPES[e->dtype].name, (unsigned long long)(numel * es));
-    }
-    if (e->end > e->begin &&
-        e->begin % es != 0) /* an empty one fits anywhere */
-        return fail(r,
-                    "tensor '%s': data_offsets [%llu, %llu] are not aligned "
-                    "to its %zu-byte elements",
-                    name, (unsigned long long)e->begin,
-                    (unsigned long long)e->end, es);
-    return true;
-}
-
-static int by_offset(const void *a, const void *b)
-{
-    const st_entry *x = *(const st_entry *const *)a;
-    const st_entry *y = *(const st_entry *const *)b;
-    if (x->begin != y->begin)
-        return x->begin < y->begin ? -1 : 1;
-    return x->end < y->end ? -1 : x->end > y->end;
-}
-
-/* The spans, in offset order, tile the data buffer: each begins where the
- * one before ends, and the last ends at the end of the file. */
-static bool check_spans(const st_file *r)
-{
-    const st_entry **order = tg__calloc(r->n + 1, sizeof *order);
-    if (!order)
-        return fail(r, "out of memory for %zu tensors", r->n);
-    for (size_t i = 0; i < r->n; i++)
-        order[i] = &r->entries[i];
-    qsort(order, r->n, sizeof *order, by_offset);
-    uint64_t at = 0, data_len = r->size - r->data_at;
-    const char *prev = NULL;
-    bool ok = true;
-    for (size_t i = 0; ok && i < r->n; i++) {
-        const st_entry *e = order[i];
-        if (e->begin < at)
-            ok = fail(r,
-                      "tensors '%s' and '%s' overlap: data_offsets [%llu, "
-                      "%llu] begin before byte %llu",
-                      prev, e->name, (unsigned long long)e->begin,
-                      (unsigned long long)e->end, (unsigned long long)at);
-        else if (e->begin > at)
-            ok = fail(r,
-                      "a gap of %llu bytes in the data buffer before tensor "
-                      "'%s' (data_offsets [%llu, %llu])",
-                      (unsigned long long)(e->begin - at), e->name,
-                      (unsigned long long)e->begin, (unsigned long long)e->end);
-        at = e->end;
-        prev = e->name;
-    }
-    if (ok && at != data_len)
-        ok = fail(r,
-                  "the tensors cover %llu bytes of a %llu-byte data "
-                  "buffer",
-                  (unsigned long long)at, (unsigned long long)data_len);
-    free(order);
-    return ok;
-}
-
-/* The entries' names copied out of the JSON into r->names, so that the
- * JSON can go before any tensor is made: its objects take some 20 times
- * the header's bytes (a million-tensor file's: 1 GiB), and would else
- * stay while the tensors are read. */
-static bool take_names(st_file *r)
-{
-    size_t bytes = 1;
-    for (size_t i = 0; i < r->n; i++)
-        bytes += strlen(r->entries[i].name) + 1;
-    char *at = r->names = tg__malloc(bytes);
-    if (!at)
-        return fail(r, "out of memory for %zu names", r->n);
-    for (size_t i = 0; i < r->n; i++) {
-        size_t len = strlen(r->entries[i].name) + 1;
-        memcpy(at, r->entries[i].name, len);
-        r->entries[i].name = at;
-        at += len;
-    }
-    json_decref(r->root);
-    r->root = NULL;
-    return true;
-}
-
-/* Reads and checks the header into r->entries (every tensor but
- * "__metadata__", in the header's order), then lets the JSON go. */
-static bool parse_header(st_file *r)
-{
-    if (!read_header(r))
-        return false;
-    size_t n = json_object_size(r->root);
-    r->entries = tg__calloc(n + 1, sizeof *r->entries);
-    if (!r->entries)
-        return fail(r, "out of memory for %zu tensors", n);
-    const char *name;
-    json_t *v;
-    json_object_foreach(r->root, name, v)
-    {
-        if (strcmp(name, METADATA) == 0)
-            continue;
-        if (!parse_entry(r, name, v, &r->entries[r->n]))
-            return false;
-        r->n++;
-    }
-    return check_spans(r) && take_names(r);
-}
-
 static void close_file(st_file *r)
 {
-    json_decref(r->root);
     free(r->names);
     free(r->entries);
     tg__names_free(&r->by_name);
@@ -387,7 +57,7 @@ static bool open_file(st_file *r)
     if (!r->f)
         return false;
     r->size = (uint64_t)size;
-    return parse_header(r);
+    return tg__st_parse_header(r);
 }
 
 /* ---- Tensors -------------------------------------------------------------- */
@@ -482,7 +152,7 @@ static tg_tensor *read_tensor(st_file *r, const st_entry *e)
      * i + 1 starts ((i + 1) out_es <= numel (out_es - es) + (i + 1) es),
      * and is written after element i is read. */
     unsigned char *at = buf + out_bytes - nbytes;
-    bool ok = read_at(r, r->data_at + e->begin, nbytes, at);
+    bool ok = tg__st_read_at(r, r->data_at + e->begin, nbytes, at);
     for (size_t i = 0; ok && es < out_es && i < numel; i++)
         widen(e->dtype, at + es * i, buf + out_es * i);
     const int64_t bad =
@@ -501,18 +171,6 @@ static tg_tensor *read_tensor(st_file *r, const st_entry *e)
 }
 
 /* ---- Loading by name -------------------------------------------------- */
-
-/* Indexes the entries by name, for find (a scan per parameter would make
- * a load of n tensors n^2 / 2 comparisons). */
-static bool index_entries(st_file *r)
-{
-    if (!tg__names_init(&r->by_name, r->n))
-        return fail(r, "out of memory for %zu tensors", r->n);
-    for (size_t i = 0; i < r->n; i++)
-        tg__names_add(&r->by_name, r->entries[i].name, i);
-    tg__names_sort(&r->by_name); /* none twice: JSON_REJECT_DUPLICATES */
-    return true;
-}
 
 static const st_entry *find(const st_file *r, const char *name)
 {
@@ -568,7 +226,7 @@ int tg_load_safetensors(const tg_params *ps, const char *path)
     bool ok = values != NULL;
     if (!ok)
         tg__error("%s: %s: out of memory", op, path);
-    ok = ok && open_file(&r) && index_entries(&r);
+    ok = ok && open_file(&r);
     for (int i = 0; ok && i < ps->n; i++)
         ok = (values[i] = load_value(&r, &ps->items[i])) != NULL;
     for (int i = 0; ok && i < ps->n; i++) /* all free to write, first */
@@ -631,7 +289,7 @@ int tg__safetensors_read_mem(const char *name, const void *bytes, size_t len,
 {
     st_file r = {
         .op = "read_safetensors", .path = name, .mem = bytes, .size = len};
-    int rc = parse_header(&r) ? read_all(&r, out) : -1;
+    int rc = tg__st_parse_header(&r) ? read_all(&r, out) : -1;
     close_file(&r);
     return rc;
 }

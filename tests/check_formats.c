@@ -396,6 +396,36 @@ static const struct bad_header {
     {"no dtype", "{\"a\":{\"shape\":[1],\"data_offsets\":[0,4]}}", 0, 4,
      "\"dtype\" is missing"},
     {"file too short", "", 3, 0, "too short"},
+    /* The header's JSON held to RFC 8259 as jansson held it (the reader
+     * walks it in one pass, nn/json_scan.c). */
+    {"name not UTF-8", "{" T("a\xC3(", "F32", "[1]", 0, 4) "}", 0, 4,
+     "bad JSON header: invalid UTF-8 in a string at byte 3"},
+    {"overlong UTF-8", "{" T("\xC0\xAF", "F32", "[1]", 0, 4) "}", 0, 4,
+     "invalid UTF-8"},
+    {"lone surrogate", "{" T("\\ud800x", "F32", "[1]", 0, 4) "}", 0, 4,
+     "a lone high surrogate \\uD800"},
+    {"NUL escape", "{" T("a\\u0000", "F32", "[1]", 0, 4) "}", 0, 4,
+     "\\u0000 in a string"},
+    {"control character", "{" T("a\tb", "F32", "[1]", 0, 4) "}", 0, 4,
+     "control character 0x09"},
+    {"text after the object", "{" T("a", "F32", "[1]", 0, 4) "} x", 0, 4,
+     "text after the object"},
+    {"leading zero", "{" T("a", "F32", "[01]", 0, 4) "}", 0, 4,
+     "bad JSON header: not a number at byte 29"},
+    {"dtype twice",
+     "{\"a\":{\"dtype\":\"F32\",\"dtype\":\"F64\",\"shape\":[1],"
+     "\"data_offsets\":[0,4]}}",
+     0, 4, "duplicate object key 'dtype' in tensor 'a'"},
+    {"metadata twice", "{\"__metadata__\":{},\"__metadata__\":{}}", 0, 0,
+     "duplicate object key '__metadata__'"},
+    {"dim not an integer", "{" T("a", "F32", "[1.0]", 0, 4) "}", 0, 4,
+     "\"shape\" dim 0 is not an integer"},
+    {"dim past int64", "{" T("a", "F32", "[1,99999999999999999999]", 0, 4) "}",
+     0, 4, "\"shape\" dim 1 is not an integer"},
+    {"three offsets",
+     "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4,4]}}", 0, 4,
+     "\"data_offsets\" is not [begin, end]"},
+    {"metadata too deep", NULL, 0, 0, "nested deeper than 2048"}, /* made */
 };
 enum { N_BAD = sizeof BAD / sizeof BAD[0] };
 
@@ -410,6 +440,13 @@ START_TEST(safetensors_bad_header)
         FILE *f = fopen(path, "wb");
         fputs("abc", f);
         fclose(f);
+    } else if (!c->text) { /* "__metadata__": 2100 arrays, one in another */
+        char deep[4300] = "{\"__metadata__\":";
+        size_t at = strlen(deep);
+        for (int k = 0; k < 2100; k++)
+            deep[at + (size_t)k] = '[', deep[at + 2100 + (size_t)k] = ']';
+        strcpy(deep + at + 4200, "}");
+        path = write_st("bad.safetensors", deep, 0, 0);
     } else
         path = write_st("bad.safetensors", c->text, c->hlen_lie, c->data_len);
     tg_tensor *keep = tg_full(TG_FLOAT32, TG_SHAPE(1), 7);
@@ -428,6 +465,29 @@ START_TEST(safetensors_bad_header)
     ck_assert_double_eq(tg_item(keep), 7);
     tg_params_free(&ps);
     tg_release(keep);
+}
+END_TEST
+
+/* The header's JSON as any JSON writer may lay it out: escapes in names
+ * decoded to their UTF-8 (a surrogate pair to one 4-byte character),
+ * white space of every kind between tokens, keys in any order, keys of an
+ * entry that are not the format's skipped whatever they hold. */
+START_TEST(safetensors_json_layout)
+{
+    const char *path = write_st(
+        "layout.safetensors",
+        "\r\n\t{ \"caf\\u00e9\\ud83d\\ude00\\n\\\"q\\/\" :\n"
+        "  {\"shape\" : [ 2 ] ,\"note\":{\"a\":[true,false,null,-1.5e3]},"
+        "\"data_offsets\":[0 ,8],\"dtype\":\"F32\"},"
+        "\"__metadata__\":{\"format\":\"pt\"} } ",
+        0, 8);
+    tg_params ps;
+    tg_params_init(&ps);
+    ck_assert_msg(tg_read_safetensors(path, &ps) == 0, "%s", tg_last_error());
+    ck_assert_int_eq(ps.n, 1);
+    ck_assert_str_eq(ps.items[0].name, "caf\xC3\xA9\xF0\x9F\x98\x80\n\"q/");
+    ck_assert_int_eq(tg_numel(ps.items[0].t), 2);
+    tg_params_release(&ps);
 }
 END_TEST
 
@@ -783,6 +843,7 @@ Suite *formats_suite(void)
     tcase_add_test(st, safetensors_bool_round_trip);
     tcase_add_loop_test(st, safetensors_bad_header, 0, N_BAD);
     tcase_add_test(st, safetensors_edge_cases_load);
+    tcase_add_test(st, safetensors_json_layout);
     tcase_add_test(st, safetensors_narrow_ints_and_bool);
     tcase_add_test(st, safetensors_truncated_or_corrupt);
     suite_add_tcase(s, st);
