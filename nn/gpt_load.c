@@ -477,6 +477,9 @@ static void describe(const tg_gpt_load_opts *o, const plan *p,
     char gelu[128];
     if (o->gelu == TG_GELU_AUTO)
         snprintf(gelu, sizeof gelu, "%s (%s)", form, naming);
+    else if (c->gelu_tanh == implied)
+        snprintf(gelu, sizeof gelu, "%s (option, as the %s implies)", form,
+                 naming);
     else
         snprintf(gelu, sizeof gelu, "%s (option; the %s implies %s)", form,
                  naming, implied ? "tanh" : "erf");

@@ -219,6 +219,15 @@ START_TEST(loading_info)
     assert_paths(&g, TG_HEAD_FUSED_SOFTMAX);
     tg_gpt_free(&g);
 
+    o.gelu = TG_GELU_TANH; /* what the naming implies anyway */
+    o.attn_path = TG_HEAD_COMPOSED;
+    ck_assert_int_eq(tg_gpt_load_pretrained_with(&g, gpt2_file("hf"), &o), 0);
+    ck_assert_str_eq(info, "gelu: tanh (option, as the GPT-2 Conv1D naming "
+                           "implies), attention: composed (default), 2 "
+                           "layers, 2 heads, C 16, block 16, vocab 67, tied "
+                           "head, biases, float32");
+    tg_gpt_free(&g);
+
     /* a short buffer: the line's start, terminated */
     char little[12];
     o.loading_info = little;
