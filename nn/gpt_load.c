@@ -537,6 +537,7 @@ static int from_state_dict(tg_gpt *g, const tg_params *sd,
     return rc;
 }
 
+/* Checked before any file is read (nn/nn.h). */
 bool tg__gpt_check_load_opts(const char *op, const tg_gpt_load_opts *o)
 {
     if (!o)
@@ -552,6 +553,9 @@ bool tg__gpt_check_load_opts(const char *op, const tg_gpt_load_opts *o)
     return false;
 }
 
+/* The public loaders' common entry (nn/nn.h): the model, the state dict
+ * and the options checked in that order, as tg_gpt_from_state_dict always
+ * checked its arguments. */
 int tg__gpt_from_state_dict_as(tg_gpt *g, const tg_params *sd,
                                const tg_gpt_load_opts *opts, const char *naming)
 {
