@@ -876,9 +876,9 @@ typedef struct tg_gpt_load_opts {
     /** When not NULL: loading_info_size chars that receive, on success, one
      * line of what was chosen and why (truncated to fit, NUL-terminated),
      * "gelu: tanh (GPT-2 Conv1D naming), attention: tiled (option), 12
-     * layers, 12 heads, C 768, block 1024, vocab 50257, tied head, float32"
-     * (as from_pretrained's output_loading_info; the library never
-     * prints). TG_GPT_LOADING_INFO_MAX chars always hold all of it. */
+     * layers, 12 heads, C 768, block 1024, vocab 50257, tied head, biases,
+     * float32" (as from_pretrained's output_loading_info; the library
+     * never prints). TG_GPT_LOADING_INFO_MAX chars always hold all of it. */
     char *loading_info;
     size_t loading_info_size;
 } tg_gpt_load_opts;
