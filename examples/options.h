@@ -46,7 +46,7 @@ typedef enum opt_kind {
     OPT_U32,    /* a whole number in [lo, hi], a uint32_t (a seed) */
     OPT_REAL,   /* a finite number between lo and hi, a double */
     OPT_STRING, /* any text ("" refused with .nonempty), a const char * */
-    OPT_CHOICE, /* words[i], one of two: its int becomes values[i] */
+    OPT_CHOICE, /* words[i], one of two or three: its int becomes values[i] */
 } opt_kind;
 
 typedef struct opt {
@@ -57,8 +57,8 @@ typedef struct opt {
     bool lo_open, hi_open; /* OPT_REAL: lo itself refused, hi itself */
     bool nonempty;         /* OPT_STRING: "" refused */
     int set;               /* OPT_SET: the value stored */
-    const char *words[2];  /* OPT_CHOICE: the two words */
-    int values[2];         /* OPT_CHOICE: what each word stores */
+    const char *words[3];  /* OPT_CHOICE: the words (a third, or NULL) */
+    int values[3];         /* OPT_CHOICE: what each word stores */
     /* its lines of the usage, a printf format of the default (%d, %u, %g,
      * %s; %% for %), or NULL when another entry's lines say it */
     const char *help;
@@ -256,8 +256,12 @@ static inline bool opt_store(const opt_parser *p, const opt *e, const char *s,
         ok = !e->nonempty || *s;
         *(const char **)m = s;
     } else if (e->kind == OPT_CHOICE) {
-        ok = !strcmp(s, e->words[0]) || !strcmp(s, e->words[1]);
-        *(int *)m = e->values[strcmp(s, e->words[0]) != 0];
+        int k = 0;
+        while (k < 3 && e->words[k] && strcmp(s, e->words[k]))
+            k++;
+        ok = k < 3 && e->words[k];
+        if (ok)
+            *(int *)m = e->values[k];
     }
     return ok;
 }
@@ -295,6 +299,9 @@ static inline void opt_refuse(const opt_parser *p, const opt *e, const char *s)
         opt_complain(prog, "%s wants a number in %c%g, %g%c, not '%s'", name,
                      e->lo_open ? '(' : '[', e->lo, e->hi,
                      e->hi_open ? ')' : ']', s);
+    else if (e->kind == OPT_CHOICE && e->words[2])
+        opt_complain(prog, "%s wants %s, %s or %s, not '%s'", name, e->words[0],
+                     e->words[1], e->words[2], s);
     else if (e->kind == OPT_CHOICE)
         opt_complain(prog, "%s wants %s or %s, not '%s'", name, e->words[0],
                      e->words[1], s);

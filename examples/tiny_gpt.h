@@ -34,6 +34,9 @@ typedef struct options {
     bool block_given;                 /* --block on the command line */
     bool model_given;                 /* --dropout, --bias, --tie... given */
     int dtype;                        /* --dtype, a tg_dtype (float32) */
+    int gelu; /* --gelu, a tg_gelu_form: auto (a new model's erf, the
+                 file's for --init-from), erf or tanh */
+    int attn; /* --attn, every head's tg_head_path (composed) */
     int steps, batch, block, embd, heads, layers;
     int eval_every, eval_batches, sample_len;
     double lr, temperature;
@@ -132,6 +135,9 @@ int resume_from_all(const options *o, const tg_params *ps, tg_optim *opt,
 int sampling_fits(const tg_gpt *g, const options *o);
 /* tiny_gpt_attn.c: the last block's heads as pictures beside --plot's */
 int plot_attention(tg_gpt *g, const corpus *cp, const options *o);
+/* A forward of ids keeping every head's weights (h->attn) for a picture,
+ * with --attn tiled too; the logits (a new reference) or NULL. */
+tg_tensor *forward_keeping_weights(tg_gpt *g, tg_tensor *ids);
 int print_sample(tg_gpt *g, const corpus *cp, const options *o, tg_rng *rng);
 
 /* tiny_gpt_page.c: --html's page, the loss curves and one head's

@@ -54,6 +54,28 @@ static int plot_head(const tg_head *head, int h, const char *stem,
     return 0;
 }
 
+/* Every head of g computes its attention by path. */
+static void set_paths(tg_gpt *g, tg_head_path path)
+{
+    for (int l = 0; l < g->cfg.n_layer; l++)
+        for (int h = 0; h < g->blocks[l].attn.n_heads; h++)
+            g->blocks[l].attn.heads[h].path = path;
+}
+
+/* The tiled path (--attn tiled) never forms the weights a picture shows, so
+ * for this one forward its heads run composed (the same model, within
+ * rounding), then get their path back. */
+tg_tensor *forward_keeping_weights(tg_gpt *g, tg_tensor *ids)
+{
+    bool tiled = g->cfg.attn_path == TG_HEAD_TILED;
+    if (tiled)
+        set_paths(g, TG_HEAD_COMPOSED);
+    tg_tensor *logits = tg_gpt_forward(g, ids);
+    if (tiled)
+        set_paths(g, TG_HEAD_TILED);
+    return logits;
+}
+
 /* The pictures, when --plot is on (in the directory of its stem), from an
  * evaluation-mode forward of the window; the model's mode is given back.
  * 0 or -1. */
@@ -79,7 +101,7 @@ int plot_attention(tg_gpt *g, const corpus *cp, const options *o)
     tg_tensor *x = tg_from_data(TG_INT64, TG_SHAPE(1, T), ids);
     tg_tensor *future =
         tg_eq_scalar(tg_tril(tg_ones(TG_FLOAT32, TG_SHAPE(T, T)), 0), 0);
-    int rc = tg_gpt_forward(g, x) ? 0 : -1;
+    int rc = forward_keeping_weights(g, x) ? 0 : -1;
     if (rc < 0)
         report("%s", tg_last_error());
     const tg_mha *mha = &g->blocks[g->cfg.n_layer - 1].attn;

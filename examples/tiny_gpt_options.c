@@ -79,6 +79,22 @@ static const opt option_table[] = {
     {"--dtype", OPT_CHOICE, F(dtype), .words = {"f32", "f64"},
      .values = {TG_FLOAT32, TG_FLOAT64},
      .help = "  --dtype f32|f64   the model's float type (f32)\n"},
+    {"--gelu", OPT_CHOICE, F(gelu), .words = {"erf", "tanh"},
+     .values = {TG_GELU_ERF, TG_GELU_TANH},
+     .help = "  --gelu erf|tanh   the GELU form: exact (a new model's) or "
+             "GPT-2's\n"
+             "                    tanh; with --init-from it overrides what "
+             "the\n"
+             "                    file's naming implies\n"},
+    {"--attn", OPT_CHOICE, F(attn), .words = {"composed", "fused", "tiled"},
+     .values = {TG_HEAD_COMPOSED, TG_HEAD_FUSED_SOFTMAX, TG_HEAD_TILED},
+     .help = "  --attn composed|fused|tiled\n"
+             "                    how the heads compute attention, one model\n"
+             "                    (within rounding): an op a step (the "
+             "default),\n"
+             "                    scale, mask and softmax fused, or tiled "
+             "(never\n"
+             "                    holding the (T,T) weights; no --dropout)\n"},
 
     {NULL, OPT_TEXT, 0, .help = "\nTraining (AdamW, betas (0.9, beta2)):\n"},
     {"--steps", OPT_INT, F(steps), .lo = 0, .hi = MAX_N,
@@ -237,6 +253,12 @@ static int check_options(options *o)
                      "no --resume, --dropout, --bias, --tie with it");
         return 2;
     }
+    if (o->attn == TG_HEAD_TILED && o->dropout > 0) {
+        opt_complain("tiny_gpt", "--attn tiled never forms the attention "
+                                 "weights, so it cannot drop them: no "
+                                 "--dropout with it");
+        return 2;
+    }
     if (!o->init_from && !o->resume && o->embd % o->heads) {
         opt_complain("tiny_gpt", "--embd %d is not a multiple of --heads %d",
                      o->embd, o->heads);
@@ -272,9 +294,12 @@ static const char *value_text(const opt *e, const options *o, char *buf,
     int i = *(const int *)m;
     if (e->kind == OPT_INT || e->kind == OPT_SET)
         snprintf(buf, cap, "%d", i);
-    else if (e->kind == OPT_CHOICE)
-        snprintf(buf, cap, "%s", e->words[i == e->values[1]]);
-    else if (e->kind == OPT_U32)
+    else if (e->kind == OPT_CHOICE) {
+        int k = 0;
+        while (k < 3 && e->words[k] && e->values[k] != i)
+            k++;
+        snprintf(buf, cap, "%s", k < 3 && e->words[k] ? e->words[k] : "auto");
+    } else if (e->kind == OPT_U32)
         snprintf(buf, cap, "%u", (unsigned)*(const uint32_t *)m);
     else if (e->kind == OPT_REAL)
         snprintf(buf, cap, "%.17g", *(const double *)m);

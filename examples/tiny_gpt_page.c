@@ -82,7 +82,7 @@ static int add_attention(tg_report *rep, tg_gpt *g, const corpus *cp, int64_t T)
     tg_tensor *ids = tg_from_data(TG_INT64, TG_SHAPE(1, T), win);
     tg_tensor *future =
         tg_eq_scalar(tg_tril(tg_ones(TG_FLOAT64, TG_SHAPE(T, T)), 0), 0);
-    if (!tg_gpt_forward(g, ids)) /* head.attn: the weights it used */
+    if (!forward_keeping_weights(g, ids)) /* head.attn: the weights used */
         return -1;
     tg_tensor *scores = head_scores(g, ids, T);
     const tg_head *head = &g->blocks[0].attn.heads[0];

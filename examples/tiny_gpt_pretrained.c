@@ -6,12 +6,30 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+/* The file of --init-from as --n-head, --dtype, --gelu and --attn say;
+ * prints the loader's line of what it chose and why. 0, or -1 with g
+ * zeroed. */
+static int load_file(tg_gpt *g, const options *o)
+{
+    char info[TG_GPT_LOADING_INFO_MAX];
+    tg_gpt_load_opts lo = {.n_head = o->n_head,
+                           .dtype = (tg_dtype)o->dtype,
+                           .gelu = (tg_gelu_form)o->gelu,
+                           .attn_path = (tg_head_path)o->attn,
+                           .loading_info = info,
+                           .loading_info_size = sizeof info};
+    if (tg_gpt_load_pretrained_with(g, o->init_from, &lo) < 0)
+        return -1;
+    printf("loaded: %s\n", info);
+    return 0;
+}
+
 /* The model of --init-from, checked against the text's vocabulary and
  * --block (whose default becomes the file's block size). 0, or -1 with g
  * zeroed. */
 int load_model(tg_gpt *g, options *o, const corpus *cp)
 {
-    if (tg_gpt_load_pretrained(g, o->init_from, o->n_head, o->dtype) < 0)
+    if (load_file(g, o) < 0)
         return -1;
     const tg_gpt_config *c = &g->cfg;
     if (cp->vocab > c->vocab_size)
@@ -62,7 +80,7 @@ static int window_loss(tg_gpt *g, tg_tensor *ids, int64_t b0, int64_t nb,
 int eval_checkpoint(const options *o)
 {
     tg_gpt g;
-    if (tg_gpt_load_pretrained(&g, o->init_from, o->n_head, o->dtype) < 0)
+    if (load_file(&g, o) < 0)
         return -1;
     tg_gpt_train(&g, false, NULL);
     bool was = tg_set_grad_enabled(false);

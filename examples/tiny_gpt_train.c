@@ -234,7 +234,9 @@ static tg_gpt_config config_of_options(const options *o, const corpus *cp)
                            .tie_weights = o->tie,
                            .embd_dropout = o->dropout,
                            .attn_dropout = o->dropout,
-                           .resid_dropout = o->dropout};
+                           .resid_dropout = o->dropout,
+                           .gelu_tanh = o->gelu == TG_GELU_TANH,
+                           .attn_path = (tg_head_path)o->attn};
 }
 
 /* The model: the options', --resume's (whose sizes then go into o) or
@@ -247,6 +249,7 @@ static int build_model(run *r, options *o, const corpus *cp)
         /* the model is the checkpoint's, whatever the model options say */
         if (resume_config_all(o, cp, &cfg, &r->cv) < 0)
             return -1;
+        cfg.attn_path = (tg_head_path)o->attn; /* how, not what, it computes */
         o->embd = cfg.n_embd;
         o->heads = cfg.n_head;
         o->layers = cfg.n_layer;

@@ -435,7 +435,14 @@ typedef enum tg_gpt_bias {
  * with designated initializers, {.vocab_size = ..., .dtype = ...}, keeps
  * its meaning. nanoGPT's GPTConfig(bias=True, dropout=p) is
  * {.gelu = true, .bias = TG_GPT_BIAS_ALL, .tie_weights = true,
- * .embd_dropout = p, .attn_dropout = p, .resid_dropout = p}. */
+ * .embd_dropout = p, .attn_dropout = p, .resid_dropout = p}.
+ *
+ * The GELU form is the two booleans gelu and gelu_tanh: relu (gelu false),
+ * the exact erf form (gelu, nanoGPT's nn.GELU()) or the tanh form (gelu and
+ * gelu_tanh, GPT-2's "gelu_new"); gelu_tanh without gelu means relu. The
+ * attention path, attn_path, is what tg_gpt_init sets in every head
+ * (tg_head.path): the same model and values (within rounding), another
+ * speed and memory, as Hugging Face's attn_implementation. */
 typedef struct tg_gpt_config {
     int vocab_size, block_size, n_embd, n_head, n_layer;
     bool gelu;
@@ -451,6 +458,9 @@ typedef struct tg_gpt_config {
     double embd_dropout;  /**< on tok + pos, in training, in [0, 1) */
     double attn_dropout;  /**< on every head's weights, in training */
     double resid_dropout; /**< after each attention projection and MLP */
+    tg_head_path attn_path; /**< every head's path (TG_HEAD_COMPOSED); what
+                              tg_gpt_init set, a head changed after is not
+                              reflected here */
 } tg_gpt_config;
 
 /** A tiny GPT built from cfg by tg_gpt_init. */
@@ -466,7 +476,8 @@ typedef struct tg_gpt {
 
 /** The model of cfg (every size positive, n_head dividing n_embd, dtype
  * float32 or float64, a known bias, ln_eps >= 0, a finite attn_scale,
- * dropouts in [0, 1)), drawn tok, pos, blocks, ln_f, lm_head in that order
+ * dropouts in [0, 1), attn_path one of tg_head_path's, set in every
+ * head), drawn tok, pos, blocks, ln_f, lm_head in that order
  * (no lm_head draw when tied). 0, or -1 with g zeroed (errors in the parts
  * are named by the part's init). */
 int tg_gpt_init(tg_gpt *g, tg_gpt_config cfg, tg_rng *rng);
@@ -814,8 +825,9 @@ void tg_params_release(tg_params *ps);
  * other name (safetensors' save_model keeps the first in sorted order,
  * "lm_head.weight"): that tensor is the token table. GELU: the exact (erf) form
  * for nanoGPT's Linear layout, the tanh form (gelu_tanh) for GPT-2's
- * Conv1D. Layer norms' eps 1e-5, no dropout; the model starts in training
- * mode as tg_gpt_init leaves it (without dropout this changes nothing).
+ * Conv1D (tg_gpt_from_state_dict_with takes another). Layer norms' eps
+ * 1e-5, no dropout; the model starts in training mode as tg_gpt_init
+ * leaves it (without dropout this changes nothing).
  * Values convert to dt (float32 or float64 files, and what
  * tg_read_safetensors widens: BF16, F16).
  *
@@ -836,6 +848,51 @@ int tg_gpt_from_state_dict(tg_gpt *g, const tg_params *sd, int n_head,
  * tg_read_npz and tg_gpt_from_state_dict, prefixed with the path. */
 int tg_gpt_load_pretrained(tg_gpt *g, const char *path, int n_head,
                            tg_dtype dt);
+
+/** The GELU form a loader gives the model (tg_gpt_load_opts.gelu). */
+typedef enum tg_gelu_form {
+    /** What the file implies (0): the exact erf form for nanoGPT's Linear
+     * layout, the tanh form for GPT-2's Conv1D and for llm.c's files. */
+    TG_GELU_AUTO = 0,
+    TG_GELU_ERF,  /**< exact, x Phi(x): torch's nn.GELU(), "gelu" */
+    TG_GELU_TANH, /**< the tanh approximation: GPT-2's "gelu_new" */
+} tg_gelu_form;
+
+/** A buffer of this many chars always holds the whole loading_info line. */
+#define TG_GPT_LOADING_INFO_MAX 256
+
+/** What a loader is told beyond the file, as the keyword overrides of
+ * Hugging Face's from_pretrained(path, **kwargs): zero fields are the
+ * defaults, so {.n_head = 12} loads as tg_gpt_load_pretrained(g, path, 12,
+ * TG_FLOAT32) does. An override wins over what the weights' naming
+ * implies. */
+typedef struct tg_gpt_load_opts {
+    int n_head;        /**< heads (the shapes do not give it): > 0, dividing
+                      n_embd; for llm.c's files 0 (the header's) or the
+                      header's */
+    tg_dtype dtype;    /**< the model's: TG_FLOAT32 (0) or TG_FLOAT64 */
+    tg_gelu_form gelu; /**< TG_GELU_AUTO: from the naming */
+    tg_head_path attn_path; /**< tg_gpt_config.attn_path (TG_HEAD_COMPOSED) */
+    /** When not NULL: loading_info_size chars that receive, on success, one
+     * line of what was chosen and why (truncated to fit, NUL-terminated),
+     * "gelu: tanh (GPT-2 Conv1D naming), attention: tiled (option), 12
+     * layers, 12 heads, C 768, block 1024, vocab 50257, tied head, biases,
+     * float32" (as from_pretrained's output_loading_info; the library
+     * never prints). TG_GPT_LOADING_INFO_MAX chars always hold all of it. */
+    char *loading_info;
+    size_t loading_info_size;
+} tg_gpt_load_opts;
+
+/** tg_gpt_from_state_dict with the options of opts (n_head and dtype from
+ * it, the GELU form and the attention path as it says). The same errors,
+ * and for a NULL opts, a gelu that is not a tg_gelu_form or an attn_path
+ * that is not a tg_head_path. */
+int tg_gpt_from_state_dict_with(tg_gpt *g, const tg_params *sd,
+                                const tg_gpt_load_opts *opts);
+/** tg_gpt_load_pretrained with the options of opts (as
+ * tg_gpt_from_state_dict_with); its errors, prefixed with the path. */
+int tg_gpt_load_pretrained_with(tg_gpt *g, const char *path,
+                                const tg_gpt_load_opts *opts);
 
 /** g's parameters under GPT-2's names (Hugging Face's GPT2Model:
  * "wte.weight", "h.0.attn.c_attn.weight"..., Conv1D's (in, out) layout),
@@ -868,6 +925,12 @@ int tg_gpt_save_pretrained(tg_gpt *g, const char *path);
  * llm.c's, a file that is not exactly the size its header asks for, and
  * the errors of tg_gpt_from_state_dict. */
 int tg_gpt_load_llmc(tg_gpt *g, const char *path, tg_dtype dt);
+/** tg_gpt_load_llmc with the options of opts (tg_gpt_load_opts: dtype, the
+ * GELU form, TG_GELU_AUTO being llm.c's tanh, the attention path,
+ * loading_info); opts->n_head is 0 or the header's. Its errors, and those of
+ * tg_gpt_from_state_dict_with. */
+int tg_gpt_load_llmc_with(tg_gpt *g, const char *path,
+                          const tg_gpt_load_opts *opts);
 /** Writes g as llm.c's checkpoint (version 3: float32, the vocabulary
  * padded with zero rows to a multiple of 128, as llm.c's export does), so
  * llm.c's train_gpt2.c can go on from it; biases g lacks are written as

@@ -32,6 +32,11 @@ static bool check_config(tg_gpt_config c)
                   c.ln_eps, c.attn_scale);
         return false;
     }
+    if ((unsigned)c.attn_path > TG_HEAD_TILED) {
+        tg__error("gpt_init: attn_path %d is not a tg_head_path (0..%d)",
+                  (int)c.attn_path, TG_HEAD_TILED);
+        return false;
+    }
     return tg__check_dropout("gpt_init", "embd_dropout", c.embd_dropout) &&
            tg__check_dropout("gpt_init", "attn_dropout", c.attn_dropout) &&
            tg__check_dropout("gpt_init", "resid_dropout", c.resid_dropout);
@@ -52,6 +57,14 @@ static tg_block_config block_config(const tg_gpt_config *c)
     b.attn_dropout = c->attn_dropout;
     b.resid_dropout = c->resid_dropout;
     return b;
+}
+
+/* The attention path of every head of b (the block's config has none: the
+ * path is the model's choice, made here in one place). */
+static void set_path(tg_block *b, tg_head_path path)
+{
+    for (int h = 0; h < b->attn.n_heads; h++)
+        b->attn.heads[h].path = path;
 }
 
 /* Initialises tok (V,C), pos (block_size,C), blocks 0..n_layer-1, ln_f and
@@ -82,9 +95,11 @@ int tg_gpt_init(tg_gpt *g, tg_gpt_config cfg, tg_rng *rng)
     if (tg_embed_init(&g->tok, dt, cfg.vocab_size, cfg.n_embd, rng) < 0 ||
         tg_embed_init(&g->pos, dt, cfg.block_size, cfg.n_embd, rng) < 0)
         goto fail;
-    for (int i = 0; i < cfg.n_layer; i++)
+    for (int i = 0; i < cfg.n_layer; i++) {
         if (tg_block_init_with(&g->blocks[i], dt, &bc, rng) < 0)
             goto fail;
+        set_path(&g->blocks[i], cfg.attn_path);
+    }
     if (tg_layernorm_init_with(&g->ln_f, dt, &lc) < 0 ||
         (!cfg.tie_weights && tg_linear_init(&g->lm_head, dt, cfg.n_embd,
                                             cfg.vocab_size, false, rng) < 0))

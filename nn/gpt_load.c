@@ -249,9 +249,10 @@ static bool check_sizes(const source *s, const char *wte_name,
 /* Step 1 of the plan: finds the name prefix and the token table (*w, and
  * whether it is lm_head.weight), then reads p->cfg and p->lay off the
  * shapes: V and C from the table (V,C), T from wpe (T,C), n_layer from the
- * block names, biases from ln_f.bias. tie_weights is settled later, by
+ * block names, biases from ln_f.bias; the GELU form from the layout unless
+ * o names one, the attention path from o. tie_weights is settled later, by
  * tie_lm_head. */
-static bool read_config(const source *s, int n_head, tg_dtype dt, plan *p,
+static bool read_config(const source *s, const tg_gpt_load_opts *o, plan *p,
                         int *w, bool *as_lm_head)
 {
     *w = token_table(s, as_lm_head);
@@ -269,7 +270,7 @@ static bool read_config(const source *s, int n_head, tg_dtype dt, plan *p,
     tg_tensor *wpe = wp >= 0 ? s->sd->items[wp].t : NULL;
     int64_t T = wpe && tg_ndim(wpe) == 2 ? tg_size(wpe, 0) : 1;
     int n_layer = count_layers(s);
-    if (!check_sizes(s, wte_name, wte, T, n_layer, n_head))
+    if (!check_sizes(s, wte_name, wte, T, n_layer, o->n_head))
         return false;
     int64_t V = tg_size(wte, 0), C = tg_size(wte, 1);
     p->lay = layout_of(s, C);
@@ -278,13 +279,15 @@ static bool read_config(const source *s, int n_head, tg_dtype dt, plan *p,
         .vocab_size = (int)V,
         .block_size = (int)T,
         .n_embd = (int)C,
-        .n_head = n_head,
+        .n_head = o->n_head,
         .n_layer = n_layer,
         .gelu = true,
-        .dtype = dt,
+        .dtype = o->dtype,
         .bias = bias ? TG_GPT_BIAS_ALL : TG_GPT_BIAS_NONE,
         .tie_weights = true,
-        .gelu_tanh = p->lay == CONV1D,
+        .gelu_tanh = o->gelu == TG_GELU_AUTO ? p->lay == CONV1D
+                                             : o->gelu == TG_GELU_TANH,
+        .attn_path = o->attn_path,
     };
     return true;
 }
@@ -347,11 +350,11 @@ static bool check_unknown(const source *s, const plan *p)
 
 /* Reads the config off the shapes and checks every entry (all before the
  * model is touched), in the steps above. */
-static bool make_plan(source *s, int n_head, tg_dtype dt, plan *p)
+static bool make_plan(source *s, const tg_gpt_load_opts *o, plan *p)
 {
     int w;
     bool as_lm_head;
-    return find_prefix(s) && read_config(s, n_head, dt, p, &w, &as_lm_head) &&
+    return find_prefix(s) && read_config(s, o, p, &w, &as_lm_head) &&
            expect_entries(s, p, as_lm_head) &&
            tie_lm_head(s, p, w, as_lm_head) && check_unknown(s, p);
 }
@@ -451,19 +454,54 @@ static int copy_all(const plan *p, const source *s, tg_gpt *g)
     return 0;
 }
 
+/* The attention paths by tg_head_path, as tiny_gpt's --attn names them. */
+static const char *const path_names[] = {
+    [TG_HEAD_COMPOSED] = "composed",
+    [TG_HEAD_FUSED_SOFTMAX] = "fused",
+    [TG_HEAD_TILED] = "tiled",
+};
+
+/* One line of what the loader chose and why into o->loading_info (when
+ * given): the GELU form and where it came from (naming, else the layout's
+ * name), the attention path, the sizes, the head, the biases, the dtype. */
+static void describe(const tg_gpt_load_opts *o, const plan *p,
+                     const char *naming)
+{
+    if (!o->loading_info || !o->loading_info_size)
+        return;
+    const tg_gpt_config *c = &p->cfg;
+    bool implied = p->lay == CONV1D; /* the tanh form */
+    const char *form = c->gelu_tanh ? "tanh" : "erf";
+    if (!naming)
+        naming = implied ? "GPT-2 Conv1D naming" : "nanoGPT Linear naming";
+    char gelu[128];
+    if (o->gelu == TG_GELU_AUTO)
+        snprintf(gelu, sizeof gelu, "%s (%s)", form, naming);
+    else if (c->gelu_tanh == implied)
+        snprintf(gelu, sizeof gelu, "%s (option, as the %s implies)", form,
+                 naming);
+    else
+        snprintf(gelu, sizeof gelu, "%s (option; the %s implies %s)", form,
+                 naming, implied ? "tanh" : "erf");
+    snprintf(o->loading_info, o->loading_info_size,
+             "gelu: %s, attention: %s (%s), %d layers, %d heads, C %d, block "
+             "%d, vocab %d, %s head, %s, %s",
+             gelu, path_names[c->attn_path],
+             c->attn_path == TG_HEAD_COMPOSED ? "default" : "option",
+             c->n_layer, c->n_head, c->n_embd, c->block_size, c->vocab_size,
+             c->tie_weights ? "tied" : "untied",
+             c->bias == TG_GPT_BIAS_NONE ? "no biases" : "biases",
+             tg_dtype_name(c->dtype));
+}
+
 /* Checks every name and shape first (make_plan), then builds the model of
  * the config they give (drawing its initial values from a fixed seed, all
- * overwritten) and copies the values in, with no tape. */
-int tg_gpt_from_state_dict(tg_gpt *g, const tg_params *sd, int n_head,
-                           tg_dtype dt)
+ * overwritten) and copies the values in, with no tape; on success says
+ * what it chose into o->loading_info. */
+static int from_state_dict(tg_gpt *g, const tg_params *sd,
+                           const tg_gpt_load_opts *o, const char *naming)
 {
-    if (!tg__init_begin("gpt_from_state_dict", "the model", g, sizeof *g, 0, dt,
-                        NULL, NULL))
-        return -1;
-    if (!sd) {
-        tg__error("gpt_from_state_dict: the state dict is NULL");
-        return -1;
-    }
+    tg_dtype dt = o->dtype;
     if (!tg__check_float_dtype("gpt_from_state_dict", dt))
         return -1;
     source s = {.sd = sd, .used = tg__calloc((size_t)sd->n + 1, sizeof(bool))};
@@ -476,7 +514,7 @@ int tg_gpt_from_state_dict(tg_gpt *g, const tg_params *sd, int n_head,
         tg__names_sort(&s.by_name); /* a name twice: the first is found */
     if (!indexed)
         tg__error("gpt_from_state_dict: out of memory for %d names", sd->n);
-    else if (make_plan(&s, n_head, dt, &p)) {
+    else if (make_plan(&s, o, &p)) {
         tg_rng rng;
         tg_rng_seed(&rng, 0);
         bool was = tg_set_grad_enabled(false);
@@ -491,14 +529,64 @@ int tg_gpt_from_state_dict(tg_gpt *g, const tg_params *sd, int n_head,
         }
         tg_set_grad_enabled(was);
     }
+    if (rc == 0)
+        describe(o, &p, naming);
     free(p.blocks);
     free(s.used);
     tg__names_free(&s.by_name);
     return rc;
 }
 
+/* Checked before any file is read (nn/nn.h). */
+bool tg__gpt_check_load_opts(const char *op, const tg_gpt_load_opts *o)
+{
+    if (!o)
+        tg__error("%s: opts is NULL", op);
+    else if ((unsigned)o->gelu > TG_GELU_TANH)
+        tg__error("%s: gelu %d is not a tg_gelu_form (0..%d)", op, (int)o->gelu,
+                  TG_GELU_TANH);
+    else if ((unsigned)o->attn_path > TG_HEAD_TILED)
+        tg__error("%s: attn_path %d is not a tg_head_path (0..%d)", op,
+                  (int)o->attn_path, TG_HEAD_TILED);
+    else
+        return true;
+    return false;
+}
+
+/* The public loaders' common entry (nn/nn.h): the model, the state dict
+ * and the options checked in that order, as tg_gpt_from_state_dict always
+ * checked its arguments. */
+int tg__gpt_from_state_dict_as(tg_gpt *g, const tg_params *sd,
+                               const tg_gpt_load_opts *opts, const char *naming)
+{
+    if (!tg__init_begin("gpt_from_state_dict", "the model", g, sizeof *g, 0,
+                        TG_FLOAT32, NULL, NULL))
+        return -1;
+    if (!sd) {
+        tg__error("gpt_from_state_dict: the state dict is NULL");
+        return -1;
+    }
+    if (!tg__gpt_check_load_opts("gpt_from_state_dict_with", opts))
+        return -1;
+    return from_state_dict(g, sd, opts, naming);
+}
+
+int tg_gpt_from_state_dict_with(tg_gpt *g, const tg_params *sd,
+                                const tg_gpt_load_opts *opts)
+{
+    return tg__gpt_from_state_dict_as(g, sd, opts, NULL);
+}
+
+int tg_gpt_from_state_dict(tg_gpt *g, const tg_params *sd, int n_head,
+                           tg_dtype dt)
+{
+    tg_gpt_load_opts o = {.n_head = n_head, .dtype = dt};
+    return tg_gpt_from_state_dict_with(g, sd, &o);
+}
+
 /* A .npz (tg_read_npz) by its name, else .safetensors. */
-int tg_gpt_load_pretrained(tg_gpt *g, const char *path, int n_head, tg_dtype dt)
+int tg_gpt_load_pretrained_with(tg_gpt *g, const char *path,
+                                const tg_gpt_load_opts *opts)
 {
     if (g)
         memset(g, 0, sizeof *g);
@@ -507,13 +595,15 @@ int tg_gpt_load_pretrained(tg_gpt *g, const char *path, int n_head, tg_dtype dt)
                   g ? "the path" : "the model");
         return -1;
     }
+    if (!tg__gpt_check_load_opts("gpt_load_pretrained_with", opts))
+        return -1;
     size_t len = strlen(path);
     bool npz = len >= 4 && !strcmp(path + len - 4, ".npz");
     tg_params sd;
     tg_params_init(&sd);
     int rc = (npz ? tg_read_npz(path, &sd) : tg_read_safetensors(path, &sd));
     if (rc == 0)
-        rc = tg_gpt_from_state_dict(g, &sd, n_head, dt);
+        rc = tg_gpt_from_state_dict_with(g, &sd, opts);
     tg_params_release(&sd);
     if (rc < 0) {
         char what[TG_PARAM_NAME_MAX + 64];
@@ -521,4 +611,10 @@ int tg_gpt_load_pretrained(tg_gpt *g, const char *path, int n_head, tg_dtype dt)
         return tg__error_wrap(what);
     }
     return 0;
+}
+
+int tg_gpt_load_pretrained(tg_gpt *g, const char *path, int n_head, tg_dtype dt)
+{
+    tg_gpt_load_opts o = {.n_head = n_head, .dtype = dt};
+    return tg_gpt_load_pretrained_with(g, path, &o);
 }

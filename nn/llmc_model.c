@@ -255,7 +255,21 @@ static bool read_all(const char *path, FILE *f, const dims *d, tg_params *sd)
     return ok;
 }
 
-int tg_gpt_load_llmc(tg_gpt *g, const char *path, tg_dtype dt)
+/* opts->n_head: 0, or what the header says (the weights fit any divisor
+ * of C, but the file's model has the header's). */
+static bool check_heads(const char *path, const dims *d,
+                        const tg_gpt_load_opts *opts)
+{
+    if (opts->n_head == 0 || opts->n_head == d->NH)
+        return true;
+    tg__file_error("gpt_load_llmc", path,
+                   "opts n_head %d is not the header's %lld (give 0 for it)",
+                   opts->n_head, (long long)d->NH);
+    return false;
+}
+
+int tg_gpt_load_llmc_with(tg_gpt *g, const char *path,
+                          const tg_gpt_load_opts *opts)
 {
     if (g)
         memset(g, 0, sizeof *g);
@@ -263,6 +277,8 @@ int tg_gpt_load_llmc(tg_gpt *g, const char *path, tg_dtype dt)
         tg__error("gpt_load_llmc: %s is NULL", g ? "the path" : "the model");
         return -1;
     }
+    if (!tg__gpt_check_load_opts("gpt_load_llmc_with", opts))
+        return -1;
     int64_t size;
     FILE *f = tg__file_open_regular("gpt_load_llmc", path, &size);
     if (!f)
@@ -271,10 +287,14 @@ int tg_gpt_load_llmc(tg_gpt *g, const char *path, tg_dtype dt)
     tg_params sd;
     tg_params_init(&sd);
     bool was = tg_set_grad_enabled(false);
-    bool ok = read_dims(path, f, size, &d) && read_all(path, f, &d, &sd);
+    bool ok = read_dims(path, f, size, &d) && check_heads(path, &d, opts) &&
+              read_all(path, f, &d, &sd);
     fclose(f);
     tg_set_grad_enabled(was);
-    int rc = ok ? tg_gpt_from_state_dict(g, &sd, (int)d.NH, dt) : -1;
+    tg_gpt_load_opts o = *opts;
+    o.n_head = (int)d.NH;
+    int rc =
+        ok ? tg__gpt_from_state_dict_as(g, &sd, &o, "llm.c checkpoint") : -1;
     tg_params_release(&sd);
     if (ok && rc < 0) {
         char what[4096 + 32];
@@ -282,6 +302,12 @@ int tg_gpt_load_llmc(tg_gpt *g, const char *path, tg_dtype dt)
         return tg__error_wrap(what);
     }
     return rc;
+}
+
+int tg_gpt_load_llmc(tg_gpt *g, const char *path, tg_dtype dt)
+{
+    tg_gpt_load_opts o = {.dtype = dt};
+    return tg_gpt_load_llmc_with(g, path, &o);
 }
 
 /* ---- Writing ------------------------------------------------------------ */

@@ -84,4 +84,17 @@ static inline bool tg__check_dropout(const char *op, const char *what, double p)
     tg__error("%s: %s must be in [0, 1), got %g", op, what, p);
     return false;
 }
+
+/* tg_gpt_from_state_dict_with for a reader of another format
+ * (nn/gpt_load.c): naming, when not NULL, is what the loading_info line
+ * says the GELU form came from ("llm.c checkpoint") in place of the
+ * weights' naming. */
+TG_HIDDEN int tg__gpt_from_state_dict_as(tg_gpt *g, const tg_params *sd,
+                                         const tg_gpt_load_opts *opts,
+                                         const char *naming);
+/* Errors (naming op) unless opts is there with a known GELU form and
+ * attention path (nn/gpt_load.c); the dtype and n_head are the loaders'
+ * own checks. */
+TG_HIDDEN bool tg__gpt_check_load_opts(const char *op,
+                                       const tg_gpt_load_opts *opts);
 #endif /* TAPEGRAD_NN_PRIVATE_H */

@@ -520,6 +520,17 @@ static void nn_table(table_walk *w, env *e)
     INIT_ROW("gpt_init int64", tg_gpt,
              tg_gpt_init(&mod, gpt_cfg_with(5, TG_INT64), &e->rng),
              "gpt_init:", "int64");
+    INIT_ROW("gpt_init attn_path 3", tg_gpt,
+             tg_gpt_init(&mod,
+                         (tg_gpt_config){.vocab_size = 16,
+                                         .block_size = 8,
+                                         .n_embd = 32,
+                                         .n_head = 4,
+                                         .n_layer = 1,
+                                         .dtype = TG_FLOAT64,
+                                         .attn_path = (tg_head_path)3},
+                         &e->rng),
+             "gpt_init:", "attn_path 3 is not a tg_head_path (0..2)");
     ROW("gpt_forward NULL", tg_gpt_forward(NULL, e->ids), "gpt:", "NULL");
     ROW("gpt_forward zeroed", tg_gpt_forward(&(tg_gpt){0}, e->ids),
         "gpt:", "not initialised");
@@ -586,6 +597,40 @@ static void nn_table(table_walk *w, env *e)
              tg_gpt_from_state_dict(&mod, x_and(e, "v", e->v3), 4, TG_FLOAT64),
              "gpt_from_state_dict:", "'transformer.wpe.weight'",
              "not a nanoGPT or GPT-2");
+    INIT_ROW("gpt_from_state_dict_with NULL opts", tg_gpt,
+             tg_gpt_from_state_dict_with(&mod, x_and(e, "v", e->v3), NULL),
+             "gpt_from_state_dict_with:", "opts is NULL");
+    INIT_ROW(
+        "gpt_from_state_dict_with gelu 3", tg_gpt,
+        tg_gpt_from_state_dict_with(
+            &mod, x_and(e, "v", e->v3),
+            &(tg_gpt_load_opts){.n_head = 4, .gelu = (tg_gelu_form)3}),
+        "gpt_from_state_dict_with:", "gelu 3 is not a tg_gelu_form (0..2)");
+    INIT_ROW(
+        "gpt_from_state_dict_with attn_path -1", tg_gpt,
+        tg_gpt_from_state_dict_with(
+            &mod, x_and(e, "v", e->v3),
+            &(tg_gpt_load_opts){.n_head = 4, .attn_path = (tg_head_path)-1}),
+        "gpt_from_state_dict_with:",
+        "attn_path -1 is not a tg_head_path (0..2)");
+    INIT_ROW("gpt_from_state_dict_with int64", tg_gpt,
+             tg_gpt_from_state_dict_with(
+                 &mod, x_and(e, "v", e->v3),
+                 &(tg_gpt_load_opts){.n_head = 4, .dtype = TG_INT64}),
+             "gpt_from_state_dict:", "int64");
+    INIT_ROW("gpt_load_pretrained_with NULL opts", tg_gpt,
+             tg_gpt_load_pretrained_with(
+                 &mod, "/nonexistent/tapegrad/a.safetensors", NULL),
+             "gpt_load_pretrained_with:", "opts is NULL");
+    INIT_ROW("gpt_load_pretrained_with gelu 7", tg_gpt,
+             tg_gpt_load_pretrained_with(
+                 &mod, "/nonexistent/tapegrad/a.safetensors",
+                 &(tg_gpt_load_opts){.n_head = 4, .gelu = (tg_gelu_form)7}),
+             "gpt_load_pretrained_with:", "gelu 7");
+    INIT_ROW("gpt_load_pretrained_with NULL path", tg_gpt,
+             tg_gpt_load_pretrained_with(&mod, NULL,
+                                         &(tg_gpt_load_opts){.n_head = 4}),
+             "gpt_load_pretrained:", "path is NULL");
     INIT_ROW("gpt_load_pretrained NULL path", tg_gpt,
              tg_gpt_load_pretrained(&mod, NULL, 4, TG_FLOAT64),
              "gpt_load_pretrained:", "path is NULL");
@@ -607,6 +652,18 @@ static void nn_table(table_walk *w, env *e)
              "gpt_load_llmc:", "path is NULL");
     INIT_ROW("gpt_load_llmc missing file", tg_gpt,
              tg_gpt_load_llmc(&mod, "/nonexistent/tapegrad/m.bin", TG_FLOAT32),
+             "gpt_load_llmc:", "/nonexistent/tapegrad/m.bin", "cannot open");
+    INIT_ROW("gpt_load_llmc_with NULL opts", tg_gpt,
+             tg_gpt_load_llmc_with(&mod, "/nonexistent/tapegrad/m.bin", NULL),
+             "gpt_load_llmc_with:", "opts is NULL");
+    INIT_ROW("gpt_load_llmc_with attn_path 5", tg_gpt,
+             tg_gpt_load_llmc_with(
+                 &mod, "/nonexistent/tapegrad/m.bin",
+                 &(tg_gpt_load_opts){.attn_path = (tg_head_path)5}),
+             "gpt_load_llmc_with:", "attn_path 5");
+    INIT_ROW("gpt_load_llmc_with missing file", tg_gpt,
+             tg_gpt_load_llmc_with(&mod, "/nonexistent/tapegrad/m.bin",
+                                   &(tg_gpt_load_opts){0}),
              "gpt_load_llmc:", "/nonexistent/tapegrad/m.bin", "cannot open");
     ROW_RC("gpt_save_llmc of a model llm.c cannot run",
            tg_gpt_save_llmc(made_gpt(e), "/nonexistent/tapegrad/m.bin"),

@@ -201,6 +201,7 @@ static const struct {
     {"retain", retain_suite},
     {"gpt2", gpt2_suite},
     {"llmc", llmc_suite},
+    {"gpt_opts", gpt_opts_suite},
     {"threads", threads_suite},
     {"hooks", hooks_suite},
     {"replay", replay_suite},

@@ -188,11 +188,9 @@ static uint64_t gpt_steps(int threads, tg_head_path path)
                        .gelu_tanh = true,
                        .dtype = TG_FLOAT32,
                        .bias = TG_GPT_BIAS_ALL,
-                       .tie_weights = true};
+                       .tie_weights = true,
+                       .attn_path = path};
     ck_assert_int_eq(tg_gpt_init(&g, c, &rng), 0);
-    for (int l = 0; l < c.n_layer; l++)
-        for (int h = 0; h < c.n_head; h++)
-            g.blocks[l].attn.heads[h].path = path;
     tg_params ps;
     tg_params_init(&ps);
     ck_assert_int_eq(tg_gpt_params(&g, &ps, NULL), 0);

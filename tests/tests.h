@@ -46,6 +46,7 @@ Suite *inplace_suite(void);
 Suite *retain_suite(void);
 Suite *gpt2_suite(void);
 Suite *llmc_suite(void);
+Suite *gpt_opts_suite(void);
 Suite *threads_suite(void);
 Suite *report_suite(void);
 Suite *hooks_suite(void);
