@@ -2,13 +2,17 @@
 """peer_torch_gpt: bench/bench_gpt's training step in PyTorch, timed the same way.
 
 The model is tapegrad's tg_gpt written the same way in torch.nn (tiny_gpt's
-default sizes): token and position embeddings (N(0,1)), n_layer pre-norm blocks
+default sizes, or bench_gpt's --model small / gpt2 presets and its --gelu,
+--bias, --tie options): token and position embeddings (N(0,1)), n_layer
+pre-norm blocks
     x = x + proj(cat([head_h(ln1(x)) for h in heads], -1))
-    x = x + fc2(gelu(fc1(ln2(x))))                   (exact GELU, 4C hidden)
-each head a causal self-attention of size C / n_head with its own bias-free
-q, k, v projections (softmax(q k^T / sqrt(hs), masked with -inf above the
-diagonal) @ v), a final LayerNorm and a bias-free linear head to the
-vocabulary. One step, as bench_gpt's:
+    x = x + fc2(gelu(fc1(ln2(x))))         (exact or tanh GELU, 4C hidden)
+each head a causal self-attention of size C / n_head with its own q, k, v
+projections (biased with --bias all) (softmax(q k^T / sqrt(hs), masked with
+-inf above the diagonal) @ v), a final LayerNorm and a linear head to the
+vocabulary, bias-free, or the token embedding's weight with --tie. --bias
+linear: layer norms, proj, fc1, fc2 biased; all: q/k/v too; none: no bias
+anywhere (layer norms without beta). One step, as bench_gpt's:
     loss = cross_entropy(logits.view(B*T, V), targets.view(B*T))
     loss.backward(); AdamW (lr 2e-3, betas 0.9/0.999, eps 1e-8, wd 0.01).step()
     zero_grad(set_to_none=True)
@@ -25,15 +29,29 @@ import sys
 from peer_timing import median, time_steps
 
 
+# bench_gpt's --model presets: batch, block, context, embd, heads, layers,
+# vocab, GPT-2's layout (tanh GELU, all biases, tied head)
+MODELS = {
+    "tiny": (32, 32, 32, 64, 4, 2, 76, False),
+    "small": (8, 128, 128, 256, 4, 4, 8000, True),
+    "gpt2": (4, 64, 1024, 768, 12, 12, 50257, True),
+}
+
+
 def parse_args():
     p = argparse.ArgumentParser(
-        description="tiny_gpt's training step in PyTorch (bench_gpt's peer).")
-    p.add_argument("--batch", type=int, default=32)
-    p.add_argument("--block", type=int, default=32)
-    p.add_argument("--embd", type=int, default=64)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--layers", type=int, default=2)
-    p.add_argument("--vocab", type=int, default=76)
+        description="a GPT's training step in PyTorch (bench_gpt's peer).")
+    p.add_argument("--model", choices=MODELS, default="tiny",
+                   help="the preset the other options change")
+    p.add_argument("--batch", type=int)
+    p.add_argument("--block", type=int)
+    p.add_argument("--embd", type=int)
+    p.add_argument("--heads", type=int)
+    p.add_argument("--layers", type=int)
+    p.add_argument("--vocab", type=int)
+    p.add_argument("--gelu", choices=("exact", "tanh"))
+    p.add_argument("--bias", choices=("linear", "all", "none"))
+    p.add_argument("--tie", action="store_true", default=None)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--seconds", type=float, default=1.5)
     p.add_argument("--warmup-seconds", type=float, default=0.25)
@@ -41,7 +59,17 @@ def parse_args():
     p.add_argument("--max-reps", type=int, default=5000)
     p.add_argument("--impl", default="torch",
                    help="the impl= label of the output line (default torch)")
-    return p.parse_args()
+    args = p.parse_args()
+    batch, block, ctx, embd, heads, layers, vocab, gpt2 = MODELS[args.model]
+    preset = {"batch": batch, "block": block, "embd": embd, "heads": heads,
+              "layers": layers, "vocab": vocab,
+              "gelu": "tanh" if gpt2 else "exact",
+              "bias": "all" if gpt2 else "linear", "tie": gpt2}
+    for name, value in preset.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    args.ctx = max(ctx, args.block)
+    return args
 
 
 def main():
@@ -66,13 +94,26 @@ def main():
 
     B, T, C, V = args.batch, args.block, args.embd, args.vocab
     n_head, hs = args.heads, args.embd // args.heads
+    qkv_bias, bias = args.bias == "all", args.bias != "none"
+    approximate = "tanh" if args.gelu == "tanh" else "none"
+
+    class LayerNorm(nn.Module):
+        """nn.LayerNorm, with no beta for --bias none (1.13's has no bias=)."""
+
+        def __init__(self):
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(C))
+            self.bias = nn.Parameter(torch.zeros(C)) if bias else None
+
+        def forward(self, x):
+            return F.layer_norm(x, (C,), self.weight, self.bias, 1e-5)
 
     class Head(nn.Module):
         def __init__(self):
             super().__init__()
-            self.q = nn.Linear(C, hs, bias=False)
-            self.k = nn.Linear(C, hs, bias=False)
-            self.v = nn.Linear(C, hs, bias=False)
+            self.q = nn.Linear(C, hs, bias=qkv_bias)
+            self.k = nn.Linear(C, hs, bias=qkv_bias)
+            self.v = nn.Linear(C, hs, bias=qkv_bias)
             self.register_buffer("tril", torch.tril(torch.ones(T, T)))
 
         def forward(self, x):
@@ -85,23 +126,28 @@ def main():
     class Block(nn.Module):
         def __init__(self):
             super().__init__()
-            self.ln1, self.ln2 = nn.LayerNorm(C), nn.LayerNorm(C)
+            self.ln1, self.ln2 = LayerNorm(), LayerNorm()
             self.heads = nn.ModuleList(Head() for _ in range(n_head))
-            self.proj = nn.Linear(C, C)
-            self.fc1, self.fc2 = nn.Linear(C, 4 * C), nn.Linear(4 * C, C)
+            self.proj = nn.Linear(C, C, bias=bias)
+            self.fc1 = nn.Linear(C, 4 * C, bias=bias)
+            self.fc2 = nn.Linear(4 * C, C, bias=bias)
 
         def forward(self, x):
             h = self.ln1(x)
             x = x + self.proj(torch.cat([head(h) for head in self.heads], -1))
-            return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+            h = F.gelu(self.fc1(self.ln2(x)), approximate=approximate)
+            return x + self.fc2(h)
 
     class GPT(nn.Module):
         def __init__(self):
             super().__init__()
-            self.tok, self.pos = nn.Embedding(V, C), nn.Embedding(T, C)
+            self.tok = nn.Embedding(V, C)
+            self.pos = nn.Embedding(args.ctx, C)
             self.blocks = nn.Sequential(*(Block() for _ in range(args.layers)))
-            self.ln_f = nn.LayerNorm(C)
+            self.ln_f = LayerNorm()
             self.lm_head = nn.Linear(C, V, bias=False)
+            if args.tie:
+                self.lm_head.weight = self.tok.weight
 
         def forward(self, ids):
             x = self.tok(ids) + self.pos(torch.arange(ids.shape[1]))
@@ -123,8 +169,10 @@ def main():
 
     warmup, reps, ms, cpu = time_steps(train_step, args)
     med = median(ms)
-    print(f"bench impl={args.impl} variant=tiny_gpt B={B} T={T} C={C} "
-          f"heads={n_head} layers={args.layers} vocab={V} "
+    variant = "tiny_gpt" if args.model == "tiny" else args.model
+    print(f"bench impl={args.impl} variant={variant} B={B} T={T} C={C} "
+          f"heads={n_head} layers={args.layers} vocab={V} gelu={args.gelu} "
+          f"bias={args.bias} tie={int(args.tie)} "
           f"threads={args.threads} warmup={warmup} reps={reps} "
           f"median_ms={med:.4f} min_ms={ms[0]:.4f} max_ms={ms[-1]:.4f} "
           f"cpu_ms={median(cpu):.4f} tokens_per_s={B * T / (med * 1e-3):.0f} "

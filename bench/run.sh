@@ -27,8 +27,10 @@
 # the composed step again with OPENBLAS_CORETYPE=Prescott for both sides;
 # each op's share of the composed step (float32, 1 thread), from the tape's
 # timing mode (bench_head --profile, a run of its own, never the timed
-# one); tiny_gpt's training throughput (bench/bench_gpt against
-# bench/peer_torch_gpt.py, tokens/s); the custom op overhead (one step of
+# one); the GPT's training throughput (bench/bench_gpt against
+# bench/peer_torch_gpt.py, tokens/s, peak RSS: tiny_gpt's default and the
+# small GPT-2-layout model, L4 H4 C256 V8000 at B8 T128; GPT-2 124M at B4
+# T64 with BENCH_GPT_MODELS); the small model's per-op profile; the custom op overhead (one step of
 # y = 2x, sum, backward through the built-in op and through a custom op
 # wrapping it: bench/bench_custom's tg_custom against
 # bench/peer_torch_custom.py's torch.autograd.Function, at a few sizes,
@@ -51,7 +53,10 @@
 # default 16,4096,262144: its fixed cost shows at the first, vanishes at
 # the last; --quick runs them too, the whole section costs seconds),
 # BENCH_SECOND_ORDER_DTYPES (second order's, comma-separated, default
-# f64,f32, --quick f64: float64 is where HVPs are used).
+# f64,f32, --quick f64: float64 is where HVPs are used), BENCH_GPT_MODELS
+# (bench_gpt's --model names, default "tiny small"; "tiny small gpt2" adds
+# GPT-2 124M at B4 T64, about 4 minutes more on an idle 2-core machine;
+# the small model adds about 1.5 minutes, --quick 45 s).
 # OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are passed through untouched
 # (but for the Prescott table, whose runs set OPENBLAS_CORETYPE=Prescott);
 # OPENBLAS_NUM_THREADS and OMP_NUM_THREADS are set per configuration.
@@ -105,6 +110,7 @@ if [ "$quick" = 1 ]; then
     matmul_sizes=medium
     peak_args="--seconds 0.2 --mb 64"
     so_dtypes=${BENCH_SECOND_ORDER_DTYPES:-f64}
+    gpt_models=${BENCH_GPT_MODELS:-tiny small}
 else
     sizes=${BENCH_SIZES:-tiny small medium large xl}
     dtypes=${BENCH_DTYPES:-f32 f64}
@@ -112,6 +118,7 @@ else
     matmul_sizes=tiny,small,medium,large,xl
     peak_args="--seconds 0.5 --mb 128"
     so_dtypes=${BENCH_SECOND_ORDER_DTYPES:-f64,f32}
+    gpt_models=${BENCH_GPT_MODELS:-tiny small}
 fi
 
 case $rounds in
@@ -226,7 +233,7 @@ median_of() {
                     m = m == "" ? $i : m "/" $i
                 }
         }
-        END { print (m == "" ? "-" : m) }' "$results"
+        END { print (m == "" ? "-" : m) }' "$out"
 }
 
 n_configs=0
@@ -288,22 +295,30 @@ if [ "$have_torch" = 1 ]; then
     done
 fi
 
-# ---- tiny_gpt's throughput ----------------------------------------------------
+# ---- the GPT's throughput --------------------------------------------------
 
+# Each model of $gpt_models (bench_gpt --model: tiny is tiny_gpt's default,
+# small the issue's L4 H4 C256 V8000 at B8 T128 in GPT-2's layout, gpt2
+# GPT-2 124M at B4 T64) at each thread count, ours and PyTorch's
+# alternating, round by round.
 out=$gpt_results
 : >"$gpt_results"
-for t in $threads_list; do
-    key="gpt/${t}t"
-    r=0
-    while [ "$r" -lt "$rounds" ]; do
-        r=$((r + 1))
-        measure "$key" ours "$t" "$gpt" --threads "$t" --seconds "$round_seconds"
-        if [ "$have_torch" = 1 ]; then
-            measure "$key" torch "$t" "$python" "$peer_gpt" --threads "$t" \
+for m in $gpt_models; do
+    for t in $threads_list; do
+        key="$m/${t}t"
+        r=0
+        while [ "$r" -lt "$rounds" ]; do
+            r=$((r + 1))
+            measure "$key" ours "$t" "$gpt" --model "$m" --threads "$t" \
                 --seconds "$round_seconds"
-        fi
+            if [ "$have_torch" = 1 ]; then
+                measure "$key" torch "$t" "$python" "$peer_gpt" --model "$m" \
+                    --threads "$t" --seconds "$round_seconds"
+            fi
+        done
+        echo "[gpt] $key: ours $(median_of "$key" ours) ms," \
+            "torch $(median_of "$key" torch) ms" >&2
     done
-    echo "[tiny_gpt] $key done" >&2
 done
 
 # ---- the custom op's overhead ----------------------------------------------
@@ -402,6 +417,13 @@ for s in $sizes; do
 done
 profile_run tiny_gpt "$gpt" --threads 1 --seconds 0.5 --profile
 profiled="$profiled tiny_gpt"
+case " $gpt_models " in
+*" small "*)
+    profile_run small_gpt "$gpt" --model small --threads 1 --seconds 0.5 \
+        --min-reps 1 --profile
+    profiled="$profiled small_gpt"
+    ;;
+esac
 
 # ---- the table ---------------------------------------------------------------
 
@@ -560,29 +582,34 @@ if [ -s "$prescott" ]; then
     echo
 fi
 
-echo "tiny_gpt training throughput (2 layers, 4 heads, n_embd 64, block 32," \
-    "batch 32, vocab 76, float32; forward, cross-entropy, backward, AdamW," \
-    "zero grads)"
+echo "GPT training throughput (forward, cross-entropy, backward, AdamW, zero" \
+    "grads; float32): tiny_gpt (2 layers, 4 heads, n_embd 64, block 32," \
+    "batch 32, vocab 76, exact GELU); small (L4 H4 C256 V8000, B8 T128);" \
+    "gpt2 (GPT-2 124M, L12 H12 C768 V50257, B4 T64); small and gpt2 in" \
+    "GPT-2's layout (tanh GELU, every bias, tied head)"
 awk "$awk_field"'
 {
     key = field("key"); tag = field("tag")
     if (!(key in seen)) { seen[key] = 1; order[++n] = key }
     med[key, tag] = field("median_ms"); cpu[key, tag] = field("cpu_ms")
     tps[key, tag] = field("tokens_per_s"); rss[key, tag] = field("peak_rss_kb")
+    if (tag == "ours") flt[key] = field("faults_per_step")
 }
 END {
-    fmt = "  %-8s %10s %12s %10s %12s %10s %10s %9s %9s\n"
-    printf fmt, "threads", "ours ms", "ours tok/s", "torch ms", "torch tok/s", \
-        "speedup", "cpu", "ours MB", "torch MB"
+    fmt = "  %-12s %10s %12s %10s %12s %8s %8s %8s %9s %7s\n"
+    printf fmt, "model", "ours ms", "ours tok/s", "torch ms", "torch tok/s", \
+        "speedup", "cpu", "ours MB", "torch MB", "faults"
     for (r = 1; r <= n; r++) {
         key = order[r]
-        printf fmt, substr(key, 5), ms(med[key, "ours"]), tps[key, "ours"], \
+        printf fmt, key, ms(med[key, "ours"]), tps[key, "ours"], \
             ms(med[key, "torch"]), tps[key, "torch"] == "" ? "-" : tps[key, "torch"], \
             speedup(med[key, "torch"], med[key, "ours"]), \
             speedup(cpu[key, "torch"], cpu[key, "ours"]), \
-            mb(rss[key, "ours"]), mb(rss[key, "torch"])
+            mb(rss[key, "ours"]), mb(rss[key, "torch"]), flt[key]
     }
 }' "$gpt_results"
+echo "(faults: page faults per timed step of ours, 0 when a steady step takes" \
+    "no new pages from the system)"
 echo
 
 echo "custom op overhead: one step of y = 2x (forward, sum, backward, the" \
@@ -755,12 +782,20 @@ END {
         w = med[key, "torch"] / med[key, "ours"]; c = cpu[key, "torch"] / cpu[key, "ours"]
         check("large/f32/1t, OPENBLAS_CORETYPE=Prescott", sprintf("%.2fx (cpu %.2fx)", w, c), ">= 2.5x", w >= 2.5, c >= 2.5)
     }
-    for (t = 1; t <= 2; t++) {
-        key = "g:gpt/" t "t"
+    # the GPTs: model, thread count, target over PyTorch
+    n = split("tiny 1 2 tiny 2 2 small 1 1.5 small 2 2.5 gpt2 1 2 gpt2 2 2.5", gg, " ")
+    for (i = 1; i < n; i += 3) {
+        key = "g:" gg[i] "/" gg[i + 1] "t"; t = gg[i + 1]
         if (med[key, "ours"] == "" || med[key, "torch"] == "") continue
         w = med[key, "torch"] / med[key, "ours"]; c = cpu[key, "torch"] / cpu[key, "ours"]
-        check("tiny_gpt tokens/s, " t " thread" (t > 1 ? "s" : ""), sprintf("%.2fx (cpu %.2fx)", w, c), ">= 2x", w >= 2, c >= 2)
+        check((gg[i] == "tiny" ? "tiny_gpt" : gg[i]) " tokens/s, " t " thread" (t > 1 ? "s" : ""), sprintf("%.2fx (cpu %.2fx)", w, c), ">= " gg[i + 2] "x", w >= gg[i + 2], c >= gg[i + 2])
     }
+    one = med["g:gpt2/1t", "ours"]; two = med["g:gpt2/2t", "ours"]
+    if (one != "" && two != "")
+        check("gpt2 (124M), 2 threads over 1", sprintf("%.2fx", one / two), ">= 1.8x", one / two >= 1.8, "")
+    key = "g:gpt2/1t"
+    if (rss[key, "ours"] != "")
+        check("gpt2 (124M) B4 T64 peak RSS MB", mb(rss[key, "ours"]), "<= 2458", rss[key, "ours"] <= 2.4 * 1024 * 1024, "")
     key32 = "h:large/f32/1t"; key64 = "h:large/f64/1t"
     if (med[key32, "ours"] != "" && med[key64, "ours"] != "") {
         w = med[key64, "ours"] / med[key32, "ours"]; c = cpu[key64, "ours"] / cpu[key32, "ours"]

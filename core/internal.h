@@ -171,6 +171,9 @@ TG_HIDDEN void tg__storage_release(tg_storage *s);
  * engine calls it after each backward), when each size class gives back
  * what the last few epochs did not need. */
 TG_HIDDEN int64_t tg__pool_cached_bytes(void);
+/* Blocks the pool has taken from the system so far (tests: a steady step
+ * takes none). */
+TG_HIDDEN int64_t tg__pool_blocks_made(void);
 TG_HIDDEN void tg__pool_epoch(void);
 /* Whether the pool is on (not under valgrind, ASan or TG_NO_POOL=1): the
  * other per-step memory (scope slots, backward's walk arrays) is kept

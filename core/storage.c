@@ -21,6 +21,22 @@
  *   backward, a training step's natural boundary, and after every
  *   EPOCH_ALLOCS blocks handed out). A steady loop keeps what its step
  *   needs; what a shrinking workload no longer uses goes back.
+ * - A high-water mark in bytes: the most bytes live at once over the same
+ *   epochs (hwm). When a request takes a new block from the system and the
+ *   blocks live plus those cached would exceed it, the cached blocks of
+ *   idle classes go back first, the largest classes first: a class is idle
+ *   when no block of it was handed out in the last 2 epochs' worth of
+ *   requests (2x the last epoch's count; 1024 in the first epoch). So what
+ *   a model's initialisation used once (GPT-2 124M's draws in float64, a
+ *   309 MB table among them) is not kept beside the first steps' memory,
+ *   while a steady loop, whose every class is used each step, keeps what
+ *   its step needs and takes no new pages once its classes are stocked
+ *   (the per-class counts keep the sum of each class's peak, which may be
+ *   above the peak of the sum: evicting towards the latter every step
+ *   would fault pages in every step).
+ * - TG_POOL_MAX_MB=N in the environment caps the bytes the pool caches
+ *   (free blocks) at N MiB: a block that dies beyond it goes back to the
+ *   system (0: nothing is cached; unset or not a whole number: no cap).
  * - One mutex guards the pool (a tensor may die on another thread).
  * - The rest of a step's memory comes from the same classes: tensor headers
  *   and tape entries (tg__pool_get / tg__pool_put, raw blocks of the same
@@ -90,6 +106,7 @@ typedef struct size_class {
     int64_t n_free, n_live;
     int64_t peak[POOL_EPOCHS]; /* most blocks live at once; [0]: this epoch */
     int64_t keep;              /* the peak of the previous epochs */
+    int64_t last_take;         /* pool.seq at its last request */
     bool used;                 /* listed in pool.used */
 } size_class;
 
@@ -98,7 +115,14 @@ static struct {
     bool on;     /* set once, by pool_init */
     bool closed; /* at exit: caches nothing more */
     int64_t cached_bytes;
-    int64_t handed_out; /* blocks handed out in this epoch */
+    int64_t max_cached;             /* TG_POOL_MAX_MB, or INT64_MAX */
+    int64_t live_bytes;             /* pooled blocks handed out, by cap */
+    int64_t peak_live[POOL_EPOCHS]; /* most live bytes; [0] this epoch */
+    int64_t hwm;                    /* peak_live's most, past epochs */
+    int64_t seq;                    /* blocks handed out, ever */
+    int64_t made;                   /* blocks taken from the system */
+    int64_t idle_after;             /* requests that make a class idle */
+    int64_t handed_out;             /* blocks handed out in this epoch */
     size_class cls[N_CLASSES];
     int used[N_CLASSES]; /* the classes ever used, n_used of them */
     int n_used;
@@ -286,6 +310,13 @@ static void pool_init(void)
     if (v && *v)
         on = strcmp(v, "0") == 0;
     pool.on = on;
+    pool.max_cached = INT64_MAX;
+    pool.idle_after = 1024;
+    const char *m = getenv("TG_POOL_MAX_MB");
+    char *end = NULL;
+    long long mb = m && *m ? strtoll(m, &end, 10) : -1;
+    if (end && !*end && mb >= 0 && mb < ((long long)1 << 40))
+        pool.max_cached = (int64_t)mb << 20;
     if (on)
         atexit(drain_at_exit);
 }
@@ -294,7 +325,15 @@ static void pool_init(void)
  * at their peak, and gives back what it caches beyond that. */
 static void end_epoch(void)
 {
+    pool.idle_after = 2 * pool.handed_out > 1024 ? 2 * pool.handed_out : 1024;
     pool.handed_out = 0;
+    pool.hwm = 0;
+    for (int i = POOL_EPOCHS - 1; i > 0; i--) {
+        pool.peak_live[i] = pool.peak_live[i - 1];
+        if (pool.peak_live[i] > pool.hwm)
+            pool.hwm = pool.peak_live[i];
+    }
+    pool.peak_live[0] = pool.live_bytes;
     for (int u = 0; u < pool.n_used; u++) {
         size_class *sc = &pool.cls[pool.used[u]];
         sc->keep = 0;
@@ -315,6 +354,14 @@ void tg__pool_epoch(void)
     pthread_mutex_unlock(&pool.lock);
 }
 
+int64_t tg__pool_blocks_made(void)
+{
+    pthread_mutex_lock(&pool.lock);
+    int64_t n = pool.made;
+    pthread_mutex_unlock(&pool.lock);
+    return n;
+}
+
 int64_t tg__pool_cached_bytes(void)
 {
     pthread_mutex_lock(&pool.lock);
@@ -323,13 +370,38 @@ int64_t tg__pool_cached_bytes(void)
     return n;
 }
 
-/* Takes a cached block of class c, or NULL, counting one more live block
- * of the class either way. false when the pool is off. Handing a cached
+/* Gives the cached blocks of idle classes back to the system, the largest
+ * classes first, until the blocks live and cached fit in the high-water
+ * mark (lock held; called when a block is to come from the system,
+ * live_bytes counting it). */
+static void make_room(void)
+{
+    int64_t mark = pool.hwm > pool.peak_live[0] ? pool.hwm : pool.peak_live[0];
+    for (int c = N_CLASSES - 1; c >= 0 && pool.cached_bytes > 0 &&
+                                pool.live_bytes + pool.cached_bytes > mark;
+         c--) {
+        size_class *sc = &pool.cls[c];
+        if (pool.seq - sc->last_take <= pool.idle_after)
+            continue;
+        while (sc->free && pool.live_bytes + pool.cached_bytes > mark) {
+            block *b = sc->free;
+            sc->free = b->next;
+            sc->n_free--;
+            pool.cached_bytes -= (int64_t)b->cap;
+            mark_handed_out(b, b->cap);
+            block_free(b);
+        }
+    }
+}
+
+/* Takes a cached block of class c (cap bytes), or NULL, counting one more
+ * live block of the class either way; with NULL, makes room for the new
+ * block (make_room). false when the pool is off. Handing a cached
  * block out again is an allocation like any other (tg__alloc_fails), so
  * that which allocation a program makes k-th does not depend on what the
  * pool holds: when it is to fail, the block stays cached, *failed is set,
  * and nothing is counted. */
-static bool pool_take(int c, block **b, bool *failed)
+static bool pool_take(int c, size_t cap, block **b, bool *failed)
 {
     pthread_mutex_lock(&pool.lock);
     bool on = pool.on;
@@ -352,11 +424,28 @@ static bool pool_take(int c, block **b, bool *failed)
         }
         if (++sc->n_live > sc->peak[0])
             sc->peak[0] = sc->n_live;
+        sc->last_take = ++pool.seq;
+        pool.live_bytes += (int64_t)cap;
+        if (pool.live_bytes > pool.peak_live[0])
+            pool.peak_live[0] = pool.live_bytes;
+        if (!*b) {
+            pool.made++;
+            make_room();
+        }
         if (++pool.handed_out >= EPOCH_ALLOCS)
             end_epoch();
     }
     pthread_mutex_unlock(&pool.lock);
     return on;
+}
+
+/* Undoes pool_take's count for a block the system did not give. */
+static void unlive(int c, size_t cap)
+{
+    pthread_mutex_lock(&pool.lock);
+    pool.cls[c].n_live--;
+    pool.live_bytes -= (int64_t)cap;
+    pthread_mutex_unlock(&pool.lock);
 }
 
 tg_storage *tg__storage_new(size_t nbytes, bool zero_fill)
@@ -366,15 +455,13 @@ tg_storage *tg__storage_new(size_t nbytes, bool zero_fill)
     int c = size_class_of(nbytes, &cap);
     block *b = NULL;
     bool zeroed = false, failed;
-    if (c >= 0 && pool_take(c, &b, &failed)) {
+    if (c >= 0 && pool_take(c, cap, &b, &failed)) {
         if (failed)
             return NULL;
         if (b)
             mark_handed_out(b, nbytes);
         else if (!(b = block_new(c, cap, &zeroed))) {
-            pthread_mutex_lock(&pool.lock);
-            pool.cls[c].n_live--;
-            pthread_mutex_unlock(&pool.lock);
+            unlive(c, cap);
             return NULL;
         }
     } else if (!(b = block_malloc(nbytes)))
@@ -405,8 +492,10 @@ static void pool_give(block *b)
         pthread_mutex_lock(&pool.lock);
         size_class *sc = &pool.cls[b->cls];
         int64_t keep = sc->keep > sc->peak[0] ? sc->keep : sc->peak[0];
-        cached = pool.on && !pool.closed && sc->n_free + sc->n_live <= keep;
+        cached = pool.on && !pool.closed && sc->n_free + sc->n_live <= keep &&
+                 pool.cached_bytes + (int64_t)b->cap <= pool.max_cached;
         sc->n_live--;
+        pool.live_bytes -= (int64_t)b->cap;
         if (cached) {
             mark_cached(b);
             b->next = sc->free;
@@ -448,7 +537,7 @@ void *tg__pool_get(size_t n)
     TG_ASSERT(c >= 0);
     block *b = NULL;
     bool zeroed, failed;
-    pool_take(c, &b, &failed);
+    pool_take(c, cap, &b, &failed);
     if (failed)
         return NULL;
     if (b) {
@@ -456,9 +545,7 @@ void *tg__pool_get(size_t n)
         return b->s.data;
     }
     if (!(b = block_new(c, cap, &zeroed))) {
-        pthread_mutex_lock(&pool.lock);
-        pool.cls[c].n_live--;
-        pthread_mutex_unlock(&pool.lock);
+        unlive(c, cap);
         return NULL;
     }
     return b->s.data;

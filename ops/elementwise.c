@@ -650,7 +650,17 @@ static void gelu_tanh_run(void *job, int64_t start, const int64_t *off,
 /* forward:  y = x/2 (1 + tanh(u)),  u = k (x + c x^3),  k = sqrt(2/pi)
  * backward: du/dx = k (1 + 3 c x^2),  d tanh(u)/du = 1 - tanh(u)^2, so
  *           dx = dy * (0.5 (1 + tanh u) + 0.5 x (1 - tanh(u)^2) k (1 + 3 c x^2))
- * over one run; operands {dx, dy, x}. */
+ * the slope from x and th = tanh(u), in double. */
+static inline double gelu_tanh_slope(double x, double th)
+{
+    return 0.5 * (1 + th) + 0.5 * x * (1 - th * th) * GELU_TANH_K *
+                                (1 + 3 * GELU_TANH_C * x * x);
+}
+
+/* dx = dy * slope over one run; operands {dx, dy, x}. Adjacent runs take
+ * tanh from the vector math as the forward does (u rounded to the type, in
+ * place in dx, then SLEEF's tanh, within 1 ulp of libm), the slope in
+ * double from it; other runs libm's tanh of u in double. */
 static void gelu_tanh_grad_run(void *job, int64_t start, const int64_t *off,
                                const int64_t *step, int64_t len)
 {
@@ -659,13 +669,21 @@ static void gelu_tanh_grad_run(void *job, int64_t start, const int64_t *off,
     TG_DISPATCH_FLOAT(t[0]->dtype, T, {
         T *d = TG_DATA(T, t[0]) + off[0];
         const T *g = TG_DATA(T, t[1]) + off[1], *v = TG_DATA(T, t[2]) + off[2];
-        for (int64_t i = 0; i < len; i++) {
-            double xi = v[i * step[2]];
-            double th = tanh(GELU_TANH_K * (xi + GELU_TANH_C * xi * xi * xi));
-            double slope = 0.5 * (1 + th) + 0.5 * xi * (1 - th * th) *
-                                                GELU_TANH_K *
-                                                (1 + 3 * GELU_TANH_C * xi * xi);
-            d[i * step[0]] = (T)(g[i * step[1]] * slope);
+        if (step[0] == 1 && step[1] == 1 && step[2] == 1 && tg__vrows()) {
+            for (int64_t i = 0; i < len; i++) {
+                double xi = v[i];
+                d[i] = (T)(GELU_TANH_K * (xi + GELU_TANH_C * xi * xi * xi));
+            }
+            tg__vmap(TG_VTANH, t[0]->dtype, len, d, d);
+            for (int64_t i = 0; i < len; i++)
+                d[i] = (T)(g[i] * gelu_tanh_slope(v[i], d[i]));
+        } else {
+            for (int64_t i = 0; i < len; i++) {
+                double xi = v[i * step[2]];
+                double th =
+                    tanh(GELU_TANH_K * (xi + GELU_TANH_C * xi * xi * xi));
+                d[i * step[0]] = (T)(g[i * step[1]] * gelu_tanh_slope(xi, th));
+            }
         }
     });
 }

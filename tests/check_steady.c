@@ -131,6 +131,106 @@ START_TEST(steady_reuse_can_fail)
 }
 END_TEST
 
+/* The small GPT in GPT-2's layout (tanh GELU, every bias, tied head), as
+ * bench_gpt --model small at a toy size: steps 3 and 4 take no block from
+ * the system into the pool, so its high-water mark (core/storage.c) never
+ * gives back a block a steady step needs. (A step still callocs a few small
+ * arrays outside the pool: tg__sum_to_shape's accumulators, the heads'
+ * list in nn/mha.c; malloc reuses those without new pages.) */
+START_TEST(steady_gpt_step)
+{
+    if (!tg__pool_on())
+        return;
+    tg_rng rng;
+    tg_rng_seed(&rng, 5);
+    tg_gpt g;
+    tg_params params;
+    tg_params_init(&params);
+    tg_gpt_config cfg = {.vocab_size = 40,
+                         .block_size = 8,
+                         .n_embd = 16,
+                         .n_head = 2,
+                         .n_layer = 2,
+                         .gelu = true,
+                         .dtype = TG_FLOAT32,
+                         .bias = TG_GPT_BIAS_ALL,
+                         .tie_weights = true,
+                         .gelu_tanh = true};
+    ck_assert_int_eq(tg_gpt_init(&g, cfg, &rng), 0);
+    ck_assert_int_eq(tg_gpt_params(&g, &params, NULL), 0);
+    tg_optim *adamw = tg_optim_new(&params, tg_adamw_config(1e-2, 0.01));
+    int64_t ids[2 * 8 + 1];
+    for (int i = 0; i < 2 * 8 + 1; i++)
+        ids[i] = (i * 7 + 3) % 40;
+    tg_tensor *x = tg_from_data(TG_INT64, TG_SHAPE(2, 8), ids);
+    tg_tensor *y = tg_from_data(TG_INT64, TG_SHAPE(2, 8), ids + 1);
+    ck_assert(adamw && x && y);
+    int64_t took[4];
+    for (int k = 0; k < 4; k++) {
+        int64_t before = tg__pool_blocks_made();
+        tg_scope_begin();
+        tg_tensor *loss = tg_gpt_loss(&g, x, y);
+        int rc = loss && tg_backward(loss) == 0 ? tg_optim_step(adamw) : -1;
+        tg_optim_zero_grad(adamw);
+        tg_scope_end();
+        ck_assert_msg(rc == 0, "step failed: %s", tg_last_error());
+        took[k] = tg__pool_blocks_made() - before;
+    }
+    ck_assert_msg(took[0] > 0 && took[2] == 0 && took[3] == 0,
+                  "steps 1, 3 and 4 took %lld, %lld and %lld blocks from the "
+                  "system",
+                  (long long)took[0], (long long)took[2], (long long)took[3]);
+    tg_release(x);
+    tg_release(y);
+    tg_optim_free(adamw);
+    tg_params_free(&params);
+    tg_gpt_free(&g);
+}
+END_TEST
+
+/* n float32 tensors of `numel` elements made and freed, one at a time. */
+static void churn(int n, int64_t numel)
+{
+    for (int i = 0; i < n; i++)
+        tg_release(tg_zeros(TG_FLOAT32, 1, &numel));
+}
+
+/* The high-water mark: a block cached from a class no longer used (idle:
+ * no request of it in the last 1024 in the first epoch) goes back to the
+ * system when a new class's block would take the pool past the most bytes
+ * ever live; a recently used class's block stays. */
+START_TEST(pool_returns_idle_blocks)
+{
+    if (!tg__pool_on())
+        return;
+    for (int idle = 0; idle < 2; idle++) {
+        /* float32 counts: 12 and 20 MiB, then 28 and 36: classes of their
+         * own (multiples of 2 MiB), none cached before */
+        const int64_t first = (int64_t)(3 + 4 * idle) << 20,
+                      next = (int64_t)(5 + 4 * idle) << 20;
+        churn(1, first); /* cached */
+        if (idle)
+            churn(3000, 16); /* 3000 requests of another class */
+        const int64_t cached = tg__pool_cached_bytes();
+        ck_assert_int_ge(cached, first * 4);
+        tg_tensor *t = tg_zeros(TG_FLOAT32, 1, &next); /* a new class */
+        ck_assert_ptr_nonnull(t);
+        const int64_t now = tg__pool_cached_bytes();
+        if (idle)
+            ck_assert_msg(now <= cached - first * 4,
+                          "idle block kept: %lld bytes cached, were %lld",
+                          (long long)now, (long long)cached);
+        else /* small idle blocks (headers) may go, not the first one */
+            ck_assert_msg(now >= cached - ((int64_t)1 << 20),
+                          "a block in use was given back: %lld bytes cached, "
+                          "were %lld",
+                          (long long)now, (long long)cached);
+        tg_release(t);
+        tg__pool_epoch();
+    }
+}
+END_TEST
+
 Suite *steady_suite(void)
 {
     Suite *s = suite_create("steady");
@@ -140,6 +240,8 @@ Suite *steady_suite(void)
     tcase_add_test(tc, steady_step_f64);
     tcase_add_test(tc, steady_step_fused_paths);
     tcase_add_test(tc, steady_reuse_can_fail);
+    tcase_add_test(tc, steady_gpt_step);
+    tcase_add_test(tc, pool_returns_idle_blocks);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -542,6 +542,130 @@ START_TEST(unary_ops_match_scalar)
 }
 END_TEST
 
+/* At level l (the scalar path for TG_CPU_SCALAR): tg_gelu_tanh(in)
+ * (which 0), or the gradient it gives the leaf x (which 1) for a
+ * contiguous dy of in's shape, dy_i = 0.5 + 0.25 (i % 5) (not 1 alike: the
+ * product with dy is checked too). in is x or a view of it. A new
+ * reference, shaped as x for the gradient. */
+static tg_tensor *gelu_tanh_at(tg_tensor *x, tg_tensor *in, int l, int which)
+{
+    const int old = tg__cpu_cap(l);
+    tg_tensor *y = tg_gelu_tanh(in);
+    ck_assert_ptr_nonnull(y);
+    if (which == 1) {
+        tg_tensor *dy = tg_zeros(in->dtype, in->ndim, in->shape);
+        const int64_t n = tg_numel(dy), cols = in->shape[in->ndim - 1];
+        for (int64_t i = 0; i < n; i++)
+            tg_set(dy, in->ndim == 1 ? &i : (int64_t[]){i / cols, i % cols},
+                   0.5 + 0.25 * (double)(i % 5));
+        tg_zero_grad(x);
+        ck_assert_msg(tg_backward_with(y, dy) == 0, "%s", tg_last_error());
+        tg_release(dy);
+        tg_release(y);
+        y = tg_retain(tg_grad(x));
+    }
+    tg__cpu_cap(old);
+    return y;
+}
+
+/* Vector (v) against scalar (w), one entry of the tanh GELU (which 0) or
+ * its gradient (1): NaN where it is NaN, else within tol * max(1, |w|).
+ * The vector path rounds u to the dtype and takes SLEEF's tanh in it (1
+ * ulp): in float32 th is off by up to an ulp of 1 (6e-8), which the
+ * forward's 0.5 x (1 + th) turns into an absolute error (1 + th cancels for
+ * x below -3) and the gradient's 0.5 x (1 - th^2) k (1 + 3 c x^2) scales
+ * by up to ~10 where tanhf saturates (x near 5): hence 1e-6 for the forward
+ * and 1e-5 (relative to max(1, |w|)) for the gradient in float32, 1e-15 in
+ * float64. */
+static void gelu_tanh_close(tg_dtype dt, int l, int which, double v, double w,
+                            double x)
+{
+    const double tol = dt == TG_FLOAT64 ? 1e-15 : which == 0 ? 1e-6 : 1e-5;
+    if ((isnan(v) && isnan(w)) || v == w ||
+        fabs(v - w) <= tol * fmax(1, fabs(w)))
+        return;
+    ck_abort_msg("gelu_tanh%s %s at %s: f(%.9g) = %.17g, scalar %.17g",
+                 which ? " gradient" : "", dt == TG_FLOAT32 ? "f32" : "f64",
+                 tg__cpu_name(l), x, v, w);
+}
+
+/* x (n,) of dt: edges from `from` on. */
+static tg_tensor *edge_row(tg_dtype dt, int64_t n, int64_t from)
+{
+    tg_tensor *x = tg_zeros(dt, 1, &n);
+    for (int64_t i = 0; i < n; i++)
+        tg_set(x, &i, edges[(from + i) % N_EDGES]);
+    tg_set_requires_grad(x, true);
+    return x;
+}
+
+/* The rows of every length 1..N_EDGES (every vector tail) at level l. */
+static void gelu_tanh_rows(tg_dtype dt, int l, int which)
+{
+    for (int64_t n = 1; n <= N_EDGES; n++) {
+        tg_tensor *x = edge_row(dt, n, 3 * n);
+        tg_tensor *v = gelu_tanh_at(x, x, l, which);
+        tg_tensor *w = gelu_tanh_at(x, x, TG_CPU_SCALAR, which);
+        for (int64_t k = 0; k < n; k++)
+            gelu_tanh_close(dt, l, which, tg_get(v, &k), tg_get(w, &k),
+                            tg_get(x, &k));
+        tg_release(v);
+        tg_release(w);
+        tg_release(x);
+    }
+}
+
+/* x (2, N_EDGES) through its transposed view (strided: libm's tanh in
+ * double at every level) at level l: the same bits as the contiguous
+ * scalar path's. */
+static void gelu_tanh_strided(tg_dtype dt, int l, int which)
+{
+    tg_tensor *x = tg_zeros(dt, 2, (int64_t[]){2, N_EDGES});
+    for (int64_t i = 0; i < 2 * N_EDGES; i++)
+        tg_set(x, (int64_t[]){i % 2, i / 2}, edges[i % N_EDGES]);
+    tg_set_requires_grad(x, true);
+    tg_tensor *xt = tg_transpose(x, 0, 1);                    /* (N_EDGES, 2) */
+    tg_tensor *xc = tg_zeros(dt, 2, (int64_t[]){N_EDGES, 2}); /* adjacent */
+    for (int64_t i = 0; i < 2 * N_EDGES; i++)
+        tg_set(xc, (int64_t[]){i / 2, i % 2}, edges[i % N_EDGES]);
+    tg_set_requires_grad(xc, true);
+    tg_tensor *v = gelu_tanh_at(x, xt, l, which); /* x's shape for grads */
+    tg_tensor *w = gelu_tanh_at(xc, xc, TG_CPU_SCALAR, which);
+    for (int64_t i = 0; i < 2 * N_EDGES; i++) {
+        const int64_t r = i / 2, c = i % 2;
+        const double a = which ? tg_get(v, (int64_t[]){c, r})
+                               : tg_get(v, (int64_t[]){r, c}),
+                     b = tg_get(w, (int64_t[]){r, c});
+        ck_assert_msg((isnan(a) && isnan(b)) || a == b,
+                      "strided gelu_tanh%s %s at %s, x = %g: %.17g, %.17g",
+                      which ? " gradient" : "",
+                      dt == TG_FLOAT32 ? "f32" : "f64", tg__cpu_name(l),
+                      edges[i % N_EDGES], a, b);
+    }
+    tg_release(v);
+    tg_release(w);
+    tg_release(xc);
+    tg_release(xt);
+    tg_release(x);
+}
+
+/* The tanh GELU and its gradient at each vector level against the scalar
+ * path over the edges (+-0, +-inf, NaN, denormals, |x| where tanh
+ * saturates), both dtypes, contiguous at every length and strided. */
+START_TEST(gelu_tanh_matches_scalar)
+{
+    int levels[3];
+    const int nl = vector_levels(levels);
+    for (int li = 0; li < nl; li++)
+        for (int which = 0; which < 2; which++)
+            for (int d = 0; d < 2; d++) {
+                const tg_dtype dt = d ? TG_FLOAT64 : TG_FLOAT32;
+                gelu_tanh_rows(dt, levels[li], which);
+                gelu_tanh_strided(dt, levels[li], which);
+            }
+}
+END_TEST
+
 /* ---- plain arithmetic: the same bits at every level ------------------------ */
 
 /* op k of the arithmetic on x (n,) and y (n,), or y (1,) broadcast. */
@@ -1152,6 +1276,7 @@ Suite *vmath_suite(void)
     suite_add_tcase(s, tc);
     TCase *gelu = tcase_create("gelu");
     tcase_add_test(gelu, gelu_kernels_same_bits);
+    tcase_add_test(gelu, gelu_tanh_matches_scalar);
     tcase_add_test(gelu, gelu_keeps_erfc_only_when_recorded);
     tcase_add_test(gelu, gelu_steady_step_allocates_nothing);
     suite_add_tcase(s, gelu);
