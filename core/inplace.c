@@ -183,6 +183,13 @@ int tg_copy_(tg_tensor *dst, tg_tensor *src)
     return 0;
 }
 
+void *tg__contiguous_bytes(tg_tensor *t, tg_dtype dt)
+{
+    if (!t || t->dtype != dt || !tg_is_contiguous(t))
+        return NULL;
+    return (char *)t->storage->data + (size_t)t->offset * tg_dtype_size(dt);
+}
+
 int tg_copy_in(tg_tensor *t, tg_dtype as, const void *src)
 {
     if (!tg__write_check("copy_in", t))

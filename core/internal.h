@@ -174,6 +174,12 @@ TG_HIDDEN int64_t tg__pool_cached_bytes(void);
 /* Blocks the pool has taken from the system so far (tests: a steady step
  * takes none). */
 TG_HIDDEN int64_t tg__pool_blocks_made(void);
+/* The bytes of every live storage (the sum of their nbytes, as asked, not
+ * as the pool rounds them), and the most there were at once since the last
+ * tg__storage_peak_reset (which returns the live bytes then): what a test
+ * holds a loader's peak to, whatever the pool or the system do with it. */
+TG_HIDDEN int64_t tg__storage_peak_reset(void);
+TG_HIDDEN int64_t tg__storage_peak_bytes(void);
 TG_HIDDEN void tg__pool_epoch(void);
 /* Whether the pool is on (not under valgrind, ASan or TG_NO_POOL=1): the
  * other per-step memory (scope slots, backward's walk arrays) is kept

@@ -40,6 +40,17 @@ TG_HIDDEN void tg__copy_into(tg_tensor *dst, const tg_tensor *src);
  * entries compare when a backward starts. */
 TG_HIDDEN bool tg__write_check(const char *op, tg_tensor *t);
 TG_HIDDEN void tg__write_done(tg_tensor *t);
+/* Where t's elements start, when t is contiguous (C order) and of dtype
+ * dt; else NULL. For the checkpoint readers, which read a file's bytes
+ * straight into a tensor rather than through a buffer and a copy: a
+ * tensor the user holds is written between the two guards above. */
+TG_HIDDEN void *tg__contiguous_bytes(tg_tensor *t, tg_dtype dt);
+/* A new contiguous tensor whose elements are not set (torch.empty), for a
+ * loader that writes every one before anyone reads it: memory touched once
+ * by the writes rather than also by zeroing. NULL with an error naming op
+ * on a bad shape or no memory. (core/tensor.c) */
+TG_HIDDEN tg_tensor *tg__empty(const char *op, tg_dtype dt, int ndim,
+                               const int64_t *shape);
 
 /* Sum of g's squared elements, in double: in fixed blocks shared among the
  * threads, so the same bits with any thread count. For the tape's |grad|

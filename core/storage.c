@@ -128,6 +128,7 @@ static struct {
     int n_used;
 } pool = {.lock = PTHREAD_MUTEX_INITIALIZER};
 static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
+static _Atomic int64_t storage_bytes, storage_peak; /* tg__storage_peak_bytes */
 static size_t page_size = 4096;
 
 /* The class of a request of n bytes, and its block size in *cap; -1 when
@@ -453,6 +454,27 @@ static void unlive(int c, size_t cap)
     pthread_mutex_unlock(&pool.lock);
 }
 
+/* storage_bytes += n (every storage's nbytes, pooled or not), raising
+ * storage_peak to it. */
+static void count_bytes(int64_t n)
+{
+    int64_t now =
+        atomic_fetch_add_explicit(&storage_bytes, n, memory_order_relaxed) + n;
+    int64_t peak = atomic_load_explicit(&storage_peak, memory_order_relaxed);
+    while (now > peak &&
+           !atomic_compare_exchange_weak(&storage_peak, &peak, now))
+        ;
+}
+
+int64_t tg__storage_peak_reset(void)
+{
+    int64_t now = atomic_load(&storage_bytes);
+    atomic_store(&storage_peak, now);
+    return now;
+}
+
+int64_t tg__storage_peak_bytes(void) { return atomic_load(&storage_peak); }
+
 tg_storage *tg__storage_new(size_t nbytes, bool zero_fill)
 {
     pthread_once(&pool_once, pool_init);
@@ -475,6 +497,7 @@ tg_storage *tg__storage_new(size_t nbytes, bool zero_fill)
         memset(b->s.data, 0, nbytes);
     b->s.nbytes = nbytes;
     b->s.version = 0;
+    count_bytes((int64_t)nbytes);
     atomic_init(&b->s.tape_refs, 0);
     atomic_init(&b->s.refcount, 1);
     return &b->s;
@@ -520,8 +543,10 @@ void tg__storage_release(tg_storage *s)
     int64_t was =
         atomic_fetch_sub_explicit(&s->refcount, 1, memory_order_acq_rel);
     TG_ASSERT(was > 0);
-    if (was == 1)
+    if (was == 1) {
+        count_bytes(-(int64_t)s->nbytes);
         pool_give((block *)s);
+    }
 }
 
 bool tg__pool_on(void)

@@ -376,6 +376,12 @@ tg_tensor *tg_zeros(tg_dtype dt, int ndim, const int64_t *shape)
     return tg__new("zeros", dt, ndim, shape, true);
 }
 
+tg_tensor *tg__empty(const char *op, tg_dtype dt, int ndim,
+                     const int64_t *shape)
+{
+    return tg__new(op, dt, ndim, shape, false);
+}
+
 /* Every element of t's storage set to v converted to t's dtype: one element
  * converted, copied over a block of up to 4 KiB in doubling steps, then the
  * block over the rest (memcpy's speed for every dtype; the element-by-element

@@ -17,9 +17,13 @@ int tg_embed_init(tg_embed *e, tg_dtype dt, int num, int dim, tg_rng *rng)
                   dim);
         return -1;
     }
-    tg_tensor *draw = tg_randn(rng, TG_FLOAT64, TG_SHAPE(num, dim));
-    e->weight = tg_keep(tg_to(draw, dt)); /* owned, out of any scope */
-    tg_release(draw);
+    if (rng == &tg__no_draw)
+        e->weight = tg__blank_weight(dt, TG_SHAPE(num, dim));
+    else {
+        tg_tensor *draw = tg_randn(rng, TG_FLOAT64, TG_SHAPE(num, dim));
+        e->weight = tg_keep(tg_to(draw, dt)); /* owned, out of any scope */
+        tg_release(draw);
+    }
     if (!e->weight)
         return -1;
     tg_set_requires_grad(e->weight, true);

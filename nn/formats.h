@@ -34,4 +34,29 @@ TG_HIDDEN int tg__params_adopt(const char *op, const char *path, tg_params *out,
 TG_HIDDEN int tg__load_npz_strict(const tg_params *ps, const char *path,
                                   const char *prefix);
 
+/* A .safetensors file open for a loader that streams it (nn/gpt_load.c):
+ * the header read and checked as tg_read_safetensors checks it (the same
+ * errors, "read_safetensors: <path>: ...", BOOL bytes included), and out
+ * given one tensor per entry, in the header's order, holding its shape and
+ * dtype but not its values (a broadcast element: no memory). The values
+ * then go from the file into a model's parameters a chunk at a time, so a
+ * load holds the model and a few MiB, never the file's tensors whole.
+ * NULL on error, out as it was. (nn/safetensors.c) */
+typedef struct tg__st_stream tg__st_stream;
+TG_HIDDEN tg__st_stream *tg__st_open(const char *path, tg_params *out);
+/* Closes the file and frees the stream (not out's tensors). NULL-safe. */
+TG_HIDDEN void tg__st_close(tg__st_stream *st);
+/* dst = the value of out's item i, converted to dst's dtype as tg_copy_
+ * converts; with transpose, dst is the 2-dim value transposed. dst has the
+ * shape (checked by the caller). 0 or -1 (a read error, no memory). */
+TG_HIDDEN int tg__st_copy(tg__st_stream *st, int i, tg_tensor *dst,
+                          bool transpose);
+/* Item i's whole value, as tg_read_safetensors reads it, for a loader
+ * that takes parts of it (views): borrowed, kept while i is one of the
+ * last two items asked for, until the stream closes. NULL on error. */
+TG_HIDDEN tg_tensor *tg__st_tensor(tg__st_stream *st, int i);
+/* *equal = tg_allclose(item a, item b, 0, 0), a chunk of each at a time.
+ * 0 or -1 (a read error, no memory). */
+TG_HIDDEN int tg__st_equal(tg__st_stream *st, int a, int b, bool *equal);
+
 #endif /* TAPEGRAD_FORMATS_H */

@@ -110,6 +110,13 @@ fail:
     return tg__error_wrap("gpt_init");
 }
 
+/* tg_gpt_init without the draws, for a loader that writes every weight
+ * (tg__no_draw: they are left unset). */
+int tg__gpt_build(tg_gpt *g, tg_gpt_config cfg)
+{
+    return tg_gpt_init(g, cfg, &tg__no_draw);
+}
+
 void tg_gpt_free(tg_gpt *g)
 {
     if (!g)

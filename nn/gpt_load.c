@@ -3,6 +3,7 @@
  * (x @ W, W (in,out)) where the file's layout needs it. The mapping is
  * documented in include/tapegrad_nn.h, beside the declarations. */
 #include "core/shared.h"
+#include "nn/formats.h"
 #include "nn/names.h"
 #include "nn/nn.h"
 
@@ -22,13 +23,15 @@ typedef enum layout {
  * left over is an unknown name. */
 typedef struct source {
     const tg_params *sd;
-    const char *prefix; /* before every name but lm_head's */
-    const char *outer;  /* before lm_head.weight */
-    bool *used;         /* sd->n flags */
-    tg__names by_name;  /* sd's names sorted: a lookup is log n comparisons,
+    const char *prefix;  /* before every name but lm_head's */
+    const char *outer;   /* before lm_head.weight */
+    bool *used;          /* sd->n flags */
+    tg__names by_name;   /* sd's names sorted: a lookup is log n comparisons,
                            where a scan per name made a state dict of n
                            tensors n^2 / 2 (a hostile llm.c file of 8,000
                            layers: 100 s) */
+    tg__st_stream *file; /* where the values are read from when sd holds
+                            placeholders (tg_gpt_load_pretrained), or NULL */
 } source;
 
 /* Where the name prefix + fmt... sits in the state dict, or -1. */
@@ -325,8 +328,12 @@ static bool tie_lm_head(const source *s, plan *p, int w, bool as_lm_head)
     if (p->has_lm_head && !expect(s, &p->lm_head, s->outer, "lm_head.weight", 2,
                                   p->cfg.vocab_size, p->cfg.n_embd))
         return false;
+    if (!p->has_lm_head)
+        return true;
+    if (s->file)
+        return tg__st_equal(s->file, p->lm_head.index, w,
+                            &p->cfg.tie_weights) == 0;
     p->cfg.tie_weights =
-        !p->has_lm_head ||
         tg_allclose(s->sd->items[p->lm_head.index].t, s->sd->items[w].t, 0, 0);
     return true;
 }
@@ -360,12 +367,21 @@ static bool make_plan(source *s, const tg_gpt_load_opts *o, plan *p)
 }
 
 /* dst = src[start : start + len] along dim (the whole of src when len is
- * 0), transposed when transpose is set: a view of the file's tensor copied
- * into the parameter in place, converting the dtype. 0 or -1 (no memory
- * for the view). */
-static int copy_part(tg_tensor *dst, tg_tensor *src, int dim, int64_t start,
-                     int64_t len, bool transpose)
+ * 0), transposed when transpose is set, src being the state dict's entry
+ * index: a view of the file's tensor copied into the parameter in place,
+ * converting the dtype. A whole entry of a streamed file goes straight
+ * from the file, a chunk at a time; a part, from the entry read whole once
+ * (tg__st_tensor keeps it for the next part). 0 or -1 (no memory for the
+ * view, a read error). */
+static int copy_part(const source *s, tg_tensor *dst, int index, int dim,
+                     int64_t start, int64_t len, bool transpose)
 {
+    if (s->file && !len)
+        return tg__st_copy(s->file, index, dst, transpose);
+    tg_tensor *src =
+        s->file ? tg__st_tensor(s->file, index) : s->sd->items[index].t;
+    if (!src)
+        return -1;
     tg_tensor *part = len ? tg_narrow(src, dim, start, len) : tg_retain(src);
     tg_tensor *view = part && transpose ? tg_transpose(part, 0, 1) : NULL;
     tg_tensor *from = transpose ? view : part;
@@ -381,12 +397,12 @@ static int copy_part(tg_tensor *dst, tg_tensor *src, int dim, int64_t start,
 static int copy_weight(const plan *p, const source *s, tg_tensor *dst,
                        const entry *e)
 {
-    return copy_part(dst, s->sd->items[e->index].t, 0, 0, 0, p->lay == LINEAR);
+    return copy_part(s, dst, e->index, 0, 0, 0, p->lay == LINEAR);
 }
 
 static int copy_vector(const source *s, tg_tensor *dst, const entry *e)
 {
-    return copy_part(dst, s->sd->items[e->index].t, 0, 0, 0, false);
+    return copy_part(s, dst, e->index, 0, 0, 0, false);
 }
 
 /* Head h of the fused c_attn: q, k, v are the output columns [0,C),
@@ -398,16 +414,16 @@ static int copy_head(const plan *p, const source *s, const block_entries *b,
                      tg_head *head, int h)
 {
     int64_t C = p->cfg.n_embd, hs = C / p->cfg.n_head;
-    tg_tensor *w = s->sd->items[b->c_attn_w.index].t;
     int out_dim = p->lay == LINEAR ? 0 : 1;
     bool lin = p->lay == LINEAR;
     tg_tensor *const ws[3] = {head->w_q, head->w_k, head->w_v};
     tg_tensor *const bs[3] = {head->b_q, head->b_k, head->b_v};
     for (int j = 0; j < 3; j++) {
         int64_t start = j * C + h * hs;
-        if (copy_part(ws[j], w, out_dim, start, hs, lin) < 0 ||
-            (bs[j] && copy_part(bs[j], s->sd->items[b->c_attn_b.index].t, 0,
-                                start, hs, false) < 0))
+        if (copy_part(s, ws[j], b->c_attn_w.index, out_dim, start, hs, lin) <
+                0 ||
+            (bs[j] &&
+             copy_part(s, bs[j], b->c_attn_b.index, 0, start, hs, false) < 0))
             return -1;
     }
     return 0;
@@ -445,8 +461,7 @@ static int copy_all(const plan *p, const source *s, tg_gpt *g)
         return -1;
     /* ours is (C,V): the nn.Linear (V,C) transposed */
     if (!p->cfg.tie_weights &&
-        copy_part(g->lm_head.weight, s->sd->items[p->lm_head.index].t, 0, 0, 0,
-                  true) < 0)
+        copy_part(s, g->lm_head.weight, p->lm_head.index, 0, 0, 0, true) < 0)
         return -1;
     for (int i = 0; i < p->cfg.n_layer; i++)
         if (copy_block(p, s, &p->blocks[i], &g->blocks[i]) < 0)
@@ -495,16 +510,19 @@ static void describe(const tg_gpt_load_opts *o, const plan *p,
 }
 
 /* Checks every name and shape first (make_plan), then builds the model of
- * the config they give (drawing its initial values from a fixed seed, all
- * overwritten) and copies the values in, with no tape; on success says
- * what it chose into o->loading_info. */
-static int from_state_dict(tg_gpt *g, const tg_params *sd,
+ * the config they give (drawing nothing: tg__gpt_build) and copies the
+ * values in, from sd or, when file is set, from the file (sd then holds
+ * its placeholders: tg__st_open), with no tape; on success says what it
+ * chose into o->loading_info. */
+static int from_state_dict(tg_gpt *g, const tg_params *sd, tg__st_stream *file,
                            const tg_gpt_load_opts *o, const char *naming)
 {
     tg_dtype dt = o->dtype;
     if (!tg__check_float_dtype("gpt_from_state_dict", dt))
         return -1;
-    source s = {.sd = sd, .used = tg__calloc((size_t)sd->n + 1, sizeof(bool))};
+    source s = {.sd = sd,
+                .used = tg__calloc((size_t)sd->n + 1, sizeof(bool)),
+                .file = file};
     plan p = {0};
     int rc = -1;
     bool indexed = s.used && tg__names_init(&s.by_name, (size_t)sd->n);
@@ -515,10 +533,8 @@ static int from_state_dict(tg_gpt *g, const tg_params *sd,
     if (!indexed)
         tg__error("gpt_from_state_dict: out of memory for %d names", sd->n);
     else if (make_plan(&s, o, &p)) {
-        tg_rng rng;
-        tg_rng_seed(&rng, 0);
         bool was = tg_set_grad_enabled(false);
-        if (tg_gpt_init(g, p.cfg, &rng) == 0) {
+        if (tg__gpt_build(g, p.cfg) == 0) {
             rc = copy_all(&p, &s, g);
             if (rc < 0) {
                 tg_gpt_free(g);
@@ -556,8 +572,8 @@ bool tg__gpt_check_load_opts(const char *op, const tg_gpt_load_opts *o)
 /* The public loaders' common entry (nn/nn.h): the model, the state dict
  * and the options checked in that order, as tg_gpt_from_state_dict always
  * checked its arguments. */
-int tg__gpt_from_state_dict_as(tg_gpt *g, const tg_params *sd,
-                               const tg_gpt_load_opts *opts, const char *naming)
+static int checked_entry(tg_gpt *g, const tg_params *sd, tg__st_stream *file,
+                         const tg_gpt_load_opts *opts, const char *naming)
 {
     if (!tg__init_begin("gpt_from_state_dict", "the model", g, sizeof *g, 0,
                         TG_FLOAT32, NULL, NULL))
@@ -568,7 +584,13 @@ int tg__gpt_from_state_dict_as(tg_gpt *g, const tg_params *sd,
     }
     if (!tg__gpt_check_load_opts("gpt_from_state_dict_with", opts))
         return -1;
-    return from_state_dict(g, sd, opts, naming);
+    return from_state_dict(g, sd, file, opts, naming);
+}
+
+int tg__gpt_from_state_dict_as(tg_gpt *g, const tg_params *sd,
+                               const tg_gpt_load_opts *opts, const char *naming)
+{
+    return checked_entry(g, sd, NULL, opts, naming);
 }
 
 int tg_gpt_from_state_dict_with(tg_gpt *g, const tg_params *sd,
@@ -601,9 +623,13 @@ int tg_gpt_load_pretrained_with(tg_gpt *g, const char *path,
     bool npz = len >= 4 && !strcmp(path + len - 4, ".npz");
     tg_params sd;
     tg_params_init(&sd);
-    int rc = (npz ? tg_read_npz(path, &sd) : tg_read_safetensors(path, &sd));
+    /* a .safetensors streamed: the model and a few MiB, not the file's
+     * tensors and the model at once */
+    tg__st_stream *file = npz ? NULL : tg__st_open(path, &sd);
+    int rc = npz ? tg_read_npz(path, &sd) : file ? 0 : -1;
     if (rc == 0)
-        rc = tg_gpt_from_state_dict_with(g, &sd, opts);
+        rc = checked_entry(g, &sd, file, opts, NULL);
+    tg__st_close(file);
     tg_params_release(&sd);
     if (rc < 0) {
         char what[TG_PARAM_NAME_MAX + 64];

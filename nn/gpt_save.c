@@ -133,9 +133,11 @@ static bool gpt2_names(tg_params *out, const tg_params *ps, const tg_gpt *g)
     ok = ok && same(out, ps, -1, "ln_f.gamma", "ln_f.weight");
     if (ok && g->cfg.bias != TG_GPT_BIAS_NONE)
         ok = same(out, ps, -1, "ln_f.beta", "ln_f.bias");
-    if (ok && !g->cfg.tie_weights) /* ours (C,V), GPT-2's (V,C) */
-        ok = put(out, "lm_head.weight",
-                 tg_keep(tg_contiguous(tg_transpose(g->lm_head.weight, 0, 1))));
+    if (ok && !g->cfg.tie_weights) { /* ours (C,V), GPT-2's (V,C) */
+        tg_tensor *t = tg_transpose(g->lm_head.weight, 0, 1);
+        ok = put(out, "lm_head.weight", tg_keep(tg_contiguous(t)));
+        tg_release(t); /* the view: outside a scope it would stay */
+    }
     return ok;
 }
 

@@ -35,6 +35,8 @@
  * owned by the module (taken out of any open scope). */
 static tg_tensor *projection(tg_rng *rng, tg_dtype dt, int n_embd, int hs)
 {
+    if (rng == &tg__no_draw)
+        return tg__blank_weight(dt, TG_SHAPE(n_embd, hs));
     tg_tensor *draw = tg_randn(rng, TG_FLOAT64, TG_SHAPE(n_embd, hs));
     tg_tensor *scaled = tg_scale(draw, 1.0 / sqrt(n_embd));
     tg_tensor *w = tg_keep(tg_to(scaled, dt));

@@ -13,6 +13,8 @@
 static tg_tensor *uniform(tg_rng *rng, tg_dtype dt, int ndim,
                           const int64_t *shape, double bound)
 {
+    if (rng == &tg__no_draw)
+        return tg__blank_weight(dt, ndim, shape);
     tg_tensor *u = tg_rand(rng, TG_FLOAT64, ndim, shape);
     tg_tensor *u2 = tg_scale(u, 2.0);
     tg_tensor *centred = tg_add_scalar(u2, -1.0); /* U(-1, 1) */

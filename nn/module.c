@@ -2,6 +2,7 @@
  * check that a module is initialised before it is used. Every message
  * names the op ("linear_init: ..."), so a caller sees which module of a
  * nested one refused. */
+#include "core/shared.h"
 #include "nn/nn.h"
 
 #include <string.h>
@@ -42,4 +43,13 @@ bool tg__module_ready(const char *op, const char *what, const void *m,
         return true;
     tg__error("%s: %s %s", op, what, m ? "is not initialised" : "is NULL");
     return false;
+}
+
+tg_rng tg__no_draw;
+
+tg_tensor *tg__blank_weight(tg_dtype dt, int ndim, const int64_t *shape)
+{
+    tg_tensor *w = tg_keep(tg__empty("init", dt, ndim, shape));
+    tg_set_requires_grad(w, true);
+    return w;
 }

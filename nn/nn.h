@@ -40,6 +40,26 @@ TG_HIDDEN bool tg__init_begin(const char *op, const char *what, void *m,
                               size_t size, unsigned takes, tg_dtype dt,
                               const void *cfg, const tg_rng *rng);
 
+/* The rng a model is built with when a loader is to overwrite every
+ * parameter (tg__gpt_build): a module's init given it draws nothing and
+ * makes its weights of dt directly, unset (tg__blank_weight), which costs
+ * neither the draws, nor their float64 temporaries, nor a pass zeroing
+ * memory that the loader writes anyway (nn/module.c). Never read or
+ * advanced. */
+TG_HIDDEN extern tg_rng tg__no_draw;
+
+/* tg_gpt_init(g, cfg, &tg__no_draw): the model of cfg with nothing drawn;
+ * its weights are unset until the caller writes every one of them (its
+ * layer norms and q/k/v biases are made as always, ones and zeros). Errors
+ * as tg_gpt_init's (nn/gpt.c). */
+TG_HIDDEN int tg__gpt_build(tg_gpt *g, tg_gpt_config cfg);
+
+/* A leaf of dt and shape whose elements are unset (tg__empty), requiring
+ * grad, owned by the module (out of any scope): a weight of a module built
+ * with tg__no_draw. */
+TG_HIDDEN tg_tensor *tg__blank_weight(tg_dtype dt, int ndim,
+                                      const int64_t *shape);
+
 /* Errors, naming op and the module as what ("the layer"), unless m is
  * initialised: "<op>: <what> is NULL" for a NULL m, "<op>: <what> is not
  * initialised" when initialised is false (the caller's test of a part

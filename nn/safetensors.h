@@ -70,7 +70,8 @@ typedef struct st_file {
     char *names; /* every entry's name, NUL after each */
     st_entry *entries;
     size_t n;
-    tg__names by_name; /* the entries by name, sorted (tg__names_find) */
+    tg__names by_name;    /* the entries by name, sorted (tg__names_find) */
+    unsigned char *chunk; /* a stream's buffer (nn/safetensors.c) */
 } st_file;
 
 /* Sets the error "<op>: <path>: <problem>" and returns false. */

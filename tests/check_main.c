@@ -200,6 +200,7 @@ static const struct {
     {"inplace", inplace_suite},
     {"retain", retain_suite},
     {"gpt2", gpt2_suite},
+    {"load", load_suite},
     {"llmc", llmc_suite},
     {"gpt_opts", gpt_opts_suite},
     {"threads", threads_suite},

@@ -45,6 +45,7 @@ Suite *everyday_suite(void);
 Suite *inplace_suite(void);
 Suite *retain_suite(void);
 Suite *gpt2_suite(void);
+Suite *load_suite(void);
 Suite *llmc_suite(void);
 Suite *gpt_opts_suite(void);
 Suite *threads_suite(void);
