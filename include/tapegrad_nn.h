@@ -451,6 +451,10 @@ typedef struct tg_gpt_config {
     double embd_dropout;  /**< on tok + pos, in training, in [0, 1) */
     double attn_dropout;  /**< on every head's weights, in training */
     double resid_dropout; /**< after each attention projection and MLP */
+    /** Each block a tg_checkpoint segment in training: its activations
+     * recomputed in backward, not kept (less memory, one more block
+     * forward per step; the same gradients, bit for bit) */
+    bool checkpoint;
 } tg_gpt_config;
 
 /** A tiny GPT built from cfg by tg_gpt_init. */
