@@ -57,7 +57,7 @@ static void segment_free(tg_node *n) { free(n->state); }
 static int checkpoint_vjp(const tg_node *n, tg_tensor *dy, tg_tensor **dx)
 {
     (void)n, (void)dy, (void)dx;
-    tg__error("checkpoint: a backward that records its graph "
+    tg__error("tg_checkpoint: a backward that records its graph "
               "(TG_CREATE_GRAPH: second order, tg_hvp, tg_gradgradcheck) "
               "through tg_checkpoint is not supported; run the segment "
               "without tg_checkpoint to differentiate it twice");
@@ -67,7 +67,7 @@ static int checkpoint_vjp(const tg_node *n, tg_tensor *dy, tg_tensor **dx)
 static int checkpoint_jvp(const tg_node *n, tg_tensor *const *t, tg_tensor **ty)
 {
     (void)n, (void)t, (void)ty;
-    tg__error("checkpoint: forward mode (tg_jvp) through tg_checkpoint is "
+    tg__error("tg_checkpoint: forward mode (tg_jvp) through tg_checkpoint is "
               "not supported: its entry keeps none of the segment's ops; run "
               "the segment without tg_checkpoint");
     return -1;
@@ -98,7 +98,7 @@ static bool make_leaves(const tg_node *n, tg_tensor **xl)
 {
     for (int i = 0; i < n->n_in; i++) {
         tg_tensor *x = n->in[i];
-        xl[i] = x->node ? tg__leaf_over("checkpoint", x) : tg_retain(x);
+        xl[i] = x->node ? tg__leaf_over("tg_checkpoint", x) : tg_retain(x);
         if (!xl[i])
             return false;
     }
@@ -112,22 +112,23 @@ static tg_tensor *recompute(const tg_node *n, tg_tensor *const *xl)
     const segment *s = n->state;
     tg_rng keep;
     rng_rewind(s, &keep, false);
-    tg_tensor *y = tg__call_user_fn("checkpoint: recompute", s->f, s->ctx,
+    tg_tensor *y = tg__call_user_fn("tg_checkpoint: recompute", s->f, s->ctx,
                                     n->n_in, xl, true);
     rng_rewind(s, &keep, true);
     if (!y) {
-        tg__error_wrap("checkpoint: recompute");
+        tg__error_wrap("tg_checkpoint: recompute");
         return NULL;
     }
     if (y->ndim != n->out_ndim || y->dtype != s->dtype ||
         memcmp(y->shape, n->out_shape, sizeof(int64_t) * (size_t)y->ndim)) {
         tg_tensor was = {.ndim = n->out_ndim, .dtype = s->dtype};
         memcpy(was.shape, n->out_shape, sizeof was.shape);
-        tg__error("checkpoint: the segment gave %s %s on recompute, %s %s in "
-                  "the forward: it must compute the same from the same "
-                  "inputs",
-                  tg_dtype_name(y->dtype), TG_SHP(y), tg_dtype_name(s->dtype),
-                  TG_SHP(&was));
+        tg__error(
+            "tg_checkpoint: the segment gave %s %s on recompute, %s %s in "
+            "the forward: it must compute the same from the same "
+            "inputs",
+            tg_dtype_name(y->dtype), TG_SHP(y), tg_dtype_name(s->dtype),
+            TG_SHP(&was));
         tg_release(y);
         return NULL;
     }
@@ -146,7 +147,7 @@ static bool own_graph(tg_tensor *y, uint64_t since, int n_in,
     bool ok = true;
     for (int64_t e = 0; ok && e < w.count; e++)
         if (w.order[e]->seq < since) {
-            tg__error("checkpoint: the segment reads a tensor made by '%s' "
+            tg__error("tg_checkpoint: the segment reads a tensor made by '%s' "
                       "before it that is not among its inputs; pass it as an "
                       "input",
                       w.order[e]->op->name);
@@ -160,7 +161,7 @@ static bool own_graph(tg_tensor *y, uint64_t since, int n_in,
             used[i] = true;
             continue;
         }
-        tg__error("checkpoint: the segment reads a tensor %s that requires "
+        tg__error("tg_checkpoint: the segment reads a tensor %s that requires "
                   "grad and is not among its inputs; pass it as an input",
                   TG_SHP(w.leaves[l].leaf));
         ok = false;
@@ -200,7 +201,7 @@ static void checkpoint_backward(tg_node *n, tg_tensor *dy)
     bool *ask = xl ? tg__calloc((size_t)n_in, sizeof *ask) : NULL;
     if (!ask) {
         free(xl);
-        tg__error("checkpoint: out of memory for the recomputation");
+        tg__error("tg_checkpoint: out of memory for the recomputation");
         tg__accumulate(n, 0, NULL); /* stops the walk */
         return;
     }
@@ -251,7 +252,7 @@ static const tg_op checkpoint_op = {.name = "checkpoint",
 static bool args_ok(tg_fn f, int n, tg_tensor *const *in)
 {
     if (!f || n < 1 || !in) {
-        tg__error("checkpoint: needs a segment function and n >= 1 inputs "
+        tg__error("tg_checkpoint: needs a segment function and n >= 1 inputs "
                   "(got f %s, n = %d, inputs %s)",
                   f ? "given" : "NULL", n, in ? "given" : "NULL");
         return false;
@@ -259,14 +260,14 @@ static bool args_ok(tg_fn f, int n, tg_tensor *const *in)
     for (int i = 0; i < n; i++) {
         if (!in[i]) {
             if (!tg_last_error()[0]) /* a failed call's NULL: its error */
-                tg__error("checkpoint: input %d is NULL", i);
+                tg__error("tg_checkpoint: input %d is NULL", i);
             return false;
         }
-        if (TG_BAD("checkpoint", in[i]))
+        if (TG_BAD("tg_checkpoint", in[i]))
             return false;
         for (int j = 0; j < i; j++)
             if (in[j] == in[i]) {
-                tg__error("checkpoint: inputs %d and %d are one tensor %s; "
+                tg__error("tg_checkpoint: inputs %d and %d are one tensor %s; "
                           "pass each tensor once",
                           j, i, TG_SHP(in[i]));
                 return false;
@@ -281,13 +282,14 @@ static bool output_ok(const tg_tensor *y, int n, tg_tensor *const *in)
 {
     for (int i = 0; i < n; i++)
         if (y == in[i]) {
-            tg__error("checkpoint: the segment returned its input %d itself; "
-                      "return a new tensor",
-                      i);
+            tg__error(
+                "tg_checkpoint: the segment returned its input %d itself; "
+                "return a new tensor",
+                i);
             return false;
         }
     if (y->node) {
-        tg__error("checkpoint: the segment returned %s, the output of '%s' "
+        tg__error("tg_checkpoint: the segment returned %s, the output of '%s' "
                   "on the tape: return a tensor it computed",
                   TG_SHP(y), y->node->op->name);
         return false;
@@ -319,7 +321,7 @@ tg_tensor *tg_checkpoint(tg_fn f, void *ctx, int n, tg_tensor *const *inputs,
         return NULL;
     segment *s = tg__malloc(sizeof *s);
     if (!s) {
-        tg__error("checkpoint: out of memory");
+        tg__error("tg_checkpoint: out of memory");
         return NULL;
     }
     *s = (segment){.f = f, .ctx = ctx, .rng = rng};
@@ -329,12 +331,12 @@ tg_tensor *tg_checkpoint(tg_fn f, void *ctx, int n, tg_tensor *const *inputs,
     int line;
     tg__callsite(&file, &line);
     tg_tensor *y =
-        tg__call_user_fn("checkpoint: segment", f, ctx, n, inputs, false);
+        tg__call_user_fn("tg_checkpoint: segment", f, ctx, n, inputs, false);
     if (!y || !output_ok(y, n, inputs)) {
         if (y)
             tg_release(y);
         else
-            tg__error_wrap("checkpoint: segment");
+            tg__error_wrap("tg_checkpoint: segment");
         free(s);
         return NULL;
     }

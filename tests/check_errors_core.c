@@ -321,7 +321,7 @@ static bool checkpoint_backward_fails(env *e, tg_fn f, void *ctx)
 {
     tg_tensor *y = temp(tg_checkpoint(f, ctx, 1, &e->x, NULL));
     if (!y)
-        note("checkpoint: the forward failed: %s", tg_last_error());
+        note("tg_checkpoint: the forward failed: %s", tg_last_error());
     bool failed = tg_backward(temp(tg_sum_all(y))) < 0;
     tg_zero_grad(e->x);
     return failed;
@@ -770,45 +770,45 @@ static void core_table(table_walk *w, env *e)
     /* activation checkpointing: the call, the segment at the forward and
      * at the recomputation, what it refuses (second order, forward mode) */
     ROW("checkpoint NULL f", tg_checkpoint(NULL, NULL, 1, &e->x, NULL),
-        "checkpoint:", "f NULL");
+        "tg_checkpoint:", "f NULL");
     ROW("checkpoint no inputs", tg_checkpoint(exp_fn, NULL, 0, &e->x, NULL),
-        "checkpoint:", "n >= 1 inputs", "n = 0");
+        "tg_checkpoint:", "n >= 1 inputs", "n = 0");
     ROW("checkpoint NULL inputs", tg_checkpoint(exp_fn, NULL, 1, NULL, NULL),
-        "checkpoint:", "inputs NULL");
+        "tg_checkpoint:", "inputs NULL");
     ROW("checkpoint NULL input",
         tg_checkpoint(exp_fn, NULL, 1, (tg_tensor *[]){NUL}, NULL),
-        "checkpoint: input 0 is NULL");
+        "tg_checkpoint: input 0 is NULL");
     ROW("checkpoint input twice",
         tg_checkpoint(exp_fn, NULL, 2, (tg_tensor *[]){e->x, e->x}, NULL),
-        "checkpoint:", "inputs 0 and 1 are one tensor (4,8,32)");
+        "tg_checkpoint:", "inputs 0 and 1 are one tensor (4,8,32)");
     ROW("checkpoint segment fails",
         tg_checkpoint(misaligned_fn, e->m, 1, &e->x, NULL),
-        "checkpoint: segment: ", MATMUL_MSG);
+        "tg_checkpoint: segment: ", MATMUL_MSG);
     ROW("checkpoint segment returns NULL",
         tg_checkpoint(silent_null_fn, NULL, 1, &e->x, NULL),
-        "checkpoint: segment: ", "returned NULL");
+        "tg_checkpoint: segment: ", "returned NULL");
     ROW("checkpoint segment returns its input",
         tg_checkpoint(ck_identity_fn, NULL, 1, &e->x, NULL),
-        "checkpoint:", "returned its input 0 itself");
+        "tg_checkpoint:", "returned its input 0 itself");
     ROW_IF("checkpoint segment fails on recompute",
            checkpoint_backward_fails(e, ck_fails_later_fn, (int[]){0}),
            "backward of 'checkpoint'",
-           "checkpoint: recompute: ", "returned NULL");
+           "tg_checkpoint: recompute: ", "returned NULL");
     ROW_IF("checkpoint another shape on recompute",
            checkpoint_backward_fails(e, ck_reshaped_fn, (int[]){0}),
-           "checkpoint:", "float64 (32,32) on recompute",
+           "tg_checkpoint:", "float64 (32,32) on recompute",
            "float64 (4,8,32) in the forward");
     ROW_IF("checkpoint segment reads a tensor not an input",
            checkpoint_backward_fails(e, ck_reads_ctx_fn, grad_leaf32()),
-           "checkpoint:", "reads a tensor (32,) that requires grad",
+           "tg_checkpoint:", "reads a tensor (32,) that requires grad",
            "not among its inputs");
     ROW_RC("checkpoint second order",
            tg_grads(temp(tg_sum_all(temp(ck_exp_fn(&e->x, NULL)))), NULL, 1,
                     &e->x, two_out, TG_CREATE_GRAPH),
-           "checkpoint:", "TG_CREATE_GRAPH", "tg_checkpoint");
+           "tg_checkpoint:", "TG_CREATE_GRAPH", "second order");
     ROW_RC("checkpoint forward mode",
            tg_jvp(ck_exp_fn, NULL, 1, &e->x, &e->x, NULL, two_out),
-           "checkpoint:", "forward mode (tg_jvp) through tg_checkpoint");
+           "tg_checkpoint:", "forward mode (tg_jvp) through tg_checkpoint");
 
     /* eye, linspace, randint, randperm; the typed constructors */
     ROW("eye negative size", tg_eye(TG_FLOAT64, 2, -1), "eye:", "-1");
