@@ -350,7 +350,9 @@ static bool walk_release(walk *w, bool ok)
     else
         settle_leaves(&w->plan, ok);
     tg__walk_done(&w->plan);
-    tg__pool_epoch(); /* a step's end, usually: see core/tensor.c */
+    if (!w->nested)       /* a walk inside a backward (tg_checkpoint's) ends no
+                       step: the pool keeps its blocks for the outer one */
+        tg__pool_epoch(); /* a step's end, usually: see core/tensor.c */
     if (w->profiled)
         tg__profile_walk_end(w->ops_ms);
     return ok;

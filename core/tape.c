@@ -168,6 +168,8 @@ bool tg_is_grad_enabled(void) { return !grad_disabled; }
 
 bool tg__in_backward(void) { return in_backward; }
 
+uint64_t tg__tape_next_seq(void) { return next_seq; }
+
 bool tg__set_in_backward(bool on)
 {
     bool was = in_backward;

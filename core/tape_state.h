@@ -57,6 +57,10 @@ TG_HIDDEN bool tg__tape_keeps_record(void);
  * gradients); tg__set_in_backward sets it and returns what it was. */
 TG_HIDDEN bool tg__in_backward(void);
 TG_HIDDEN bool tg__set_in_backward(bool on);
+/* The seq the next entry recorded on this thread gets: every entry
+ * recorded from now on has one at least this (tg_checkpoint tells the
+ * entries of its recomputation from those before it). */
+TG_HIDDEN uint64_t tg__tape_next_seq(void);
 /* Entry n's backward ran: it releases what it held for it (inputs, saved
  * tensors, its output's storage), and a later walk through it is an
  * error. */

@@ -1191,6 +1191,48 @@ int tg_gradcheck(tg_fn f, void *ctx, int n_inputs, tg_tensor *const *inputs,
                  const tg_gradcheck_opts *opts, tg_gradcheck_report *report);
 
 /* ===================================================================== */
+/* Activation checkpointing                                               */
+/* ===================================================================== */
+
+/** y = f(inputs, ctx), recomputed in backward instead of kept: PyTorch's
+ * torch.utils.checkpoint(f, *inputs, use_reentrant=False), llm.c's
+ * recompute. f runs once now with grad mode off, so none of its
+ * intermediates stay alive; the tape gets ONE entry, "checkpoint", that
+ * holds only the n inputs. Its backward runs f again with grad mode on (on
+ * the inputs' values, which an in-place write cannot change meanwhile: it
+ * is refused, as for any entry's inputs), walks that graph back from the
+ * upstream gradient and adds each input's gradient into it; the segment's
+ * graph goes when that walk ends. The gradients are the same bits as
+ * without tg_checkpoint: the same ops on the same values.
+ *
+ * Segment: f must compute the same from the same inputs; everything it
+ * reads that requires grad must be among inputs (a parameter too: f may
+ * read the parameter itself from ctx, as a module does; a non-leaf input
+ * reaches it as a detached leaf over the same elements on recompute).
+ * Dropout: rng is the generator f draws from (NULL: none); its state is
+ * noted before f runs and rewound for the recomputation, so that dropout
+ * draws the same mask, then put back as the backward found it, so that
+ * the recomputation draws nothing from the caller's stream.
+ *
+ * Not supported, refused with an error naming tg_checkpoint when reached:
+ * a backward that records (TG_CREATE_GRAPH, tg_hvp, tg_gradgradcheck:
+ * second order) and forward mode (tg_jvp). Both need the segment's own
+ * recorded rules, which the entry keeps none of by design; the recomputed
+ * graph is built from detached leaves, so its gradient is no function of
+ * the inputs on the tape, and a second derivative through it would be a
+ * silent zero. Run the segment without tg_checkpoint to differentiate it
+ * twice. One output (use tg_cat for several, and slice after).
+ *
+ * Returns y (a new reference), or NULL with an error: f NULL, n < 1,
+ * inputs NULL, an input NULL or released or given twice, f failing or
+ * returning NULL (its error kept, after "tg_checkpoint: segment"), or f
+ * returning an input itself or a tensor already on the tape. In backward,
+ * f failing, or giving another shape or dtype, or reading a tensor that
+ * requires grad and is no input, fails the walk with the error. */
+tg_tensor *tg_checkpoint(tg_fn f, void *ctx, int n, tg_tensor *const *inputs,
+                         tg_rng *rng);
+
+/* ===================================================================== */
 /* Gradients of gradients, and forward mode                               */
 /* ===================================================================== */
 

@@ -47,6 +47,7 @@
 #define tg_backward_retain(...) TG_SITE_((tg_backward_retain)(__VA_ARGS__))
 #define tg_backward_with(...)   TG_SITE_((tg_backward_with)(__VA_ARGS__))
 #define tg_cat(...)             TG_CALL_(tg_cat, (tg_cat)(__VA_ARGS__))
+#define tg_checkpoint(...)      TG_CALL_(tg_checkpoint, (tg_checkpoint)(__VA_ARGS__))
 #define tg_clamp(...)           TG_CALL_(tg_clamp, (tg_clamp)(__VA_ARGS__))
 #define tg_contiguous(...)      TG_CALL_(tg_contiguous, (tg_contiguous)(__VA_ARGS__))
 #define tg_copy_(...)           TG_SITE_((tg_copy_)(__VA_ARGS__))

@@ -168,6 +168,40 @@ static tg_tensor *tied_logits(tg_gpt *g, tg_tensor *x)
     return logits;
 }
 
+/* The block (ctx) as a tg_checkpoint segment: in[0] is x, the rest its
+ * parameters, which it reads from the block itself. */
+static tg_tensor *block_segment(tg_tensor *const *in, void *ctx)
+{
+    return tg_block_forward(ctx, in[0]);
+}
+
+/* Block i of x, as a checkpointed segment when the config asks and the
+ * tape would record it (cfg.checkpoint): its inputs x and the block's
+ * parameters, its rng the dropout's. */
+static tg_tensor *block_step(tg_gpt *g, int i, tg_tensor *x)
+{
+    tg_block *b = &g->blocks[i];
+    if (!g->cfg.checkpoint || !x || !tg_is_grad_enabled())
+        return tg_block_forward(b, x);
+    tg_params ps;
+    tg_params_init(&ps);
+    tg_tensor **in = NULL;
+    tg_tensor *y = NULL;
+    if (tg_block_params(b, &ps, NULL) == 0 &&
+        !(in = tg__calloc((size_t)ps.n + 1, sizeof *in)))
+        tg__error("gpt: out of memory for block %d's checkpoint", i);
+    if (in) {
+        in[0] = x;
+        for (int k = 0; k < ps.n; k++)
+            in[k + 1] = ps.items[k].t;
+        y = tg_checkpoint(block_segment, b, ps.n + 1, in,
+                          g->training ? g->rng : NULL);
+    }
+    free(in);
+    tg_params_free(&ps);
+    return y;
+}
+
 /* x = dropout(tok[ids] + pos[0:T])             (B,T,C) + (T,C) -> (B,T,C)
  * x = block_i(x), i = 0..n_layer-1                               (B,T,C)
  * logits = ln_f(x) @ W_lm   (W_lm = tok.weight^T when tied)      (B,T,V) */
@@ -183,7 +217,7 @@ tg_tensor *tg_gpt_forward(tg_gpt *g, tg_tensor *ids)
     x = tg__module_dropout("gpt", "tg_gpt_train", x, g->cfg.embd_dropout,
                            g->training, g->rng);
     for (int i = 0; i < g->cfg.n_layer; i++)
-        x = tg__then(x, tg_block_forward(&g->blocks[i], x));
+        x = tg__then(x, block_step(g, i, x));
     x = tg__then(x, tg_layernorm_forward(&g->ln_f, x));
     if (g->cfg.tie_weights)
         return tg__then(x, x ? tied_logits(g, x) : NULL);

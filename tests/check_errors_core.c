@@ -278,6 +278,62 @@ static bool custom_backward_fails(env *e, const tg_custom_op *op)
     return f;
 }
 
+/* tg_checkpoint's segments: exp of x (ctx NULL), or of x reshaped (ctx
+ * a counter: the recomputation, the second call, is of another shape), or
+ * failing when the counter reaches 1 (recompute), or reading ctx, a
+ * tensor that requires grad and is no input. */
+static tg_tensor *ck_reshaped_fn(tg_tensor *const *in, void *ctx)
+{
+    int *calls = ctx;
+    if ((*calls)++ == 0)
+        return tg_exp(in[0]);
+    return tg_exp(temp(tg_reshape(in[0], TG_SHAPE(32, 32))));
+}
+
+static tg_tensor *ck_fails_later_fn(tg_tensor *const *in, void *ctx)
+{
+    int *calls = ctx;
+    return (*calls)++ == 0 ? tg_exp(in[0]) : NULL;
+}
+
+static tg_tensor *ck_reads_ctx_fn(tg_tensor *const *in, void *ctx)
+{
+    return tg_mul(in[0], (tg_tensor *)ctx);
+}
+
+/* A float64 (32,) leaf that requires grad, released after the row. */
+static tg_tensor *grad_leaf32(void)
+{
+    tg_tensor *t = temp(tg_ones(TG_FLOAT64, TG_SHAPE(32)));
+    tg_set_requires_grad(t, true);
+    return t;
+}
+
+static tg_tensor *ck_identity_fn(tg_tensor *const *in, void *ctx)
+{
+    (void)ctx;
+    return tg_retain(in[0]);
+}
+
+/* sum(tg_checkpoint(f, ctx, x)), then its backward: true when the
+ * backward (or the forward) failed. */
+static bool checkpoint_backward_fails(env *e, tg_fn f, void *ctx)
+{
+    tg_tensor *y = temp(tg_checkpoint(f, ctx, 1, &e->x, NULL));
+    if (!y)
+        note("tg_checkpoint: the forward failed: %s", tg_last_error());
+    bool failed = tg_backward(temp(tg_sum_all(y))) < 0;
+    tg_zero_grad(e->x);
+    return failed;
+}
+
+/* The segment exp as a tg_fn: tg_checkpoint(exp) of in[0]. */
+static tg_tensor *ck_exp_fn(tg_tensor *const *in, void *ctx)
+{
+    (void)ctx;
+    return tg_checkpoint(exp_fn, NULL, 1, in, NULL);
+}
+
 /* Functions under a check that misuse their lent input. */
 static tg_tensor *releases_input_fn(tg_tensor *const *in, void *ctx)
 {
@@ -711,6 +767,49 @@ static void core_table(table_walk *w, env *e)
            custom_backward_fails(e, &save_backward_op), "save_late (at ",
            "backward: ", "tg_custom_save is for the forward");
 
+    /* activation checkpointing: the call, the segment at the forward and
+     * at the recomputation, what it refuses (second order, forward mode) */
+    ROW("checkpoint NULL f", tg_checkpoint(NULL, NULL, 1, &e->x, NULL),
+        "tg_checkpoint:", "f NULL");
+    ROW("checkpoint no inputs", tg_checkpoint(exp_fn, NULL, 0, &e->x, NULL),
+        "tg_checkpoint:", "n >= 1 inputs", "n = 0");
+    ROW("checkpoint NULL inputs", tg_checkpoint(exp_fn, NULL, 1, NULL, NULL),
+        "tg_checkpoint:", "inputs NULL");
+    ROW("checkpoint NULL input",
+        tg_checkpoint(exp_fn, NULL, 1, (tg_tensor *[]){NUL}, NULL),
+        "tg_checkpoint: input 0 is NULL");
+    ROW("checkpoint input twice",
+        tg_checkpoint(exp_fn, NULL, 2, (tg_tensor *[]){e->x, e->x}, NULL),
+        "tg_checkpoint:", "inputs 0 and 1 are one tensor (4,8,32)");
+    ROW("checkpoint segment fails",
+        tg_checkpoint(misaligned_fn, e->m, 1, &e->x, NULL),
+        "tg_checkpoint: segment: ", MATMUL_MSG);
+    ROW("checkpoint segment returns NULL",
+        tg_checkpoint(silent_null_fn, NULL, 1, &e->x, NULL),
+        "tg_checkpoint: segment: ", "returned NULL");
+    ROW("checkpoint segment returns its input",
+        tg_checkpoint(ck_identity_fn, NULL, 1, &e->x, NULL),
+        "tg_checkpoint:", "returned its input 0 itself");
+    ROW_IF("checkpoint segment fails on recompute",
+           checkpoint_backward_fails(e, ck_fails_later_fn, (int[]){0}),
+           "backward of 'checkpoint'",
+           "tg_checkpoint: recompute: ", "returned NULL");
+    ROW_IF("checkpoint another shape on recompute",
+           checkpoint_backward_fails(e, ck_reshaped_fn, (int[]){0}),
+           "tg_checkpoint:", "float64 (32,32) on recompute",
+           "float64 (4,8,32) in the forward");
+    ROW_IF("checkpoint segment reads a tensor not an input",
+           checkpoint_backward_fails(e, ck_reads_ctx_fn, grad_leaf32()),
+           "tg_checkpoint:", "reads a tensor (32,) that requires grad",
+           "not among its inputs");
+    ROW_RC("checkpoint second order",
+           tg_grads(temp(tg_sum_all(temp(ck_exp_fn(&e->x, NULL)))), NULL, 1,
+                    &e->x, two_out, TG_CREATE_GRAPH),
+           "tg_checkpoint:", "TG_CREATE_GRAPH", "second order");
+    ROW_RC("checkpoint forward mode",
+           tg_jvp(ck_exp_fn, NULL, 1, &e->x, &e->x, NULL, two_out),
+           "tg_checkpoint:", "forward mode (tg_jvp) through tg_checkpoint");
+
     /* eye, linspace, randint, randperm; the typed constructors */
     ROW("eye negative size", tg_eye(TG_FLOAT64, 2, -1), "eye:", "-1");
     ROW("eye unknown dtype", tg_eye((tg_dtype)7, 2, 2), "eye:", "dtype 7");
@@ -785,6 +884,8 @@ static void core_null_table(table_walk *w, env *e)
     NULL_ROW_IF("get", isnan(tg_get(NUL, (int64_t[]){0})));
     NULL_ROW_IF("item", isnan(tg_item(NUL)));
     NULL_ROW_RC("set", tg_set(NUL, (int64_t[]){0}, 1));
+    NULL_ROW("checkpoint",
+             tg_checkpoint(exp_fn, NULL, 1, (tg_tensor *[]){NUL}, NULL));
 
     /* autograd (the void ones: the kept error is the only sign) */
     NULL_ROW_IF("set_requires_grad", (tg_set_requires_grad(NUL, true), true));

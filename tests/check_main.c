@@ -177,6 +177,7 @@ static const struct {
     {"tape", tape_suite},
     {"gradcheck", gradcheck_suite},
     {"custom", custom_suite},
+    {"recompute", recompute_suite},
     {"errors_core", errors_core_suite},
     {"errors_ops", errors_ops_suite},
     {"errors_nn", errors_nn_suite},

@@ -805,6 +805,48 @@ START_TEST(llmc_fails_cleanly)
 }
 END_TEST
 
+/* A GPT step with its blocks checkpointed (tg_checkpoint): the forward
+ * of each segment, its entry, and in backward the recomputation, its
+ * walk and the gradients added; dropout on. */
+static int checkpoint_run(void *out)
+{
+    double *v = out;
+    tg_rng rng;
+    tg_rng_seed(&rng, 1);
+    tg_gpt_config cfg = {.vocab_size = 7,
+                         .block_size = 4,
+                         .n_embd = 8,
+                         .n_head = 2,
+                         .n_layer = 2,
+                         .gelu = true,
+                         .dtype = TG_FLOAT64,
+                         .resid_dropout = 0.1,
+                         .checkpoint = true};
+    tg_gpt g;
+    if (tg_gpt_init(&g, cfg, &rng) < 0)
+        return -1;
+    tg_gpt_train(&g, true, &rng);
+    tg_tensor *ids = tg_randint(&rng, 0, 7, TG_SHAPE(2, 4));
+    tg_tensor *loss = ids ? tg_gpt_loss(&g, ids, ids) : NULL;
+    int rc = loss && tg_backward(loss) == 0 ? 0 : -1;
+    const tg_tensor *gr = rc == 0 ? tg_grad(g.blocks[0].ln1.gamma) : NULL;
+    if (gr) {
+        v[0] = tg_item(loss);
+        v[1] = tg_get(gr, (int64_t[]){0});
+    }
+    tg_release(loss);
+    tg_release(ids);
+    tg_gpt_free(&g);
+    return gr ? 0 : -1;
+}
+
+START_TEST(checkpoint_fails_cleanly)
+{
+    double want[2], got[2];
+    each_allocation_fails(checkpoint_run, want, got, sizeof want);
+}
+END_TEST
+
 /* ---- pictures --------------------------------------------------------------- */
 
 /* A heatmap (and one masked, on the diverging scale), a line chart and a
@@ -1041,6 +1083,7 @@ Suite *oom_suite(void)
     tcase_add_test(tc, gradcheck_and_generate_fail_cleanly);
     tcase_add_test(tc, second_order_fails_cleanly);
     tcase_add_test(tc, llmc_fails_cleanly);
+    tcase_add_test(tc, checkpoint_fails_cleanly);
     tcase_add_test(tc, plots_fail_cleanly);
     suite_add_tcase(s, tc);
     tc = tcase_create("state");

@@ -23,6 +23,7 @@ Suite *vmath_suite(void);
 Suite *tape_suite(void);
 Suite *gradcheck_suite(void);
 Suite *custom_suite(void);
+Suite *recompute_suite(void);
 Suite *errors_core_suite(void);
 Suite *errors_ops_suite(void);
 Suite *errors_nn_suite(void);
