@@ -36,22 +36,11 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "timing.h"
+
 typedef struct options {
     int checkpoint, steps, batch, block, layers, heads, embd, vocab, threads;
 } options;
-
-static double now_ms(clockid_t c)
-{
-    struct timespec ts;
-    clock_gettime(c, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
-
-static int by_value(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 static int parse(int argc, char **argv, options *o)
 {
@@ -140,13 +129,12 @@ static int run(const options *o, tg_gpt *g, tg_optim *adamw, tg_tensor *ids,
 {
     double ms[64];
     for (int s = 0; s < o->steps; s++) {
-        double loss = 0, t0 = now_ms(CLOCK_MONOTONIC),
-               c0 = now_ms(CLOCK_PROCESS_CPUTIME_ID);
+        double loss = 0, t0 = now_ms(), c0 = cpu_ms();
         if (step(g, adamw, ids, tgt, &loss) < 0)
             return -1;
-        ms[s] = now_ms(CLOCK_MONOTONIC) - t0;
+        ms[s] = now_ms() - t0;
         printf("step %d ms=%.1f cpu_ms=%.1f loss=%.17g\n", s, ms[s],
-               now_ms(CLOCK_PROCESS_CPUTIME_ID) - c0, loss);
+               cpu_ms() - c0, loss);
         fflush(stdout);
     }
     int n = o->steps > 1 ? o->steps - 1 : 1;

@@ -277,17 +277,22 @@ static void block_free(block *b)
     free(b->s.data); /* the header goes with it */
 }
 
+/* Gives sc's most recently cached block back to the system (lock held). */
+static void free_cached(size_class *sc)
+{
+    block *b = sc->free;
+    sc->free = b->next;
+    sc->n_free--;
+    pool.cached_bytes -= (int64_t)b->cap;
+    mark_handed_out(b, b->cap);
+    block_free(b);
+}
+
 /* Frees cached blocks of sc until it owns at most keep (lock held). */
 static void trim_class(size_class *sc, int64_t keep)
 {
-    while (sc->free && sc->n_free + sc->n_live > keep) {
-        block *b = sc->free;
-        sc->free = b->next;
-        sc->n_free--;
-        pool.cached_bytes -= (int64_t)b->cap;
-        mark_handed_out(b, b->cap);
-        block_free(b);
-    }
+    while (sc->free && sc->n_free + sc->n_live > keep)
+        free_cached(sc);
 }
 
 static void drain_at_exit(void)
@@ -389,14 +394,8 @@ static void make_room(void)
         size_class *sc = &pool.cls[c];
         if (pool.seq - sc->last_take <= pool.idle_after)
             continue;
-        while (sc->free && pool.live_bytes + pool.cached_bytes > mark) {
-            block *b = sc->free;
-            sc->free = b->next;
-            sc->n_free--;
-            pool.cached_bytes -= (int64_t)b->cap;
-            mark_handed_out(b, b->cap);
-            block_free(b);
-        }
+        while (sc->free && pool.live_bytes + pool.cached_bytes > mark)
+            free_cached(sc);
     }
 }
 

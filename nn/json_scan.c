@@ -40,6 +40,15 @@ bool tg__json_expect(tg__json *j, char c)
     return true;
 }
 
+bool tg__json_open(tg__json *j, char open, char close, bool *more)
+{
+    if (!tg__json_expect(j, open))
+        return false;
+    *more = tg__json_peek(j) != (unsigned char)close;
+    j->at += !*more;
+    return true;
+}
+
 bool tg__json_next(tg__json *j, char close, bool *more)
 {
     int c = tg__json_peek(j);
@@ -254,12 +263,10 @@ static bool literal(tg__json *j, const char *word)
  * j->at. */
 static bool skip_container(tg__json *j, int depth)
 {
-    bool object = j->s[j->at++] == '{', more = true;
+    bool object = j->s[j->at] == '{', more;
     char close = object ? '}' : ']';
-    if (tg__json_peek(j) == close) {
-        j->at++;
-        return true;
-    }
+    if (!tg__json_open(j, object ? '{' : '[', close, &more))
+        return false;
     while (more) {
         if (object && !(tg__json_string(j) && tg__json_expect(j, ':')))
             return false;

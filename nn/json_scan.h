@@ -35,6 +35,9 @@ TG_HIDDEN bool tg__json_expect(tg__json *j, char c);
 /* After white space, ',' (true, *more) or the closing c (true, !*more);
  * anything else fails. */
 TG_HIDDEN bool tg__json_next(tg__json *j, char close, bool *more);
+/* After white space, the opening byte open; *more unless the container
+ * closes at once (its closing byte close then read too). */
+TG_HIDDEN bool tg__json_open(tg__json *j, char open, char close, bool *more);
 /* A string, decoded into j->str / j->len. */
 TG_HIDDEN bool tg__json_string(tg__json *j);
 /* A number. *is_int when it has no fraction or exponent and fits int64

@@ -67,13 +67,10 @@ static bool int_array(tg__json *j, int64_t *v, size_t max, int64_t hi,
 {
     *count = 0;
     *bad = -1;
-    if (!tg__json_expect(j, '['))
+    bool more;
+    if (!tg__json_open(j, '[', ']', &more))
         return false;
-    if (tg__json_peek(j) == ']') {
-        j->at++;
-        return true;
-    }
-    for (bool more = true; more;) {
+    while (more) {
         int c = tg__json_peek(j);
         bool is_int = false;
         int64_t x = 0;
@@ -121,9 +118,9 @@ static bool entry_members(walk *w, const char *name, raw_entry *e)
         return tg__json_skip(j, 2)
                    ? fail(w->r, "tensor '%s': not a JSON object", name)
                    : bad_json(w);
-    j->at++;
-    bool more = tg__json_peek(j) != '}';
-    j->at += !more;
+    bool more;
+    if (!tg__json_open(j, '{', '}', &more))
+        return bad_json(w);
     while (more) {
         if (!tg__json_string(j) || !tg__json_expect(j, ':'))
             return bad_json(w);
@@ -294,11 +291,9 @@ static bool add_entry(walk *w)
 static bool walk_object(walk *w)
 {
     tg__json *j = &w->j;
-    if (tg__json_peek(j) != '{')
+    bool more;
+    if (tg__json_peek(j) != '{' || !tg__json_open(j, '{', '}', &more))
         return fail(w->r, "bad JSON header: not an object");
-    j->at++;
-    bool more = tg__json_peek(j) != '}';
-    j->at += !more;
     while (more) {
         if (!tg__json_string(j) || !tg__json_expect(j, ':'))
             return bad_json(w);
