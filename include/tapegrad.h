@@ -1214,6 +1214,12 @@ int tg_gradcheck(tg_fn f, void *ctx, int n_inputs, tg_tensor *const *inputs,
  * draws the same mask, then put back as the backward found it, so that
  * the recomputation draws nothing from the caller's stream.
  *
+ * Lifetime: the entry borrows f, ctx and rng, as a custom op's context,
+ * and calls f with them in backward: they must stay valid until the
+ * graph's backward has run or the tape is freed (a checkpointed tg_gpt
+ * freed before its loss's backward leaves that backward reading freed
+ * memory).
+ *
  * Not supported, refused with an error naming tg_checkpoint when reached:
  * a backward that records (TG_CREATE_GRAPH, tg_hvp, tg_gradgradcheck:
  * second order) and forward mode (tg_jvp). Both need the segment's own

@@ -461,9 +461,10 @@ typedef struct tg_gpt_config {
     tg_head_path attn_path; /**< every head's path (TG_HEAD_COMPOSED); what
                               tg_gpt_init set, a head changed after is not
                               reflected here */
-    /** Each block a tg_checkpoint segment in training: its activations
-     * recomputed in backward, not kept (less memory, one more block
-     * forward per step; the same gradients, bit for bit) */
+    /** Each block a tg_checkpoint segment whenever grad mode is on: its
+     * activations recomputed in backward, not kept (less memory, one more
+     * block forward per step; the same gradients, bit for bit). The
+     * entries borrow the model: free it only after the backward. */
     bool checkpoint;
 } tg_gpt_config;
 

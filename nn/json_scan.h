@@ -17,7 +17,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TG__JSON_DEPTH 2048 /* jansson's JSON_PARSER_MAX_DEPTH */
+/* Deep enough for any header (the reference library reads "__metadata__"
+ * as a flat map of strings); shallow enough that the recursion that skips a
+ * value (two small frames a level) fits a thread's smallest stack. */
+#define TG__JSON_DEPTH 128
 
 typedef struct tg__json {
     const unsigned char *s;

@@ -324,7 +324,7 @@ int tg__safetensors_read_mem(const char *name, const void *bytes, size_t len,
  * time, read with the same checks (BOOL bytes too, at the open, so that a
  * load refuses what tg_read_safetensors refuses, before the model exists).
  *
- * Read with read(2) into a small buffer rather than mapped: what a
+ * Read through stdio into a small buffer rather than mapped: what a
  * mapping touches counts in the process's resident set until it is
  * dropped, and a file shortened by another process while mapped kills the
  * reader with SIGBUS, where a short read is an error like any other. The
@@ -474,6 +474,7 @@ static bool stream_rows(tg__st_stream *st, const st_entry *e, size_t *rows,
         free(st->buf2);
         st->buf = b1;
         st->buf2 = b2;
+        st->r.chunk = b1; /* the header's reader shares buf */
         st->buf_bytes = row_bytes;
     }
     *per_chunk = row_bytes ? st->buf_bytes / row_bytes : *rows;

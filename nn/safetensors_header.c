@@ -1,11 +1,13 @@
 /* The .safetensors header, read and checked (nn/safetensors.h has the
  * format). A file being loaded may come from anyone, so before any tensor
  * is made the whole header is held to what the reference library accepts:
- * JSON without duplicate keys, a length within the file, every shape of at
- * most TG_MAX_DIMS dims whose size times the dtype's is exactly end -
- * begin, and spans that tile the data buffer with no gap and no overlap,
- * each beginning at a multiple of its element size. "__metadata__" is
- * checked to be JSON and otherwise ignored.
+ * valid JSON, no tensor named twice and no entry giving "dtype", "shape" or
+ * "data_offsets" twice (the reference reads an entry as a struct, other
+ * keys ignored), a length within the file, every shape of at most
+ * TG_MAX_DIMS dims whose size times the dtype's is exactly end - begin, and
+ * spans that tile the data buffer with no gap and no overlap, each
+ * beginning at a multiple of its element size. "__metadata__" is checked
+ * to be JSON, given once, and otherwise ignored (its keys unchecked).
  *
  * The JSON is walked in one pass (nn/json_scan.c) keeping only what each
  * entry holds: a DOM of a million-tensor header (jansson's) took 4.7 s of

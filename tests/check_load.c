@@ -350,9 +350,13 @@ START_TEST(file_shortened_while_read)
     tg__st_stream *st = tg__st_open(path, &sd);
     ck_assert_ptr_nonnull(st);
     ck_assert_int_eq(truncate(path, 200), 0);
-    tg_tensor *wte = tg_params_get(&sd, "wte.weight");
+    int k = 0; /* wte's place in the file's list, whatever the order */
+    while (k < sd.n && strcmp(sd.items[k].name, "wte.weight") != 0)
+        k++;
+    ck_assert_int_lt(k, sd.n);
+    tg_tensor *wte = sd.items[k].t;
     tg_tensor *dst = tg_zeros(TG_FLOAT32, tg_ndim(wte), tg_shape(wte));
-    ck_assert_int_eq(tg__st_copy(st, 0, dst, false), -1);
+    ck_assert_int_eq(tg__st_copy(st, k, dst, false), -1);
     ck_assert_msg(strstr(tg_last_error(), path) &&
                       strstr(tg_last_error(), "unexpected end of file"),
                   "%s", tg_last_error());
