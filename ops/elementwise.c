@@ -618,9 +618,30 @@ tg_tensor *tg_gelu(tg_tensor *x)
  * so the exact form's loops stay as they are. Its constants, GELU_TANH_K
  * and GELU_TANH_C, are in ops/elementwise_rules.h (its rules read them). */
 
+/* u = k (x + c x^3), k = sqrt(2/pi), c = 0.044715: the tanh GELU's
+ * argument, in double. */
+static inline double gelu_tanh_u(double x)
+{
+    return GELU_TANH_K * (x + GELU_TANH_C * x * x * x);
+}
+
+/* th = tanh(u(x)) over n adjacent elements of dtype dt, for the forward
+ * and the backward alike: u rounded to the type in th, then the vector
+ * math's tanh (SLEEF, within 1 ulp of libm) in place, as gelu's exact form
+ * does with erfc. */
+static void gelu_tanh_th(tg_dtype dt, int64_t n, const void *x, void *th)
+{
+    TG_DISPATCH_FLOAT(dt, T, {
+        const T *xs = x;
+        T *o = th;
+        for (int64_t i = 0; i < n; i++)
+            o[i] = (T)gelu_tanh_u(xs[i]);
+    });
+    tg__vmap(TG_VTANH, dt, n, th, th);
+}
+
 /* y = x/2 (1 + tanh(u)) over one run; operands {y, x}. Adjacent runs take
- * tanh from the vector math (SLEEF, within 1 ulp of libm), in place in y
- * holding u in the tensor's type, as gelu's exact form does with erfc. */
+ * th from gelu_tanh_th, held in y; others libm's tanh of u in double. */
 static void gelu_tanh_run(void *job, int64_t start, const int64_t *off,
                           const int64_t *step, int64_t len)
 {
@@ -630,18 +651,13 @@ static void gelu_tanh_run(void *job, int64_t start, const int64_t *off,
         T *y = TG_DATA(T, t[0]) + off[0];
         const T *x = TG_DATA(T, t[1]) + off[1];
         if (step[0] == 1 && step[1] == 1 && tg__vrows()) {
-            for (int64_t i = 0; i < len; i++) {
-                double xi = x[i];
-                y[i] = (T)(GELU_TANH_K * (xi + GELU_TANH_C * xi * xi * xi));
-            }
-            tg__vmap(TG_VTANH, t[0]->dtype, len, y, y);
+            gelu_tanh_th(t[0]->dtype, len, x, y);
             for (int64_t i = 0; i < len; i++)
                 y[i] = (T)(0.5 * (double)x[i] * (1 + (double)y[i]));
         } else {
             for (int64_t i = 0; i < len; i++) {
                 double xi = x[i * step[1]];
-                double u = GELU_TANH_K * (xi + GELU_TANH_C * xi * xi * xi);
-                y[i * step[0]] = (T)(0.5 * xi * (1 + tanh(u)));
+                y[i * step[0]] = (T)(0.5 * xi * (1 + tanh(gelu_tanh_u(xi))));
             }
         }
     });
@@ -658,9 +674,8 @@ static inline double gelu_tanh_slope(double x, double th)
 }
 
 /* dx = dy * slope over one run; operands {dx, dy, x}. Adjacent runs take
- * tanh from the vector math as the forward does (u rounded to the type, in
- * place in dx, then SLEEF's tanh, within 1 ulp of libm), the slope in
- * double from it; other runs libm's tanh of u in double. */
+ * th from gelu_tanh_th, held in dx, as the forward does; other runs libm's
+ * tanh of u in double. */
 static void gelu_tanh_grad_run(void *job, int64_t start, const int64_t *off,
                                const int64_t *step, int64_t len)
 {
@@ -670,18 +685,13 @@ static void gelu_tanh_grad_run(void *job, int64_t start, const int64_t *off,
         T *d = TG_DATA(T, t[0]) + off[0];
         const T *g = TG_DATA(T, t[1]) + off[1], *v = TG_DATA(T, t[2]) + off[2];
         if (step[0] == 1 && step[1] == 1 && step[2] == 1 && tg__vrows()) {
-            for (int64_t i = 0; i < len; i++) {
-                double xi = v[i];
-                d[i] = (T)(GELU_TANH_K * (xi + GELU_TANH_C * xi * xi * xi));
-            }
-            tg__vmap(TG_VTANH, t[0]->dtype, len, d, d);
+            gelu_tanh_th(t[0]->dtype, len, v, d);
             for (int64_t i = 0; i < len; i++)
                 d[i] = (T)(g[i] * gelu_tanh_slope(v[i], d[i]));
         } else {
             for (int64_t i = 0; i < len; i++) {
                 double xi = v[i * step[2]];
-                double th =
-                    tanh(GELU_TANH_K * (xi + GELU_TANH_C * xi * xi * xi));
+                double th = tanh(gelu_tanh_u(xi));
                 d[i * step[0]] = (T)(g[i * step[1]] * gelu_tanh_slope(xi, th));
             }
         }
