@@ -94,9 +94,14 @@
 #define tg_layer_norm(...) TG_CALL_(tg_layer_norm, (tg_layer_norm)(__VA_ARGS__))
 #define tg_le(...)         TG_CALL_(tg_le, (tg_le)(__VA_ARGS__))
 #define tg_le_scalar(...)  TG_CALL_(tg_le_scalar, (tg_le_scalar)(__VA_ARGS__))
-#define tg_linspace(...)   TG_CALL_(tg_linspace, (tg_linspace)(__VA_ARGS__))
-#define tg_load_npy(...)   TG_CALL_(tg_load_npy, (tg_load_npy)(__VA_ARGS__))
-#define tg_log(...)        TG_CALL_(tg_log, (tg_log)(__VA_ARGS__))
+#define tg_linear_cross_entropy(...)                                           \
+    TG_CALL_(tg_linear_cross_entropy, (tg_linear_cross_entropy)(__VA_ARGS__))
+#define tg_linear_cross_entropy_with(...)                                      \
+    TG_CALL_(tg_linear_cross_entropy_with,                                     \
+             (tg_linear_cross_entropy_with)(__VA_ARGS__))
+#define tg_linspace(...) TG_CALL_(tg_linspace, (tg_linspace)(__VA_ARGS__))
+#define tg_load_npy(...) TG_CALL_(tg_load_npy, (tg_load_npy)(__VA_ARGS__))
+#define tg_log(...)      TG_CALL_(tg_log, (tg_log)(__VA_ARGS__))
 #define tg_log_softmax(...)                                                    \
     TG_CALL_(tg_log_softmax, (tg_log_softmax)(__VA_ARGS__))
 #define tg_logical_and(...)                                                    \

@@ -157,17 +157,6 @@ static bool check_ids(const char *op, const tg_gpt *g, const tg_tensor *ids)
     return true;
 }
 
-/* logits = x @ tok.weight^T: the token table read backwards, (B,T,C) @
- * (C,V). The same tensor as the embedding, so backward adds both uses'
- * gradients into one tok.weight grad. */
-static tg_tensor *tied_logits(tg_gpt *g, tg_tensor *x)
-{
-    tg_tensor *wt = tg_transpose(g->tok.weight, 0, 1); /* (C,V), a view */
-    tg_tensor *logits = tg_matmul(x, wt);
-    tg_release(wt);
-    return logits;
-}
-
 /* The block (ctx) as a tg_checkpoint segment: in[0] is x, the rest its
  * parameters, which it reads from the block itself. */
 static tg_tensor *block_segment(tg_tensor *const *in, void *ctx)
@@ -204,11 +193,9 @@ static tg_tensor *block_step(tg_gpt *g, int i, tg_tensor *x)
 
 /* x = dropout(tok[ids] + pos[0:T])             (B,T,C) + (T,C) -> (B,T,C)
  * x = block_i(x), i = 0..n_layer-1                               (B,T,C)
- * logits = ln_f(x) @ W_lm   (W_lm = tok.weight^T when tied)      (B,T,V) */
-tg_tensor *tg_gpt_forward(tg_gpt *g, tg_tensor *ids)
+ * h = ln_f(x)                                                    (B,T,C) */
+static tg_tensor *hidden(tg_gpt *g, tg_tensor *ids)
 {
-    if (!check_ids("gpt", g, ids))
-        return NULL;
     tg_tensor *tok = tg_embed_forward(&g->tok, ids);
     tg_tensor *pos = tg_embed_positions(&g->pos, tg_size(ids, 1));
     tg_tensor *x = tg_add(tok, pos);
@@ -218,10 +205,29 @@ tg_tensor *tg_gpt_forward(tg_gpt *g, tg_tensor *ids)
                            g->training, g->rng);
     for (int i = 0; i < g->cfg.n_layer; i++)
         x = tg__then(x, block_step(g, i, x));
-    x = tg__then(x, tg_layernorm_forward(&g->ln_f, x));
-    if (g->cfg.tie_weights)
-        return tg__then(x, x ? tied_logits(g, x) : NULL);
-    return tg__then(x, tg_linear_forward(&g->lm_head, x));
+    return tg__then(x, tg_layernorm_forward(&g->ln_f, x));
+}
+
+/* The head's weight W_lm (C,V): tok.weight^T when tied (a view, *view,
+ * to release: backward adds both uses' gradients into the one tok.weight
+ * grad), else lm_head's. NULL with the error when the view fails. */
+static tg_tensor *head_weight(tg_gpt *g, tg_tensor **view)
+{
+    *view = g->cfg.tie_weights ? tg_transpose(g->tok.weight, 0, 1) : NULL;
+    return g->cfg.tie_weights ? *view : g->lm_head.weight;
+}
+
+/* logits = hidden(ids) @ W_lm                                    (B,T,V) */
+tg_tensor *tg_gpt_forward(tg_gpt *g, tg_tensor *ids)
+{
+    if (!check_ids("gpt", g, ids))
+        return NULL;
+    tg_tensor *view = NULL, *x = hidden(g, ids);
+    tg_tensor *w = x ? head_weight(g, &view) : NULL;
+    tg_tensor *logits = w ? tg_matmul(x, w) : NULL;
+    tg_release(view);
+    tg_release(x);
+    return logits;
 }
 
 /* The embedding dropout here, and every block. */
@@ -236,7 +242,8 @@ int tg_gpt_train(tg_gpt *g, bool on, tg_rng *rng)
     return 0;
 }
 
-/* mean over (b,t) of logsumexp(logits[b,t]) - logits[b,t,targets[b,t]]:
+/* mean over (b,t) of logsumexp(logits[b,t]) - logits[b,t,targets[b,t]]
+ * with logits = hidden(ids) @ W_lm:
  * position t predicts token t+1, so targets are ids shifted by one. */
 tg_tensor *tg_gpt_loss(tg_gpt *g, tg_tensor *ids, tg_tensor *targets)
 {
@@ -250,9 +257,13 @@ tg_tensor *tg_gpt_loss(tg_gpt *g, tg_tensor *ids, tg_tensor *targets)
                   TG_SHP(targets));
         return NULL;
     }
-    tg_tensor *logits = tg_gpt_forward(g, ids); /* (B,T,V) */
-    tg_tensor *loss = tg_cross_entropy(logits, targets);
-    tg_release(logits);
+    /* cross_entropy(h @ W_lm, targets) fused: the (B,T,V) logits and
+     * their gradient never live whole (ops/linear_ce.c) */
+    tg_tensor *view = NULL, *x = hidden(g, ids);
+    tg_tensor *w = x ? head_weight(g, &view) : NULL;
+    tg_tensor *loss = w ? tg_linear_cross_entropy(x, w, targets) : NULL;
+    tg_release(view);
+    tg_release(x);
     return loss;
 }
 

@@ -26,15 +26,12 @@
 
 /* For each row r of logits whose target is not `ignore`:
  *   lse[r] = log sum_k exp(row_r[k])   and   loss[r] = lse[r] - row_r[t_r]
- * (loss may be NULL: not kept); an ignored row gets lse[r] = loss[r] = 0.
- * Returns the sum of loss[r] over the rows, in double, in row order. */
-static double cross_entropy_rows(const tg_tensor *logits,
-                                 const int64_t *targets, int64_t ignore,
-                                 double *lse, double *loss)
+ * an ignored row gets lse[r] = loss[r] = 0. */
+static void cross_entropy_rows(const tg_tensor *logits, const int64_t *targets,
+                               int64_t ignore, double *lse, double *loss)
 {
     const int last = logits->ndim - 1;
     const int64_t V = logits->shape[last], xs = logits->strides[last];
-    double total = 0;
     int64_t r = 0;
     tg_loop L;
     tg__rows_loop(&L, logits, last, 1, (const tg_tensor *const[]){logits});
@@ -46,9 +43,7 @@ static double cross_entropy_rows(const tg_tensor *logits,
         do {
             for (int64_t i = 0; i < L.inner; i++, r++) {
                 if (targets[r] == ignore) {
-                    lse[r] = 0;
-                    if (loss)
-                        loss[r] = 0;
+                    lse[r] = loss[r] = 0;
                     continue;
                 }
                 const T *xr = TG_DATA(T, logits) + L.off[0] + i * L.step[0];
@@ -64,19 +59,14 @@ static double cross_entropy_rows(const tg_tensor *logits,
                         s += exp(xr[k * xs] - m);
                     lse[r] = m + log(s); /* s >= 1: the max adds exp(0) */
                 }
-                const double row_loss = lse[r] - xr[targets[r] * xs];
-                if (loss)
-                    loss[r] = row_loss;
-                total += row_loss;
+                loss[r] = lse[r] - xr[targets[r] * xs];
             }
         } while (tg__loop_next(&L));
     });
-    return total;
 }
 
-/* The entry's parameters: ip[0] the ignored target, ip[1] the reduction;
- * p[0] the number N of counted (not ignored) positions. */
-enum { IP_IGNORE, IP_REDUCTION };
+/* The entry's attributes are those ops/ops.h gives for both
+ * cross-entropies (TG__CE_IGNORE, TG__CE_REDUCTION, p[0] = N). */
 
 /* forward:  loss_r = lse_r - x[r,t_r],  lse_r = log sum_k exp(x[r,k]),
  *           over the rows r of the logits x (...,V), t the targets (...);
@@ -98,8 +88,8 @@ static void cross_entropy_backward(tg_node *n, tg_tensor *dy)
     const tg_tensor *x = n->in[0];
     const int64_t *targets = TG_DATA(int64_t, n->saved[0]);
     const double *lse = TG_DATA(double, n->saved[1]);
-    const int64_t ignore = n->ip[IP_IGNORE], rows = tg_numel(n->saved[0]);
-    const tg_reduction red = (tg_reduction)n->ip[IP_REDUCTION];
+    const int64_t ignore = n->ip[TG__CE_IGNORE], rows = tg_numel(n->saved[0]);
+    const tg_reduction red = (tg_reduction)n->ip[TG__CE_REDUCTION];
     const int last = x->ndim - 1;
     const int64_t V = x->shape[last], xs = x->strides[last];
     tg_tensor *dx =
@@ -160,47 +150,8 @@ static void cross_entropy_backward(tg_node *n, tg_tensor *dy)
  * reduction) name the one call that gives its output. */
 static tg_tensor *cross_entropy_replay(const tg_node *n, tg_tensor *const *in)
 {
-    return tg_cross_entropy_with(in[0], n->saved[0], n->ip[IP_IGNORE],
-                                 (tg_reduction)n->ip[IP_REDUCTION]);
-}
-
-/* g[r,k] = softmax(x[r])_k - [k == t_r] for a counted row r, 0 for an
- * ignored one: the gradient of loss_r in x[r], as public ops on the
- * recorded logits so that the second derivative sees p depend on them
- * (new; NULL with the error). The targets and the ignored rows are
- * constants of the graph: the one-hot is their comparison with an arange
- * of the classes. The ignored rows are filled after the subtraction, so
- * that whatever their logits (all -inf, say) they give exactly 0. */
-static tg_tensor *ce_row_grad(const tg_node *n)
-{
-    tg_tensor *x = n->in[0], *targets = n->saved[0];
-    const int64_t V = x->shape[x->ndim - 1];
-    tg_tensor *p = tg_softmax(x, -1);
-    tg_tensor *k = tg_arange(TG_INT64, 0, (double)V, 1);
-    tg_tensor *tt = tg_unsqueeze(targets, -1);      /* (...,1) */
-    tg_tensor *hot = k && tt ? tg_eq(tt, k) : NULL; /* (...,V) */
-    tg_tensor *pm1 = p ? tg_add_scalar(p, -1) : NULL;
-    tg_tensor *g = hot && pm1 ? tg_where(hot, pm1, p) : NULL;
-    tg_tensor *ignored = tt ? tg_eq_scalar(tt, (double)n->ip[IP_IGNORE]) : NULL;
-    tg_tensor *out = g && ignored ? tg_masked_fill(g, ignored, 0) : NULL;
-    tg_release(ignored);
-    tg_release(g);
-    tg_release(pm1);
-    tg_release(hot);
-    tg_release(tt);
-    tg_release(k);
-    tg_release(p);
-    return out;
-}
-
-/* The weight w of each loss_r in y, as a factor of dy: 1/N for the mean
- * (0 when every row is ignored: their g is 0 already, and 0 * inf would
- * put NaN in the second derivative), 1 for the sum and 'none'. */
-static double ce_weight(const tg_node *n)
-{
-    if (n->ip[IP_REDUCTION] != TG_REDUCTION_MEAN)
-        return 1;
-    return n->p[0] > 0 ? 1 / n->p[0] : 0;
+    return tg_cross_entropy_with(in[0], n->saved[0], n->ip[TG__CE_IGNORE],
+                                 (tg_reduction)n->ip[TG__CE_REDUCTION]);
 }
 
 /* vjp: dlogits[r,k] = (softmax(x[r])_k - [k == t_r]) * w_r, 0 at ignored
@@ -215,14 +166,8 @@ static int cross_entropy_vjp(const tg_node *n, tg_tensor *dy, tg_tensor **dx)
     dx[0] = NULL;
     if (!tg__needs_grad(n, 0))
         return 0;
-    const bool none = n->ip[IP_REDUCTION] == TG_REDUCTION_NONE;
-    const double w = ce_weight(n);
-    tg_tensor *g = ce_row_grad(n);
-    tg_tensor *s = none ? tg_unsqueeze(dy, -1) : tg_retain(dy);
-    if (s && w != 1)
-        s = tg__then(s, tg_scale(s, w));
-    dx[0] = g && s ? tg_mul(g, s) : NULL;
-    tg_release(s);
+    tg_tensor *g = tg__ce_row_grad(n->in[0], n);
+    dx[0] = tg__ce_scale_grad(n, g, dy);
     tg_release(g);
     return dx[0] ? 0 : -1;
 }
@@ -233,16 +178,8 @@ static int cross_entropy_jvp(const tg_node *n, tg_tensor *const *t,
     *ty = NULL;
     if (!t[0])
         return 0;
-    tg_tensor *g = ce_row_grad(n);
-    tg_tensor *gt = g ? tg_mul(g, t[0]) : NULL;
-    tg_tensor *r = gt ? tg_sum(gt, -1, false) : NULL; /* (...) */
-    if (r && n->ip[IP_REDUCTION] != TG_REDUCTION_NONE) {
-        r = tg__then(r, tg_sum_all(r));
-        if (r && ce_weight(n) != 1)
-            r = tg__then(r, tg_scale(r, ce_weight(n)));
-    }
-    *ty = r;
-    tg_release(gt);
+    tg_tensor *g = tg__ce_row_grad(n->in[0], n);
+    *ty = tg__ce_tangent(n, g, t[0]);
     tg_release(g);
     return *ty ? 0 : -1;
 }
@@ -253,61 +190,6 @@ static const tg_op cross_entropy_op = {.name = "cross_entropy",
                                        .vjp = cross_entropy_vjp,
                                        .jvp = cross_entropy_jvp};
 
-/* Errors unless targets is int64 shaped like logits without its last dim. */
-static bool check_targets(const tg_tensor *logits, const tg_tensor *targets)
-{
-    if (targets->dtype != TG_INT64) {
-        tg__error("cross_entropy: targets must be int64, got %s %s",
-                  tg_dtype_name(targets->dtype), TG_SHP(targets));
-        return false;
-    }
-    int nd = logits->ndim - 1;
-    if (targets->ndim != nd ||
-        memcmp(targets->shape, logits->shape, sizeof(int64_t) * (size_t)nd)) {
-        tg__error("cross_entropy: targets %s do not match logits %s: need %s",
-                  TG_SHP(targets), TG_SHP(logits),
-                  tg__shape_str(nd, logits->shape, (char[TG_SHAPE_STR]){0}));
-        return false;
-    }
-    return true;
-}
-
-/* The targets as a contiguous int64 tensor (new), after checking each lies
- * in [0, V) or equals ignore; *counted gets the number not ignored. NULL
- * and an error naming the first bad target and its position. */
-static tg_tensor *checked_targets(tg_tensor *targets, int64_t V, int64_t ignore,
-                                  const tg_tensor *logits, int64_t *counted)
-{
-    tg_tensor *flat = tg_contiguous(targets);
-    if (!flat)
-        return NULL;
-    const int64_t *t = TG_DATA(int64_t, flat);
-    *counted = 0;
-    for (int64_t p = 0, n = tg_numel(flat); p < n; p++) {
-        if (t[p] == ignore)
-            continue;
-        if (t[p] >= 0 && t[p] < V) {
-            ++*counted;
-            continue;
-        }
-        int64_t pos[TG_MAX_DIMS], rest = p; /* p as a multi-index */
-        for (int d = targets->ndim - 1; d >= 0; d--) {
-            pos[d] = rest % targets->shape[d];
-            rest /= targets->shape[d];
-        }
-        tg__error("cross_entropy: target %lld at position %s of %s is out of "
-                  "range [0, %lld) for logits %s and is not ignore_index "
-                  "%lld",
-                  (long long)t[p],
-                  tg__shape_str(targets->ndim, pos, (char[TG_SHAPE_STR]){0}),
-                  TG_SHP(targets), (long long)V, TG_SHP(logits),
-                  (long long)ignore);
-        tg_release(flat);
-        return NULL;
-    }
-    return flat;
-}
-
 /* The loss (reduced as red) of valid input, with its tape entry. */
 static tg_tensor *cross_entropy_forward(tg_tensor *logits, tg_tensor *flat,
                                         int64_t ignore, int64_t counted,
@@ -315,38 +197,19 @@ static tg_tensor *cross_entropy_forward(tg_tensor *logits, tg_tensor *flat,
 {
     int64_t rows = tg_numel(flat);
     tg_tensor *lse = tg__new("cross_entropy", TG_FLOAT64, 1, &rows, false);
-    /* each row's loss, kept for 'none' only */
-    tg_tensor *per_row =
-        red == TG_REDUCTION_NONE
-            ? tg__new("cross_entropy", TG_FLOAT64, 1, &rows, false)
-            : NULL;
+    tg_tensor *per_row = tg__new("cross_entropy", TG_FLOAT64, 1, &rows, false);
     tg_tensor *loss = NULL;
-    if (lse && (per_row || red != TG_REDUCTION_NONE)) {
-        double total = cross_entropy_rows(
-            logits, TG_DATA(int64_t, flat), ignore, TG_DATA(double, lse),
-            per_row ? TG_DATA(double, per_row) : NULL);
-        if (red == TG_REDUCTION_NONE) {
-            loss = tg__new("cross_entropy", logits->dtype, logits->ndim - 1,
-                           logits->shape, false);
-            const double *l = TG_DATA(double, per_row);
-            if (loss)
-                TG_DISPATCH_FLOAT(logits->dtype, T, {
-                    for (int64_t r = 0; r < rows; r++)
-                        TG_DATA(T, loss)[r] = (T)l[r];
-                });
-        } else {
-            /* mean over no counted position: 0/0, NaN (as torch) */
-            double v =
-                red == TG_REDUCTION_SUM ? total : total / (double)counted;
-            loss = tg_scalar(logits->dtype, v);
-        }
+    if (lse && per_row) {
+        cross_entropy_rows(logits, TG_DATA(int64_t, flat), ignore,
+                           TG_DATA(double, lse), TG_DATA(double, per_row));
+        loss = tg__ce_reduce("cross_entropy", logits, per_row, counted, red);
     }
     loss = tg__record(&cross_entropy_op, loss, 1, &logits);
     if (loss && loss->node) {
         tg__save(loss->node, flat);
         tg__save(loss->node, lse);
-        loss->node->ip[IP_IGNORE] = ignore;
-        loss->node->ip[IP_REDUCTION] = red;
+        loss->node->ip[TG__CE_IGNORE] = ignore;
+        loss->node->ip[TG__CE_REDUCTION] = red;
         loss->node->p[0] = (double)counted;
     }
     tg_release(per_row);
@@ -369,11 +232,12 @@ tg_tensor *tg_cross_entropy_with(tg_tensor *logits, tg_tensor *targets,
         tg__error("cross_entropy: unknown reduction %d", (int)reduction);
         return NULL;
     }
-    if (!check_targets(logits, targets))
-        return NULL;
+    char range_of[TG_SHAPE_STR + 8];
+    snprintf(range_of, sizeof range_of, "logits %s", TG_SHP(logits));
     int64_t counted;
-    tg_tensor *flat = checked_targets(targets, logits->shape[logits->ndim - 1],
-                                      ignore_index, logits, &counted);
+    tg_tensor *flat = tg__ce_targets("cross_entropy", "logits", logits, targets,
+                                     logits->shape[logits->ndim - 1],
+                                     ignore_index, range_of, &counted);
     tg_tensor *loss = flat ? cross_entropy_forward(logits, flat, ignore_index,
                                                    counted, reduction)
                            : NULL;

@@ -39,4 +39,46 @@ TG_HIDDEN int tg__attention_vjp(const tg_node *n, tg_tensor *dy,
 TG_HIDDEN int tg__attention_jvp(const tg_node *n, tg_tensor *const *t,
                                 tg_tensor **ty);
 
+/* Cross-entropy's shared parts (ops/cross_entropy_rules.c), for
+ * tg_cross_entropy_with (ops/loss.c) and tg_linear_cross_entropy_with
+ * (ops/linear_ce.c), whose entries keep the same attributes: saved[0] the
+ * checked targets (contiguous int64), ip[TG__CE_IGNORE] the ignored
+ * target, ip[TG__CE_REDUCTION] the reduction, p[0] the number N of counted
+ * (not ignored) positions. */
+enum { TG__CE_IGNORE, TG__CE_REDUCTION };
+
+/* The targets as a contiguous int64 tensor (new), after checking they are
+ * int64 shaped as ref without its last dim and that each lies in [0, V)
+ * or equals ignore; *counted gets the number not ignored. NULL and an
+ * error "op: ..." naming the targets and ref (called ref_name), and for a
+ * bad target its value, its position and range_of ("logits (2,3,5)"). */
+TG_HIDDEN tg_tensor *tg__ce_targets(const char *op, const char *ref_name,
+                                    const tg_tensor *ref, tg_tensor *targets,
+                                    int64_t V, int64_t ignore,
+                                    const char *range_of, int64_t *counted);
+/* Sets the block and keep sizes of tg_linear_cross_entropy_with
+ * (ops/linear_ce.c), in elements of the logits, returning the old ones:
+ * for the tests, which make small inputs take many blocks. */
+TG_HIDDEN void tg__lce_tune(int64_t block, int64_t keep, int64_t *old_block,
+                            int64_t *old_keep);
+/* The loss from each row's loss (per_row, float64, (N)): 'none' a tensor
+ * of ref's dtype and shape without its last dim; 'sum' and 'mean' (over
+ * the counted rows) a 0-d one, summed in double in row order. New, or
+ * NULL with an error naming op. */
+TG_HIDDEN tg_tensor *tg__ce_reduce(const char *op, const tg_tensor *ref,
+                                   const tg_tensor *per_row, int64_t counted,
+                                   tg_reduction red);
+/* The recorded backward's and forward-mode rule's pieces, as public ops
+ * on logits x (...,V) of entry n (NULL in, NULL out; new references):
+ *   row_grad:   g = softmax(x) - onehot(targets), rows ignored set to 0
+ *   weight:     w = 1/N for the mean (0 when N = 0), else 1
+ *   scale_grad: dlogits = g * dy * w      ('none': dy as (...,1))
+ *   tangent:    ty = sum_k g * tl, reduced as the loss (times w) */
+TG_HIDDEN tg_tensor *tg__ce_row_grad(tg_tensor *x, const tg_node *n);
+TG_HIDDEN double tg__ce_weight(const tg_node *n);
+TG_HIDDEN tg_tensor *tg__ce_scale_grad(const tg_node *n, tg_tensor *g,
+                                       tg_tensor *dy);
+TG_HIDDEN tg_tensor *tg__ce_tangent(const tg_node *n, tg_tensor *g,
+                                    tg_tensor *tl);
+
 #endif /* TAPEGRAD_OPS_H */

@@ -346,6 +346,38 @@ static void ops_table(table_walk *w, env *e)
     ROW("cross_entropy_with targets shape",
         tg_cross_entropy_with(e->x, e->v3, -100, TG_REDUCTION_SUM),
         "cross_entropy:", "int64", "(3,)");
+    /* linear_cross_entropy: x (4,8,32) with a weight (32,16) */
+#define LCE_W temp(tg_ones(TG_FLOAT64, TG_SHAPE(32, 16)))
+    ROW("linear_cross_entropy weight rows",
+        tg_linear_cross_entropy(e->x, e->m, e->ids),
+        "linear_cross_entropy:", "(4,8,32)", "weight float64 (16,32)");
+    ROW("linear_cross_entropy weight 1-d",
+        tg_linear_cross_entropy(e->x, e->v3, e->ids),
+        "linear_cross_entropy:", "(3,)", "(C,V)");
+    ROW("linear_cross_entropy weight float32",
+        tg_linear_cross_entropy(
+            e->x, temp(tg_ones(TG_FLOAT32, TG_SHAPE(32, 16))), e->ids),
+        "linear_cross_entropy:", "float32 (32,16)", "one dtype");
+    ROW("linear_cross_entropy 0-d x",
+        tg_linear_cross_entropy(e->s, LCE_W, e->ids),
+        "linear_cross_entropy:", "()");
+    ROW("linear_cross_entropy bool x",
+        tg_linear_cross_entropy(e->mask, LCE_W, e->ids),
+        "linear_cross_entropy:", "bool (4,8,32)");
+    ROW("linear_cross_entropy target 16",
+        tg_linear_cross_entropy(e->x, LCE_W, int64_full(TG_SHAPE(4, 8), 16)),
+        "linear_cross_entropy:", "target 16", "[0, 16) for weight (32,16)");
+    ROW("linear_cross_entropy targets shape",
+        tg_linear_cross_entropy(e->x, LCE_W, int64_full(TG_SHAPE(4, 7), 0)),
+        "linear_cross_entropy:", "(4,7)", "x (4,8,32)");
+    ROW("linear_cross_entropy float targets",
+        tg_linear_cross_entropy(e->x, LCE_W, e->x),
+        "linear_cross_entropy:", "int64", "float64");
+    ROW("linear_cross_entropy_with reduction 7",
+        tg_linear_cross_entropy_with(e->x, LCE_W, e->ids, -100,
+                                     (tg_reduction)7),
+        "linear_cross_entropy:", "reduction 7");
+#undef LCE_W
     ROW("mse_loss unbroadcastable", tg_mse_loss(e->x, e->v3),
         "mse_loss:", "(4,8,32)", "(3,)");
     ROW("mse_loss float64 / float32", tg_mse_loss(e->x, e->x32),
@@ -469,6 +501,15 @@ static void ops_null_table(table_walk *w, env *e)
              tg_cross_entropy_with(NUL, e->ids, -100, TG_REDUCTION_SUM));
     NULL_ROW("cross_entropy_with (targets)",
              tg_cross_entropy_with(e->x, NUL, -100, TG_REDUCTION_NONE));
+    NULL_ROW("linear_cross_entropy (x)",
+             tg_linear_cross_entropy(NUL, e->m, e->ids));
+    NULL_ROW("linear_cross_entropy (weight)",
+             tg_linear_cross_entropy(e->x, NUL, e->ids));
+    NULL_ROW("linear_cross_entropy (targets)",
+             tg_linear_cross_entropy(e->x, e->m, NUL));
+    NULL_ROW("linear_cross_entropy_with (x)",
+             tg_linear_cross_entropy_with(NUL, e->m, e->ids, -100,
+                                          TG_REDUCTION_SUM));
     NULL_ROW("mse_loss (a)", tg_mse_loss(NUL, e->x));
     NULL_ROW("mse_loss (b)", tg_mse_loss(e->x, NUL));
 

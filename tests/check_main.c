@@ -178,6 +178,7 @@ static const struct {
     {"gradcheck", gradcheck_suite},
     {"custom", custom_suite},
     {"recompute", recompute_suite},
+    {"linear_ce", linear_ce_suite},
     {"errors_core", errors_core_suite},
     {"errors_ops", errors_ops_suite},
     {"errors_nn", errors_nn_suite},
@@ -227,8 +228,15 @@ static bool whole_run(void)
     return true;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    /* --suites: the suites' names, a line each, for a runner that shares
+     * them among processes (make valgrind) */
+    if (argc > 1 && strcmp(argv[1], "--suites") == 0) {
+        for (size_t i = 0; i < sizeof suites / sizeof *suites; i++)
+            printf("%s\n", suites[i].name);
+        return EXIT_SUCCESS;
+    }
     int run = 0, failed = 0, leaking = 0;
     /* Check's default is 4 s a test; a loaded machine (CI shares its two
      * cores) can take longer for the gradchecks without anything wrong. */

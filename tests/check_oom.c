@@ -524,6 +524,11 @@ static int ops_tour(const char *path, tour_result *r)
                                             (int64_t[]){1, -100, 4, 0, 2, 3}),
                                -100, TG_REDUCTION_NONE));
     term(terms, &nt, tg_mse_loss(h, b));
+    /* the fused head: h (2,3,5) @ a (5,4) view of w's transpose */
+    term(terms, &nt,
+         tg_linear_cross_entropy(h, tg_transpose(w, 0, 1),
+                                 tg_from_data(TG_INT64, TG_SHAPE(2, 3),
+                                              (int64_t[]){1, 3, 0, 2, 3, 1})));
     /* activations, clamp, outer */
     term(terms, &nt, tg_sigmoid(h));
     term(terms, &nt, tg_tanh(h));

@@ -24,6 +24,7 @@ Suite *tape_suite(void);
 Suite *gradcheck_suite(void);
 Suite *custom_suite(void);
 Suite *recompute_suite(void);
+Suite *linear_ce_suite(void);
 Suite *errors_core_suite(void);
 Suite *errors_ops_suite(void);
 Suite *errors_nn_suite(void);

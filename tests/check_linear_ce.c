@@ -1,0 +1,301 @@
+/* tg_linear_cross_entropy: cross_entropy(x @ weight, targets) by blocks of
+ * rows (ops/linear_ce.c). Its value and gradients against the two ops it
+ * fuses (tg_matmul, tg_cross_entropy_with, which tests/check_nn_ops.c holds
+ * to PyTorch's fixtures), float64 gradchecks over the layouts it reads
+ * (broadcast, transposed and sliced operands, ignored and all-ignored
+ * rows) with one block and with many, and the two ways its backward gets
+ * the logits (kept, made again) giving the same bits. */
+#include "tests.h"
+
+#include "ops/ops.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+/* Block and keep sizes for a test, put back by untune. */
+static int64_t saved_block, saved_keep;
+static void tune(int64_t block, int64_t keep)
+{
+    tg__lce_tune(block, keep, &saved_block, &saved_keep);
+}
+static void untune(void)
+{
+    int64_t b, k;
+    tg__lce_tune(saved_block, saved_keep, &b, &k);
+}
+
+static tg_tensor *randn_of(tg_dtype dt, int ndim, const int64_t *shape,
+                           uint64_t seed, bool grad)
+{
+    tg_rng r;
+    tg_rng_seed(&r, seed);
+    tg_tensor *t = tg_randn(&r, dt, ndim, shape);
+    if (grad)
+        tg_set_requires_grad(t, true);
+    return t;
+}
+
+/* targets (...) in [0, V), every third ignored when `ignored` */
+static tg_tensor *targets_of(int ndim, const int64_t *shape, int64_t V,
+                             bool ignored)
+{
+    tg_tensor *t = tg_zeros(TG_INT64, ndim, shape);
+    int64_t n = tg_numel(t);
+    int64_t *v = malloc(sizeof *v * (size_t)(n ? n : 1));
+    for (int64_t i = 0; i < n; i++)
+        v[i] = ignored && i % 3 == 1 ? TG_IGNORE_INDEX : (i * 7 + 3) % V;
+    tg_copy_in(t, TG_INT64, v);
+    free(v);
+    return t;
+}
+
+/* How lce_fn reads its leaves: x as given, transposed ((C,N) -> (N,C))
+ * or broadcast along a first dim of 2; weight as given, as the transpose
+ * of a (V,C) table (the tied layout, read in place), or as the (C,V)
+ * select of a (C,V,2) (strides (2V,2): neither 1, copied by the op). */
+enum { AS_IS, TRANSPOSED, BROADCAST, SELECTED };
+typedef struct {
+    tg_tensor *targets;
+    tg_reduction red;
+    int x_as, w_as;
+} lce_ctx;
+
+static tg_tensor *lce_fn(tg_tensor *const *in, void *ctx)
+{
+    const lce_ctx *c = ctx;
+    tg_tensor *xv = c->x_as == TRANSPOSED ? tg_transpose(in[0], 0, 1)
+                    : c->x_as == BROADCAST
+                        ? tg_expand(in[0], TG_SHAPE(2, tg_size(in[0], 1),
+                                                    tg_size(in[0], 2)))
+                        : NULL;
+    tg_tensor *wv = c->w_as == TRANSPOSED ? tg_transpose(in[1], 0, 1)
+                    : c->w_as == SELECTED ? tg_select(in[1], 2, 1)
+                                          : NULL;
+    tg_tensor *y = tg_linear_cross_entropy_with(
+        xv ? xv : in[0], wv ? wv : in[1], c->targets, TG_IGNORE_INDEX, c->red);
+    tg_release(wv);
+    tg_release(xv);
+    return y;
+}
+
+/* The gradcheck of each layout, with the sizes now set. */
+static void gradcheck_layouts(void)
+{
+    const int64_t V = 5;
+    tg_tensor *x3 = randn_of(TG_FLOAT64, TG_SHAPE(2, 3, 4), 1, true);
+    tg_tensor *w = randn_of(TG_FLOAT64, TG_SHAPE(4, 5), 2, true);
+    tg_tensor *table = randn_of(TG_FLOAT64, TG_SHAPE(5, 4), 3, true);
+    tg_tensor *wide = randn_of(TG_FLOAT64, TG_SHAPE(4, 5, 2), 4, true);
+    tg_tensor *xt = randn_of(TG_FLOAT64, TG_SHAPE(4, 6), 5, true);
+    tg_tensor *x1 = randn_of(TG_FLOAT64, TG_SHAPE(1, 3, 4), 6, true);
+    tg_tensor *t23 = targets_of(TG_SHAPE(2, 3), V, false);
+    tg_tensor *t23m = targets_of(TG_SHAPE(2, 3), V, true);
+    tg_tensor *t6 = targets_of(TG_SHAPE(6), V, true);
+    tg_tensor *none = tg_full(TG_INT64, TG_SHAPE(2, 3), TG_IGNORE_INDEX);
+    const lce_ctx cases[] = {
+        {t23, TG_REDUCTION_MEAN, AS_IS, AS_IS},
+        {t23m, TG_REDUCTION_MEAN, AS_IS, TRANSPOSED},
+        {t23m, TG_REDUCTION_NONE, BROADCAST, SELECTED},
+        {t6, TG_REDUCTION_SUM, TRANSPOSED, AS_IS},
+        {none, TG_REDUCTION_SUM, AS_IS, AS_IS}, /* every row ignored */
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        const lce_ctx *c = &cases[k];
+        tg_tensor *in[2] = {c->x_as == TRANSPOSED  ? xt
+                            : c->x_as == BROADCAST ? x1
+                                                   : x3,
+                            c->w_as == TRANSPOSED ? table
+                            : c->w_as == SELECTED ? wide
+                                                  : w};
+        assert_gradcheck(lce_fn, (void *)c, 2, in);
+    }
+    tg_tensor *all[] = {x3, w, table, wide, xt, x1, t23, t23m, t6, none};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        tg_release(all[i]);
+}
+
+START_TEST(gradcheck_one_block) { gradcheck_layouts(); }
+END_TEST
+
+/* Blocks of 2 rows (block 10 logits of V = 5), the logits made again in
+ * the backward (keep 0), then kept (keep large). */
+START_TEST(gradcheck_many_blocks)
+{
+    tune(10, 0);
+    gradcheck_layouts();
+    untune();
+    tune(10, (int64_t)1 << 30);
+    gradcheck_layouts();
+    untune();
+}
+END_TEST
+
+/* loss, dx and dweight of one call, as doubles (malloc'd) */
+typedef struct {
+    double loss, *dx, *dw;
+} result;
+
+/* wl: the leaf whose gradient is weight's (weight itself, or the table
+ * it is a view of) */
+static result run(tg_tensor *x, tg_tensor *w, tg_tensor *wl, tg_tensor *t,
+                  tg_reduction red, bool fused)
+{
+    tg_zero_grad(x);
+    tg_zero_grad(wl);
+    tg_tensor *y;
+    if (fused) {
+        y = tg_linear_cross_entropy_with(x, w, t, TG_IGNORE_INDEX, red);
+    } else {
+        tg_tensor *l = tg_matmul(x, w);
+        y = tg_cross_entropy_with(l, t, TG_IGNORE_INDEX, red);
+        tg_release(l);
+    }
+    ck_assert_ptr_nonnull(y);
+    tg_tensor *s = red == TG_REDUCTION_NONE ? tg_sum_all(y) : tg_retain(y);
+    result r = {tg_item(s), NULL, NULL};
+    ck_assert_msg(tg_backward(s) == 0, "%s", tg_last_error());
+    r.dx = values_of(tg_grad(x));
+    r.dw = values_of(tg_grad(wl));
+    tg_release(s);
+    tg_release(y);
+    return r;
+}
+
+static void result_free(result *r)
+{
+    free(r->dx);
+    free(r->dw);
+}
+
+static double rel(double a, double b)
+{
+    return fabs(a - b) / (fabs(b) > 1 ? fabs(b) : 1);
+}
+
+/* Fused against composed, float32 and float64, the three reductions, with
+ * ignored rows, over V = 333 (a vector tail) and many blocks: the loss
+ * within an ulp or two of the dtype (the same products and row kernels),
+ * the gradients within rounding. */
+START_TEST(matches_composed)
+{
+    const tg_dtype dt = _i < 3 ? TG_FLOAT64 : TG_FLOAT32;
+    const tg_reduction red = (tg_reduction)(_i % 3);
+    const double tol = dt == TG_FLOAT64 ? 1e-13 : 2e-6;
+    tune(333 * 7, 333 * 1000);
+    tg_tensor *x = randn_of(dt, TG_SHAPE(3, 10, 24), 11, true);
+    tg_tensor *w = randn_of(dt, TG_SHAPE(24, 333), 12, true);
+    tg_tensor *t = targets_of(TG_SHAPE(3, 10), 333, true);
+    result f = run(x, w, w, t, red, true), c = run(x, w, w, t, red, false);
+    ck_assert_msg(rel(f.loss, c.loss) <= tol, "loss %.17g vs %.17g", f.loss,
+                  c.loss);
+    for (int64_t i = 0; i < tg_numel(x); i++)
+        ck_assert_msg(rel(f.dx[i], c.dx[i]) <= tol * 10, "dx[%lld] %g vs %g",
+                      (long long)i, f.dx[i], c.dx[i]);
+    for (int64_t i = 0; i < tg_numel(w); i++)
+        ck_assert_msg(rel(f.dw[i], c.dw[i]) <= tol * 10, "dw[%lld] %g vs %g",
+                      (long long)i, f.dw[i], c.dw[i]);
+    result_free(&f);
+    result_free(&c);
+    untune();
+    tg_release(t);
+    tg_release(w);
+    tg_release(x);
+}
+END_TEST
+
+/* Kept logits and logits made again give the same bits, float32, blocks
+ * of 7 rows; and so do 1 and 3 threads. */
+START_TEST(kept_and_remade_bit_equal)
+{
+    tg_tensor *x = randn_of(TG_FLOAT32, TG_SHAPE(40, 32), 21, true);
+    tg_tensor *table = randn_of(TG_FLOAT32, TG_SHAPE(300, 32), 22, true);
+    tg_tensor *t = targets_of(TG_SHAPE(40), 300, true);
+    result r[3];
+    for (int k = 0; k < 3; k++) {
+        tune(300 * 7, k == 0 ? (int64_t)1 << 30 : 0);
+        int was = set_threads(k == 2 ? 3 : 1);
+        tg_tensor *w = tg_transpose(table, 0, 1); /* the tied layout */
+        r[k] = run(x, w, table, t, TG_REDUCTION_MEAN, true);
+        tg_release(w);
+        set_threads(was);
+        untune();
+    }
+    for (int k = 1; k < 3; k++) {
+        ck_assert(r[k].loss == r[0].loss);
+        for (int64_t i = 0; i < tg_numel(x); i++)
+            ck_assert_msg(r[k].dx[i] == r[0].dx[i], "dx[%lld]", (long long)i);
+        for (int64_t i = 0; i < tg_numel(table); i++)
+            ck_assert_msg(r[k].dw[i] == r[0].dw[i], "dw[%lld]", (long long)i);
+    }
+    for (int k = 0; k < 3; k++)
+        result_free(&r[k]);
+    tg_release(t);
+    tg_release(table);
+    tg_release(x);
+}
+END_TEST
+
+/* A second backward adds into the gradients in place (the GEMM with
+ * beta 1): twice the first. */
+START_TEST(gradients_accumulate)
+{
+    tg_tensor *x = randn_of(TG_FLOAT64, TG_SHAPE(6, 4), 31, true);
+    tg_tensor *w = randn_of(TG_FLOAT64, TG_SHAPE(4, 9), 32, true);
+    tg_tensor *t = targets_of(TG_SHAPE(6), 9, false);
+    result one = run(x, w, w, t, TG_REDUCTION_MEAN, true);
+    tg_tensor *y = tg_linear_cross_entropy(x, w, t);
+    ck_assert_int_eq(tg_backward(y), 0);
+    double *dx = values_of(tg_grad(x)), *dw = values_of(tg_grad(w));
+    for (int i = 0; i < 24; i++)
+        ck_assert_double_eq_tol(dx[i], 2 * one.dx[i], 1e-15);
+    for (int i = 0; i < 36; i++)
+        ck_assert_double_eq_tol(dw[i], 2 * one.dw[i], 1e-15);
+    free(dx);
+    free(dw);
+    result_free(&one);
+    tg_release(y);
+    tg_release(t);
+    tg_release(w);
+    tg_release(x);
+}
+END_TEST
+
+/* No rows: the mean is 0/0 = NaN (as torch), the sum 0, and the
+ * gradients are zeros of the inputs' shapes. */
+START_TEST(no_rows)
+{
+    tg_tensor *x = randn_of(TG_FLOAT64, TG_SHAPE(0, 4), 41, true);
+    tg_tensor *w = randn_of(TG_FLOAT64, TG_SHAPE(4, 3), 42, true);
+    tg_tensor *t = tg_zeros(TG_INT64, TG_SHAPE(0));
+    tg_tensor *m = tg_linear_cross_entropy(x, w, t);
+    ck_assert(isnan(tg_item(m)));
+    tg_tensor *s = tg_linear_cross_entropy_with(x, w, t, TG_IGNORE_INDEX,
+                                                TG_REDUCTION_SUM);
+    ck_assert(tg_item(s) == 0);
+    ck_assert_int_eq(tg_backward(s), 0);
+    double *dw = values_of(tg_grad(w));
+    for (int i = 0; i < 12; i++)
+        ck_assert(dw[i] == 0);
+    free(dw);
+    tg_release(s);
+    tg_release(m);
+    tg_release(t);
+    tg_release(w);
+    tg_release(x);
+}
+END_TEST
+
+Suite *linear_ce_suite(void)
+{
+    Suite *s = suite_create("linear_ce");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, gradcheck_one_block);
+    tcase_add_test(tc, gradcheck_many_blocks);
+    tcase_add_loop_test(tc, matches_composed, 0, 6);
+    tcase_add_test(tc, kept_and_remade_bit_equal);
+    tcase_add_test(tc, gradients_accumulate);
+    tcase_add_test(tc, no_rows);
+    suite_add_tcase(s, tc);
+    return s;
+}
