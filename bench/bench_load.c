@@ -1,17 +1,20 @@
 /* bench_load: the time and memory of loading a GPT-2 checkpoint
- * (tg_gpt_load_pretrained), one load per process, so that the process's
- * peak resident set is the load's.
+ * (tg_gpt_load_pretrained, or llm.c's tg_gpt_load_llmc), one load per
+ * process, so that the process's peak resident set is the load's.
  *
- *   bench_load make PATH [--layers L] [--untied]
+ *   bench_load make PATH [--layers L] [--untied] [--llmc]
  *       writes GPT-2 124M's shape (V 50257, T 1024, C 768, 12 heads, 12
  *       layers, tanh GELU, biases, tied head; L layers instead of 12 with
  *       --layers, a separate lm_head with --untied), drawn from seed 0, as a
- *       .safetensors of GPT-2's names (tg_gpt_save_pretrained)
- *   bench_load load PATH [--float64] [--read-whole]
+ *       .safetensors of GPT-2's names (tg_gpt_save_pretrained), or with
+ *       --llmc as llm.c's gpt2_124M.bin (tg_gpt_save_llmc: float32, the
+ *       vocabulary padded to 50304)
+ *   bench_load load PATH [--float64] [--read-whole] [--llmc]
  *       loads it with tg_gpt_load_pretrained; with --read-whole, the way
  *       it was before loads streamed: tg_read_safetensors, then
  *       tg_gpt_from_state_dict (which built the model from random draws
- *       before the streaming change)
+ *       before the streaming change); with --llmc, an llm.c file with
+ *       tg_gpt_load_llmc (variant=load_llmc)
  *
  * Output of load: one line of key=value fields on stdout:
  *     bench impl=tapegrad variant=load params=... model_mib=... load_s=...
@@ -38,7 +41,7 @@ static double now_s(clockid_t c)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static int make(const char *path, int layers, bool untied)
+static int make(const char *path, int layers, bool untied, bool llmc)
 {
     tg_gpt_config cfg = {.vocab_size = 50257,
                          .block_size = 1024,
@@ -54,7 +57,8 @@ static int make(const char *path, int layers, bool untied)
     tg_rng_seed(&rng, 0);
     tg_gpt g;
     if (tg_gpt_init(&g, cfg, &rng) < 0 ||
-        tg_gpt_save_pretrained(&g, path) < 0) {
+        (llmc ? tg_gpt_save_llmc(&g, path) : tg_gpt_save_pretrained(&g, path)) <
+            0) {
         fprintf(stderr, "bench_load: %s\n", tg_last_error());
         tg_gpt_free(&g);
         return 1;
@@ -75,12 +79,13 @@ static int read_whole(tg_gpt *g, const char *path, tg_dtype dt)
     return rc;
 }
 
-static int load(const char *path, tg_dtype dt, bool whole)
+static int load(const char *path, tg_dtype dt, bool whole, bool llmc)
 {
     tg_gpt g;
     double t0 = now_s(CLOCK_MONOTONIC), c0 = now_s(CLOCK_PROCESS_CPUTIME_ID);
-    int rc = whole ? read_whole(&g, path, dt)
-                   : tg_gpt_load_pretrained(&g, path, 12, dt);
+    int rc = llmc    ? tg_gpt_load_llmc(&g, path, dt)
+             : whole ? read_whole(&g, path, dt)
+                     : tg_gpt_load_pretrained(&g, path, 12, dt);
     double t1 = now_s(CLOCK_MONOTONIC), c1 = now_s(CLOCK_PROCESS_CPUTIME_ID);
     if (rc < 0) {
         fprintf(stderr, "bench_load: %s\n", tg_last_error());
@@ -99,9 +104,11 @@ static int load(const char *path, tg_dtype dt, bool whole)
     printf("bench impl=tapegrad variant=load%s dtype=%s params=%lld "
            "model_mib=%.1f load_s=%.3f cpu_s=%.3f peak_rss_kb=%ld "
            "peak_over_model=%.3f\n",
-           whole ? "_read_whole" : "", tg_dtype_name(dt), (long long)n,
-           model_kb / 1024, t1 - t0, c1 - c0, ru.ru_maxrss,
-           ru.ru_maxrss / model_kb);
+           llmc    ? "_llmc"
+           : whole ? "_read_whole"
+                   : "",
+           tg_dtype_name(dt), (long long)n, model_kb / 1024, t1 - t0, c1 - c0,
+           ru.ru_maxrss, ru.ru_maxrss / model_kb);
     tg_gpt_free(&g);
     return 0;
 }
@@ -109,13 +116,14 @@ static int load(const char *path, tg_dtype dt, bool whole)
 int main(int argc, char **argv)
 {
     if (argc < 3 || (strcmp(argv[1], "make") && strcmp(argv[1], "load"))) {
-        fprintf(stderr, "usage: bench_load make PATH [--layers L] [--untied]\n"
+        fprintf(stderr, "usage: bench_load make PATH [--layers L] [--untied] "
+                        "[--llmc]\n"
                         "       bench_load load PATH [--float64] "
-                        "[--read-whole]\n");
+                        "[--read-whole] [--llmc]\n");
         return 2;
     }
     int layers = 12;
-    bool untied = false, f64 = false, whole = false;
+    bool untied = false, f64 = false, whole = false, llmc = false;
     for (int i = 3; i < argc; i++) {
         if (!strcmp(argv[i], "--layers") && i + 1 < argc)
             layers = atoi(argv[++i]);
@@ -125,12 +133,14 @@ int main(int argc, char **argv)
             f64 = true;
         else if (!strcmp(argv[i], "--read-whole"))
             whole = true;
+        else if (!strcmp(argv[i], "--llmc"))
+            llmc = true;
         else {
             fprintf(stderr, "bench_load: unknown option '%s'\n", argv[i]);
             return 2;
         }
     }
     if (!strcmp(argv[1], "make"))
-        return make(argv[2], layers, untied);
-    return load(argv[2], f64 ? TG_FLOAT64 : TG_FLOAT32, whole);
+        return make(argv[2], layers, untied, llmc);
+    return load(argv[2], f64 ? TG_FLOAT64 : TG_FLOAT32, whole, llmc);
 }

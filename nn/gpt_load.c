@@ -478,14 +478,13 @@ static const char *const path_names[] = {
 
 /* One line of what the loader chose and why into o->loading_info (when
  * given): the GELU form and where it came from (naming, else the layout's
- * name), the attention path, the sizes, the head, the biases, the dtype. */
-static void describe(const tg_gpt_load_opts *o, const plan *p,
-                     const char *naming)
+ * name), the attention path, the sizes, the head, the biases, the dtype
+ * (nn/nn.h). */
+void tg__gpt_describe(const tg_gpt_load_opts *o, const tg_gpt_config *c,
+                      bool implied, const char *naming)
 {
     if (!o->loading_info || !o->loading_info_size)
         return;
-    const tg_gpt_config *c = &p->cfg;
-    bool implied = p->lay == CONV1D; /* the tanh form */
     const char *form = c->gelu_tanh ? "tanh" : "erf";
     if (!naming)
         naming = implied ? "GPT-2 Conv1D naming" : "nanoGPT Linear naming";
@@ -515,7 +514,7 @@ static void describe(const tg_gpt_load_opts *o, const plan *p,
  * its placeholders: tg__st_open), with no tape; on success says what it
  * chose into o->loading_info. */
 static int from_state_dict(tg_gpt *g, const tg_params *sd, tg__st_stream *file,
-                           const tg_gpt_load_opts *o, const char *naming)
+                           const tg_gpt_load_opts *o)
 {
     tg_dtype dt = o->dtype;
     if (!tg__check_float_dtype("gpt_from_state_dict", dt))
@@ -546,7 +545,7 @@ static int from_state_dict(tg_gpt *g, const tg_params *sd, tg__st_stream *file,
         tg_set_grad_enabled(was);
     }
     if (rc == 0)
-        describe(o, &p, naming);
+        tg__gpt_describe(o, &p.cfg, p.lay == CONV1D, NULL);
     free(p.blocks);
     free(s.used);
     tg__names_free(&s.by_name);
@@ -573,7 +572,7 @@ bool tg__gpt_check_load_opts(const char *op, const tg_gpt_load_opts *o)
  * and the options checked in that order, as tg_gpt_from_state_dict always
  * checked its arguments. */
 static int checked_entry(tg_gpt *g, const tg_params *sd, tg__st_stream *file,
-                         const tg_gpt_load_opts *opts, const char *naming)
+                         const tg_gpt_load_opts *opts)
 {
     if (!tg__init_begin("gpt_from_state_dict", "the model", g, sizeof *g, 0,
                         TG_FLOAT32, NULL, NULL))
@@ -584,19 +583,13 @@ static int checked_entry(tg_gpt *g, const tg_params *sd, tg__st_stream *file,
     }
     if (!tg__gpt_check_load_opts("gpt_from_state_dict_with", opts))
         return -1;
-    return from_state_dict(g, sd, file, opts, naming);
-}
-
-int tg__gpt_from_state_dict_as(tg_gpt *g, const tg_params *sd,
-                               const tg_gpt_load_opts *opts, const char *naming)
-{
-    return checked_entry(g, sd, NULL, opts, naming);
+    return from_state_dict(g, sd, file, opts);
 }
 
 int tg_gpt_from_state_dict_with(tg_gpt *g, const tg_params *sd,
                                 const tg_gpt_load_opts *opts)
 {
-    return tg__gpt_from_state_dict_as(g, sd, opts, NULL);
+    return checked_entry(g, sd, NULL, opts);
 }
 
 int tg_gpt_from_state_dict(tg_gpt *g, const tg_params *sd, int n_head,
@@ -628,7 +621,7 @@ int tg_gpt_load_pretrained_with(tg_gpt *g, const char *path,
     tg__st_stream *file = npz ? NULL : tg__st_open(path, &sd);
     int rc = npz ? tg_read_npz(path, &sd) : file ? 0 : -1;
     if (rc == 0)
-        rc = checked_entry(g, &sd, file, opts, NULL);
+        rc = checked_entry(g, &sd, file, opts);
     tg__st_close(file);
     tg_params_release(&sd);
     if (rc < 0) {

@@ -105,13 +105,16 @@ static inline bool tg__check_dropout(const char *op, const char *what, double p)
     return false;
 }
 
-/* tg_gpt_from_state_dict_with for a reader of another format
- * (nn/gpt_load.c): naming, when not NULL, is what the loading_info line
- * says the GELU form came from ("llm.c checkpoint") in place of the
- * weights' naming. */
-TG_HIDDEN int tg__gpt_from_state_dict_as(tg_gpt *g, const tg_params *sd,
-                                         const tg_gpt_load_opts *opts,
-                                         const char *naming);
+/* Writes into opts->loading_info (when given) the line of what a loader
+ * chose for the model of c (nn/gpt_load.c): the GELU form and where it
+ * came from (naming, e.g. "llm.c checkpoint"; NULL: the state dict's
+ * naming, GPT-2's Conv1D when implied_tanh, else nanoGPT's Linear), which
+ * form that source implies (tanh when implied_tanh) when an option chose
+ * the other, the attention path, the sizes, the head, the biases, the
+ * dtype. */
+TG_HIDDEN void tg__gpt_describe(const tg_gpt_load_opts *opts,
+                                const tg_gpt_config *c, bool implied_tanh,
+                                const char *naming);
 /* Errors (naming op) unless opts is there with a known GELU form and
  * attention path (nn/gpt_load.c); the dtype and n_head are the loaders'
  * own checks. */

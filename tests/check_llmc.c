@@ -4,9 +4,14 @@
  *   - the model read gives the loss torch computes from the same weights
  *     (float32 and bfloat16 files), and written back is the file, byte for
  *     byte (the vocabulary's zero padding included);
+ *   - streamed into the model, the file gives the bits that its tensors
+ *     read whole into a state dict give through tg_gpt_from_state_dict,
+ *     and the load's live tensor bytes peak at the model's (plus at most
+ *     the reader's MiB), not the model's and the file's;
  *   - the shards read are the tokens, and a GPT-2 shard written is the
  *     file;
  *   - bad files and models llm.c cannot run are refused, named. */
+#include "core/internal.h" /* tg__storage_peak_bytes */
 #include "tests.h"
 
 #include <math.h>
@@ -305,6 +310,217 @@ START_TEST(bad_tokens)
 }
 END_TEST
 
+/* ---- Streamed, against the file read whole -------------------------------
+ * The test's own reader of llm.c's layout (train_gpt2.py's write_model): the
+ * header, then every tensor in its order as nn.Linear's (out, in), read
+ * into a state dict under nanoGPT's names, which tg_gpt_from_state_dict
+ * loads as it loads any nanoGPT file: the old path of tg_gpt_load_llmc. */
+
+/* The little-endian 32-bit word at b. */
+static uint32_t word_at(const unsigned char *b)
+{
+    return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
+           (uint32_t)b[3] << 24;
+}
+
+/* Element i of the file's weights at w: float32, or bfloat16 widened. */
+static float weight_at(const unsigned char *w, int version, long i)
+{
+    uint32_t u = version == 3 ? word_at(w + 4 * i)
+                              : (uint32_t)(w[2 * i] | w[2 * i + 1] << 8) << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* The next tensor of the file, rows x cols (rows 0: a vector of cols), of
+ * which the first keep rows go into sd as name. */
+static void take(tg_params *sd, const unsigned char *w, int version, long *at,
+                 const char *name, int64_t rows, int64_t cols, int64_t keep)
+{
+    int64_t n = (rows ? keep : 1) * cols;
+    float *v = malloc(sizeof(float) * (size_t)n);
+    for (int64_t i = 0; i < n; i++)
+        v[i] = weight_at(w, version, *at + i);
+    *at += (rows ? rows : 1) * cols;
+    tg_tensor *t = rows ? tg_from_data(TG_FLOAT32, TG_SHAPE(keep, cols), v)
+                        : tg_from_data(TG_FLOAT32, TG_SHAPE(cols), v);
+    ck_assert_int_eq(tg_params_add(sd, NULL, name, t), 0);
+    free(v);
+}
+
+/* Every tensor of the llm.c file at path into sd, nanoGPT-named; the
+ * header's number of heads. */
+static int read_whole(const char *path, tg_params *sd)
+{
+    long len;
+    unsigned char *b = slurp(path, &len);
+    int32_t h[8];
+    for (int i = 0; i < 8; i++)
+        h[i] = (int32_t)word_at(b + 4 * i);
+    int version = h[1];
+    int64_t T = h[2], V = h[3], L = h[4], C = h[6], Vp = h[7];
+    static const struct {
+        const char *name;
+        int rows, cols; /* in units of C; rows 0: a vector */
+    } parts[] = {{"ln_1.weight", 0, 1},        {"ln_1.bias", 0, 1},
+                 {"attn.c_attn.weight", 3, 1}, {"attn.c_attn.bias", 0, 3},
+                 {"attn.c_proj.weight", 1, 1}, {"attn.c_proj.bias", 0, 1},
+                 {"ln_2.weight", 0, 1},        {"ln_2.bias", 0, 1},
+                 {"mlp.c_fc.weight", 4, 1},    {"mlp.c_fc.bias", 0, 4},
+                 {"mlp.c_proj.weight", 1, 4},  {"mlp.c_proj.bias", 0, 1}};
+    const unsigned char *w = b + 1024;
+    long at = 0;
+    take(sd, w, version, &at, "transformer.wte.weight", Vp, C, V);
+    take(sd, w, version, &at, "transformer.wpe.weight", T, C, T);
+    char name[TG_PARAM_NAME_MAX];
+    for (size_t k = 0; k < sizeof parts / sizeof *parts; k++)
+        for (int l = 0; l < L; l++) {
+            snprintf(name, sizeof name, "transformer.h.%d.%s", l,
+                     parts[k].name);
+            int64_t rows = parts[k].rows * C;
+            take(sd, w, version, &at, name, rows, parts[k].cols * C, rows);
+        }
+    take(sd, w, version, &at, "transformer.ln_f.weight", 0, C, 0);
+    take(sd, w, version, &at, "transformer.ln_f.bias", 0, C, 0);
+    ck_assert_int_eq(1024 + at * (version == 3 ? 4 : 2), len); /* all */
+    free(b);
+    return h[5];
+}
+
+/* Every parameter of a and b: the same names, shapes and bits. */
+static void assert_same_bits(tg_gpt *a, tg_gpt *b)
+{
+    tg_params pa, pb;
+    tg_params_init(&pa);
+    tg_params_init(&pb);
+    ck_assert_int_eq(tg_gpt_params(a, &pa, NULL), 0);
+    ck_assert_int_eq(tg_gpt_params(b, &pb, NULL), 0);
+    ck_assert_int_eq(pa.n, pb.n);
+    for (int i = 0; i < pa.n; i++) {
+        tg_tensor *x = pa.items[i].t, *y = pb.items[i].t;
+        ck_assert_str_eq(pa.items[i].name, pb.items[i].name);
+        ck_assert_int_eq(tg_dtype_of(x), tg_dtype_of(y));
+        ck_assert(tg_ndim(x) == tg_ndim(y) &&
+                  !memcmp(tg_shape(x), tg_shape(y),
+                          sizeof(int64_t) * (size_t)tg_ndim(x)));
+        size_t bytes = (size_t)tg_numel(x) * tg_dtype_size(tg_dtype_of(x));
+        void *u = malloc(bytes), *v = malloc(bytes);
+        ck_assert_int_eq(tg_copy_out(x, tg_dtype_of(x), u), 0);
+        ck_assert_int_eq(tg_copy_out(y, tg_dtype_of(y), v), 0);
+        ck_assert_msg(!memcmp(u, v, bytes), "%s differs", pa.items[i].name);
+        free(u);
+        free(v);
+    }
+    tg_params_free(&pa);
+    tg_params_free(&pb);
+}
+
+/* Both files (float32, bfloat16) into both dtypes: the streamed model is
+ * the one the state dict of the file's tensors gives, with the tanh GELU
+ * llm.c's model has (the nanoGPT naming alone would give erf). */
+START_TEST(streamed_same_as_read_whole)
+{
+    tg_scope_begin();
+    const char *file = MODELS[_i / 2].file;
+    tg_dtype dt = _i % 2 ? TG_FLOAT64 : TG_FLOAT32;
+    tg_params sd;
+    tg_params_init(&sd);
+    int heads = read_whole(llmc(file), &sd);
+    tg_gpt want, got;
+    tg_gpt_load_opts o = {.n_head = heads, .dtype = dt, .gelu = TG_GELU_TANH};
+    ck_assert_msg(tg_gpt_from_state_dict_with(&want, &sd, &o) == 0, "%s",
+                  tg_last_error());
+    tg_params_release(&sd);
+    ck_assert_msg(tg_gpt_load_llmc(&got, llmc(file), dt) == 0, "%s",
+                  tg_last_error());
+    const tg_gpt_config *a = &got.cfg, *b = &want.cfg;
+    ck_assert(a->vocab_size == b->vocab_size && a->n_embd == b->n_embd &&
+              a->n_layer == b->n_layer && a->n_head == b->n_head &&
+              a->block_size == b->block_size && a->dtype == b->dtype &&
+              a->gelu_tanh && b->gelu_tanh && a->tie_weights &&
+              b->tie_weights && a->bias == b->bias);
+    assert_same_bits(&got, &want);
+    tg_gpt_free(&want);
+    tg_gpt_free(&got);
+    tg_scope_end();
+}
+END_TEST
+
+/* The model's bytes of dtype dt. */
+static int64_t model_bytes(tg_gpt *g, tg_dtype dt)
+{
+    tg_params ps;
+    tg_params_init(&ps);
+    ck_assert_int_eq(tg_gpt_params(g, &ps, NULL), 0);
+    int64_t n = 0;
+    for (int i = 0; i < ps.n; i++)
+        n += tg_numel(ps.items[i].t);
+    tg_params_free(&ps);
+    return n * (int64_t)tg_dtype_size(dt);
+}
+
+/* A model of C 288 (c_fc's weight, 4 C^2 floats, is more than the reader's
+ * MiB: two chunks transposed) and V 1000 (wte, 288,000 floats: two chunks
+ * converted into float64) written by tg_gpt_save_llmc and read back in
+ * either dtype: the bits its state dict gives, the load's live tensor
+ * bytes at most the model's and the MiB buffer (today exactly the
+ * model's: the buffer is no tensor); read whole into a state dict first,
+ * the file's tensors besides the model. */
+START_TEST(streamed_peak_is_the_model)
+{
+    tg_rng rng;
+    tg_rng_seed(&rng, 3);
+    tg_gpt_config c = {.vocab_size = 1000,
+                       .block_size = 8,
+                       .n_embd = 288,
+                       .n_head = 2,
+                       .n_layer = 1,
+                       .gelu = true,
+                       .gelu_tanh = true,
+                       .dtype = TG_FLOAT32,
+                       .bias = TG_GPT_BIAS_ALL,
+                       .tie_weights = true};
+    tg_gpt g0, g, want;
+    ck_assert_int_eq(tg_gpt_init(&g0, c, &rng), 0);
+    const char *path = scratch_path("c288.bin");
+    ck_assert_int_eq(tg_gpt_save_llmc(&g0, path), 0);
+    tg_params sd;
+    tg_params_init(&sd);
+    ck_assert_int_eq(tg_gpt_state_dict(&g0, &sd), 0);
+    int64_t model = 0;
+    for (int f64 = 0; f64 < 2; f64++) {
+        tg_dtype dt = f64 ? TG_FLOAT64 : TG_FLOAT32;
+        int64_t before = tg__storage_peak_reset();
+        ck_assert_msg(tg_gpt_load_llmc(&g, path, dt) == 0, "%s",
+                      tg_last_error());
+        int64_t peak = tg__storage_peak_bytes() - before;
+        model = model_bytes(&g, dt);
+        ck_assert_msg(peak <= model + (1 << 20),
+                      "the load peaks at %lld bytes, the model is %lld",
+                      (long long)peak, (long long)model);
+        ck_assert_int_eq(tg_gpt_from_state_dict(&want, &sd, 2, dt), 0);
+        assert_same_bits(&g, &want);
+        tg_gpt_free(&want);
+        tg_gpt_free(&g);
+    }
+    tg_params_release(&sd);
+    tg_gpt_free(&g0);
+    tg_params_init(&sd); /* the old way, into float64: 1.5 models */
+    int64_t before = tg__storage_peak_reset();
+    tg_gpt_load_opts o = {.n_head = read_whole(path, &sd),
+                          .dtype = TG_FLOAT64,
+                          .gelu = TG_GELU_TANH};
+    ck_assert_int_eq(tg_gpt_from_state_dict_with(&want, &sd, &o), 0);
+    int64_t whole = tg__storage_peak_bytes() - before;
+    ck_assert_msg(whole >= model + model / 2,
+                  "read whole: %lld bytes, model %lld", (long long)whole,
+                  (long long)model);
+    tg_params_release(&sd);
+    tg_gpt_free(&want);
+}
+END_TEST
+
 Suite *llmc_suite(void)
 {
     Suite *s = suite_create("llmc");
@@ -316,6 +532,8 @@ Suite *llmc_suite(void)
     tcase_add_test(tc, bad_models);
     tcase_add_test(tc, unwritable_models);
     tcase_add_test(tc, bad_tokens);
+    tcase_add_loop_test(tc, streamed_same_as_read_whole, 0, 4);
+    tcase_add_test(tc, streamed_peak_is_the_model);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -778,26 +778,33 @@ START_TEST(gradcheck_and_generate_fail_cleanly)
 END_TEST
 
 /* llm.c's files: the checkpoint read, a loss, the model written back; a
- * shard read. */
+ * shard read; the bfloat16 checkpoint read into float64 (each tensor
+ * converted through the reader's buffer, not read in place) and its
+ * loss. */
 static int llmc_run(void *out)
 {
     double *v = out;
     char path[64];
     snprintf(path, sizeof path, "/tmp/tg_oom_llmc_%d.bin", (int)getpid());
-    tg_gpt g;
+    tg_gpt g, g16;
     tg_scope_begin();
     int rc = tg_gpt_load_llmc(&g, fixture_path("llmc/model.bin"), TG_FLOAT32);
+    int rc16 =
+        tg_gpt_load_llmc(&g16, fixture_path("llmc/model_bf16.bin"), TG_FLOAT64);
     tg_tensor *ids = tg_load_npy(fixture_path("gpt2/ids.npy")); /* (4,17) */
     tg_tensor *x = tg_contiguous(tg_narrow(ids, 1, 0, 16));
     tg_tensor *y = tg_contiguous(tg_narrow(ids, 1, 1, 16));
     tg_tensor *loss = rc == 0 && x && y ? tg_gpt_loss(&g, x, y) : NULL;
+    tg_tensor *loss16 = rc16 == 0 && x && y ? tg_gpt_loss(&g16, x, y) : NULL;
     tg_tensor *shard = tg_load_tokens_llmc(fixture_path("llmc/tokens.bin"));
-    rc = loss && shard && tg_gpt_save_llmc(&g, path) == 0 ? 0 : -1;
+    rc = loss && loss16 && shard && tg_gpt_save_llmc(&g, path) == 0 ? 0 : -1;
     if (rc == 0) {
         v[0] = tg_item(loss);
         v[1] = (double)tg_numel(shard);
+        v[2] = tg_item(loss16);
     }
     tg_gpt_free(&g);
+    tg_gpt_free(&g16);
     tg_scope_end();
     unlink(path);
     return rc;
@@ -805,7 +812,7 @@ static int llmc_run(void *out)
 
 START_TEST(llmc_fails_cleanly)
 {
-    double want[2], got[2];
+    double want[3], got[3];
     each_allocation_fails(llmc_run, want, got, sizeof want);
 }
 END_TEST
