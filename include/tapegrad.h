@@ -639,21 +639,23 @@ tg_tensor *tg_cross_entropy_with(tg_tensor *logits, tg_tensor *targets,
 tg_tensor *tg_cross_entropy(tg_tensor *logits, tg_tensor *targets);
 /** Cross-entropy of a linear map's logits, fused: the loss of
  * tg_cross_entropy_with(tg_matmul(x, weight), targets, ignore_index,
- * reduction) for x (...,C) and weight (C,V) of one float dtype (the layout
- * of tg_linear's weight; a tied embedding table (V,C) is passed as
- * tg_transpose(table, 0, 1) and read in place), targets int64 (...). The
- * (...,V) logits are made a block of rows at a time and never live whole,
- * nor does their gradient: a language model's head over a large vocabulary
- * costs a block's logits, not all of them twice. When the logits are few
- * (up to 2^24 elements) the forward keeps them for the backward; else the
- * backward makes each block again (one more product, the same bits).
- * New reference. Gradient, with G = (softmax(x @ weight) -
- * onehot(targets)) * w_r (w_r = dy / N, dy or dy_r as
- * tg_cross_entropy_with's; 0 on ignored rows): dx = G @ weight^T and
- * dweight = sum over rows of x_r^T G_r. NULL for x or weight not float,
- * of two dtypes, 0-d x, a weight not (C,V) for x's C, targets not int64
- * shaped like x without its last dim, an unknown reduction, or a target
- * out of [0, V) that is not ignore_index (the error names it). */
+ * reduction) for x (...,C) and weight (C,V) of one float dtype. The
+ * weight is (C,V), tg_linear's (in, out) layout, not torch's (out, in):
+ * pass a (V,C) weight or a tied embedding table as tg_transpose(w, 0, 1),
+ * which is read in place. targets int64 (...). The (...,V) logits are
+ * made a block of rows at a time (about 2^22 logits a block): beyond 2^24
+ * logits neither they nor their gradient ever live whole, and the backward
+ * makes each block again (one more product, the same bits); at most 2^24
+ * (64 MiB of float32, 128 MiB of float64), a call that records a tape
+ * entry keeps them for the backward. So a language model's head over a
+ * large vocabulary costs a block's logits, not all of them twice. New
+ * reference. Gradient, with G = (softmax(x @ weight) - onehot(targets)) *
+ * w_r (w_r = dy / N, dy or dy_r as tg_cross_entropy_with's; 0 on ignored
+ * rows): dx = G @ weight^T and dweight = sum over rows of x_r^T G_r. NULL
+ * for x or weight not float, of two dtypes, 0-d x, a weight not (C,V) for
+ * x's C, targets not int64 shaped like x without its last dim, an unknown
+ * reduction, or a target out of [0, V) that is not ignore_index (the
+ * error names it). */
 tg_tensor *tg_linear_cross_entropy_with(tg_tensor *x, tg_tensor *weight,
                                         tg_tensor *targets,
                                         int64_t ignore_index,

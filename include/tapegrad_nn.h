@@ -927,13 +927,15 @@ int tg_gpt_save_pretrained(tg_gpt *g, const char *path);
  * (float32 or float64). The vocabulary's padding rows (the header's Vp
  * beyond V; llm.c never reads them) are dropped. 0, or -1 with g zeroed
  * and the error naming the file: a magic, version or sizes that are not
- * llm.c's, a file that is not exactly the size its header asks for, and
- * the errors of tg_gpt_from_state_dict. */
+ * llm.c's, a file that is not exactly the size its header asks for, a
+ * read that fails, and tg_gpt_init's errors for the header's sizes. The
+ * model is built first (no random draws) and each tensor read straight
+ * into its parameter, so the load peaks at about the model's bytes. */
 int tg_gpt_load_llmc(tg_gpt *g, const char *path, tg_dtype dt);
 /** tg_gpt_load_llmc with the options of opts (tg_gpt_load_opts: dtype, the
  * GELU form, TG_GELU_AUTO being llm.c's tanh, the attention path,
- * loading_info); opts->n_head is 0 or the header's. Its errors, and those of
- * tg_gpt_from_state_dict_with. */
+ * loading_info); opts->n_head is 0 or the header's. Its errors, and a bad
+ * opts's. */
 int tg_gpt_load_llmc_with(tg_gpt *g, const char *path,
                           const tg_gpt_load_opts *opts);
 /** Writes g as llm.c's checkpoint (version 3: float32, the vocabulary

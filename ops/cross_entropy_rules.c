@@ -2,9 +2,8 @@
  * and tg_linear_cross_entropy_with, ops/linear_ce.c): the check of the
  * targets, and the pieces of the recorded backward (tg_op.vjp) and of the
  * forward-mode rule (tg_op.jvp) written in public ops, which both entries
- * build from the logits (the recorded ones, or x @ weight again); and
- * linear_cross_entropy's two rules themselves, which are the matmul's
- * around cross_entropy's. */
+ * build from the logits (the recorded ones, or x @ weight again); and the
+ * loss reduced from each row's. */
 #include "ops/ops.h"
 
 #include <string.h>
@@ -162,59 +161,4 @@ tg_tensor *tg__ce_reduce(const char *op, const tg_tensor *ref,
     /* mean over no counted position: 0/0, NaN (as torch) */
     return tg_scalar(ref->dtype,
                      red == TG_REDUCTION_SUM ? total : total / (double)counted);
-}
-
-/* ---- linear_cross_entropy's rules (its entry: ops/linear_ce.c) ---------- */
-
-/* vjp: with L = x @ weight made again as a recorded tg_matmul and
- *      dL = (softmax(L) - onehot(t)) * w_r (cross_entropy's vjp):
- *        dx = dL @ weight^T            (...,V) @ (V,C)
- *        dweight = X^T @ dL2           X (N,C), dL2 (N,V): the rows
- * jvp: tL = tx @ weight + x @ tweight, then cross_entropy's rule
- *        ty = sum_k g tL, reduced as the loss, g = softmax(L) - onehot */
-int tg__lce_vjp(const tg_node *n, tg_tensor *dy, tg_tensor **dx)
-{
-    tg_tensor *x = n->in[0], *w = n->in[1];
-    const bool need[2] = {tg__needs_grad(n, 0), tg__needs_grad(n, 1)};
-    const int64_t N = tg_numel(n->saved[0]), C = w->shape[0], V = w->shape[1];
-    dx[0] = dx[1] = NULL;
-    tg_tensor *L = tg_matmul(x, w);
-    tg_tensor *g = L ? tg__ce_row_grad(L, n) : NULL;
-    tg_tensor *dL = tg__ce_scale_grad(n, g, dy);
-    if (dL && need[0]) {
-        tg_tensor *wt = tg_transpose(w, 0, 1);
-        dx[0] = wt ? tg_matmul(dL, wt) : NULL;
-        tg_release(wt);
-    }
-    if (dL && need[1]) {
-        tg_tensor *X = tg_reshape(x, TG_SHAPE(N, C));
-        tg_tensor *XT = X ? tg_transpose(X, 0, 1) : NULL;
-        tg_tensor *dL2 = tg_reshape(dL, TG_SHAPE(N, V));
-        dx[1] = XT && dL2 ? tg_matmul(XT, dL2) : NULL;
-        tg_release(dL2);
-        tg_release(XT);
-        tg_release(X);
-    }
-    tg_release(dL);
-    tg_release(g);
-    tg_release(L);
-    return tg__rule_done(dx, 2, need);
-}
-
-int tg__lce_jvp(const tg_node *n, tg_tensor *const *t, tg_tensor **ty)
-{
-    tg_tensor *x = n->in[0], *w = n->in[1];
-    *ty = NULL;
-    if (!t[0] && !t[1])
-        return 0;
-    tg_tensor *tL = NULL;
-    bool ok = (!t[0] || tg__rule_add(&tL, tg_matmul(t[0], w))) &&
-              (!t[1] || tg__rule_add(&tL, tg_matmul(x, t[1])));
-    tg_tensor *L = ok ? tg_matmul(x, w) : NULL;
-    tg_tensor *g = L ? tg__ce_row_grad(L, n) : NULL;
-    *ty = tg__ce_tangent(n, g, tL);
-    tg_release(g);
-    tg_release(L);
-    tg_release(tL);
-    return *ty ? 0 : -1;
 }

@@ -14,7 +14,7 @@
  * kernels' sum order does not depend on the number of rows
  * (kernels/gemm.h), so block b's logits are the rows of x @ weight.
  *
- * The block size R follows V and the dtype, never the thread count, so
+ * The block size R follows V alone, never the thread count, so
  * dweight, summed over the blocks in order, is the same bits on any
  * number of threads. */
 #include <config.h>
@@ -221,8 +221,8 @@ static bool backward_blocks(lce *c, const char *kept, char *dx, bool dx_add,
     }
     tg_release(t);
     if (!ok && scratch)
-        tg__error("linear_cross_entropy: out of memory for the gradient's "
-                  "block of %lld rows of %lld logits",
+        tg__error("linear_cross_entropy: out of memory in the products of "
+                  "the gradient's block of %lld rows of %lld logits",
                   (long long)c->R, (long long)c->V);
     return ok;
 }
@@ -340,11 +340,65 @@ static tg_tensor *lce_replay(const tg_node *n, tg_tensor *const *in)
                                         (tg_reduction)n->ip[TG__CE_REDUCTION]);
 }
 
+/* vjp: with L = x @ weight made again as a recorded tg_matmul and
+ *      dL = (softmax(L) - onehot(t)) * w_r (cross_entropy's vjp):
+ *        dx = dL @ weight^T            (...,V) @ (V,C)
+ *        dweight = X^T @ dL2           X (N,C), dL2 (N,V): the rows
+ * jvp: tL = tx @ weight + x @ tweight, then cross_entropy's rule
+ *        ty = sum_k g tL, reduced as the loss, g = softmax(L) - onehot */
+static int lce_vjp(const tg_node *n, tg_tensor *dy, tg_tensor **dx)
+{
+    tg_tensor *x = n->in[0], *w = n->in[1];
+    const bool need[2] = {tg__needs_grad(n, 0), tg__needs_grad(n, 1)};
+    const int64_t N = tg_numel(n->saved[SAVED_TARGETS]), C = w->shape[0],
+                  V = w->shape[1];
+    dx[0] = dx[1] = NULL;
+    tg_tensor *L = tg_matmul(x, w);
+    tg_tensor *g = L ? tg__ce_row_grad(L, n) : NULL;
+    tg_tensor *dL = tg__ce_scale_grad(n, g, dy);
+    if (dL && need[0]) {
+        tg_tensor *wt = tg_transpose(w, 0, 1);
+        dx[0] = wt ? tg_matmul(dL, wt) : NULL;
+        tg_release(wt);
+    }
+    if (dL && need[1]) {
+        tg_tensor *X = tg_reshape(x, TG_SHAPE(N, C));
+        tg_tensor *XT = X ? tg_transpose(X, 0, 1) : NULL;
+        tg_tensor *dL2 = tg_reshape(dL, TG_SHAPE(N, V));
+        dx[1] = XT && dL2 ? tg_matmul(XT, dL2) : NULL;
+        tg_release(dL2);
+        tg_release(XT);
+        tg_release(X);
+    }
+    tg_release(dL);
+    tg_release(g);
+    tg_release(L);
+    return tg__rule_done(dx, 2, need);
+}
+
+static int lce_jvp(const tg_node *n, tg_tensor *const *t, tg_tensor **ty)
+{
+    tg_tensor *x = n->in[0], *w = n->in[1];
+    *ty = NULL;
+    if (!t[0] && !t[1])
+        return 0;
+    tg_tensor *tL = NULL;
+    bool ok = (!t[0] || tg__rule_add(&tL, tg_matmul(t[0], w))) &&
+              (!t[1] || tg__rule_add(&tL, tg_matmul(x, t[1])));
+    tg_tensor *L = ok ? tg_matmul(x, w) : NULL;
+    tg_tensor *g = L ? tg__ce_row_grad(L, n) : NULL;
+    *ty = tg__ce_tangent(n, g, tL);
+    tg_release(g);
+    tg_release(L);
+    tg_release(tL);
+    return *ty ? 0 : -1;
+}
+
 static const tg_op lce_op = {.name = "linear_cross_entropy",
                              .backward = lce_backward,
                              .replay = lce_replay,
-                             .vjp = tg__lce_vjp,
-                             .jvp = tg__lce_jvp};
+                             .vjp = lce_vjp,
+                             .jvp = lce_jvp};
 
 /* The loss of checked input, with its entry. The logits are kept when the
  * entry will be recorded and they are few (keep_elems). */
@@ -361,10 +415,11 @@ static tg_tensor *lce_forward(tg_tensor *x, tg_tensor *w, tg_tensor *flat,
         c.ignore = ignore;
         lse = tg__new("linear_cross_entropy", TG_FLOAT64, 1, &c.N, false);
         per_row = tg__new("linear_cross_entropy", TG_FLOAT64, 1, &c.N, false);
-        if (records && c.N * c.V <= keep_elems)
+        const bool few = c.V == 0 || c.N <= keep_elems / c.V;
+        if (records && few)
             kept = tg__new("linear_cross_entropy", c.dt, TG_SHAPE(c.N, c.V),
                            false);
-        ok = lse && per_row && (kept || !records || c.N * c.V > keep_elems);
+        ok = lse && per_row && (kept || !records || !few);
     }
     if (ok) {
         c.lse = TG_DATA(double, lse), c.loss = TG_DATA(double, per_row);

@@ -56,12 +56,6 @@ TG_HIDDEN tg_tensor *tg__ce_targets(const char *op, const char *ref_name,
                                     const tg_tensor *ref, tg_tensor *targets,
                                     int64_t V, int64_t ignore,
                                     const char *range_of, int64_t *counted);
-/* tg_linear_cross_entropy_with's vjp and jvp (ops/cross_entropy_rules.c):
- * tg_op.vjp and tg_op.jvp of its entry (core/tape.h), whose inputs are x
- * and weight. */
-TG_HIDDEN int tg__lce_vjp(const tg_node *n, tg_tensor *dy, tg_tensor **dx);
-TG_HIDDEN int tg__lce_jvp(const tg_node *n, tg_tensor *const *t,
-                          tg_tensor **ty);
 /* Sets the block and keep sizes of tg_linear_cross_entropy_with
  * (ops/linear_ce.c), in elements of the logits, returning the old ones:
  * for the tests, which make small inputs take many blocks. */

@@ -49,11 +49,14 @@ static tg_tensor *targets_of(int ndim, const int64_t *shape, int64_t V,
     return t;
 }
 
-/* How lce_fn reads its leaves: x as given, transposed ((C,N) -> (N,C))
- * or broadcast along a first dim of 2; weight as given, as the transpose
- * of a (V,C) table (the tied layout, read in place), or as the (C,V)
- * select of a (C,V,2) (strides (2V,2): neither 1, copied by the op). */
-enum { AS_IS, TRANSPOSED, BROADCAST, SELECTED };
+/* How lce_fn reads its leaves: x as given, transposed ((C,N) -> (N,C)),
+ * broadcast along a first dim of 2, or narrowed to rows 1..2 of its first
+ * dim (contiguous at an offset); weight as given, as the transpose of a
+ * (V,C) table (the tied layout, read in place), as the (C,V) select of a
+ * (C,V,2) (strides (2V,2): neither 1, copied by the op), or narrowed to
+ * V of its 8 columns (read in place with a leading dim of 8, as llm.c's
+ * padded vocabulary is). */
+enum { AS_IS, TRANSPOSED, BROADCAST, SELECTED, NARROWED };
 typedef struct {
     tg_tensor *targets;
     tg_reduction red;
@@ -67,9 +70,11 @@ static tg_tensor *lce_fn(tg_tensor *const *in, void *ctx)
                     : c->x_as == BROADCAST
                         ? tg_expand(in[0], TG_SHAPE(2, tg_size(in[0], 1),
                                                     tg_size(in[0], 2)))
-                        : NULL;
+                    : c->x_as == NARROWED ? tg_narrow(in[0], 0, 1, 2)
+                                          : NULL;
     tg_tensor *wv = c->w_as == TRANSPOSED ? tg_transpose(in[1], 0, 1)
                     : c->w_as == SELECTED ? tg_select(in[1], 2, 1)
+                    : c->w_as == NARROWED ? tg_narrow(in[1], 1, 0, 5)
                                           : NULL;
     tg_tensor *y = tg_linear_cross_entropy_with(
         xv ? xv : in[0], wv ? wv : in[1], c->targets, TG_IGNORE_INDEX, c->red);
@@ -88,6 +93,8 @@ static void gradcheck_layouts(void)
     tg_tensor *wide = randn_of(TG_FLOAT64, TG_SHAPE(4, 5, 2), 4, true);
     tg_tensor *xt = randn_of(TG_FLOAT64, TG_SHAPE(4, 6), 5, true);
     tg_tensor *x1 = randn_of(TG_FLOAT64, TG_SHAPE(1, 3, 4), 6, true);
+    tg_tensor *x33 = randn_of(TG_FLOAT64, TG_SHAPE(3, 3, 4), 7, true);
+    tg_tensor *w8 = randn_of(TG_FLOAT64, TG_SHAPE(4, 8), 8, true);
     tg_tensor *t23 = targets_of(TG_SHAPE(2, 3), V, false);
     tg_tensor *t23m = targets_of(TG_SHAPE(2, 3), V, true);
     tg_tensor *t6 = targets_of(TG_SHAPE(6), V, true);
@@ -98,6 +105,7 @@ static void gradcheck_layouts(void)
         {t23m, TG_REDUCTION_NONE, BROADCAST, SELECTED},
         {t6, TG_REDUCTION_SUM, TRANSPOSED, AS_IS},
         {none, TG_REDUCTION_SUM, AS_IS, AS_IS}, /* every row ignored */
+        {t23m, TG_REDUCTION_MEAN, NARROWED, NARROWED},
     };
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
         const lce_ctx *c = &cases[k];
@@ -109,7 +117,8 @@ static void gradcheck_layouts(void)
                                                   : w};
         assert_gradcheck(lce_fn, (void *)c, 2, in);
     }
-    tg_tensor *all[] = {x3, w, table, wide, xt, x1, t23, t23m, t6, none};
+    tg_tensor *all[] = {x3,  w,  table, wide, xt, x1,
+                        x33, w8, t23,   t23m, t6, none};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         tg_release(all[i]);
 }
@@ -204,16 +213,21 @@ START_TEST(matches_composed)
 END_TEST
 
 /* Kept logits and logits made again give the same bits, float32, blocks
- * of 7 rows; and so do 1 and 3 threads. */
+ * of 64 rows; and the logits made again give them on 1 and 3 threads,
+ * at sizes that thread (a block's rows past TG_PARALLEL_MIN logits, its
+ * products past TG_GEMM_THREADED_MIN multiply-adds). */
 START_TEST(kept_and_remade_bit_equal)
 {
-    tg_tensor *x = randn_of(TG_FLOAT32, TG_SHAPE(40, 32), 21, true);
-    tg_tensor *table = randn_of(TG_FLOAT32, TG_SHAPE(300, 32), 22, true);
-    tg_tensor *t = targets_of(TG_SHAPE(40), 300, true);
+    int was = set_threads(3);
+    ck_assert_msg(set_threads(was) == 3, "the thread count cannot be set");
+    const int64_t N = 256, C = 64, V = 4000;
+    tg_tensor *x = randn_of(TG_FLOAT32, TG_SHAPE(N, C), 21, true);
+    tg_tensor *table = randn_of(TG_FLOAT32, TG_SHAPE(V, C), 22, true);
+    tg_tensor *t = targets_of(TG_SHAPE(N), V, true);
     result r[3];
     for (int k = 0; k < 3; k++) {
-        tune(300 * 7, k == 0 ? (int64_t)1 << 30 : 0);
-        int was = set_threads(k == 2 ? 3 : 1);
+        tune(V * 64, k == 0 ? (int64_t)1 << 30 : 0);
+        was = set_threads(k == 2 ? 3 : 1);
         tg_tensor *w = tg_transpose(table, 0, 1); /* the tied layout */
         r[k] = run(x, w, table, t, TG_REDUCTION_MEAN, true);
         tg_release(w);
@@ -222,9 +236,9 @@ START_TEST(kept_and_remade_bit_equal)
     }
     for (int k = 1; k < 3; k++) {
         ck_assert(r[k].loss == r[0].loss);
-        for (int64_t i = 0; i < tg_numel(x); i++)
+        for (int64_t i = 0; i < N * C; i++)
             ck_assert_msg(r[k].dx[i] == r[0].dx[i], "dx[%lld]", (long long)i);
-        for (int64_t i = 0; i < tg_numel(table); i++)
+        for (int64_t i = 0; i < V * C; i++)
             ck_assert_msg(r[k].dw[i] == r[0].dw[i], "dw[%lld]", (long long)i);
     }
     for (int k = 0; k < 3; k++)
@@ -235,25 +249,53 @@ START_TEST(kept_and_remade_bit_equal)
 }
 END_TEST
 
-/* A second backward adds into the gradients in place (the GEMM with
- * beta 1): twice the first. */
-START_TEST(gradients_accumulate)
+/* The op's backward adds into gradients that already hold something, in
+ * place (its GEMMs with beta 1), when the tape reaches x and weight
+ * through other ops first: sum(x*x) + sum(w*w), recorded after it, runs
+ * its backward first. Against the composed ops, over one block and many
+ * (block 7 rows: every block after the first adds into dweight). */
+static result with_squares(tg_tensor *x, tg_tensor *w, tg_tensor *t, bool fused)
 {
-    tg_tensor *x = randn_of(TG_FLOAT64, TG_SHAPE(6, 4), 31, true);
-    tg_tensor *w = randn_of(TG_FLOAT64, TG_SHAPE(4, 9), 32, true);
-    tg_tensor *t = targets_of(TG_SHAPE(6), 9, false);
-    result one = run(x, w, w, t, TG_REDUCTION_MEAN, true);
-    tg_tensor *y = tg_linear_cross_entropy(x, w, t);
-    ck_assert_int_eq(tg_backward(y), 0);
-    double *dx = values_of(tg_grad(x)), *dw = values_of(tg_grad(w));
-    for (int i = 0; i < 24; i++)
-        ck_assert_double_eq_tol(dx[i], 2 * one.dx[i], 1e-15);
-    for (int i = 0; i < 36; i++)
-        ck_assert_double_eq_tol(dw[i], 2 * one.dw[i], 1e-15);
-    free(dx);
-    free(dw);
-    result_free(&one);
-    tg_release(y);
+    tg_zero_grad(x);
+    tg_zero_grad(w);
+    tg_tensor *l = fused ? NULL : tg_matmul(x, w);
+    tg_tensor *y =
+        fused ? tg_linear_cross_entropy(x, w, t) : tg_cross_entropy(l, t);
+    tg_tensor *xx = tg_mul(x, x), *ww = tg_mul(w, w);
+    tg_tensor *sx = tg_sum_all(xx), *sw = tg_sum_all(ww);
+    tg_tensor *a = tg_add(y, sx), *loss = tg_add(a, sw);
+    result r = {tg_item(loss), NULL, NULL};
+    ck_assert_msg(tg_backward(loss) == 0, "%s", tg_last_error());
+    r.dx = values_of(tg_grad(x));
+    r.dw = values_of(tg_grad(w));
+    tg_tensor *all[] = {l, y, xx, ww, sx, sw, a, loss};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        tg_release(all[i]);
+    return r;
+}
+
+START_TEST(gradients_add_in_place)
+{
+    tg_tensor *x = randn_of(TG_FLOAT64, TG_SHAPE(30, 16), 31, true);
+    tg_tensor *w = randn_of(TG_FLOAT64, TG_SHAPE(16, 50), 32, true);
+    tg_tensor *t = targets_of(TG_SHAPE(30), 50, true);
+    for (int k = 0; k < 2; k++) {
+        if (k == 1)
+            tune(50 * 7, 0);
+        result f = with_squares(x, w, t, true),
+               c = with_squares(x, w, t, false);
+        ck_assert(rel(f.loss, c.loss) <= 1e-14);
+        for (int i = 0; i < 30 * 16; i++)
+            ck_assert_msg(rel(f.dx[i], c.dx[i]) <= 1e-13, "dx[%d] %g vs %g", i,
+                          f.dx[i], c.dx[i]);
+        for (int i = 0; i < 16 * 50; i++)
+            ck_assert_msg(rel(f.dw[i], c.dw[i]) <= 1e-13, "dw[%d] %g vs %g", i,
+                          f.dw[i], c.dw[i]);
+        result_free(&f);
+        result_free(&c);
+        if (k == 1)
+            untune();
+    }
     tg_release(t);
     tg_release(w);
     tg_release(x);
@@ -294,7 +336,7 @@ Suite *linear_ce_suite(void)
     tcase_add_test(tc, gradcheck_many_blocks);
     tcase_add_loop_test(tc, matches_composed, 0, 6);
     tcase_add_test(tc, kept_and_remade_bit_equal);
-    tcase_add_test(tc, gradients_accumulate);
+    tcase_add_test(tc, gradients_add_in_place);
     tcase_add_test(tc, no_rows);
     suite_add_tcase(s, tc);
     return s;
