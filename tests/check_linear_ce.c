@@ -220,7 +220,9 @@ START_TEST(kept_and_remade_bit_equal)
 {
     int was = set_threads(3);
     ck_assert_msg(set_threads(was) == 3, "the thread count cannot be set");
-    const int64_t N = 256, C = 64, V = 4000;
+    /* 2 blocks of 64 rows: 64 * 2048 logits is TG_PARALLEL_MIN, and each
+     * product 64 * 2048 * 32 TG_GEMM_THREADED_MIN (the least that thread) */
+    const int64_t N = 128, C = 32, V = 2048;
     tg_tensor *x = randn_of(TG_FLOAT32, TG_SHAPE(N, C), 21, true);
     tg_tensor *table = randn_of(TG_FLOAT32, TG_SHAPE(V, C), 22, true);
     tg_tensor *t = targets_of(TG_SHAPE(N), V, true);
