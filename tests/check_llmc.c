@@ -388,34 +388,6 @@ static int read_whole(const char *path, tg_params *sd)
     return h[5];
 }
 
-/* Every parameter of a and b: the same names, shapes and bits. */
-static void assert_same_bits(tg_gpt *a, tg_gpt *b)
-{
-    tg_params pa, pb;
-    tg_params_init(&pa);
-    tg_params_init(&pb);
-    ck_assert_int_eq(tg_gpt_params(a, &pa, NULL), 0);
-    ck_assert_int_eq(tg_gpt_params(b, &pb, NULL), 0);
-    ck_assert_int_eq(pa.n, pb.n);
-    for (int i = 0; i < pa.n; i++) {
-        tg_tensor *x = pa.items[i].t, *y = pb.items[i].t;
-        ck_assert_str_eq(pa.items[i].name, pb.items[i].name);
-        ck_assert_int_eq(tg_dtype_of(x), tg_dtype_of(y));
-        ck_assert(tg_ndim(x) == tg_ndim(y) &&
-                  !memcmp(tg_shape(x), tg_shape(y),
-                          sizeof(int64_t) * (size_t)tg_ndim(x)));
-        size_t bytes = (size_t)tg_numel(x) * tg_dtype_size(tg_dtype_of(x));
-        void *u = malloc(bytes), *v = malloc(bytes);
-        ck_assert_int_eq(tg_copy_out(x, tg_dtype_of(x), u), 0);
-        ck_assert_int_eq(tg_copy_out(y, tg_dtype_of(y), v), 0);
-        ck_assert_msg(!memcmp(u, v, bytes), "%s differs", pa.items[i].name);
-        free(u);
-        free(v);
-    }
-    tg_params_free(&pa);
-    tg_params_free(&pb);
-}
-
 /* Both files (float32, bfloat16) into both dtypes: the streamed model is
  * the one the state dict of the file's tensors gives, with the tanh GELU
  * llm.c's model has (the nanoGPT naming alone would give erf). */
@@ -440,7 +412,7 @@ START_TEST(streamed_same_as_read_whole)
               a->block_size == b->block_size && a->dtype == b->dtype &&
               a->gelu_tanh && b->gelu_tanh && a->tie_weights &&
               b->tie_weights && a->bias == b->bias);
-    assert_same_bits(&got, &want);
+    assert_same_gpt(&got, &want, "llm.c streamed");
     tg_gpt_free(&want);
     tg_gpt_free(&got);
     tg_scope_end();
@@ -500,7 +472,7 @@ START_TEST(streamed_peak_is_the_model)
                       "the load peaks at %lld bytes, the model is %lld",
                       (long long)peak, (long long)model);
         ck_assert_int_eq(tg_gpt_from_state_dict(&want, &sd, 2, dt), 0);
-        assert_same_bits(&g, &want);
+        assert_same_gpt(&g, &want, "llm.c streamed");
         tg_gpt_free(&want);
         tg_gpt_free(&g);
     }

@@ -57,8 +57,7 @@ static int load_whole(tg_gpt *g, const char *path, tg_dtype dt)
     return rc;
 }
 
-/* Both models' parameters: the same names, dtypes, shapes and bytes. */
-static void assert_same_bits(tg_gpt *a, tg_gpt *b, const char *what)
+void assert_same_gpt(tg_gpt *a, tg_gpt *b, const char *what)
 {
     ck_assert_int_eq(a->cfg.tie_weights, b->cfg.tie_weights);
     ck_assert_int_eq(a->cfg.bias, b->cfg.bias);
@@ -98,7 +97,7 @@ static void assert_loads_alike(const char *path, bool tied)
         ck_assert_msg(load_whole(&b, path, dts[k]) == 0, "%s: %s", path,
                       tg_last_error());
         ck_assert_int_eq(a.cfg.tie_weights, tied);
-        assert_same_bits(&a, &b, path);
+        assert_same_gpt(&a, &b, path);
         tg_gpt_free(&a);
         tg_gpt_free(&b);
     }
@@ -307,7 +306,7 @@ static bool load_failing_at(int64_t k, bool every_after, const char *path,
         ck_assert_msg(!memcmp(&g, &zero, sizeof g), "the model is not zeroed");
         return reached;
     }
-    assert_same_bits(&g, want, path);
+    assert_same_gpt(&g, want, path);
     tg_gpt_free(&g);
     return reached;
 }

@@ -103,6 +103,11 @@ tg_tensor *fixture_for(const char *stem, tg_dtype dt);
  * printing the report on failure. */
 void assert_gradcheck(tg_fn f, void *ctx, int n, tg_tensor *const *inputs);
 
+/* Asserts that two GPTs have the same config's head, biases and GELU, and
+ * parameters of the same names, dtypes, shapes and bytes; what names the
+ * case in a failure (tests/check_load.c). */
+void assert_same_gpt(tg_gpt *a, tg_gpt *b, const char *what);
+
 /* Asserts that t has exactly this shape. */
 void assert_shape(const tg_tensor *t, int ndim, const int64_t *shape);
 
