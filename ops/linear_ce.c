@@ -7,8 +7,8 @@
  * logits, and as much again for their gradient.
  *
  * The forward makes each block's logits with one GEMM and keeps each
- * row's log-sum-exp. The backward needs the logits again: when all of
- * them are small (at most keep_elems elements) the forward keeps them;
+ * row's log-sum-exp. The backward needs the logits again: when they are
+ * few (at most keep_elems) and the call records, the forward keeps them;
  * else the backward makes each block again with the same GEMM, at the
  * cost of one more forward product. The two give the same bits: our
  * kernels' sum order does not depend on the number of rows
