@@ -6,6 +6,7 @@
  * loss reduced from each row's. */
 #include "ops/ops.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* Errors unless targets is int64 shaped as ref without its last dim. */
@@ -33,15 +34,10 @@ static void bad_target(const char *op, const tg_tensor *targets, int64_t p,
                        int64_t v, int64_t V, int64_t ignore,
                        const char *range_of)
 {
-    int64_t pos[TG_MAX_DIMS], rest = p; /* p as a multi-index */
-    for (int d = targets->ndim - 1; d >= 0; d--) {
-        pos[d] = rest % targets->shape[d];
-        rest /= targets->shape[d];
-    }
     tg__error("%s: target %lld at position %s of %s is out of range [0, %lld) "
               "for %s and is not ignore_index %lld",
               op, (long long)v,
-              tg__shape_str(targets->ndim, pos, (char[TG_SHAPE_STR]){0}),
+              tg__position_str(targets, p, (char[TG_SHAPE_STR]){0}),
               TG_SHP(targets), (long long)V, range_of, (long long)ignore);
 }
 
@@ -109,6 +105,19 @@ double tg__ce_weight(const tg_node *n)
     if (n->ip[TG__CE_REDUCTION] != TG_REDUCTION_MEAN)
         return 1;
     return n->p[0] > 0 ? 1 / n->p[0] : 0;
+}
+
+double *tg__ce_row_weights(const char *op, const tg_tensor *dy)
+{
+    const int64_t n = tg_numel(dy);
+    double *w = tg__malloc(sizeof *w * (size_t)(n ? n : 1));
+    if (!w)
+        tg__error("%s: out of memory for the gradient of %s", op, TG_SHP(dy));
+    if (w && tg_copy_out((tg_tensor *)dy, TG_FLOAT64, w) != 0) {
+        free(w);
+        return NULL;
+    }
+    return w;
 }
 
 /* dlogits = g * dy * w, with dy (...,1) for 'none' */

@@ -10,6 +10,16 @@
 #include <stdio.h>
 #include <string.h>
 
+const char *tg__position_str(const tg_tensor *t, int64_t p, char *buf)
+{
+    int64_t pos[TG_MAX_DIMS], rest = p;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        pos[d] = rest % t->shape[d];
+        rest /= t->shape[d];
+    }
+    return tg__shape_str(t->ndim, pos, buf);
+}
+
 tg_tensor *tg__checked_ids(const char *op, const char *name, const char *noun,
                            tg_tensor *ids, int64_t limit, const char *range_of)
 {
@@ -25,15 +35,10 @@ tg_tensor *tg__checked_ids(const char *op, const char *name, const char *noun,
     for (int64_t p = 0, n = tg_numel(flat); p < n; p++) {
         if (v[p] >= 0 && v[p] < limit)
             continue;
-        int64_t pos[TG_MAX_DIMS], rest = p; /* p as a multi-index */
-        for (int d = ids->ndim - 1; d >= 0; d--) {
-            pos[d] = rest % ids->shape[d];
-            rest /= ids->shape[d];
-        }
         tg__error("%s: %s %lld at position %s of %s is out of range [0, %lld) "
                   "for %s",
                   op, noun, (long long)v[p],
-                  tg__shape_str(ids->ndim, pos, (char[TG_SHAPE_STR]){0}),
+                  tg__position_str(ids, p, (char[TG_SHAPE_STR]){0}),
                   TG_SHP(ids), (long long)limit, range_of);
         tg_release(flat);
         return NULL;

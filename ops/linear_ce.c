@@ -281,22 +281,6 @@ static char *grad_dest(tg_node *n, int i, const lce *c, tg_tensor **fresh,
     return *fresh ? bytes_of(*fresh) : NULL;
 }
 
-/* dy's values as one weight per row ('none'), in double (new), or NULL
- * with an error */
-static double *row_weights(const tg_tensor *dy)
-{
-    const int64_t n = tg_numel(dy);
-    double *w = tg__malloc(sizeof *w * (size_t)(n ? n : 1));
-    if (!w)
-        tg__error("linear_cross_entropy: out of memory for the gradient of %s",
-                  TG_SHP(dy));
-    if (w && tg_copy_out((tg_tensor *)dy, TG_FLOAT64, w) != 0) {
-        free(w);
-        return NULL;
-    }
-    return w;
-}
-
 /* Input i's gradient, once the blocks have run (ok) or failed: a fresh
  * tensor passed on, one added in place left as it is, a failure passed
  * as NULL (the walk then stops and restores what it touched). */
@@ -315,7 +299,8 @@ static void lce_backward(tg_node *n, tg_tensor *dy)
     bool ax = false, aw = false;
     lce c;
     bool ok = operands(&c, n->in[0], n->in[1], n->saved[SAVED_TARGETS], own) &&
-              (red != TG_REDUCTION_NONE || (dys = row_weights(dy)));
+              (red != TG_REDUCTION_NONE ||
+               (dys = tg__ce_row_weights("linear_cross_entropy", dy)));
     char *dx = ok ? grad_dest(n, 0, &c, &fx, &ax) : NULL;
     char *dw = ok ? grad_dest(n, 1, &c, &fw, &aw) : NULL;
     ok = ok && (dx || !tg__needs_grad(n, 0)) && (dw || !tg__needs_grad(n, 1));

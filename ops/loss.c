@@ -88,7 +88,7 @@ static void cross_entropy_backward(tg_node *n, tg_tensor *dy)
     const tg_tensor *x = n->in[0];
     const int64_t *targets = TG_DATA(int64_t, n->saved[0]);
     const double *lse = TG_DATA(double, n->saved[1]);
-    const int64_t ignore = n->ip[TG__CE_IGNORE], rows = tg_numel(n->saved[0]);
+    const int64_t ignore = n->ip[TG__CE_IGNORE];
     const tg_reduction red = (tg_reduction)n->ip[TG__CE_REDUCTION];
     const int last = x->ndim - 1;
     const int64_t V = x->shape[last], xs = x->strides[last];
@@ -97,11 +97,7 @@ static void cross_entropy_backward(tg_node *n, tg_tensor *dy)
     /* the per-row weights for 'none': dy's values (any strides), in double */
     double *dys = NULL;
     if (dx && red == TG_REDUCTION_NONE) {
-        dys = tg__malloc(sizeof *dys * (size_t)(rows ? rows : 1));
-        if (!dys)
-            tg__error("cross_entropy: out of memory for the gradient of %s",
-                      TG_SHP(dy));
-        if (!dys || tg_copy_out(dy, TG_FLOAT64, dys) != 0) {
+        if (!(dys = tg__ce_row_weights("cross_entropy", dy))) {
             tg_release(dx);
             dx = NULL;
         }

@@ -14,6 +14,12 @@ TG_HIDDEN tg_tensor *tg__checked_ids(const char *op, const char *name,
                                      const char *noun, tg_tensor *ids,
                                      int64_t limit, const char *range_of);
 
+/* The multi-index of element p (C order) of a tensor of t's shape, as
+ * "(i,j,...)" in buf (TG_SHAPE_STR bytes), for the errors that name where
+ * a bad index or target stands (ops/embedding.c). Returns buf. */
+TG_HIDDEN const char *tg__position_str(const tg_tensor *t, int64_t p,
+                                       char *buf);
+
 /* tg_softmax's kernels (ops/softmax.c), for ops/attention_softmax.c, with
  * no tape entry and the same bits as tg_softmax and its backward:
  *
@@ -76,6 +82,9 @@ TG_HIDDEN tg_tensor *tg__ce_reduce(const char *op, const tg_tensor *ref,
  *   tangent:    ty = sum_k g * tl, reduced as the loss (times w) */
 TG_HIDDEN tg_tensor *tg__ce_row_grad(tg_tensor *x, const tg_node *n);
 TG_HIDDEN double tg__ce_weight(const tg_node *n);
+/* dy's values as one weight per row ('none'), in double (malloc'd, to
+ * free), or NULL with an error naming op */
+TG_HIDDEN double *tg__ce_row_weights(const char *op, const tg_tensor *dy);
 TG_HIDDEN tg_tensor *tg__ce_scale_grad(const tg_node *n, tg_tensor *g,
                                        tg_tensor *dy);
 TG_HIDDEN tg_tensor *tg__ce_tangent(const tg_node *n, tg_tensor *g,
