@@ -136,11 +136,7 @@ static uint64_t run_once(int k, tg_dtype dt, int threads)
 /* Under valgrind (some 50 times slower, and its threads run one at a
  * time) or a sanitizer (the plain build runs the whole): a sample, every
  * fifth op, float32, one step, 1 against 3 threads. */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SAMPLED 1
-#else
-#define SAMPLED RUNNING_ON_VALGRIND
-#endif
+#define SAMPLED (TESTS_SANITIZED || RUNNING_ON_VALGRIND)
 static int most_threads(void) { return SAMPLED ? 3 : MAX_THREADS; }
 static int op_stride(void) { return SAMPLED ? 5 : 1; }
 
