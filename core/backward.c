@@ -280,10 +280,13 @@ static void run_backward(walk *w, tg_node *n)
     if (!w->capture) /* tg_grads gives the graph nothing to show */
         tg__tape_note_grad(n, n->out->grad);
     double t0 = w->profiled ? tg__profile_now() : 0;
-    if (w->create)
+    if (w->create) {
         tg__vjp_step(n, n->out->grad, w->capture ? not_asked : NULL, &w->plan);
-    else
+    } else {
+        bool was = tg__set_walk_consumes(!w->retain);
         n->op->backward(n, n->out->grad);
+        tg__set_walk_consumes(was);
+    }
     if (w->profiled)
         w->ops_ms += tg__profile_backward(n->op->name, t0);
     if (tg__walk_failed())

@@ -140,6 +140,26 @@ bool tg__needs_grad(const tg_node *n, int i)
     return n->in[i] && n->in[i]->requires_grad;
 }
 
+/* Set by run_backward (core/backward.c) while a consuming walk runs an
+ * entry's backward. */
+static TG_THREAD_LOCAL bool walk_consumes;
+
+bool tg__set_walk_consumes(bool consumes)
+{
+    bool was = walk_consumes;
+    walk_consumes = consumes;
+    return was;
+}
+
+bool tg__saved_consumable(const tg_node *n, int k)
+{
+    const tg_tensor *t = n->saved[k];
+    return walk_consumes && t &&
+           atomic_load_explicit(&t->refcount, memory_order_acquire) == 1 &&
+           atomic_load_explicit(&t->storage->refcount, memory_order_acquire) ==
+               1;
+}
+
 tg_tensor *tg__grad_into(tg_node *n, int i)
 {
     if (!tg__needs_grad(n, i) || walk_failed || tg__anomaly_on())

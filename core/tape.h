@@ -211,6 +211,13 @@ TG_HIDDEN bool tg__needs_grad(const tg_node *n, int i);
  * exactly that shape, and on failure passes NULL to tg__accumulate (the
  * walk then drops or restores every gradient it touched). */
 TG_HIDDEN tg_tensor *tg__grad_into(tg_node *n, int i);
+/* True when the backward running now may overwrite n's saved tensor k:
+ * the walk consumes n right after (a plain tg_backward or tg_grads, not
+ * one that retains the graph or records), and n alone holds the tensor
+ * and its storage. A backward that needs scratch of a saved tensor's size
+ * can then use the tensor itself (linear_cross_entropy writes the logits'
+ * gradient over the kept logits). False outside a walk. */
+TG_HIDDEN bool tg__saved_consumable(const tg_node *n, int k);
 /* The op of the first entry on this thread's tape that holds (for its
  * backward) a tensor over storage s, with its call site; NULL when none
  * does. For the in-place calls' refusal (core/inplace.c). */

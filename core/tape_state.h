@@ -101,6 +101,10 @@ TG_HIDDEN bool tg__grad_add(tg_tensor *t, tg_tensor *g, bool adopt);
  * tg__set_walk_failed sets it and returns what it was. */
 TG_HIDDEN bool tg__walk_failed(void);
 TG_HIDDEN bool tg__set_walk_failed(bool failed);
+/* Set around an entry's backward by a walk that consumes the entry after
+ * it (not tg_backward_retain's, not a recording one): what
+ * tg__saved_consumable reads. Returns what it was. */
+TG_HIDDEN bool tg__set_walk_consumes(bool consumes);
 
 /* ---- what a walk visits (core/gather.c) ------------------------------ */
 

@@ -5,6 +5,7 @@
  * (broadcast, transposed and sliced operands, ignored and all-ignored
  * rows) with one block and with many, and the two ways its backward gets
  * the logits (kept, made again) giving the same bits. */
+#include "core/internal.h" /* tg__storage_peak_bytes */
 #include "tests.h"
 
 #include "ops/ops.h"
@@ -212,10 +213,11 @@ START_TEST(matches_composed)
 }
 END_TEST
 
-/* Kept logits and logits made again give the same bits, float32, blocks
- * of 64 rows; and the logits made again give them on 1 and 3 threads,
- * at sizes that thread (a block's rows past TG_PARALLEL_MIN logits, its
- * products past TG_GEMM_THREADED_MIN multiply-adds). */
+/* Kept logits (which a plain backward overwrites with their gradient,
+ * all rows at once) and logits made again (a block at a time) give the
+ * same bits, float32, blocks of 64 rows; on 1 and 3 threads, at sizes
+ * that thread (a block's rows past TG_PARALLEL_MIN logits, its products
+ * past TG_GEMM_THREADED_MIN multiply-adds). */
 START_TEST(kept_and_remade_bit_equal)
 {
     int was = set_threads(3);
@@ -226,27 +228,81 @@ START_TEST(kept_and_remade_bit_equal)
     tg_tensor *x = randn_of(TG_FLOAT32, TG_SHAPE(N, C), 21, true);
     tg_tensor *table = randn_of(TG_FLOAT32, TG_SHAPE(V, C), 22, true);
     tg_tensor *t = targets_of(TG_SHAPE(N), V, true);
-    result r[3];
-    for (int k = 0; k < 3; k++) {
-        tune(V * 64, k == 0 ? (int64_t)1 << 30 : 0);
-        was = set_threads(k == 2 ? 3 : 1);
+    result r[4];
+    for (int k = 0; k < 4; k++) { /* kept, made again; 1 thread, 3 */
+        tune(V * 64, k % 2 == 0 ? (int64_t)1 << 30 : 0);
+        was = set_threads(k < 2 ? 1 : 3);
         tg_tensor *w = tg_transpose(table, 0, 1); /* the tied layout */
         r[k] = run(x, w, table, t, TG_REDUCTION_MEAN, true);
         tg_release(w);
         set_threads(was);
         untune();
     }
-    for (int k = 1; k < 3; k++) {
+    for (int k = 1; k < 4; k++) {
         ck_assert(r[k].loss == r[0].loss);
         for (int64_t i = 0; i < N * C; i++)
             ck_assert_msg(r[k].dx[i] == r[0].dx[i], "dx[%lld]", (long long)i);
         for (int64_t i = 0; i < V * C; i++)
             ck_assert_msg(r[k].dw[i] == r[0].dw[i], "dw[%lld]", (long long)i);
     }
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < 4; k++)
         result_free(&r[k]);
     tg_release(t);
     tg_release(table);
+    tg_release(x);
+}
+END_TEST
+
+/* A walk that keeps the graph leaves the kept logits whole: a second
+ * backward through the same entry adds the same gradients again (g + g,
+ * exact), where one that found its logits overwritten by their gradient
+ * would take the softmax of that. */
+START_TEST(retained_walk_keeps_logits)
+{
+    const int64_t N = 12, C = 8, V = 40;
+    tg_tensor *x = randn_of(TG_FLOAT64, TG_SHAPE(N, C), 41, true);
+    tg_tensor *w = randn_of(TG_FLOAT64, TG_SHAPE(C, V), 42, true);
+    tg_tensor *t = targets_of(TG_SHAPE(N), V, true);
+    result once = run(x, w, w, t, TG_REDUCTION_MEAN, true);
+    tg_zero_grad(x);
+    tg_zero_grad(w);
+    tg_tensor *y = tg_linear_cross_entropy(x, w, t);
+    ck_assert_int_eq(tg_backward_retain(y, NULL), 0);
+    ck_assert_msg(tg_backward(y) == 0, "%s", tg_last_error());
+    const double *dx = TG_DATA(double, tg_grad(x));
+    const double *dw = TG_DATA(double, tg_grad(w));
+    for (int64_t i = 0; i < N * C; i++)
+        ck_assert_msg(dx[i] == 2 * once.dx[i], "dx[%lld]", (long long)i);
+    for (int64_t i = 0; i < C * V; i++)
+        ck_assert_msg(dw[i] == 2 * once.dw[i], "dw[%lld]", (long long)i);
+    result_free(&once);
+    tg_release(y);
+    tg_release(t);
+    tg_release(w);
+    tg_release(x);
+}
+END_TEST
+
+/* A plain backward over kept logits takes no scratch for their gradient
+ * (it writes it over them): its storage peak is the two gradients',
+ * where a block of scratch would add N * V elements here (one block). */
+START_TEST(consuming_backward_takes_no_scratch)
+{
+    const int64_t N = 64, C = 8, V = 512;
+    tg_tensor *x = randn_of(TG_FLOAT32, TG_SHAPE(N, C), 43, true);
+    tg_tensor *w = randn_of(TG_FLOAT32, TG_SHAPE(C, V), 44, true);
+    tg_tensor *t = targets_of(TG_SHAPE(N), V, true);
+    tg_tensor *y = tg_linear_cross_entropy(x, w, t);
+    const int64_t before = tg__storage_peak_reset();
+    ck_assert_msg(tg_backward(y) == 0, "%s", tg_last_error());
+    const int64_t peak = tg__storage_peak_bytes() - before;
+    const int64_t grads = (N * C + C * V) * 4, block = N * V * 4;
+    ck_assert_msg(peak < grads + block / 2,
+                  "the backward peaks at %lld bytes; the gradients are %lld",
+                  (long long)peak, (long long)grads);
+    tg_release(y);
+    tg_release(t);
+    tg_release(w);
     tg_release(x);
 }
 END_TEST
@@ -338,6 +394,8 @@ Suite *linear_ce_suite(void)
     tcase_add_test(tc, gradcheck_many_blocks);
     tcase_add_loop_test(tc, matches_composed, 0, 6);
     tcase_add_test(tc, kept_and_remade_bit_equal);
+    tcase_add_test(tc, retained_walk_keeps_logits);
+    tcase_add_test(tc, consuming_backward_takes_no_scratch);
     tcase_add_test(tc, gradients_add_in_place);
     tcase_add_test(tc, no_rows);
     suite_add_tcase(s, tc);
