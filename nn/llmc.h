@@ -1,7 +1,8 @@
-/* Private to nn/: what llm.c's two file formats share (nn/llmc_model.c,
- * nn/llmc_tokens.c). Each file starts with a header of 256 little-endian
- * int32s, header[0] a magic number and header[1] a version; the rest of
- * the header says what follows. */
+/* Private to nn/: what llm.c's two file formats share, the checkpoint's
+ * (nn/llmc_model.h) and the token shards' (nn/llmc_tokens.c). Each file
+ * starts with a header of 256 little-endian int32s, header[0] a magic
+ * number and header[1] a version; the rest of the header says what
+ * follows. */
 #ifndef TAPEGRAD_NN_LLMC_H
 #define TAPEGRAD_NN_LLMC_H
 
