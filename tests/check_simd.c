@@ -1,6 +1,6 @@
 /* The vector paths (core/cpu.c's levels) against the scalar one, forced by
  * tg__cpu_cap (a white-box test): the optimizers' updates (kernels/update.c),
- * the gradient adds (core/iter.c), the simple maps (sqrt, neg, scale,
+ * the gradient adds and the transposing copy (core/iter.c), the simple maps (sqrt, neg, scale,
  * add_scalar, relu: ops/elementwise.c), layer norm (ops/layernorm.c) and the
  * embedding's scatter-add (ops/embedding.c), on edge inputs (NaN, +-inf,
  * denormals, -0, huge and tiny values) and lengths 1..17 and across the
@@ -259,6 +259,64 @@ START_TEST(test_add_levels)
             }
             tg_release(want);
         }
+}
+END_TEST
+
+/* ---- the transposing copy (core/iter.c) --------------------------------- */
+
+/* tg_contiguous of the transposed view of (b, c, r + pad) values, narrowed
+ * to r columns from column 1 when pad (rows ld = r + pad apart, at an
+ * offset), at a level: (b, r, c). */
+static tg_tensor *transposed(tg_dtype dt, int64_t b, int64_t c, int64_t r,
+                             int64_t pad, int level)
+{
+    tg_tensor *flat = seq(dt, b * c * (r + pad), 17, true, ALL);
+    tg_tensor *base = tg_reshape(flat, 3, (const int64_t[]){b, c, r + pad});
+    tg_tensor *part = pad ? tg_narrow(base, 2, 1, r) : tg_retain(base);
+    tg_tensor *view = tg_transpose(part, 1, 2);
+    const int old = tg__cpu_cap(level);
+    tg_tensor *t = tg_contiguous(view);
+    tg__cpu_cap(old);
+    ck_assert_ptr_nonnull(t);
+    /* the scalar copy against the values themselves, at a few places */
+    for (int64_t k = 0; level == TG_CPU_SCALAR && k < b * r * c; k += 7) {
+        const int64_t m = k / (r * c), i = k / c % r, j = k % c;
+        const double want = tg_get(base, (const int64_t[]){m, j, i + !!pad});
+        const double got = tg_get(t, (const int64_t[]){m, i, j});
+        ck_assert(got == want || (isnan(got) && isnan(want)));
+    }
+    tg_release(view);
+    tg_release(part);
+    tg_release(base);
+    tg_release(flat);
+    return t;
+}
+
+/* The 8 x 8 blocks of 4-byte elements: whole 16 x 16 tiles, tails of rows
+ * and columns, batches, a padded leading dim at an offset; float64 (the
+ * scalar tile at every level) too. Every level the same bits. */
+START_TEST(test_transpose_levels)
+{
+    static const int64_t shapes[][4] = {
+        {1, 16, 16, 0}, {1, 17, 16, 0}, {1, 16, 33, 0}, {1, 48, 32, 0},
+        {1, 65, 47, 0}, {3, 40, 33, 0}, {2, 32, 32, 3}, {1, 31, 50, 5}};
+    const tg_dtype dt = _i ? TG_FLOAT64 : TG_FLOAT32;
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        const int64_t *sh = shapes[k];
+        tg_tensor *want =
+            transposed(dt, sh[0], sh[1], sh[2], sh[3], TG_CPU_SCALAR);
+        for (int l = 0; l < N_LEVELS; l++) {
+            char what[96];
+            snprintf(what, sizeof what, "(%lld,%lld,%lld) pad %lld at %s",
+                     (long long)sh[0], (long long)sh[1], (long long)sh[2],
+                     (long long)sh[3], tg__cpu_name(levels[l]));
+            tg_tensor *got =
+                transposed(dt, sh[0], sh[1], sh[2], sh[3], levels[l]);
+            assert_same(want, got, what);
+            tg_release(got);
+        }
+        tg_release(want);
+    }
 }
 END_TEST
 
@@ -566,6 +624,7 @@ Suite *simd_suite(void)
     tcase_add_test(core, test_cap);
     tcase_add_loop_test(core, test_update_levels, 0, 2 * N_STEPS);
     tcase_add_loop_test(core, test_add_levels, 0, 6);
+    tcase_add_loop_test(core, test_transpose_levels, 0, 2);
     tcase_add_loop_test(core, test_unary_levels, 0, 10);
     tcase_add_loop_test(core, test_layer_norm_levels, 0, 2);
     tcase_add_test(core, test_layer_norm_threads);
