@@ -399,7 +399,11 @@ elif ! "$load_prog" make "$ckpt/gpt2.safetensors" --layers "$load_layers" \
     --llmc 2>"$tmp/err"; then
     load_skip="bench_load make failed: $(tail -n 1 "$tmp/err")"
 fi
-if [ -z "$load_skip" ]; then
+if [ -n "$load_skip" ]; then
+    echo "[load] skipped: $load_skip" >&2
+    rm -rf ${ckpt:+"$ckpt"}
+    ckpt=
+else
     # GNU sync takes files; POSIX's syncs everything
     sync "$ckpt/gpt2.safetensors" "$ckpt/gpt2.bin" 2>/dev/null || sync
     r=0
@@ -806,11 +810,13 @@ else
                 sprintf("%.3fx", po[tag]), mine ? speedup(bt, t[tag]) : "", \
                 mine ? speedup(bc, c[tag]) : ""
         }
-        printf "(the median of %s rounds, each statistic on its own; the model: %s MiB of", rounds, mib
+        printf "(%s rounds, the median of each statistic on its own; the model: %s MiB of", rounds, mib
         printf " parameters; peak RSS: of the whole process, its program included"
         if (base != "") printf " (Python with torch imported: %.1f MB before any load)", base / 1024
-        print "; the files just written, in the page cache; speedup: the median of" \
-            " the faster PyTorch variant over ours, > 1 is faster than PyTorch)"
+        print "; load s and cpu s: the load alone, not the process start-up (nor" \
+            " Python importing torch); the files just written, in the page cache;" \
+            " speedup: the median of the faster PyTorch variant over ours, > 1 is" \
+            " faster than PyTorch)"
     }' "$load_results"
     echo
 fi
