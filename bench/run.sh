@@ -30,7 +30,15 @@
 # one); the GPT's training throughput (bench/bench_gpt against
 # bench/peer_torch_gpt.py, tokens/s, peak RSS: tiny_gpt's default and the
 # small GPT-2-layout model, L4 H4 C256 V8000 at B8 T128; GPT-2 124M at B4
-# T64 with BENCH_GPT_MODELS); the small model's per-op profile; the custom op overhead (one step of
+# T64 with BENCH_GPT_MODELS); loading GPT-2 124M's checkpoint
+# (bench/bench_load against bench/peer_torch_load.py: the load's time, CPU
+# time and peak RSS over the model's bytes; ours from a .safetensors and
+# from llm.c's .bin, PyTorch's from the .safetensors memory-mapped and read
+# into its parameters; each load a process of its own, in rounds; on a
+# 2-core machine writing the two ~500 MB files takes about 15 s and a round
+# of loads about 10 s, under a minute in all; --quick's 2-layer files about
+# half a minute in all, most of it Python importing torch once a load); the
+# small model's per-op profile; the custom op overhead (one step of
 # y = 2x, sum, backward through the built-in op and through a custom op
 # wrapping it: bench/bench_custom's tg_custom against
 # bench/peer_torch_custom.py's torch.autograd.Function, at a few sizes,
@@ -44,7 +52,9 @@
 #
 #   run.sh [--quick]      --quick (or BENCH_QUICK=1): tiny, small, medium in
 #                         float32 on 1 thread, the matmul table at medium,
-#                         and second order in float64 alone
+#                         second order in float64 alone, and the checkpoint
+#                         load at 2 layers, not GPT-2 124M's 12 (its table
+#                         and targets say so)
 # Environment: BENCH_PYTHON (default /usr/bin/python3, Debian's python3-torch),
 # BENCH_SECONDS (timed budget per configuration and program, default 1.5,
 # split among the rounds), BENCH_ROUNDS (default 3), BENCH_SIZES,
@@ -56,7 +66,13 @@
 # f64,f32, --quick f64: float64 is where HVPs are used), BENCH_GPT_MODELS
 # (bench_gpt's --model names, default "tiny small"; "tiny small gpt2" adds
 # GPT-2 124M at B4 T64, about 4 minutes more on an idle 2-core machine;
-# the small model adds about 1.5 minutes, --quick 45 s).
+# the small model adds about 1.5 minutes, --quick 45 s), BENCH_LOAD_LAYERS
+# (the loaded checkpoint's layers, default 12, GPT-2 124M; --quick 2, 214
+# MB a file). The checkpoints are written to $TMPDIR, else to the build dir
+# (not /tmp, often memory itself), and removed when the section ends; the
+# section is skipped, with a line saying why, when that disk lacks their
+# bytes and a tenth more, and PyTorch's rows when $BENCH_PYTHON cannot
+# import torch and numpy.
 # OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are passed through untouched
 # (but for the Prescott table, whose runs set OPENBLAS_CORETYPE=Prescott);
 # OPENBLAS_NUM_THREADS and OMP_NUM_THREADS are set per configuration.
@@ -72,10 +88,12 @@ peak=./bench/bench_peak
 gpt=./bench/bench_gpt
 custom=./bench/bench_custom
 second_order=./bench/bench_second_order
+load_prog=./bench/bench_load
 peer=$here/peer_torch.py
 peer_gpt=$here/peer_torch_gpt.py
 peer_custom=$here/peer_torch_custom.py
 peer_second_order=$here/peer_torch_second_order.py
+peer_load=$here/peer_torch_load.py
 python=${BENCH_PYTHON:-/usr/bin/python3}
 seconds=${BENCH_SECONDS:-1.5}
 rounds=${BENCH_ROUNDS:-3}
@@ -96,7 +114,8 @@ for arg in "$@"; do
     esac
 done
 
-for prog in "$head" "$matmul" "$peak" "$gpt" "$custom" "$second_order"; do
+for prog in "$head" "$matmul" "$peak" "$gpt" "$custom" "$second_order" \
+    "$load_prog"; do
     if [ ! -x "$prog" ]; then
         echo "run.sh: no $prog here: run it from the build dir (make bench)" >&2
         exit 2
@@ -111,6 +130,7 @@ if [ "$quick" = 1 ]; then
     peak_args="--seconds 0.2 --mb 64"
     so_dtypes=${BENCH_SECOND_ORDER_DTYPES:-f64}
     gpt_models=${BENCH_GPT_MODELS:-tiny small}
+    load_layers=${BENCH_LOAD_LAYERS:-2}
 else
     sizes=${BENCH_SIZES:-tiny small medium large xl}
     dtypes=${BENCH_DTYPES:-f32 f64}
@@ -119,11 +139,19 @@ else
     peak_args="--seconds 0.5 --mb 128"
     so_dtypes=${BENCH_SECOND_ORDER_DTYPES:-f64,f32}
     gpt_models=${BENCH_GPT_MODELS:-tiny small}
+    load_layers=${BENCH_LOAD_LAYERS:-12}
 fi
 
 case $rounds in
 '' | *[!0-9]*) rounds=0 ;;
 esac
+case $load_layers in
+'' | *[!0-9]*) load_layers=0 ;;
+esac
+if [ "$load_layers" -lt 1 ]; then
+    echo "run.sh: BENCH_LOAD_LAYERS must be a whole number >= 1, not '${BENCH_LOAD_LAYERS-}'" >&2
+    exit 2
+fi
 if [ "$rounds" -lt 1 ]; then
     echo "run.sh: BENCH_ROUNDS must be a whole number >= 1, not '${BENCH_ROUNDS-}'" >&2
     exit 2
@@ -137,18 +165,21 @@ if ! round_seconds=$(awk -v s="$seconds" -v r="$rounds" 'BEGIN {
 fi
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/tg-bench.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
+# ckpt: the load section's checkpoints' directory while it exists
+ckpt=
+trap 'rm -rf "$tmp" ${ckpt:+"$ckpt"}' EXIT
 trap 'exit 130' INT TERM
 results=$tmp/results
 # measure() appends to $out: the head table's lines go to $results, the
 # Prescott ones to $prescott, tiny_gpt's to $gpt_results, the custom op's
 # (measure_sizes) to $custom_results, second order's (measure_ways) to
-# $so_results
+# $so_results, the checkpoint loads' to $load_results
 prescott=$tmp/prescott
 gpt_results=$tmp/gpt
 custom_results=$tmp/custom
 so_results=$tmp/second_order
 so_checks=$tmp/second_order_checks
+load_results=$tmp/load
 custom_sizes=${BENCH_CUSTOM_SIZES:-16,4096,262144}
 out=$results
 
@@ -320,6 +351,96 @@ for m in $gpt_models; do
             "torch $(median_of "$key" torch) ms" >&2
     done
 done
+
+# ---- loading GPT-2's checkpoint --------------------------------------------
+
+# GPT-2's shape with $load_layers layers (12: GPT-2 124M) written once by
+# bench_load make, from seed 0, as a .safetensors of GPT-2's names with the
+# head tied to the token table (the layout the peer's GPT2Model takes: it
+# has no lm_head) and as llm.c's .bin; then loaded round by round, each load
+# a process of its own so that its peak RSS is the load's: ours from either
+# file, PyTorch's from the .safetensors its two ways (memory-mapped then
+# load_state_dict; readinto each parameter). The files are just written,
+# so every load reads them from the page cache (synced first, so that no
+# write-back runs under a timed load). Their bytes: 4 per parameter,
+# (50304 + 1024) x 768 for the (padded) token and position tables, 12 x 768^2
+# + 13 x 768 a layer, 2 x 768 for the final norm, twice (two files), and a
+# tenth more.
+out=$load_results
+: >"$load_results"
+load_skip=
+load_torch_skip=
+load_torch_base_kb=
+have_torch_load=0
+if [ "$have_torch" = 1 ]; then
+    if "$python" -c 'import numpy' >/dev/null 2>"$tmp/err"; then
+        have_torch_load=1
+    else
+        load_torch_skip="$python cannot import numpy: $(tail -n 1 "$tmp/err")"
+    fi
+else
+    load_torch_skip="$python cannot import torch"
+fi
+if [ "$load_layers" = 12 ]; then load_key=124M; else load_key="L$load_layers"; fi
+load_parent=${TMPDIR:-$(pwd)}
+load_need_kb=$(awk -v l="$load_layers" 'BEGIN {
+    printf "%d", 1.1 * 2 * 4 * ((50304 + 1024) * 768 + l * (12 * 768 * 768 + 13 * 768) + 2 * 768) / 1024 }')
+load_free_kb=$(df -Pk "$load_parent" 2>/dev/null | awk 'NR == 2 { print $4 }')
+case $load_free_kb in
+'' | *[!0-9]*) load_free_kb=0 ;;
+esac
+if [ "$load_free_kb" -lt "$load_need_kb" ]; then
+    load_skip="$((load_need_kb / 1024)) MB needed in $load_parent, $((load_free_kb / 1024)) MB free"
+elif ! ckpt=$(mktemp -d "$load_parent/tg-bench-load.XXXXXX"); then
+    ckpt=
+    load_skip="cannot make a directory in $load_parent"
+elif ! "$load_prog" make "$ckpt/gpt2.safetensors" --layers "$load_layers" \
+    2>"$tmp/err" || ! "$load_prog" make "$ckpt/gpt2.bin" --layers "$load_layers" \
+    --llmc 2>"$tmp/err"; then
+    load_skip="bench_load make failed: $(tail -n 1 "$tmp/err")"
+fi
+if [ -n "$load_skip" ]; then
+    echo "[load] skipped: $load_skip" >&2
+    rm -rf ${ckpt:+"$ckpt"}
+    ckpt=
+else
+    # GNU sync takes files; POSIX's syncs everything
+    sync "$ckpt/gpt2.safetensors" "$ckpt/gpt2.bin" 2>/dev/null || sync
+    r=0
+    while [ "$r" -lt "$rounds" ]; do
+        r=$((r + 1))
+        measure "$load_key" ours 1 "$load_prog" load "$ckpt/gpt2.safetensors"
+        measure "$load_key" ours_llmc 1 "$load_prog" load "$ckpt/gpt2.bin" --llmc
+        if [ "$have_torch_load" = 1 ]; then
+            measure "$load_key" torch_mmap 1 "$python" "$peer_load" \
+                "$ckpt/gpt2.safetensors" mmap
+            measure "$load_key" torch_readinto 1 "$python" "$peer_load" \
+                "$ckpt/gpt2.safetensors" readinto
+        fi
+    done
+    rm -rf "$ckpt"
+    ckpt=
+    # what torch's interpreter holds before any load, for the footnote
+    if [ "$have_torch_load" = 1 ]; then
+        load_torch_base_kb=$("$python" -c 'import resource, numpy, torch
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)' 2>/dev/null)
+    fi
+    # the progress line: each variant's load_s, round by round
+    awk -v key="$load_key" '
+    {
+        t = ""; v = ""
+        for (i = 1; i <= NF; i++) {
+            if (index($i, "tag=") == 1) t = substr($i, 5)
+            if (index($i, "load_s=") == 1) v = substr($i, 8)
+        }
+        if (!(t in s)) order[++n] = t
+        s[t] = s[t] (s[t] == "" ? "" : "/") (v == "" ? "failed" : v)
+    }
+    END {
+        for (i = 1; i <= n; i++) printf "%s%s %s s", (i > 1 ? ", " : "[load] " key ": "), order[i], s[order[i]]
+        print ""
+    }' "$load_results" >&2
+fi
 
 # ---- the custom op's overhead ----------------------------------------------
 
@@ -515,6 +636,39 @@ consolidate "$gpt_results"
 consolidate "$custom_results"
 consolidate "$so_results"
 
+# The load rounds to one line per variant: the median (the lower middle for
+# an even count) of each of load_s, cpu_s, peak_rss_kb and peak_over_model
+# over the rounds, each on its own, and rounds=N; a failed round fails the
+# variant. In place, as consolidate.
+consolidate_load() {
+    awk "$awk_field"'
+    BEGIN { nm = split("load_s cpu_s peak_rss_kb peak_over_model", m, " ") }
+    {
+        g = field("key") SUBSEP field("tag")
+        if (!(g in count)) order[++n] = g
+        c = ++count[g]
+        if (field("failed") != "") { failed[g] = $0; next }
+        key[g] = field("key"); tag[g] = field("tag"); mib[g] = field("model_mib")
+        for (i = 1; i <= nm; i++) v[g, m[i], c] = field(m[i])
+    }
+    function median(g, name, c,   i, j, t, a) {
+        for (i = 1; i <= c; i++) a[i] = v[g, name, i] + 0
+        for (i = 2; i <= c; i++)
+            for (j = i; j > 1 && a[j] < a[j - 1]; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
+        return a[int((c + 1) / 2)]
+    }
+    END {
+        for (r = 1; r <= n; r++) {
+            g = order[r]
+            if (g in failed) { print failed[g]; continue }
+            s = "load key=" key[g] " tag=" tag[g] " model_mib=" mib[g]
+            for (i = 1; i <= nm; i++) s = s " " m[i] "=" median(g, m[i], count[g])
+            print s " rounds=" count[g]
+        }
+    }' "$1" >"$1.rounds" && mv "$1.rounds" "$1"
+}
+consolidate_load "$load_results"
+
 echo "attention head, one training step (forward, MSE, backward, AdamW, zero grads)"
 echo "HEADLINE: the composed head step (public ops, as PyTorch composes them);" \
     "fused-softmax and tiled (tg_attention) are extra rows"
@@ -611,6 +765,61 @@ END {
 echo "(faults: page faults per timed step of ours, 0 when a steady step takes" \
     "no new pages from the system)"
 echo
+
+if [ -n "$load_skip" ]; then
+    echo "GPT-2 checkpoint load: skipped, $load_skip"
+    echo
+else
+    if [ "$load_key" = 124M ]; then
+        load_what="GPT-2 124M"
+    else
+        load_what="$load_layers layers (--quick or BENCH_LOAD_LAYERS; GPT-2 124M has 12)"
+    fi
+    echo "GPT-2 checkpoint load, $load_what: V50257 T1024 C768 H12, tied head," \
+        "float32; a process per load, ours and PyTorch's in turn"
+    [ -n "$load_torch_skip" ] && echo "PyTorch's rows skipped: $load_torch_skip"
+    awk -v base="$load_torch_base_kb" "$awk_field"'
+    {
+        tag = field("tag")
+        if (!(tag in seen)) { seen[tag] = 1; order[++n] = tag }
+        failed[tag] = field("failed") != ""
+        t[tag] = field("load_s"); c[tag] = field("cpu_s"); rss[tag] = field("peak_rss_kb")
+        po[tag] = field("peak_over_model"); rounds = field("rounds"); mib = field("model_mib")
+    }
+    # the smaller of the two PyTorch medians of a, "" when neither ran
+    function fastest(a,   x, y) {
+        x = a["torch_mmap"]; y = a["torch_readinto"]
+        if (x == "") return y
+        return y != "" && y + 0 < x + 0 ? y : x
+    }
+    function secs(v) { return v == "" ? "-" : sprintf("%.3f", v) }
+    END {
+        name["ours"] = "tapegrad, .safetensors"
+        name["ours_llmc"] = "tapegrad, llm.c .bin"
+        name["torch_mmap"] = "PyTorch, mmap + load_state_dict"
+        name["torch_readinto"] = "PyTorch, readinto"
+        fmt = "  %-32s %8s %8s %9s %10s %8s %8s\n"
+        printf fmt, "variant", "load s", "cpu s", "peak RSS", "peak over", "speedup", "speedup"
+        printf fmt, "", "", "", "MB", "model", "wall", "cpu time"
+        bt = fastest(t); bc = fastest(c)
+        for (r = 1; r <= n; r++) {
+            tag = order[r]
+            if (failed[tag]) { printf fmt, name[tag], "failed", "", "", "", "", ""; continue }
+            mine = tag ~ /^ours/
+            printf fmt, name[tag], secs(t[tag]), secs(c[tag]), mb(rss[tag]), \
+                sprintf("%.3fx", po[tag]), mine ? speedup(bt, t[tag]) : "", \
+                mine ? speedup(bc, c[tag]) : ""
+        }
+        printf "(%s rounds, the median of each statistic on its own; the model: %s MiB of", rounds, mib
+        printf " parameters; peak RSS: of the whole process, its program included"
+        if (base != "") printf " (Python with torch imported: %.1f MB before any load)", base / 1024
+        print "; load s and cpu s: the load alone, not the process start-up (nor" \
+            " Python importing torch); the files just written, in the page cache;" \
+            " speedup: the median of the faster PyTorch variant over ours, > 1 is" \
+            " faster than PyTorch)"
+    }' "$load_results"
+    echo
+fi
 
 echo "custom op overhead: one step of y = 2x (forward, sum, backward, the" \
     "gradient dropped), float32, 1 thread, through the built-in op and" \
@@ -753,6 +962,13 @@ FILENAME ~ /peak$/ {
     peak32 = field("fma_f32_gflops"); peak64 = field("fma_f64_gflops")
     next
 }
+FILENAME ~ /load$/ {
+    # the checkpoint loads, a line per variant (consolidate_load)
+    if (field("failed") != "") next
+    tag = field("tag"); lkey = field("key")
+    lt[tag] = field("load_s"); lc[tag] = field("cpu_s"); lpo[tag] = field("peak_over_model")
+    next
+}
 {
     src = FILENAME ~ /prescott$/ ? "p" : FILENAME ~ /gpt$/ ? "g" : "h"
     key = src ":" field("key"); tag = field("tag")
@@ -823,6 +1039,21 @@ END {
         if (one != "" && two != "")
             check(big[i] "/f32 composed, 2 threads over 1", sprintf("%.2fx", one / two), ">= 1.8x", one / two >= 1.8, "")
     }
+    # loading GPT-2: the peak RSS over the bytes of the parameters, the time
+    # against the faster of the two PyTorch ways
+    lname = lkey == "124M" ? "gpt2 (124M)" : "gpt2 " lkey
+    bt = lt["torch_mmap"]; if (bt == "" || (lt["torch_readinto"] != "" && lt["torch_readinto"] + 0 < bt + 0)) bt = lt["torch_readinto"]
+    bc = lc["torch_mmap"]; if (bc == "" || (lc["torch_readinto"] != "" && lc["torch_readinto"] + 0 < bc + 0)) bc = lc["torch_readinto"]
+    n = split("ours safetensors ours_llmc llm.c", lv, " ")
+    for (i = 1; i < n; i += 2) {
+        tag = lv[i]
+        if (lpo[tag] != "")
+            check(lname " load peak RSS / model, " lv[i + 1], sprintf("%.3fx", lpo[tag]), "<= 1.2x", lpo[tag] <= 1.2, "")
+        if (lt[tag] + 0 > 0 && lc[tag] + 0 > 0 && bt != "" && bc != "") {
+            w = bt / lt[tag]; c = bc / lc[tag]
+            check(lname " load time, " lv[i + 1], sprintf("%.2fx (cpu %.2fx)", w, c), ">= 1x", w >= 1, c >= 1)
+        }
+    }
     # peak RSS: reported, no target
     n = split("tiny small medium large xl", sz, " ")
     for (i = 1; i <= n; i++) {
@@ -832,7 +1063,8 @@ END {
         if (med[key, "tuned"] != "" && med[key, "tuned"] + 0 < med[key, "torch"] + 0) t = rss[key, "tuned"]
         check(sz[i] "/f32/1t peak RSS, ours / torch MB", mb(rss[key, "ours"]) " / " mb(t), "reported", "", "")
     }
-}' "$tmp/peak" "$results" "$prescott" "$gpt_results" "$tmp/matmul"
+}' "$tmp/peak" "$results" "$prescott" "$gpt_results" "$load_results" \
+    "$tmp/matmul"
 echo "(2-thread numbers need 2 idle cores: on a loaded machine they measure" \
     "the load; the load average is printed at the start and below)"
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
