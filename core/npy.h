@@ -1,7 +1,8 @@
 /* Private to libtapegrad: .npy bytes in memory, for the .npz checkpoints
  * (nn/checkpoint.c), which hold one .npy file per parameter inside a zip,
  * and a tensor's exact element bytes, for both checkpoint writers (.npz and
- * nn/safetensors.c). The format itself is described and implemented in core/npy.c. */
+ * nn/safetensors_save.c). The format itself is described and implemented
+ * in core/npy.c. */
 #ifndef TAPEGRAD_NPY_H
 #define TAPEGRAD_NPY_H
 

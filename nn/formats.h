@@ -41,7 +41,7 @@ TG_HIDDEN int tg__load_npz_strict(const tg_params *ps, const char *path,
  * dtype but not its values (a broadcast element: no memory). The values
  * then go from the file into a model's parameters a chunk at a time, so a
  * load holds the model and a few MiB, never the file's tensors whole.
- * NULL on error, out as it was. (nn/safetensors.c) */
+ * NULL on error, out as it was. (nn/safetensors_stream.c) */
 typedef struct tg__st_stream tg__st_stream;
 TG_HIDDEN tg__st_stream *tg__st_open(const char *path, tg_params *out);
 /* Closes the file and frees the stream (not out's tensors). NULL-safe. */

@@ -1,6 +1,7 @@
-/* Private to nn/: what the .safetensors reader's two rooms share, the
- * header's (nn/safetensors_header.c) and the tensors' (nn/safetensors.c).
- * The format:
+/* Private to nn/: what the .safetensors rooms share: the header's reader
+ * (nn/safetensors_header.c), the tensors' (nn/safetensors.c), the stream
+ * into a model (nn/safetensors_stream.c) and the writer
+ * (nn/safetensors_save.c). The format:
  *
  *   8 bytes   N, the header's length, unsigned little-endian
  *   N bytes   a JSON object, UTF-8, padded with spaces:
@@ -15,9 +16,15 @@
 #include "core/error.h"
 #include "nn/names.h"
 #include "tapegrad.h"
+#include "tapegrad_nn.h"
 
 #include <stdint.h>
 #include <stdio.h>
+
+/* Elements go between the file and a tensor's memory as bytes. */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the .safetensors rooms copy little-endian bytes as they are"
+#endif
 
 #define LEN_BYTES  8
 #define HEADER_MAX UINT64_C(100000000) /* the reference library's limit */
@@ -71,7 +78,7 @@ typedef struct st_file {
     st_entry *entries;
     size_t n;
     tg__names by_name;    /* the entries by name, sorted (tg__names_find) */
-    unsigned char *chunk; /* a stream's buffer (nn/safetensors.c) */
+    unsigned char *chunk; /* a stream's buffer (nn/safetensors_stream.c) */
 } st_file;
 
 /* Sets the error "<op>: <path>: <problem>" and returns false. */
@@ -84,5 +91,33 @@ TG_HIDDEN bool tg__st_read_at(st_file *r, uint64_t off, size_t len, void *buf);
  * r->entries (every tensor but "__metadata__", in the header's order),
  * r->names and r->by_name. false with the error set. */
 TG_HIDDEN bool tg__st_parse_header(st_file *r);
+
+/* What the whole-file reader (nn/safetensors.c) and the stream
+ * (nn/safetensors_stream.c) read with, so that both refuse the same files
+ * with the same errors. Each false or NULL with the error set. */
+
+/* Opens r->path (r->op, r->path set) and reads its header. */
+TG_HIDDEN bool tg__st_open_file(st_file *r);
+/* Frees what the header's reader made and closes the file, if any. */
+TG_HIDDEN void tg__st_close_file(st_file *r);
+/* Elements [first, first + count) of entry e into buf, as e is read: F32,
+ * F64, I64 and BOOL as they are, BF16 and F16 widened to float32, the
+ * narrower integers to int64 (buf holds count of what e is read as). */
+TG_HIDDEN bool tg__st_read_elements(st_file *r, const st_entry *e, size_t first,
+                                    size_t count, unsigned char *buf);
+/* Errors unless each of the n bytes at b, elements [first, first + n) of
+ * the BOOL entry e, is 0 or 1. */
+TG_HIDDEN bool tg__st_check_bools(const st_file *r, const st_entry *e,
+                                  size_t first, const unsigned char *b,
+                                  size_t n);
+/* Entry e as a new tensor, its values read whole. */
+TG_HIDDEN tg_tensor *tg__st_read_tensor(st_file *r, const st_entry *e);
+
+/* Makes entry e's tensor of a list: tg__st_read_tensor, or the stream's
+ * placeholder (its shape and dtype, no values). */
+typedef tg_tensor *st_make_fn(st_file *r, const st_entry *e);
+/* Appends every entry of r to out, in the header's order, each made by
+ * make: 0, or -1 with out as it was. */
+TG_HIDDEN int tg__st_read_all(st_file *r, tg_params *out, st_make_fn *make);
 
 #endif /* TAPEGRAD_SAFETENSORS_H */

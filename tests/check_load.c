@@ -1,4 +1,4 @@
-/* tg_gpt_load_pretrained streaming a .safetensors (nn/safetensors.c's
+/* tg_gpt_load_pretrained streaming a .safetensors (nn/safetensors_stream.c's
  * tg__st_open, nn/gpt_load.c): the model it gives is, bit for bit, the one
  * the file's tensors read whole give (tg_read_safetensors, then
  * tg_gpt_from_state_dict) for both layouts, tied and untied heads, every
