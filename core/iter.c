@@ -452,7 +452,8 @@ enum { TILE = 16 };
  * into d (rows C apart): eight loads, three rounds of shuffles (pairs of
  * rows interleaved, then pairs of pairs, then the 128-bit halves), eight
  * stores, where the scalar tile moves each element alone. Shuffles move
- * bits as they are, so any 4-byte dtype goes through as float. */
+ * bits as they are (a NaN's payload too): float32, the one 4-byte dtype,
+ * is copied exactly. */
 TG_TARGET_AVX2 static void block8x8(uint32_t *d, int64_t C, const uint32_t *s,
                                     int64_t ld)
 {

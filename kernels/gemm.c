@@ -343,6 +343,16 @@ bool tg__gemm_portable(tg_dtype dt, bool trans_a, bool trans_b, int64_t m,
                 ldb, beta, c, ldc);
 }
 
+bool tg__gemm_rows_free(tg_dtype dt)
+{
+#ifdef TG_HAVE_BLAS
+    return !blas_first(dt);
+#else
+    (void)dt;
+    return true;
+#endif
+}
+
 #ifdef HAVE_OPENBLAS_GET_NUM_THREADS
 int openblas_get_num_threads(void);
 #endif

@@ -71,6 +71,14 @@ TG_HIDDEN bool tg__gemm_own(tg_dtype dt, bool trans_a, bool trans_b, int64_t m,
  * and matmul a batch of products (ops/matmul.c). */
 #define TG_GEMM_THREADED_MIN 4194304.0
 
+/* Whether tg__gemm's sums for an element of c, in dtype dt, are the same
+ * bits whatever m: our kernels' (see "Sum order" above), not OpenBLAS's.
+ * False when OpenBLAS runs dt's products (below AVX2, or configured
+ * --with-gemm=openblas). A caller that makes some rows of a product in
+ * one call and the same rows in another, and needs the same bits from
+ * both, splits the rows alike unless this holds. */
+TG_HIDDEN bool tg__gemm_rows_free(tg_dtype dt);
+
 /* Whether tg__gemm runs an (m,n,k) product on threads outside the
  * library's pool: OpenBLAS's, when OpenBLAS runs it and would thread it. A
  * caller that shares its products among the pool's threads should do so

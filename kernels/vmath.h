@@ -78,7 +78,9 @@ TG_HIDDEN void tg__log_softmax_backward_row(tg_dtype dt, int64_t n,
  * the dtype, exp in the dtype, the rest in double lanes rounded once. The max ignores NaN (it reaches lse
  * through the sum); a row with nothing above -inf has lse NaN, as the
  * scalar loop's exp(-inf - -inf) makes it; x_k = -inf gives dx_k = 0 (or
- * -s at the target). t in [0, n). */
+ * -s at the target). t in [0, n). dx may be x (linear_cross_entropy
+ * writes a row's gradient over its logits): each element is read before
+ * its own is written, and no other. */
 TG_HIDDEN double tg__logsumexp_row(tg_dtype dt, int64_t n, const void *x);
 TG_HIDDEN void tg__ce_grad_row(tg_dtype dt, int64_t n, const void *x,
                                double lse, double s, int64_t t, void *dx);

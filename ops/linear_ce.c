@@ -165,9 +165,11 @@ static void grad_rows(void *ctx, int64_t lo, int64_t hi)
 }
 
 /* The loss of every row (c->lse, c->loss): into `kept` (N,V) when given,
- * all rows in one product; else a block at a time into a block's scratch.
- * The two give the same bits (a row's logits do not depend on the rows
- * beside it), and one product packs the weight once, where blocks pack it
+ * all rows in one product where our kernels run it; else a block at a
+ * time (into a block's scratch when not kept). The two give the same bits
+ * with our kernels (a row's logits do not depend on the rows beside it;
+ * OpenBLAS makes no such promise: tg__gemm_rows_free), and one product
+ * packs the weight once, where blocks pack it
  * once a block: at GPT-2 124M's head, B4 T64 (4 blocks), the forward
  * took a quarter less time. false, with an error, when out of memory. */
 static bool forward_blocks(lce *c, char *kept)
@@ -177,7 +179,7 @@ static bool forward_blocks(lce *c, char *kept)
         !(scratch = tg__new("linear_cross_entropy", c->dt, TG_SHAPE(c->R, c->V),
                             false)))
         return false;
-    const int64_t R = kept ? c->N : c->R;
+    const int64_t R = kept && tg__gemm_rows_free(c->dt) ? c->N : c->R;
     bool ok = true;
     for (int64_t r0 = 0; ok && r0 < c->N; r0 += R) {
         const int64_t rows = c->N - r0 < R ? c->N - r0 : R;
@@ -240,27 +242,41 @@ static bool backward_blocks(lce *c, const char *kept, char *dx, bool dx_add,
         tg__parallel_for(rows, rows * c->V, grad_rows, c);
         ok = (!dx || block_dx(c, r0, rows, dx, dx_add)) &&
              (!dw || block_dw(c, r0, rows, dw, dw_add || r0 > 0));
+        if (!ok)
+            tg__error("linear_cross_entropy: out of memory in the products "
+                      "of the gradient's block of %lld rows of %lld logits",
+                      (long long)c->R, (long long)c->V);
     }
     tg_release(t);
     return ok;
 }
 
 /* The backward over kept logits that are its to overwrite
- * (tg__saved_consumable): dL is written over L, all rows at once, and dx
- * made in one product, where blocks would pack the weight once a block;
- * dweight is still summed a block of rows at a time, in the blocks' order,
- * so every path gives the same bits. */
+ * (tg__saved_consumable): dL is written over L, all rows at once, so no
+ * scratch; dx is made in one product where our kernels run it (the
+ * weight packed once, not once a block), else a block at a time; dweight
+ * is summed a block of rows at a time, in the blocks' order. Every path
+ * gives the same bits. */
 static bool backward_in_place(lce *c, char *kept, char *dx, bool dx_add,
                               char *dw, bool dw_add)
 {
     c->r0 = 0, c->L = c->G = kept;
     tg__parallel_for(c->N, c->N * c->V, grad_rows, c);
-    bool ok = !dx || block_dx(c, 0, c->N, dx, dx_add);
-    for (int64_t r0 = 0; ok && dw && r0 < c->N; r0 += c->R) {
-        const int64_t rows = c->N - r0 < c->R ? c->N - r0 : c->R;
+    const int64_t R = tg__gemm_rows_free(c->dt) ? c->N : c->R;
+    bool ok = true;
+    for (int64_t r0 = 0; ok && dx && r0 < c->N; r0 += R) {
         c->G = kept + (size_t)(r0 * c->V) * c->esz;
-        ok = block_dw(c, r0, rows, dw, dw_add || r0 > 0);
+        ok = block_dx(c, r0, c->N - r0 < R ? c->N - r0 : R, dx, dx_add);
     }
+    for (int64_t r0 = 0; ok && dw && r0 < c->N; r0 += c->R) {
+        c->G = kept + (size_t)(r0 * c->V) * c->esz;
+        ok = block_dw(c, r0, c->N - r0 < c->R ? c->N - r0 : c->R, dw,
+                      dw_add || r0 > 0);
+    }
+    if (!ok)
+        tg__error("linear_cross_entropy: out of memory in the products of "
+                  "the gradient of (%lld,%lld) logits",
+                  (long long)c->N, (long long)c->V);
     return ok;
 }
 
@@ -345,15 +361,16 @@ static void lce_backward(tg_node *n, tg_tensor *dy)
         c.s = red == TG_REDUCTION_MEAN  ? tg_item(dy) / n->p[0]
               : red == TG_REDUCTION_SUM ? tg_item(dy)
                                         : 0;
-        const tg_tensor *kept = n->saved[SAVED_LOGITS];
-        ok = kept && tg__saved_consumable(n, SAVED_LOGITS)
-                 ? backward_in_place(&c, bytes_of(kept), dx, ax, dw, aw)
-                 : backward_blocks(&c, kept ? bytes_of(kept) : NULL, dx, ax, dw,
-                                   aw);
-        if (!ok)
-            tg__error("linear_cross_entropy: out of memory in the products "
-                      "of the gradient's block of %lld rows of %lld logits",
-                      (long long)c.R, (long long)c.V);
+        tg_tensor *kept = n->saved[SAVED_LOGITS];
+        if (kept && tg__saved_consumable(n, SAVED_LOGITS)) {
+            ok = backward_in_place(&c, bytes_of(kept), dx, ax, dw, aw);
+            /* what the logits held is gone: a walk that a hook might start
+             * through this entry before it is consumed is refused */
+            tg__write_done(kept);
+        } else {
+            ok = backward_blocks(&c, kept ? bytes_of(kept) : NULL, dx, ax, dw,
+                                 aw);
+        }
     }
     grad_done(n, 0, ok, fx, ax);
     grad_done(n, 1, ok, fw, aw);

@@ -1,17 +1,18 @@
 /* The vector paths (core/cpu.c's levels) against the scalar one, forced by
  * tg__cpu_cap (a white-box test): the optimizers' updates (kernels/update.c),
- * the gradient adds and the transposing copy (core/iter.c), the simple maps (sqrt, neg, scale,
- * add_scalar, relu: ops/elementwise.c), layer norm (ops/layernorm.c) and the
- * embedding's scatter-add (ops/embedding.c), on edge inputs (NaN, +-inf,
- * denormals, -0, huge and tiny values) and lengths 1..17 and across the
- * kernels' blocks, in float32 and float64. Every result must be the same
- * bits at every level, and on the strided path where the kernel has one,
- * and with one thread or two: elementwise math vectorised without fused
- * multiply-adds rounds as the scalar code does, and the sums keep one fixed
- * order. (A NaN matches any NaN: when two NaNs meet, which payload an
- * instruction keeps depends on the operand order the compiler picks for a
- * commutative op.) On a CPU without AVX-512 its level runs the AVX2 path:
- * tg__cpu_level never exceeds what the CPU has. */
+ * the gradient adds and the transposing copy (core/iter.c), the simple
+ * maps (sqrt, neg, scale, add_scalar, relu: ops/elementwise.c), layer norm
+ * (ops/layernorm.c) and the embedding's scatter-add (ops/embedding.c), on
+ * edge inputs (NaN, +-inf, denormals, -0, huge and tiny values) and
+ * lengths 1..17 and across the kernels' blocks, in float32 and float64.
+ * Every result must be the same bits at every level, and on the strided
+ * path where the kernel has one, and with one thread or two: elementwise
+ * math vectorised without fused multiply-adds rounds as the scalar code
+ * does, and the sums keep one fixed order. (A NaN matches any NaN: when
+ * two NaNs meet, which payload an instruction keeps depends on the operand
+ * order the compiler picks for a commutative op.) On a CPU without AVX-512
+ * its level runs the AVX2 path: tg__cpu_level never exceeds what the CPU
+ * has. */
 #include "core/internal.h"
 #include "core/shared.h"
 #include "kernels/update.h"
