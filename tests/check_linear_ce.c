@@ -259,6 +259,26 @@ START_TEST(kept_and_remade_bit_equal)
 }
 END_TEST
 
+/* x (N,C), weight (C,V) and targets (N) of one call, gradients wanted. */
+typedef struct problem {
+    tg_tensor *x, *w, *t;
+} problem;
+
+static problem problem_of(tg_dtype dt, int64_t N, int64_t C, int64_t V,
+                          uint64_t seed)
+{
+    return (problem){randn_of(dt, TG_SHAPE(N, C), seed, true),
+                     randn_of(dt, TG_SHAPE(C, V), seed + 1, true),
+                     targets_of(TG_SHAPE(N), V, true)};
+}
+
+static void problem_free(problem p)
+{
+    tg_release(p.t);
+    tg_release(p.w);
+    tg_release(p.x);
+}
+
 /* The hook below starts a walk through the loss while the first walk runs
  * (which the header forbids, and nothing else stops): after the
  * backward that wrote the logits' gradient over them. */
@@ -274,22 +294,18 @@ static void walk_again(tg_tensor *t, void *ctx)
  * run on the overwritten logits (a silently wrong gradient). */
 START_TEST(hook_walk_after_overwrite_refused)
 {
-    tg_tensor *x = randn_of(TG_FLOAT64, TG_SHAPE(6, 4), 45, true);
-    tg_tensor *w = randn_of(TG_FLOAT64, TG_SHAPE(4, 10), 46, true);
-    tg_tensor *t = targets_of(TG_SHAPE(6), 10, true);
-    hook_loss = tg_linear_cross_entropy(x, w, t);
+    problem p = problem_of(TG_FLOAT64, 6, 4, 10, 45);
+    hook_loss = tg_linear_cross_entropy(p.x, p.w, p.t);
     hook_rc = 1;
-    ck_assert_int_eq(tg_register_post_accumulate_grad_hook(w, walk_again, NULL),
-                     0);
+    ck_assert_int_eq(
+        tg_register_post_accumulate_grad_hook(p.w, walk_again, NULL), 0);
     tg_backward(hook_loss);
     ck_assert_int_eq(hook_rc, -1);
     ck_assert_msg(strstr(tg_last_error(), "linear_cross_entropy"), "%s",
                   tg_last_error());
-    tg_register_post_accumulate_grad_hook(w, NULL, NULL);
+    tg_register_post_accumulate_grad_hook(p.w, NULL, NULL);
     tg_release(hook_loss);
-    tg_release(t);
-    tg_release(w);
-    tg_release(x);
+    problem_free(p);
 }
 END_TEST
 
@@ -300,26 +316,22 @@ END_TEST
 START_TEST(retained_walk_keeps_logits)
 {
     const int64_t N = 12, C = 8, V = 40;
-    tg_tensor *x = randn_of(TG_FLOAT64, TG_SHAPE(N, C), 41, true);
-    tg_tensor *w = randn_of(TG_FLOAT64, TG_SHAPE(C, V), 42, true);
-    tg_tensor *t = targets_of(TG_SHAPE(N), V, true);
-    result once = run(x, w, w, t, TG_REDUCTION_MEAN, true);
-    tg_zero_grad(x);
-    tg_zero_grad(w);
-    tg_tensor *y = tg_linear_cross_entropy(x, w, t);
+    problem p = problem_of(TG_FLOAT64, N, C, V, 41);
+    result once = run(p.x, p.w, p.w, p.t, TG_REDUCTION_MEAN, true);
+    tg_zero_grad(p.x);
+    tg_zero_grad(p.w);
+    tg_tensor *y = tg_linear_cross_entropy(p.x, p.w, p.t);
     ck_assert_int_eq(tg_backward_retain(y, NULL), 0);
     ck_assert_msg(tg_backward(y) == 0, "%s", tg_last_error());
-    const double *dx = TG_DATA(double, tg_grad(x));
-    const double *dw = TG_DATA(double, tg_grad(w));
+    const double *dx = TG_DATA(double, tg_grad(p.x));
+    const double *dw = TG_DATA(double, tg_grad(p.w));
     for (int64_t i = 0; i < N * C; i++)
         ck_assert_msg(dx[i] == 2 * once.dx[i], "dx[%lld]", (long long)i);
     for (int64_t i = 0; i < C * V; i++)
         ck_assert_msg(dw[i] == 2 * once.dw[i], "dw[%lld]", (long long)i);
     result_free(&once);
     tg_release(y);
-    tg_release(t);
-    tg_release(w);
-    tg_release(x);
+    problem_free(p);
 }
 END_TEST
 
@@ -329,10 +341,8 @@ END_TEST
 START_TEST(consuming_backward_takes_no_scratch)
 {
     const int64_t N = 64, C = 8, V = 512;
-    tg_tensor *x = randn_of(TG_FLOAT32, TG_SHAPE(N, C), 43, true);
-    tg_tensor *w = randn_of(TG_FLOAT32, TG_SHAPE(C, V), 44, true);
-    tg_tensor *t = targets_of(TG_SHAPE(N), V, true);
-    tg_tensor *y = tg_linear_cross_entropy(x, w, t);
+    problem p = problem_of(TG_FLOAT32, N, C, V, 43);
+    tg_tensor *y = tg_linear_cross_entropy(p.x, p.w, p.t);
     const int64_t before = tg__storage_peak_reset();
     ck_assert_msg(tg_backward(y) == 0, "%s", tg_last_error());
     const int64_t peak = tg__storage_peak_bytes() - before;
@@ -341,9 +351,7 @@ START_TEST(consuming_backward_takes_no_scratch)
                   "the backward peaks at %lld bytes; the gradients are %lld",
                   (long long)peak, (long long)grads);
     tg_release(y);
-    tg_release(t);
-    tg_release(w);
-    tg_release(x);
+    problem_free(p);
 }
 END_TEST
 
