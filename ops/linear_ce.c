@@ -10,12 +10,13 @@
  * row's log-sum-exp. The backward needs the logits again: when they are
  * few (at most keep_elems) and the call records, the forward keeps them;
  * else the backward makes each block again with the same GEMM, at the
- * cost of one more forward product. Kept logits are made in one product,
- * and a backward that consumes its entry (a plain tg_backward) writes
- * their gradient over them and makes dx in one product too. Every path
- * gives the same bits: our kernels' sum order does not depend on the
- * number of rows (kernels/gemm.h), so block b's logits are the rows of
- * x @ weight, and dweight is summed a block at a time on each.
+ * cost of one more forward product. A backward that consumes its entry
+ * (a plain tg_backward) writes the kept logits' gradient over them. Where
+ * our kernels run the products, kept logits and dx are each made in one
+ * product. Every path gives the same bits: our kernels' sum order does
+ * not depend on the number of rows (kernels/gemm.h), so block b's logits
+ * are the rows of x @ weight; where OpenBLAS runs them, every path makes
+ * the same blocks; and dweight is summed a block at a time on each.
  *
  * The block size R follows V alone, never the thread count, so
  * dweight, summed over the blocks in order, is the same bits on any
@@ -169,9 +170,9 @@ static void grad_rows(void *ctx, int64_t lo, int64_t hi)
  * time (into a block's scratch when not kept). The two give the same bits
  * with our kernels (a row's logits do not depend on the rows beside it;
  * OpenBLAS makes no such promise: tg__gemm_rows_free), and one product
- * packs the weight once, where blocks pack it
- * once a block: at GPT-2 124M's head, B4 T64 (4 blocks), the forward
- * took a quarter less time. false, with an error, when out of memory. */
+ * packs the weight once, where blocks pack it once a block: at GPT-2
+ * 124M's head, B4 T64 (4 blocks), the forward took a quarter less time.
+ * false, with an error, when out of memory. */
 static bool forward_blocks(lce *c, char *kept)
 {
     tg_tensor *scratch = NULL;
