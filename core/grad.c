@@ -103,14 +103,19 @@ tg_tensor *tg__sum_to_shape(tg_tensor *g, int ndim, const int64_t *shape)
  * the caller holds (one reference, in no scope, no tape entry, no grad).
  * The counts are read acquire: a view another thread just dropped was done
  * reading the storage before the gradient is written into it. */
+/* Whether the one reference to t and to its storage is the holder's. */
+static bool held_alone(const tg_tensor *t)
+{
+    return atomic_load_explicit(&t->refcount, memory_order_acquire) == 1 &&
+           atomic_load_explicit(&t->storage->refcount, memory_order_acquire) ==
+               1;
+}
+
 static bool can_adopt(const tg_tensor *t, const tg_tensor *g)
 {
-    return atomic_load_explicit(&g->refcount, memory_order_acquire) == 1 &&
-           g->scope_slot < 0 && !g->node && !g->grad && !g->requires_grad &&
-           atomic_load_explicit(&g->storage->refcount, memory_order_acquire) ==
-               1 &&
-           g->offset == 0 && g->dtype == t->dtype && tg__same_shape(t, g) &&
-           tg_is_contiguous(g);
+    return held_alone(g) && g->scope_slot < 0 && !g->node && !g->grad &&
+           !g->requires_grad && g->offset == 0 && g->dtype == t->dtype &&
+           tg__same_shape(t, g) && tg_is_contiguous(g);
 }
 
 bool tg__grad_add(tg_tensor *t, tg_tensor *g, bool adopt)
@@ -153,11 +158,7 @@ bool tg__set_walk_consumes(bool consumes)
 
 bool tg__saved_consumable(const tg_node *n, int k)
 {
-    const tg_tensor *t = n->saved[k];
-    return walk_consumes && t &&
-           atomic_load_explicit(&t->refcount, memory_order_acquire) == 1 &&
-           atomic_load_explicit(&t->storage->refcount, memory_order_acquire) ==
-               1;
+    return walk_consumes && n->saved[k] && held_alone(n->saved[k]);
 }
 
 tg_tensor *tg__grad_into(tg_node *n, int i)

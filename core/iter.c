@@ -446,54 +446,57 @@ static void copy_run(void *job, int64_t start, const int64_t *off,
 enum { TILE = 16 };
 
 #if TG_HAVE_TARGETS
-#include <immintrin.h>
+#include "core/transpose_avx2.h"
 
 /* The 8 x 8 block of 4-byte elements at s (its rows ld apart) transposed
- * into d (rows C apart): eight loads, three rounds of shuffles (pairs of
- * rows interleaved, then pairs of pairs, then the 128-bit halves), eight
- * stores, where the scalar tile moves each element alone. Shuffles move
- * bits as they are (a NaN's payload too): float32, the one 4-byte dtype,
- * is copied exactly. */
-TG_TARGET_AVX2 static void block8x8(uint32_t *d, int64_t C, const uint32_t *s,
+ * into d (rows C apart), or the 4 x 4 block of 8-byte ones: a register per
+ * row, one register transpose, where the scalar tile moves each element
+ * alone. The shuffles move bits as they are, so float32, float64 and
+ * int64 are copied exactly. */
+TG_TARGET_AVX2 static void block8x8(float *d, int64_t C, const float *s,
                                     int64_t ld)
 {
-    __m256 r[8], t[8], u[8];
+    __m256 r[8];
     for (int k = 0; k < 8; k++)
-        r[k] = _mm256_loadu_ps((const float *)(s + k * ld));
-    for (int k = 0; k < 8; k += 2) {
-        t[k] = _mm256_unpacklo_ps(r[k], r[k + 1]);
-        t[k + 1] = _mm256_unpackhi_ps(r[k], r[k + 1]);
-    }
-    for (int k = 0; k < 8; k += 4) {
-        u[k] = _mm256_shuffle_ps(t[k], t[k + 2], 0x44);
-        u[k + 1] = _mm256_shuffle_ps(t[k], t[k + 2], 0xEE);
-        u[k + 2] = _mm256_shuffle_ps(t[k + 1], t[k + 3], 0x44);
-        u[k + 3] = _mm256_shuffle_ps(t[k + 1], t[k + 3], 0xEE);
-    }
-    for (int k = 0; k < 4; k++) {
-        _mm256_storeu_ps((float *)(d + k * C),
-                         _mm256_permute2f128_ps(u[k], u[k + 4], 0x20));
-        _mm256_storeu_ps((float *)(d + (k + 4) * C),
-                         _mm256_permute2f128_ps(u[k], u[k + 4], 0x31));
-    }
+        r[k] = _mm256_loadu_ps(s + k * ld);
+    tg__transpose8(r);
+    for (int k = 0; k < 8; k++)
+        _mm256_storeu_ps(d + k * C, r[k]);
 }
 
-/* A whole TILE x TILE tile of 4-byte elements, four 8 x 8 blocks. The
- * tied GPT-2 124M head's gradient, (768,50257) float32 made (50257,768),
- * fell from 3.6% of the training step's profile to 1.8% (1 thread); a
- * (64,1024) in cache copies in 0.02 ms, not 0.07. */
-TG_TARGET_AVX2 static void tile4(void *d, int64_t C, const void *s, int64_t ld)
+TG_TARGET_AVX2 static void block4x4(double *d, int64_t C, const double *s,
+                                    int64_t ld)
 {
-    for (int a = 0; a < TILE; a += 8)
-        for (int b = 0; b < TILE; b += 8)
-            block8x8((uint32_t *)d + a * C + b, C,
-                     (const uint32_t *)s + a + b * ld, ld);
+    __m256d r[4];
+    for (int k = 0; k < 4; k++)
+        r[k] = _mm256_loadu_pd(s + k * ld);
+    tg__transpose4(r);
+    for (int k = 0; k < 4; k++)
+        _mm256_storeu_pd(d + k * C, r[k]);
+}
+
+/* A whole TILE x TILE tile of elements of esz bytes (4 or 8) in blocks of
+ * one register's width. The tied GPT-2 124M head's gradient, (768,50257)
+ * float32 made (50257,768), fell from 3.6% of the training step's profile
+ * to 1.8% (1 thread); a (64,1024) in cache copies in 0.02 ms, not 0.07. */
+TG_TARGET_AVX2 static void tile_avx2(void *d, int64_t C, const void *s,
+                                     int64_t ld, size_t esz)
+{
+    const int w = esz == 4 ? 8 : 4;
+    for (int a = 0; a < TILE; a += w)
+        for (int b = 0; b < TILE; b += w)
+            if (esz == 4)
+                block8x8((float *)d + a * C + b, C,
+                         (const float *)s + a + b * ld, ld);
+            else
+                block4x4((double *)d + a * C + b, C,
+                         (const double *)s + a + b * ld, ld);
 }
 #else
 /* never called: vec below is false without the vector levels */
-static void tile4(void *d, int64_t C, const void *s, int64_t ld)
+static void tile_avx2(void *d, int64_t C, const void *s, int64_t ld, size_t esz)
 {
-    (void)d, (void)C, (void)s, (void)ld;
+    (void)d, (void)C, (void)s, (void)ld, (void)esz;
 }
 #endif
 
@@ -510,8 +513,9 @@ static void transpose_run(void *ctx, int64_t lo, int64_t hi)
     const tg_tensor *src = j->src;
     const int nd = src->ndim;
     const int64_t R = j->rows, C = j->cols, ld = src->strides[nd - 1];
+    const size_t esz = tg_dtype_size(j->dst->dtype);
     const bool vec = TG_HAVE_TARGETS && tg__cpu_level() >= TG_CPU_AVX2 &&
-                     tg_dtype_size(j->dst->dtype) == 4;
+                     (esz == 4 || esz == 8);
     TG_DISPATCH_ANY(j->dst->dtype, T, {
         for (int64_t u = lo; u < hi; u++) {
             int64_t mat = u / j->row_tiles, i0 = u % j->row_tiles * TILE;
@@ -523,7 +527,7 @@ static void transpose_run(void *ctx, int64_t lo, int64_t hi)
             for (int64_t c0 = 0; c0 < C; c0 += TILE) {
                 const int64_t c1 = c0 + TILE < C ? c0 + TILE : C;
                 if (vec && i1 - i0 == TILE && c1 - c0 == TILE) {
-                    tile4(d + i0 * C + c0, C, s + i0 + c0 * ld, ld);
+                    tile_avx2(d + i0 * C + c0, C, s + i0 + c0 * ld, ld, esz);
                     continue;
                 }
                 for (int64_t i = i0; i < i1; i++)

@@ -16,55 +16,12 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 
+#include "core/transpose_avx2.h" /* UK_TRANSPOSE, below */
+
 #include <immintrin.h>
 #include <string.h>
 
 #define UK_TARGET __attribute__((target("avx2,fma")))
-
-/* The register transposes of the transposing packers (the template's
- * UK_TRANSPOSE): 8 x 8 floats by unpack / shuffle / lane-permute, 4 x 4
- * doubles by unpack / lane-permute. */
-UK_TARGET static inline __attribute__((always_inline)) void
-transpose8(__m256 r[8])
-{
-    const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]);
-    const __m256 t1 = _mm256_unpackhi_ps(r[0], r[1]);
-    const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]);
-    const __m256 t3 = _mm256_unpackhi_ps(r[2], r[3]);
-    const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]);
-    const __m256 t5 = _mm256_unpackhi_ps(r[4], r[5]);
-    const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]);
-    const __m256 t7 = _mm256_unpackhi_ps(r[6], r[7]);
-    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44);
-    const __m256 u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-    const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44);
-    const __m256 u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-    const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44);
-    const __m256 u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-    const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44);
-    const __m256 u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
-    r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
-    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
-    r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
-    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
-    r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
-    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
-    r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
-}
-
-UK_TARGET static inline __attribute__((always_inline)) void
-transpose4(__m256d r[4])
-{
-    const __m256d t0 = _mm256_unpacklo_pd(r[0], r[1]);
-    const __m256d t1 = _mm256_unpackhi_pd(r[0], r[1]);
-    const __m256d t2 = _mm256_unpacklo_pd(r[2], r[3]);
-    const __m256d t3 = _mm256_unpackhi_pd(r[2], r[3]);
-    r[0] = _mm256_permute2f128_pd(t0, t2, 0x20);
-    r[1] = _mm256_permute2f128_pd(t1, t3, 0x20);
-    r[2] = _mm256_permute2f128_pd(t0, t2, 0x31);
-    r[3] = _mm256_permute2f128_pd(t1, t3, 0x31);
-}
 
 /* Each type's 6-row tile, then the same tile 4, 2 and 1 rows high, for a
  * block's last panel when m is not a multiple of 6 (kernels/gemm_packed.c:
@@ -76,7 +33,7 @@ transpose4(__m256d r[4])
 #define UK_PACK_B       sgemm_6x16_pack_b_copy
 #define UK_PACK_A_T     sgemm_6x16_pack_a
 #define UK_PACK_B_T     sgemm_6x16_pack_b
-#define UK_TRANSPOSE(v) transpose8(v)
+#define UK_TRANSPOSE(v) tg__transpose8(v)
 #define UK_T            float
 #define UK_V            __m256
 #define UK_LANES        8
@@ -109,7 +66,7 @@ transpose4(__m256d r[4])
 #define UK_PACK_B       dgemm_6x8_pack_b_copy
 #define UK_PACK_A_T     dgemm_6x8_pack_a
 #define UK_PACK_B_T     dgemm_6x8_pack_b
-#define UK_TRANSPOSE(v) transpose4(v)
+#define UK_TRANSPOSE(v) tg__transpose4(v)
 #define UK_T            double
 #define UK_V            __m256d
 #define UK_LANES        4

@@ -67,6 +67,12 @@ typedef struct lce {
     int64_t r0;         /* the block's first row */
 } lce;
 
+/* The rows of the block from r0 in blocks of R: R but for the last. */
+static int64_t rows_from(const lce *c, int64_t r0, int64_t R)
+{
+    return c->N - r0 < R ? c->N - r0 : R;
+}
+
 static int64_t block_rows(int64_t V, int64_t N)
 {
     int64_t R = V > 0 ? block_elems / V : N;
@@ -183,7 +189,7 @@ static bool forward_blocks(lce *c, char *kept)
     const int64_t R = kept && tg__gemm_rows_free(c->dt) ? c->N : c->R;
     bool ok = true;
     for (int64_t r0 = 0; ok && r0 < c->N; r0 += R) {
-        const int64_t rows = c->N - r0 < R ? c->N - r0 : R;
+        const int64_t rows = rows_from(c, r0, R);
         c->r0 = r0;
         c->L = kept ? kept + (size_t)(r0 * c->V) * c->esz : bytes_of(scratch);
         ok = block_logits(c, r0, rows, c->L);
@@ -233,7 +239,7 @@ static bool backward_blocks(lce *c, const char *kept, char *dx, bool dx_add,
     char *scratch = t ? bytes_of(t) : NULL;
     bool ok = c->N == 0 || scratch;
     for (int64_t r0 = 0; ok && r0 < c->N; r0 += c->R) {
-        const int64_t rows = c->N - r0 < c->R ? c->N - r0 : c->R;
+        const int64_t rows = rows_from(c, r0, c->R);
         c->r0 = r0;
         c->G = scratch;
         c->L = kept ? (char *)kept + (size_t)(r0 * c->V) * c->esz : scratch;
@@ -267,12 +273,11 @@ static bool backward_in_place(lce *c, char *kept, char *dx, bool dx_add,
     bool ok = true;
     for (int64_t r0 = 0; ok && dx && r0 < c->N; r0 += R) {
         c->G = kept + (size_t)(r0 * c->V) * c->esz;
-        ok = block_dx(c, r0, c->N - r0 < R ? c->N - r0 : R, dx, dx_add);
+        ok = block_dx(c, r0, rows_from(c, r0, R), dx, dx_add);
     }
     for (int64_t r0 = 0; ok && dw && r0 < c->N; r0 += c->R) {
         c->G = kept + (size_t)(r0 * c->V) * c->esz;
-        ok = block_dw(c, r0, c->N - r0 < c->R ? c->N - r0 : c->R, dw,
-                      dw_add || r0 > 0);
+        ok = block_dw(c, r0, rows_from(c, r0, c->R), dw, dw_add || r0 > 0);
     }
     if (!ok)
         tg__error("linear_cross_entropy: out of memory in the products of "

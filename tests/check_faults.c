@@ -17,16 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(memory_sanitizer) ||     \
-    __has_feature(thread_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-
-#if defined(__GLIBC__) && !defined(SANITIZED)
+#if defined(__GLIBC__) && !TESTS_SANITIZED
 #define CAN_FAIL_CALLOC 1
 
 void *__libc_calloc(size_t n, size_t size);

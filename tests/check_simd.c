@@ -271,7 +271,9 @@ END_TEST
 static tg_tensor *transposed(tg_dtype dt, int64_t b, int64_t c, int64_t r,
                              int64_t pad, int level)
 {
-    tg_tensor *flat = seq(dt, b * c * (r + pad), 17, true, ALL);
+    const int64_t n = b * c * (r + pad);
+    tg_tensor *flat = dt == TG_INT64 ? tg_arange(TG_INT64, -n / 2, n - n / 2, 1)
+                                     : seq(dt, n, 17, true, ALL);
     tg_tensor *base = tg_reshape(flat, 3, (const int64_t[]){b, c, r + pad});
     tg_tensor *part = pad ? tg_narrow(base, 2, 1, r) : tg_retain(base);
     tg_tensor *view = tg_transpose(part, 1, 2);
@@ -293,15 +295,15 @@ static tg_tensor *transposed(tg_dtype dt, int64_t b, int64_t c, int64_t r,
     return t;
 }
 
-/* The 8 x 8 blocks of 4-byte elements: whole 16 x 16 tiles, tails of rows
- * and columns, batches, a padded leading dim at an offset; float64 (the
- * scalar tile at every level) too. Every level the same bits. */
+/* The register blocks, 8 x 8 of float32 and 4 x 4 of float64 and int64:
+ * whole 16 x 16 tiles, tails of rows and columns, batches, a padded
+ * leading dim at an offset. Every level the same bits. */
 START_TEST(test_transpose_levels)
 {
     static const int64_t shapes[][4] = {
         {1, 16, 16, 0}, {1, 17, 16, 0}, {1, 16, 33, 0}, {1, 48, 32, 0},
         {1, 65, 47, 0}, {3, 40, 33, 0}, {2, 32, 32, 3}, {1, 31, 50, 5}};
-    const tg_dtype dt = _i ? TG_FLOAT64 : TG_FLOAT32;
+    const tg_dtype dt = _i == 0 ? TG_FLOAT32 : _i == 1 ? TG_FLOAT64 : TG_INT64;
     for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
         const int64_t *sh = shapes[k];
         tg_tensor *want =
@@ -625,7 +627,7 @@ Suite *simd_suite(void)
     tcase_add_test(core, test_cap);
     tcase_add_loop_test(core, test_update_levels, 0, 2 * N_STEPS);
     tcase_add_loop_test(core, test_add_levels, 0, 6);
-    tcase_add_loop_test(core, test_transpose_levels, 0, 2);
+    tcase_add_loop_test(core, test_transpose_levels, 0, 3);
     tcase_add_loop_test(core, test_unary_levels, 0, 10);
     tcase_add_loop_test(core, test_layer_norm_levels, 0, 2);
     tcase_add_test(core, test_layer_norm_threads);

@@ -7,13 +7,15 @@
 /* All of it: between them the suites use every public header. */
 #include <tapegrad_all.h>
 
-/* 1 in a build with AddressSanitizer or ThreadSanitizer: their shadow
- * memory and histories count in the process's RSS, and they run some
- * tests at sampled sizes. */
+/* 1 in a build with AddressSanitizer, MemorySanitizer or ThreadSanitizer:
+ * their shadow memory and histories count in the process's RSS, they own
+ * the allocator (no calloc to interpose), and they run some tests at
+ * sampled sizes. */
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define TESTS_SANITIZED 1
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#if __has_feature(address_sanitizer) || __has_feature(memory_sanitizer) ||     \
+    __has_feature(thread_sanitizer)
 #define TESTS_SANITIZED 1
 #endif
 #endif
